@@ -1,0 +1,120 @@
+/* Primary-context holders and activation scopes. */
+#include <stdlib.h>
+
+#include "t4a/fault.h"
+#include "t4a_ctx/driver_table.h"
+
+struct t4a_ctx_holder {
+  atomic_int refs;
+  int ordinal;
+  CUdevice device;
+  CUcontext ctx;
+  t4a_driver *driver; /* a reference */
+};
+
+t4a_status t4a_ctx_holder_create(t4a_driver *driver, int ordinal, t4a_ctx_holder **out) {
+  if (out == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
+  *out = NULL;
+  if (driver == NULL) {
+    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "driver is NULL");
+  }
+  int count = 0;
+  t4a_status st = T4A_CU(driver, cuDeviceGetCount, &count);
+  if (st != T4A_OK) return st;
+  if (ordinal < 0 || ordinal >= count) {
+    return t4a_error_set(T4A_INVALID_DEVICE, NULL, 0, NULL, 0,
+                         "device ordinal %d is out of range (the driver sees %d devices)",
+                         ordinal, count);
+  }
+  t4a_ctx_holder *h = t4a_host_calloc(1, sizeof *h);
+  if (h == NULL) return T4A_HOST_OUT_OF_MEMORY;
+  if ((st = T4A_CU(driver, cuDeviceGet, &h->device, ordinal)) != T4A_OK ||
+      (st = T4A_CU(driver, cuDevicePrimaryCtxRetain, &h->ctx, h->device)) != T4A_OK) {
+    free(h);
+    return st;
+  }
+  atomic_init(&h->refs, 1);
+  h->ordinal = ordinal;
+  h->driver = driver;
+  t4a_driver_retain(driver);
+  t4a_counter_add(&driver->counters, T4A_COUNTER_ctx_holders_created, 1);
+  *out = h;
+  return T4A_OK;
+}
+
+void t4a_ctx_holder_retain(t4a_ctx_holder *holder) {
+  if (holder != NULL) atomic_fetch_add_explicit(&holder->refs, 1, memory_order_relaxed);
+}
+
+/* Releases the primary context. The driver never changes a thread's current context on release;
+ * the danger (seed audit A1) is in clearing it ourselves. We clear it only when the context was
+ * current here AND the release destroyed it (no other holder, in t4a or outside, retains it), so
+ * the thread is not left with a dangling handle. */
+static void holder_destroy(t4a_ctx_holder *h) {
+  t4a_driver *d = h->driver;
+  CUcontext current = NULL;
+  int was_current = d->t.cuCtxGetCurrent(&current) == CUDA_SUCCESS && current == h->ctx;
+  if (T4A_CU(d, cuDevicePrimaryCtxRelease, h->device) == T4A_OK) {
+    t4a_counter_add(&d->counters, T4A_COUNTER_ctx_holders_destroyed, 1);
+    if (was_current) {
+      unsigned flags = 0;
+      int active = 0;
+      if (d->t.cuDevicePrimaryCtxGetState(h->device, &flags, &active) == CUDA_SUCCESS && active) {
+        t4a_counter_add(&d->counters, T4A_COUNTER_ctx_current_kept, 1);
+      } else {
+        (void)d->t.cuCtxSetCurrent(NULL);
+      }
+    }
+  } else {
+    /* Never abort on a drop path: the retain is leaked, and counted. */
+    t4a_counter_add(&d->counters, T4A_COUNTER_ctx_release_failures, 1);
+  }
+  free(h);
+  t4a_driver_release(d);
+}
+
+void t4a_ctx_holder_release(t4a_ctx_holder *holder) {
+  if (holder == NULL) return;
+  if (atomic_fetch_sub_explicit(&holder->refs, 1, memory_order_acq_rel) == 1) {
+    holder_destroy(holder);
+  }
+}
+
+int t4a_ctx_holder_ordinal(const t4a_ctx_holder *holder) { return holder->ordinal; }
+t4a_driver *t4a_ctx_holder_driver(const t4a_ctx_holder *holder) { return holder->driver; }
+CUcontext t4a_ctx_holder_native(const t4a_ctx_holder *holder) { return holder->ctx; }
+CUdevice t4a_ctx_holder_device(const t4a_ctx_holder *holder) { return holder->device; }
+
+t4a_status t4a_ctx_scope_enter(t4a_ctx_scope *scope, const t4a_ctx_holder *holder,
+                               t4a_counters *counters) {
+  if (scope == NULL || holder == NULL) {
+    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "scope or holder is NULL");
+  }
+  t4a_driver *d = holder->driver;
+  if (counters == NULL) counters = &d->counters;
+  CUcontext prev = NULL;
+  t4a_status st = T4A_CU(d, cuCtxGetCurrent, &prev);
+  if (st != T4A_OK) return st;
+  scope->priv_prev = prev;
+  scope->priv_ctx = holder->ctx;
+  scope->priv_holder = holder;
+  scope->priv_counters = counters;
+  scope->priv_switched = prev != holder->ctx;
+  if (!scope->priv_switched) {
+    t4a_counter_add(counters, T4A_COUNTER_ctx_activations_skipped, 1);
+    return T4A_OK;
+  }
+  if ((st = T4A_CU(d, cuCtxSetCurrent, holder->ctx)) != T4A_OK) return st;
+  t4a_counter_add(counters, T4A_COUNTER_ctx_activations, 1);
+  return T4A_OK;
+}
+
+t4a_status t4a_ctx_scope_exit(t4a_ctx_scope *scope) {
+  if (scope == NULL || scope->priv_holder == NULL || !scope->priv_switched) return T4A_OK;
+  t4a_driver *d = scope->priv_holder->driver;
+  scope->priv_switched = 0;
+  t4a_status st = T4A_CU(d, cuCtxSetCurrent, (CUcontext)scope->priv_prev);
+  t4a_counter_add(scope->priv_counters,
+                  st == T4A_OK ? T4A_COUNTER_ctx_restores : T4A_COUNTER_ctx_restore_failures, 1);
+  return st;
+}

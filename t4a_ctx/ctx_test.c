@@ -1,0 +1,468 @@
+/* t4a_ctx on the fake driver: devices, holders, scopes, lanes, the A1 rule, failure sweeps. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "t4a/ctx.h"
+#include "t4a_ctx/driver_table.h"
+#include "testing/fake_driver/fake_driver.h"
+
+typedef struct fixture {
+  t4a_fake *fake;
+  t4a_driver *drv;
+  const t4a_driver_table *raw;
+} fixture;
+
+static int setup_n(void **state, int devices) {
+  fixture *f = calloc(1, sizeof *f);
+  t4a_fake_options o = T4A_FAKE_OPTIONS_INIT;
+  o.num_devices = devices;
+  o.peer[0][1] = 1; /* 0 can reach 1, not the other way round */
+  if (t4a_fake_create(&o, &f->fake) != T4A_OK) return -1;
+  if (t4a_fake_driver(f->fake, &f->drv) != T4A_OK) return -1;
+  f->raw = t4a_fake_table(f->fake);
+  *state = f;
+  return 0;
+}
+static int setup(void **state) { return setup_n(state, 2); }
+
+static int teardown(void **state) {
+  fixture *f = *state;
+  /* Every test leaves the thread with no current context and nothing alive. */
+  (void)f->raw->cuCtxSetCurrent(NULL);
+  t4a_driver_release(f->drv);
+  int clean = t4a_fake_nothing_live(f->fake);
+  t4a_fake_destroy(f->fake);
+  free(f);
+  return clean ? 0 : -1;
+}
+
+static CUcontext current(const fixture *f) {
+  CUcontext c = (CUcontext)0x1;
+  assert_int_equal(f->raw->cuCtxGetCurrent(&c), CUDA_SUCCESS);
+  return c;
+}
+
+static void test_devices(void **state) {
+  fixture *f = *state;
+  int n = 0;
+  assert_int_equal(t4a_device_count(f->drv, &n), T4A_OK);
+  assert_int_equal(n, 2);
+  t4a_device_info a, b;
+  assert_int_equal(t4a_device_query(f->drv, 0, &a), T4A_OK);
+  assert_int_equal(t4a_device_query(f->drv, 1, &b), T4A_OK);
+  assert_int_equal(a.cc_major, 9);
+  assert_int_equal(a.cc_minor, 0);
+  assert_int_equal(a.sm_count, 132);
+  assert_int_equal(a.max_threads_per_block, 1024);
+  assert_int_equal(a.warp_size, 32);
+  assert_true(a.total_mem_bytes > 0);
+  assert_true(a.max_shared_per_block_optin_bytes > a.max_shared_per_block_bytes);
+  assert_true(a.memory_pools_supported);
+  assert_memory_not_equal(a.uuid, b.uuid, 16);
+  assert_string_not_equal(a.name, b.name);
+  char u[48];
+  assert_int_equal(strlen(t4a_device_uuid_format(a.uuid, u, sizeof u)), 40);
+  assert_memory_equal(u, "GPU-", 4);
+  int can = -1;
+  assert_int_equal(t4a_device_can_access_peer(f->drv, 0, 1, &can), T4A_OK);
+  assert_int_equal(can, 1);
+  assert_int_equal(t4a_device_can_access_peer(f->drv, 1, 0, &can), T4A_OK);
+  assert_int_equal(can, 0);
+  assert_int_equal(t4a_device_query(f->drv, 2, &a), T4A_INVALID_DEVICE);
+  assert_int_equal(a.ordinal, 0); /* outputs zeroed on failure */
+  assert_int_equal(t4a_device_query(f->drv, -1, &a), T4A_INVALID_DEVICE);
+  t4a_error e;
+  t4a_error_last(&e);
+  assert_non_null(strstr(e.message, "-1"));
+  assert_int_equal(t4a_device_can_access_peer(f->drv, 0, 7, &can), T4A_INVALID_DEVICE);
+  assert_int_equal(t4a_device_count(NULL, &n), T4A_INVALID_ARGUMENT);
+}
+
+static void test_holder_refcounts_primary_context(void **state) {
+  fixture *f = *state;
+  t4a_fake_live live;
+  t4a_ctx_holder *h1 = NULL, *h2 = NULL;
+  assert_int_equal(t4a_ctx_holder_create(f->drv, 0, &h1), T4A_OK);
+  assert_int_equal(t4a_ctx_holder_create(f->drv, 0, &h2), T4A_OK);
+  t4a_fake_live_objects(f->fake, &live);
+  assert_int_equal(live.primary_refs[0], 2);
+  assert_ptr_equal(t4a_ctx_holder_native(h1), t4a_ctx_holder_native(h2));
+  assert_int_equal(t4a_ctx_holder_ordinal(h2), 0);
+  t4a_ctx_holder_retain(h1);
+  t4a_ctx_holder_release(h1);
+  t4a_fake_live_objects(f->fake, &live);
+  assert_int_equal(live.primary_refs[0], 2); /* one holder, one primary retain */
+  t4a_ctx_holder_release(h1);
+  t4a_ctx_holder_release(h2);
+  t4a_ctx_holder_release(NULL);
+  t4a_fake_live_objects(f->fake, &live);
+  assert_int_equal(live.primary_refs[0], 0);
+  t4a_counter_values v;
+  t4a_driver_counters(f->drv, &v);
+  assert_int_equal(v.ctx_holders_created, 2);
+  assert_int_equal(v.ctx_holders_destroyed, 2);
+  t4a_ctx_holder *bad = (t4a_ctx_holder *)1;
+  assert_int_equal(t4a_ctx_holder_create(f->drv, 5, &bad), T4A_INVALID_DEVICE);
+  assert_null(bad);
+}
+
+static void test_scope_skips_set_when_current_and_restores(void **state) {
+  fixture *f = *state;
+  t4a_ctx_holder *h0 = NULL, *h1 = NULL;
+  assert_int_equal(t4a_ctx_holder_create(f->drv, 0, &h0), T4A_OK);
+  assert_int_equal(t4a_ctx_holder_create(f->drv, 1, &h1), T4A_OK);
+  CUcontext c0 = t4a_ctx_holder_native(h0), c1 = t4a_ctx_holder_native(h1);
+  assert_int_equal(f->raw->cuCtxSetCurrent(c1), CUDA_SUCCESS);
+  t4a_counters counters;
+  memset(&counters, 0, sizeof counters);
+
+  uint64_t sets = t4a_fake_calls(f->fake, "cuCtxSetCurrent");
+  t4a_ctx_scope s;
+  assert_int_equal(t4a_ctx_scope_enter(&s, h0, &counters), T4A_OK);
+  assert_ptr_equal(current(f), c0);
+  /* Nested scope on the same context: no set at all. */
+  t4a_ctx_scope inner;
+  assert_int_equal(t4a_ctx_scope_enter(&inner, h0, &counters), T4A_OK);
+  assert_int_equal(t4a_ctx_scope_exit(&inner), T4A_OK);
+  assert_ptr_equal(current(f), c0);
+  assert_int_equal(t4a_ctx_scope_exit(&s), T4A_OK);
+  assert_ptr_equal(current(f), c1);
+  assert_int_equal(t4a_fake_calls(f->fake, "cuCtxSetCurrent") - sets, 2); /* set + restore */
+
+  t4a_counter_values v;
+  t4a_counters_read(&counters, &v);
+  assert_int_equal(v.ctx_activations, 1);
+  assert_int_equal(v.ctx_activations_skipped, 1);
+  assert_int_equal(v.ctx_restores, 1);
+
+  /* A failed set leaves the previous context in place and needs no exit. */
+  t4a_fake_inject(f->fake, "cuCtxSetCurrent", 0, 1, CUDA_ERROR_INVALID_VALUE, 0);
+  assert_int_equal(t4a_ctx_scope_enter(&s, h0, &counters), T4A_DRIVER_ERROR);
+  t4a_error e;
+  t4a_error_last(&e);
+  assert_string_equal(e.entry, "cuCtxSetCurrent");
+  assert_int_equal(e.code, CUDA_ERROR_INVALID_VALUE);
+  assert_string_equal(e.code_name, "CUDA_ERROR_INVALID_VALUE");
+  assert_ptr_equal(current(f), c1);
+
+  /* A failed restore is reported and counted. */
+  assert_int_equal(t4a_ctx_scope_enter(&s, h0, &counters), T4A_OK);
+  t4a_fake_inject(f->fake, "cuCtxSetCurrent", 0, 1, CUDA_ERROR_INVALID_VALUE, 0);
+  assert_int_equal(t4a_ctx_scope_exit(&s), T4A_DRIVER_ERROR);
+  t4a_counters_read(&counters, &v);
+  assert_int_equal(v.ctx_restore_failures, 1);
+  assert_int_equal(t4a_ctx_scope_exit(&s), T4A_OK); /* a second exit does nothing */
+
+  assert_int_equal(f->raw->cuCtxSetCurrent(NULL), CUDA_SUCCESS);
+  t4a_ctx_holder_release(h0);
+  t4a_ctx_holder_release(h1);
+}
+
+/* Seed audit A1: two runtimes on one ordinal share the primary context. Dropping the last holder
+ * of A on a thread where that context is current on behalf of B must not clear it. */
+static void test_a1_last_holder_of_a_keeps_b_current(void **state) {
+  fixture *f = *state;
+  t4a_lane *a = NULL, *b = NULL;
+  assert_int_equal(t4a_lane_create(f->drv, 0, NULL, &a), T4A_OK);
+  assert_int_equal(t4a_lane_create(f->drv, 0, NULL, &b), T4A_OK);
+  /* A buffer of A would hold A's holder: model it with an extra reference. */
+  t4a_ctx_holder *a_holder = t4a_lane_holder(a);
+  t4a_ctx_holder_retain(a_holder);
+  t4a_lane_destroy(a);
+
+  assert_ptr_equal(current(f), NULL);
+  t4a_ctx_scope in_b;
+  assert_int_equal(t4a_ctx_scope_enter(&in_b, t4a_lane_holder(b), NULL), T4A_OK);
+  CUcontext ctx = t4a_ctx_holder_native(t4a_lane_holder(b));
+  assert_ptr_equal(current(f), ctx);
+  /* The last holder of A goes away inside B's scope. */
+  t4a_ctx_holder_release(a_holder);
+  assert_ptr_equal(current(f), ctx);
+  /* B's work under its scope still succeeds. */
+  assert_int_equal(t4a_lane_synchronize(b), T4A_OK);
+  CUcontext via_stream = NULL;
+  assert_int_equal(f->raw->cuStreamGetCtx(t4a_lane_stream(b), &via_stream), CUDA_SUCCESS);
+  assert_ptr_equal(via_stream, ctx);
+  assert_int_equal(t4a_ctx_scope_exit(&in_b), T4A_OK);
+  assert_ptr_equal(current(f), NULL); /* B's scope restored what it found */
+  t4a_counter_values v;
+  t4a_driver_counters(f->drv, &v);
+  assert_int_equal(v.ctx_current_kept, 1);
+  t4a_lane_destroy(b);
+}
+
+/* The final holder of a context that was current here clears the dangling handle. */
+static void test_final_holder_clears_only_a_destroyed_context(void **state) {
+  fixture *f = *state;
+  t4a_ctx_holder *h = NULL;
+  assert_int_equal(t4a_ctx_holder_create(f->drv, 1, &h), T4A_OK);
+  CUcontext c = t4a_ctx_holder_native(h);
+  assert_int_equal(f->raw->cuCtxSetCurrent(c), CUDA_SUCCESS);
+  t4a_ctx_holder_release(h);
+  assert_ptr_equal(current(f), NULL);
+  t4a_fake_live live;
+  t4a_fake_live_objects(f->fake, &live);
+  assert_int_equal(live.primary_refs[1], 0);
+
+  /* A context that someone outside t4a still retains stays current. */
+  CUcontext outside = NULL;
+  assert_int_equal(f->raw->cuDevicePrimaryCtxRetain(&outside, 1), CUDA_SUCCESS);
+  assert_int_equal(t4a_ctx_holder_create(f->drv, 1, &h), T4A_OK);
+  assert_int_equal(f->raw->cuCtxSetCurrent(outside), CUDA_SUCCESS);
+  t4a_ctx_holder_release(h);
+  assert_ptr_equal(current(f), outside);
+  assert_int_equal(f->raw->cuCtxSetCurrent(NULL), CUDA_SUCCESS);
+  assert_int_equal(f->raw->cuDevicePrimaryCtxRelease(1), CUDA_SUCCESS);
+}
+
+static void *release_holder(void *h) {
+  t4a_ctx_holder_release(h);
+  return NULL;
+}
+
+static void test_lanes_are_independent_and_release_anywhere(void **state) {
+  fixture *f = *state;
+  t4a_lane *a = NULL, *b = NULL;
+  t4a_lane_options opts = T4A_LANE_OPTIONS_INIT;
+  assert_int_equal(t4a_lane_create(f->drv, 0, &opts, &a), T4A_OK);
+  assert_int_equal(t4a_lane_create(f->drv, 0, NULL, &b), T4A_OK);
+  assert_ptr_not_equal(t4a_lane_stream(a), t4a_lane_stream(b));
+  assert_int_not_equal(t4a_lane_domain(a), t4a_lane_domain(b));
+  assert_true(t4a_lane_domain(a) != 0 && t4a_lane_domain(b) != 0);
+  assert_ptr_equal(t4a_ctx_holder_native(t4a_lane_holder(a)),
+                   t4a_ctx_holder_native(t4a_lane_holder(b)));
+  assert_int_equal(t4a_lane_ordinal(b), 0);
+  assert_ptr_equal(t4a_lane_driver(a), f->drv);
+  t4a_fake_live live;
+  t4a_fake_live_objects(f->fake, &live);
+  assert_int_equal(live.streams, 2);
+  assert_int_equal(live.primary_refs[0], 2);
+  /* The stream is non-blocking and belongs to the lane's context. */
+  CUcontext sc = NULL;
+  assert_int_equal(f->raw->cuStreamGetCtx(t4a_lane_stream(a), &sc), CUDA_SUCCESS);
+  assert_ptr_equal(sc, t4a_ctx_holder_native(t4a_lane_holder(a)));
+  /* Creation left the thread's context as it found it. */
+  assert_ptr_equal(current(f), NULL);
+
+  assert_int_equal(t4a_lane_synchronize(a), T4A_OK);
+  t4a_counter_values v;
+  t4a_lane_read_counters(a, &v);
+  assert_int_equal(v.host_waits, 1);
+
+  /* A holder reference released on another thread. */
+  t4a_ctx_holder *h = t4a_lane_holder(a);
+  t4a_ctx_holder_retain(h);
+  t4a_lane_destroy(a);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, release_holder, h), 0);
+  pthread_join(t, NULL);
+  t4a_lane_destroy(b);
+  t4a_lane_destroy(NULL);
+  t4a_driver_counters(f->drv, &v);
+  assert_int_equal(v.lanes_created, 2);
+  assert_int_equal(v.lanes_destroyed, 2);
+  assert_int_equal(v.streams_destroyed, 2);
+  assert_int_equal(v.streams_leaked, 0);
+}
+
+/* A lane whose context cannot be activated at teardown leaks its stream, counts it, and does
+ * not abort (audit A5). */
+static void test_lane_destroy_leaks_without_context(void **state) {
+  fixture *f = *state;
+  t4a_lane *a = NULL;
+  assert_int_equal(t4a_lane_create(f->drv, 1, NULL, &a), T4A_OK);
+  t4a_fake_inject(f->fake, "cuCtxSetCurrent", 0, 1, CUDA_ERROR_INVALID_CONTEXT, 0);
+  t4a_lane_destroy(a);
+  t4a_counter_values v;
+  t4a_driver_counters(f->drv, &v);
+  assert_int_equal(v.streams_leaked, 1);
+  assert_int_equal(v.streams_destroyed, 0);
+  t4a_fake_live live;
+  t4a_fake_live_objects(f->fake, &live);
+  assert_int_equal(live.streams, 1); /* the leak is real and visible */
+  assert_int_equal(live.primary_refs[1], 0);
+}
+
+/* ---- failure sweeps: fail the Nth driver call (and the Nth host allocation) for every N ---- */
+
+typedef t4a_status (*op_fn)(fixture *f);
+
+static t4a_status op_lane_cycle(fixture *f) {
+  t4a_lane *lane = NULL;
+  t4a_status st = t4a_lane_create(f->drv, 1, NULL, &lane);
+  if (st != T4A_OK) {
+    assert_null(lane);
+    return st;
+  }
+  t4a_lane_destroy(lane);
+  return T4A_OK;
+}
+
+static t4a_status op_holder_scope(fixture *f) {
+  t4a_ctx_holder *h = NULL;
+  t4a_status st = t4a_ctx_holder_create(f->drv, 0, &h);
+  if (st != T4A_OK) {
+    assert_null(h);
+    return st;
+  }
+  t4a_ctx_scope s;
+  st = t4a_ctx_scope_enter(&s, h, NULL);
+  if (st == T4A_OK) st = t4a_ctx_scope_exit(&s);
+  t4a_ctx_holder_release(h);
+  return st;
+}
+
+static t4a_status op_device_query(fixture *f) {
+  t4a_device_info info;
+  t4a_status st = t4a_device_query(f->drv, 1, &info);
+  if (st != T4A_OK) assert_int_equal(info.total_mem_bytes, 0);
+  return st;
+}
+
+static t4a_status op_peer(fixture *f) {
+  int can = 7;
+  t4a_status st = t4a_device_can_access_peer(f->drv, 0, 1, &can);
+  if (st != T4A_OK) assert_int_equal(can, 0);
+  return st;
+}
+
+static int g_host_fail_at = -1, g_host_seen;
+static int host_fault(t4a_fault_point p, void *user) {
+  (void)user;
+  return p == T4A_FAULT_HOST_MALLOC && g_host_seen++ == g_host_fail_at;
+}
+
+/* Objects the fake holds beyond what t4a's leak counters account for. Zero means every object
+ * alive is either none or a leak that t4a counted (a drop path that could not prove safety). */
+static long unaccounted(fixture *f) {
+  t4a_fake_live live;
+  t4a_fake_live_objects(f->fake, &live);
+  t4a_counter_values v;
+  t4a_driver_counters(f->drv, &v);
+  long refs = 0;
+  for (int i = 0; i < T4A_FAKE_MAX_DEVICES; i++) refs += live.primary_refs[i];
+  return (long)(live.streams - v.streams_leaked) + (refs - (long)v.ctx_release_failures) +
+         (long)(live.device_allocs + live.host_allocs + live.events + live.pools + live.modules);
+}
+
+static void sweep(fixture *f, op_fn op, const char *name) {
+  static const struct {
+    CUresult r;
+    t4a_status want;
+  } codes[] = {{CUDA_ERROR_UNKNOWN, T4A_DRIVER_ERROR},
+               {CUDA_ERROR_OUT_OF_MEMORY, T4A_DEVICE_OUT_OF_MEMORY},
+               {CUDA_ERROR_ILLEGAL_ADDRESS, T4A_CONTEXT_LOST}};
+  int failures_seen = 0;
+  for (size_t c = 0; c < sizeof codes / sizeof codes[0]; c++) {
+    int n = 0;
+    for (;; n++) {
+      assert_true(n < 200);
+      t4a_fake_clear_injections(f->fake);
+      t4a_fake_inject(f->fake, NULL, (uint64_t)n, 1, codes[c].r, 0);
+      uint64_t before = t4a_fake_injected(f->fake);
+      t4a_error_clear();
+      t4a_status st = op(f);
+      int fired = t4a_fake_injected(f->fake) != before;
+      t4a_fake_clear_injections(f->fake);
+      (void)f->raw->cuCtxSetCurrent(NULL);
+      if (!fired) {
+        assert_int_equal(st, T4A_OK);
+        break;
+      }
+      /* The failure surfaced as its typed status with full detail, or it hit a drop path that
+       * cannot report (restore, release, destroy) and was absorbed there: never a wrong status. */
+      if (st != T4A_OK) {
+        failures_seen++;
+        t4a_error e;
+        t4a_error_last(&e);
+        if (st != codes[c].want) {
+          fail_msg("%s: call %d: got %s, want %s", name, n, t4a_status_name(st),
+                   t4a_status_name(codes[c].want));
+        }
+        assert_int_equal(e.status, st);
+        assert_int_equal(e.code, codes[c].r);
+        assert_true(strncmp(e.entry, "cu", 2) == 0);
+      }
+      if (unaccounted(f) != 0) fail_msg("%s: failing call %d leaked silently", name, n);
+    }
+    assert_true(n > 0);
+  }
+  assert_true(failures_seen > 0);
+  /* Host allocations. */
+  for (int n = 0;; n++) {
+    assert_true(n < 50);
+    g_host_fail_at = n;
+    g_host_seen = 0;
+    t4a_fault_set_hook(host_fault, NULL);
+    t4a_status st = op(f);
+    t4a_fault_set_hook(NULL, NULL);
+    (void)f->raw->cuCtxSetCurrent(NULL);
+    if (g_host_seen <= n) {
+      assert_int_equal(st, T4A_OK);
+      break;
+    }
+    assert_int_equal(st, T4A_HOST_OUT_OF_MEMORY);
+    if (unaccounted(f) != 0) fail_msg("%s: host alloc %d leaked", name, n);
+  }
+}
+
+/* For tests that leak on purpose: what is alive must be exactly what t4a counted. */
+static int teardown_counted_leaks(void **state) {
+  fixture *f = *state;
+  (void)f->raw->cuCtxSetCurrent(NULL);
+  long extra = unaccounted(f);
+  t4a_driver_release(f->drv);
+  t4a_fake_destroy(f->fake);
+  free(f);
+  return extra == 0 ? 0 : -1;
+}
+
+static void test_sweep_lane(void **state) { sweep(*state, op_lane_cycle, "lane"); }
+static void test_sweep_holder_scope(void **state) { sweep(*state, op_holder_scope, "holder"); }
+static void test_sweep_device_query(void **state) { sweep(*state, op_device_query, "query"); }
+static void test_sweep_peer(void **state) { sweep(*state, op_peer, "peer"); }
+
+static void test_failed_create_leaves_context_alone(void **state) {
+  fixture *f = *state;
+  t4a_ctx_holder *h = NULL;
+  assert_int_equal(t4a_ctx_holder_create(f->drv, 1, &h), T4A_OK);
+  CUcontext c1 = t4a_ctx_holder_native(h);
+  assert_int_equal(f->raw->cuCtxSetCurrent(c1), CUDA_SUCCESS);
+  t4a_fake_inject(f->fake, "cuStreamCreateWithPriority", 0, 1, CUDA_ERROR_OUT_OF_MEMORY, 0);
+  t4a_lane *lane = NULL;
+  assert_int_equal(t4a_lane_create(f->drv, 0, NULL, &lane), T4A_DEVICE_OUT_OF_MEMORY);
+  assert_null(lane);
+  assert_ptr_equal(current(f), c1);
+  assert_int_equal(f->raw->cuCtxSetCurrent(NULL), CUDA_SUCCESS);
+  t4a_ctx_holder_release(h);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_devices, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_holder_refcounts_primary_context, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_scope_skips_set_when_current_and_restores, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_a1_last_holder_of_a_keeps_b_current, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_final_holder_clears_only_a_destroyed_context, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_lanes_are_independent_and_release_anywhere, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_failed_create_leaves_context_alone, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_lane_destroy_leaks_without_context, setup,
+                                      teardown_counted_leaks),
+      cmocka_unit_test_setup_teardown(test_sweep_lane, setup, teardown_counted_leaks),
+      cmocka_unit_test_setup_teardown(test_sweep_holder_scope, setup, teardown_counted_leaks),
+      cmocka_unit_test_setup_teardown(test_sweep_device_query, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_sweep_peer, setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

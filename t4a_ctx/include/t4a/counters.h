@@ -1,0 +1,74 @@
+/* t4a/counters.h — the named counters that prove t4a's performance and lifetime claims.
+ *
+ * Layer: t4a_ctx:status (no driver). One list names every counter of every library; a counter
+ * block (t4a_counters) holds one relaxed atomic per name. Each object that counts (a driver, a
+ * lane, later a runtime or an artifact cache) owns a block; t4a_counters_read() copies it into a
+ * plain struct whose fields carry the same names. Later libraries append their names to the list.
+ *
+ * Thread-safety: t4a_counter_add and t4a_counters_read may run concurrently from any thread. */
+#ifndef T4A_COUNTERS_H_
+#define T4A_COUNTERS_H_
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* X(name, description). Append only. */
+#define T4A_COUNTER_LIST(X)                                                                   \
+  X(ctx_activations, "context scopes that made a context current (cuCtxSetCurrent)")         \
+  X(ctx_activations_skipped, "context scopes that found the context already current")        \
+  X(ctx_restores, "context scopes that restored the previous context on exit")               \
+  X(ctx_restore_failures, "context scopes whose restore failed")                             \
+  X(ctx_holders_created, "primary-context holders created (cuDevicePrimaryCtxRetain)")       \
+  X(ctx_holders_destroyed, "primary-context holders destroyed (cuDevicePrimaryCtxRelease)")  \
+  X(ctx_release_failures, "primary-context releases that failed (the retain is leaked)")    \
+  X(ctx_current_kept, "final holder releases that left another holder's current context")    \
+  X(streams_created, "lane streams created")                                                 \
+  X(streams_destroyed, "lane streams destroyed")                                             \
+  X(streams_leaked, "lane streams leaked because their context could not be activated")      \
+  X(lanes_created, "lanes created")                                                          \
+  X(lanes_destroyed, "lanes destroyed")                                                      \
+  X(host_waits, "host waits on device work (stream, event or context synchronize)")          \
+  X(events_recorded, "events recorded")
+
+typedef enum t4a_counter_id {
+#define T4A_COUNTER_ENUM_(name, desc) T4A_COUNTER_##name,
+  T4A_COUNTER_LIST(T4A_COUNTER_ENUM_)
+#undef T4A_COUNTER_ENUM_
+  T4A_COUNTER_COUNT
+} t4a_counter_id;
+
+/* A block of live counters. Zero-initialise it (static storage or memset) before use. */
+typedef struct t4a_counters {
+  _Atomic uint64_t v[T4A_COUNTER_COUNT];
+} t4a_counters;
+
+/* A snapshot: one plain field per counter name. */
+typedef struct t4a_counter_values {
+#define T4A_COUNTER_FIELD_(name, desc) uint64_t name;
+  T4A_COUNTER_LIST(T4A_COUNTER_FIELD_)
+#undef T4A_COUNTER_FIELD_
+} t4a_counter_values;
+
+/* Adds n to one counter (relaxed: counters order nothing). */
+static inline void t4a_counter_add(t4a_counters *c, t4a_counter_id id, uint64_t n) {
+  atomic_fetch_add_explicit(&c->v[id], n, memory_order_relaxed);
+}
+
+/* Copies every counter of *c into *out. */
+void t4a_counters_read(const t4a_counters *c, t4a_counter_values *out);
+
+/* Returns the counter's name ("host_waits") or description; static strings, NULL if out of range. */
+const char *t4a_counter_name(t4a_counter_id id);
+const char *t4a_counter_description(t4a_counter_id id);
+
+/* Returns the value of counter `id` in a snapshot. */
+uint64_t t4a_counter_value(const t4a_counter_values *values, t4a_counter_id id);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* T4A_COUNTERS_H_ */

@@ -1,0 +1,192 @@
+/* t4a/ctx.h — the CUDA driver, devices, primary contexts and lanes.
+ *
+ * Layer: t4a_ctx, the base of the runtime (t4a_mem, t4a_retire, t4a_launch and the facade sit on
+ * it). The driver is loaded at run time (dlopen of libcuda.so.1, then cuGetProcAddress_v2 for
+ * every entry at a pinned ABI version); t4a never links libcuda. This header compiles without the
+ * CUDA toolkit: no CUDA type appears in it.
+ *
+ * Objects:
+ *   t4a_driver      a loaded driver (or the fake driver of the tests): the table of entry points,
+ *                   its version and capabilities, and driver-wide counters. Refcounted.
+ *   t4a_ctx_holder  one retain of a device's primary context. Refcounted; the last release
+ *                   releases the primary context without disturbing a context that another
+ *                   holder has current on this thread.
+ *   t4a_ctx_scope   caller storage that makes a holder's context current for a region and
+ *                   restores the previous context on every path.
+ *   t4a_lane        one non-blocking stream on a holder, with a process-unique domain identity
+ *                   and its own counters. Two lanes on one ordinal share the primary context.
+ *
+ * Thread-safety: drivers, holders and lanes may be used and released from any thread. A scope
+ * belongs to the thread that entered it. Counters are atomic.
+ * Ownership: create/retain return a reference the caller releases; release/destroy accept NULL. */
+#ifndef T4A_CTX_H_
+#define T4A_CTX_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "t4a/counters.h"
+#include "t4a/fault.h"
+#include "t4a/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A device address (CUdeviceptr). */
+typedef uint64_t t4a_devptr;
+
+/* ---- Driver ------------------------------------------------------------------------------ */
+
+typedef struct t4a_driver t4a_driver;
+
+/* Driver capabilities: optional entry points that resolved. */
+#define T4A_DRIVER_CAP_FUNC_PARAM_INFO (1u << 0) /* cuFuncGetParamInfo (driver >= 12.4) */
+
+typedef struct t4a_driver_options {
+  /* Library to dlopen. NULL: $T4A_LIBCUDA_PATH if set, else "libcuda.so.1". */
+  const char *library_path;
+  /* Oldest accepted driver version (1000*major + 10*minor). 0: T4A's own minimum (12000). */
+  int min_version;
+} t4a_driver_options;
+#define T4A_DRIVER_OPTIONS_INIT {NULL, 0}
+
+/* Loads the driver library, checks its version, resolves every catalogue entry and calls
+ * cuInit(0). Returns a new reference in *out.
+ * Statuses: DRIVER_NOT_FOUND (dlopen failed; the message names the library and dlerror),
+ * DRIVER_TOO_OLD (no cuGetProcAddress_v2, or a version below the minimum: message gives both),
+ * DRIVER_SYMBOL_MISSING (a required entry did not resolve: message names it and its version),
+ * NO_DEVICE / DRIVER_ERROR (cuInit failed), HOST_OUT_OF_MEMORY. A partial load is torn down. */
+T4A_MUST_USE t4a_status t4a_driver_open(const t4a_driver_options *options, t4a_driver **out);
+
+/* Returns a new reference to the process-wide driver, loaded once (thread-safe) with default
+ * options. A failed load is remembered: later calls return the same status and detail. */
+T4A_MUST_USE t4a_status t4a_driver_get_default(t4a_driver **out);
+
+void t4a_driver_retain(t4a_driver *driver);
+/* Drops a reference; the last one unloads the library (or tears the fake down). Accepts NULL. */
+void t4a_driver_release(t4a_driver *driver);
+
+/* Driver version as cuDriverGetVersion reports it (13000 for CUDA 13.0). */
+int t4a_driver_version(const t4a_driver *driver);
+/* T4A_DRIVER_CAP_* bits. */
+uint32_t t4a_driver_caps(const t4a_driver *driver);
+/* The library path that was opened, or the fake driver's name. */
+const char *t4a_driver_origin(const t4a_driver *driver);
+/* Copies the driver-wide counters (context holders, scopes used without a lane). */
+void t4a_driver_counters(const t4a_driver *driver, t4a_counter_values *out);
+
+/* ---- Devices ----------------------------------------------------------------------------- */
+
+typedef struct t4a_device_info {
+  int ordinal;
+  char name[256];
+  uint8_t uuid[16];
+  int cc_major, cc_minor;
+  int sm_count;
+  uint64_t total_mem_bytes;
+  int max_threads_per_block;
+  int max_block_dim[3];
+  int max_grid_dim[3];
+  int warp_size;
+  int max_shared_per_block_bytes;       /* default static limit (48 KiB) */
+  int max_shared_per_block_optin_bytes; /* opt-in limit for dynamic shared memory */
+  int max_shared_per_sm_bytes;
+  int max_registers_per_block;
+  int l2_cache_bytes;
+  int max_persisting_l2_bytes;
+  int max_access_policy_window_bytes;
+  int clock_khz;
+  int memory_clock_khz;
+  int memory_bus_width_bits;
+  int async_engine_count;
+  int unified_addressing;
+  int can_map_host_memory;
+  int memory_pools_supported;
+  int concurrent_managed_access;
+  int pci_domain, pci_bus, pci_device;
+  int integrated;
+} t4a_device_info;
+
+/* Number of devices the driver sees. */
+T4A_MUST_USE t4a_status t4a_device_count(t4a_driver *driver, int *out_count);
+
+/* Queries one device. Statuses: INVALID_DEVICE for an ordinal out of range, DRIVER_ERROR. */
+T4A_MUST_USE t4a_status t4a_device_query(t4a_driver *driver, int ordinal, t4a_device_info *out);
+
+/* Whether device `ordinal` can access `peer_ordinal`'s memory directly (0 when ordinals equal). */
+T4A_MUST_USE t4a_status t4a_device_can_access_peer(t4a_driver *driver, int ordinal,
+                                                   int peer_ordinal, int *out_can);
+
+/* Formats a UUID as "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" into buf (at least 41 bytes). */
+char *t4a_device_uuid_format(const uint8_t uuid[16], char *buf, size_t size);
+
+/* ---- Primary-context holders and scopes -------------------------------------------------- */
+
+typedef struct t4a_ctx_holder t4a_ctx_holder;
+
+/* Retains device `ordinal`'s primary context; returns a holder with one reference.
+ * Statuses: INVALID_DEVICE, DRIVER_ERROR, CONTEXT_LOST, HOST_OUT_OF_MEMORY. */
+T4A_MUST_USE t4a_status t4a_ctx_holder_create(t4a_driver *driver, int ordinal,
+                                              t4a_ctx_holder **out);
+void t4a_ctx_holder_retain(t4a_ctx_holder *holder);
+/* Drops a reference. The last one releases the primary context. If that context is current on
+ * this thread and still alive (another holder retains it), it stays current; only when the
+ * release destroyed it is the thread's current context cleared. Never aborts; a failed release
+ * leaks the retain, is counted in ctx_release_failures, and the holder memory is freed. */
+void t4a_ctx_holder_release(t4a_ctx_holder *holder);
+int t4a_ctx_holder_ordinal(const t4a_ctx_holder *holder);
+t4a_driver *t4a_ctx_holder_driver(const t4a_ctx_holder *holder);
+
+/* An activation scope, in caller storage. Fields are private. */
+typedef struct t4a_ctx_scope {
+  void *priv_prev;
+  void *priv_ctx;
+  const t4a_ctx_holder *priv_holder;
+  t4a_counters *priv_counters;
+  int priv_switched;
+} t4a_ctx_scope;
+
+/* Makes the holder's context current on this thread unless it already is (a get costs ~10 ns, a
+ * set ~22 ns), remembering the previous one. `counters` (may be NULL: the driver's) receives the
+ * activation counts. On failure nothing changed and the scope needs no exit. */
+T4A_MUST_USE t4a_status t4a_ctx_scope_enter(t4a_ctx_scope *scope, const t4a_ctx_holder *holder,
+                                            t4a_counters *counters);
+/* Restores the context that was current at enter. Returns DRIVER_ERROR if the restore failed
+ * (counted as ctx_restore_failures). Call exactly once per successful enter. */
+t4a_status t4a_ctx_scope_exit(t4a_ctx_scope *scope);
+
+/* ---- Lanes ------------------------------------------------------------------------------- */
+
+typedef struct t4a_lane t4a_lane;
+
+typedef struct t4a_lane_options {
+  int priority; /* stream priority (cuStreamCreateWithPriority); 0 = default */
+} t4a_lane_options;
+#define T4A_LANE_OPTIONS_INIT {0}
+
+/* Creates a lane on device `ordinal`: a holder of its primary context, one non-blocking stream
+ * and a process-unique domain identity. options may be NULL.
+ * Statuses: INVALID_DEVICE, DRIVER_ERROR, CONTEXT_LOST, HOST_OUT_OF_MEMORY. */
+T4A_MUST_USE t4a_status t4a_lane_create(t4a_driver *driver, int ordinal,
+                                        const t4a_lane_options *options, t4a_lane **out);
+/* Destroys the stream (with the lane's context active; if activation fails the stream is leaked
+ * and counted in streams_leaked) and releases the holder. Does not wait for the stream's work;
+ * the driver completes it. Accepts NULL. Never aborts. */
+void t4a_lane_destroy(t4a_lane *lane);
+
+int t4a_lane_ordinal(const t4a_lane *lane);
+/* The lane's allocation-domain identity: unique in the process, never 0, never reused. */
+uint64_t t4a_lane_domain(const t4a_lane *lane);
+/* Borrowed: the lane's context holder (retain it to keep it past the lane). */
+t4a_ctx_holder *t4a_lane_holder(const t4a_lane *lane);
+/* Borrowed: the lane's live counter block, and a snapshot of it. */
+t4a_counters *t4a_lane_counters(t4a_lane *lane);
+void t4a_lane_read_counters(const t4a_lane *lane, t4a_counter_values *out);
+/* Waits for all work on the lane's stream (counted in host_waits). */
+T4A_MUST_USE t4a_status t4a_lane_synchronize(t4a_lane *lane);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* T4A_CTX_H_ */

@@ -1,0 +1,60 @@
+/* t4a/fault.h — named fault points outside the driver, for failure sweeps.
+ *
+ * Layer: t4a_ctx:status (no driver, no CUDA header). Every place where t4a can fail for a reason
+ * other than a driver call (a host allocation, dlopen, a mutex init, a file write) asks
+ * t4a_fault_sim(point) first; with no hook installed it returns 0 at the cost of one relaxed
+ * atomic load. Tests install a hook to fail the Nth fallible call (SQLite's sqlite3FaultSim).
+ *
+ * Thread-safety: the hook is process-wide; install it before the threads it should affect start.
+ * Production code never installs one. */
+#ifndef T4A_FAULT_H_
+#define T4A_FAULT_H_
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* X(name): the one list of fault points. Append only. */
+#define T4A_FAULT_POINT_LIST(X) \
+  X(HOST_MALLOC)                \
+  X(DLOPEN)                     \
+  X(DLSYM)                      \
+  X(MUTEX_INIT)                 \
+  X(THREAD_CREATE)              \
+  X(FILE_OPEN)                  \
+  X(FILE_READ)                  \
+  X(FILE_WRITE)                 \
+  X(FILE_RENAME)                \
+  X(MMAP)
+
+typedef enum t4a_fault_point {
+#define T4A_FAULT_ENUM_(name) T4A_FAULT_##name,
+  T4A_FAULT_POINT_LIST(T4A_FAULT_ENUM_)
+#undef T4A_FAULT_ENUM_
+  T4A_FAULT_POINT_COUNT
+} t4a_fault_point;
+
+/* A hook returns nonzero to make the operation at `point` fail. */
+typedef int (*t4a_fault_hook_fn)(t4a_fault_point point, void *user);
+
+/* Installs (or, with NULL, removes) the process-wide hook. */
+void t4a_fault_set_hook(t4a_fault_hook_fn hook, void *user);
+
+/* Returns nonzero if the operation at `point` must fail now; 0 when no hook is installed. */
+int t4a_fault_sim(t4a_fault_point point);
+
+/* Returns the point's name ("HOST_MALLOC"); static string. */
+const char *t4a_fault_point_name(t4a_fault_point point);
+
+/* Host allocation through the HOST_MALLOC fault point. On failure (real or simulated) returns
+ * NULL and records T4A_HOST_OUT_OF_MEMORY with `bytes` in this thread's error detail. Free the
+ * result with free(). t4a_host_calloc zero-fills and checks n * size for overflow. */
+void *t4a_host_malloc(size_t bytes);
+void *t4a_host_calloc(size_t n, size_t size);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* T4A_FAULT_H_ */

@@ -1,0 +1,99 @@
+/* Lanes: one non-blocking stream on a primary-context holder, with a domain identity. */
+#include <stdlib.h>
+
+#include "t4a/fault.h"
+#include "t4a_ctx/driver_table.h"
+
+struct t4a_lane {
+  t4a_ctx_holder *holder; /* a reference */
+  t4a_driver *driver;     /* borrowed from the holder */
+  CUstream stream;
+  uint64_t domain;
+  int ordinal;
+  t4a_counters counters;
+};
+
+/* Domain identities start at 1 and are never reused in the process. */
+static _Atomic uint64_t g_next_domain = 1;
+
+t4a_status t4a_lane_create(t4a_driver *driver, int ordinal, const t4a_lane_options *options,
+                           t4a_lane **out) {
+  if (out == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
+  *out = NULL;
+  t4a_lane_options opts = T4A_LANE_OPTIONS_INIT;
+  if (options != NULL) opts = *options;
+  t4a_lane *lane = t4a_host_calloc(1, sizeof *lane);
+  if (lane == NULL) return T4A_HOST_OUT_OF_MEMORY;
+  t4a_status st = t4a_ctx_holder_create(driver, ordinal, &lane->holder);
+  if (st != T4A_OK) {
+    free(lane);
+    return st;
+  }
+  lane->driver = driver;
+  lane->ordinal = ordinal;
+  t4a_ctx_scope scope;
+  if ((st = t4a_ctx_scope_enter(&scope, lane->holder, &lane->counters)) == T4A_OK) {
+    st = T4A_CU(driver, cuStreamCreateWithPriority, &lane->stream, CU_STREAM_NON_BLOCKING,
+                opts.priority);
+    t4a_status restore = t4a_ctx_scope_exit(&scope);
+    if (st == T4A_OK && restore != T4A_OK) {
+      /* The stream exists but the caller's context could not be put back: report it, and do
+       * not hand out a lane built on a thread whose state we disturbed. */
+      t4a_ctx_scope undo;
+      if (t4a_ctx_scope_enter(&undo, lane->holder, &lane->counters) == T4A_OK) {
+        (void)T4A_CU(driver, cuStreamDestroy, lane->stream);
+        (void)t4a_ctx_scope_exit(&undo);
+      } else {
+        t4a_counter_add(&driver->counters, T4A_COUNTER_streams_leaked, 1);
+      }
+      st = restore;
+    }
+  }
+  if (st != T4A_OK) {
+    t4a_ctx_holder_release(lane->holder);
+    free(lane);
+    return st;
+  }
+  lane->domain = atomic_fetch_add_explicit(&g_next_domain, 1, memory_order_relaxed);
+  /* Lifetime counts live on the driver: the lane's own block dies with the lane. */
+  t4a_counter_add(&driver->counters, T4A_COUNTER_streams_created, 1);
+  t4a_counter_add(&driver->counters, T4A_COUNTER_lanes_created, 1);
+  *out = lane;
+  return T4A_OK;
+}
+
+void t4a_lane_destroy(t4a_lane *lane) {
+  if (lane == NULL) return;
+  t4a_driver *d = lane->driver;
+  t4a_ctx_scope scope;
+  if (t4a_ctx_scope_enter(&scope, lane->holder, &lane->counters) == T4A_OK) {
+    if (T4A_CU(d, cuStreamDestroy, lane->stream) == T4A_OK) {
+      t4a_counter_add(&d->counters, T4A_COUNTER_streams_destroyed, 1);
+    } else {
+      t4a_counter_add(&d->counters, T4A_COUNTER_streams_leaked, 1);
+    }
+    (void)t4a_ctx_scope_exit(&scope);
+  } else {
+    /* Without its context the stream cannot be destroyed safely: leak it and count (A5). */
+    t4a_counter_add(&d->counters, T4A_COUNTER_streams_leaked, 1);
+  }
+  t4a_counter_add(&d->counters, T4A_COUNTER_lanes_destroyed, 1);
+  t4a_ctx_holder_release(lane->holder);
+  free(lane);
+}
+
+int t4a_lane_ordinal(const t4a_lane *lane) { return lane->ordinal; }
+uint64_t t4a_lane_domain(const t4a_lane *lane) { return lane->domain; }
+t4a_ctx_holder *t4a_lane_holder(const t4a_lane *lane) { return lane->holder; }
+t4a_counters *t4a_lane_counters(t4a_lane *lane) { return &lane->counters; }
+void t4a_lane_read_counters(const t4a_lane *lane, t4a_counter_values *out) {
+  t4a_counters_read(lane != NULL ? &lane->counters : NULL, out);
+}
+CUstream t4a_lane_stream(const t4a_lane *lane) { return lane->stream; }
+t4a_driver *t4a_lane_driver(const t4a_lane *lane) { return lane->driver; }
+
+t4a_status t4a_lane_synchronize(t4a_lane *lane) {
+  if (lane == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "lane is NULL");
+  t4a_counter_add(&lane->counters, T4A_COUNTER_host_waits, 1);
+  return T4A_CU(lane->driver, cuStreamSynchronize, lane->stream);
+}

@@ -1,0 +1,15 @@
+/* t4a/launch.h — module cache, checked launches, descriptors, graphs, L2 persistence.
+ *
+ * Layer: t4a_launch (on t4a_nvrtc, t4a_ctx, t4a_mem and t4a_retire). This library's edges exist from the first build so the layering is
+ * enforced; its API arrives with the issue that fills it. Until then this header declares nothing
+ * beyond what its dependencies provide.
+ *
+ * Thread-safety and ownership follow t4a/ctx.h. */
+#ifndef T4A_LAUNCH_H_
+#define T4A_LAUNCH_H_
+
+#include "t4a/nvrtc.h"
+#include "t4a/mem.h"
+#include "t4a/retire.h"
+
+#endif /* T4A_LAUNCH_H_ */

@@ -1,0 +1,143 @@
+/* testing/fake_driver — an in-process simulated CUDA driver: the CPU GPU of t4a's unit tests.
+ *
+ * It implements every entry of the driver catalogue (t4a_ctx/driver_catalog.h) as host functions
+ * and hands them to t4a through t4a_driver_create_from_table(). It is test code: never linked into
+ * a library.
+ *
+ * Model:
+ *  - N devices with configurable memory, compute capability and peer access; primary contexts with
+ *    refcounts (the last release destroys the context: stale handles then fail); the current
+ *    context per thread.
+ *  - Streams are FIFOs. Enqueued work (copies, fills, kernels, frees, event records, waits) runs
+ *    only when the fake progresses: on cuStreamSynchronize / cuEventSynchronize /
+ *    cuCtxSynchronize, on cuStreamQuery / cuEventQuery when the query policy says so, or on
+ *    t4a_fake_progress(). So a host read before completion sees the old bytes.
+ *    cuStreamWaitEvent blocks a stream until the event's recorded point has run (any device).
+ *  - Device memory is host memory behind fake device addresses that are never reused. Any access
+ *    by executed work outside a live allocation raises a sticky CUDA_ERROR_ILLEGAL_ADDRESS on the
+ *    executing context; from then on every call under that context returns it.
+ *  - Modules load from: the fake image format (text starting "T4AFAKE1\n" followed by one kernel
+ *    name per line), PTX text (every ".entry NAME"), and real CUBIN ELF (every STT_FUNC symbol).
+ *    Kernels are host functions registered by name with their parameter sizes, so
+ *    cuFuncGetParamInfo answers and launches run on CPU in stream order.
+ *  - Failure injection per entry point (or for any entry): let `skip` calls succeed, then fail
+ *    `count` calls with a chosen CUresult; optionally after enqueueing the work. Sticky errors on
+ *    demand. A count of every call per entry.
+ *
+ * Only one fake exists at a time (the table holds plain function pointers). All entry points are
+ * thread-safe (one lock). */
+#ifndef T4A_TESTING_FAKE_DRIVER_H_
+#define T4A_TESTING_FAKE_DRIVER_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "t4a_ctx/driver_table.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define T4A_FAKE_MAX_DEVICES 8
+
+/* When the query calls (cuStreamQuery, cuEventQuery) run pending work first. */
+typedef enum t4a_fake_query_policy {
+  T4A_FAKE_QUERY_PROGRESSES = 0, /* a query runs the queried stream's work, then answers */
+  T4A_FAKE_QUERY_NEVER = 1,      /* a query only reports; work runs on sync or t4a_fake_progress */
+} t4a_fake_query_policy;
+
+typedef struct t4a_fake_options {
+  int num_devices;          /* 0: 1 */
+  uint64_t mem_bytes;       /* per device; 0: 1 GiB (allocation beyond it: OUT_OF_MEMORY) */
+  int cc_major, cc_minor;   /* 0: 9.0 */
+  int sm_count;             /* 0: 132 */
+  int driver_version;       /* 0: 13000 */
+  /* peer[i][j] != 0: device i can access device j. all_peers != 0 sets every pair. */
+  int all_peers;
+  unsigned char peer[T4A_FAKE_MAX_DEVICES][T4A_FAKE_MAX_DEVICES];
+  int omit_param_info;      /* leave the optional cuFuncGetParamInfo slot NULL */
+  t4a_fake_query_policy query_policy;
+} t4a_fake_options;
+#define T4A_FAKE_OPTIONS_INIT {0}
+
+typedef struct t4a_fake t4a_fake;
+
+/* Creates the fake (INVALID_ARGUMENT if one exists already). */
+T4A_MUST_USE t4a_status t4a_fake_create(const t4a_fake_options *options, t4a_fake **out);
+/* Returns a new driver reference whose table is the fake's (t4a_driver_create_from_table). */
+T4A_MUST_USE t4a_status t4a_fake_driver(t4a_fake *fake, t4a_driver **out);
+/* The fake's table, for tests that call it raw. */
+const t4a_driver_table *t4a_fake_table(t4a_fake *fake);
+/* Destroys the fake and everything it still holds. Call after every driver reference is gone. */
+void t4a_fake_destroy(t4a_fake *fake);
+
+/* ---- progress ---- */
+/* Runs every runnable operation on every stream until none can run. Returns how many ran. */
+size_t t4a_fake_progress(t4a_fake *fake);
+/* Runs at most one operation at the head of `stream`; returns 1 if one ran. */
+int t4a_fake_step(t4a_fake *fake, CUstream stream);
+/* Number of operations queued (not yet run) on `stream`, or on all streams if stream is NULL. */
+size_t t4a_fake_pending(t4a_fake *fake, CUstream stream);
+void t4a_fake_set_query_policy(t4a_fake *fake, t4a_fake_query_policy policy);
+
+/* ---- failure injection ---- */
+/* For entry `entry` (its catalogue name, e.g. "cuMemAllocFromPoolAsync"; NULL = any entry):
+ * the next `skip` calls behave normally, the `count` after that return `result`. With
+ * after_enqueue, a failing call that enqueues work enqueues it anyway. Rules stack; clear with
+ * t4a_fake_clear_injections. */
+void t4a_fake_inject(t4a_fake *fake, const char *entry, uint64_t skip, uint64_t count,
+                     CUresult result, int after_enqueue);
+void t4a_fake_clear_injections(t4a_fake *fake);
+/* Number of injected failures delivered so far. */
+uint64_t t4a_fake_injected(t4a_fake *fake);
+/* Puts device `ordinal`'s primary context into a sticky error (every later call under it, and
+ * every query of its streams and events, returns `result`). */
+void t4a_fake_set_sticky(t4a_fake *fake, int ordinal, CUresult result);
+/* The sticky error of device `ordinal`'s context, or CUDA_SUCCESS. */
+CUresult t4a_fake_sticky(t4a_fake *fake, int ordinal);
+
+/* ---- counts ---- */
+/* Calls made to `entry` (NULL: all entries) since creation or the last reset. */
+uint64_t t4a_fake_calls(t4a_fake *fake, const char *entry);
+void t4a_fake_reset_calls(t4a_fake *fake);
+
+typedef struct t4a_fake_live {
+  uint64_t device_allocs, device_bytes; /* pool, async and sync allocations */
+  uint64_t host_allocs;                 /* cuMemHostAlloc */
+  uint64_t host_registrations;          /* cuMemHostRegister */
+  uint64_t streams, events, pools, modules, graphs, graph_execs;
+  int primary_refs[T4A_FAKE_MAX_DEVICES]; /* primary-context retain counts */
+} t4a_fake_live;
+void t4a_fake_live_objects(t4a_fake *fake, t4a_fake_live *out);
+/* 1 if every count in t4a_fake_live is 0 (nothing leaked), else 0. */
+int t4a_fake_nothing_live(t4a_fake *fake);
+
+/* ---- memory seen from the host ---- */
+/* Host address behind [ptr, ptr + bytes) of a live device allocation (or device-mapped host
+ * memory), or NULL if the range is not inside one live allocation. */
+void *t4a_fake_host_view(t4a_fake *fake, CUdeviceptr ptr, size_t bytes);
+
+/* ---- kernels ---- */
+typedef struct t4a_fake_launch t4a_fake_launch;
+/* A kernel: runs once per launch (not per thread) on the host, in stream order. params[i] points
+ * at a copy of argument i (taken at launch time, as the driver does). */
+typedef void (*t4a_fake_kernel_fn)(t4a_fake_launch *launch, void **params, void *user);
+/* Registers kernel `name` with its parameter sizes (offsets follow the C ABI: each parameter
+ * aligned to min(size, 8)). num_params may be 0. Re-registering replaces. */
+void t4a_fake_register_kernel(t4a_fake *fake, const char *name, size_t num_params,
+                              const size_t *param_sizes, t4a_fake_kernel_fn fn, void *user);
+/* Inside a kernel: the host address of [ptr, ptr + bytes) in device memory. Out of bounds: raises
+ * the sticky ILLEGAL_ADDRESS on the launching context and returns NULL (the kernel must return). */
+void *t4a_fake_deref(t4a_fake_launch *launch, CUdeviceptr ptr, size_t bytes);
+/* Inside a kernel: the launch geometry. */
+void t4a_fake_launch_dims(const t4a_fake_launch *launch, unsigned grid[3], unsigned block[3],
+                          unsigned *shared_bytes);
+
+/* ---- module images ---- */
+/* Builds a fake module image naming `num` kernels into buf; returns the bytes needed (incl. NUL). */
+size_t t4a_fake_image(char *buf, size_t size, const char *const *kernel_names, size_t num);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* T4A_TESTING_FAKE_DRIVER_H_ */

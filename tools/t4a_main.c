@@ -1,0 +1,155 @@
+/* The t4a command-line program.
+ *
+ *   t4a info [--fake [N]]   driver and NVRTC versions, then each device with its properties.
+ *                           --fake shows the fake driver's N devices (default 2) instead of the
+ *                           real driver. Exit 0 on success, 1 when no driver can be loaded.
+ *   t4a version             the t4a version. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "t4a/ctx.h"
+#include "t4a/nvrtc.h"
+#include "t4a/status.h"
+#include "t4a/t4a.h"
+#include "testing/fake_driver/fake_driver.h"
+
+static void print_error(const char *what) {
+  t4a_error e;
+  char buf[512];
+  t4a_error_last(&e);
+  printf("%s: %s\n", what, t4a_error_format(&e, buf, sizeof buf));
+}
+
+static void print_nvrtc(void) {
+  t4a_nvrtc_lib *lib = NULL;
+  if (t4a_nvrtc_lib_open(NULL, &lib) != T4A_OK) {
+    print_error("nvrtc");
+    return;
+  }
+  int major = 0, minor = 0;
+  t4a_nvrtc_lib_version(lib, &major, &minor);
+  uint32_t caps = t4a_nvrtc_lib_caps(lib);
+  printf("nvrtc: %d.%d (%s)%s%s%s\n", major, minor, t4a_nvrtc_lib_origin(lib),
+         caps & T4A_NVRTC_CAP_CUBIN ? " cubin" : "", caps & T4A_NVRTC_CAP_LTOIR ? " lto-ir" : "",
+         caps & T4A_NVRTC_CAP_PCH ? " pch" : "");
+  int archs[64];
+  size_t n = 0;
+  if (t4a_nvrtc_lib_supported_archs(lib, archs, 64, &n) == T4A_OK) {
+    printf("nvrtc archs:");
+    for (size_t i = 0; i < n && i < 64; i++) printf(" sm_%d", archs[i]);
+    printf("\n");
+  }
+  t4a_nvrtc_lib_release(lib);
+}
+
+static int print_devices(t4a_driver *drv) {
+  int v = t4a_driver_version(drv);
+  printf("driver: CUDA %d.%d (%s)%s\n", v / 1000, (v % 1000) / 10, t4a_driver_origin(drv),
+         t4a_driver_caps(drv) & T4A_DRIVER_CAP_FUNC_PARAM_INFO ? " func-param-info" : "");
+  int count = 0;
+  if (t4a_device_count(drv, &count) != T4A_OK) {
+    print_error("devices");
+    return 1;
+  }
+  printf("devices: %d\n", count);
+  for (int i = 0; i < count; i++) {
+    t4a_device_info d;
+    if (t4a_device_query(drv, i, &d) != T4A_OK) {
+      print_error("device");
+      return 1;
+    }
+    char uuid[48];
+    printf("device %d: %s\n", i, d.name);
+    printf("  uuid: %s\n", t4a_device_uuid_format(d.uuid, uuid, sizeof uuid));
+    printf("  compute capability: %d.%d, %d SMs, %d threads/block, warp %d\n", d.cc_major,
+           d.cc_minor, d.sm_count, d.max_threads_per_block, d.warp_size);
+    printf("  memory: %.1f GiB, bus %d bits; L2 %d KiB (persisting max %d KiB)\n",
+           (double)d.total_mem_bytes / (1024.0 * 1024.0 * 1024.0), d.memory_bus_width_bits,
+           d.l2_cache_bytes / 1024, d.max_persisting_l2_bytes / 1024);
+    printf("  shared/block: %d KiB (opt-in %d KiB), shared/SM %d KiB\n",
+           d.max_shared_per_block_bytes / 1024, d.max_shared_per_block_optin_bytes / 1024,
+           d.max_shared_per_sm_bytes / 1024);
+    printf("  pci %04x:%02x:%02x, async engines %d, memory pools %s, map host %s\n",
+           (unsigned)d.pci_domain, (unsigned)d.pci_bus, (unsigned)d.pci_device,
+           d.async_engine_count, d.memory_pools_supported ? "yes" : "no",
+           d.can_map_host_memory ? "yes" : "no");
+    for (int j = 0; j < count; j++) {
+      int can = 0;
+      if (j != i && t4a_device_can_access_peer(drv, i, j, &can) == T4A_OK) {
+        printf("  peer access to %d: %s\n", j, can ? "yes" : "no");
+      }
+    }
+  }
+  return 0;
+}
+
+static int cmd_info(int argc, char **argv) {
+  int fake_devices = 0;
+  for (int i = 0; i < argc; i++) {
+    if (strcmp(argv[i], "--fake") == 0) {
+      fake_devices = 2;
+      if (i + 1 < argc && argv[i + 1][0] != '-') fake_devices = atoi(argv[++i]);
+      if (fake_devices < 1 || fake_devices > T4A_FAKE_MAX_DEVICES) {
+        fprintf(stderr, "t4a info: --fake takes 1..%d devices\n", T4A_FAKE_MAX_DEVICES);
+        return 2;
+      }
+    } else {
+      fprintf(stderr, "t4a info: unknown option %s\n", argv[i]);
+      return 2;
+    }
+  }
+  printf("t4a %s\n", t4a_version_string());
+  print_nvrtc();
+  int rc;
+  if (fake_devices > 0) {
+    t4a_fake_options o = T4A_FAKE_OPTIONS_INIT;
+    o.num_devices = fake_devices;
+    o.all_peers = 1;
+    t4a_fake *fake = NULL;
+    t4a_driver *drv = NULL;
+    if (t4a_fake_create(&o, &fake) != T4A_OK || t4a_fake_driver(fake, &drv) != T4A_OK) {
+      print_error("fake driver");
+      t4a_fake_destroy(fake);
+      return 1;
+    }
+    rc = print_devices(drv);
+    t4a_driver_release(drv);
+    t4a_fake_destroy(fake);
+    return rc;
+  }
+  t4a_driver *drv = NULL;
+  if (t4a_driver_get_default(&drv) != T4A_OK) {
+    print_error("no CUDA driver");
+    printf("(run `t4a info --fake` to see the fake driver used by the tests)\n");
+    return 1;
+  }
+  rc = print_devices(drv);
+  t4a_driver_release(drv);
+  return rc;
+}
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: t4a info [--fake [N]]   driver, NVRTC and devices\n"
+          "       t4a version             the t4a version\n");
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  if (strcmp(argv[1], "info") == 0) return cmd_info(argc - 2, argv + 2);
+  if (strcmp(argv[1], "version") == 0) {
+    printf("%s\n", t4a_version_string());
+    return 0;
+  }
+  if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+    usage(stdout);
+    return 0;
+  }
+  fprintf(stderr, "t4a: unknown command %s\n", argv[1]);
+  usage(stderr);
+  return 2;
+}
