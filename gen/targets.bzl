@@ -215,7 +215,7 @@ T4A_TARGETS = {
         {
             "name": "fake_driver",
             "kind": "library",
-            "srcs": ["fake_driver.c"],
+            "srcs": ["fake_driver.c", "fake_entries.c", "fake_device.c", "fake_stream.c", "fake_memory.c", "fake_module.c", "fake_graph.c", "fake_internal.h", "fake_errors.h"],
             "hdrs": ["fake_driver.h"],
             "deps": ["//t4a_ctx:seam", "//t4a_ctx:t4a_ctx", "//t4a_ctx:status", "@cuda//:headers"],
             "linkopts": ["-lpthread"],

@@ -35,7 +35,7 @@ t4a_test(NAME t4a_ctx_ctx_multi_gpu_test
   LABELS gpu multi
   DEPS t4a_ctx t4a_ctx_seam t4a_ctx_status t4a_ext_cmocka)
 t4a_library(NAME fake_driver
-  SRCS testing/fake_driver/fake_driver.c
+  SRCS testing/fake_driver/fake_driver.c testing/fake_driver/fake_entries.c testing/fake_driver/fake_device.c testing/fake_driver/fake_stream.c testing/fake_driver/fake_memory.c testing/fake_driver/fake_module.c testing/fake_driver/fake_graph.c testing/fake_driver/fake_internal.h testing/fake_driver/fake_errors.h
   HDRS testing/fake_driver/fake_driver.h
   DEPS t4a_ctx_seam t4a_ctx t4a_ctx_status t4a_ext_cuda_headers Threads::Threads)
 t4a_test(NAME testing_fake_driver_fake_driver_test

@@ -21,7 +21,7 @@ struct t4a_nvrtc_lib {
   int major, minor;
   uint32_t caps;
   void *dl;
-  char origin[256];
+  char origin[512];
 };
 
 #endif /* T4A_NVRTC_NVRTC_TABLE_H_ */

@@ -25,7 +25,48 @@
  *    demand. A count of every call per entry.
  *
  * Only one fake exists at a time (the table holds plain function pointers). All entry points are
- * thread-safe (one lock). */
+ * thread-safe (one recursive lock). Kernels run with that lock held, on the thread that made the
+ * fake progress: a kernel may call t4a_fake_deref and even driver entries, but must not wait for
+ * another thread, and must not use cmocka asserts (they would longjmp out with the lock held).
+ *
+ * Rules the fake enforces (some stricter than the real driver, so bugs show up on a CPU):
+ *  - Enqueueing calls (copies, fills, launches, stream-ordered alloc/free, event record, stream
+ *    wait, graph launch/upload) need a current context, and the stream must belong to it
+ *    (CUDA_ERROR_INVALID_CONTEXT otherwise). Syncs, queries and destroys of streams and events
+ *    need no current context. NULL / CU_STREAM_LEGACY / CU_STREAM_PER_THREAD name the current
+ *    context's default stream, which is an ordinary FIFO (no implicit legacy synchronization).
+ *  - Handles are numbers, never pointers; a destroyed object's handle is never reused, so a stale
+ *    handle is always detected (INVALID_HANDLE, or INVALID_CONTEXT for contexts).
+ *  - The last cuDevicePrimaryCtxRelease destroys the context: queued work is dropped (event
+ *    markers complete), and its streams, events, modules, memory and executable graphs stay
+ *    counted as live leaks, unusable (INVALID_CONTEXT). cuDevicePrimaryCtxReset destroys the
+ *    context too, but frees all of that (including its cuMemHostAlloc memory) and clears the
+ *    sticky error; the retain count is kept, and the next retain creates a new context with a
+ *    new handle.
+ *  - A sticky error makes every call under that context fail with it (also stream/event destroy,
+ *    module unload, cuMemFree): only cuDevicePrimaryCtxReset recovers. Device queries,
+ *    cuCtxGet/SetCurrent and the primary-context calls are not affected. In a faulted context
+ *    queued copies, fills and kernels are dropped; queued frees still run.
+ *  - Cross-device access by executed work: pool memory needs cuMemPoolSetAccess for the
+ *    executing device (copies included); cuMemAlloc memory is copyable from any device, but a
+ *    kernel needs cuCtxEnablePeerAccess. Mapped host memory is reachable from every device.
+ *  - Pinned host memory (cuMemHostAlloc / cuMemHostRegister) freed or unregistered while a copy
+ *    or kernel that uses it is queued makes that work fault (ILLEGAL_ADDRESS) instead of touching
+ *    freed memory. Registered host memory has its own fake device address (only with DEVICEMAP),
+ *    so CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM reports 0.
+ *  - cuMemFree synchronizes the owning context first; cuMemFreeHost and cuMemHostUnregister do
+ *    not. cuModuleUnload with launches of the module still queued makes them fail when they run
+ *    (sticky CUDA_ERROR_LAUNCH_FAILED).
+ *  - Capture: graphs are linear (capture order). Captured: kernels, copies, fills, frees.
+ *    cuMemAllocAsync/FromPoolAsync during capture, a wait on an event whose work (recorded
+ *    outside the capture) is still pending, and waits that would join another stream into a
+ *    capture are refused and invalidate it. Syncing or querying a capturing stream,
+ *    cuCtxSynchronize, and the unsafe calls (cuMemAlloc, cuMemFree, cuMemHostAlloc,
+ *    cuMemFreeHost, cuMemHostRegister, cuMemHostUnregister) while a GLOBAL capture (or this
+ *    thread's THREAD_LOCAL one) is active fail with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and
+ *    invalidate it. Querying an event recorded in a capture is CUDA_ERROR_CAPTURED_EVENT.
+ *  - A cycle of waits (only possible when a kernel synchronizes from inside the engine) is
+ *    reported as CUDA_ERROR_ILLEGAL_STATE rather than hanging. */
 #ifndef T4A_TESTING_FAKE_DRIVER_H_
 #define T4A_TESTING_FAKE_DRIVER_H_
 
@@ -79,12 +120,18 @@ int t4a_fake_step(t4a_fake *fake, CUstream stream);
 /* Number of operations queued (not yet run) on `stream`, or on all streams if stream is NULL. */
 size_t t4a_fake_pending(t4a_fake *fake, CUstream stream);
 void t4a_fake_set_query_policy(t4a_fake *fake, t4a_fake_query_policy policy);
+/* Copies the value last set with cuStreamSetAttribute for `attr` on `stream` (NULL: the current
+ * context's default stream) into *out. Returns 1 if one was set, else 0. */
+int t4a_fake_stream_attr(t4a_fake *fake, CUstream stream, CUstreamAttrID attr,
+                         CUstreamAttrValue *out);
 
 /* ---- failure injection ---- */
 /* For entry `entry` (its catalogue name, e.g. "cuMemAllocFromPoolAsync"; NULL = any entry):
  * the next `skip` calls behave normally, the `count` after that return `result`. With
- * after_enqueue, a failing call that enqueues work enqueues it anyway. Rules stack; clear with
- * t4a_fake_clear_injections. */
+ * after_enqueue, a failing call that enqueues work enqueues it anyway (ignored for entries that
+ * enqueue nothing). Rules stack: every matching rule counts every call of its entry, and when
+ * several would fail one call the oldest decides. An unknown entry name is reported on stderr
+ * and never fires. Clear with t4a_fake_clear_injections. */
 void t4a_fake_inject(t4a_fake *fake, const char *entry, uint64_t skip, uint64_t count,
                      CUresult result, int after_enqueue);
 void t4a_fake_clear_injections(t4a_fake *fake);
@@ -123,7 +170,9 @@ typedef struct t4a_fake_launch t4a_fake_launch;
  * at a copy of argument i (taken at launch time, as the driver does). */
 typedef void (*t4a_fake_kernel_fn)(t4a_fake_launch *launch, void **params, void *user);
 /* Registers kernel `name` with its parameter sizes (offsets follow the C ABI: each parameter
- * aligned to min(size, 8)). num_params may be 0. Re-registering replaces. */
+ * aligned to min(size, 8); a size that is not a power of two aligns to the largest power of two
+ * dividing it, e.g. 3 -> 1, 12 -> 4). num_params may be 0. Re-registering replaces. Launches
+ * snapshot the kernel (function, user pointer, sizes) when they are enqueued. */
 void t4a_fake_register_kernel(t4a_fake *fake, const char *name, size_t num_params,
                               const size_t *param_sizes, t4a_fake_kernel_fn fn, void *user);
 /* Inside a kernel: the host address of [ptr, ptr + bytes) in device memory. Out of bounds: raises

@@ -1,0 +1,723 @@
+/* testing/fake_driver — module images, functions, registered kernels and launches.
+ *
+ * An image is one of:
+ *   - the fake format: "T4AFAKE1\n" then one kernel name per line;
+ *   - PTX text: every ".entry NAME" (with or without ".visible") is a kernel; the text must carry
+ *     ".version" and ".target" directives;
+ *   - a CUBIN (ELF64, little-endian, EM_CUDA): every STT_FUNC symbol of .symtab is a kernel.
+ * The driver API passes images without a size, so the ELF reader trusts only what the headers
+ * declare and checks every offset, size and string against them (and a 1 GiB sanity bound);
+ * the text readers stop at the first NUL or at the first byte that is not text. Anything else is
+ * CUDA_ERROR_INVALID_IMAGE, with a reason in the JIT error log when one is supplied. */
+#define _GNU_SOURCE
+#include <elf.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testing/fake_driver/fake_internal.h"
+
+#define FK_IMAGE_LIMIT (1ull << 30)
+#define FK_DEFAULT_DYN_SHARED 49152
+#define FK_OPTIN_DYN_SHARED 232448
+#define FK_FAKE_MAGIC "T4AFAKE1\n"
+
+/* ---- registered kernels ------------------------------------------------------------------- */
+
+static void kernel_free(fk_kernel *k) {
+  free(k->name);
+  free(k->sizes);
+  free(k->offsets);
+  free(k);
+}
+
+fk_kernel *fk_kernel_find(t4a_fake *f, const char *name) {
+  for (fk_kernel *k = f->kernels; k != NULL; k = k->next) {
+    if (strcmp(k->name, name) == 0) return k;
+  }
+  return NULL;
+}
+
+void fk_kernels_free(t4a_fake *f) {
+  while (f->kernels != NULL) {
+    fk_kernel *k = f->kernels;
+    f->kernels = k->next;
+    kernel_free(k);
+  }
+}
+
+void t4a_fake_register_kernel(t4a_fake *fake, const char *name, size_t num_params,
+                              const size_t *param_sizes, t4a_fake_kernel_fn fn, void *user) {
+  if (fake == NULL || name == NULL || (num_params > 0 && param_sizes == NULL)) return;
+  fk_kernel *k = calloc(1, sizeof *k);
+  if (k == NULL) return;
+  k->name = strdup(name);
+  k->num = num_params;
+  k->fn = fn;
+  k->user = user;
+  if (num_params > 0) {
+    k->sizes = calloc(num_params, sizeof *k->sizes);
+    k->offsets = calloc(num_params, sizeof *k->offsets);
+  }
+  if (k->name == NULL || (num_params > 0 && (k->sizes == NULL || k->offsets == NULL))) {
+    kernel_free(k);
+    return;
+  }
+  /* C ABI layout: each parameter aligned to min(size, 8), or, for a size that is not a power
+   * of two, to the largest power of two dividing it (a char[3] aligns to 1, a 12-byte struct of
+   * ints to 4), which is the most a C type of that size can need. */
+  size_t off = 0;
+  for (size_t i = 0; i < num_params; i++) {
+    size_t size = param_sizes[i];
+    size_t align = 1;
+    while (align < 8 && size != 0 && size % (align * 2) == 0) align *= 2;
+    off = (off + align - 1) / align * align;
+    k->sizes[i] = size;
+    k->offsets[i] = off;
+    off += size;
+  }
+  k->total = off;
+
+  fk_lock();
+  fk_kernel **at = &fake->kernels;
+  while (*at != NULL && strcmp((*at)->name, name) != 0) at = &(*at)->next;
+  if (*at != NULL) {
+    fk_kernel *old = *at;
+    k->next = old->next;
+    *at = k;
+    kernel_free(old);
+  } else {
+    *at = k;
+  }
+  fk_unlock();
+}
+
+/* ---- image readers ------------------------------------------------------------------------ */
+
+typedef struct name_list {
+  char **v;
+  size_t n, cap;
+} name_list;
+
+static void names_free(name_list *l) {
+  for (size_t i = 0; i < l->n; i++) free(l->v[i]);
+  free(l->v);
+  memset(l, 0, sizeof *l);
+}
+
+/* Adds a name unless present. Returns 0 when out of memory. */
+static int names_add(name_list *l, const char *s, size_t len) {
+  for (size_t i = 0; i < l->n; i++) {
+    if (strlen(l->v[i]) == len && memcmp(l->v[i], s, len) == 0) return 1;
+  }
+  if (l->n == l->cap) {
+    size_t cap = l->cap ? l->cap * 2 : 8;
+    char **v = realloc(l->v, cap * sizeof *v);
+    if (v == NULL) return 0;
+    l->v = v;
+    l->cap = cap;
+  }
+  char *c = malloc(len + 1);
+  if (c == NULL) return 0;
+  memcpy(c, s, len);
+  c[len] = '\0';
+  l->v[l->n++] = c;
+  return 1;
+}
+
+static int text_char(unsigned char c) {
+  return c == '\t' || c == '\n' || c == '\r' || (c >= 0x20 && c < 0x7F);
+}
+
+static int ident_start(unsigned char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == '$' || c == '%';
+}
+
+static int ident_char(unsigned char c) { return ident_start(c) || (c >= '0' && c <= '9'); }
+
+static CUresult parse_fake(const char *t, name_list *out, const char **why) {
+  size_t i = strlen(FK_FAKE_MAGIC);
+  while (t[i] != '\0') {
+    if (i >= FK_IMAGE_LIMIT) {
+      *why = "fake image too long";
+      return CUDA_ERROR_INVALID_IMAGE;
+    }
+    size_t start = i;
+    while (t[i] != '\0' && t[i] != '\n') {
+      unsigned char c = (unsigned char)t[i];
+      if (c != '\r' && (c <= 0x20 || c >= 0x7F)) {
+        *why = "fake image: a kernel name holds a space or a byte that is not printable";
+        return CUDA_ERROR_INVALID_IMAGE;
+      }
+      i++;
+    }
+    size_t end = i;
+    if (end > start && t[end - 1] == '\r') end--;
+    if (end > start && !names_add(out, t + start, end - start)) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (t[i] == '\n') i++;
+  }
+  return CUDA_SUCCESS;
+}
+
+static CUresult parse_ptx(const char *t, name_list *out, const char **why) {
+  int has_version = 0, has_target = 0;
+  size_t i = 0;
+  while (t[i] != '\0') {
+    unsigned char c = (unsigned char)t[i];
+    if (i >= FK_IMAGE_LIMIT) {
+      *why = "PTX text too long";
+      return CUDA_ERROR_INVALID_IMAGE;
+    }
+    if (!text_char(c)) {
+      *why = "not an image: neither the fake format, ELF, nor PTX text";
+      return CUDA_ERROR_INVALID_IMAGE;
+    }
+    if (c == '/' && t[i + 1] == '/') {
+      while (t[i] != '\0' && t[i] != '\n') {
+        if (!text_char((unsigned char)t[i])) {
+          *why = "PTX text holds a byte that is not text";
+          return CUDA_ERROR_INVALID_IMAGE;
+        }
+        i++;
+      }
+      continue;
+    }
+    if (c == '/' && t[i + 1] == '*') {
+      i += 2;
+      while (t[i] != '\0' && !(t[i] == '*' && t[i + 1] == '/')) {
+        if (!text_char((unsigned char)t[i])) {
+          *why = "PTX text holds a byte that is not text";
+          return CUDA_ERROR_INVALID_IMAGE;
+        }
+        i++;
+      }
+      if (t[i] == '\0') {
+        *why = "PTX text: unterminated comment";
+        return CUDA_ERROR_INVALID_IMAGE;
+      }
+      i += 2;
+      continue;
+    }
+    if (c == '"') {
+      i++;
+      while (t[i] != '\0' && t[i] != '"' && t[i] != '\n') i++;
+      if (t[i] == '"') i++;
+      continue;
+    }
+    if (c == '.' && ident_start((unsigned char)t[i + 1]) &&
+        (i == 0 || !ident_char((unsigned char)t[i - 1]))) {
+      size_t j = i + 1;
+      while (ident_char((unsigned char)t[j])) j++;
+      size_t len = j - i;
+      if (len == 8 && memcmp(t + i, ".version", 8) == 0) has_version = 1;
+      if (len == 7 && memcmp(t + i, ".target", 7) == 0) has_target = 1;
+      if (len == 6 && memcmp(t + i, ".entry", 6) == 0) {
+        while (t[j] == ' ' || t[j] == '\t' || t[j] == '\n' || t[j] == '\r') j++;
+        size_t start = j;
+        if (!ident_start((unsigned char)t[j])) {
+          *why = "PTX text: .entry without a name";
+          return CUDA_ERROR_INVALID_IMAGE;
+        }
+        while (ident_char((unsigned char)t[j])) j++;
+        if (!names_add(out, t + start, j - start)) return CUDA_ERROR_OUT_OF_MEMORY;
+      }
+      i = j;
+      continue;
+    }
+    i++;
+  }
+  if (!has_version || !has_target) {
+    *why = "not an image: text without PTX .version and .target directives";
+    return CUDA_ERROR_INVALID_IMAGE;
+  }
+  return CUDA_SUCCESS;
+}
+
+/* Whether [off, off + size) lies after the ELF header and inside the sanity bound. */
+static int elf_range_ok(uint64_t off, uint64_t size) {
+  if (size == 0) return off <= FK_IMAGE_LIMIT;
+  return off >= sizeof(Elf64_Ehdr) && off <= FK_IMAGE_LIMIT && size <= FK_IMAGE_LIMIT - off;
+}
+
+static CUresult parse_elf(const unsigned char *img, name_list *out, const char **why) {
+  if (img[EI_CLASS] != ELFCLASS64 || img[EI_DATA] != ELFDATA2LSB) {
+    *why = "ELF image is not 64-bit little-endian";
+    return CUDA_ERROR_INVALID_IMAGE;
+  }
+  Elf64_Ehdr eh;
+  memcpy(&eh, img, sizeof eh);
+  if (eh.e_machine != EM_CUDA) {
+    *why = "ELF image is not a CUDA binary (e_machine is not EM_CUDA)";
+    return CUDA_ERROR_INVALID_IMAGE;
+  }
+  if (eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shnum == 0 || eh.e_shnum >= SHN_LORESERVE ||
+      !elf_range_ok(eh.e_shoff, (uint64_t)eh.e_shnum * sizeof(Elf64_Shdr))) {
+    *why = "ELF image: bad section header table";
+    return CUDA_ERROR_INVALID_IMAGE;
+  }
+  int found_symtab = 0;
+  for (unsigned i = 0; i < eh.e_shnum; i++) {
+    Elf64_Shdr sh;
+    memcpy(&sh, img + eh.e_shoff + (uint64_t)i * sizeof sh, sizeof sh);
+    if (sh.sh_type != SHT_SYMTAB) continue;
+    found_symtab = 1;
+    if (sh.sh_entsize != sizeof(Elf64_Sym) || sh.sh_size % sizeof(Elf64_Sym) != 0 ||
+        !elf_range_ok(sh.sh_offset, sh.sh_size)) {
+      *why = "ELF image: bad symbol table";
+      return CUDA_ERROR_INVALID_IMAGE;
+    }
+    if (sh.sh_link == 0 || sh.sh_link >= eh.e_shnum) {
+      *why = "ELF image: symbol table links no string table";
+      return CUDA_ERROR_INVALID_IMAGE;
+    }
+    Elf64_Shdr st;
+    memcpy(&st, img + eh.e_shoff + (uint64_t)sh.sh_link * sizeof st, sizeof st);
+    if (st.sh_type != SHT_STRTAB || st.sh_size == 0 || !elf_range_ok(st.sh_offset, st.sh_size)) {
+      *why = "ELF image: bad string table";
+      return CUDA_ERROR_INVALID_IMAGE;
+    }
+    const char *strtab = (const char *)img + st.sh_offset;
+    if (strtab[st.sh_size - 1] != '\0') {
+      *why = "ELF image: string table is not NUL-terminated";
+      return CUDA_ERROR_INVALID_IMAGE;
+    }
+    uint64_t count = sh.sh_size / sizeof(Elf64_Sym);
+    for (uint64_t k = 0; k < count; k++) {
+      Elf64_Sym sym;
+      memcpy(&sym, img + sh.sh_offset + k * sizeof sym, sizeof sym);
+      if (ELF64_ST_TYPE(sym.st_info) != STT_FUNC) continue;
+      if (sym.st_name >= st.sh_size) {
+        *why = "ELF image: symbol name outside the string table";
+        return CUDA_ERROR_INVALID_IMAGE;
+      }
+      const char *name = strtab + sym.st_name;
+      size_t len = strlen(name); /* bounded: the table ends with a NUL */
+      if (len > 0 && !names_add(out, name, len)) return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+  }
+  if (!found_symtab) {
+    *why = "ELF image has no symbol table";
+    return CUDA_ERROR_INVALID_IMAGE;
+  }
+  return CUDA_SUCCESS;
+}
+
+static CUresult parse_image(const void *image, name_list *out, const char **why) {
+  const char *t = image;
+  const unsigned char *u = image;
+  /* strncmp and the byte-by-byte ELF check stop at the first mismatch, so a short image is
+   * never read past its terminating NUL here. */
+  if (strncmp(t, FK_FAKE_MAGIC, strlen(FK_FAKE_MAGIC)) == 0) return parse_fake(t, out, why);
+  if (u[0] == ELFMAG0 && u[1] == ELFMAG1 && u[2] == ELFMAG2 && u[3] == ELFMAG3) {
+    return parse_elf(u, out, why);
+  }
+  return parse_ptx(t, out, why);
+}
+
+size_t t4a_fake_image(char *buf, size_t size, const char *const *kernel_names, size_t num) {
+  size_t need = strlen(FK_FAKE_MAGIC) + 1;
+  for (size_t i = 0; kernel_names != NULL && i < num; i++) {
+    if (kernel_names[i] != NULL) need += strlen(kernel_names[i]) + 1;
+  }
+  if (buf == NULL || size == 0) return need;
+  size_t at = 0;
+  const char *magic = FK_FAKE_MAGIC;
+  for (size_t k = 0; magic[k] != '\0' && at + 1 < size; k++) buf[at++] = magic[k];
+  for (size_t i = 0; kernel_names != NULL && i < num; i++) {
+    const char *n = kernel_names[i];
+    if (n == NULL) continue;
+    for (size_t k = 0; n[k] != '\0' && at + 1 < size; k++) buf[at++] = n[k];
+    if (at + 1 < size) buf[at++] = '\n';
+  }
+  buf[at] = '\0';
+  return need;
+}
+
+/* ---- modules ------------------------------------------------------------------------------ */
+
+void fk_module_free(t4a_fake *f, fk_module *m) {
+  if (m->o.handle != 0) {
+    fk_handle_drop(f, &m->o);
+    f->live.modules--;
+  }
+  for (size_t i = 0; i < m->num_funcs; i++) {
+    fk_func *fn = m->funcs[i];
+    if (fn == NULL) continue;
+    fk_handle_drop(f, &fn->o);
+    free(fn->name);
+    free(fn);
+  }
+  free(m->funcs);
+  fk_list_remove(&m->link);
+  free(m);
+}
+
+static void write_log(char *buf, size_t size, size_t *used, const char *text) {
+  if (buf == NULL || size == 0) {
+    *used = 0;
+    return;
+  }
+  size_t n = strlen(text);
+  if (n >= size) n = size - 1;
+  memcpy(buf, text, n);
+  buf[n] = '\0';
+  *used = n + 1;
+}
+
+static CUresult module_load(t4a_fake *f, CUmodule *mod, const void *image, const char **why) {
+  if (mod == NULL || image == NULL) return CUDA_ERROR_INVALID_VALUE;
+  fk_ctx *ctx;
+  CUresult r = fk_need_current(f, &ctx);
+  if (r != CUDA_SUCCESS) return r;
+  name_list names = {0};
+  r = parse_image(image, &names, why);
+  if (r != CUDA_SUCCESS) {
+    names_free(&names);
+    return r;
+  }
+  fk_module *m = calloc(1, sizeof *m);
+  if (m == NULL || !fk_handle_new(f, &m->o, FK_KIND_MODULE)) {
+    free(m);
+    names_free(&names);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  m->ctx = ctx;
+  fk_list_push(&f->modules, &m->link);
+  f->live.modules++;
+  if (names.n > 0) {
+    m->funcs = calloc(names.n, sizeof *m->funcs);
+    if (m->funcs == NULL) goto oom;
+  }
+  for (size_t i = 0; i < names.n; i++) {
+    fk_func *fn = calloc(1, sizeof *fn);
+    if (fn == NULL) goto oom;
+    m->funcs[m->num_funcs++] = fn;
+    if (!fk_handle_new(f, &fn->o, FK_KIND_FUNC)) goto oom;
+    fn->mod = m;
+    fn->name = names.v[i];
+    names.v[i] = NULL;
+    fn->max_dyn_shared = FK_DEFAULT_DYN_SHARED;
+    fn->carveout = -1;
+  }
+  names_free(&names);
+  *mod = (CUmodule)(uintptr_t)m->o.handle;
+  return CUDA_SUCCESS;
+oom:
+  names_free(&names);
+  fk_module_free(f, m);
+  return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+CUresult fk_cuModuleLoadData(t4a_fake *f, CUmodule *mod, const void *image) {
+  const char *why = "";
+  return module_load(f, mod, image, &why);
+}
+
+CUresult fk_cuModuleLoadDataEx(t4a_fake *f, CUmodule *mod, const void *image,
+                               unsigned int num_options, CUjit_option *options, void **values) {
+  if (num_options > 0 && (options == NULL || values == NULL)) return CUDA_ERROR_INVALID_VALUE;
+  char *err_buf = NULL, *info_buf = NULL;
+  size_t err_size = 0, info_size = 0;
+  int err_size_at = -1, info_size_at = -1;
+  for (unsigned i = 0; i < num_options; i++) {
+    switch (options[i]) {
+      case CU_JIT_ERROR_LOG_BUFFER: err_buf = values[i]; break;
+      case CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES:
+        err_size = (size_t)(uintptr_t)values[i];
+        err_size_at = (int)i;
+        break;
+      case CU_JIT_INFO_LOG_BUFFER: info_buf = values[i]; break;
+      case CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES:
+        info_size = (size_t)(uintptr_t)values[i];
+        info_size_at = (int)i;
+        break;
+      default:
+        if ((unsigned)options[i] >= (unsigned)CU_JIT_NUM_OPTIONS) return CUDA_ERROR_INVALID_VALUE;
+        break;
+    }
+  }
+  const char *why = "";
+  CUresult r = module_load(f, mod, image, &why);
+  size_t used = 0;
+  write_log(err_buf, err_size, &used, r == CUDA_SUCCESS ? "" : why);
+  if (err_size_at >= 0) values[err_size_at] = (void *)(uintptr_t)used;
+  write_log(info_buf, info_size, &used, "");
+  if (info_size_at >= 0) values[info_size_at] = (void *)(uintptr_t)used;
+  return r;
+}
+
+CUresult fk_cuModuleUnload(t4a_fake *f, CUmodule mod) {
+  fk_module *m = fk_handle_get(f, FK_H(mod), FK_KIND_MODULE);
+  if (m == NULL) return CUDA_ERROR_INVALID_HANDLE;
+  CUresult r = fk_ctx_usable(m->ctx);
+  if (r != CUDA_SUCCESS) return r;
+  /* Work already queued that uses the module's functions fails when it runs (a sticky
+   * CUDA_ERROR_LAUNCH_FAILED): unloading under in-flight launches is a bug the fake reports. */
+  fk_module_free(f, m);
+  return CUDA_SUCCESS;
+}
+
+CUresult fk_cuModuleGetFunction(t4a_fake *f, CUfunction *func, CUmodule mod, const char *name) {
+  if (func == NULL || name == NULL) return CUDA_ERROR_INVALID_VALUE;
+  fk_module *m = fk_handle_get(f, FK_H(mod), FK_KIND_MODULE);
+  if (m == NULL) return CUDA_ERROR_INVALID_HANDLE;
+  CUresult r = fk_ctx_usable(m->ctx);
+  if (r != CUDA_SUCCESS) return r;
+  for (size_t i = 0; i < m->num_funcs; i++) {
+    if (strcmp(m->funcs[i]->name, name) == 0) {
+      *func = (CUfunction)(uintptr_t)m->funcs[i]->o.handle;
+      return CUDA_SUCCESS;
+    }
+  }
+  return CUDA_ERROR_NOT_FOUND;
+}
+
+/* ---- functions ---------------------------------------------------------------------------- */
+
+static CUresult func_lookup(t4a_fake *f, CUfunction h, fk_func **out) {
+  *out = fk_handle_get(f, FK_H(h), FK_KIND_FUNC);
+  if (*out == NULL) return CUDA_ERROR_INVALID_HANDLE;
+  return fk_ctx_usable((*out)->mod->ctx);
+}
+
+CUresult fk_cuFuncGetAttribute(t4a_fake *f, int *pi, CUfunction_attribute attr, CUfunction func) {
+  if (pi == NULL) return CUDA_ERROR_INVALID_VALUE;
+  fk_func *fn;
+  CUresult r = func_lookup(f, func, &fn);
+  if (r != CUDA_SUCCESS) return r;
+  int cc = f->opt.cc_major * 10 + f->opt.cc_minor;
+  switch (attr) {
+    case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *pi = 1024; break;
+    case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES: *pi = 0; break;
+    case CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES: *pi = 0; break;
+    case CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES: *pi = 0; break;
+    case CU_FUNC_ATTRIBUTE_NUM_REGS: *pi = 32; break;
+    case CU_FUNC_ATTRIBUTE_PTX_VERSION: *pi = cc; break;
+    case CU_FUNC_ATTRIBUTE_BINARY_VERSION: *pi = cc; break;
+    case CU_FUNC_ATTRIBUTE_CACHE_MODE_CA: *pi = 0; break;
+    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: *pi = fn->max_dyn_shared; break;
+    case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT: *pi = fn->carveout; break;
+    case CU_FUNC_ATTRIBUTE_CLUSTER_SIZE_MUST_BE_SET: *pi = 0; break;
+    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH: *pi = 0; break;
+    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT: *pi = 0; break;
+    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH: *pi = 0; break;
+    case CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED: *pi = 0; break;
+    case CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE: *pi = 0; break;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult fk_cuFuncSetAttribute(t4a_fake *f, CUfunction func, CUfunction_attribute attr,
+                               int value) {
+  fk_func *fn;
+  CUresult r = func_lookup(f, func, &fn);
+  if (r != CUDA_SUCCESS) return r;
+  switch (attr) {
+    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
+      if (value < 0 || value > FK_OPTIN_DYN_SHARED) return CUDA_ERROR_INVALID_VALUE;
+      fn->max_dyn_shared = value;
+      return CUDA_SUCCESS;
+    case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
+      if (value < -1 || value > 100) return CUDA_ERROR_INVALID_VALUE;
+      fn->carveout = value;
+      return CUDA_SUCCESS;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+CUresult fk_cuFuncGetParamInfo(t4a_fake *f, CUfunction func, size_t index, size_t *offset,
+                               size_t *size) {
+  fk_func *fn;
+  CUresult r = func_lookup(f, func, &fn);
+  if (r != CUDA_SUCCESS) return r;
+  const fk_kernel *k = fk_kernel_find(f, fn->name);
+  /* Past the end (also index 0 of a kernel without parameters) is INVALID_VALUE, as on the
+   * real driver: callers count parameters by probing until it. */
+  if (k == NULL || index >= k->num) return CUDA_ERROR_INVALID_VALUE;
+  if (offset != NULL) *offset = k->offsets[index];
+  if (size != NULL) *size = k->sizes[index];
+  return CUDA_SUCCESS;
+}
+
+/* ---- launches ----------------------------------------------------------------------------- */
+
+/* Reads CU_LAUNCH_PARAM_BUFFER_POINTER / _SIZE from `extra`. */
+static CUresult parse_extra(void **extra, const void **buf, size_t *size) {
+  *buf = NULL;
+  *size = 0;
+  const size_t *sizep = NULL;
+  for (size_t i = 0; i < 64; i += 2) {
+    void *key = extra[i];
+    if (key == CU_LAUNCH_PARAM_END) {
+      if (*buf == NULL || sizep == NULL) return CUDA_ERROR_INVALID_VALUE;
+      *size = *sizep;
+      return CUDA_SUCCESS;
+    }
+    if (key == CU_LAUNCH_PARAM_BUFFER_POINTER) {
+      *buf = extra[i + 1];
+    } else if (key == CU_LAUNCH_PARAM_BUFFER_SIZE) {
+      sizep = extra[i + 1];
+    } else {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+  }
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult fk_build_launch(t4a_fake *f, CUfunction func, const unsigned grid[3],
+                         const unsigned block[3], unsigned shared, void **params, void **extra,
+                         fk_ctx *ctx, fk_op **out) {
+  *out = NULL;
+  fk_func *fn = fk_handle_get(f, FK_H(func), FK_KIND_FUNC);
+  if (fn == NULL) return CUDA_ERROR_INVALID_HANDLE;
+  if (fn->mod->ctx != ctx) return CUDA_ERROR_INVALID_HANDLE;
+  if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0 || grid[0] > 2147483647u ||
+      grid[1] > 65535u || grid[2] > 65535u) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (block[0] == 0 || block[1] == 0 || block[2] == 0 || block[0] > 1024u || block[1] > 1024u ||
+      block[2] > 64u || (uint64_t)block[0] * block[1] * block[2] > 1024u) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (shared > (unsigned)fn->max_dyn_shared) return CUDA_ERROR_INVALID_VALUE;
+  if (params != NULL && extra != NULL) return CUDA_ERROR_INVALID_VALUE;
+
+  fk_op *op = fk_op_new(FK_OP_KERNEL);
+  if (op == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+  op->u.kernel.func = func;
+  for (int i = 0; i < 3; i++) {
+    op->u.kernel.grid[i] = grid[i];
+    op->u.kernel.block[i] = block[i];
+  }
+  op->u.kernel.shared = shared;
+  const fk_kernel *k = fk_kernel_find(f, fn->name);
+  if (k == NULL) {
+    *out = op; /* unregistered: runs as a no-op, arguments unread */
+    return CUDA_SUCCESS;
+  }
+  op->u.kernel.fn = k->fn;
+  op->u.kernel.user = k->user;
+  fk_args *a = &op->u.kernel.args;
+  if (!fk_args_init(a, k->num, k->total)) {
+    fk_op_free(f, op);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  if (k->num > 0) {
+    memcpy(a->offsets, k->offsets, k->num * sizeof(size_t));
+    memcpy(a->sizes, k->sizes, k->num * sizeof(size_t));
+  }
+  CUresult r = CUDA_SUCCESS;
+  if (k->num > 0) {
+    if (params != NULL) {
+      for (size_t i = 0; i < k->num && r == CUDA_SUCCESS; i++) {
+        if (params[i] == NULL) {
+          r = CUDA_ERROR_INVALID_VALUE;
+        } else {
+          memcpy(a->bytes + a->offsets[i], params[i], a->sizes[i]);
+        }
+      }
+    } else if (extra != NULL) {
+      const void *buf;
+      size_t size;
+      r = parse_extra(extra, &buf, &size);
+      if (r == CUDA_SUCCESS && size < k->total) r = CUDA_ERROR_INVALID_VALUE;
+      if (r == CUDA_SUCCESS && k->total > 0) memcpy(a->bytes, buf, k->total);
+    } else {
+      r = CUDA_ERROR_INVALID_VALUE;
+    }
+  }
+  if (r != CUDA_SUCCESS) {
+    fk_op_free(f, op);
+    return r;
+  }
+  *out = op;
+  return CUDA_SUCCESS;
+}
+
+void fk_run_kernel(t4a_fake *f, fk_ctx *ctx, const fk_op *op) {
+  fk_func *fn = fk_handle_get(f, FK_H(op->u.kernel.func), FK_KIND_FUNC);
+  if (fn == NULL) {
+    /* The module was unloaded while the launch was queued. */
+    fk_raise(ctx, CUDA_ERROR_LAUNCH_FAILED);
+    return;
+  }
+  if (op->u.kernel.fn == NULL) return;
+  t4a_fake_launch launch;
+  memset(&launch, 0, sizeof launch);
+  launch.fake = f;
+  launch.ctx = ctx;
+  for (int i = 0; i < 3; i++) {
+    launch.grid[i] = op->u.kernel.grid[i];
+    launch.block[i] = op->u.kernel.block[i];
+  }
+  launch.shared = op->u.kernel.shared;
+  const fk_args *a = &op->u.kernel.args;
+  void *small[16];
+  void **pv = small;
+  if (a->num > FK_ARRAY_LEN(small)) {
+    pv = calloc(a->num, sizeof *pv);
+    if (pv == NULL) {
+      fk_raise(ctx, CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES);
+      return;
+    }
+  }
+  for (size_t i = 0; i < a->num; i++) pv[i] = a->bytes + a->offsets[i];
+  op->u.kernel.fn(&launch, a->num > 0 ? pv : NULL, op->u.kernel.user);
+  if (pv != small) free(pv);
+}
+
+void *t4a_fake_deref(t4a_fake_launch *launch, CUdeviceptr ptr, size_t bytes) {
+  if (launch == NULL || launch->faulted) return NULL;
+  fk_lock();
+  void *p = fk_resolve_device(launch->fake, launch->ctx, ptr, bytes, 0, 1);
+  if (p == NULL) {
+    fk_raise(launch->ctx, CUDA_ERROR_ILLEGAL_ADDRESS);
+    launch->faulted = 1;
+  }
+  fk_unlock();
+  return p;
+}
+
+void t4a_fake_launch_dims(const t4a_fake_launch *launch, unsigned grid[3], unsigned block[3],
+                          unsigned *shared_bytes) {
+  if (launch == NULL) return;
+  for (int i = 0; i < 3; i++) {
+    if (grid != NULL) grid[i] = launch->grid[i];
+    if (block != NULL) block[i] = launch->block[i];
+  }
+  if (shared_bytes != NULL) *shared_bytes = launch->shared;
+}
+
+CUresult fk_cuLaunchKernel(t4a_fake *f, CUfunction func, unsigned gx, unsigned gy, unsigned gz,
+                           unsigned bx, unsigned by, unsigned bz, unsigned shared, CUstream h,
+                           void **params, void **extra) {
+  fk_stream *s;
+  CUresult r = fk_stream_for_enqueue(f, h, &s);
+  if (r != CUDA_SUCCESS) return r;
+  const unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
+  fk_op *op;
+  r = fk_build_launch(f, func, grid, block, shared, params, extra, s->ctx, &op);
+  if (r != CUDA_SUCCESS) return r;
+  return fk_submit(f, s, op);
+}
+
+CUresult fk_cuLaunchKernelEx(t4a_fake *f, const CUlaunchConfig *config, CUfunction func,
+                             void **params, void **extra) {
+  if (config == NULL) return CUDA_ERROR_INVALID_VALUE;
+  if (config->numAttrs > 0 && config->attrs == NULL) return CUDA_ERROR_INVALID_VALUE;
+  for (unsigned i = 0; i < config->numAttrs; i++) {
+    if ((unsigned)config->attrs[i].id > 16u) return CUDA_ERROR_INVALID_VALUE;
+  }
+  fk_stream *s;
+  CUresult r = fk_stream_for_enqueue(f, config->hStream, &s);
+  if (r != CUDA_SUCCESS) return r;
+  const unsigned grid[3] = {config->gridDimX, config->gridDimY, config->gridDimZ};
+  const unsigned block[3] = {config->blockDimX, config->blockDimY, config->blockDimZ};
+  fk_op *op;
+  r = fk_build_launch(f, func, grid, block, config->sharedMemBytes, params, extra, s->ctx, &op);
+  if (r != CUDA_SUCCESS) return r;
+  return fk_submit(f, s, op);
+}
