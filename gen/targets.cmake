@@ -38,6 +38,8 @@ t4a_library(NAME fake_driver
   SRCS testing/fake_driver/fake_driver.c testing/fake_driver/fake_entries.c testing/fake_driver/fake_device.c testing/fake_driver/fake_stream.c testing/fake_driver/fake_memory.c testing/fake_driver/fake_module.c testing/fake_driver/fake_graph.c testing/fake_driver/fake_internal.h testing/fake_driver/fake_errors.h
   HDRS testing/fake_driver/fake_driver.h
   DEPS t4a_ctx_seam t4a_ctx t4a_ctx_status t4a_ext_cuda_headers Threads::Threads)
+t4a_library(NAME testing_lsan_nvrtc_suppressions
+  HDRS testing/lsan/nvrtc_suppressions.h)
 t4a_test(NAME testing_fake_driver_fake_driver_test
   SRCS testing/fake_driver/fake_driver_test.c
   LABELS unit
@@ -65,7 +67,7 @@ t4a_library(NAME t4a_nvrtc
 t4a_test(NAME t4a_nvrtc_nvrtc_test
   SRCS t4a_nvrtc/nvrtc_test.c
   LABELS unit
-  DEPS t4a_nvrtc t4a_ctx_status t4a_ext_cmocka)
+  DEPS t4a_nvrtc t4a_ctx_status testing_lsan_nvrtc_suppressions t4a_ext_cmocka)
 t4a_library(NAME t4a_launch
   SRCS t4a_launch/launch.c
   HDRS t4a_launch/include/t4a/launch.h
@@ -84,7 +86,7 @@ t4a_library(NAME t4a
 t4a_binary(NAME t4a_cli
   SRCS tools/t4a_main.c
   OUTPUT_NAME t4a
-  DEPS t4a t4a_ctx t4a_ctx_status t4a_nvrtc fake_driver)
+  DEPS t4a t4a_ctx t4a_ctx_status t4a_nvrtc fake_driver testing_lsan_nvrtc_suppressions)
 t4a_sh_test(NAME tools_cli_test
   SCRIPT tools/cli_test.sh
   LABELS unit

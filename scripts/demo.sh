@@ -7,9 +7,9 @@ cd "$(dirname "$0")/.."
 scripts/deps.sh
 CC=gcc cmake -S . -B build/gcc -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build/gcc --target t4a_cli -j "$(nproc 2>/dev/null || echo 2)"
-if build/gcc/tools/t4a info; then
+if build/gcc/t4a info; then
   exit 0
 fi
 echo
 echo "(no usable CUDA driver on this machine: the fake driver of the tests follows)"
-build/gcc/tools/t4a info --fake
+build/gcc/t4a info --fake

@@ -40,6 +40,7 @@ with open(os.path.join(out, "tests.tsv"), "w") as f:
         shutil.copy2(exe, os.path.join(out, os.path.basename(exe)))
         f.write("%s\t%s\t%s\n" % (t["name"], ",".join(labels), os.path.basename(exe)))
 PY
+  cp build/gpu/t4a "$out/t4a"   # `t4a info` on the GPU machine
   cmocka=$(ldconfig -p | awk '/libcmocka\.so\.0 /{print $NF; exit}')
   cp -L "$cmocka" "$out/libcmocka.so.0"
   echo "gpu-test: built $(wc -l < "$out/tests.tsv") test binaries into $out/ (carry it to the GPU machine)"
@@ -62,16 +63,16 @@ while IFS=$'\t' read -r name labels exe; do
     case ",$labels," in *",$l,"*) want=1 ;; esac
   done
   [ $want -eq 1 ] || continue
-  start=$(date +%s.%N)
+  start=$(date +%s%N)
   LD_LIBRARY_PATH="$PWD/$out${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$out/$exe" >> "$log.$name" 2>&1
   rc=$?
-  secs=$(echo "$(date +%s.%N) - $start" | bc 2>/dev/null || echo "?")
+  ms=$((($(date +%s%N) - start) / 1000000))
   case $rc in
     0) verdict=PASS; passed=$((passed + 1)) ;;
     77) verdict=SKIP; skipped=$((skipped + 1)) ;;
     *) verdict="FAIL (exit $rc)"; failed=$((failed + 1)) ;;
   esac
-  line="$verdict $name [$labels] ${secs}s"
+  line="$verdict $name [$labels] ${ms} ms"
   echo "$line" | tee -a "$log"
   sed 's/^/    /' "$log.$name" >> "$log"
   rm -f "$log.$name"

@@ -12,6 +12,7 @@
 #include "t4a/fault.h"
 #include "t4a/nvrtc.h"
 #include "t4a/status.h"
+#include "testing/lsan/nvrtc_suppressions.h"
 
 static void test_loads_nvrtc_13(void **state) {
   (void)state;

@@ -13,6 +13,7 @@
 #include "t4a/status.h"
 #include "t4a/t4a.h"
 #include "testing/fake_driver/fake_driver.h"
+#include "testing/lsan/nvrtc_suppressions.h"
 
 static void print_error(const char *what) {
   t4a_error e;
