@@ -26,6 +26,11 @@ t4a_status t4a_ctx_holder_create(t4a_driver *driver, int ordinal, t4a_ctx_holder
                          "device ordinal %d is out of range (the driver sees %d devices)",
                          ordinal, count);
   }
+  if (ordinal >= T4A_MAX_DEVICES) {
+    return t4a_error_set(T4A_LIMIT_EXCEEDED, NULL, 0, NULL, 0,
+                         "device ordinal %d is beyond t4a's limit of %d devices", ordinal,
+                         T4A_MAX_DEVICES);
+  }
   t4a_ctx_holder *h = t4a_host_calloc(1, sizeof *h);
   if (h == NULL) return T4A_HOST_OUT_OF_MEMORY;
   if ((st = T4A_CU(driver, cuDeviceGet, &h->device, ordinal)) != T4A_OK ||
@@ -84,6 +89,42 @@ int t4a_ctx_holder_ordinal(const t4a_ctx_holder *holder) { return holder->ordina
 t4a_driver *t4a_ctx_holder_driver(const t4a_ctx_holder *holder) { return holder->driver; }
 CUcontext t4a_ctx_holder_native(const t4a_ctx_holder *holder) { return holder->ctx; }
 CUdevice t4a_ctx_holder_device(const t4a_ctx_holder *holder) { return holder->device; }
+
+void t4a_ctx_holder_mark_lost(const t4a_ctx_holder *holder, const t4a_error *cause) {
+  if (holder == NULL) return;
+  t4a_ctx_fault *f = &holder->driver->faults[holder->ordinal];
+  int expected = 0;
+  if (!atomic_compare_exchange_strong_explicit(&f->state, &expected, 1, memory_order_acq_rel,
+                                               memory_order_relaxed)) {
+    return; /* the first fault is the one reported */
+  }
+  if (cause != NULL) {
+    f->cause = *cause;
+  } else {
+    f->cause = (t4a_error){.status = T4A_CONTEXT_LOST, .entry = "", .code_name = ""};
+  }
+  atomic_store_explicit(&f->state, 2, memory_order_release);
+  t4a_counter_add(&holder->driver->counters, T4A_COUNTER_ctx_faults, 1);
+}
+
+t4a_status t4a_ctx_holder_check(const t4a_ctx_holder *holder) {
+  if (holder == NULL) {
+    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "holder is NULL");
+  }
+  const t4a_ctx_fault *f = &holder->driver->faults[holder->ordinal];
+  int state = atomic_load_explicit(&f->state, memory_order_acquire);
+  if (T4A_LIKELY(state == 0)) return T4A_OK;
+  if (state != 2) {
+    return t4a_error_set(T4A_LANE_BROKEN, NULL, 0, NULL, 0,
+                         "device %d's context took a sticky error (being recorded)",
+                         holder->ordinal);
+  }
+  const t4a_error *c = &f->cause;
+  return t4a_error_set(T4A_LANE_BROKEN, c->entry, c->code, c->code_name, 0,
+                       "device %d's context is lost since %s failed with %s (%d): %.120s",
+                       holder->ordinal, c->entry[0] ? c->entry : "an operation",
+                       c->code_name[0] ? c->code_name : "a sticky error", c->code, c->message);
+}
 
 t4a_status t4a_ctx_scope_enter(t4a_ctx_scope *scope, const t4a_ctx_holder *holder,
                                t4a_counters *counters) {

@@ -41,11 +41,11 @@ static void test_lanes_on_two_devices(void **state) {
   assert_int_equal(g_drv->t.cuCtxGetCurrent(&cur), CUDA_SUCCESS);
   assert_ptr_equal(cur, ca);
   /* Dropping B's lane while A is current leaves A current. */
-  t4a_lane_destroy(b);
+  t4a_lane_release(b);
   assert_int_equal(g_drv->t.cuCtxGetCurrent(&cur), CUDA_SUCCESS);
   assert_ptr_equal(cur, ca);
   assert_int_equal(t4a_ctx_scope_exit(&sa), T4A_OK);
-  t4a_lane_destroy(a);
+  t4a_lane_release(a);
 }
 
 int main(void) {

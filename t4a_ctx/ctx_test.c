@@ -176,7 +176,7 @@ static void test_a1_last_holder_of_a_keeps_b_current(void **state) {
   /* A buffer of A would hold A's holder: model it with an extra reference. */
   t4a_ctx_holder *a_holder = t4a_lane_holder(a);
   t4a_ctx_holder_retain(a_holder);
-  t4a_lane_destroy(a);
+  t4a_lane_release(a);
 
   assert_ptr_equal(current(f), NULL);
   t4a_ctx_scope in_b;
@@ -196,7 +196,7 @@ static void test_a1_last_holder_of_a_keeps_b_current(void **state) {
   t4a_counter_values v;
   t4a_driver_counters(f->drv, &v);
   assert_int_equal(v.ctx_current_kept, 1);
-  t4a_lane_destroy(b);
+  t4a_lane_release(b);
 }
 
 /* The final holder of a context that was current here clears the dangling handle. */
@@ -260,12 +260,12 @@ static void test_lanes_are_independent_and_release_anywhere(void **state) {
   /* A holder reference released on another thread. */
   t4a_ctx_holder *h = t4a_lane_holder(a);
   t4a_ctx_holder_retain(h);
-  t4a_lane_destroy(a);
+  t4a_lane_release(a);
   pthread_t t;
   assert_int_equal(pthread_create(&t, NULL, release_holder, h), 0);
   pthread_join(t, NULL);
-  t4a_lane_destroy(b);
-  t4a_lane_destroy(NULL);
+  t4a_lane_release(b);
+  t4a_lane_release(NULL);
   t4a_driver_counters(f->drv, &v);
   assert_int_equal(v.lanes_created, 2);
   assert_int_equal(v.lanes_destroyed, 2);
@@ -280,7 +280,7 @@ static void test_lane_destroy_leaks_without_context(void **state) {
   t4a_lane *a = NULL;
   assert_int_equal(t4a_lane_create(f->drv, 1, NULL, &a), T4A_OK);
   t4a_fake_inject(f->fake, "cuCtxSetCurrent", 0, 1, CUDA_ERROR_INVALID_CONTEXT, 0);
-  t4a_lane_destroy(a);
+  t4a_lane_release(a);
   t4a_counter_values v;
   t4a_driver_counters(f->drv, &v);
   assert_int_equal(v.streams_leaked, 1);
@@ -289,6 +289,63 @@ static void test_lane_destroy_leaks_without_context(void **state) {
   t4a_fake_live_objects(f->fake, &live);
   assert_int_equal(live.streams, 1); /* the leak is real and visible */
   assert_int_equal(live.primary_refs[1], 0);
+}
+
+/* A sticky fault seen through one lane breaks every lane on that device, naming the fault, and
+ * leaves the other device alone. */
+static void test_sticky_fault_breaks_lanes_of_that_device(void **state) {
+  fixture *f = *state;
+  t4a_lane *a = NULL, *b = NULL, *c = NULL;
+  assert_int_equal(t4a_lane_create(f->drv, 0, NULL, &a), T4A_OK);
+  assert_int_equal(t4a_lane_create(f->drv, 0, NULL, &b), T4A_OK);
+  assert_int_equal(t4a_lane_create(f->drv, 1, NULL, &c), T4A_OK);
+  assert_int_equal(t4a_lane_check(b), T4A_OK);
+  t4a_fake_set_sticky(f->fake, 0, CUDA_ERROR_ILLEGAL_ADDRESS);
+  assert_int_equal(t4a_lane_synchronize(a), T4A_CONTEXT_LOST);
+  assert_int_equal(t4a_lane_check(b), T4A_LANE_BROKEN);
+  t4a_error e;
+  t4a_error_last(&e);
+  assert_string_equal(e.entry, "cuStreamSynchronize");
+  assert_string_equal(e.code_name, "CUDA_ERROR_ILLEGAL_ADDRESS");
+  assert_non_null(strstr(e.message, "device 0"));
+  assert_int_equal(t4a_lane_check(a), T4A_LANE_BROKEN);
+  assert_int_equal(t4a_lane_check(c), T4A_OK);
+  assert_int_equal(t4a_lane_synchronize(c), T4A_OK);
+  /* A second fault does not overwrite the first. */
+  t4a_error other = {.status = T4A_CONTEXT_LOST, .entry = "cuOther", .code_name = "X"};
+  t4a_ctx_holder_mark_lost(t4a_lane_holder(b), &other);
+  assert_int_equal(t4a_lane_check(b), T4A_LANE_BROKEN);
+  t4a_error_last(&e);
+  assert_string_equal(e.entry, "cuStreamSynchronize");
+  t4a_counter_values v;
+  t4a_driver_counters(f->drv, &v);
+  assert_int_equal(v.ctx_faults, 1);
+  /* Teardown after the fault: the streams of the lost context are abandoned, not destroyed under
+   * a context that cannot prove their work finished. */
+  t4a_lane_abandon(a);
+  t4a_lane_abandon(b);
+  t4a_lane_release(a);
+  t4a_lane_release(b);
+  t4a_lane_release(c);
+  t4a_driver_counters(f->drv, &v);
+  assert_int_equal(v.streams_leaked, 2);
+  assert_int_equal(v.streams_destroyed, 1);
+}
+
+static void test_lane_refcount(void **state) {
+  fixture *f = *state;
+  t4a_lane *a = NULL;
+  assert_int_equal(t4a_lane_create(f->drv, 0, NULL, &a), T4A_OK);
+  t4a_lane_retain(a);
+  t4a_lane_release(a);
+  t4a_fake_live live;
+  t4a_fake_live_objects(f->fake, &live);
+  assert_int_equal(live.streams, 1);
+  t4a_lane_release(a);
+  t4a_fake_live_objects(f->fake, &live);
+  assert_int_equal(live.streams, 0);
+  t4a_ctx_holder *h = NULL;
+  assert_int_equal(t4a_ctx_holder_create(f->drv, T4A_MAX_DEVICES, &h), T4A_INVALID_DEVICE);
 }
 
 /* ---- failure sweeps: fail the Nth driver call (and the Nth host allocation) for every N ---- */
@@ -302,7 +359,7 @@ static t4a_status op_lane_cycle(fixture *f) {
     assert_null(lane);
     return st;
   }
-  t4a_lane_destroy(lane);
+  t4a_lane_release(lane);
   return T4A_OK;
 }
 
@@ -459,6 +516,9 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_failed_create_leaves_context_alone, setup, teardown),
       cmocka_unit_test_setup_teardown(test_lane_destroy_leaks_without_context, setup,
                                       teardown_counted_leaks),
+      cmocka_unit_test_setup_teardown(test_sticky_fault_breaks_lanes_of_that_device, setup,
+                                      teardown_counted_leaks),
+      cmocka_unit_test_setup_teardown(test_lane_refcount, setup, teardown),
       cmocka_unit_test_setup_teardown(test_sweep_lane, setup, teardown_counted_leaks),
       cmocka_unit_test_setup_teardown(test_sweep_holder_scope, setup, teardown_counted_leaks),
       cmocka_unit_test_setup_teardown(test_sweep_device_query, setup, teardown),

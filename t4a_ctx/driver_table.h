@@ -52,6 +52,15 @@ typedef struct t4a_driver_entry_info {
 extern const t4a_driver_entry_info t4a_driver_entries[];
 extern const size_t t4a_driver_entry_count;
 
+/* Devices t4a can address in one process (ordinals 0 .. T4A_MAX_DEVICES-1). */
+#define T4A_MAX_DEVICES 64
+
+/* The first sticky fault of one device's primary context (write-once). */
+typedef struct t4a_ctx_fault {
+  atomic_int state; /* 0 healthy, 1 being recorded, 2 recorded */
+  t4a_error cause;
+} t4a_ctx_fault;
+
 struct t4a_driver {
   t4a_driver_table t; /* first: the hot path reads it at offset 0 */
   atomic_int refs;
@@ -61,6 +70,7 @@ struct t4a_driver {
   void (*on_destroy)(void *user);
   void *on_destroy_user;
   t4a_counters counters;
+  t4a_ctx_fault faults[T4A_MAX_DEVICES];
   char origin[256];
 };
 

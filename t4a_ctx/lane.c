@@ -5,6 +5,8 @@
 #include "t4a_ctx/driver_table.h"
 
 struct t4a_lane {
+  atomic_int refs;
+  atomic_int abandoned;
   t4a_ctx_holder *holder; /* a reference */
   t4a_driver *driver;     /* borrowed from the holder */
   CUstream stream;
@@ -54,6 +56,8 @@ t4a_status t4a_lane_create(t4a_driver *driver, int ordinal, const t4a_lane_optio
     free(lane);
     return st;
   }
+  atomic_init(&lane->refs, 1);
+  atomic_init(&lane->abandoned, 0);
   lane->domain = atomic_fetch_add_explicit(&g_next_domain, 1, memory_order_relaxed);
   /* Lifetime counts live on the driver: the lane's own block dies with the lane. */
   t4a_counter_add(&driver->counters, T4A_COUNTER_streams_created, 1);
@@ -62,11 +66,21 @@ t4a_status t4a_lane_create(t4a_driver *driver, int ordinal, const t4a_lane_optio
   return T4A_OK;
 }
 
-void t4a_lane_destroy(t4a_lane *lane) {
-  if (lane == NULL) return;
+void t4a_lane_retain(t4a_lane *lane) {
+  if (lane != NULL) atomic_fetch_add_explicit(&lane->refs, 1, memory_order_relaxed);
+}
+
+void t4a_lane_abandon(t4a_lane *lane) {
+  if (lane != NULL) atomic_store_explicit(&lane->abandoned, 1, memory_order_relaxed);
+}
+
+static void lane_destroy(t4a_lane *lane) {
   t4a_driver *d = lane->driver;
   t4a_ctx_scope scope;
-  if (t4a_ctx_scope_enter(&scope, lane->holder, &lane->counters) == T4A_OK) {
+  if (atomic_load_explicit(&lane->abandoned, memory_order_relaxed)) {
+    /* No proved drain: the stream may still hold work; leave it to the driver and count it. */
+    t4a_counter_add(&d->counters, T4A_COUNTER_streams_leaked, 1);
+  } else if (t4a_ctx_scope_enter(&scope, lane->holder, &lane->counters) == T4A_OK) {
     if (T4A_CU(d, cuStreamDestroy, lane->stream) == T4A_OK) {
       t4a_counter_add(&d->counters, T4A_COUNTER_streams_destroyed, 1);
     } else {
@@ -82,6 +96,11 @@ void t4a_lane_destroy(t4a_lane *lane) {
   free(lane);
 }
 
+void t4a_lane_release(t4a_lane *lane) {
+  if (lane == NULL) return;
+  if (atomic_fetch_sub_explicit(&lane->refs, 1, memory_order_acq_rel) == 1) lane_destroy(lane);
+}
+
 int t4a_lane_ordinal(const t4a_lane *lane) { return lane->ordinal; }
 uint64_t t4a_lane_domain(const t4a_lane *lane) { return lane->domain; }
 t4a_ctx_holder *t4a_lane_holder(const t4a_lane *lane) { return lane->holder; }
@@ -95,5 +114,19 @@ t4a_driver *t4a_lane_driver(const t4a_lane *lane) { return lane->driver; }
 t4a_status t4a_lane_synchronize(t4a_lane *lane) {
   if (lane == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "lane is NULL");
   t4a_counter_add(&lane->counters, T4A_COUNTER_host_waits, 1);
-  return T4A_CU(lane->driver, cuStreamSynchronize, lane->stream);
+  return t4a_lane_note(lane, T4A_CU(lane->driver, cuStreamSynchronize, lane->stream));
+}
+
+t4a_status t4a_lane_check(const t4a_lane *lane) {
+  if (lane == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "lane is NULL");
+  return t4a_ctx_holder_check(lane->holder);
+}
+
+t4a_status t4a_lane_note(const t4a_lane *lane, t4a_status status) {
+  if (T4A_UNLIKELY(status == T4A_CONTEXT_LOST) && lane != NULL) {
+    t4a_error cause;
+    t4a_error_last(&cause);
+    t4a_ctx_holder_mark_lost(lane->holder, &cause);
+  }
+  return status;
 }

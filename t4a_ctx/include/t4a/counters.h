@@ -25,6 +25,7 @@ extern "C" {
   X(ctx_holders_created, "primary-context holders created (cuDevicePrimaryCtxRetain)")       \
   X(ctx_holders_destroyed, "primary-context holders destroyed (cuDevicePrimaryCtxRelease)")  \
   X(ctx_release_failures, "primary-context releases that failed (the retain is leaked)")    \
+  X(ctx_faults, "devices whose primary context was marked lost by a sticky error")          \
   X(ctx_current_kept, "final holder releases that left another holder's current context")    \
   X(streams_created, "lane streams created")                                                 \
   X(streams_destroyed, "lane streams destroyed")                                             \
@@ -32,7 +33,20 @@ extern "C" {
   X(lanes_created, "lanes created")                                                          \
   X(lanes_destroyed, "lanes destroyed")                                                      \
   X(host_waits, "host waits on device work (stream, event or context synchronize)")          \
-  X(events_recorded, "events recorded")
+  X(events_recorded, "events recorded")                                                     \
+  X(nvrtc_compile_attempts, "nvrtcCompileProgram calls")                                     \
+  X(nvrtc_compile_successes, "nvrtcCompileProgram calls that returned NVRTC_SUCCESS")       \
+  X(nvrtc_empty_outputs, "successful compiles whose PTX/CUBIN/LTO-IR was empty (an error)")  \
+  X(nvrtc_mem_hits, "artifact-cache lookups answered from memory")                          \
+  X(nvrtc_mem_misses, "artifact-cache lookups not in memory (went to disk or NVRTC)")        \
+  X(nvrtc_mem_joins, "artifact-cache lookups that waited for an in-flight compile")         \
+  X(nvrtc_mem_evictions, "artifacts evicted from the memory level (LRU, entries or bytes)")  \
+  X(nvrtc_disk_hits, "artifact-cache lookups answered from the disk directory")            \
+  X(nvrtc_disk_misses, "disk lookups that found no usable entry")                           \
+  X(nvrtc_disk_writes, "artifact entries written to disk (renamed into place)")             \
+  X(nvrtc_disk_corrupt, "disk entries rejected as corrupt, truncated or foreign")           \
+  X(nvrtc_disk_errors, "disk-cache I/O failures (never fail a compile)")                    \
+  X(nvrtc_disk_evictions, "disk entries removed to stay within the size bound")
 
 typedef enum t4a_counter_id {
 #define T4A_COUNTER_ENUM_(name, desc) T4A_COUNTER_##name,

@@ -14,7 +14,14 @@
  *   t4a_ctx_scope   caller storage that makes a holder's context current for a region and
  *                   restores the previous context on every path.
  *   t4a_lane        one non-blocking stream on a holder, with a process-unique domain identity
- *                   and its own counters. Two lanes on one ordinal share the primary context.
+ *                   and its own counters. Refcounted (buffers and modules keep their lane).
+ *                   Two lanes on one ordinal share the primary context.
+ *
+ * Faults: a sticky error (illegal address, launch failure…) poisons the device's primary context
+ * for every holder. The first such fault seen by any t4a library is recorded once per device
+ * (t4a_ctx_holder_mark_lost / t4a_lane_note); from then on t4a_ctx_holder_check and
+ * t4a_lane_check fail fast with T4A_LANE_BROKEN naming that original fault. Lanes on other
+ * devices carry on.
  *
  * Thread-safety: drivers, holders and lanes may be used and released from any thread. A scope
  * belongs to the thread that entered it. Counters are atomic.
@@ -138,6 +145,13 @@ void t4a_ctx_holder_release(t4a_ctx_holder *holder);
 int t4a_ctx_holder_ordinal(const t4a_ctx_holder *holder);
 t4a_driver *t4a_ctx_holder_driver(const t4a_ctx_holder *holder);
 
+/* Records that the holder's context took a sticky error described by `cause` (the first record
+ * per device wins; later ones are ignored). Counted in ctx_faults on the driver. */
+void t4a_ctx_holder_mark_lost(const t4a_ctx_holder *holder, const t4a_error *cause);
+/* T4A_OK, or T4A_LANE_BROKEN (with detail naming the original fault's entry point and result) if
+ * the holder's context was marked lost. Cheap: one atomic load on the healthy path. */
+T4A_MUST_USE t4a_status t4a_ctx_holder_check(const t4a_ctx_holder *holder);
+
 /* An activation scope, in caller storage. Fields are private. */
 typedef struct t4a_ctx_scope {
   void *priv_prev;
@@ -170,10 +184,15 @@ typedef struct t4a_lane_options {
  * Statuses: INVALID_DEVICE, DRIVER_ERROR, CONTEXT_LOST, HOST_OUT_OF_MEMORY. */
 T4A_MUST_USE t4a_status t4a_lane_create(t4a_driver *driver, int ordinal,
                                         const t4a_lane_options *options, t4a_lane **out);
-/* Destroys the stream (with the lane's context active; if activation fails the stream is leaked
- * and counted in streams_leaked) and releases the holder. Does not wait for the stream's work;
- * the driver completes it. Accepts NULL. Never aborts. */
-void t4a_lane_destroy(t4a_lane *lane);
+void t4a_lane_retain(t4a_lane *lane);
+/* Drops a reference. The last one destroys the stream (with the lane's context active; if
+ * activation fails, or the lane was abandoned, the stream is leaked and counted in
+ * streams_leaked) and releases the holder. Does not wait for the stream's work; the driver
+ * completes it. Accepts NULL. Never aborts. */
+void t4a_lane_release(t4a_lane *lane);
+/* Marks the lane's stream as not provably drained: its final release leaks the stream (counted)
+ * instead of calling the driver. For teardown after a fault (t4a_retire). */
+void t4a_lane_abandon(t4a_lane *lane);
 
 int t4a_lane_ordinal(const t4a_lane *lane);
 /* The lane's allocation-domain identity: unique in the process, never 0, never reused. */
@@ -183,8 +202,14 @@ t4a_ctx_holder *t4a_lane_holder(const t4a_lane *lane);
 /* Borrowed: the lane's live counter block, and a snapshot of it. */
 t4a_counters *t4a_lane_counters(t4a_lane *lane);
 void t4a_lane_read_counters(const t4a_lane *lane, t4a_counter_values *out);
-/* Waits for all work on the lane's stream (counted in host_waits). */
+/* Waits for all work on the lane's stream (counted in host_waits). A sticky error found here marks
+ * the context lost. */
 T4A_MUST_USE t4a_status t4a_lane_synchronize(t4a_lane *lane);
+/* t4a_ctx_holder_check on the lane's holder. */
+T4A_MUST_USE t4a_status t4a_lane_check(const t4a_lane *lane);
+/* For libraries reporting a failed driver call on the lane: if `status` is T4A_CONTEXT_LOST, marks
+ * the lane's context lost with this thread's error detail. Returns `status`. */
+t4a_status t4a_lane_note(const t4a_lane *lane, t4a_status status);
 
 #ifdef __cplusplus
 }
