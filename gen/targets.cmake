@@ -50,10 +50,14 @@ t4a_library(NAME t4a_mem
   INCLUDE_DIR t4a_mem/include
   DEPS t4a_ctx t4a_ctx_seam t4a_ctx_status)
 t4a_library(NAME t4a_retire
-  SRCS t4a_retire/retire.c
+  SRCS t4a_retire/retire.c t4a_retire/witness.c t4a_retire/retire_internal.h
   HDRS t4a_retire/include/t4a/retire.h
   INCLUDE_DIR t4a_retire/include
-  DEPS t4a_ctx t4a_ctx_seam t4a_ctx_status)
+  DEPS t4a_ctx t4a_ctx_seam t4a_ctx_status t4a_ext_cuda_headers Threads::Threads)
+t4a_test(NAME t4a_retire_retire_test
+  SRCS t4a_retire/retire_test.c
+  LABELS unit
+  DEPS t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver t4a_ext_cmocka Threads::Threads)
 t4a_library(NAME t4a_xfer
   SRCS t4a_xfer/xfer.c
   HDRS t4a_xfer/include/t4a/xfer.h

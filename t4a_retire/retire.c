@@ -1,2 +1,514 @@
-/* t4a_retire: filled by a later issue; for now it only proves its dependency edges compile. */
+/* Admission, completion epochs, keepalives, quarantine and teardown. */
+#define _GNU_SOURCE
 #include "t4a/retire.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "t4a/fault.h"
+#include "t4a_ctx/driver_table.h"
+#include "t4a_retire/retire_internal.h"
+
+/* One epoch: the keepalives of a run of admissions, and (once sealed) the event after them. */
+typedef struct epoch {
+  t4a_keepalive *items;
+  uint32_t count, capacity;
+  uint32_t admissions;
+  /* Open-addressing set of the objects held, for deduplication (capacity 2 * items capacity). */
+  void **set;
+  uint32_t set_capacity;
+  CUevent event;
+} epoch;
+
+typedef struct release_list {
+  t4a_keepalive *items;
+  size_t count, capacity;
+} release_list;
+
+struct t4a_retire {
+  pthread_mutex_t lock;
+  _Atomic(const void *) owner; /* the thread holding `lock`, or NULL */
+  t4a_lane *lane;              /* a reference */
+  t4a_driver *driver;          /* borrowed from the lane */
+  t4a_counters *counters;      /* the lane's block */
+  uint32_t seal_at;
+  uint32_t max_sealed;
+  epoch open;
+  epoch *sealed; /* ring of sealed epochs, oldest first */
+  uint32_t sealed_head, sealed_count;
+  CUevent *spare_events; /* recycled, DISABLE_TIMING */
+  uint32_t spare_count, spare_capacity;
+  t4a_keepalive *quarantine;
+  size_t quarantine_count, quarantine_capacity;
+  release_list deferred; /* keepalives of completed epochs, released after unlock */
+};
+
+/* A distinct address per thread identifies the lock owner without touching pthread_t racily. */
+static _Thread_local char t_thread_id;
+
+/* ---- small containers ---- */
+
+static size_t ptr_hash(const void *p, uint32_t cap) {
+  uintptr_t x = (uintptr_t)p;
+  x ^= x >> 17;
+  x *= (uintptr_t)0xed5ad4bbU;
+  x ^= x >> 11;
+  return (size_t)(x & (cap - 1));
+}
+
+/* Ensures room for `extra` more keepalives without any allocation later. */
+static t4a_status epoch_reserve(epoch *e, uint32_t extra) {
+  uint32_t need = e->count + extra;
+  if (need <= e->capacity) return T4A_OK;
+  uint32_t cap = e->capacity ? e->capacity : 16;
+  while (cap < need) cap *= 2;
+  t4a_keepalive *items = t4a_host_calloc(cap, sizeof *items);
+  if (items == NULL) return T4A_HOST_OUT_OF_MEMORY;
+  void **set = t4a_host_calloc((size_t)cap * 2, sizeof *set);
+  if (set == NULL) {
+    free(items);
+    return T4A_HOST_OUT_OF_MEMORY;
+  }
+  if (e->count) memcpy(items, e->items, e->count * sizeof *items);
+  for (uint32_t i = 0; i < e->count; i++) {
+    size_t h = ptr_hash(items[i].object, cap * 2);
+    while (set[h] != NULL) h = (h + 1) & (cap * 2 - 1);
+    set[h] = items[i].object;
+  }
+  free(e->items);
+  free(e->set);
+  e->items = items;
+  e->set = set;
+  e->capacity = cap;
+  e->set_capacity = cap * 2;
+  return T4A_OK;
+}
+
+/* Adds within capacity; returns 0 if the object was already held (caller releases the dup). */
+static int epoch_add(epoch *e, t4a_keepalive k) {
+  size_t h = ptr_hash(k.object, e->set_capacity);
+  while (e->set[h] != NULL) {
+    if (e->set[h] == k.object) return 0;
+    h = (h + 1) & (e->set_capacity - 1);
+  }
+  e->set[h] = k.object;
+  e->items[e->count++] = k;
+  return 1;
+}
+
+static void epoch_clear_set(epoch *e) {
+  if (e->set != NULL) memset(e->set, 0, e->set_capacity * sizeof *e->set);
+}
+
+static void epoch_free(epoch *e) {
+  free(e->items);
+  free(e->set);
+  memset(e, 0, sizeof *e);
+}
+
+/* ---- lock ---- */
+
+static t4a_status lock_enter(t4a_retire *r) {
+  if (atomic_load_explicit(&r->owner, memory_order_relaxed) == &t_thread_id) {
+    t4a_counter_add(r->counters, T4A_COUNTER_admissions_refused_reentry, 1);
+    return t4a_error_set(T4A_REENTRY, NULL, 0, NULL, 0,
+                         "lane %llu: re-entered from the thread that holds its operation lock "
+                         "(a callback called back into its own runtime)",
+                         (unsigned long long)t4a_lane_domain(r->lane));
+  }
+  pthread_mutex_lock(&r->lock);
+  atomic_store_explicit(&r->owner, &t_thread_id, memory_order_relaxed);
+  return T4A_OK;
+}
+
+static void lock_exit(t4a_retire *r) {
+  atomic_store_explicit(&r->owner, NULL, memory_order_relaxed);
+  pthread_mutex_unlock(&r->lock);
+}
+
+/* ---- events and epochs (lock held, context active) ---- */
+
+static t4a_status take_event(t4a_retire *r, CUevent *out) {
+  if (r->spare_count > 0) {
+    *out = r->spare_events[--r->spare_count];
+    return T4A_OK;
+  }
+  return T4A_CU(r->driver, cuEventCreate, out, CU_EVENT_DISABLE_TIMING);
+}
+
+/* Destroys an event (context active); one the driver refuses to destroy is leaked and counted. */
+static void destroy_event(t4a_retire *r, CUevent ev) {
+  if (T4A_CU(r->driver, cuEventDestroy, ev) != T4A_OK) {
+    t4a_counter_add(r->counters, T4A_COUNTER_leaked, 1);
+  }
+}
+
+static void put_event(t4a_retire *r, CUevent ev) {
+  if (r->spare_count < r->spare_capacity) {
+    r->spare_events[r->spare_count++] = ev;
+  } else {
+    destroy_event(r, ev);
+  }
+}
+
+/* Seals the open epoch with an event. Needs room in the ring (ensured by the caller). */
+static t4a_status seal_open(t4a_retire *r) {
+  if (r->open.admissions == 0 && r->open.count == 0) return T4A_OK;
+  CUevent ev = NULL;
+  t4a_status st = take_event(r, &ev);
+  if (st != T4A_OK) return st;
+  st = T4A_CU(r->driver, cuEventRecord, ev, t4a_lane_stream(r->lane));
+  if (st != T4A_OK) {
+    put_event(r, ev);
+    return t4a_lane_note(r->lane, st);
+  }
+  t4a_counter_add(r->counters, T4A_COUNTER_events_recorded, 1);
+  t4a_counter_add(r->counters, T4A_COUNTER_epochs_sealed, 1);
+  uint32_t slot = (r->sealed_head + r->sealed_count) % r->max_sealed;
+  epoch *dst = &r->sealed[slot];
+  /* Swap storage: the sealed slot's old (empty) arrays become the new open epoch's. */
+  epoch old = *dst;
+  *dst = r->open;
+  dst->event = ev;
+  epoch_clear_set(dst);
+  r->open = old;
+  r->open.count = 0;
+  r->open.admissions = 0;
+  r->open.event = NULL;
+  epoch_clear_set(&r->open);
+  r->sealed_count++;
+  return T4A_OK;
+}
+
+/* Moves a completed epoch's keepalives to the deferred list, released after the lock is dropped
+ * (a release may run arbitrary code). If the list cannot grow, they are released in place: still
+ * correct, since their work completed. */
+static void defer_release(t4a_retire *r, epoch *e) {
+  release_list *l = &r->deferred;
+  if (l->count + e->count > l->capacity) {
+    size_t cap = l->capacity ? l->capacity : 64;
+    while (cap < l->count + e->count) cap *= 2;
+    t4a_keepalive *n = realloc(l->items, cap * sizeof *n);
+    if (n != NULL) {
+      l->items = n;
+      l->capacity = cap;
+    }
+  }
+  for (uint32_t i = 0; i < e->count; i++) {
+    if (l->count < l->capacity) {
+      l->items[l->count++] = e->items[i];
+    } else {
+      e->items[i].release(e->items[i].object);
+      t4a_counter_add(r->counters, T4A_COUNTER_keepalives_released, 1);
+    }
+  }
+  e->count = 0;
+  e->admissions = 0;
+  epoch_clear_set(e);
+}
+
+/* Drops the lock, then releases what completed epochs handed over. */
+static void unlock_and_release(t4a_retire *r) {
+  release_list l = r->deferred;
+  if (l.count > 0) r->deferred = (release_list){0};
+  lock_exit(r);
+  if (l.count == 0) return;
+  for (size_t i = 0; i < l.count; i++) l.items[i].release(l.items[i].object);
+  t4a_counter_add(r->counters, T4A_COUNTER_keepalives_released, l.count);
+  free(l.items);
+}
+
+/* Retires completed sealed epochs in order; `wait_oldest` blocks on the oldest first. */
+static t4a_status retire_completed(t4a_retire *r, int wait_oldest) {
+  while (r->sealed_count > 0) {
+    epoch *e = &r->sealed[r->sealed_head];
+    t4a_status st;
+    if (wait_oldest) {
+      t4a_counter_add(r->counters, T4A_COUNTER_host_waits, 1);
+      st = T4A_CU(r->driver, cuEventSynchronize, e->event);
+      wait_oldest = 0;
+    } else {
+      st = T4A_CU(r->driver, cuEventQuery, e->event);
+    }
+    if (st == T4A_NOT_READY) return T4A_OK;
+    if (st != T4A_OK) return t4a_lane_note(r->lane, st);
+    defer_release(r, e);
+    put_event(r, e->event);
+    e->event = NULL;
+    r->sealed_head = (r->sealed_head + 1) % r->max_sealed;
+    r->sealed_count--;
+    t4a_counter_add(r->counters, T4A_COUNTER_epochs_retired, 1);
+  }
+  return T4A_OK;
+}
+
+/* ---- creation and teardown ---- */
+
+t4a_status t4a_retire_create(t4a_lane *lane, const t4a_retire_options *options,
+                             t4a_retire **out) {
+  if (out == NULL || lane == NULL) {
+    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "lane or out is NULL");
+  }
+  *out = NULL;
+  t4a_retire_options o = T4A_RETIRE_OPTIONS_INIT;
+  if (options != NULL) o = *options;
+  if (o.max_pending_records == 0) o.max_pending_records = 1024;
+  if (o.max_sealed_epochs == 0) o.max_sealed_epochs = 64;
+  if (o.max_pending_records < 2 || o.max_pending_records > (1u << 24) ||
+      o.max_sealed_epochs > 4096) {
+    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                         "max_pending_records must be in [2, 2^24] and max_sealed_epochs <= 4096");
+  }
+  t4a_status st = t4a_lane_check(lane);
+  if (st != T4A_OK) return st;
+  t4a_retire *r = t4a_host_calloc(1, sizeof *r);
+  if (r == NULL) return T4A_HOST_OUT_OF_MEMORY;
+  r->sealed = t4a_host_calloc(o.max_sealed_epochs, sizeof *r->sealed);
+  r->spare_capacity = 8;
+  r->spare_events = t4a_host_calloc(r->spare_capacity, sizeof *r->spare_events);
+  if (r->sealed == NULL || r->spare_events == NULL) goto oom;
+  if (t4a_fault_sim(T4A_FAULT_MUTEX_INIT) || pthread_mutex_init(&r->lock, NULL) != 0) {
+    free(r->sealed);
+    free(r->spare_events);
+    free(r);
+    return t4a_error_set(T4A_INTERNAL, "pthread_mutex_init", 0, NULL, 0,
+                         "cannot initialise the lane's operation lock");
+  }
+  atomic_init(&r->owner, NULL);
+  r->lane = lane;
+  t4a_lane_retain(lane);
+  r->driver = t4a_lane_driver(lane);
+  r->counters = t4a_lane_counters(lane);
+  r->seal_at = o.max_pending_records / 2;
+  r->max_sealed = o.max_sealed_epochs;
+  *out = r;
+  return T4A_OK;
+oom:
+  free(r->sealed);
+  free(r->spare_events);
+  free(r);
+  return T4A_HOST_OUT_OF_MEMORY;
+}
+
+static void quarantine_add(t4a_retire *r, t4a_keepalive k) {
+  if (r->quarantine_count == r->quarantine_capacity) {
+    size_t cap = r->quarantine_capacity ? r->quarantine_capacity * 2 : 8;
+    t4a_keepalive *n = realloc(r->quarantine, cap * sizeof *n);
+    if (n == NULL) {
+      /* Cannot even remember it: leak it (never release on a guess) and count. */
+      t4a_counter_add(r->counters, T4A_COUNTER_leaked, 1);
+      return;
+    }
+    r->quarantine = n;
+    r->quarantine_capacity = cap;
+  }
+  r->quarantine[r->quarantine_count++] = k;
+  t4a_counter_add(r->counters, T4A_COUNTER_quarantined, 1);
+}
+
+t4a_status t4a_retire_destroy(t4a_retire *r) {
+  if (r == NULL) return T4A_OK;
+  t4a_status st = lock_enter(r);
+  if (st != T4A_OK) return st;
+  t4a_ctx_scope scope;
+  st = t4a_lane_check(r->lane);
+  int scoped = 0;
+  if (st == T4A_OK && (st = t4a_ctx_scope_enter(&scope, t4a_lane_holder(r->lane), r->counters)) ==
+                          T4A_OK) {
+    scoped = 1;
+    /* Proof of drain: everything enqueued on the stream finished without error. */
+    t4a_counter_add(r->counters, T4A_COUNTER_host_waits, 1);
+    st = t4a_lane_note(r->lane,
+                       T4A_CU(r->driver, cuStreamSynchronize, t4a_lane_stream(r->lane)));
+  }
+  size_t leaked = 0;
+  if (st == T4A_OK) {
+    for (uint32_t i = 0; i < r->sealed_count; i++) {
+      defer_release(r, &r->sealed[(r->sealed_head + i) % r->max_sealed]);
+    }
+    defer_release(r, &r->open);
+    /* After a proved drain the quarantined objects' work is over too: release them. */
+    epoch q = {.items = r->quarantine, .count = (uint32_t)r->quarantine_count};
+    defer_release(r, &q);
+  } else {
+    for (uint32_t i = 0; i < r->sealed_count; i++) {
+      leaked += r->sealed[(r->sealed_head + i) % r->max_sealed].count;
+    }
+    leaked += r->open.count + r->quarantine_count;
+    t4a_counter_add(r->counters, T4A_COUNTER_leaked, leaked);
+    t4a_lane_abandon(r->lane);
+  }
+  /* Events: destroyed whenever the context is active (the driver defers the destruction of an
+   * event whose work is pending); without the context they are leaked and counted. */
+  size_t events_leaked = 0;
+  for (uint32_t i = 0; i < r->max_sealed; i++) {
+    if (r->sealed[i].event != NULL) {
+      if (scoped) {
+        destroy_event(r, r->sealed[i].event);
+      } else {
+        events_leaked++;
+      }
+    }
+    epoch_free(&r->sealed[i]);
+  }
+  for (uint32_t i = 0; i < r->spare_count; i++) {
+    if (scoped) {
+      destroy_event(r, r->spare_events[i]);
+    } else {
+      events_leaked++;
+    }
+  }
+  t4a_counter_add(r->counters, T4A_COUNTER_leaked, events_leaked);
+  if (scoped) (void)t4a_ctx_scope_exit(&scope);
+  epoch_free(&r->open);
+  unlock_and_release(r);
+  free(r->deferred.items);
+  pthread_mutex_destroy(&r->lock);
+  free(r->sealed);
+  free(r->spare_events);
+  free(r->quarantine);
+  t4a_lane_release(r->lane);
+  free(r);
+  return st;
+}
+
+t4a_lane *t4a_retire_lane(const t4a_retire *r) { return r != NULL ? r->lane : NULL; }
+
+/* ---- admission ---- */
+
+t4a_status t4a_admission_begin(t4a_retire *r, uint32_t num_keepalives, t4a_admission *adm) {
+  if (r == NULL || adm == NULL) {
+    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "retire or admission is NULL");
+  }
+  memset(adm, 0, sizeof *adm);
+  t4a_status st = lock_enter(r);
+  if (st != T4A_OK) return st;
+  if ((st = t4a_lane_check(r->lane)) != T4A_OK) goto unlock;
+  if ((st = t4a_ctx_scope_enter(&adm->priv_scope, t4a_lane_holder(r->lane), r->counters)) !=
+      T4A_OK) {
+    goto unlock;
+  }
+  if (r->open.admissions >= r->seal_at) {
+    if (r->sealed_count == r->max_sealed) {
+      /* The ring is full: retire what finished; if nothing did, wait for the oldest. */
+      st = retire_completed(r, 0);
+      if (st == T4A_OK && r->sealed_count == r->max_sealed) st = retire_completed(r, 1);
+      if (st != T4A_OK) goto fail_scoped;
+    }
+    if ((st = seal_open(r)) != T4A_OK) goto fail_scoped;
+  }
+  if ((st = epoch_reserve(&r->open, num_keepalives)) != T4A_OK) goto fail_scoped;
+  adm->priv_retire = r;
+  adm->priv_reserved = num_keepalives;
+  return T4A_OK;
+fail_scoped:
+  (void)t4a_ctx_scope_exit(&adm->priv_scope);
+unlock:
+  unlock_and_release(r);
+  memset(adm, 0, sizeof *adm);
+  return st;
+}
+
+void t4a_admission_keep(t4a_admission *adm, t4a_keepalive k) {
+  if (adm == NULL || adm->priv_retire == NULL || k.release == NULL) return;
+  t4a_retire *r = adm->priv_retire;
+  if (adm->priv_kept >= adm->priv_reserved && epoch_reserve(&r->open, 1) != T4A_OK) {
+    t4a_counter_add(r->counters, T4A_COUNTER_leaked, 1);
+    return;
+  }
+  adm->priv_kept++;
+  if (epoch_add(&r->open, k)) {
+    t4a_counter_add(r->counters, T4A_COUNTER_keepalives_held, 1);
+  } else {
+    /* The open epoch already holds this object until the same completion: drop the extra ref. */
+    k.release(k.object);
+    t4a_counter_add(r->counters, T4A_COUNTER_keepalives_deduplicated, 1);
+  }
+}
+
+static void admission_end(t4a_admission *adm, int enqueued) {
+  t4a_retire *r = adm->priv_retire;
+  if (enqueued) {
+    r->open.admissions++;
+    t4a_counter_add(r->counters, T4A_COUNTER_admissions, 1);
+  }
+  (void)t4a_ctx_scope_exit(&adm->priv_scope);
+  unlock_and_release(r);
+  memset(adm, 0, sizeof *adm);
+}
+
+void t4a_admission_commit(t4a_admission *adm) {
+  if (adm == NULL || adm->priv_retire == NULL) return;
+  admission_end(adm, 1);
+}
+
+t4a_status t4a_admission_abort(t4a_admission *adm, t4a_status status) {
+  if (adm == NULL || adm->priv_retire == NULL) return status;
+  t4a_lane_note(adm->priv_retire->lane, status);
+  admission_end(adm, 0);
+  return status;
+}
+
+t4a_status t4a_admission_fail(t4a_admission *adm, t4a_status status,
+                              const t4a_keepalive *uncertain, size_t num_uncertain) {
+  if (adm == NULL || adm->priv_retire == NULL) return status;
+  t4a_retire *r = adm->priv_retire;
+  t4a_lane_note(r->lane, status);
+  for (size_t i = 0; i < num_uncertain; i++) {
+    if (uncertain[i].release != NULL) quarantine_add(r, uncertain[i]);
+  }
+  admission_end(adm, 1);
+  return status;
+}
+
+/* ---- observation ---- */
+
+static t4a_status observe(t4a_retire *r, int wait_all) {
+  if (r == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "retire is NULL");
+  t4a_status st = lock_enter(r);
+  if (st != T4A_OK) return st;
+  t4a_ctx_scope scope;
+  if ((st = t4a_ctx_scope_enter(&scope, t4a_lane_holder(r->lane), r->counters)) == T4A_OK) {
+    if (wait_all) {
+      if (r->sealed_count == r->max_sealed) st = retire_completed(r, 1);
+      if (st == T4A_OK) st = seal_open(r);
+      while (st == T4A_OK && r->sealed_count > 0) st = retire_completed(r, 1);
+    } else {
+      st = retire_completed(r, 0);
+    }
+    (void)t4a_ctx_scope_exit(&scope);
+  }
+  unlock_and_release(r);
+  return st;
+}
+
+t4a_status t4a_retire_poll(t4a_retire *r) { return observe(r, 0); }
+t4a_status t4a_retire_wait(t4a_retire *r) { return observe(r, 1); }
+
+void t4a_retire_get_state(t4a_retire *r, t4a_retire_state *out) {
+  if (out == NULL) return;
+  memset(out, 0, sizeof *out);
+  if (r == NULL) return;
+  pthread_mutex_lock(&r->lock);
+  out->open_admissions = r->open.admissions;
+  out->open_keepalives = r->open.count;
+  out->sealed_epochs = r->sealed_count;
+  out->quarantined_held = r->quarantine_count;
+  pthread_mutex_unlock(&r->lock);
+}
+
+t4a_status t4a_retire_fence(t4a_retire *r, t4a_witness **out) {
+  if (out == NULL || r == NULL) {
+    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "retire or out is NULL");
+  }
+  *out = NULL;
+  t4a_admission adm;
+  t4a_status st = t4a_admission_begin(r, 0, &adm);
+  if (st != T4A_OK) return st;
+  st = t4a_witness_record_(t4a_retire_lane(r), out);
+  if (st != T4A_OK) return t4a_admission_abort(&adm, st);
+  t4a_counter_add(r->counters, T4A_COUNTER_events_recorded, 1);
+  admission_end(&adm, 0);
+  return T4A_OK;
+}

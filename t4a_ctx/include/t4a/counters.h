@@ -33,7 +33,30 @@ extern "C" {
   X(lanes_created, "lanes created")                                                          \
   X(lanes_destroyed, "lanes destroyed")                                                      \
   X(host_waits, "host waits on device work (stream, event or context synchronize)")          \
-  X(events_recorded, "events recorded")                                                     \
+  X(events_recorded, "events recorded")                                                      \
+  X(admissions, "operations admitted (reserve -> enqueue -> commit)")                        \
+  X(admissions_refused_reentry, "admissions or observations refused: re-entry from the owner")\
+  X(epochs_sealed, "completion epochs sealed by an event")                                   \
+  X(epochs_retired, "completion epochs observed complete")                                   \
+  X(keepalives_held, "keepalive references taken into an epoch")                             \
+  X(keepalives_deduplicated, "keepalives already held by the open epoch (released at once)")  \
+  X(keepalives_released, "keepalive references released after their epoch completed")       \
+  X(quarantined, "objects quarantined after a failure following an enqueue")               \
+  X(leaked, "objects leaked at teardown because no drain could be proved")                 \
+  X(witnesses_created, "completion witnesses created")                                       \
+  X(device_allocs, "device allocations from the driver (pool or sync)")                      \
+  X(device_frees, "device frees enqueued (cuMemFreeAsync)")                                  \
+  X(device_alloc_bytes, "bytes allocated from the driver")                                   \
+  X(reuse_hits, "buffer allocations served by the same-stream reuse cache")                  \
+  X(reuse_misses, "buffer allocations that went to the driver")                              \
+  X(reuse_cached, "released blocks kept in the same-stream reuse cache")                     \
+  X(reuse_trimmed, "cached blocks handed back to the pool (bound or pressure)")             \
+  X(zero_fills, "zero fills enqueued")                                                       \
+  X(buffers_leaked, "device blocks leaked: no context to free them, or quarantined")        \
+  X(pinned_allocs, "pinned host allocations (cuMemHostAlloc)")                               \
+  X(pinned_bytes, "pinned host bytes allocated")                                             \
+  X(host_registrations, "host ranges registered (cuMemHostRegister)")                        \
+  X(host_unregistrations, "host ranges unregistered")                                                     \
   X(nvrtc_compile_attempts, "nvrtcCompileProgram calls")                                     \
   X(nvrtc_compile_successes, "nvrtcCompileProgram calls that returned NVRTC_SUCCESS")       \
   X(nvrtc_empty_outputs, "successful compiles whose PTX/CUBIN/LTO-IR was empty (an error)")  \

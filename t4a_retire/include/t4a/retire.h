@@ -1,13 +1,143 @@
-/* t4a/retire.h — admission, completion epochs, keepalives, witnesses and quarantine.
+/* t4a/retire.h — admission, completion epochs, keepalives, witnesses, quarantine and teardown.
  *
- * Layer: t4a_retire (on t4a_ctx). This library's edges exist from the first build so the layering is
- * enforced; its API arrives with the issue that fills it. Until then this header declares nothing
- * beyond what its dependencies provide.
+ * Layer: t4a_retire, on t4a_ctx. One t4a_retire serves one lane (its stream and domain).
  *
- * Thread-safety and ownership follow t4a/ctx.h. */
+ * Admission. Every operation that enqueues work on the lane runs as reserve -> enqueue -> commit:
+ * t4a_admission_begin() takes the lane's operation lock, refuses a broken lane, activates the
+ * lane's context, seals the open epoch when it is due and reserves room for the keepalives the
+ * operation will hand over — everything that can fail, before anything is enqueued. The caller
+ * then enqueues, hands its keepalives over with t4a_admission_keep() (which cannot fail), and
+ * ends with t4a_admission_commit(); or, if nothing was enqueued, t4a_admission_abort(); or, if a
+ * call failed after work was enqueued, t4a_admission_fail() with the objects whose state is now
+ * unknown, which are quarantined: held forever, never released on a guess.
+ * The lock records its owner thread: a second begin (or an observation) from the thread that
+ * holds it — for instance from inside a raw callback — returns T4A_REENTRY instead of
+ * deadlocking.
+ *
+ * Epochs. Keepalives join the open epoch (deduplicated: an object the open epoch already holds is
+ * released at once). The open epoch is sealed by one event (CU_EVENT_DISABLE_TIMING) when it holds
+ * half of max_pending_records admissions, or when someone observes; so a warm chain records at
+ * most one event per 512 admissions with the defaults (counter events_recorded). Observation
+ * (t4a_retire_poll, t4a_retire_wait) releases the keepalives of completed epochs, outside the lock.
+ *
+ * Witnesses. A witness is (event, its context): its terminal state is memoised at the first
+ * observation that finds it complete or failed, so a later sticky error never re-fails a
+ * confirmed witness. Upstream witnesses (work this one depends on) are pruned once complete.
+ *
+ * Teardown. t4a_retire_destroy() releases held objects only after a proved drain (the stream
+ * synchronised without error); otherwise it leaks them, abandons the lane (whose stream is then
+ * leaked too) and counts every leak. Nothing here aborts.
+ *
+ * Thread-safety: all functions may be called from any thread. Counters go to the lane's block. */
 #ifndef T4A_RETIRE_H_
 #define T4A_RETIRE_H_
 
+#include <stddef.h>
+#include <stdint.h>
+
 #include "t4a/ctx.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A reference to keep alive until the work of its epoch completes: release(object) drops it. */
+typedef struct t4a_keepalive {
+  void *object;
+  void (*release)(void *object);
+} t4a_keepalive;
+
+typedef struct t4a_retire t4a_retire;
+
+typedef struct t4a_retire_options {
+  uint32_t max_pending_records; /* 0: 1024. The open epoch is sealed at half of this. */
+  uint32_t max_sealed_epochs;   /* 0: 64. Beyond it, begin retires completed epochs, then waits. */
+} t4a_retire_options;
+#define T4A_RETIRE_OPTIONS_INIT {0, 0}
+
+/* Creates the retirement state of `lane` (retained). options may be NULL.
+ * Statuses: INVALID_ARGUMENT, HOST_OUT_OF_MEMORY, LANE_BROKEN. */
+T4A_MUST_USE t4a_status t4a_retire_create(t4a_lane *lane, const t4a_retire_options *options,
+                                          t4a_retire **out);
+
+/* Drains and destroys. Returns T4A_OK after a proved drain (every keepalive and quarantined
+ * object released); otherwise the failure (REENTRY, CONTEXT_LOST, LANE_BROKEN…), having leaked the
+ * held objects, abandoned the lane and counted the leaks. Frees the retire object in every case
+ * except REENTRY (called from inside its own admission: nothing is done). Accepts NULL. */
+t4a_status t4a_retire_destroy(t4a_retire *retire);
+
+t4a_lane *t4a_retire_lane(const t4a_retire *retire);
+
+/* ---- admission ---- */
+
+/* Caller storage for one admission. Fields are private. */
+typedef struct t4a_admission {
+  t4a_retire *priv_retire;
+  t4a_ctx_scope priv_scope;
+  uint32_t priv_reserved;
+  uint32_t priv_kept;
+} t4a_admission;
+
+/* Reserve: lock (REENTRY if this thread holds it), check the lane (LANE_BROKEN), activate the
+ * lane's context, seal or retire epochs as due, reserve `num_keepalives` keepalive slots.
+ * On failure nothing is held and nothing was enqueued. */
+T4A_MUST_USE t4a_status t4a_admission_begin(t4a_retire *retire, uint32_t num_keepalives,
+                                            t4a_admission *admission);
+/* Hands one reference to the open epoch; call only after the work was enqueued. Within the
+ * reserved count it cannot fail. Beyond it (a caller bug), room is grown if possible; if not, the
+ * reference is leaked and counted in `leaked` — never released before its work completes. */
+void t4a_admission_keep(t4a_admission *admission, t4a_keepalive keepalive);
+/* The work was enqueued: count it in the open epoch, restore the context, unlock. */
+void t4a_admission_commit(t4a_admission *admission);
+/* Nothing was enqueued: restore the context, unlock. `status` (returned) may be CONTEXT_LOST, in
+ * which case the lane's context is marked lost. */
+t4a_status t4a_admission_abort(t4a_admission *admission, t4a_status status);
+/* A call failed after work was enqueued: quarantines `uncertain` (references handed over, never
+ * released on a guess), marks the context lost on a sticky error, commits what was enqueued and
+ * returns `status`. */
+t4a_status t4a_admission_fail(t4a_admission *admission, t4a_status status,
+                              const t4a_keepalive *uncertain, size_t num_uncertain);
+
+/* ---- observation ---- */
+
+/* Non-blocking: releases the keepalives of every completed epoch. Returns OK, REENTRY, or the
+ * device error an epoch's event reported (never folded into "not ready"). */
+T4A_MUST_USE t4a_status t4a_retire_poll(t4a_retire *retire);
+/* Seals the open epoch and waits for all admitted work (counted in host_waits), then releases
+ * every completed epoch's keepalives. */
+T4A_MUST_USE t4a_status t4a_retire_wait(t4a_retire *retire);
+
+/* Snapshot of the retirement state. */
+typedef struct t4a_retire_state {
+  uint32_t open_admissions;  /* admissions in the open epoch */
+  uint32_t open_keepalives;  /* keepalives held by the open epoch */
+  uint32_t sealed_epochs;    /* sealed, not yet observed complete */
+  uint64_t quarantined_held; /* objects held in quarantine */
+} t4a_retire_state;
+void t4a_retire_get_state(t4a_retire *retire, t4a_retire_state *out);
+
+/* ---- witnesses ---- */
+
+typedef struct t4a_witness t4a_witness;
+
+/* Seals the open epoch (one event) and returns a witness of all work admitted so far.
+ * Statuses: REENTRY, LANE_BROKEN, HOST_OUT_OF_MEMORY, driver failures. */
+T4A_MUST_USE t4a_status t4a_retire_fence(t4a_retire *retire, t4a_witness **out);
+
+/* Makes `witness` complete only once `upstream` is (retains upstream). */
+T4A_MUST_USE t4a_status t4a_witness_add_upstream(t4a_witness *witness, t4a_witness *upstream);
+/* T4A_OK once complete (memoised), T4A_NOT_READY, or the memoised failure. Never blocks. */
+T4A_MUST_USE t4a_status t4a_witness_query(t4a_witness *witness);
+/* Waits until complete or failed (counted in host_waits of the witness's lane). */
+T4A_MUST_USE t4a_status t4a_witness_wait(t4a_witness *witness);
+void t4a_witness_retain(t4a_witness *witness);
+/* Drops a reference; the last destroys the event under its context (leaked and counted if the
+ * context cannot be activated). Accepts NULL. */
+void t4a_witness_release(t4a_witness *witness);
+/* Number of upstream witnesses still referenced (pruned ones are gone). */
+size_t t4a_witness_num_upstream(t4a_witness *witness);
+
+#ifdef __cplusplus
+}
+#endif
 #endif /* T4A_RETIRE_H_ */

@@ -1,0 +1,417 @@
+/* t4a_retire on the fake driver: admission, epochs, keepalives, re-entry, quarantine, witnesses,
+ * teardown and failure sweeps. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "t4a/ctx.h"
+#include "t4a/retire.h"
+#include "t4a_ctx/driver_table.h"
+#include "testing/fake_driver/fake_driver.h"
+
+typedef struct fixture {
+  t4a_fake *fake;
+  t4a_driver *drv;
+  t4a_lane *lane;
+  t4a_lane *other; /* a lane on device 1 */
+  CUdeviceptr mem; /* 4 KiB on device 0 */
+} fixture;
+
+/* A refcounted test object: counts how often it was released. */
+typedef struct object {
+  atomic_int refs;
+  atomic_int releases;
+} object;
+static void object_release(void *p) {
+  object *o = p;
+  atomic_fetch_sub(&o->refs, 1);
+  atomic_fetch_add(&o->releases, 1);
+}
+static t4a_keepalive keep(object *o) {
+  atomic_fetch_add(&o->refs, 1);
+  return (t4a_keepalive){o, object_release};
+}
+
+static int setup(void **state) {
+  fixture *f = calloc(1, sizeof *f);
+  t4a_fake_options o = T4A_FAKE_OPTIONS_INIT;
+  o.num_devices = 2;
+  o.query_policy = T4A_FAKE_QUERY_NEVER; /* work runs only on sync or explicit progress */
+  if (t4a_fake_create(&o, &f->fake) != T4A_OK || t4a_fake_driver(f->fake, &f->drv) != T4A_OK ||
+      t4a_lane_create(f->drv, 0, NULL, &f->lane) != T4A_OK ||
+      t4a_lane_create(f->drv, 1, NULL, &f->other) != T4A_OK) {
+    return -1;
+  }
+  t4a_ctx_scope s;
+  if (t4a_ctx_scope_enter(&s, t4a_lane_holder(f->lane), NULL) != T4A_OK) return -1;
+  if (f->drv->t.cuMemAlloc(&f->mem, 4096) != CUDA_SUCCESS) return -1;
+  (void)t4a_ctx_scope_exit(&s);
+  *state = f;
+  return 0;
+}
+
+static int teardown(void **state) {
+  fixture *f = *state;
+  t4a_ctx_scope s;
+  int ok = 1;
+  if (t4a_ctx_scope_enter(&s, t4a_lane_holder(f->lane), NULL) == T4A_OK) {
+    (void)f->drv->t.cuMemFree(f->mem);
+    (void)t4a_ctx_scope_exit(&s);
+  }
+  t4a_lane_release(f->lane);
+  t4a_lane_release(f->other);
+  t4a_driver_release(f->drv);
+  t4a_fake_live live;
+  t4a_fake_live_objects(f->fake, &live);
+  /* Only what t4a counted as leaked may remain (a sticky test abandons streams and events). */
+  ok = live.device_allocs <= 1 && live.pools == 0;
+  t4a_fake_destroy(f->fake);
+  free(f);
+  return ok ? 0 : -1;
+}
+
+/* One admitted operation: a memset on the lane's stream keeping `o` alive. */
+static t4a_status admit_memset(fixture *f, t4a_retire *r, object *o) {
+  t4a_admission adm;
+  t4a_status st = t4a_admission_begin(r, o != NULL ? 1 : 0, &adm);
+  if (st != T4A_OK) return st;
+  st = T4A_CU(f->drv, cuMemsetD8Async, f->mem, 0x5a, 4096, t4a_lane_stream(f->lane));
+  if (st != T4A_OK) return t4a_admission_abort(&adm, st);
+  if (o != NULL) t4a_admission_keep(&adm, keep(o));
+  t4a_admission_commit(&adm);
+  return T4A_OK;
+}
+
+static void test_warm_chain_records_one_event_per_512(void **state) {
+  fixture *f = *state;
+  t4a_retire *r = NULL;
+  assert_int_equal(t4a_retire_create(f->lane, NULL, &r), T4A_OK);
+  object o = {0};
+  for (int i = 0; i < 10000; i++) {
+    assert_int_equal(admit_memset(f, r, &o), T4A_OK);
+    if (i % 1000 == 999) t4a_fake_progress(f->fake); /* the GPU keeps up */
+  }
+  t4a_counter_values v;
+  t4a_lane_read_counters(f->lane, &v);
+  assert_int_equal(v.admissions, 10000);
+  /* 10,000 / 512 seals, no more: the warm chain pays one event per 512 admissions. */
+  assert_true(v.events_recorded <= 20);
+  assert_int_equal(v.events_recorded, 10000 / 512);
+  assert_int_equal(v.host_waits, 0);
+  /* One object kept by every admission is held once per epoch, the rest deduplicated. */
+  assert_int_equal(v.keepalives_held, v.epochs_sealed + 1);
+  assert_int_equal(v.keepalives_deduplicated, 10000 - v.keepalives_held);
+  assert_int_equal(atomic_load(&o.refs), (int)(v.keepalives_held - v.keepalives_released));
+  assert_int_equal(t4a_retire_wait(r), T4A_OK);
+  assert_int_equal(atomic_load(&o.refs), 0);
+  assert_int_equal(t4a_retire_destroy(r), T4A_OK);
+}
+
+static void test_keepalive_released_only_after_completion(void **state) {
+  fixture *f = *state;
+  t4a_retire_options opt = T4A_RETIRE_OPTIONS_INIT;
+  opt.max_pending_records = 4; /* seal every 2 admissions */
+  t4a_retire *r = NULL;
+  assert_int_equal(t4a_retire_create(f->lane, &opt, &r), T4A_OK);
+  object a = {0}, b = {0}, c = {0};
+  assert_int_equal(admit_memset(f, r, &a), T4A_OK);
+  assert_int_equal(admit_memset(f, r, &b), T4A_OK);
+  assert_int_equal(admit_memset(f, r, &c), T4A_OK); /* seals {a, b} first */
+  t4a_retire_state rs;
+  t4a_retire_get_state(r, &rs);
+  assert_int_equal(rs.sealed_epochs, 1);
+  assert_int_equal(rs.open_keepalives, 1);
+  /* Nothing ran yet: polling releases nothing. */
+  assert_int_equal(t4a_retire_poll(r), T4A_OK);
+  assert_int_equal(atomic_load(&a.refs), 1);
+  assert_int_equal(atomic_load(&b.refs), 1);
+  /* The GPU runs the first two memsets and the seal: a and b go, c (open epoch) stays. */
+  assert_int_equal(t4a_fake_step(f->fake, t4a_lane_stream(f->lane)), 1);
+  assert_int_equal(t4a_fake_step(f->fake, t4a_lane_stream(f->lane)), 1);
+  assert_int_equal(t4a_retire_poll(r), T4A_OK);
+  assert_int_equal(atomic_load(&a.refs), 1); /* the event itself has not run */
+  assert_int_equal(t4a_fake_step(f->fake, t4a_lane_stream(f->lane)), 1);
+  assert_int_equal(t4a_retire_poll(r), T4A_OK);
+  assert_int_equal(atomic_load(&a.refs), 0);
+  assert_int_equal(atomic_load(&b.refs), 0);
+  assert_int_equal(atomic_load(&c.refs), 1);
+  assert_int_equal(t4a_retire_destroy(r), T4A_OK);
+  assert_int_equal(atomic_load(&c.refs), 0);
+  t4a_counter_values v;
+  t4a_lane_read_counters(f->lane, &v);
+  assert_int_equal(v.host_waits, 1); /* the drain at destroy */
+}
+
+/* Seed item 3: re-entry from the thread holding the operation lock is a typed error. */
+static void test_reentry_is_typed(void **state) {
+  fixture *f = *state;
+  t4a_retire *r = NULL;
+  assert_int_equal(t4a_retire_create(f->lane, NULL, &r), T4A_OK);
+  t4a_admission adm, inner;
+  assert_int_equal(t4a_admission_begin(r, 0, &adm), T4A_OK);
+  assert_int_equal(t4a_admission_begin(r, 0, &inner), T4A_REENTRY);
+  assert_int_equal(t4a_retire_poll(r), T4A_REENTRY);
+  assert_int_equal(t4a_retire_wait(r), T4A_REENTRY);
+  t4a_witness *w = NULL;
+  assert_int_equal(t4a_retire_fence(r, &w), T4A_REENTRY);
+  assert_null(w);
+  assert_int_equal(t4a_retire_destroy(r), T4A_REENTRY); /* refused, nothing done */
+  t4a_error e;
+  t4a_error_last(&e);
+  assert_non_null(strstr(e.message, "re-entered"));
+  t4a_admission_commit(&adm);
+  t4a_counter_values v;
+  t4a_lane_read_counters(f->lane, &v);
+  assert_int_equal(v.admissions_refused_reentry, 5);
+  assert_int_equal(t4a_retire_destroy(r), T4A_OK);
+}
+
+typedef struct contender {
+  t4a_retire *r;
+  fixture *f;
+  int ok;
+} contender;
+static void *contend(void *p) {
+  contender *c = p;
+  object o = {0};
+  c->ok = 1;
+  for (int i = 0; i < 2000; i++) {
+    if (admit_memset(c->f, c->r, &o) != T4A_OK) c->ok = 0;
+    if (i % 100 == 0 && t4a_retire_poll(c->r) != T4A_OK) c->ok = 0;
+  }
+  if (t4a_retire_wait(c->r) != T4A_OK) c->ok = 0;
+  return NULL;
+}
+
+/* Other threads wait for the lock; only the owner gets REENTRY. */
+static void test_threads_share_a_lane(void **state) {
+  fixture *f = *state;
+  t4a_retire *r = NULL;
+  assert_int_equal(t4a_retire_create(f->lane, NULL, &r), T4A_OK);
+  pthread_t t[4];
+  contender c[4];
+  for (int i = 0; i < 4; i++) {
+    c[i] = (contender){r, f, 0};
+    assert_int_equal(pthread_create(&t[i], NULL, contend, &c[i]), 0);
+  }
+  for (int i = 0; i < 4; i++) {
+    pthread_join(t[i], NULL);
+    assert_true(c[i].ok);
+  }
+  t4a_counter_values v;
+  t4a_lane_read_counters(f->lane, &v);
+  assert_int_equal(v.admissions, 8000);
+  assert_int_equal(v.admissions_refused_reentry, 0);
+  assert_int_equal(v.keepalives_held + v.keepalives_deduplicated, 8000);
+  assert_int_equal(v.keepalives_released, v.keepalives_held);
+  assert_int_equal(t4a_retire_destroy(r), T4A_OK);
+}
+
+/* A failure after enqueue quarantines the uncertain object: never released on a guess. */
+static void test_fail_after_enqueue_quarantines(void **state) {
+  fixture *f = *state;
+  t4a_retire *r = NULL;
+  assert_int_equal(t4a_retire_create(f->lane, NULL, &r), T4A_OK);
+  object target = {0};
+  t4a_fake_inject(f->fake, "cuMemsetD8Async", 0, 1, CUDA_ERROR_UNKNOWN, 1);
+  t4a_admission adm;
+  assert_int_equal(t4a_admission_begin(r, 1, &adm), T4A_OK);
+  t4a_status st = T4A_CU(f->drv, cuMemsetD8Async, f->mem, 1, 16, t4a_lane_stream(f->lane));
+  assert_int_equal(st, T4A_DRIVER_ERROR);
+  t4a_keepalive k = keep(&target);
+  assert_int_equal(t4a_admission_fail(&adm, st, &k, 1), T4A_DRIVER_ERROR);
+  assert_int_equal(t4a_retire_wait(r), T4A_OK);
+  assert_int_equal(atomic_load(&target.releases), 0); /* still held */
+  t4a_retire_state rs;
+  t4a_retire_get_state(r, &rs);
+  assert_int_equal(rs.quarantined_held, 1);
+  t4a_counter_values v;
+  t4a_lane_read_counters(f->lane, &v);
+  assert_int_equal(v.quarantined, 1);
+  /* After a proved drain at teardown the work is over: then it may go. */
+  assert_int_equal(t4a_retire_destroy(r), T4A_OK);
+  assert_int_equal(atomic_load(&target.releases), 1);
+}
+
+/* Seed item 1: a witness confirmed before an unrelated sticky error still reads success; one not
+ * yet confirmed reads the fault. */
+static void test_witness_memoised_across_sticky_error(void **state) {
+  fixture *f = *state;
+  t4a_retire *r = NULL;
+  assert_int_equal(t4a_retire_create(f->lane, NULL, &r), T4A_OK);
+  object o = {0};
+  assert_int_equal(admit_memset(f, r, &o), T4A_OK);
+  t4a_witness *done = NULL, *later = NULL;
+  assert_int_equal(t4a_retire_fence(r, &done), T4A_OK);
+  assert_int_equal(t4a_witness_query(done), T4A_NOT_READY);
+  assert_int_equal(t4a_witness_wait(done), T4A_OK);
+  assert_int_equal(admit_memset(f, r, &o), T4A_OK);
+  assert_int_equal(t4a_retire_fence(r, &later), T4A_OK);
+  t4a_fake_set_sticky(f->fake, 0, CUDA_ERROR_ILLEGAL_ADDRESS);
+  assert_int_equal(t4a_witness_query(done), T4A_OK);
+  assert_int_equal(t4a_witness_wait(done), T4A_OK);
+  assert_int_equal(t4a_witness_query(later), T4A_CONTEXT_LOST);
+  assert_int_equal(t4a_witness_query(later), T4A_CONTEXT_LOST); /* memoised too */
+  t4a_error e;
+  t4a_error_last(&e);
+  assert_string_equal(e.code_name, "CUDA_ERROR_ILLEGAL_ADDRESS");
+  /* The lane is now broken for new work, naming the fault. */
+  assert_int_equal(admit_memset(f, r, &o), T4A_LANE_BROKEN);
+  /* Teardown after the sticky error leaks (counted) instead of releasing on a guess. */
+  t4a_witness_release(done);
+  t4a_witness_release(later);
+  assert_int_not_equal(t4a_retire_destroy(r), T4A_OK);
+  t4a_counter_values v;
+  t4a_lane_read_counters(f->lane, &v);
+  assert_true(v.leaked >= 1);
+  assert_int_equal(atomic_load(&o.refs), 1); /* never released */
+  t4a_driver_counters(f->drv, &v);
+  assert_int_equal(v.streams_leaked, 0); /* the lane still has a reference: leak comes at release */
+}
+
+static void test_upstream_witness_pruned(void **state) {
+  fixture *f = *state;
+  t4a_retire *r0 = NULL, *r1 = NULL;
+  assert_int_equal(t4a_retire_create(f->lane, NULL, &r0), T4A_OK);
+  assert_int_equal(t4a_retire_create(f->other, NULL, &r1), T4A_OK);
+  t4a_witness *up = NULL, *down = NULL;
+  assert_int_equal(admit_memset(f, r0, NULL), T4A_OK);
+  assert_int_equal(t4a_retire_fence(r0, &up), T4A_OK);
+  assert_int_equal(t4a_retire_fence(r1, &down), T4A_OK);
+  assert_int_equal(t4a_witness_add_upstream(down, up), T4A_OK);
+  assert_int_equal(t4a_witness_num_upstream(down), 1);
+  /* down's own event runs, up's does not: down is not complete. */
+  t4a_fake_step(f->fake, t4a_lane_stream(f->other));
+  assert_int_equal(t4a_witness_query(down), T4A_NOT_READY);
+  assert_int_equal(t4a_witness_wait(down), T4A_OK);
+  assert_int_equal(t4a_witness_num_upstream(down), 0); /* pruned */
+  assert_int_equal(t4a_witness_query(up), T4A_OK);
+  assert_int_equal(t4a_witness_add_upstream(down, down), T4A_INVALID_ARGUMENT);
+  t4a_witness_release(up);
+  t4a_witness_release(down);
+  assert_int_equal(t4a_retire_destroy(r0), T4A_OK);
+  assert_int_equal(t4a_retire_destroy(r1), T4A_OK);
+}
+
+static void test_bad_arguments(void **state) {
+  fixture *f = *state;
+  t4a_retire *r = (t4a_retire *)1;
+  t4a_retire_options o = T4A_RETIRE_OPTIONS_INIT;
+  o.max_pending_records = 1;
+  assert_int_equal(t4a_retire_create(f->lane, &o, &r), T4A_INVALID_ARGUMENT);
+  assert_null(r);
+  assert_int_equal(t4a_retire_create(NULL, NULL, &r), T4A_INVALID_ARGUMENT);
+  assert_int_equal(t4a_retire_destroy(NULL), T4A_OK);
+  assert_int_equal(t4a_retire_poll(NULL), T4A_INVALID_ARGUMENT);
+  assert_int_equal(t4a_witness_query(NULL), T4A_INVALID_ARGUMENT);
+  t4a_admission adm;
+  assert_int_equal(t4a_admission_begin(NULL, 0, &adm), T4A_INVALID_ARGUMENT);
+  t4a_witness_release(NULL);
+}
+
+/* ---- failure sweep: every public operation, failing the Nth driver call and host alloc ---- */
+
+static t4a_status op_everything(fixture *f) {
+  t4a_retire_options opt = T4A_RETIRE_OPTIONS_INIT;
+  opt.max_pending_records = 4;
+  opt.max_sealed_epochs = 2;
+  t4a_retire *r = NULL;
+  t4a_status st = t4a_retire_create(f->lane, &opt, &r);
+  if (st != T4A_OK) return st;
+  object o = {0};
+  t4a_witness *w = NULL;
+  for (int i = 0; i < 8 && st == T4A_OK; i++) st = admit_memset(f, r, &o);
+  if (st == T4A_OK) st = t4a_retire_poll(r);
+  if (st == T4A_OK) st = t4a_retire_fence(r, &w);
+  if (st == T4A_OK) st = t4a_witness_query(w);
+  if (st == T4A_NOT_READY) st = T4A_OK;
+  if (st == T4A_OK) st = t4a_witness_wait(w);
+  if (st == T4A_OK) st = t4a_retire_wait(r);
+  t4a_witness_release(w);
+  t4a_status d = t4a_retire_destroy(r);
+  if (st == T4A_OK) st = d;
+  /* Every reference handed over was released, or counted as leaked (no drain proved). */
+  t4a_counter_values v;
+  t4a_lane_read_counters(f->lane, &v);
+  if (atomic_load(&o.refs) != 0 && v.leaked == 0) fail_msg("keepalives neither released nor counted");
+  return st;
+}
+
+static int g_host_at = -1, g_host_seen;
+static int host_fault(t4a_fault_point p, void *user) {
+  (void)user;
+  return p == T4A_FAULT_HOST_MALLOC && g_host_seen++ == g_host_at;
+}
+
+static void test_failure_sweep(void **state) {
+  fixture *f = *state;
+  int failures = 0;
+  for (int n = 0;; n++) {
+    assert_true(n < 500);
+    t4a_fake_inject(f->fake, NULL, (uint64_t)n, 1, CUDA_ERROR_OUT_OF_MEMORY, 0);
+    uint64_t before = t4a_fake_injected(f->fake);
+    t4a_status st = op_everything(f);
+    int fired = t4a_fake_injected(f->fake) != before;
+    t4a_fake_clear_injections(f->fake);
+    t4a_fake_progress(f->fake);
+    if (!fired) {
+      assert_int_equal(st, T4A_OK);
+      break;
+    }
+    if (st != T4A_OK) {
+      failures++;
+      if (st != T4A_DEVICE_OUT_OF_MEMORY) {
+        fail_msg("call %d: got %s", n, t4a_status_name(st));
+      }
+      t4a_error e;
+      t4a_error_last(&e);
+      assert_true(strncmp(e.entry, "cu", 2) == 0);
+    }
+  }
+  assert_true(failures > 10);
+  for (int n = 0;; n++) {
+    assert_true(n < 200);
+    g_host_at = n;
+    g_host_seen = 0;
+    t4a_fault_set_hook(host_fault, NULL);
+    t4a_status st = op_everything(f);
+    t4a_fault_set_hook(NULL, NULL);
+    t4a_fake_progress(f->fake);
+    if (g_host_seen <= n) {
+      assert_int_equal(st, T4A_OK);
+      break;
+    }
+    if (st != T4A_OK && st != T4A_HOST_OUT_OF_MEMORY && st != T4A_INTERNAL) {
+      fail_msg("host alloc %d: got %s", n, t4a_status_name(st));
+    }
+  }
+  t4a_fake_live live;
+  t4a_fake_live_objects(f->fake, &live);
+  /* Events still alive are exactly those t4a could not destroy and counted as leaked. */
+  t4a_counter_values v;
+  t4a_lane_read_counters(f->lane, &v);
+  assert_true(live.events <= v.leaked);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_warm_chain_records_one_event_per_512, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_keepalive_released_only_after_completion, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_reentry_is_typed, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_threads_share_a_lane, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_fail_after_enqueue_quarantines, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_witness_memoised_across_sticky_error, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_upstream_witness_pruned, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_bad_arguments, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_failure_sweep, setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
