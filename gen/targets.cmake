@@ -45,10 +45,14 @@ t4a_test(NAME testing_fake_driver_fake_driver_test
   LABELS unit
   DEPS fake_driver t4a_ctx_seam t4a_ctx t4a_ctx_status t4a_ext_cmocka Threads::Threads)
 t4a_library(NAME t4a_mem
-  SRCS t4a_mem/mem.c
+  SRCS t4a_mem/mem.c t4a_mem/pinned.c
   HDRS t4a_mem/include/t4a/mem.h
   INCLUDE_DIR t4a_mem/include
-  DEPS t4a_ctx t4a_ctx_seam t4a_ctx_status)
+  DEPS t4a_ctx t4a_ctx_seam t4a_ctx_status t4a_ext_cuda_headers Threads::Threads)
+t4a_test(NAME t4a_mem_mem_test
+  SRCS t4a_mem/mem_test.c
+  LABELS unit
+  DEPS t4a_mem t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver t4a_ext_cmocka Threads::Threads)
 t4a_library(NAME t4a_retire
   SRCS t4a_retire/retire.c t4a_retire/witness.c t4a_retire/retire_internal.h
   HDRS t4a_retire/include/t4a/retire.h

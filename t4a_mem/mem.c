@@ -1,2 +1,504 @@
-/* t4a_mem: filled by a later issue; for now it only proves its dependency edges compile. */
+/* Pools, stream-ordered buffers and the same-stream reuse cache. */
+#define _GNU_SOURCE
 #include "t4a/mem.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "t4a/fault.h"
+#include "t4a_ctx/driver_table.h"
+
+/* Size classes: up to 2 KiB in 256-byte steps, then 8 classes per power of two (<= 12.5% over). */
+#define NUM_CLASSES (8 + 8 * 53)
+#define NATIVE_ALIGNMENT 256u
+
+typedef struct block {
+  struct block *next_in_class;
+  struct block *older, *newer; /* the cache's age list */
+  CUdeviceptr ptr;
+  size_t bytes; /* the class size actually allocated */
+  uint32_t cls;
+} block;
+
+struct t4a_mem_pool {
+  atomic_int refs;
+  atomic_int abandoned;
+  t4a_lane *lane; /* a reference */
+  t4a_driver *driver;
+  t4a_counters *counters;
+  CUmemoryPool pool;
+  uint64_t device_bytes; /* the device's total memory: larger requests are refused */
+  pthread_mutex_t lock;  /* guards the cache and the spare block records */
+  block *classes[NUM_CLASSES];
+  block *oldest, *newest;
+  uint64_t cached_bytes;
+  uint32_t cached_blocks;
+  uint64_t max_bytes;
+  uint32_t max_blocks;
+  int reuse;
+  block *spare; /* recycled block records (no malloc on the warm path) */
+  uint32_t num_spare;
+};
+
+struct t4a_buffer {
+  atomic_int refs;
+  atomic_int quarantined;
+  t4a_mem_pool *pool; /* a reference */
+  block *blk;         /* the allocation (its base and class size) */
+  CUdeviceptr ptr;    /* aligned address handed out */
+  size_t bytes;       /* requested size */
+};
+
+static uint32_t size_class(size_t bytes, size_t *out_class_bytes) {
+  if (bytes <= 2048) {
+    size_t n = (bytes + 255) / 256;
+    if (n == 0) n = 1;
+    *out_class_bytes = n * 256;
+    return (uint32_t)(n - 1);
+  }
+  size_t x = bytes - 1;
+  unsigned p = 63u - (unsigned)__builtin_clzll((unsigned long long)x); /* x in [2^p, 2^(p+1)) */
+  size_t step = (size_t)1 << (p - 3);
+  size_t sub = (x >> (p - 3)) & 7u;
+  *out_class_bytes = ((size_t)8 + sub + 1) * step;
+  return (uint32_t)(8 + (p - 11) * 8 + sub);
+}
+
+/* ---- cache (lock held) ---- */
+
+static void cache_unlink(t4a_mem_pool *p, block *b) {
+  block **pp = &p->classes[b->cls];
+  while (*pp != b) pp = &(*pp)->next_in_class;
+  *pp = b->next_in_class;
+  if (b->older) b->older->newer = b->newer;
+  else p->oldest = b->newer;
+  if (b->newer) b->newer->older = b->older;
+  else p->newest = b->older;
+  p->cached_bytes -= b->bytes;
+  p->cached_blocks--;
+}
+
+static block *cache_take(t4a_mem_pool *p, uint32_t cls) {
+  block *b = p->classes[cls];
+  if (b != NULL) cache_unlink(p, b);
+  return b;
+}
+
+static void cache_put(t4a_mem_pool *p, block *b) {
+  b->next_in_class = p->classes[b->cls];
+  p->classes[b->cls] = b;
+  b->newer = NULL;
+  b->older = p->newest;
+  if (p->newest) p->newest->newer = b;
+  else p->oldest = b;
+  p->newest = b;
+  p->cached_bytes += b->bytes;
+  p->cached_blocks++;
+}
+
+static block *record_get(t4a_mem_pool *p) {
+  if (p->spare != NULL) {
+    block *b = p->spare;
+    p->spare = b->next_in_class;
+    p->num_spare--;
+    memset(b, 0, sizeof *b);
+    return b;
+  }
+  return NULL;
+}
+
+static void record_put(t4a_mem_pool *p, block *b) {
+  if (p->num_spare < 256) {
+    b->next_in_class = p->spare;
+    p->spare = b;
+    p->num_spare++;
+  } else {
+    free(b);
+  }
+}
+
+/* Frees a list of blocks in stream order (context active, lock not held) and recycles their
+ * records. */
+static void free_blocks(t4a_mem_pool *p, block *list, int count_trim) {
+  for (block *b = list; b != NULL; b = b->next_in_class) {
+    if (T4A_CU(p->driver, cuMemFreeAsync, b->ptr, t4a_lane_stream(p->lane)) == T4A_OK) {
+      t4a_counter_add(p->counters, T4A_COUNTER_device_frees, 1);
+    } else {
+      t4a_counter_add(p->counters, T4A_COUNTER_buffers_leaked, 1);
+    }
+    if (count_trim) t4a_counter_add(p->counters, T4A_COUNTER_reuse_trimmed, 1);
+  }
+  pthread_mutex_lock(&p->lock);
+  while (list != NULL) {
+    block *next = list->next_in_class;
+    record_put(p, list);
+    list = next;
+  }
+  pthread_mutex_unlock(&p->lock);
+}
+
+/* Detaches blocks from the cache: all of them, or the oldest until within bounds. */
+static block *cache_detach(t4a_mem_pool *p, int all) {
+  block *out = NULL;
+  while (p->oldest != NULL &&
+         (all || p->cached_bytes > p->max_bytes || p->cached_blocks > p->max_blocks)) {
+    block *b = p->oldest;
+    cache_unlink(p, b);
+    b->next_in_class = out;
+    out = b;
+  }
+  return out;
+}
+
+/* ---- pools ---- */
+
+t4a_status t4a_mem_pool_create(t4a_lane *lane, const t4a_mem_pool_options *options,
+                               t4a_mem_pool **out) {
+  if (out == NULL || lane == NULL) {
+    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "lane or out is NULL");
+  }
+  *out = NULL;
+  t4a_mem_pool_options o = T4A_MEM_POOL_OPTIONS_INIT;
+  if (options != NULL) o = *options;
+  t4a_status st = t4a_lane_check(lane);
+  if (st != T4A_OK) return st;
+  t4a_driver *d = t4a_lane_driver(lane);
+  t4a_ctx_holder *h = t4a_lane_holder(lane);
+  t4a_mem_pool *p = t4a_host_calloc(1, sizeof *p);
+  if (p == NULL) return T4A_HOST_OUT_OF_MEMORY;
+  if (t4a_fault_sim(T4A_FAULT_MUTEX_INIT) || pthread_mutex_init(&p->lock, NULL) != 0) {
+    free(p);
+    return t4a_error_set(T4A_INTERNAL, "pthread_mutex_init", 0, NULL, 0,
+                         "cannot initialise a pool lock");
+  }
+  t4a_ctx_scope scope;
+  if ((st = t4a_ctx_scope_enter(&scope, h, t4a_lane_counters(lane))) != T4A_OK) goto fail;
+  int supported = 0;
+  size_t total = 0;
+  st = T4A_CU(d, cuDeviceGetAttribute, &supported, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED,
+              t4a_ctx_holder_device(h));
+  if (st == T4A_OK) st = T4A_CU(d, cuDeviceTotalMem, &total, t4a_ctx_holder_device(h));
+  if (st == T4A_OK && !supported) {
+    st = t4a_error_set(T4A_UNSUPPORTED, "cuMemPoolCreate", 0, NULL, 0,
+                       "device %d does not support memory pools", t4a_lane_ordinal(lane));
+  }
+  if (st == T4A_OK) {
+    CUmemPoolProps props;
+    memset(&props, 0, sizeof props);
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.handleTypes = CU_MEM_HANDLE_TYPE_NONE;
+    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    props.location.id = t4a_lane_ordinal(lane);
+    st = T4A_CU(d, cuMemPoolCreate, &p->pool, &props);
+    if (st == T4A_OK) {
+      cuuint64_t threshold =
+          o.release_threshold_bytes ? (cuuint64_t)o.release_threshold_bytes : UINT64_MAX;
+      st = T4A_CU(d, cuMemPoolSetAttribute, p->pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+                  &threshold);
+      if (st != T4A_OK) (void)T4A_CU(d, cuMemPoolDestroy, p->pool);
+    }
+  }
+  (void)t4a_ctx_scope_exit(&scope);
+  if (st != T4A_OK) {
+    t4a_lane_note(lane, st);
+    goto fail;
+  }
+  atomic_init(&p->refs, 1);
+  atomic_init(&p->abandoned, 0);
+  p->lane = lane;
+  t4a_lane_retain(lane);
+  p->driver = d;
+  p->counters = t4a_lane_counters(lane);
+  p->device_bytes = total;
+  p->max_bytes = o.reuse_max_bytes ? o.reuse_max_bytes : (uint64_t)256 << 20;
+  p->max_blocks = o.reuse_max_blocks ? o.reuse_max_blocks : 1024;
+  p->reuse = !o.reuse_disabled;
+  *out = p;
+  return T4A_OK;
+fail:
+  pthread_mutex_destroy(&p->lock);
+  free(p);
+  return st;
+}
+
+void t4a_mem_pool_retain(t4a_mem_pool *p) {
+  if (p != NULL) atomic_fetch_add_explicit(&p->refs, 1, memory_order_relaxed);
+}
+
+void t4a_mem_pool_abandon(t4a_mem_pool *p) {
+  if (p != NULL) atomic_store_explicit(&p->abandoned, 1, memory_order_relaxed);
+}
+
+void t4a_mem_pool_release(t4a_mem_pool *p) {
+  if (p == NULL || atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) != 1) return;
+  block *cached = cache_detach(p, 1);
+  t4a_ctx_scope scope;
+  if (!atomic_load_explicit(&p->abandoned, memory_order_relaxed) &&
+      t4a_lane_check(p->lane) == T4A_OK &&
+      t4a_ctx_scope_enter(&scope, t4a_lane_holder(p->lane), p->counters) == T4A_OK) {
+    free_blocks(p, cached, 0);
+    /* Destroying a pool with frees still queued is defined: the driver releases it once they
+     * complete. */
+    if (T4A_CU(p->driver, cuMemPoolDestroy, p->pool) != T4A_OK) {
+      t4a_counter_add(p->counters, T4A_COUNTER_leaked, 1);
+    }
+    (void)t4a_ctx_scope_exit(&scope);
+  } else {
+    /* No proved drain or no context: leak the pool and its cached blocks, counted (A5). */
+    uint64_t n = 0;
+    while (cached != NULL) {
+      block *next = cached->next_in_class;
+      free(cached);
+      cached = next;
+      n++;
+    }
+    t4a_counter_add(p->counters, T4A_COUNTER_buffers_leaked, n);
+    t4a_counter_add(p->counters, T4A_COUNTER_leaked, 1);
+  }
+  while (p->spare != NULL) {
+    block *next = p->spare->next_in_class;
+    free(p->spare);
+    p->spare = next;
+  }
+  pthread_mutex_destroy(&p->lock);
+  t4a_lane_release(p->lane);
+  free(p);
+}
+
+t4a_status t4a_mem_pool_trim(t4a_mem_pool *p) {
+  if (p == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "pool is NULL");
+  t4a_status st = t4a_lane_check(p->lane);
+  if (st != T4A_OK) return st;
+  t4a_ctx_scope scope;
+  if ((st = t4a_ctx_scope_enter(&scope, t4a_lane_holder(p->lane), p->counters)) != T4A_OK) {
+    return st;
+  }
+  pthread_mutex_lock(&p->lock);
+  block *cached = cache_detach(p, 1);
+  pthread_mutex_unlock(&p->lock);
+  free_blocks(p, cached, 1);
+  st = t4a_lane_note(p->lane, T4A_CU(p->driver, cuMemPoolTrimTo, p->pool, 0));
+  (void)t4a_ctx_scope_exit(&scope);
+  return st;
+}
+
+t4a_lane *t4a_mem_pool_lane(const t4a_mem_pool *p) { return p->lane; }
+uint64_t t4a_mem_pool_domain(const t4a_mem_pool *p) { return t4a_lane_domain(p->lane); }
+
+t4a_status t4a_mem_pool_query_release_threshold(t4a_mem_pool *p, uint64_t *out_bytes) {
+  if (p == NULL || out_bytes == NULL) {
+    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "pool or out is NULL");
+  }
+  *out_bytes = 0;
+  t4a_ctx_scope scope;
+  t4a_status st = t4a_ctx_scope_enter(&scope, t4a_lane_holder(p->lane), p->counters);
+  if (st != T4A_OK) return st;
+  cuuint64_t v = 0;
+  st = T4A_CU(p->driver, cuMemPoolGetAttribute, p->pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &v);
+  (void)t4a_ctx_scope_exit(&scope);
+  if (st == T4A_OK) *out_bytes = v;
+  return st;
+}
+
+void t4a_mem_pool_cached(const t4a_mem_pool *p, uint64_t *out_bytes, uint32_t *out_blocks) {
+  t4a_mem_pool *mp = (t4a_mem_pool *)p;
+  pthread_mutex_lock(&mp->lock);
+  if (out_bytes) *out_bytes = mp->cached_bytes;
+  if (out_blocks) *out_blocks = mp->cached_blocks;
+  pthread_mutex_unlock(&mp->lock);
+}
+
+/* ---- buffers ---- */
+
+/* Allocates a block of `bytes` from the pool (context active); on out-of-memory, hands the cache
+ * back to the pool and retries once. */
+static t4a_status pool_alloc(t4a_mem_pool *p, size_t bytes, CUdeviceptr *out) {
+  CUstream s = t4a_lane_stream(p->lane);
+  t4a_status st = T4A_CU_BYTES(p->driver, bytes, cuMemAllocFromPoolAsync, out, bytes, p->pool, s);
+  if (st == T4A_DEVICE_OUT_OF_MEMORY) {
+    pthread_mutex_lock(&p->lock);
+    block *cached = cache_detach(p, 1);
+    pthread_mutex_unlock(&p->lock);
+    if (cached != NULL) {
+      /* Hand the cache back, let the stream reach those frees (a counted host wait: this is
+       * the rare pressure path), then try once more. */
+      free_blocks(p, cached, 1);
+      t4a_counter_add(p->counters, T4A_COUNTER_host_waits, 1);
+      st = T4A_CU(p->driver, cuStreamSynchronize, s);
+      if (st == T4A_OK) {
+        st = T4A_CU_BYTES(p->driver, bytes, cuMemAllocFromPoolAsync, out, bytes, p->pool, s);
+      }
+    }
+  }
+  if (st == T4A_OK) {
+    t4a_counter_add(p->counters, T4A_COUNTER_device_allocs, 1);
+    t4a_counter_add(p->counters, T4A_COUNTER_device_alloc_bytes, bytes);
+  }
+  return st;
+}
+
+t4a_status t4a_buffer_create(t4a_mem_pool *p, size_t bytes, size_t alignment, uint32_t flags,
+                             t4a_buffer **out) {
+  if (out == NULL || p == NULL) {
+    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "pool or out is NULL");
+  }
+  *out = NULL;
+  if (bytes == 0) {
+    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                         "a buffer of 0 bytes has no address; ask for at least 1 byte");
+  }
+  if (alignment == 0) alignment = NATIVE_ALIGNMENT;
+  if ((alignment & (alignment - 1)) != 0 || alignment > T4A_MEM_MAX_ALIGNMENT) {
+    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                         "alignment %zu is not a power of two up to %zu", alignment,
+                         T4A_MEM_MAX_ALIGNMENT);
+  }
+  if (flags & ~T4A_BUFFER_ZERO) {
+    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "unknown buffer flags 0x%x",
+                         flags);
+  }
+  /* Alignment above the pool's native 256 bytes is met by over-allocating. */
+  size_t extra = alignment > NATIVE_ALIGNMENT ? alignment - NATIVE_ALIGNMENT : 0;
+  if (bytes > p->device_bytes || bytes + extra < bytes || bytes + extra > p->device_bytes) {
+    return t4a_error_set(T4A_LIMIT_EXCEEDED, NULL, 0, NULL, (uint64_t)bytes,
+                         "%zu bytes (alignment %zu) exceed device %d's %llu bytes of memory",
+                         bytes, alignment, t4a_lane_ordinal(p->lane),
+                         (unsigned long long)p->device_bytes);
+  }
+  t4a_status st = t4a_lane_check(p->lane);
+  if (st != T4A_OK) return st;
+
+  size_t class_bytes = 0;
+  uint32_t cls = size_class(bytes + extra, &class_bytes);
+  t4a_buffer *b = t4a_host_malloc(sizeof *b);
+  if (b == NULL) return T4A_HOST_OUT_OF_MEMORY;
+
+  block *blk = NULL;
+  if (p->reuse) {
+    pthread_mutex_lock(&p->lock);
+    blk = cache_take(p, cls);
+    pthread_mutex_unlock(&p->lock);
+  }
+  int need_scope = blk == NULL || (flags & T4A_BUFFER_ZERO);
+  t4a_ctx_scope scope;
+  if (need_scope &&
+      (st = t4a_ctx_scope_enter(&scope, t4a_lane_holder(p->lane), p->counters)) != T4A_OK) {
+    if (blk != NULL) {
+      pthread_mutex_lock(&p->lock);
+      cache_put(p, blk);
+      pthread_mutex_unlock(&p->lock);
+    }
+    free(b);
+    return st;
+  }
+  if (blk != NULL) {
+    t4a_counter_add(p->counters, T4A_COUNTER_reuse_hits, 1);
+  } else {
+    pthread_mutex_lock(&p->lock);
+    blk = record_get(p);
+    pthread_mutex_unlock(&p->lock);
+    if (blk == NULL && (blk = t4a_host_calloc(1, sizeof *blk)) == NULL) {
+      st = T4A_HOST_OUT_OF_MEMORY;
+    } else {
+      blk->cls = cls;
+      blk->bytes = class_bytes;
+      st = pool_alloc(p, class_bytes, &blk->ptr);
+      if (st != T4A_OK) {
+        free(blk);
+        blk = NULL;
+      } else {
+        t4a_counter_add(p->counters, T4A_COUNTER_reuse_misses, 1);
+      }
+    }
+  }
+  if (st == T4A_OK && (flags & T4A_BUFFER_ZERO)) {
+    st = T4A_CU(p->driver, cuMemsetD8Async, blk->ptr, 0, class_bytes, t4a_lane_stream(p->lane));
+    if (st == T4A_OK) {
+      t4a_counter_add(p->counters, T4A_COUNTER_zero_fills, 1);
+    } else if (st != T4A_CONTEXT_LOST) {
+      /* Nothing else can be using the block: free it in stream order. */
+      block *one = blk;
+      one->next_in_class = NULL;
+      free_blocks(p, one, 0);
+      blk = NULL;
+    } else {
+      t4a_counter_add(p->counters, T4A_COUNTER_buffers_leaked, 1);
+      free(blk);
+      blk = NULL;
+    }
+  }
+  if (need_scope) (void)t4a_ctx_scope_exit(&scope);
+  if (st != T4A_OK) {
+    free(b);
+    return t4a_lane_note(p->lane, st);
+  }
+  atomic_init(&b->refs, 1);
+  atomic_init(&b->quarantined, 0);
+  b->pool = p;
+  t4a_mem_pool_retain(p);
+  b->blk = blk;
+  b->ptr = (blk->ptr + (alignment - 1)) & ~(CUdeviceptr)(alignment - 1);
+  b->bytes = bytes;
+  *out = b;
+  return T4A_OK;
+}
+
+void t4a_buffer_retain(t4a_buffer *b) {
+  if (b != NULL) atomic_fetch_add_explicit(&b->refs, 1, memory_order_relaxed);
+}
+
+void t4a_buffer_quarantine(t4a_buffer *b) {
+  if (b != NULL) atomic_store_explicit(&b->quarantined, 1, memory_order_relaxed);
+}
+
+void t4a_buffer_release(t4a_buffer *b) {
+  if (b == NULL || atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) != 1) return;
+  t4a_mem_pool *p = b->pool;
+  block *blk = b->blk;
+  int quarantined = atomic_load_explicit(&b->quarantined, memory_order_relaxed);
+  free(b);
+  if (quarantined || t4a_lane_check(p->lane) != T4A_OK) {
+    /* Unknown state or a lost context: never free on a guess. */
+    t4a_counter_add(p->counters, T4A_COUNTER_buffers_leaked, 1);
+    free(blk);
+  } else if (p->reuse) {
+    /* Same stream, stream order: the next owner's work runs after ours. No driver call. */
+    pthread_mutex_lock(&p->lock);
+    cache_put(p, blk);
+    t4a_counter_add(p->counters, T4A_COUNTER_reuse_cached, 1);
+    block *over = cache_detach(p, 0);
+    pthread_mutex_unlock(&p->lock);
+    if (over != NULL) {
+      t4a_ctx_scope scope;
+      if (t4a_ctx_scope_enter(&scope, t4a_lane_holder(p->lane), p->counters) == T4A_OK) {
+        free_blocks(p, over, 1);
+        (void)t4a_ctx_scope_exit(&scope);
+      } else {
+        while (over != NULL) {
+          block *next = over->next_in_class;
+          free(over);
+          over = next;
+          t4a_counter_add(p->counters, T4A_COUNTER_buffers_leaked, 1);
+        }
+      }
+    }
+  } else {
+    t4a_ctx_scope scope;
+    if (t4a_ctx_scope_enter(&scope, t4a_lane_holder(p->lane), p->counters) == T4A_OK) {
+      blk->next_in_class = NULL;
+      free_blocks(p, blk, 0);
+      (void)t4a_ctx_scope_exit(&scope);
+    } else {
+      t4a_counter_add(p->counters, T4A_COUNTER_buffers_leaked, 1);
+      free(blk);
+    }
+  }
+  t4a_mem_pool_release(p);
+}
+
+void t4a_buffer_release_object(void *b) { t4a_buffer_release(b); }
+t4a_devptr t4a_buffer_devptr(const t4a_buffer *b) { return b->ptr; }
+size_t t4a_buffer_size(const t4a_buffer *b) { return b->bytes; }
+uint64_t t4a_buffer_domain(const t4a_buffer *b) { return t4a_lane_domain(b->pool->lane); }
+t4a_mem_pool *t4a_buffer_pool(const t4a_buffer *b) { return b->pool; }

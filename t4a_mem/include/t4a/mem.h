@@ -1,13 +1,164 @@
-/* t4a/mem.h — stream-ordered device buffers, memory pools and pinned host memory.
+/* t4a/mem.h — memory pools, stream-ordered device buffers, pinned host memory.
  *
- * Layer: t4a_mem (on t4a_ctx). This library's edges exist from the first build so the layering is
- * enforced; its API arrives with the issue that fills it. Until then this header declares nothing
- * beyond what its dependencies provide.
+ * Layer: t4a_mem, on t4a_ctx. (The jemalloc-backed pinned arena is a separate target,
+ * //t4a_mem:pinned_arena, because linking jemalloc replaces the process's malloc.)
  *
- * Thread-safety and ownership follow t4a/ctx.h. */
+ * Pools. One explicit CUmemPool per lane (domain), created with the release threshold raised to
+ * UINT64_MAX by default: the default threshold of 0 hands memory back to the OS at every
+ * synchronisation and makes reuse slow.
+ *
+ * Buffers. Refcounted handles of stream-ordered device memory on the pool's lane. The last
+ * release, from any thread, frees the block in stream order on the lane's stream under the
+ * lane's context (cuMemFreeAsync) — no per-buffer event or lease: work already enqueued on the
+ * stream that uses the block runs first. Work on another stream must be bracketed by its user so
+ * the lane's stream waits for it (t4a_xfer does so).
+ *
+ * Same-stream reuse cache. A released block is first offered to a bounded per-pool cache keyed by
+ * size class (at most 12.5% rounding); the next allocation of that class on the same pool takes it
+ * with no driver call. This is safe because all of the pool's allocations live on one stream:
+ * whatever the next owner enqueues runs after whatever the previous owner enqueued. The cache is
+ * bounded by bytes and blocks (oldest blocks are freed first), trimmed under allocation pressure
+ * (an out-of-memory allocation frees the cache and retries once) and on t4a_mem_pool_trim(), and
+ * counted (reuse_hits, reuse_misses, reuse_cached, reuse_trimmed).
+ *
+ * Pinned host memory. Portable pinned chunks (CU_MEMHOSTALLOC_PORTABLE: usable from every
+ * context, audit A2), optionally device-mapped; mapped slots for small results the host reads
+ * without a driver call after a sync; registration of caller memory, always unregistered.
+ *
+ * Errors: out of memory is T4A_DEVICE_OUT_OF_MEMORY (device) or T4A_HOST_OUT_OF_MEMORY (pinned)
+ * naming the driver call and the bytes — never an abort. Drop paths never abort: a block, pool or
+ * pinned chunk whose context cannot be activated is leaked and counted (audit A5).
+ *
+ * Thread-safety: every function may be called from any thread. */
 #ifndef T4A_MEM_H_
 #define T4A_MEM_H_
 
+#include <stddef.h>
+#include <stdint.h>
+
 #include "t4a/ctx.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The largest alignment a buffer may ask for. */
+#define T4A_MEM_MAX_ALIGNMENT ((size_t)64 * 1024)
+
+/* ---- pools ---- */
+
+typedef struct t4a_mem_pool t4a_mem_pool;
+
+typedef struct t4a_mem_pool_options {
+  uint64_t release_threshold_bytes; /* 0: UINT64_MAX (keep everything) */
+  uint64_t reuse_max_bytes;         /* 0: 256 MiB cached at most */
+  uint32_t reuse_max_blocks;        /* 0: 1024 blocks cached at most */
+  int reuse_disabled;               /* nonzero: every release frees to the pool */
+} t4a_mem_pool_options;
+#define T4A_MEM_POOL_OPTIONS_INIT {0, 0, 0, 0}
+
+/* Creates the lane's pool (the lane is retained). options may be NULL.
+ * Statuses: INVALID_ARGUMENT, LANE_BROKEN, UNSUPPORTED (no memory pools), DRIVER_ERROR,
+ * HOST_OUT_OF_MEMORY. */
+T4A_MUST_USE t4a_status t4a_mem_pool_create(t4a_lane *lane, const t4a_mem_pool_options *options,
+                                            t4a_mem_pool **out);
+void t4a_mem_pool_retain(t4a_mem_pool *pool);
+/* Drops a reference (buffers hold one each). The last frees the cached blocks and destroys the
+ * pool under the lane's context — or, if the pool was abandoned or the context cannot be
+ * activated, leaks them and counts. Accepts NULL. */
+void t4a_mem_pool_release(t4a_mem_pool *pool);
+/* Marks the pool as not provably drained (teardown after a fault): its final release leaks the
+ * pool and cached blocks instead of calling the driver. */
+void t4a_mem_pool_abandon(t4a_mem_pool *pool);
+/* Returns every cached block to the pool (stream-ordered frees) and trims the pool's reserve.
+ * Statuses: LANE_BROKEN, driver failures. */
+T4A_MUST_USE t4a_status t4a_mem_pool_trim(t4a_mem_pool *pool);
+t4a_lane *t4a_mem_pool_lane(const t4a_mem_pool *pool);
+uint64_t t4a_mem_pool_domain(const t4a_mem_pool *pool);
+/* The release threshold the driver reports for the pool. */
+T4A_MUST_USE t4a_status t4a_mem_pool_query_release_threshold(t4a_mem_pool *pool,
+                                                             uint64_t *out_bytes);
+/* Bytes and blocks currently held by the reuse cache. */
+void t4a_mem_pool_cached(const t4a_mem_pool *pool, uint64_t *out_bytes, uint32_t *out_blocks);
+
+/* ---- buffers ---- */
+
+typedef struct t4a_buffer t4a_buffer;
+
+#define T4A_BUFFER_ZERO 1u /* zero-fill (stream-ordered) after allocating */
+
+/* Allocates `bytes` (> 0) at `alignment` (0 or a power of two up to 64 KiB; 0 means 256) on the
+ * pool's lane, stream-ordered. flags: T4A_BUFFER_ZERO.
+ * Statuses: INVALID_ARGUMENT (0 bytes, bad alignment, unknown flag), LIMIT_EXCEEDED (more than
+ * the device's memory), DEVICE_OUT_OF_MEMORY (entry and bytes in the detail), LANE_BROKEN,
+ * driver failures, HOST_OUT_OF_MEMORY. */
+T4A_MUST_USE t4a_status t4a_buffer_create(t4a_mem_pool *pool, size_t bytes, size_t alignment,
+                                          uint32_t flags, t4a_buffer **out);
+void t4a_buffer_retain(t4a_buffer *buffer);
+/* Drops a reference; the last one frees the block in stream order (see above). Accepts NULL. */
+void t4a_buffer_release(t4a_buffer *buffer);
+/* t4a_buffer_release with a void * argument, for keepalive lists. */
+void t4a_buffer_release_object(void *buffer);
+/* Quarantines the buffer: its content and the work touching it are of unknown state, so its final
+ * release leaks the block (counted in buffers_leaked) instead of freeing it on a guess. */
+void t4a_buffer_quarantine(t4a_buffer *buffer);
+
+t4a_devptr t4a_buffer_devptr(const t4a_buffer *buffer);
+size_t t4a_buffer_size(const t4a_buffer *buffer);
+/* The allocation domain the buffer belongs to (its pool's lane's domain). */
+uint64_t t4a_buffer_domain(const t4a_buffer *buffer);
+t4a_mem_pool *t4a_buffer_pool(const t4a_buffer *buffer);
+
+/* ---- pinned host memory ---- */
+
+typedef struct t4a_pinned t4a_pinned;
+
+#define T4A_PINNED_MAPPED 1u /* also map into the device address space (CU_MEMHOSTALLOC_DEVICEMAP) */
+
+/* Allocates `bytes` of portable pinned host memory with `holder`'s context active (the holder is
+ * retained). Statuses: INVALID_ARGUMENT, HOST_OUT_OF_MEMORY (entry cuMemHostAlloc, bytes),
+ * driver failures. */
+T4A_MUST_USE t4a_status t4a_pinned_create(t4a_ctx_holder *holder, size_t bytes, uint32_t flags,
+                                          t4a_pinned **out);
+void t4a_pinned_retain(t4a_pinned *pinned);
+/* The last reference frees the memory (cuMemFreeHost). Accepts NULL. */
+void t4a_pinned_release(t4a_pinned *pinned);
+void t4a_pinned_release_object(void *pinned);
+void *t4a_pinned_host(const t4a_pinned *pinned);
+/* The device address of mapped memory; 0 if not mapped. */
+t4a_devptr t4a_pinned_devptr(const t4a_pinned *pinned);
+size_t t4a_pinned_size(const t4a_pinned *pinned);
+
+/* Mapped slots: fixed-size cells of one device-mapped pinned chunk. The device writes a slot
+ * (through its device address); after a sync the host reads it with no driver call. */
+typedef struct t4a_slots t4a_slots;
+T4A_MUST_USE t4a_status t4a_slots_create(t4a_ctx_holder *holder, size_t slot_bytes,
+                                         uint32_t num_slots, t4a_slots **out);
+/* Destroys the slots; outstanding slot indices become invalid. The caller must have waited for
+ * device work writing them. Accepts NULL. */
+void t4a_slots_destroy(t4a_slots *slots);
+/* Takes a free slot. Status LIMIT_EXCEEDED when all are taken. */
+T4A_MUST_USE t4a_status t4a_slot_acquire(t4a_slots *slots, uint32_t *out_index);
+void t4a_slot_release(t4a_slots *slots, uint32_t index);
+void *t4a_slot_host(const t4a_slots *slots, uint32_t index);
+t4a_devptr t4a_slot_devptr(const t4a_slots *slots, uint32_t index);
+
+/* Registration of caller memory (page-locks it; mapped with T4A_HOST_REGISTER_MAPPED). */
+typedef struct t4a_host_registration t4a_host_registration;
+#define T4A_HOST_REGISTER_MAPPED 1u
+/* Statuses: INVALID_ARGUMENT (NULL or 0 bytes, unknown flag), DRIVER_ERROR (e.g. the range is
+ * already registered: CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED in the detail),
+ * HOST_OUT_OF_MEMORY. */
+T4A_MUST_USE t4a_status t4a_host_register(t4a_ctx_holder *holder, void *ptr, size_t bytes,
+                                          uint32_t flags, t4a_host_registration **out);
+void t4a_host_registration_retain(t4a_host_registration *reg);
+/* The last reference unregisters the range (always; a failure is counted, never ignored
+ * silently). Accepts NULL. */
+void t4a_host_registration_release(t4a_host_registration *reg);
+void t4a_host_registration_release_object(void *reg);
+t4a_devptr t4a_host_registration_devptr(const t4a_host_registration *reg);
+
+#ifdef __cplusplus
+}
+#endif
 #endif /* T4A_MEM_H_ */

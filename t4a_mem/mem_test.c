@@ -1,0 +1,494 @@
+/* t4a_mem on the fake driver: pools, stream-ordered buffers, the reuse cache, pinned memory,
+ * mapped slots, registrations, A1 through buffers, failure sweeps. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "t4a/ctx.h"
+#include "t4a/mem.h"
+#include "t4a_ctx/driver_table.h"
+#include "testing/fake_driver/fake_driver.h"
+
+#define MIB ((size_t)1 << 20)
+
+typedef struct fixture {
+  t4a_fake *fake;
+  t4a_driver *drv;
+  t4a_lane *lane;
+} fixture;
+
+static int setup_mem(void **state, uint64_t mem_bytes) {
+  fixture *f = calloc(1, sizeof *f);
+  t4a_fake_options o = T4A_FAKE_OPTIONS_INIT;
+  o.num_devices = 1;
+  o.mem_bytes = mem_bytes;
+  o.query_policy = T4A_FAKE_QUERY_NEVER;
+  if (t4a_fake_create(&o, &f->fake) != T4A_OK || t4a_fake_driver(f->fake, &f->drv) != T4A_OK ||
+      t4a_lane_create(f->drv, 0, NULL, &f->lane) != T4A_OK) {
+    return -1;
+  }
+  *state = f;
+  return 0;
+}
+static int setup(void **state) { return setup_mem(state, 0); }
+static int setup_small(void **state) { return setup_mem(state, 8 * MIB); }
+
+static int teardown(void **state) {
+  fixture *f = *state;
+  (void)t4a_fake_table(f->fake)->cuCtxSetCurrent(NULL);
+  t4a_fake_progress(f->fake); /* the GPU finishes; then the context goes */
+  t4a_lane_release(f->lane);
+  t4a_driver_release(f->drv);
+  int clean = t4a_fake_nothing_live(f->fake);
+  t4a_fake_destroy(f->fake);
+  free(f);
+  return clean ? 0 : -1;
+}
+
+static uint64_t calls(fixture *f, const char *entry) { return t4a_fake_calls(f->fake, entry); }
+
+static void test_pool_threshold(void **state) {
+  fixture *f = *state;
+  t4a_mem_pool *p = NULL;
+  assert_int_equal(t4a_mem_pool_create(f->lane, NULL, &p), T4A_OK);
+  uint64_t t = 0;
+  assert_int_equal(t4a_mem_pool_query_release_threshold(p, &t), T4A_OK);
+  assert_true(t == UINT64_MAX);
+  assert_int_equal(t4a_mem_pool_domain(p), t4a_lane_domain(f->lane));
+  t4a_mem_pool_release(p);
+  t4a_mem_pool_options o = T4A_MEM_POOL_OPTIONS_INIT;
+  o.release_threshold_bytes = 64 * MIB;
+  assert_int_equal(t4a_mem_pool_create(f->lane, &o, &p), T4A_OK);
+  assert_int_equal(t4a_mem_pool_query_release_threshold(p, &t), T4A_OK);
+  assert_int_equal(t, 64 * MIB);
+  t4a_mem_pool_release(p);
+}
+
+/* The free follows the work already queued on the stream: a memset queued before the release
+ * still runs on live memory (the fake raises ILLEGAL_ADDRESS otherwise). */
+static void test_release_is_stream_ordered(void **state) {
+  fixture *f = *state;
+  t4a_mem_pool_options o = T4A_MEM_POOL_OPTIONS_INIT;
+  o.reuse_disabled = 1;
+  t4a_mem_pool *p = NULL;
+  assert_int_equal(t4a_mem_pool_create(f->lane, &o, &p), T4A_OK);
+  t4a_buffer *b = NULL;
+  assert_int_equal(t4a_buffer_create(p, MIB, 0, 0, &b), T4A_OK);
+  t4a_ctx_scope s;
+  assert_int_equal(t4a_ctx_scope_enter(&s, t4a_lane_holder(f->lane), NULL), T4A_OK);
+  assert_int_equal(T4A_CU(f->drv, cuMemsetD8Async, t4a_buffer_devptr(b), 7, MIB,
+                          t4a_lane_stream(f->lane)),
+                   T4A_OK);
+  (void)t4a_ctx_scope_exit(&s);
+  uint64_t frees = calls(f, "cuMemFreeAsync");
+  t4a_buffer_release(b); /* the memset has not run yet */
+  assert_int_equal(calls(f, "cuMemFreeAsync"), frees + 1);
+  assert_true(t4a_fake_pending(f->fake, t4a_lane_stream(f->lane)) >= 2);
+  assert_int_equal(t4a_lane_synchronize(f->lane), T4A_OK);
+  assert_int_equal(t4a_fake_sticky(f->fake, 0), CUDA_SUCCESS);
+  t4a_counter_values v;
+  t4a_lane_read_counters(f->lane, &v);
+  assert_int_equal(v.device_allocs, 1);
+  assert_int_equal(v.device_frees, 1);
+  t4a_mem_pool_release(p);
+}
+
+static void *release_buffer(void *b) {
+  t4a_buffer_release(b);
+  return NULL;
+}
+
+static void test_reuse_cache_and_foreign_thread_release(void **state) {
+  fixture *f = *state;
+  t4a_mem_pool *p = NULL;
+  assert_int_equal(t4a_mem_pool_create(f->lane, NULL, &p), T4A_OK);
+  t4a_buffer *a = NULL, *b = NULL;
+  assert_int_equal(t4a_buffer_create(p, MIB, 0, 0, &a), T4A_OK);
+  t4a_devptr first = t4a_buffer_devptr(a);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, release_buffer, a), 0);
+  pthread_join(t, NULL);
+  uint64_t allocs = calls(f, "cuMemAllocFromPoolAsync"), total = calls(f, NULL);
+  /* A fitting size (same class: 1 MiB - 100 rounds to 1 MiB) reuses the block with no call. */
+  assert_int_equal(t4a_buffer_create(p, MIB - 100, 0, 0, &b), T4A_OK);
+  assert_int_equal(calls(f, "cuMemAllocFromPoolAsync"), allocs);
+  assert_int_equal(calls(f, NULL), total); /* no driver call at all */
+  assert_int_equal(t4a_buffer_devptr(b), first);
+  assert_int_equal(t4a_buffer_size(b), MIB - 100);
+  t4a_counter_values v;
+  t4a_lane_read_counters(f->lane, &v);
+  assert_int_equal(v.reuse_hits, 1);
+  assert_int_equal(v.reuse_misses, 1);
+  /* A different class goes to the driver. */
+  t4a_buffer *c = NULL;
+  assert_int_equal(t4a_buffer_create(p, 2 * MIB, 0, 0, &c), T4A_OK);
+  assert_int_equal(calls(f, "cuMemAllocFromPoolAsync"), allocs + 1);
+  t4a_buffer_release(b);
+  t4a_buffer_release(c);
+  uint64_t bytes = 0;
+  uint32_t blocks = 0;
+  t4a_mem_pool_cached(p, &bytes, &blocks);
+  assert_int_equal(blocks, 2);
+  assert_int_equal(bytes, 3 * MIB);
+  assert_int_equal(t4a_mem_pool_trim(p), T4A_OK);
+  t4a_mem_pool_cached(p, &bytes, &blocks);
+  assert_int_equal(blocks, 0);
+  t4a_lane_read_counters(f->lane, &v);
+  assert_int_equal(v.reuse_trimmed, 2);
+  t4a_mem_pool_release(p);
+}
+
+static void test_reuse_cache_is_bounded(void **state) {
+  fixture *f = *state;
+  t4a_mem_pool_options o = T4A_MEM_POOL_OPTIONS_INIT;
+  o.reuse_max_blocks = 2;
+  o.reuse_max_bytes = 64 * MIB;
+  t4a_mem_pool *p = NULL;
+  assert_int_equal(t4a_mem_pool_create(f->lane, &o, &p), T4A_OK);
+  t4a_buffer *b[3];
+  for (int i = 0; i < 3; i++) assert_int_equal(t4a_buffer_create(p, 4096, 0, 0, &b[i]), T4A_OK);
+  uint64_t frees = calls(f, "cuMemFreeAsync");
+  for (int i = 0; i < 3; i++) t4a_buffer_release(b[i]);
+  assert_int_equal(calls(f, "cuMemFreeAsync"), frees + 1); /* the oldest went back */
+  uint32_t blocks = 0;
+  t4a_mem_pool_cached(p, NULL, &blocks);
+  assert_int_equal(blocks, 2);
+  /* One block larger than the byte bound is never kept. */
+  t4a_buffer *big = NULL;
+  assert_int_equal(t4a_buffer_create(p, 65 * MIB, 0, 0, &big), T4A_OK);
+  t4a_buffer_release(big);
+  t4a_mem_pool_cached(p, NULL, &blocks);
+  assert_true(blocks <= 2);
+  t4a_mem_pool_release(p);
+}
+
+/* Under pressure the cache is handed back and the allocation retried once. */
+static void test_pressure_trims_cache(void **state) {
+  fixture *f = *state;
+  t4a_mem_pool *p = NULL;
+  assert_int_equal(t4a_mem_pool_create(f->lane, NULL, &p), T4A_OK);
+  t4a_buffer *a = NULL, *b = NULL;
+  assert_int_equal(t4a_buffer_create(p, 5 * MIB, 0, 0, &a), T4A_OK);
+  t4a_buffer_release(a); /* cached: 5 MiB of the device's 8 stay taken */
+  assert_int_equal(t4a_lane_synchronize(f->lane), T4A_OK);
+  assert_int_equal(t4a_buffer_create(p, 6 * MIB, 0, 0, &b), T4A_OK);
+  t4a_counter_values v;
+  t4a_lane_read_counters(f->lane, &v);
+  assert_int_equal(v.reuse_trimmed, 1);
+  /* Truly too much: a typed error naming the call and the bytes. */
+  t4a_buffer *c = NULL;
+  assert_int_equal(t4a_buffer_create(p, 4 * MIB, 0, 0, &c), T4A_DEVICE_OUT_OF_MEMORY);
+  assert_null(c);
+  t4a_error e;
+  t4a_error_last(&e);
+  assert_string_equal(e.entry, "cuMemAllocFromPoolAsync");
+  assert_int_equal(e.bytes, 4 * MIB);
+  assert_string_equal(e.code_name, "CUDA_ERROR_OUT_OF_MEMORY");
+  t4a_buffer_release(b);
+  t4a_mem_pool_release(p);
+}
+
+static void test_bad_requests(void **state) {
+  fixture *f = *state;
+  t4a_mem_pool *p = NULL;
+  assert_int_equal(t4a_mem_pool_create(f->lane, NULL, &p), T4A_OK);
+  t4a_buffer *b = (t4a_buffer *)1;
+  assert_int_equal(t4a_buffer_create(p, 0, 0, 0, &b), T4A_INVALID_ARGUMENT);
+  assert_null(b);
+  /* 3 is not a power of two. */
+  assert_int_equal(t4a_buffer_create(p, 64, 3, 0, &b), T4A_INVALID_ARGUMENT);
+  /* 128 KiB is above the 64 KiB limit. */
+  assert_int_equal(t4a_buffer_create(p, 64, 128 * 1024, 0, &b), T4A_INVALID_ARGUMENT);
+  assert_int_equal(t4a_buffer_create(p, 64, 0, 0x80, &b), T4A_INVALID_ARGUMENT);
+  /* More than the device has (the fake's default 1 GiB). */
+  assert_int_equal(t4a_buffer_create(p, (size_t)2 << 30, 0, 0, &b), T4A_LIMIT_EXCEEDED);
+  assert_int_equal(t4a_buffer_create(p, SIZE_MAX - 10, 64 * 1024, 0, &b), T4A_LIMIT_EXCEEDED);
+  /* 64 KiB alignment is honoured. */
+  assert_int_equal(t4a_buffer_create(p, 100, 64 * 1024, 0, &b), T4A_OK);
+  assert_int_equal(t4a_buffer_devptr(b) % (64 * 1024), 0);
+  assert_non_null(t4a_fake_host_view(f->fake, t4a_buffer_devptr(b), 100));
+  t4a_buffer_release(b);
+  t4a_mem_pool_release(p);
+}
+
+static void test_zero_fill_and_quarantine(void **state) {
+  fixture *f = *state;
+  t4a_mem_pool *p = NULL;
+  assert_int_equal(t4a_mem_pool_create(f->lane, NULL, &p), T4A_OK);
+  t4a_buffer *b = NULL;
+  assert_int_equal(t4a_buffer_create(p, 4096, 0, 0, &b), T4A_OK);
+  memset(t4a_fake_host_view(f->fake, t4a_buffer_devptr(b), 4096), 0xab, 4096);
+  t4a_buffer_release(b); /* cached, dirty */
+  assert_int_equal(t4a_buffer_create(p, 4096, 0, T4A_BUFFER_ZERO, &b), T4A_OK);
+  assert_int_equal(t4a_lane_synchronize(f->lane), T4A_OK);
+  const unsigned char *h = t4a_fake_host_view(f->fake, t4a_buffer_devptr(b), 4096);
+  for (int i = 0; i < 4096; i++) assert_int_equal(h[i], 0);
+  t4a_counter_values v;
+  t4a_lane_read_counters(f->lane, &v);
+  assert_int_equal(v.zero_fills, 1);
+  assert_int_equal(v.reuse_hits, 1);
+  /* Quarantined: never freed on a guess, counted. */
+  t4a_buffer_quarantine(b);
+  uint64_t frees = calls(f, "cuMemFreeAsync");
+  t4a_buffer_release(b);
+  t4a_mem_pool_release(p);
+  assert_int_equal(calls(f, "cuMemFreeAsync"), frees);
+  t4a_lane_read_counters(f->lane, &v);
+  assert_int_equal(v.buffers_leaked, 1);
+  t4a_fake_live live;
+  t4a_fake_live_objects(f->fake, &live);
+  assert_int_equal(live.device_allocs, 1);
+}
+
+/* Audit A1 through buffers: the last buffer of runtime A, dropped while B has the shared
+ * context current, takes A's pool, lane and holder with it and leaves B's context current. */
+static void test_last_buffer_of_a_inside_b(void **state) {
+  fixture *f = *state;
+  t4a_lane *b_lane = NULL;
+  assert_int_equal(t4a_lane_create(f->drv, 0, NULL, &b_lane), T4A_OK);
+  t4a_lane *a_lane = NULL;
+  assert_int_equal(t4a_lane_create(f->drv, 0, NULL, &a_lane), T4A_OK);
+  t4a_mem_pool *a_pool = NULL;
+  assert_int_equal(t4a_mem_pool_create(a_lane, NULL, &a_pool), T4A_OK);
+  t4a_buffer *buf = NULL;
+  assert_int_equal(t4a_buffer_create(a_pool, 4096, 0, 0, &buf), T4A_OK);
+  t4a_mem_pool_release(a_pool);
+  t4a_lane_release(a_lane); /* the buffer keeps A alive */
+  t4a_ctx_scope in_b;
+  assert_int_equal(t4a_ctx_scope_enter(&in_b, t4a_lane_holder(b_lane), NULL), T4A_OK);
+  CUcontext ctx = t4a_ctx_holder_native(t4a_lane_holder(b_lane));
+  t4a_buffer_release(buf);
+  CUcontext cur = NULL;
+  assert_int_equal(f->drv->t.cuCtxGetCurrent(&cur), CUDA_SUCCESS);
+  assert_ptr_equal(cur, ctx);
+  assert_int_equal(t4a_lane_synchronize(b_lane), T4A_OK);
+  assert_int_equal(t4a_ctx_scope_exit(&in_b), T4A_OK);
+  t4a_lane_release(b_lane);
+}
+
+static void test_sticky_leaks_instead_of_freeing(void **state) {
+  fixture *f = *state;
+  t4a_mem_pool *p = NULL;
+  assert_int_equal(t4a_mem_pool_create(f->lane, NULL, &p), T4A_OK);
+  t4a_buffer *b = NULL;
+  assert_int_equal(t4a_buffer_create(p, 4096, 0, 0, &b), T4A_OK);
+  t4a_fake_set_sticky(f->fake, 0, CUDA_ERROR_ILLEGAL_ADDRESS);
+  assert_int_equal(t4a_lane_synchronize(f->lane), T4A_CONTEXT_LOST);
+  t4a_buffer *c = NULL;
+  assert_int_equal(t4a_buffer_create(p, 4096, 0, 0, &c), T4A_LANE_BROKEN);
+  t4a_buffer_release(b);
+  t4a_mem_pool_abandon(p);
+  t4a_mem_pool_release(p);
+  t4a_lane_abandon(f->lane);
+  t4a_counter_values v;
+  t4a_lane_read_counters(f->lane, &v);
+  assert_int_equal(v.buffers_leaked, 1);
+  assert_true(v.leaked >= 1);
+}
+
+static void test_pinned_slots_and_registration(void **state) {
+  fixture *f = *state;
+  t4a_ctx_holder *h = t4a_lane_holder(f->lane);
+  t4a_pinned *plain = NULL, *mapped = NULL;
+  assert_int_equal(t4a_pinned_create(h, 1000, 0, &plain), T4A_OK);
+  assert_int_equal(t4a_pinned_devptr(plain), 0);
+  memset(t4a_pinned_host(plain), 1, 1000);
+  assert_int_equal(t4a_pinned_create(h, 4096, T4A_PINNED_MAPPED, &mapped), T4A_OK);
+  assert_int_not_equal(t4a_pinned_devptr(mapped), 0);
+  t4a_pinned *bad = (t4a_pinned *)1;
+  assert_int_equal(t4a_pinned_create(h, 0, 0, &bad), T4A_INVALID_ARGUMENT);
+  assert_null(bad);
+  t4a_fake_inject(f->fake, "cuMemHostAlloc", 0, 1, CUDA_ERROR_OUT_OF_MEMORY, 0);
+  t4a_pinned *none = NULL;
+  assert_int_equal(t4a_pinned_create(h, 12345, 0, &none), T4A_HOST_OUT_OF_MEMORY);
+  t4a_error e;
+  t4a_error_last(&e);
+  assert_string_equal(e.entry, "cuMemHostAlloc");
+  assert_int_equal(e.bytes, 12345);
+  t4a_pinned_release(mapped);
+
+  /* Slots: the device writes, the host reads after a sync with no driver call. */
+  t4a_slots *s = NULL;
+  assert_int_equal(t4a_slots_create(h, 8, 4, &s), T4A_OK);
+  uint32_t idx[4], extra = 0;
+  for (int i = 0; i < 4; i++) assert_int_equal(t4a_slot_acquire(s, &idx[i]), T4A_OK);
+  assert_int_equal(t4a_slot_acquire(s, &extra), T4A_LIMIT_EXCEEDED);
+  assert_int_not_equal(t4a_slot_devptr(s, idx[0]), t4a_slot_devptr(s, idx[1]));
+  t4a_ctx_scope sc;
+  assert_int_equal(t4a_ctx_scope_enter(&sc, h, NULL), T4A_OK);
+  assert_int_equal(T4A_CU(f->drv, cuMemsetD32Async, t4a_slot_devptr(s, idx[2]), 0xC0FFEE, 2,
+                          t4a_lane_stream(f->lane)),
+                   T4A_OK);
+  (void)t4a_ctx_scope_exit(&sc);
+  const uint32_t *cell = t4a_slot_host(s, idx[2]);
+  assert_int_equal(cell[0], 0); /* not yet: the memset has not run */
+  assert_int_equal(t4a_lane_synchronize(f->lane), T4A_OK);
+  uint64_t before = calls(f, NULL);
+  assert_int_equal(cell[0], 0xC0FFEE);
+  assert_int_equal(cell[1], 0xC0FFEE);
+  assert_int_equal(calls(f, NULL), before);
+  t4a_slot_release(s, idx[0]);
+  t4a_slot_release(s, idx[0]); /* double release ignored */
+  assert_int_equal(t4a_slot_acquire(s, &extra), T4A_OK);
+  assert_int_equal(extra, idx[0]);
+  assert_int_equal(t4a_slot_acquire(s, &extra), T4A_LIMIT_EXCEEDED);
+  t4a_slots_destroy(s);
+
+  /* Registration: always unregistered; a double registration is typed. */
+  void *mem = malloc(8192);
+  t4a_host_registration *r = NULL, *r2 = NULL;
+  assert_int_equal(t4a_host_register(h, mem, 8192, T4A_HOST_REGISTER_MAPPED, &r), T4A_OK);
+  assert_int_not_equal(t4a_host_registration_devptr(r), 0);
+  assert_int_equal(t4a_host_register(h, mem, 8192, 0, &r2), T4A_DRIVER_ERROR);
+  t4a_error_last(&e);
+  assert_string_equal(e.code_name, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED");
+  assert_null(r2);
+  t4a_host_registration_release(r);
+  t4a_fake_live live;
+  t4a_fake_live_objects(f->fake, &live);
+  assert_int_equal(live.host_registrations, 0);
+  free(mem);
+  t4a_counter_values v;
+  t4a_driver_counters(f->drv, &v);
+  assert_int_equal(v.host_registrations, 1);
+  assert_int_equal(v.host_unregistrations, 1);
+  t4a_pinned_release(plain);
+}
+
+/* ---- failure sweep over every public operation ---- */
+
+/* A fresh range per sweep step: a step whose unregistration failed leaves its range registered
+ * (leaked and counted), which must not make later steps fail. */
+static char g_ranges[512][4096];
+static int g_range_next;
+
+static t4a_status op_all(fixture *f) {
+  t4a_ctx_holder *h = t4a_lane_holder(f->lane);
+  t4a_mem_pool_options o = T4A_MEM_POOL_OPTIONS_INIT;
+  o.reuse_max_blocks = 1;
+  t4a_mem_pool *p = NULL;
+  t4a_status st = t4a_mem_pool_create(f->lane, &o, &p);
+  if (st != T4A_OK) return st;
+  t4a_buffer *a = NULL, *b = NULL, *c = NULL;
+  st = t4a_buffer_create(p, 4096, 0, T4A_BUFFER_ZERO, &a);
+  if (st == T4A_OK) st = t4a_buffer_create(p, 4096, 4096, 0, &b);
+  if (st == T4A_OK) {
+    t4a_buffer_release(a);
+    a = NULL;
+    st = t4a_buffer_create(p, 4096, 0, 0, &c); /* cache hit */
+  }
+  t4a_buffer_release(a);
+  t4a_buffer_release(b);
+  t4a_buffer_release(c);
+  if (st == T4A_OK) st = t4a_mem_pool_trim(p);
+  t4a_mem_pool_release(p);
+  t4a_pinned *pin = NULL;
+  if (st == T4A_OK) st = t4a_pinned_create(h, 100, T4A_PINNED_MAPPED, &pin);
+  t4a_pinned_release(pin);
+  t4a_slots *s = NULL;
+  if (st == T4A_OK) st = t4a_slots_create(h, 16, 2, &s);
+  t4a_slots_destroy(s);
+  char *range = g_ranges[g_range_next++ % 512];
+  t4a_host_registration *r = NULL;
+  if (st == T4A_OK) st = t4a_host_register(h, range, 4096, T4A_HOST_REGISTER_MAPPED, &r);
+  t4a_host_registration_release(r);
+  return st;
+}
+
+static int g_host_at = -1, g_host_seen;
+static int host_fault(t4a_fault_point p, void *user) {
+  (void)user;
+  return p == T4A_FAULT_HOST_MALLOC && g_host_seen++ == g_host_at;
+}
+
+/* Objects alive in the fake beyond what t4a counted as leaked. */
+static long unaccounted(fixture *f) {
+  t4a_fake_progress(f->fake);
+  t4a_fake_live live;
+  t4a_fake_live_objects(f->fake, &live);
+  t4a_counter_values lane, drv;
+  t4a_lane_read_counters(f->lane, &lane);
+  t4a_driver_counters(f->drv, &drv);
+  return (long)(live.device_allocs + live.pools + live.host_allocs + live.host_registrations) -
+         (long)(lane.buffers_leaked + lane.leaked + drv.leaked);
+}
+
+/* For tests that leak on purpose: what is alive must be exactly what t4a counted. */
+static int teardown_counted(void **state) {
+  fixture *f = *state;
+  (void)t4a_fake_table(f->fake)->cuCtxSetCurrent(NULL);
+  long extra = unaccounted(f);
+  t4a_lane_release(f->lane);
+  t4a_driver_release(f->drv);
+  t4a_fake_destroy(f->fake);
+  free(f);
+  return extra == 0 ? 0 : -1;
+}
+
+static void test_failure_sweep(void **state) {
+  fixture *f = *state;
+  int failures = 0;
+  for (int n = 0;; n++) {
+    assert_true(n < 300);
+    t4a_fake_inject(f->fake, NULL, (uint64_t)n, 1, CUDA_ERROR_UNKNOWN, 0);
+    uint64_t before = t4a_fake_injected(f->fake);
+    t4a_error_clear();
+    t4a_status st = op_all(f);
+    int fired = t4a_fake_injected(f->fake) != before;
+    t4a_fake_clear_injections(f->fake);
+    (void)f->drv->t.cuCtxSetCurrent(NULL);
+    if (!fired) {
+      assert_int_equal(st, T4A_OK);
+      break;
+    }
+    if (st != T4A_OK) {
+      failures++;
+      if (st != T4A_DRIVER_ERROR) fail_msg("call %d: %s", n, t4a_status_name(st));
+      t4a_error e;
+      t4a_error_last(&e);
+      assert_int_equal(e.code, CUDA_ERROR_UNKNOWN);
+    }
+    if (unaccounted(f) > 0) fail_msg("call %d leaked silently", n);
+  }
+  assert_true(failures > 10);
+  for (int n = 0;; n++) {
+    assert_true(n < 100);
+    g_host_at = n;
+    g_host_seen = 0;
+    t4a_fault_set_hook(host_fault, NULL);
+    t4a_status st = op_all(f);
+    t4a_fault_set_hook(NULL, NULL);
+    if (g_host_seen <= n) {
+      assert_int_equal(st, T4A_OK);
+      break;
+    }
+    assert_int_equal(st, T4A_HOST_OUT_OF_MEMORY);
+    if (unaccounted(f) > 0) fail_msg("host alloc %d leaked silently", n);
+  }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_pool_threshold, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_release_is_stream_ordered, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_reuse_cache_and_foreign_thread_release, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_reuse_cache_is_bounded, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_pressure_trims_cache, setup_small, teardown),
+      cmocka_unit_test_setup_teardown(test_bad_requests, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_last_buffer_of_a_inside_b, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_pinned_slots_and_registration, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_failure_sweep, setup, teardown_counted),
+      cmocka_unit_test_setup_teardown(test_zero_fill_and_quarantine, setup, teardown_counted),
+      cmocka_unit_test_setup_teardown(test_sticky_leaks_instead_of_freeing, setup,
+                                      teardown_counted),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
