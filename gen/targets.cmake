@@ -38,6 +38,8 @@ t4a_library(NAME fake_driver
   SRCS testing/fake_driver/fake_driver.c testing/fake_driver/fake_entries.c testing/fake_driver/fake_device.c testing/fake_driver/fake_stream.c testing/fake_driver/fake_memory.c testing/fake_driver/fake_module.c testing/fake_driver/fake_graph.c testing/fake_driver/fake_internal.h testing/fake_driver/fake_errors.h
   HDRS testing/fake_driver/fake_driver.h
   DEPS t4a_ctx_seam t4a_ctx t4a_ctx_status t4a_ext_cuda_headers Threads::Threads)
+t4a_library(NAME testing_gpu_kernels
+  HDRS testing/gpu/kernels_ptx.h)
 t4a_library(NAME testing_lsan_nvrtc_suppressions
   HDRS testing/lsan/nvrtc_suppressions.h)
 t4a_test(NAME testing_fake_driver_fake_driver_test
@@ -62,6 +64,10 @@ t4a_test(NAME t4a_retire_retire_test
   SRCS t4a_retire/retire_test.c
   LABELS unit
   DEPS t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver t4a_ext_cmocka Threads::Threads)
+t4a_test(NAME t4a_mem_mem_gpu_test
+  SRCS t4a_mem/mem_gpu_test.c
+  LABELS gpu single
+  DEPS t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status testing_gpu_kernels t4a_ext_cmocka)
 t4a_library(NAME t4a_xfer
   SRCS t4a_xfer/xfer.c
   HDRS t4a_xfer/include/t4a/xfer.h
