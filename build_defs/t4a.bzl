@@ -24,10 +24,23 @@ def t4a_package():
                 name = t["name"],
                 srcs = t["srcs"],
                 deps = t["deps"],
+                data = t["data"],
+                args = ["$(rootpath %s)" % d for d in t["data"]],
                 copts = T4A_COPTS,
                 linkopts = t["linkopts"],
                 tags = tags,  # gpu tests are built by //... and filtered out of `test` by .bazelrc
                 size = "small",
+            )
+        elif kind == "shared_library":
+            # A test-only shared object (e.g. a stand-in libcuda.so.1 for the loader tests).
+            native.cc_binary(
+                name = t["name"],
+                srcs = t["srcs"],
+                deps = t["deps"],
+                copts = T4A_COPTS,
+                linkshared = True,
+                visibility = t["visibility"],
+                testonly = True,
             )
         elif kind == "binary":
             native.cc_binary(

@@ -91,6 +91,18 @@ T4A_TARGETS = {
             "strip_include_prefix": "",
         },
         {
+            "name": "loader_real_test",
+            "kind": "test",
+            "srcs": ["loader_real_test.c"],
+            "hdrs": [],
+            "deps": ["//t4a_ctx:t4a_ctx", "//t4a_ctx:seam", "//t4a_ctx:status", "@cmocka//:cmocka"],
+            "linkopts": ["-ldl"],
+            "tags": ["unit"],
+            "data": ["//testing/fake_libcuda:libfake_libcuda.so"],
+            "visibility": ["//visibility:private"],
+            "strip_include_prefix": "",
+        },
+        {
             "name": "ctx_gpu_test",
             "kind": "test",
             "srcs": ["ctx_gpu_test.c"],
@@ -273,6 +285,20 @@ T4A_TARGETS = {
             "strip_include_prefix": "",
         },
     ],
+    "testing/fake_libcuda": [
+        {
+            "name": "libfake_libcuda.so",
+            "kind": "shared_library",
+            "srcs": ["fake_libcuda.c"],
+            "hdrs": [],
+            "deps": ["@cuda//:headers"],
+            "linkopts": [],
+            "tags": [],
+            "data": [],
+            "visibility": ["//t4a_ctx:__pkg__"],
+            "strip_include_prefix": "",
+        },
+    ],
     "testing/gpu": [
         {
             "name": "kernels",
@@ -322,7 +348,7 @@ T4A_TARGETS = {
             "deps": [],
             "linkopts": [],
             "tags": ["unit"],
-            "data": [":t4a"],
+            "data": ["//tools:t4a"],
             "visibility": ["//visibility:private"],
             "strip_include_prefix": "",
         },

@@ -26,6 +26,11 @@ t4a_test(NAME t4a_ctx_loader_test
   SRCS t4a_ctx/loader_test.c
   LABELS unit
   DEPS t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver t4a_ext_cmocka)
+t4a_test(NAME t4a_ctx_loader_real_test
+  SRCS t4a_ctx/loader_real_test.c
+  LABELS unit
+  DATA t4a_fake_libcuda
+  DEPS t4a_ctx t4a_ctx_seam t4a_ctx_status t4a_ext_cmocka ${CMAKE_DL_LIBS})
 t4a_test(NAME t4a_ctx_ctx_gpu_test
   SRCS t4a_ctx/ctx_gpu_test.c
   LABELS gpu single
@@ -40,6 +45,9 @@ t4a_library(NAME fake_driver
   DEPS t4a_ctx_seam t4a_ctx t4a_ctx_status t4a_ext_cuda_headers Threads::Threads)
 t4a_library(NAME testing_gpu_kernels
   HDRS testing/gpu/kernels_ptx.h)
+t4a_shared_library(NAME t4a_fake_libcuda
+  SRCS testing/fake_libcuda/fake_libcuda.c
+  DEPS t4a_ext_cuda_headers)
 t4a_library(NAME testing_lsan_nvrtc_suppressions
   HDRS testing/lsan/nvrtc_suppressions.h)
 t4a_test(NAME testing_fake_driver_fake_driver_test

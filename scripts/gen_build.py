@@ -63,7 +63,7 @@ def load():
         by_label[t["label"]] = t
     for t in manifest["targets"]:
         pkg, _ = split_label(t["label"])
-        for d in t.get("deps", []):
+        for d in t.get("deps", []) + t.get("data", []):
             if d in EXTERNALS or d in SYSLIBS:
                 continue
             full = normalize(d, pkg)
@@ -90,7 +90,8 @@ def gen_bzl(manifest, by_label):
                 deps.append(normalize(d, pkg))
         entry = {"name": name, "kind": t["kind"], "srcs": t.get("srcs", []),
                  "hdrs": t.get("hdrs", []), "deps": deps, "linkopts": linkopts,
-                 "tags": t.get("labels", []), "data": t.get("data", []),
+                 "tags": t.get("labels", []),
+                 "data": [normalize(d, pkg) for d in t.get("data", [])],
                  "visibility": t.get("visibility", ["//visibility:private"]),
                  "strip_include_prefix": t.get("strip_include_prefix", "")}
         packages.setdefault(pkg, []).append(entry)
@@ -135,7 +136,13 @@ def gen_cmake(manifest, by_label):
         elif kind == "test":
             args.append("SRCS %s" % " ".join(srcs))
             args.append("LABELS %s" % " ".join(t.get("labels", [])))
+            data = [cmake_name(by_label[normalize(d, pkg)]) for d in t.get("data", [])]
+            if data:
+                args.append("DATA %s" % " ".join(data))
             fn = "t4a_test"
+        elif kind == "shared_library":
+            args.append("SRCS %s" % " ".join(srcs))
+            fn = "t4a_shared_library"
         elif kind == "binary":
             args.append("SRCS %s" % " ".join(srcs))
             args.append("OUTPUT_NAME %s" % split_label(t["label"])[1])

@@ -1,5 +1,6 @@
 /* Primary-context holders and activation scopes. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "t4a/fault.h"
 #include "t4a_ctx/driver_table.h"
@@ -56,10 +57,12 @@ void t4a_ctx_holder_retain(t4a_ctx_holder *holder) {
  * current here AND the release destroyed it (no other holder, in t4a or outside, retains it), so
  * the thread is not left with a dangling handle. */
 static void holder_destroy(t4a_ctx_holder *h) {
+  t4a_error saved; /* a drop path never changes the caller's error detail */
+  t4a_error_last(&saved);
   t4a_driver *d = h->driver;
   CUcontext current = NULL;
   int was_current = d->t.cuCtxGetCurrent(&current) == CUDA_SUCCESS && current == h->ctx;
-  if (T4A_CU(d, cuDevicePrimaryCtxRelease, h->device) == T4A_OK) {
+  if (T4A_CU_QUIET(d, cuDevicePrimaryCtxRelease, h->device) == T4A_OK) {
     t4a_counter_add(&d->counters, T4A_COUNTER_ctx_holders_destroyed, 1);
     if (was_current) {
       unsigned flags = 0;
@@ -76,6 +79,7 @@ static void holder_destroy(t4a_ctx_holder *h) {
   }
   free(h);
   t4a_driver_release(d);
+  t4a_error_restore(&saved);
 }
 
 void t4a_ctx_holder_release(t4a_ctx_holder *holder) {
@@ -126,36 +130,49 @@ t4a_status t4a_ctx_holder_check(const t4a_ctx_holder *holder) {
                        c->code_name[0] ? c->code_name : "a sticky error", c->code, c->message);
 }
 
-t4a_status t4a_ctx_scope_enter(t4a_ctx_scope *scope, const t4a_ctx_holder *holder,
+t4a_status t4a_ctx_scope_enter(t4a_ctx_scope *scope, t4a_ctx_holder *holder,
                                t4a_counters *counters) {
   if (scope == NULL || holder == NULL) {
     return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "scope or holder is NULL");
   }
+  memset(scope, 0, sizeof *scope);
   t4a_driver *d = holder->driver;
   if (counters == NULL) counters = &d->counters;
   CUcontext prev = NULL;
   t4a_status st = T4A_CU(d, cuCtxGetCurrent, &prev);
   if (st != T4A_OK) return st;
+  int switched = prev != holder->ctx;
+  if (switched) {
+    if ((st = T4A_CU(d, cuCtxSetCurrent, holder->ctx)) != T4A_OK) return st;
+    t4a_counter_add(counters, T4A_COUNTER_ctx_activations, 1);
+  } else {
+    t4a_counter_add(counters, T4A_COUNTER_ctx_activations_skipped, 1);
+  }
+  atomic_fetch_add_explicit(&holder->refs, 1, memory_order_relaxed);
   scope->priv_prev = prev;
   scope->priv_ctx = holder->ctx;
   scope->priv_holder = holder;
-  scope->priv_counters = counters;
-  scope->priv_switched = prev != holder->ctx;
-  if (!scope->priv_switched) {
-    t4a_counter_add(counters, T4A_COUNTER_ctx_activations_skipped, 1);
-    return T4A_OK;
-  }
-  if ((st = T4A_CU(d, cuCtxSetCurrent, holder->ctx)) != T4A_OK) return st;
-  t4a_counter_add(counters, T4A_COUNTER_ctx_activations, 1);
+  scope->priv_switched = switched;
   return T4A_OK;
 }
 
-t4a_status t4a_ctx_scope_exit(t4a_ctx_scope *scope) {
-  if (scope == NULL || scope->priv_holder == NULL || !scope->priv_switched) return T4A_OK;
-  t4a_driver *d = scope->priv_holder->driver;
-  scope->priv_switched = 0;
-  t4a_status st = T4A_CU(d, cuCtxSetCurrent, (CUcontext)scope->priv_prev);
-  t4a_counter_add(scope->priv_counters,
-                  st == T4A_OK ? T4A_COUNTER_ctx_restores : T4A_COUNTER_ctx_restore_failures, 1);
+static t4a_status scope_exit(t4a_ctx_scope *scope, int quiet) {
+  if (scope == NULL || scope->priv_holder == NULL) return T4A_OK;
+  t4a_ctx_holder *h = scope->priv_holder;
+  t4a_driver *d = h->driver;
+  t4a_status st = T4A_OK;
+  if (scope->priv_switched) {
+    st = quiet ? T4A_CU_QUIET(d, cuCtxSetCurrent, (CUcontext)scope->priv_prev)
+               : T4A_CU(d, cuCtxSetCurrent, (CUcontext)scope->priv_prev);
+    t4a_counter_add(&d->counters,
+                    st == T4A_OK ? T4A_COUNTER_ctx_restores : T4A_COUNTER_ctx_restore_failures, 1);
+  }
+  memset(scope, 0, sizeof *scope);
+  /* After the restore: if this was the last reference, the A1 rule runs against the context the
+   * thread now has current. */
+  t4a_ctx_holder_release(h);
   return st;
 }
+
+t4a_status t4a_ctx_scope_exit(t4a_ctx_scope *scope) { return scope_exit(scope, 0); }
+void t4a_ctx_scope_exit_quiet(t4a_ctx_scope *scope) { (void)scope_exit(scope, 1); }

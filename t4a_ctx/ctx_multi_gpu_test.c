@@ -49,9 +49,14 @@ static void test_lanes_on_two_devices(void **state) {
 }
 
 int main(void) {
-  if (t4a_driver_open(NULL, &g_drv) != T4A_OK) {
+  t4a_status st = t4a_driver_open(NULL, &g_drv);
+  if (st == T4A_DRIVER_NOT_FOUND) {
     printf("SKIP: no CUDA driver\n");
     return 77;
+  }
+  if (st != T4A_OK) {
+    printf("FAIL: driver load: %s\n", t4a_status_name(st));
+    return 1;
   }
   int n = 0;
   if (t4a_device_count(g_drv, &n) != T4A_OK || n < 2) {

@@ -77,12 +77,16 @@ static void test_devices(void **state) {
   assert_int_equal(t4a_device_can_access_peer(f->drv, 1, 0, &can), T4A_OK);
   assert_int_equal(can, 0);
   assert_int_equal(t4a_device_query(f->drv, 2, &a), T4A_INVALID_DEVICE);
-  assert_int_equal(a.ordinal, 0); /* outputs zeroed on failure */
+  assert_int_equal(a.name[0], '\0'); /* outputs zeroed on failure */
+  assert_int_equal(a.total_mem_bytes, 0);
   assert_int_equal(t4a_device_query(f->drv, -1, &a), T4A_INVALID_DEVICE);
   t4a_error e;
   t4a_error_last(&e);
   assert_non_null(strstr(e.message, "-1"));
   assert_int_equal(t4a_device_can_access_peer(f->drv, 0, 7, &can), T4A_INVALID_DEVICE);
+  can = -1;
+  assert_int_equal(t4a_device_can_access_peer(f->drv, 1, 1, &can), T4A_OK);
+  assert_int_equal(can, 0); /* a device is not its own peer */
   assert_int_equal(t4a_device_count(NULL, &n), T4A_INVALID_ARGUMENT);
 }
 
@@ -141,6 +145,7 @@ static void test_scope_skips_set_when_current_and_restores(void **state) {
   t4a_counters_read(&counters, &v);
   assert_int_equal(v.ctx_activations, 1);
   assert_int_equal(v.ctx_activations_skipped, 1);
+  t4a_driver_counters(f->drv, &v);
   assert_int_equal(v.ctx_restores, 1);
 
   /* A failed set leaves the previous context in place and needs no exit. */
@@ -157,7 +162,7 @@ static void test_scope_skips_set_when_current_and_restores(void **state) {
   assert_int_equal(t4a_ctx_scope_enter(&s, h0, &counters), T4A_OK);
   t4a_fake_inject(f->fake, "cuCtxSetCurrent", 0, 1, CUDA_ERROR_INVALID_VALUE, 0);
   assert_int_equal(t4a_ctx_scope_exit(&s), T4A_DRIVER_ERROR);
-  t4a_counters_read(&counters, &v);
+  t4a_driver_counters(f->drv, &v);
   assert_int_equal(v.ctx_restore_failures, 1);
   assert_int_equal(t4a_ctx_scope_exit(&s), T4A_OK); /* a second exit does nothing */
 
@@ -502,6 +507,81 @@ static void test_failed_create_leaves_context_alone(void **state) {
   t4a_ctx_holder_release(h);
 }
 
+/* The stream exists but the caller's context cannot be put back: the lane is not handed out, the
+ * stream is destroyed, and the detail names the failed restore. */
+static void test_lane_create_restore_failure(void **state) {
+  fixture *f = *state;
+  t4a_fake_inject(f->fake, "cuCtxSetCurrent", 1, 1, CUDA_ERROR_INVALID_VALUE, 0);
+  t4a_lane *lane = (t4a_lane *)1;
+  assert_int_equal(t4a_lane_create(f->drv, 0, NULL, &lane), T4A_DRIVER_ERROR);
+  assert_null(lane);
+  t4a_error e;
+  t4a_error_last(&e);
+  assert_string_equal(e.entry, "cuCtxSetCurrent");
+  t4a_fake_live live;
+  t4a_fake_live_objects(f->fake, &live);
+  assert_int_equal(live.streams, 0);
+  assert_int_equal(live.primary_refs[0], 0);
+}
+
+/* Cleanup after a failure never replaces the detail of that failure: the first injected code is
+ * the one reported even when every later driver call (the cleanup) fails too. */
+static void test_cleanup_keeps_first_failure(void **state) {
+  fixture *f = *state;
+  for (uint64_t n = 0; n < 12; n++) {
+    t4a_fake_clear_injections(f->fake);
+    t4a_fake_inject(f->fake, NULL, n, 1, CUDA_ERROR_OUT_OF_MEMORY, 0);
+    t4a_fake_inject(f->fake, NULL, n + 1, 1000, CUDA_ERROR_UNKNOWN, 0);
+    t4a_lane *lane = NULL;
+    t4a_status st = t4a_lane_create(f->drv, 1, NULL, &lane);
+    t4a_fake_clear_injections(f->fake);
+    if (st == T4A_OK) {
+      t4a_lane_release(lane);
+      break;
+    }
+    t4a_error e;
+    t4a_error_last(&e);
+    if (e.status != st || e.code != CUDA_ERROR_OUT_OF_MEMORY) {
+      fail_msg("call %d: returned %s, detail says %s from %s (%d)", (int)n, t4a_status_name(st),
+               t4a_status_name(e.status), e.entry, e.code);
+    }
+    (void)f->raw->cuCtxSetCurrent(NULL);
+  }
+  /* A drop path leaves the detail of an earlier failure alone. */
+  t4a_lane *lane = NULL;
+  assert_int_equal(t4a_lane_create(f->drv, 0, NULL, &lane), T4A_OK);
+  t4a_device_info info;
+  assert_int_equal(t4a_device_query(f->drv, 9, &info), T4A_INVALID_DEVICE);
+  t4a_fake_inject(f->fake, NULL, 0, 1000, CUDA_ERROR_UNKNOWN, 0);
+  t4a_lane_release(lane);
+  t4a_fake_clear_injections(f->fake);
+  t4a_error e;
+  t4a_error_last(&e);
+  assert_int_equal(e.status, T4A_INVALID_DEVICE);
+}
+
+/* A scope holds its holder: dropping the lane inside its own scope is safe (ASan checks). */
+static void test_scope_outlives_lane(void **state) {
+  fixture *f = *state;
+  t4a_lane *lane = NULL;
+  assert_int_equal(t4a_lane_create(f->drv, 0, NULL, &lane), T4A_OK);
+  t4a_ctx_scope s;
+  assert_int_equal(t4a_ctx_scope_enter(&s, t4a_lane_holder(lane), NULL), T4A_OK);
+  t4a_lane_release(lane);
+  assert_int_equal(t4a_ctx_scope_exit(&s), T4A_OK);
+  assert_ptr_equal(current(f), NULL);
+  t4a_fake_live live;
+  t4a_fake_live_objects(f->fake, &live);
+  assert_int_equal(live.primary_refs[0], 0);
+  /* An exit after a failed enter does nothing. */
+  t4a_fake_inject(f->fake, "cuCtxGetCurrent", 0, 1, CUDA_ERROR_UNKNOWN, 0);
+  t4a_ctx_holder *h = NULL;
+  assert_int_equal(t4a_ctx_holder_create(f->drv, 0, &h), T4A_OK);
+  assert_int_equal(t4a_ctx_scope_enter(&s, h, NULL), T4A_DRIVER_ERROR);
+  assert_int_equal(t4a_ctx_scope_exit(&s), T4A_OK);
+  t4a_ctx_holder_release(h);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_devices, setup, teardown),
@@ -519,6 +599,10 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_sticky_fault_breaks_lanes_of_that_device, setup,
                                       teardown_counted_leaks),
       cmocka_unit_test_setup_teardown(test_lane_refcount, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_lane_create_restore_failure, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_cleanup_keeps_first_failure, setup,
+                                      teardown_counted_leaks),
+      cmocka_unit_test_setup_teardown(test_scope_outlives_lane, setup, teardown),
       cmocka_unit_test_setup_teardown(test_sweep_lane, setup, teardown_counted_leaks),
       cmocka_unit_test_setup_teardown(test_sweep_holder_scope, setup, teardown_counted_leaks),
       cmocka_unit_test_setup_teardown(test_sweep_device_query, setup, teardown),

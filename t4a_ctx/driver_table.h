@@ -106,6 +106,11 @@ static inline t4a_status t4a_cu_result_(const t4a_driver *driver, CUresult r, co
 #define T4A_CU_BYTES(driver, bytes, name, ...) \
   t4a_cu_result_((driver), (driver)->t.name(__VA_ARGS__), #name, (uint64_t)(bytes))
 
+/* For drop and cleanup paths: calls the entry and maps its result WITHOUT recording detail, so the
+ * failure a caller is being told about is not overwritten by a later cleanup step. Leaks that
+ * follow from a failed cleanup are counted by the caller. */
+#define T4A_CU_QUIET(driver, name, ...) t4a_status_from_cu((driver)->t.name(__VA_ARGS__))
+
 /* Native handles, for t4a's own libraries. */
 CUcontext t4a_ctx_holder_native(const t4a_ctx_holder *holder);
 CUdevice t4a_ctx_holder_device(const t4a_ctx_holder *holder);

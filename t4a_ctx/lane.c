@@ -37,22 +37,26 @@ t4a_status t4a_lane_create(t4a_driver *driver, int ordinal, const t4a_lane_optio
   if ((st = t4a_ctx_scope_enter(&scope, lane->holder, &lane->counters)) == T4A_OK) {
     st = T4A_CU(driver, cuStreamCreateWithPriority, &lane->stream, CU_STREAM_NON_BLOCKING,
                 opts.priority);
-    t4a_status restore = t4a_ctx_scope_exit(&scope);
-    if (st == T4A_OK && restore != T4A_OK) {
+    if (st != T4A_OK) {
+      t4a_ctx_scope_exit_quiet(&scope);
+    } else if ((st = t4a_ctx_scope_exit(&scope)) != T4A_OK) {
       /* The stream exists but the caller's context could not be put back: report it, and do
        * not hand out a lane built on a thread whose state we disturbed. */
+      t4a_error saved;
+      t4a_error_last(&saved);
       t4a_ctx_scope undo;
-      if (t4a_ctx_scope_enter(&undo, lane->holder, &lane->counters) == T4A_OK) {
-        (void)T4A_CU(driver, cuStreamDestroy, lane->stream);
-        (void)t4a_ctx_scope_exit(&undo);
+      if (t4a_ctx_scope_enter(&undo, lane->holder, &lane->counters) == T4A_OK &&
+          T4A_CU_QUIET(driver, cuStreamDestroy, lane->stream) == T4A_OK) {
+        t4a_ctx_scope_exit_quiet(&undo);
       } else {
+        t4a_ctx_scope_exit_quiet(&undo);
         t4a_counter_add(&driver->counters, T4A_COUNTER_streams_leaked, 1);
       }
-      st = restore;
+      t4a_error_restore(&saved);
     }
   }
   if (st != T4A_OK) {
-    t4a_ctx_holder_release(lane->holder);
+    t4a_ctx_holder_release(lane->holder); /* a drop path: keeps this thread's detail */
     free(lane);
     return st;
   }
@@ -74,19 +78,25 @@ void t4a_lane_abandon(t4a_lane *lane) {
   if (lane != NULL) atomic_store_explicit(&lane->abandoned, 1, memory_order_relaxed);
 }
 
+int t4a_lane_is_abandoned(const t4a_lane *lane) {
+  return lane != NULL && atomic_load_explicit(&((t4a_lane *)lane)->abandoned, memory_order_relaxed);
+}
+
 static void lane_destroy(t4a_lane *lane) {
+  t4a_error saved; /* a drop path never changes the caller's error detail */
+  t4a_error_last(&saved);
   t4a_driver *d = lane->driver;
   t4a_ctx_scope scope;
   if (atomic_load_explicit(&lane->abandoned, memory_order_relaxed)) {
     /* No proved drain: the stream may still hold work; leave it to the driver and count it. */
     t4a_counter_add(&d->counters, T4A_COUNTER_streams_leaked, 1);
   } else if (t4a_ctx_scope_enter(&scope, lane->holder, &lane->counters) == T4A_OK) {
-    if (T4A_CU(d, cuStreamDestroy, lane->stream) == T4A_OK) {
+    if (T4A_CU_QUIET(d, cuStreamDestroy, lane->stream) == T4A_OK) {
       t4a_counter_add(&d->counters, T4A_COUNTER_streams_destroyed, 1);
     } else {
       t4a_counter_add(&d->counters, T4A_COUNTER_streams_leaked, 1);
     }
-    (void)t4a_ctx_scope_exit(&scope);
+    t4a_ctx_scope_exit_quiet(&scope);
   } else {
     /* Without its context the stream cannot be destroyed safely: leak it and count (A5). */
     t4a_counter_add(&d->counters, T4A_COUNTER_streams_leaked, 1);
@@ -94,6 +104,7 @@ static void lane_destroy(t4a_lane *lane) {
   t4a_counter_add(&d->counters, T4A_COUNTER_lanes_destroyed, 1);
   t4a_ctx_holder_release(lane->holder);
   free(lane);
+  t4a_error_restore(&saved);
 }
 
 void t4a_lane_release(t4a_lane *lane) {

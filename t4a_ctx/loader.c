@@ -27,7 +27,6 @@ static void **slot_at(t4a_driver_table *t, size_t offset) {
 /* ---- CUresult mapping ---- */
 
 t4a_status t4a_status_from_cu(CUresult r) {
-  if ((int)r == 35) return T4A_DRIVER_TOO_OLD; /* CUDA_ERROR_INSUFFICIENT_DRIVER (gone from 13's cuda.h) */
   switch (r) {
     case CUDA_SUCCESS:
       return T4A_OK;
@@ -43,7 +42,11 @@ t4a_status t4a_status_from_cu(CUresult r) {
     case CUDA_ERROR_CONTEXT_IS_DESTROYED:
       return T4A_INVALID_CONTEXT;
     case CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER:
+    case CUDA_ERROR_SYSTEM_DRIVER_MISMATCH:
+    case CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE:
       return T4A_DRIVER_TOO_OLD;
+    case CUDA_ERROR_STUB_LIBRARY:
+      return T4A_DRIVER_NOT_FOUND;
     case CUDA_ERROR_NOT_SUPPORTED:
       return T4A_UNSUPPORTED;
     case CUDA_ERROR_NOT_FOUND:
@@ -131,7 +134,14 @@ static t4a_status finish(t4a_driver *d, int min_version) {
   d->version = version;
   d->caps = 0;
   if (d->t.cuFuncGetParamInfo != NULL) d->caps |= T4A_DRIVER_CAP_FUNC_PARAM_INFO;
-  return T4A_CU(d, cuInit, 0);
+  CUresult r = d->t.cuInit(0);
+  if (r == CUDA_ERROR_STUB_LIBRARY) {
+    return t4a_error_set(T4A_DRIVER_NOT_FOUND, "cuInit", (int)r, t4a_cu_name(d, r), 0,
+                         "%s is the CUDA toolkit's stub library, not a driver: install the "
+                         "NVIDIA driver or point T4A_LIBCUDA_PATH at its libcuda.so.1",
+                         d->origin);
+  }
+  return t4a_cu_result_(d, r, "cuInit", 0);
 }
 
 static t4a_driver *driver_alloc(const char *origin) {
@@ -186,8 +196,11 @@ t4a_status t4a_driver_open(const t4a_driver_options *options, t4a_driver **out) 
   t4a_driver *d = driver_alloc(path);
   if (d == NULL) return T4A_HOST_OUT_OF_MEMORY;
   t4a_status st;
-  if (t4a_fault_sim(T4A_FAULT_DLOPEN) || (d->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL)) == NULL) {
-    const char *why = d->dl == NULL ? dlerror() : NULL;
+  /* RTLD_NODELETE: strings the driver hands out (cuGetErrorName) stay valid in error details
+   * after the last t4a_driver is released; the driver is never unmapped from the process. */
+  int simulated = t4a_fault_sim(T4A_FAULT_DLOPEN);
+  if (simulated || (d->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE)) == NULL) {
+    const char *why = simulated ? NULL : dlerror();
     st = t4a_error_set(T4A_DRIVER_NOT_FOUND, "dlopen", 0, NULL, 0,
                        "cannot load the CUDA driver %s: %s (is an NVIDIA driver installed? set "
                        "T4A_LIBCUDA_PATH to its libcuda.so.1)",
@@ -210,6 +223,14 @@ t4a_status t4a_driver_open(const t4a_driver_options *options, t4a_driver **out) 
     void *fn = NULL;
     CUdriverProcAddressQueryResult q = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
     CUresult r = get_proc(e->name, &fn, e->version, CU_GET_PROC_ADDRESS_DEFAULT, &q);
+    if (r == CUDA_ERROR_STUB_LIBRARY) {
+      st = t4a_error_set(T4A_DRIVER_NOT_FOUND, "cuGetProcAddress_v2", (int)r,
+                         "CUDA_ERROR_STUB_LIBRARY", 0,
+                         "%s is the CUDA toolkit's stub library, not a driver: install the "
+                         "NVIDIA driver or point T4A_LIBCUDA_PATH at its libcuda.so.1",
+                         path);
+      goto fail;
+    }
     if (r != CUDA_SUCCESS || q != CU_GET_PROC_ADDRESS_SUCCESS) fn = NULL;
     *slot_at(&d->t, e->offset) = fn;
     if (fn == NULL && e->required) {

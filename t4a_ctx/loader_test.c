@@ -48,10 +48,18 @@ static void test_fault_points(void **state) {
   (void)state;
   t4a_driver *d = NULL;
   t4a_fault_set_hook(fail_point, NULL);
+  /* A library that loads (libm), so only the simulated dlopen failure can refuse it. */
+  t4a_driver_options o = T4A_DRIVER_OPTIONS_INIT;
+  o.library_path = "libm.so.6";
   g_point = T4A_FAULT_DLOPEN;
-  assert_int_equal(t4a_driver_open(NULL, &d), T4A_DRIVER_NOT_FOUND);
+  assert_int_equal(t4a_driver_open(&o, &d), T4A_DRIVER_NOT_FOUND);
+  t4a_error e;
+  t4a_error_last(&e);
+  assert_non_null(strstr(e.message, "simulated failure"));
+  g_point = T4A_FAULT_DLSYM;
+  assert_int_equal(t4a_driver_open(&o, &d), T4A_DRIVER_TOO_OLD);
   g_point = T4A_FAULT_HOST_MALLOC;
-  assert_int_equal(t4a_driver_open(NULL, &d), T4A_HOST_OUT_OF_MEMORY);
+  assert_int_equal(t4a_driver_open(&o, &d), T4A_HOST_OUT_OF_MEMORY);
   t4a_fault_set_hook(NULL, NULL);
   assert_null(d);
   assert_int_equal(t4a_driver_open(NULL, NULL), T4A_INVALID_ARGUMENT);

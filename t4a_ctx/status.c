@@ -38,6 +38,10 @@ void t4a_error_last(t4a_error *out) {
 
 void t4a_error_clear(void) { memset(&t_last_error, 0, sizeof t_last_error); }
 
+void t4a_error_restore(const t4a_error *saved) {
+  if (saved != NULL) t_last_error = *saved;
+}
+
 t4a_status t4a_error_set(t4a_status status, const char *entry, int code, const char *code_name,
                          uint64_t bytes, const char *fmt, ...) {
   t4a_error *e = &t_last_error;

@@ -122,7 +122,7 @@ static void record_put(t4a_mem_pool *p, block *b) {
  * records. */
 static void free_blocks(t4a_mem_pool *p, block *list, int count_trim) {
   for (block *b = list; b != NULL; b = b->next_in_class) {
-    if (T4A_CU(p->driver, cuMemFreeAsync, b->ptr, t4a_lane_stream(p->lane)) == T4A_OK) {
+    if (T4A_CU_QUIET(p->driver, cuMemFreeAsync, b->ptr, t4a_lane_stream(p->lane)) == T4A_OK) {
       t4a_counter_add(p->counters, T4A_COUNTER_device_frees, 1);
     } else {
       t4a_counter_add(p->counters, T4A_COUNTER_buffers_leaked, 1);
@@ -196,10 +196,10 @@ t4a_status t4a_mem_pool_create(t4a_lane *lane, const t4a_mem_pool_options *optio
           o.release_threshold_bytes ? (cuuint64_t)o.release_threshold_bytes : UINT64_MAX;
       st = T4A_CU(d, cuMemPoolSetAttribute, p->pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
                   &threshold);
-      if (st != T4A_OK) (void)T4A_CU(d, cuMemPoolDestroy, p->pool);
+      if (st != T4A_OK) (void)T4A_CU_QUIET(d, cuMemPoolDestroy, p->pool);
     }
   }
-  (void)t4a_ctx_scope_exit(&scope);
+  t4a_ctx_scope_exit_quiet(&scope); /* a failed restore is counted (ctx_restore_failures) */
   if (st != T4A_OK) {
     t4a_lane_note(lane, st);
     goto fail;
@@ -232,18 +232,20 @@ void t4a_mem_pool_abandon(t4a_mem_pool *p) {
 
 void t4a_mem_pool_release(t4a_mem_pool *p) {
   if (p == NULL || atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) != 1) return;
+  t4a_error saved; /* a drop path never changes the caller's error detail */
+  t4a_error_last(&saved);
   block *cached = cache_detach(p, 1);
   t4a_ctx_scope scope;
   if (!atomic_load_explicit(&p->abandoned, memory_order_relaxed) &&
-      t4a_lane_check(p->lane) == T4A_OK &&
+      !t4a_lane_is_abandoned(p->lane) && t4a_lane_check(p->lane) == T4A_OK &&
       t4a_ctx_scope_enter(&scope, t4a_lane_holder(p->lane), p->counters) == T4A_OK) {
     free_blocks(p, cached, 0);
     /* Destroying a pool with frees still queued is defined: the driver releases it once they
      * complete. */
-    if (T4A_CU(p->driver, cuMemPoolDestroy, p->pool) != T4A_OK) {
+    if (T4A_CU_QUIET(p->driver, cuMemPoolDestroy, p->pool) != T4A_OK) {
       t4a_counter_add(p->counters, T4A_COUNTER_leaked, 1);
     }
-    (void)t4a_ctx_scope_exit(&scope);
+    t4a_ctx_scope_exit_quiet(&scope);
   } else {
     /* No proved drain or no context: leak the pool and its cached blocks, counted (A5). */
     uint64_t n = 0;
@@ -264,6 +266,7 @@ void t4a_mem_pool_release(t4a_mem_pool *p) {
   pthread_mutex_destroy(&p->lock);
   t4a_lane_release(p->lane);
   free(p);
+  t4a_error_restore(&saved);
 }
 
 t4a_status t4a_mem_pool_trim(t4a_mem_pool *p) {
@@ -279,7 +282,8 @@ t4a_status t4a_mem_pool_trim(t4a_mem_pool *p) {
   pthread_mutex_unlock(&p->lock);
   free_blocks(p, cached, 1);
   st = t4a_lane_note(p->lane, T4A_CU(p->driver, cuMemPoolTrimTo, p->pool, 0));
-  (void)t4a_ctx_scope_exit(&scope);
+  if (st == T4A_OK) return t4a_ctx_scope_exit(&scope);
+  t4a_ctx_scope_exit_quiet(&scope);
   return st;
 }
 
@@ -296,9 +300,12 @@ t4a_status t4a_mem_pool_query_release_threshold(t4a_mem_pool *p, uint64_t *out_b
   if (st != T4A_OK) return st;
   cuuint64_t v = 0;
   st = T4A_CU(p->driver, cuMemPoolGetAttribute, p->pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &v);
-  (void)t4a_ctx_scope_exit(&scope);
-  if (st == T4A_OK) *out_bytes = v;
-  return st;
+  if (st != T4A_OK) {
+    t4a_ctx_scope_exit_quiet(&scope);
+    return st;
+  }
+  *out_bytes = v;
+  return t4a_ctx_scope_exit(&scope);
 }
 
 void t4a_mem_pool_cached(const t4a_mem_pool *p, uint64_t *out_bytes, uint32_t *out_blocks) {
@@ -428,10 +435,15 @@ t4a_status t4a_buffer_create(t4a_mem_pool *p, size_t bytes, size_t alignment, ui
       blk = NULL;
     }
   }
-  if (need_scope) (void)t4a_ctx_scope_exit(&scope);
   if (st != T4A_OK) {
+    if (need_scope) t4a_ctx_scope_exit_quiet(&scope);
     free(b);
     return t4a_lane_note(p->lane, st);
+  }
+  if (need_scope) {
+    /* The block is allocated and ordered on the stream; a failed restore is counted
+     * (ctx_restore_failures) but does not undo a valid buffer. */
+    t4a_ctx_scope_exit_quiet(&scope);
   }
   atomic_init(&b->refs, 1);
   atomic_init(&b->quarantined, 0);
@@ -454,6 +466,8 @@ void t4a_buffer_quarantine(t4a_buffer *b) {
 
 void t4a_buffer_release(t4a_buffer *b) {
   if (b == NULL || atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) != 1) return;
+  t4a_error saved; /* a drop path never changes the caller's error detail */
+  t4a_error_last(&saved);
   t4a_mem_pool *p = b->pool;
   block *blk = b->blk;
   int quarantined = atomic_load_explicit(&b->quarantined, memory_order_relaxed);
@@ -473,7 +487,7 @@ void t4a_buffer_release(t4a_buffer *b) {
       t4a_ctx_scope scope;
       if (t4a_ctx_scope_enter(&scope, t4a_lane_holder(p->lane), p->counters) == T4A_OK) {
         free_blocks(p, over, 1);
-        (void)t4a_ctx_scope_exit(&scope);
+        t4a_ctx_scope_exit_quiet(&scope);
       } else {
         while (over != NULL) {
           block *next = over->next_in_class;
@@ -488,13 +502,14 @@ void t4a_buffer_release(t4a_buffer *b) {
     if (t4a_ctx_scope_enter(&scope, t4a_lane_holder(p->lane), p->counters) == T4A_OK) {
       blk->next_in_class = NULL;
       free_blocks(p, blk, 0);
-      (void)t4a_ctx_scope_exit(&scope);
+      t4a_ctx_scope_exit_quiet(&scope);
     } else {
       t4a_counter_add(p->counters, T4A_COUNTER_buffers_leaked, 1);
       free(blk);
     }
   }
   t4a_mem_pool_release(p);
+  t4a_error_restore(&saved);
 }
 
 void t4a_buffer_release_object(void *b) { t4a_buffer_release(b); }

@@ -48,13 +48,15 @@ t4a_status t4a_pinned_create(t4a_ctx_holder *h, size_t bytes, uint32_t flags, t4
   }
   if (st == T4A_OK && (flags & T4A_PINNED_MAPPED)) {
     st = T4A_CU(d, cuMemHostGetDevicePointer, &p->dev, p->host, 0);
-    if (st != T4A_OK) (void)T4A_CU(d, cuMemFreeHost, p->host);
+    if (st != T4A_OK) (void)T4A_CU_QUIET(d, cuMemFreeHost, p->host);
   }
-  (void)t4a_ctx_scope_exit(&scope);
   if (st != T4A_OK) {
+    t4a_ctx_scope_exit_quiet(&scope);
     free(p);
     return st;
   }
+  t4a_ctx_scope_exit_quiet(&scope); /* the memory is valid in any context: a restore failure is
+                                       counted, not a reason to drop it */
   atomic_init(&p->refs, 1);
   p->holder = h;
   t4a_ctx_holder_retain(h);
@@ -71,18 +73,21 @@ void t4a_pinned_retain(t4a_pinned *p) {
 
 void t4a_pinned_release(t4a_pinned *p) {
   if (p == NULL || atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) != 1) return;
+  t4a_error saved; /* a drop path never changes the caller's error detail */
+  t4a_error_last(&saved);
   t4a_driver *d = t4a_ctx_holder_driver(p->holder);
   t4a_ctx_scope scope;
   if (t4a_ctx_scope_enter(&scope, p->holder, NULL) == T4A_OK) {
-    if (T4A_CU(d, cuMemFreeHost, p->host) != T4A_OK) {
+    if (T4A_CU_QUIET(d, cuMemFreeHost, p->host) != T4A_OK) {
       t4a_counter_add(&d->counters, T4A_COUNTER_leaked, 1);
     }
-    (void)t4a_ctx_scope_exit(&scope);
+    t4a_ctx_scope_exit_quiet(&scope);
   } else {
     t4a_counter_add(&d->counters, T4A_COUNTER_leaked, 1);
   }
   t4a_ctx_holder_release(p->holder);
   free(p);
+  t4a_error_restore(&saved);
 }
 
 void t4a_pinned_release_object(void *p) { t4a_pinned_release(p); }
@@ -220,15 +225,23 @@ t4a_status t4a_host_register(t4a_ctx_holder *h, void *ptr, size_t bytes, uint32_
   unsigned cu_flags = CU_MEMHOSTREGISTER_PORTABLE;
   if (flags & T4A_HOST_REGISTER_MAPPED) cu_flags |= CU_MEMHOSTREGISTER_DEVICEMAP;
   st = T4A_CU_BYTES(d, bytes, cuMemHostRegister, ptr, bytes, cu_flags);
+  if (st == T4A_DEVICE_OUT_OF_MEMORY) {
+    /* Page-locking ran out of host resources, not device memory. */
+    t4a_error e;
+    t4a_error_last(&e);
+    st = t4a_error_set(T4A_HOST_OUT_OF_MEMORY, e.entry, e.code, e.code_name, (uint64_t)bytes,
+                       "%s", e.message);
+  }
   if (st == T4A_OK && (flags & T4A_HOST_REGISTER_MAPPED)) {
     st = T4A_CU(d, cuMemHostGetDevicePointer, &r->dev, ptr, 0);
-    if (st != T4A_OK) (void)T4A_CU(d, cuMemHostUnregister, ptr); /* always undo */
+    if (st != T4A_OK) (void)T4A_CU_QUIET(d, cuMemHostUnregister, ptr); /* always undo */
   }
-  (void)t4a_ctx_scope_exit(&scope);
   if (st != T4A_OK) {
+    t4a_ctx_scope_exit_quiet(&scope);
     free(r);
     return st;
   }
+  t4a_ctx_scope_exit_quiet(&scope);
   atomic_init(&r->refs, 1);
   r->holder = h;
   t4a_ctx_holder_retain(h);
@@ -245,12 +258,14 @@ void t4a_host_registration_retain(t4a_host_registration *r) {
 
 void t4a_host_registration_release(t4a_host_registration *r) {
   if (r == NULL || atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel) != 1) return;
+  t4a_error saved; /* a drop path never changes the caller's error detail */
+  t4a_error_last(&saved);
   t4a_driver *d = t4a_ctx_holder_driver(r->holder);
   t4a_ctx_scope scope;
   t4a_status st = t4a_ctx_scope_enter(&scope, r->holder, NULL);
   if (st == T4A_OK) {
-    st = T4A_CU(d, cuMemHostUnregister, r->ptr);
-    (void)t4a_ctx_scope_exit(&scope);
+    st = T4A_CU_QUIET(d, cuMemHostUnregister, r->ptr);
+    t4a_ctx_scope_exit_quiet(&scope);
   }
   if (st == T4A_OK) {
     t4a_counter_add(&d->counters, T4A_COUNTER_host_unregistrations, 1);
@@ -261,6 +276,7 @@ void t4a_host_registration_release(t4a_host_registration *r) {
   }
   t4a_ctx_holder_release(r->holder);
   free(r);
+  t4a_error_restore(&saved);
 }
 
 void t4a_host_registration_release_object(void *r) { t4a_host_registration_release(r); }

@@ -139,7 +139,7 @@ static t4a_status take_event(t4a_retire *r, CUevent *out) {
 
 /* Destroys an event (context active); one the driver refuses to destroy is leaked and counted. */
 static void destroy_event(t4a_retire *r, CUevent ev) {
-  if (T4A_CU(r->driver, cuEventDestroy, ev) != T4A_OK) {
+  if (T4A_CU_QUIET(r->driver, cuEventDestroy, ev) != T4A_OK) {
     t4a_counter_add(r->counters, T4A_COUNTER_leaked, 1);
   }
 }
@@ -360,7 +360,7 @@ t4a_status t4a_retire_destroy(t4a_retire *r) {
     }
   }
   t4a_counter_add(r->counters, T4A_COUNTER_leaked, events_leaked);
-  if (scoped) (void)t4a_ctx_scope_exit(&scope);
+  if (scoped) t4a_ctx_scope_exit_quiet(&scope);
   epoch_free(&r->open);
   unlock_and_release(r);
   free(r->deferred.items);
@@ -403,7 +403,7 @@ t4a_status t4a_admission_begin(t4a_retire *r, uint32_t num_keepalives, t4a_admis
   adm->priv_reserved = num_keepalives;
   return T4A_OK;
 fail_scoped:
-  (void)t4a_ctx_scope_exit(&adm->priv_scope);
+  t4a_ctx_scope_exit_quiet(&adm->priv_scope);
 unlock:
   unlock_and_release(r);
   memset(adm, 0, sizeof *adm);
@@ -433,7 +433,8 @@ static void admission_end(t4a_admission *adm, int enqueued) {
     r->open.admissions++;
     t4a_counter_add(r->counters, T4A_COUNTER_admissions, 1);
   }
-  (void)t4a_ctx_scope_exit(&adm->priv_scope);
+  /* A failed restore is counted (ctx_restore_failures); commit and abort have no status for it. */
+  t4a_ctx_scope_exit_quiet(&adm->priv_scope);
   unlock_and_release(r);
   memset(adm, 0, sizeof *adm);
 }
@@ -477,7 +478,11 @@ static t4a_status observe(t4a_retire *r, int wait_all) {
     } else {
       st = retire_completed(r, 0);
     }
-    (void)t4a_ctx_scope_exit(&scope);
+    if (st == T4A_OK) {
+      st = t4a_ctx_scope_exit(&scope);
+    } else {
+      t4a_ctx_scope_exit_quiet(&scope);
+    }
   }
   unlock_and_release(r);
   return st;

@@ -35,7 +35,7 @@ t4a_status t4a_witness_record_(t4a_lane *lane, t4a_witness **out) {
   t4a_status st = T4A_CU(d, cuEventCreate, &w->event, CU_EVENT_DISABLE_TIMING);
   if (st == T4A_OK) {
     st = T4A_CU(d, cuEventRecord, w->event, t4a_lane_stream(lane));
-    if (st != T4A_OK) (void)T4A_CU(d, cuEventDestroy, w->event);
+    if (st != T4A_OK) (void)T4A_CU_QUIET(d, cuEventDestroy, w->event);
   }
   if (st != T4A_OK) {
     pthread_mutex_destroy(&w->lock);
@@ -142,7 +142,11 @@ static t4a_status observe(t4a_witness *w, int wait) {
       } else {
         st = T4A_CU(d, cuEventQuery, w->event);
       }
-      (void)t4a_ctx_scope_exit(&scope);
+      if (st == T4A_OK) {
+        st = t4a_ctx_scope_exit(&scope);
+      } else {
+        t4a_ctx_scope_exit_quiet(&scope);
+      }
     }
     if (st != T4A_NOT_READY) t4a_lane_note(w->lane, st);
   }
@@ -176,13 +180,15 @@ void t4a_witness_retain(t4a_witness *w) {
 
 void t4a_witness_release(t4a_witness *w) {
   if (w == NULL || atomic_fetch_sub_explicit(&w->refs, 1, memory_order_acq_rel) != 1) return;
+  t4a_error saved; /* a drop path never changes the caller's error detail */
+  t4a_error_last(&saved);
   t4a_ctx_scope scope;
   if (t4a_ctx_scope_enter(&scope, t4a_lane_holder(w->lane), t4a_lane_counters(w->lane)) ==
       T4A_OK) {
-    if (T4A_CU(t4a_lane_driver(w->lane), cuEventDestroy, w->event) != T4A_OK) {
+    if (T4A_CU_QUIET(t4a_lane_driver(w->lane), cuEventDestroy, w->event) != T4A_OK) {
       t4a_counter_add(t4a_lane_counters(w->lane), T4A_COUNTER_leaked, 1);
     }
-    (void)t4a_ctx_scope_exit(&scope);
+    t4a_ctx_scope_exit_quiet(&scope);
   } else {
     /* Without its context the event cannot be destroyed safely: leak it, count it (A5). */
     t4a_counter_add(t4a_lane_counters(w->lane), T4A_COUNTER_leaked, 1);
@@ -192,4 +198,5 @@ void t4a_witness_release(t4a_witness *w) {
   pthread_mutex_destroy(&w->lock);
   t4a_lane_release(w->lane);
   free(w);
+  t4a_error_restore(&saved);
 }

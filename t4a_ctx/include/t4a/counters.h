@@ -20,8 +20,8 @@ extern "C" {
 #define T4A_COUNTER_LIST(X)                                                                   \
   X(ctx_activations, "context scopes that made a context current (cuCtxSetCurrent)")         \
   X(ctx_activations_skipped, "context scopes that found the context already current")        \
-  X(ctx_restores, "context scopes that restored the previous context on exit")               \
-  X(ctx_restore_failures, "context scopes whose restore failed")                             \
+  X(ctx_restores, "scopes that restored the previous context (counted on the driver)")        \
+  X(ctx_restore_failures, "scopes whose restore failed (counted on the driver)")              \
   X(ctx_holders_created, "primary-context holders created (cuDevicePrimaryCtxRetain)")       \
   X(ctx_holders_destroyed, "primary-context holders destroyed (cuDevicePrimaryCtxRelease)")  \
   X(ctx_release_failures, "primary-context releases that failed (the retain is leaked)")    \

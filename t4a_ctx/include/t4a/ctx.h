@@ -60,7 +60,8 @@ typedef struct t4a_driver_options {
 
 /* Loads the driver library, checks its version, resolves every catalogue entry and calls
  * cuInit(0). Returns a new reference in *out.
- * Statuses: DRIVER_NOT_FOUND (dlopen failed; the message names the library and dlerror),
+ * Statuses: DRIVER_NOT_FOUND (dlopen failed; the message names the library and dlerror;
+ * also for the toolkit's stub libcuda, named as such),
  * DRIVER_TOO_OLD (no cuGetProcAddress_v2, or a version below the minimum: message gives both),
  * DRIVER_SYMBOL_MISSING (a required entry did not resolve: message names it and its version),
  * NO_DEVICE / DRIVER_ERROR (cuInit failed), HOST_OUT_OF_MEMORY. A partial load is torn down. */
@@ -156,19 +157,24 @@ T4A_MUST_USE t4a_status t4a_ctx_holder_check(const t4a_ctx_holder *holder);
 typedef struct t4a_ctx_scope {
   void *priv_prev;
   void *priv_ctx;
-  const t4a_ctx_holder *priv_holder;
-  t4a_counters *priv_counters;
+  t4a_ctx_holder *priv_holder; /* a reference while the scope is open */
   int priv_switched;
 } t4a_ctx_scope;
 
 /* Makes the holder's context current on this thread unless it already is (a get costs ~10 ns, a
- * set ~22 ns), remembering the previous one. `counters` (may be NULL: the driver's) receives the
- * activation counts. On failure nothing changed and the scope needs no exit. */
-T4A_MUST_USE t4a_status t4a_ctx_scope_enter(t4a_ctx_scope *scope, const t4a_ctx_holder *holder,
+ * set ~22 ns), remembering the previous one, and holds a reference to the holder until exit (so
+ * the scope stays valid even if the caller drops its own last reference inside it). `counters`
+ * (may be NULL: the driver's) receives the activation counts. On failure nothing changed, the
+ * scope is cleared, and exit is a no-op. */
+T4A_MUST_USE t4a_status t4a_ctx_scope_enter(t4a_ctx_scope *scope, t4a_ctx_holder *holder,
                                             t4a_counters *counters);
-/* Restores the context that was current at enter. Returns DRIVER_ERROR if the restore failed
- * (counted as ctx_restore_failures). Call exactly once per successful enter. */
+/* Restores the context that was current at enter, then drops the scope's holder reference.
+ * Returns the mapped driver status if the restore failed (counted as ctx_restore_failures on the
+ * driver). A second exit does nothing. */
 t4a_status t4a_ctx_scope_exit(t4a_ctx_scope *scope);
+/* Same, for cleanup after another failure: a failed restore is counted but does not overwrite
+ * this thread's error detail. */
+void t4a_ctx_scope_exit_quiet(t4a_ctx_scope *scope);
 
 /* ---- Lanes ------------------------------------------------------------------------------- */
 
@@ -193,6 +199,9 @@ void t4a_lane_release(t4a_lane *lane);
 /* Marks the lane's stream as not provably drained: its final release leaks the stream (counted)
  * instead of calling the driver. For teardown after a fault (t4a_retire). */
 void t4a_lane_abandon(t4a_lane *lane);
+/* Whether the lane was abandoned (objects built on it — a memory pool — then leak at their final
+ * release too, instead of calling the driver). */
+int t4a_lane_is_abandoned(const t4a_lane *lane);
 
 int t4a_lane_ordinal(const t4a_lane *lane);
 /* The lane's allocation-domain identity: unique in the process, never 0, never reused. */

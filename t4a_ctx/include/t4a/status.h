@@ -92,6 +92,10 @@ void t4a_error_last(t4a_error *out);
 /* Forgets this thread's failure detail. */
 void t4a_error_clear(void);
 
+/* Puts back a detail saved with t4a_error_last(). t4a's drop and cleanup paths use the pair so
+ * that a failure inside cleanup never replaces the detail of the failure being reported. */
+void t4a_error_restore(const t4a_error *saved);
+
 /* Formats "STATUS_NAME: message [entry -> CODE_NAME (code)] (N bytes)" into buf (always
  * NUL-terminated when size > 0). Returns buf. */
 char *t4a_error_format(const t4a_error *err, char *buf, size_t size);

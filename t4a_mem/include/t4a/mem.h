@@ -64,7 +64,8 @@ T4A_MUST_USE t4a_status t4a_mem_pool_create(t4a_lane *lane, const t4a_mem_pool_o
                                             t4a_mem_pool **out);
 void t4a_mem_pool_retain(t4a_mem_pool *pool);
 /* Drops a reference (buffers hold one each). The last frees the cached blocks and destroys the
- * pool under the lane's context — or, if the pool was abandoned or the context cannot be
+ * pool under the lane's context — or, if the pool or its lane was abandoned (no proved drain:
+ * t4a_retire_destroy abandons the lane), the lane's context is lost, or the context cannot be
  * activated, leaks them and counts. Accepts NULL. */
 void t4a_mem_pool_release(t4a_mem_pool *pool);
 /* Marks the pool as not provably drained (teardown after a fault): its final release leaks the
