@@ -63,6 +63,19 @@ t4a_test(NAME t4a_mem_mem_test
   SRCS t4a_mem/mem_test.c
   LABELS unit
   DEPS t4a_mem t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver t4a_ext_cmocka Threads::Threads)
+t4a_library(NAME t4a_mem_pinned_arena
+  SRCS t4a_mem/pinned_arena.c
+  HDRS t4a_mem/include/t4a/pinned_arena.h
+  INCLUDE_DIR t4a_mem/include
+  DEPS t4a_ctx t4a_ctx_seam t4a_ctx_status t4a_ext_jemalloc t4a_ext_cuda_headers Threads::Threads)
+t4a_test(NAME t4a_mem_pinned_arena_test
+  SRCS t4a_mem/pinned_arena_test.c
+  LABELS unit
+  DEPS t4a_mem_pinned_arena t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver t4a_ext_cmocka Threads::Threads)
+t4a_test(NAME t4a_mem_pinned_arena_gpu_test
+  SRCS t4a_mem/pinned_arena_gpu_test.c
+  LABELS gpu single
+  DEPS t4a_mem_pinned_arena t4a_ctx t4a_ctx_seam t4a_ctx_status t4a_ext_cuda_headers t4a_ext_cmocka)
 t4a_library(NAME t4a_retire
   SRCS t4a_retire/retire.c t4a_retire/witness.c t4a_retire/retire_internal.h
   HDRS t4a_retire/include/t4a/retire.h
