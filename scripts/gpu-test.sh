@@ -37,8 +37,13 @@ with open(os.path.join(out, "tests.tsv"), "w") as f:
         exe = cmd[0]
         if os.path.basename(exe) in ("sh", "bash"):
             continue  # script tests need the source tree; they run in CI
+        args = []
+        for a in cmd[1:]:  # data files (e.g. the stand-in libcuda) travel beside the binaries
+            shutil.copy2(a, os.path.join(out, os.path.basename(a)))
+            args.append(os.path.basename(a))
         shutil.copy2(exe, os.path.join(out, os.path.basename(exe)))
-        f.write("%s\t%s\t%s\n" % (t["name"], ",".join(labels), os.path.basename(exe)))
+        f.write("%s\t%s\t%s\t%s\n" % (t["name"], ",".join(labels), os.path.basename(exe),
+                                      " ".join(args)))
 PY
   cp build/gpu/t4a "$out/t4a"   # `t4a info` on the GPU machine
   cmocka=$(ldconfig -p | awk '/libcmocka\.so\.0 /{print $NF; exit}')
@@ -57,14 +62,17 @@ log=${T4A_GPU_LOG:-$out/gpu-test.log}
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo "# no nvidia-smi"
 } | tee -a "$log"
 passed=0 failed=0 skipped=0
-while IFS=$'\t' read -r name labels exe; do
+while IFS=$'\t' read -r name labels exe args; do
   want=0
   for l in "$@"; do
     case ",$labels," in *",$l,"*) want=1 ;; esac
   done
   [ $want -eq 1 ] || continue
   start=$(date +%s%N)
-  LD_LIBRARY_PATH="$PWD/$out${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$out/$exe" >> "$log.$name" 2>&1
+  argv=()
+  for a in $args; do argv+=("$out/$a"); done
+  LD_LIBRARY_PATH="$PWD/$out${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$out/$exe" "${argv[@]}" \
+    >> "$log.$name" 2>&1
   rc=$?
   ms=$((($(date +%s%N) - start) / 1000000))
   case $rc in
