@@ -350,12 +350,11 @@ static int host_fault(t4a_fault_point p, void *user) {
   return p == T4A_FAULT_HOST_MALLOC && g_host_seen++ == g_host_at;
 }
 
-static void test_failure_sweep(void **state) {
-  fixture *f = *state;
+static void sweep_driver(fixture *f, int after_enqueue) {
   int failures = 0;
   for (int n = 0;; n++) {
     assert_true(n < 500);
-    t4a_fake_inject(f->fake, NULL, (uint64_t)n, 1, CUDA_ERROR_OUT_OF_MEMORY, 0);
+    t4a_fake_inject(f->fake, NULL, (uint64_t)n, 1, CUDA_ERROR_OUT_OF_MEMORY, after_enqueue);
     uint64_t before = t4a_fake_injected(f->fake);
     t4a_status st = op_everything(f);
     int fired = t4a_fake_injected(f->fake) != before;
@@ -376,6 +375,12 @@ static void test_failure_sweep(void **state) {
     }
   }
   assert_true(failures > 10);
+}
+
+static void test_failure_sweep(void **state) {
+  fixture *f = *state;
+  sweep_driver(f, 0);
+  sweep_driver(f, 1); /* the work is enqueued but the call reports failure */
   for (int n = 0;; n++) {
     assert_true(n < 200);
     g_host_at = n;
