@@ -120,7 +120,8 @@ void t4a_retire_get_state(t4a_retire *retire, t4a_retire_state *out);
 
 typedef struct t4a_witness t4a_witness;
 
-/* Seals the open epoch (one event) and returns a witness of all work admitted so far.
+/* Records one event after all work admitted so far and returns a witness of it (the witness owns
+ * that event; the open epoch is not sealed by it). Admission rules apply (lock, lane check).
  * Statuses: REENTRY, LANE_BROKEN, HOST_OUT_OF_MEMORY, driver failures. */
 T4A_MUST_USE t4a_status t4a_retire_fence(t4a_retire *retire, t4a_witness **out);
 
