@@ -45,6 +45,15 @@ nvrtc_alone() {
 
 bazel_asan() { bazel test --config=ci --config=asan //... ; }
 
+fake_orders() {
+  # The unit suite again with the fake driver running streams in reverse and in a seeded random
+  # order: a missing cross-stream wait shows up as an ordering violation (a sticky fault).
+  (cd build/gcc && T4A_FAKE_PROGRESS_ORDER=reverse ctest -L unit -E cli_test -j "$jobs" \
+    --output-on-failure >/dev/null) &&
+    (cd build/gcc && T4A_FAKE_PROGRESS_ORDER=random:7 ctest -L unit -E cli_test -j "$jobs" \
+      --output-on-failure >/dev/null)
+}
+
 cmake_gcc() {
   CC=gcc cmake -S . -B build/gcc -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null &&
     cmake --build build/gcc -j "$jobs"
@@ -55,6 +64,7 @@ lane bazel-clang-layering bazel_test
 lane nvrtc-standalone nvrtc_alone
 lane asan-ubsan bazel_asan
 lane cmake-gcc-build cmake_gcc
+lane fake-progress-orders fake_orders
 
 echo "==== lane: ctest (CMake, gcc, -LE gpu)"
 ctest_log=build/gcc/ctest-lane.log

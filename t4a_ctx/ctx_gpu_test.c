@@ -106,6 +106,9 @@ static void test_two_lanes_one_ordinal(void **state) {
   assert_int_equal(g_drv->t.cuStreamGetCtx(t4a_lane_stream(y), &sc), CUDA_SUCCESS);
   assert_ptr_equal(sc, t4a_ctx_holder_native(t4a_lane_holder(y)));
   assert_int_equal(g_drv->t.cuStreamQuery(t4a_lane_stream(x)), CUDA_SUCCESS);
+  unsigned flags = 0;
+  assert_int_equal(g_drv->t.cuStreamGetFlags(t4a_lane_stream(y), &flags), CUDA_SUCCESS);
+  assert_int_equal(flags & CU_STREAM_NON_BLOCKING, CU_STREAM_NON_BLOCKING);
   assert_int_equal(t4a_lane_synchronize(x), T4A_OK);
   assert_int_equal(t4a_lane_synchronize(y), T4A_OK);
   assert_ptr_equal(current(), NULL);

@@ -251,6 +251,9 @@ static void test_lanes_are_independent_and_release_anywhere(void **state) {
   assert_int_equal(live.streams, 2);
   assert_int_equal(live.primary_refs[0], 2);
   /* The stream is non-blocking and belongs to the lane's context. */
+  unsigned flags = 0;
+  assert_int_equal(f->raw->cuStreamGetFlags(t4a_lane_stream(a), &flags), CUDA_SUCCESS);
+  assert_int_equal(flags & CU_STREAM_NON_BLOCKING, CU_STREAM_NON_BLOCKING);
   CUcontext sc = NULL;
   assert_int_equal(f->raw->cuStreamGetCtx(t4a_lane_stream(a), &sc), CUDA_SUCCESS);
   assert_ptr_equal(sc, t4a_ctx_holder_native(t4a_lane_holder(a)));

@@ -47,6 +47,7 @@
   X(cuStreamWaitEvent, 3020, REQUIRED)               \
   X(cuStreamSetAttribute, 11000, REQUIRED)           \
   X(cuStreamGetCtx, 9020, REQUIRED)                  \
+  X(cuStreamGetFlags, 5050, REQUIRED)                \
   X(cuStreamBeginCapture, 10010, REQUIRED)           \
   X(cuStreamEndCapture, 10000, REQUIRED)             \
   X(cuStreamIsCapturing, 10000, REQUIRED)            \

@@ -37,7 +37,14 @@ void fk_device_free_all(t4a_fake *f) {
     fk_list_remove(&ctx->link);
     free(ctx);
   }
-  for (int d = 0; d < f->num_devices; d++) f->dev[d].primary = NULL;
+  for (int d = 0; d < f->num_devices; d++) {
+    f->dev[d].primary = NULL;
+    if (f->dev[d].pctx != NULL) {
+      fk_handle_drop(f, &f->dev[d].pctx->o);
+      free(f->dev[d].pctx);
+      f->dev[d].pctx = NULL;
+    }
+  }
 }
 
 /* ---- the current context ------------------------------------------------------------------ */
@@ -49,22 +56,33 @@ uint64_t fk_current_handle(t4a_fake *f) {
   return h;
 }
 
+fk_ctx *fk_ctx_of_handle(t4a_fake *f, uint64_t handle) {
+  fk_pctx *p = fk_handle_get(f, handle, FK_KIND_CTX);
+  return p != NULL ? p->cur : NULL;
+}
+
 CUresult fk_ctx_usable(const fk_ctx *ctx) {
   if (ctx == NULL || !ctx->alive) return CUDA_ERROR_INVALID_CONTEXT;
   return ctx->sticky;
 }
 
+CUresult fk_ctx_handle_usable(const fk_ctx *ctx) {
+  if (ctx == NULL) return CUDA_ERROR_INVALID_CONTEXT;
+  if (!ctx->alive) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+  return ctx->sticky;
+}
+
 CUresult fk_need_current(t4a_fake *f, fk_ctx **out) {
   *out = NULL;
-  fk_ctx *ctx = fk_handle_get(f, fk_current_handle(f), FK_KIND_CTX);
-  CUresult r = fk_ctx_usable(ctx);
+  fk_ctx *ctx = fk_ctx_of_handle(f, fk_current_handle(f));
+  CUresult r = fk_ctx_handle_usable(ctx);
   if (r != CUDA_SUCCESS) return r;
   *out = ctx;
   return CUDA_SUCCESS;
 }
 
 CUresult fk_current_sticky(t4a_fake *f) {
-  fk_ctx *ctx = fk_handle_get(f, fk_current_handle(f), FK_KIND_CTX);
+  fk_ctx *ctx = fk_ctx_of_handle(f, fk_current_handle(f));
   if (ctx != NULL && ctx->alive) return ctx->sticky;
   return CUDA_SUCCESS;
 }
@@ -75,13 +93,13 @@ void fk_raise(fk_ctx *ctx, CUresult r) {
 
 /* ---- context life ------------------------------------------------------------------------- */
 
-static fk_ctx *ctx_new(t4a_fake *f, int device) {
+/* A new incarnation of device `device`'s primary context, behind handle p. */
+static fk_ctx *ctx_new(t4a_fake *f, fk_pctx *p, int device) {
   fk_ctx *ctx = calloc(1, sizeof *ctx);
   if (ctx == NULL) return NULL;
-  if (!fk_handle_new(f, &ctx->o, FK_KIND_CTX)) {
-    free(ctx);
-    return NULL;
-  }
+  ctx->o.kind = FK_KIND_CTX;
+  ctx->o.handle = p->o.handle;
+  ctx->incarnation = p->cur != NULL ? p->cur->incarnation + 1 : 1;
   ctx->device = device;
   ctx->alive = 1;
   ctx->limits[CU_LIMIT_STACK_SIZE] = 1024;
@@ -93,16 +111,16 @@ static fk_ctx *ctx_new(t4a_fake *f, int device) {
   fk_list_push(&f->contexts, &ctx->link);
   ctx->null_stream = fk_stream_new(f, ctx, 0, 0, 1);
   if (ctx->null_stream == NULL) {
-    ctx->alive = 0;
-    fk_handle_drop(f, &ctx->o);
+    ctx->alive = 0; /* stays on the list as a zombie nobody points at */
     return NULL;
   }
+  p->cur = ctx;
   return ctx;
 }
 
 void fk_ctx_kill(t4a_fake *f, fk_ctx *ctx, int reclaim) {
+  /* The handle stays: it names the device's primary context, whose next retain revives it. */
   ctx->alive = 0;
-  fk_handle_drop(f, &ctx->o);
   if (f->dev[ctx->device].primary == ctx) f->dev[ctx->device].primary = NULL;
 
   /* Queued work never runs: markers complete (so waiters elsewhere are not stuck forever),
@@ -116,7 +134,19 @@ void fk_ctx_kill(t4a_fake *f, fk_ctx *ctx, int reclaim) {
     fk_stream_discard(f, s);
     if (reclaim || s->is_null || s->user_destroyed) {
       if (s == ctx->null_stream) ctx->null_stream = NULL;
-      fk_stream_free(f, s);
+      if (s->pins > 0 || s->visiting) {
+        /* An engine loop holds it (a kernel released the context): freed once it lets go. */
+        if (s->o.handle != 0) {
+          fk_handle_drop(f, &s->o);
+          f->live.streams--;
+        }
+        if (!s->user_destroyed) {
+          s->user_destroyed = 1;
+          f->zombie_streams++;
+        }
+      } else {
+        fk_stream_free(f, s);
+      }
     }
   }
   if (!reclaim) return;
@@ -322,12 +352,24 @@ CUresult fk_cuDevicePrimaryCtxRetain(t4a_fake *f, CUcontext *pctx, CUdevice dev)
   if (pctx == NULL) return CUDA_ERROR_INVALID_VALUE;
   if (!fk_valid_device(f, dev)) return CUDA_ERROR_INVALID_DEVICE;
   fk_device *d = &f->dev[dev];
+  if (d->pctx == NULL) {
+    fk_pctx *p = calloc(1, sizeof *p);
+    if (p == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (!fk_handle_new(f, &p->o, FK_KIND_CTX)) {
+      free(p);
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    p->device = dev;
+    d->pctx = p;
+  }
   if (d->primary == NULL) {
-    d->primary = ctx_new(f, dev);
+    /* First retain, or the first since the context was destroyed: a fresh incarnation behind
+     * the same handle (measured on the real driver: the handle does not change). */
+    d->primary = ctx_new(f, d->pctx, dev);
     if (d->primary == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
   }
   d->refs++;
-  *pctx = (CUcontext)(uintptr_t)d->primary->o.handle;
+  *pctx = (CUcontext)(uintptr_t)d->pctx->o.handle;
   return CUDA_SUCCESS;
 }
 
@@ -367,9 +409,11 @@ CUresult fk_cuCtxSetCurrent(t4a_fake *f, CUcontext ctx) {
     t_current = 0;
     return CUDA_SUCCESS;
   }
-  fk_ctx *c = fk_handle_get(f, FK_H(ctx), FK_KIND_CTX);
-  if (c == NULL || !c->alive) return CUDA_ERROR_INVALID_CONTEXT;
-  t_current = c->o.handle;
+  /* A destroyed primary context can be made current (the real driver answers success); the
+   * calls that need it then fail with CONTEXT_IS_DESTROYED until a retain revives it. */
+  fk_pctx *p = fk_handle_get(f, FK_H(ctx), FK_KIND_CTX);
+  if (p == NULL) return CUDA_ERROR_INVALID_CONTEXT;
+  t_current = p->o.handle;
   return CUDA_SUCCESS;
 }
 
@@ -392,6 +436,7 @@ CUresult fk_cuCtxSynchronize(t4a_fake *f) {
   r = fk_drain_ctx(f, ctx);
   fk_pools_trim_on_sync(f);
   if (ctx->sticky != CUDA_SUCCESS) return ctx->sticky;
+  if (r == CUDA_SUCCESS) fk_host_observe_ctx(f, ctx);
   return r;
 }
 
@@ -450,8 +495,9 @@ CUresult fk_cuCtxEnablePeerAccess(t4a_fake *f, CUcontext peer, unsigned int flag
   CUresult r = fk_need_current(f, &ctx);
   if (r != CUDA_SUCCESS) return r;
   if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
-  fk_ctx *p = fk_handle_get(f, FK_H(peer), FK_KIND_CTX);
-  if (p == NULL || !p->alive) return CUDA_ERROR_INVALID_CONTEXT;
+  fk_ctx *p = fk_ctx_of_handle(f, FK_H(peer));
+  if (p == NULL) return CUDA_ERROR_INVALID_CONTEXT;
+  if (!p->alive) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
   if (p->device == ctx->device) return CUDA_ERROR_INVALID_DEVICE;
   if (!peer_allowed(f, ctx->device, p->device)) return CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
   if (ctx->peer[p->device]) return CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;

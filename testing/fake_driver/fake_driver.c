@@ -307,6 +307,23 @@ void fk_count_only(int entry) {
 
 /* ---- creation and destruction ------------------------------------------------------------- */
 
+/* T4A_FAKE_PROGRESS_ORDER=creation|reverse|random[:SEED] overrides the default order, so that
+ * a whole suite can be rerun under another one. An explicit option wins. */
+static void progress_order_from_env(t4a_fake_options *opt) {
+  if (opt->progress_order != T4A_FAKE_ORDER_CREATION) return;
+  const char *e = getenv("T4A_FAKE_PROGRESS_ORDER");
+  if (e == NULL || *e == '\0' || strcmp(e, "creation") == 0) return;
+  if (strcmp(e, "reverse") == 0) {
+    opt->progress_order = T4A_FAKE_ORDER_REVERSE;
+  } else if (strncmp(e, "random", 6) == 0 && (e[6] == '\0' || e[6] == ':')) {
+    opt->progress_order = T4A_FAKE_ORDER_RANDOM;
+    if (e[6] == ':' && opt->progress_seed == 0) opt->progress_seed = strtoull(e + 7, NULL, 0);
+  } else {
+    fprintf(stderr, "t4a fake driver: T4A_FAKE_PROGRESS_ORDER=%s is not creation, reverse or "
+            "random[:SEED]; ignored\n", e);
+  }
+}
+
 t4a_status t4a_fake_create(const t4a_fake_options *options, t4a_fake **out) {
   if (out == NULL) return T4A_INVALID_ARGUMENT;
   *out = NULL;
@@ -325,6 +342,7 @@ t4a_status t4a_fake_create(const t4a_fake_options *options, t4a_fake **out) {
   }
   if (opt.sm_count == 0) opt.sm_count = 132;
   if (opt.driver_version == 0) opt.driver_version = 13000;
+  progress_order_from_env(&opt);
 
   fk_lock();
   if (g_fake != NULL) {
@@ -341,6 +359,8 @@ t4a_status t4a_fake_create(const t4a_fake_options *options, t4a_fake **out) {
   f->generation = ++g_generation;
   f->num_devices = opt.num_devices;
   f->query_policy = opt.query_policy;
+  f->progress_order = opt.progress_order;
+  f->rng = opt.progress_seed != 0 ? opt.progress_seed : 0x9E3779B97F4A7C15ull;
   f->num_slots = 1; /* index 0 is never a handle */
   fk_list_init(&f->contexts);
   fk_list_init(&f->streams);
@@ -353,7 +373,9 @@ t4a_status t4a_fake_create(const t4a_fake_options *options, t4a_fake **out) {
   f->next_mapped = FK_MAPPED_BASE + 0x10000;
   f->slots = calloc(256, sizeof *f->slots);
   f->cap_slots = 256;
-  if (f->slots == NULL || !fk_device_setup(f)) {
+  f->host = calloc(1, sizeof *f->host);
+  if (f->host != NULL) f->host->refs = 1;
+  if (f->slots == NULL || f->host == NULL || !fk_device_setup(f)) {
     g_fake = f;
     t4a_fake_destroy(f);
     fk_unlock();
@@ -400,6 +422,8 @@ void t4a_fake_destroy(t4a_fake *fake) {
   fk_memory_free_all(f);
   fk_device_free_all(f);
   fk_kernels_free(f);
+  fk_hsnap_unref(f->host);
+  f->host = NULL;
   while (f->rules != NULL) {
     fk_rule *r = f->rules;
     f->rules = r->next;
@@ -504,6 +528,22 @@ void t4a_fake_live_objects(t4a_fake *fake, t4a_fake_live *out) {
   *out = fake->live;
   for (int i = 0; i < fake->num_devices; i++) out->primary_refs[i] = fake->dev[i].refs;
   fk_unlock();
+}
+
+uint64_t t4a_fake_ordering_violations(t4a_fake *fake) {
+  if (fake == NULL) return 0;
+  fk_lock();
+  uint64_t n = fake->ordering_violations;
+  fk_unlock();
+  return n;
+}
+
+uint64_t t4a_fake_nonportable_pinned_uses(t4a_fake *fake) {
+  if (fake == NULL) return 0;
+  fk_lock();
+  uint64_t n = fake->nonportable_pinned_uses;
+  fk_unlock();
+  return n;
 }
 
 int t4a_fake_nothing_live(t4a_fake *fake) {

@@ -6,20 +6,38 @@
  *
  * Model:
  *  - N devices with configurable memory, compute capability and peer access; primary contexts with
- *    refcounts (the last release destroys the context: stale handles then fail); the current
- *    context per thread.
+ *    refcounts; the current context per thread. As on the real driver (measured: 580.159.04,
+ *    CUDA 13.0), a device's primary context has ONE handle for the fake's life: the last release
+ *    (or a reset) destroys the context behind it, and the next retain revives the same handle
+ *    with fresh state (no objects, no sticky error).
  *  - Streams are FIFOs. Enqueued work (copies, fills, kernels, frees, event records, waits) runs
  *    only when the fake progresses: on cuStreamSynchronize / cuEventSynchronize /
  *    cuCtxSynchronize, on cuStreamQuery / cuEventQuery when the query policy says so, or on
  *    t4a_fake_progress(). So a host read before completion sees the old bytes.
  *    cuStreamWaitEvent blocks a stream until the event's recorded point has run (any device).
+ *    The progress order (which stream runs first when several could) is an option: creation
+ *    order, reverse, or seeded random (t4a_fake_progress_order).
+ *  - Happens-before is tracked with a vector clock per stream (joined by event record/wait, and by
+ *    the host's successful synchronisations for work enqueued after them). Stream-ordered
+ *    allocations (cuMemAllocAsync / cuMemAllocFromPoolAsync) are operations in their stream: the
+ *    address is returned at once, the block becomes valid when the operation runs. Executed work
+ *    that touches a block before its allocation ran, or not ordered after it, or a block freed by
+ *    a stream-ordered free it is not ordered after, and a stream-ordered free that runs while an
+ *    access from another stream is not ordered before it, are ordering violations: the sticky
+ *    CUDA_ERROR_ILLEGAL_ADDRESS on the executing context, a line on stderr, and
+ *    t4a_fake_ordering_violations() counts them. So a missing cross-stream wait fails whichever
+ *    stream is synchronised first.
  *  - Device memory is host memory behind fake device addresses that are never reused. Any access
  *    by executed work outside a live allocation raises a sticky CUDA_ERROR_ILLEGAL_ADDRESS on the
  *    executing context; from then on every call under that context returns it.
  *  - Modules load from: the fake image format (text starting "T4AFAKE1\n" followed by one kernel
- *    name per line), PTX text (every ".entry NAME"), and real CUBIN ELF (every STT_FUNC symbol).
- *    Kernels are host functions registered by name with their parameter sizes, so
- *    cuFuncGetParamInfo answers and launches run on CPU in stream order.
+ *    name per line), PTX text (every ".entry NAME"), and real CUBIN ELF (kernels: the STT_FUNC
+ *    symbols marked as entries, STO_CUDA_ENTRY 0x10 in st_other). As measured on the real
+ *    driver, a CUBIN's GLOBAL device function (separate compilation) is found by
+ *    cuModuleGetFunction too, but has no parameter info and its launch fails with
+ *    CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES; LOCAL device functions are not found.
+ *    Kernels are host functions registered by name with their parameter sizes (and optionally
+ *    alignments), so cuFuncGetParamInfo answers and launches run on CPU in stream order.
  *  - Failure injection per entry point (or for any entry): let `skip` calls succeed, then fail
  *    `count` calls with a chosen CUresult; optionally after enqueueing the work. Sticky errors on
  *    demand. A count of every call per entry.
@@ -36,13 +54,17 @@
  *    need no current context. NULL / CU_STREAM_LEGACY / CU_STREAM_PER_THREAD name the current
  *    context's default stream, which is an ordinary FIFO (no implicit legacy synchronization).
  *  - Handles are numbers, never pointers; a destroyed object's handle is never reused, so a stale
- *    handle is always detected (INVALID_HANDLE, or INVALID_CONTEXT for contexts).
+ *    handle is always detected (INVALID_HANDLE). Primary-context handles are the exception, as
+ *    on the real driver: one stable handle per device (see below).
  *  - The last cuDevicePrimaryCtxRelease destroys the context: queued work is dropped (event
  *    markers complete), and its streams, events, modules, memory and executable graphs stay
- *    counted as live leaks, unusable (INVALID_CONTEXT). cuDevicePrimaryCtxReset destroys the
- *    context too, but frees all of that (including its cuMemHostAlloc memory) and clears the
- *    sticky error; the retain count is kept, and the next retain creates a new context with a
- *    new handle.
+ *    counted as live leaks, unusable (INVALID_CONTEXT), also after a revival. The handle stays
+ *    valid: cuCtxSetCurrent of it succeeds (and a thread where it was current keeps it), but
+ *    every call that needs the current context then returns CUDA_ERROR_CONTEXT_IS_DESTROYED
+ *    (709), as do cuCtxEnablePeerAccess / cuMemcpyPeerAsync naming it. The next retain revives
+ *    the same handle with fresh state. cuDevicePrimaryCtxReset destroys the context too, but
+ *    frees all of that (including its cuMemHostAlloc memory) and clears the sticky error; the
+ *    retain count is kept, and the next retain revives the handle.
  *  - A sticky error makes every call under that context fail with it (also stream/event destroy,
  *    module unload, cuMemFree): only cuDevicePrimaryCtxReset recovers. Device queries,
  *    cuCtxGet/SetCurrent and the primary-context calls are not affected. In a faulted context
@@ -52,7 +74,10 @@
  *    kernel needs cuCtxEnablePeerAccess. Mapped host memory is reachable from every device.
  *  - Pinned host memory (cuMemHostAlloc / cuMemHostRegister) freed or unregistered while a copy
  *    or kernel that uses it is queued makes that work fault (ILLEGAL_ADDRESS) instead of touching
- *    freed memory. Registered host memory has its own fake device address (only with DEVICEMAP),
+ *    freed memory. Pinned memory without the PORTABLE flag is pinned for its own context only: a
+ *    copy that uses it on a stream of another context works (the real driver silently degrades
+ *    it to a pageable, synchronous copy) and is counted (t4a_fake_nonportable_pinned_uses).
+ *    Registered host memory has its own fake device address (only with DEVICEMAP),
  *    so CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM reports 0.
  *  - cuMemFree synchronizes the owning context first; cuMemFreeHost and cuMemHostUnregister do
  *    not. cuModuleUnload with launches of the module still queued makes them fail when they run
@@ -66,7 +91,11 @@
  *    thread's THREAD_LOCAL one) is active fail with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and
  *    invalidate it. Querying an event recorded in a capture is CUDA_ERROR_CAPTURED_EVENT.
  *  - A cycle of waits (only possible when a kernel synchronizes from inside the engine) is
- *    reported as CUDA_ERROR_ILLEGAL_STATE rather than hanging. */
+ *    reported as CUDA_ERROR_ILLEGAL_STATE rather than hanging.
+ *  - Ordering (see the model): the host clock joins only what a sync call or a query answering
+ *    "complete" observed (one clock for all host threads: host-side synchronisation between
+ *    threads is assumed). Inside a stream capture nothing is tracked; a graph's operations are
+ *    judged when a launch runs them. */
 #ifndef T4A_TESTING_FAKE_DRIVER_H_
 #define T4A_TESTING_FAKE_DRIVER_H_
 
@@ -87,6 +116,14 @@ typedef enum t4a_fake_query_policy {
   T4A_FAKE_QUERY_NEVER = 1,      /* a query only reports; work runs on sync or t4a_fake_progress */
 } t4a_fake_query_policy;
 
+/* Which stream runs first when several could (t4a_fake_progress, cuCtxSynchronize, cuMemFree). */
+typedef enum t4a_fake_progress_order {
+  T4A_FAKE_ORDER_CREATION = 0, /* streams in creation order, each as far as it can go */
+  T4A_FAKE_ORDER_REVERSE = 1,  /* newest stream first */
+  T4A_FAKE_ORDER_RANDOM = 2,   /* t4a_fake_progress interleaves single operations at random;
+                                  context syncs drain the streams in a random order (seeded) */
+} t4a_fake_progress_order;
+
 typedef struct t4a_fake_options {
   int num_devices;          /* 0: 1 */
   uint64_t mem_bytes;       /* per device; 0: 1 GiB (allocation beyond it: OUT_OF_MEMORY) */
@@ -98,6 +135,10 @@ typedef struct t4a_fake_options {
   unsigned char peer[T4A_FAKE_MAX_DEVICES][T4A_FAKE_MAX_DEVICES];
   int omit_param_info;      /* leave the optional cuFuncGetParamInfo slot NULL */
   t4a_fake_query_policy query_policy;
+  /* Left at CREATION, the environment may override it for a stress run of a whole suite:
+   * T4A_FAKE_PROGRESS_ORDER=reverse or random[:SEED]. */
+  t4a_fake_progress_order progress_order;
+  uint64_t progress_seed; /* for T4A_FAKE_ORDER_RANDOM (0: a fixed default seed) */
 } t4a_fake_options;
 #define T4A_FAKE_OPTIONS_INIT {0}
 
@@ -117,9 +158,12 @@ void t4a_fake_destroy(t4a_fake *fake);
 size_t t4a_fake_progress(t4a_fake *fake);
 /* Runs at most one operation at the head of `stream`; returns 1 if one ran. */
 int t4a_fake_step(t4a_fake *fake, CUstream stream);
-/* Number of operations queued (not yet run) on `stream`, or on all streams if stream is NULL. */
+/* Number of operations queued (not yet run) on `stream`, or on all streams if stream is NULL.
+ * Stream-ordered allocations count: they are operations too. */
 size_t t4a_fake_pending(t4a_fake *fake, CUstream stream);
 void t4a_fake_set_query_policy(t4a_fake *fake, t4a_fake_query_policy policy);
+/* Changes the progress order (and reseeds the random order; seed 0: the default seed). */
+void t4a_fake_set_progress_order(t4a_fake *fake, t4a_fake_progress_order order, uint64_t seed);
 /* Copies the value last set with cuStreamSetAttribute for `attr` on `stream` (NULL: the current
  * context's default stream) into *out. Returns 1 if one was set, else 0. */
 int t4a_fake_stream_attr(t4a_fake *fake, CUstream stream, CUstreamAttrID attr,
@@ -159,9 +203,22 @@ void t4a_fake_live_objects(t4a_fake *fake, t4a_fake_live *out);
 /* 1 if every count in t4a_fake_live is 0 (nothing leaked), else 0. */
 int t4a_fake_nothing_live(t4a_fake *fake);
 
+/* ---- diagnostics ---- */
+/* Ordering violations detected so far (see the model above): accesses not ordered after a
+ * block's stream-ordered allocation or after its stream-ordered free, and stream-ordered frees
+ * not ordered after every other stream's access. Each also raised ILLEGAL_ADDRESS. */
+uint64_t t4a_fake_ordering_violations(t4a_fake *fake);
+/* Copies enqueued on a stream of one context that use pinned host memory (cuMemHostAlloc or
+ * cuMemHostRegister) pinned without the PORTABLE flag by another context. */
+uint64_t t4a_fake_nonportable_pinned_uses(t4a_fake *fake);
+/* If host_ptr lies inside a live cuMemHostAlloc allocation: stores its cuMemHostAlloc flags in
+ * *out_flags (when not NULL) and returns 1. Otherwise (registered or pageable memory) 0. */
+int t4a_fake_host_alloc_flags(t4a_fake *fake, const void *host_ptr, unsigned *out_flags);
+
 /* ---- memory seen from the host ---- */
 /* Host address behind [ptr, ptr + bytes) of a live device allocation (or device-mapped host
- * memory), or NULL if the range is not inside one live allocation. */
+ * memory), or NULL if the range is not inside one live allocation. A stream-ordered allocation
+ * whose operation has not run yet is already visible here. */
 void *t4a_fake_host_view(t4a_fake *fake, CUdeviceptr ptr, size_t bytes);
 
 /* ---- kernels ---- */
@@ -175,6 +232,13 @@ typedef void (*t4a_fake_kernel_fn)(t4a_fake_launch *launch, void **params, void 
  * snapshot the kernel (function, user pointer, sizes) when they are enqueued. */
 void t4a_fake_register_kernel(t4a_fake *fake, const char *name, size_t num_params,
                               const size_t *param_sizes, t4a_fake_kernel_fn fn, void *user);
+/* Same, with explicit alignments (e.g. 16 for float4 / double2): param_alignments[i] is a power
+ * of two, or 0 for the rule above. param_alignments NULL: the rule above for every parameter.
+ * An alignment that is not a power of two refuses the registration (reported on stderr). */
+void t4a_fake_register_kernel_aligned(t4a_fake *fake, const char *name, size_t num_params,
+                                      const size_t *param_sizes,
+                                      const size_t *param_alignments, t4a_fake_kernel_fn fn,
+                                      void *user);
 /* Inside a kernel: the host address of [ptr, ptr + bytes) in device memory. Out of bounds: raises
  * the sticky ILLEGAL_ADDRESS on the launching context and returns NULL (the kernel must return). */
 void *t4a_fake_deref(t4a_fake_launch *launch, CUdeviceptr ptr, size_t bytes);

@@ -71,6 +71,7 @@ FK_ENTRY(cuStreamWaitEvent, (CUstream h, CUevent e, unsigned int flags), (c_.f, 
 FK_ENTRY(cuStreamSetAttribute, (CUstream h, CUstreamAttrID attr, const CUstreamAttrValue_v1 *v),
          (c_.f, h, attr, v))
 FK_ENTRY(cuStreamGetCtx, (CUstream h, CUcontext *pctx), (c_.f, h, pctx))
+FK_ENTRY(cuStreamGetFlags, (CUstream h, unsigned int *flags), (c_.f, h, flags))
 FK_ENTRY(cuStreamBeginCapture, (CUstream h, CUstreamCaptureMode mode), (c_.f, h, mode))
 FK_ENTRY(cuStreamEndCapture, (CUstream h, CUgraph *graph), (c_.f, h, graph))
 FK_ENTRY(cuStreamIsCapturing, (CUstream h, CUstreamCaptureStatus *status), (c_.f, h, status))

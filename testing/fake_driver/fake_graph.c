@@ -233,7 +233,9 @@ CUresult fk_cuGraphLaunch(t4a_fake *f, CUgraphExec exec, CUstream h) {
   fk_point *end = fk_point_new(s);
   int ok = ops != NULL && end != NULL;
   size_t k = 0;
-  if (ok && e->last != NULL && !e->last->done) {
+  /* After the previous launch: a wait, or (done, and nothing queued here) a clock join now. */
+  int wait_prev = e->last != NULL && (!e->last->done || s->head != NULL);
+  if (ok && wait_prev) {
     ops[k] = fk_op_new(FK_OP_WAIT);
     if (ops[k] != NULL) {
       ops[k]->u.wait.point = e->last;
@@ -258,6 +260,10 @@ CUresult fk_cuGraphLaunch(t4a_fake *f, CUgraphExec exec, CUstream h) {
     free(ops);
     fk_point_unref(end);
     return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  if (e->last != NULL && !wait_prev) {
+    fk_op *none;
+    (void)fk_after_done_point(f, s, e->last, &none); /* s is idle: joins, allocates nothing */
   }
   for (size_t i = 0; i < k; i++) fk_submit(f, s, ops[i]);
   free(ops);

@@ -15,10 +15,21 @@
  * prologue; kernels run with it held (t4a_fake_deref takes it again, recursively). Body functions
  * (fk_cu*) and everything else declared here assume the lock is held.
  *
- * Handles: every object a CUDA handle names (context, stream, event, pool, module, function,
- * graph, graph node, executable graph) is found through the handle table. A handle is a number,
- * never a pointer: a tag, the fake's generation and a slot index that is never reused. So a
- * handle to a destroyed object (or one from an earlier fake) is detected, never dereferenced. */
+ * Handles: every object a CUDA handle names (primary context, stream, event, pool, module,
+ * function, graph, graph node, executable graph) is found through the handle table. A handle is a
+ * number, never a pointer: a tag, the fake's generation and a slot index that is never reused. So
+ * a handle to a destroyed object (or one from an earlier fake) is detected, never dereferenced.
+ * A primary context handle names the device's fk_pctx, which is stable for the fake's life; each
+ * retain after a destruction starts a new incarnation (fk_ctx) behind the same handle.
+ *
+ * Happens-before: every stream carries a vector clock (fk_vc, one component per stream ever
+ * created). Running an operation ticks its stream's component; an event record copies the clock
+ * into its point, a wait joins the point's clock in. The host is modelled by one clock that
+ * joins what a successful synchronisation observed (stream/event/context sync, a query that
+ * answers complete, cuMemFree); every operation carries the host clock of its enqueue, joined
+ * when it runs. Device allocations remember the epoch of their allocation operation and each
+ * stream's last access; a free or an access that is not ordered after what it must follow is an
+ * ordering violation. */
 #ifndef T4A_TESTING_FAKE_INTERNAL_H_
 #define T4A_TESTING_FAKE_INTERNAL_H_
 
@@ -84,14 +95,30 @@ typedef struct fk_obj {
 
 typedef struct fk_stream fk_stream;
 typedef struct fk_pool fk_pool;
+
+/* A vector clock: v[i] is the latest tick of stream index i known; components past n are 0. */
+typedef struct fk_vc {
+  uint64_t *v;
+  size_t n;
+} fk_vc;
+
+/* An immutable snapshot of the host clock, shared by the operations enqueued under it. */
+typedef struct fk_hsnap {
+  int refs;
+  uint64_t version; /* snapshots only grow: a higher version includes every lower one */
+  fk_vc vc;
+} fk_hsnap;
 typedef struct fk_pin fk_pin;
 typedef struct fk_graph fk_graph;
 
-/* A context. Context objects are never freed before the fake: a destroyed one stays as a zombie
- * (alive == 0, handle dropped) so that objects pointing at it can still ask it. */
+/* One incarnation of a device's primary context. Context objects are never freed before the
+ * fake: a destroyed one stays as a zombie (alive == 0) so that objects pointing at it can still
+ * ask it. o.handle is the device's stable primary-context handle (the handle table holds the
+ * fk_pctx, not the incarnation); o.kind is FK_KIND_CTX. */
 typedef struct fk_ctx {
   fk_obj o;
   int device;
+  uint32_t incarnation; /* 1 for the first retain, +1 for each revival */
   int alive;
   CUresult sticky;
   size_t limits[16];
@@ -100,6 +127,14 @@ typedef struct fk_ctx {
   fk_link link;                             /* t4a_fake.contexts */
 } fk_ctx;
 
+/* A device's primary context as its handle names it: one per device, created by the first
+ * retain and kept until the fake goes. cur is the latest incarnation (alive or destroyed). */
+typedef struct fk_pctx {
+  fk_obj o;
+  int device;
+  fk_ctx *cur;
+} fk_pctx;
+
 /* A recorded point in a stream: the unit that events complete and waits wait for. Refcounted by
  * the event that last recorded it, the marker operation and every wait on it. */
 typedef struct fk_point {
@@ -107,6 +142,7 @@ typedef struct fk_point {
   int done;
   fk_stream *stream; /* where the marker is queued; NULL once done */
   uint64_t time_ns;
+  fk_vc vc; /* the recording stream's clock when the marker ran */
 } fk_point;
 
 typedef enum fk_op_kind {
@@ -116,6 +152,7 @@ typedef enum fk_op_kind {
   FK_OP_FREE,
   FK_OP_RECORD,
   FK_OP_WAIT,
+  FK_OP_ALLOC, /* a stream-ordered allocation becomes valid */
 } fk_op_kind;
 
 /* One end of a copy: a fake device address, or a host address (with the id of the pinned range
@@ -138,6 +175,7 @@ typedef struct fk_args {
 typedef struct fk_op {
   struct fk_op *next;
   fk_op_kind kind;
+  fk_hsnap *host; /* the host clock when it was queued (NULL in graphs); owned reference */
   union {
     struct {
       fk_end dst, src;
@@ -159,6 +197,10 @@ typedef struct fk_op {
     struct {
       CUdeviceptr ptr;
     } free;
+    struct {
+      CUdeviceptr ptr;
+      uint64_t id; /* the allocation's id: a later allocation never matches */
+    } alloc;
     struct {
       fk_point *point;
     } record, wait;
@@ -183,6 +225,10 @@ struct fk_stream {
   int is_null;        /* the context's legacy default stream */
   int user_destroyed; /* cuStreamDestroy ran; freed once its queue drains */
   int visiting;       /* on the progress engine's stack (cycle detection) */
+  int pins;           /* held by an engine loop: not freed until unpinned */
+  uint32_t vc_index;  /* this stream's component in vector clocks */
+  fk_vc vc;           /* what this stream's executed work is ordered after */
+  uint64_t host_seen; /* version of the newest host snapshot joined into vc */
   fk_op *head, *tail;
   size_t pending;
   fk_capture *cap;
@@ -214,6 +260,12 @@ struct fk_pool {
 
 /* A live range of fake device addresses: device memory, or the device mapping of pinned host
  * memory (device == -1, pin set, host points into the pinned range). */
+/* The last access to an allocation by one stream (its clock component at the access). */
+typedef struct fk_access {
+  uint32_t stream;
+  uint64_t time;
+} fk_access;
+
 typedef struct fk_alloc {
   CUdeviceptr base;
   size_t size;
@@ -223,8 +275,20 @@ typedef struct fk_alloc {
   fk_pool *pool;
   fk_pin *pin;
   int free_pending;
+  int alloc_pending; /* a stream-ordered allocation whose operation has not run: not valid yet */
+  int ordered;       /* allocated by a stream operation at (alloc_stream, alloc_time) */
+  uint32_t alloc_stream;
+  uint64_t alloc_time;
+  fk_access *acc; /* the last access of each stream that touched it */
+  size_t num_acc, cap_acc;
   uint64_t id;
 } fk_alloc;
+
+/* A block freed by a stream operation: where and when, to judge later accesses to it. */
+typedef struct fk_tomb {
+  uint32_t stream;
+  uint64_t time;
+} fk_tomb;
 
 /* A pinned host range: cuMemHostAlloc memory or a cuMemHostRegister range. */
 struct fk_pin {
@@ -242,6 +306,7 @@ typedef struct fk_func {
   fk_obj o;
   fk_module *mod;
   char *name;
+  int device_fn; /* a CUBIN's GLOBAL device function: found by name, not launchable */
   int max_dyn_shared;
   int carveout;
 } fk_func;
@@ -312,7 +377,8 @@ typedef struct fk_rule {
 typedef struct fk_device {
   uint64_t mem_bytes, used_bytes;
   int refs;
-  fk_ctx *primary;
+  fk_pctx *pctx;   /* the stable primary-context handle, from the first retain on */
+  fk_ctx *primary; /* the live incarnation, or NULL while destroyed / never retained */
   fk_pool *default_pool;
   CUdeviceptr next_addr;
 } fk_device;
@@ -354,6 +420,20 @@ struct t4a_fake {
   CUdeviceptr next_mapped;
   int engine_depth;
   size_t zombie_streams; /* destroyed by the user, still draining */
+
+  /* Progress policy. */
+  t4a_fake_progress_order progress_order;
+  uint64_t rng;
+
+  /* Happens-before (see the file comment). */
+  uint32_t num_vc;     /* stream indices handed out */
+  fk_hsnap *host;      /* the current host clock snapshot (one reference owned here) */
+  uint64_t host_version;
+  fk_stream *exec;     /* the stream whose operation is running, or NULL */
+  int vc_broken;       /* out of memory in a clock operation: ordering checks are off */
+  fk_rindex freed;     /* fk_tomb of blocks freed by stream operations */
+  uint64_t ordering_violations;
+  uint64_t nonportable_pinned_uses;
 };
 
 /* The fake's fixed address layout: device d's memory starts at FK_DEVICE_BASE(d); the device
@@ -404,13 +484,21 @@ const char *fk_error_string(CUresult r);
 int fk_valid_device(t4a_fake *f, CUdevice dev);
 /* The calling thread's current context handle (0 if none or from another fake). */
 uint64_t fk_current_handle(t4a_fake *f);
-/* The current context, which a call needs: INVALID_CONTEXT when none or destroyed, else its
- * sticky error, else success. */
+/* The latest incarnation behind a primary-context handle (alive or destroyed), or NULL for a
+ * handle that names no primary context. */
+fk_ctx *fk_ctx_of_handle(t4a_fake *f, uint64_t handle);
+/* The current context, which a call needs: INVALID_CONTEXT when none,
+ * CONTEXT_IS_DESTROYED when it is a released primary context, else its sticky error, else
+ * success. */
 CUresult fk_need_current(t4a_fake *f, fk_ctx **out);
 /* For calls that need no context: the current context's sticky error, if one is current. */
 CUresult fk_current_sticky(t4a_fake *f);
-/* A context's usability: INVALID_CONTEXT when destroyed, else its sticky error. */
+/* A context's usability through an object made under it: INVALID_CONTEXT when that incarnation
+ * was destroyed, else its sticky error. */
 CUresult fk_ctx_usable(const fk_ctx *ctx);
+/* A context named by a handle the caller passed: INVALID_CONTEXT for NULL, CONTEXT_IS_DESTROYED
+ * when destroyed, else its sticky error. */
+CUresult fk_ctx_handle_usable(const fk_ctx *ctx);
 void fk_raise(fk_ctx *ctx, CUresult r);
 /* Destroys a context: its queued work is dropped. With reclaim (cuDevicePrimaryCtxReset) its
  * streams, events, modules, memory and executable graphs are freed too; without, they stay as
@@ -452,6 +540,22 @@ CUresult fk_drain_point(t4a_fake *f, fk_point *p);
 CUresult fk_drain_ctx(t4a_fake *f, fk_ctx *ctx);
 size_t fk_progress_all(t4a_fake *f);
 void fk_reap_streams(t4a_fake *f);
+/* Orders the next work of s after point p, which is done: at once when s is idle, else through
+ * a wait operation (returned in *wait, NULL when none is needed). */
+CUresult fk_after_done_point(t4a_fake *f, fk_stream *s, fk_point *p, fk_op **wait);
+
+/* Vector clocks. Running out of memory turns the ordering checks off (f->vc_broken) rather than
+ * reporting false violations. */
+uint64_t fk_vc_at(const fk_vc *vc, size_t i);
+void fk_vc_join(t4a_fake *f, fk_vc *dst, const fk_vc *src);
+void fk_vc_free(fk_vc *vc);
+/* The host observed that everything ordered before vc completed (a successful sync). */
+void fk_host_observe(t4a_fake *f, const fk_vc *vc);
+/* The host observed every stream of ctx drained. */
+void fk_host_observe_ctx(t4a_fake *f, fk_ctx *ctx);
+/* Counts an ordering violation and says what it was on stderr. */
+void fk_violation(t4a_fake *f, const char *what, uint64_t addr);
+void fk_hsnap_unref(fk_hsnap *h);
 void fk_event_free(t4a_fake *f, fk_event *e);
 /* Whether an unsafe call is prohibited by an active capture (mode rules); if so the captures
  * that prohibit it are invalidated and STREAM_CAPTURE_UNSUPPORTED is returned. */
@@ -472,6 +576,8 @@ unsigned char *fk_resolve_device(t4a_fake *f, fk_ctx *ctx, uint64_t addr, size_t
 void fk_run_copy(t4a_fake *f, fk_ctx *ctx, const fk_op *op);
 void fk_run_fill(t4a_fake *f, fk_ctx *ctx, const fk_op *op);
 void fk_run_free(t4a_fake *f, fk_ctx *ctx, const fk_op *op, int healthy);
+/* A stream-ordered allocation's operation ran on f->exec: the block becomes valid. */
+void fk_run_alloc(t4a_fake *f, const fk_op *op);
 /* Sync points: pools above their release threshold shrink back to it. */
 void fk_pools_trim_on_sync(t4a_fake *f);
 void fk_memory_free_all(t4a_fake *f);
@@ -531,6 +637,7 @@ CUresult fk_cuStreamWaitEvent(t4a_fake *f, CUstream h, CUevent e, unsigned int f
 CUresult fk_cuStreamSetAttribute(t4a_fake *f, CUstream h, CUstreamAttrID attr,
                                  const CUstreamAttrValue *value);
 CUresult fk_cuStreamGetCtx(t4a_fake *f, CUstream h, CUcontext *pctx);
+CUresult fk_cuStreamGetFlags(t4a_fake *f, CUstream h, unsigned int *flags);
 CUresult fk_cuStreamBeginCapture(t4a_fake *f, CUstream h, CUstreamCaptureMode mode);
 CUresult fk_cuStreamEndCapture(t4a_fake *f, CUstream h, CUgraph *graph);
 CUresult fk_cuStreamIsCapturing(t4a_fake *f, CUstream h, CUstreamCaptureStatus *status);

@@ -6,7 +6,13 @@
  * unmapped gap, so a stale or out-of-bounds address never lands in another live allocation.
  * Copies and fills resolve their addresses when they run; an address outside every live
  * allocation (or one the executing device may not touch) raises the sticky
- * CUDA_ERROR_ILLEGAL_ADDRESS on the executing context instead of touching memory. */
+ * CUDA_ERROR_ILLEGAL_ADDRESS on the executing context instead of touching memory.
+ *
+ * Stream-ordered allocations are operations in their stream (FK_OP_ALLOC): the address is
+ * reserved at the call, the block is valid once the operation ran. Executed work is also judged
+ * by happens-before (fake_internal.h): each device allocation keeps the epoch of its allocation
+ * operation and the last access of every stream; a block freed by a stream operation leaves a
+ * tombstone with the free's epoch. */
 #define _GNU_SOURCE
 #include <stdlib.h>
 #include <string.h>
@@ -97,6 +103,7 @@ static CUresult device_alloc(t4a_fake *f, fk_ctx *ctx, int device, fk_pool *pool
 
 void fk_alloc_free(t4a_fake *f, fk_alloc *a) {
   fk_rindex_remove(&f->allocs, a->base);
+  free(a->acc);
   if (a->device >= 0) {
     f->dev[a->device].used_bytes -= a->size;
     f->live.device_allocs--;
@@ -170,6 +177,108 @@ void fk_memory_free_all(t4a_fake *f) {
   while (!fk_list_empty(&f->pools)) fk_pool_free(f, FK_CONTAINER(f->pools.next, fk_pool, link));
   fk_rindex_free(&f->allocs);
   fk_rindex_free(&f->pins);
+  for (size_t i = 0; i < f->freed.n; i++) free(f->freed.v[i].obj);
+  fk_rindex_free(&f->freed);
+}
+
+/* ---- happens-before of executed work -------------------------------------------------------- */
+
+/* Remembers that stream s (running now) touched a. */
+static void note_access(t4a_fake *f, fk_alloc *a, const fk_stream *s) {
+  uint64_t t = fk_vc_at(&s->vc, s->vc_index);
+  for (size_t i = 0; i < a->num_acc; i++) {
+    if (a->acc[i].stream == s->vc_index) {
+      a->acc[i].time = t;
+      return;
+    }
+  }
+  if (a->num_acc == a->cap_acc) {
+    size_t cap = a->cap_acc ? a->cap_acc * 2 : 4;
+    fk_access *v = realloc(a->acc, cap * sizeof *v);
+    if (v == NULL) {
+      f->vc_broken = 1;
+      return;
+    }
+    a->acc = v;
+    a->cap_acc = cap;
+  }
+  a->acc[a->num_acc].stream = s->vc_index;
+  a->acc[a->num_acc].time = t;
+  a->num_acc++;
+}
+
+/* Whether the running work may touch device allocation a: its allocation must have run and be
+ * ordered before. A violation is counted; the caller raises ILLEGAL_ADDRESS. */
+static int ordered_access(t4a_fake *f, fk_alloc *a, uint64_t addr) {
+  const fk_stream *s = f->exec;
+  if (a->alloc_pending) {
+    if (s != NULL) fk_violation(f, "access before the block's stream-ordered allocation ran", addr);
+    return 0;
+  }
+  if (s == NULL || f->vc_broken) return 1;
+  if (a->ordered && fk_vc_at(&s->vc, a->alloc_stream) < a->alloc_time) {
+    fk_violation(f, "access not ordered after the block's stream-ordered allocation", addr);
+    return 0;
+  }
+  note_access(f, a, s);
+  return 1;
+}
+
+/* An address outside every live allocation: if a stream-ordered free released it and the running
+ * work is not ordered after that free, it is a race, not only a stale pointer. */
+static void judge_freed(t4a_fake *f, uint64_t addr, const char *what) {
+  const fk_stream *s = f->exec;
+  if (s == NULL || f->vc_broken) return;
+  const fk_tomb *t = fk_rindex_find(&f->freed, addr, 1);
+  if (t != NULL && fk_vc_at(&s->vc, t->stream) < t->time) fk_violation(f, what, addr);
+}
+
+/* A stream-ordered free of a running on f->exec: whether it races with the allocation or with
+ * another stream's access (counted). */
+static int free_races(t4a_fake *f, const fk_alloc *a) {
+  const fk_stream *s = f->exec;
+  if (a->alloc_pending) {
+    fk_violation(f, "stream-ordered free before the block's allocation ran", a->base);
+    return 1;
+  }
+  if (f->vc_broken) return 0;
+  if (a->ordered && fk_vc_at(&s->vc, a->alloc_stream) < a->alloc_time) {
+    fk_violation(f, "stream-ordered free not ordered after the block's allocation", a->base);
+    return 1;
+  }
+  for (size_t i = 0; i < a->num_acc; i++) {
+    if (fk_vc_at(&s->vc, a->acc[i].stream) < a->acc[i].time) {
+      fk_violation(f, "stream-ordered free not ordered after another stream's access", a->base);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* Leaves a tombstone for a block a stream-ordered free released (addresses are never reused). */
+static void bury(t4a_fake *f, const fk_alloc *a) {
+  const fk_stream *s = f->exec;
+  if (s == NULL || f->vc_broken) return;
+  fk_tomb *t = malloc(sizeof *t);
+  if (t == NULL || !fk_rindex_insert(&f->freed, a->base, a->size, t)) {
+    free(t);
+    f->vc_broken = 1;
+    return;
+  }
+  t->stream = s->vc_index;
+  t->time = fk_vc_at(&s->vc, s->vc_index);
+}
+
+void fk_run_alloc(t4a_fake *f, const fk_op *op) {
+  fk_alloc *a = fk_rindex_find(&f->allocs, op->u.alloc.ptr, 0);
+  /* Gone already: a free ran first (counted as a violation then). */
+  if (a == NULL || a->id != op->u.alloc.id) return;
+  a->alloc_pending = 0;
+  if (f->exec != NULL) {
+    a->ordered = 1;
+    a->alloc_stream = f->exec->vc_index;
+    a->alloc_time = fk_vc_at(&f->exec->vc, f->exec->vc_index);
+  }
 }
 
 /* ---- access from executing work ----------------------------------------------------------- */
@@ -177,7 +286,11 @@ void fk_memory_free_all(t4a_fake *f) {
 unsigned char *fk_resolve_device(t4a_fake *f, fk_ctx *ctx, uint64_t addr, size_t bytes, int write,
                                  int kernel) {
   fk_alloc *a = fk_rindex_find(&f->allocs, addr, bytes);
-  if (a == NULL) return NULL;
+  if (a == NULL) {
+    judge_freed(f, addr,
+                "access to a block freed by a stream-ordered free it is not ordered after");
+    return NULL;
+  }
   if (a->device < 0) {
     /* Mapped host memory: any device may use it, except to write a read-only registration. */
     if (write && a->pin != NULL && (a->pin->flags & CU_MEMHOSTREGISTER_READ_ONLY) &&
@@ -192,6 +305,7 @@ unsigned char *fk_resolve_device(t4a_fake *f, fk_ctx *ctx, uint64_t addr, size_t
       return NULL;
     }
   }
+  if (a->device >= 0 && !ordered_access(f, a, addr)) return NULL;
   return a->host + (addr - a->base);
 }
 
@@ -240,9 +354,14 @@ void fk_run_fill(t4a_fake *f, fk_ctx *ctx, const fk_op *op) {
 void fk_run_free(t4a_fake *f, fk_ctx *ctx, const fk_op *op, int healthy) {
   fk_alloc *a = alloc_at(f, op->u.free.ptr);
   if (a != NULL) {
+    /* The free happens either way; a race with it faults the freeing context. */
+    if (healthy && f->exec != NULL && free_races(f, a)) fk_raise(ctx, CUDA_ERROR_ILLEGAL_ADDRESS);
+    bury(f, a);
     fk_alloc_free(f, a);
   } else if (healthy) {
     /* A free of memory that is already gone (a graph replaying a free node). */
+    judge_freed(f, op->u.free.ptr,
+                "stream-ordered free of a block that an unordered free released");
     fk_raise(ctx, CUDA_ERROR_ILLEGAL_ADDRESS);
   }
 }
@@ -392,8 +511,17 @@ static CUresult alloc_async(t4a_fake *f, CUdeviceptr *dptr, size_t bytes, fk_poo
   fk_alloc *a;
   CUresult r = device_alloc(f, s->ctx, p->device, p, bytes, &a);
   if (r != CUDA_SUCCESS) return r;
+  /* The address is the caller's at once; the block is valid once this operation runs. */
+  fk_op *op = fk_op_new(FK_OP_ALLOC);
+  if (op == NULL) {
+    fk_alloc_free(f, a);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  a->alloc_pending = 1;
+  op->u.alloc.ptr = a->base;
+  op->u.alloc.id = a->id;
   *dptr = a->base;
-  return CUDA_SUCCESS;
+  return fk_submit(f, s, op);
 }
 
 CUresult fk_cuMemAllocFromPoolAsync(t4a_fake *f, CUdeviceptr *dptr, size_t bytes,
@@ -462,6 +590,7 @@ CUresult fk_cuMemFree(t4a_fake *f, CUdeviceptr ptr) {
     if (r == CUDA_SUCCESS) r = owner->sticky;
     if (r == CUDA_SUCCESS) r = ctx->sticky;
     if (r != CUDA_SUCCESS) return r;
+    fk_host_observe_ctx(f, owner);
     a = alloc_at(f, ptr);
     if (a == NULL) return CUDA_ERROR_INVALID_VALUE;
   }
@@ -506,9 +635,21 @@ static CUresult unified_end(t4a_fake *f, fk_end *e, CUdeviceptr p, size_t bytes)
   return host_end(f, e, (const void *)(uintptr_t)p, bytes);
 }
 
+/* Pinned memory without PORTABLE is page-locked for the context that pinned it only; elsewhere
+ * the real driver silently falls back to a pageable, synchronous copy. Counted, not refused. */
+static void note_pinned_use(t4a_fake *f, const fk_stream *s, const fk_end *e, size_t bytes) {
+  if (e->device || e->pin_id == 0) return;
+  const fk_pin *p = fk_rindex_find(&f->pins, e->addr, bytes);
+  if (p == NULL) return;
+  unsigned portable = p->registered ? CU_MEMHOSTREGISTER_PORTABLE : CU_MEMHOSTALLOC_PORTABLE;
+  if (!(p->flags & portable) && p->ctx != s->ctx) f->nonportable_pinned_uses++;
+}
+
 static CUresult enqueue_copy(t4a_fake *f, fk_stream *s, const fk_end *dst, const fk_end *src,
                              size_t bytes) {
   if (bytes == 0) return CUDA_SUCCESS;
+  note_pinned_use(f, s, dst, bytes);
+  note_pinned_use(f, s, src, bytes);
   fk_op *op = fk_op_new(FK_OP_COPY);
   if (op == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
   op->u.copy.dst = *dst;
@@ -584,10 +725,10 @@ CUresult fk_cuMemcpyPeerAsync(t4a_fake *f, CUdeviceptr dst, CUcontext dst_ctx, C
   fk_stream *s;
   CUresult r = fk_stream_for_enqueue(f, h, &s);
   if (r != CUDA_SUCCESS) return r;
-  fk_ctx *dc = fk_handle_get(f, FK_H(dst_ctx), FK_KIND_CTX);
-  fk_ctx *sc = fk_handle_get(f, FK_H(src_ctx), FK_KIND_CTX);
-  if ((r = fk_ctx_usable(dc)) != CUDA_SUCCESS) return r;
-  if ((r = fk_ctx_usable(sc)) != CUDA_SUCCESS) return r;
+  fk_ctx *dc = fk_ctx_of_handle(f, FK_H(dst_ctx));
+  fk_ctx *sc = fk_ctx_of_handle(f, FK_H(src_ctx));
+  if ((r = fk_ctx_handle_usable(dc)) != CUDA_SUCCESS) return r;
+  if ((r = fk_ctx_handle_usable(sc)) != CUDA_SUCCESS) return r;
   fk_end d, e;
   if ((r = device_end(&d, dst)) != CUDA_SUCCESS) return r;
   if ((r = device_end(&e, src)) != CUDA_SUCCESS) return r;
@@ -816,4 +957,19 @@ CUresult fk_cuPointerGetAttribute(t4a_fake *f, void *data, CUpointer_attribute a
     default:
       return CUDA_ERROR_INVALID_VALUE;
   }
+}
+
+/* ---- host memory seen by tests ------------------------------------------------------------ */
+
+int t4a_fake_host_alloc_flags(t4a_fake *fake, const void *host_ptr, unsigned *out_flags) {
+  if (fake == NULL || host_ptr == NULL) return 0;
+  fk_lock();
+  int found = 0;
+  const fk_pin *p = fk_rindex_find(&fake->pins, (uint64_t)(uintptr_t)host_ptr, 1);
+  if (p != NULL && !p->registered) {
+    if (out_flags != NULL) *out_flags = p->flags;
+    found = 1;
+  }
+  fk_unlock();
+  return found;
 }

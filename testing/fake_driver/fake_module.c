@@ -4,7 +4,19 @@
  *   - the fake format: "T4AFAKE1\n" then one kernel name per line;
  *   - PTX text: every ".entry NAME" (with or without ".visible") is a kernel; the text must carry
  *     ".version" and ".target" directives;
- *   - a CUBIN (ELF64, little-endian, EM_CUDA): every STT_FUNC symbol of .symtab is a kernel.
+ *   - a CUBIN (ELF64, little-endian, EM_CUDA): every defined STT_FUNC symbol of .symtab marked
+ *     as a kernel entry (STO_CUDA_ENTRY, 0x10 in st_other) is a kernel; a defined GLOBAL (or
+ *     WEAK) STT_FUNC without the mark is a device function.
+ *     Measured (sm_90 CUBINs from nvcc and NVRTC, CUDA 13.0, driver 580.159.04): a kernel is an
+ *     STT_FUNC with st_other 0x10 in its own ".text.<name>" section - GLOBAL, or LOCAL when it is
+ *     static - and cuModuleGetFunctionCount counts exactly those. A __noinline__ device function
+ *     has st_other 0: LOCAL "$kernel$name" inside the kernel's .text in whole-program mode (the
+ *     driver does not find it), GLOBAL in its own ".text.<name>" with its own ".nv.info.<name>"
+ *     under -rdc=true. Such a GLOBAL device function IS found by cuModuleGetFunction (and
+ *     answers cuFuncGetAttribute), but cuFuncGetParamInfo fails with INVALID_VALUE and
+ *     cuLaunchKernel with CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES (not sticky); the fake does the
+ *     same. Neither binding nor sections tell kernels from device functions; the entry mark
+ *     does.
  * The driver API passes images without a size, so the ELF reader trusts only what the headers
  * declare and checks every offset, size and string against them (and a 1 GiB sanity bound);
  * the text readers stop at the first NUL or at the first byte that is not text. Anything else is
@@ -21,6 +33,7 @@
 #define FK_DEFAULT_DYN_SHARED 49152
 #define FK_OPTIN_DYN_SHARED 232448
 #define FK_FAKE_MAGIC "T4AFAKE1\n"
+#define FK_STO_CUDA_ENTRY 0x10 /* st_other of a kernel entry symbol in a CUBIN */
 
 /* ---- registered kernels ------------------------------------------------------------------- */
 
@@ -48,7 +61,24 @@ void fk_kernels_free(t4a_fake *f) {
 
 void t4a_fake_register_kernel(t4a_fake *fake, const char *name, size_t num_params,
                               const size_t *param_sizes, t4a_fake_kernel_fn fn, void *user) {
+  t4a_fake_register_kernel_aligned(fake, name, num_params, param_sizes, NULL, fn, user);
+}
+
+void t4a_fake_register_kernel_aligned(t4a_fake *fake, const char *name, size_t num_params,
+                                      const size_t *param_sizes,
+                                      const size_t *param_alignments, t4a_fake_kernel_fn fn,
+                                      void *user) {
   if (fake == NULL || name == NULL || (num_params > 0 && param_sizes == NULL)) return;
+  for (size_t i = 0; param_alignments != NULL && i < num_params; i++) {
+    size_t al = param_alignments[i];
+    if ((al & (al - 1)) != 0) {
+      fprintf(stderr,
+              "t4a_fake_register_kernel_aligned: %s: parameter %zu's alignment %zu is not a power "
+              "of two; not registered\n",
+              name, i, al);
+      return;
+    }
+  }
   fk_kernel *k = calloc(1, sizeof *k);
   if (k == NULL) return;
   k->name = strdup(name);
@@ -63,14 +93,18 @@ void t4a_fake_register_kernel(t4a_fake *fake, const char *name, size_t num_param
     kernel_free(k);
     return;
   }
-  /* C ABI layout: each parameter aligned to min(size, 8), or, for a size that is not a power
-   * of two, to the largest power of two dividing it (a char[3] aligns to 1, a 12-byte struct of
-   * ints to 4), which is the most a C type of that size can need. */
+  /* C ABI layout: each parameter aligned as given, or by default to min(size, 8), or, for a
+   * size that is not a power of two, to the largest power of two dividing it (a char[3] aligns
+   * to 1, a 12-byte struct of ints to 4), which is the most a C type of that size needs unless
+   * it is over-aligned (float4, double2: 16, which only an explicit alignment can say). */
   size_t off = 0;
   for (size_t i = 0; i < num_params; i++) {
     size_t size = param_sizes[i];
-    size_t align = 1;
-    while (align < 8 && size != 0 && size % (align * 2) == 0) align *= 2;
+    size_t align = param_alignments != NULL ? param_alignments[i] : 0;
+    if (align == 0) {
+      align = 1;
+      while (align < 8 && size != 0 && size % (align * 2) == 0) align *= 2;
+    }
     off = (off + align - 1) / align * align;
     k->sizes[i] = size;
     k->offsets[i] = off;
@@ -96,34 +130,46 @@ void t4a_fake_register_kernel(t4a_fake *fake, const char *name, size_t num_param
 
 typedef struct name_list {
   char **v;
+  unsigned char *entry; /* 1: a kernel; 0: a device function (found, not launchable) */
   size_t n, cap;
 } name_list;
 
 static void names_free(name_list *l) {
   for (size_t i = 0; i < l->n; i++) free(l->v[i]);
   free(l->v);
+  free(l->entry);
   memset(l, 0, sizeof *l);
 }
 
-/* Adds a name unless present. Returns 0 when out of memory. */
-static int names_add(name_list *l, const char *s, size_t len) {
+/* Adds a function unless present (a kernel wins over a device function of the same name).
+ * Returns 0 when out of memory. */
+static int names_add_fn(name_list *l, const char *s, size_t len, int entry) {
   for (size_t i = 0; i < l->n; i++) {
-    if (strlen(l->v[i]) == len && memcmp(l->v[i], s, len) == 0) return 1;
+    if (strlen(l->v[i]) == len && memcmp(l->v[i], s, len) == 0) {
+      if (entry) l->entry[i] = 1;
+      return 1;
+    }
   }
   if (l->n == l->cap) {
     size_t cap = l->cap ? l->cap * 2 : 8;
     char **v = realloc(l->v, cap * sizeof *v);
     if (v == NULL) return 0;
     l->v = v;
+    unsigned char *e = realloc(l->entry, cap);
+    if (e == NULL) return 0;
+    l->entry = e;
     l->cap = cap;
   }
   char *c = malloc(len + 1);
   if (c == NULL) return 0;
   memcpy(c, s, len);
   c[len] = '\0';
+  l->entry[l->n] = (unsigned char)(entry != 0);
   l->v[l->n++] = c;
   return 1;
 }
+
+static int names_add(name_list *l, const char *s, size_t len) { return names_add_fn(l, s, len, 1); }
 
 static int text_char(unsigned char c) {
   return c == '\t' || c == '\n' || c == '\r' || (c >= 0x20 && c < 0x7F);
@@ -285,14 +331,18 @@ static CUresult parse_elf(const unsigned char *img, name_list *out, const char *
     for (uint64_t k = 0; k < count; k++) {
       Elf64_Sym sym;
       memcpy(&sym, img + sh.sh_offset + k * sizeof sym, sizeof sym);
-      if (ELF64_ST_TYPE(sym.st_info) != STT_FUNC) continue;
+      if (ELF64_ST_TYPE(sym.st_info) != STT_FUNC || sym.st_shndx == SHN_UNDEF) continue;
+      /* Kernels carry the entry mark. A device function (no mark) is visible only when GLOBAL
+       * (or WEAK): the LOCAL "$kernel$helper" copies of whole-program mode are not. */
+      int entry = (sym.st_other & FK_STO_CUDA_ENTRY) != 0;
+      if (!entry && ELF64_ST_BIND(sym.st_info) == STB_LOCAL) continue;
       if (sym.st_name >= st.sh_size) {
         *why = "ELF image: symbol name outside the string table";
         return CUDA_ERROR_INVALID_IMAGE;
       }
       const char *name = strtab + sym.st_name;
       size_t len = strlen(name); /* bounded: the table ends with a NUL */
-      if (len > 0 && !names_add(out, name, len)) return CUDA_ERROR_OUT_OF_MEMORY;
+      if (len > 0 && !names_add_fn(out, name, len, entry)) return CUDA_ERROR_OUT_OF_MEMORY;
     }
   }
   if (!found_symtab) {
@@ -395,6 +445,7 @@ static CUresult module_load(t4a_fake *f, CUmodule *mod, const void *image, const
     if (!fk_handle_new(f, &fn->o, FK_KIND_FUNC)) goto oom;
     fn->mod = m;
     fn->name = names.v[i];
+    fn->device_fn = !names.entry[i];
     names.v[i] = NULL;
     fn->max_dyn_shared = FK_DEFAULT_DYN_SHARED;
     fn->carveout = -1;
@@ -533,9 +584,9 @@ CUresult fk_cuFuncGetParamInfo(t4a_fake *f, CUfunction func, size_t index, size_
   fk_func *fn;
   CUresult r = func_lookup(f, func, &fn);
   if (r != CUDA_SUCCESS) return r;
-  const fk_kernel *k = fk_kernel_find(f, fn->name);
+  const fk_kernel *k = fn->device_fn ? NULL : fk_kernel_find(f, fn->name);
   /* Past the end (also index 0 of a kernel without parameters) is INVALID_VALUE, as on the
-   * real driver: callers count parameters by probing until it. */
+   * real driver: callers count parameters by probing until it. A device function has none. */
   if (k == NULL || index >= k->num) return CUDA_ERROR_INVALID_VALUE;
   if (offset != NULL) *offset = k->offsets[index];
   if (size != NULL) *size = k->sizes[index];
@@ -574,6 +625,8 @@ CUresult fk_build_launch(t4a_fake *f, CUfunction func, const unsigned grid[3],
   fk_func *fn = fk_handle_get(f, FK_H(func), FK_KIND_FUNC);
   if (fn == NULL) return CUDA_ERROR_INVALID_HANDLE;
   if (fn->mod->ctx != ctx) return CUDA_ERROR_INVALID_HANDLE;
+  /* A device function found by name is not a kernel (what the real driver answers). */
+  if (fn->device_fn) return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
   if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0 || grid[0] > 2147483647u ||
       grid[1] > 65535u || grid[2] > 65535u) {
     return CUDA_ERROR_INVALID_VALUE;

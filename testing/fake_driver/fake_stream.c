@@ -6,7 +6,12 @@
  * recorded on stream B, B runs just far enough to reach that point. Streams nobody asked about
  * stay untouched, so a runtime that reads results of work it never synchronized with sees stale
  * bytes, exactly as on a GPU that is still busy. A cycle of waits is reported as
- * CUDA_ERROR_ILLEGAL_STATE instead of hanging. */
+ * CUDA_ERROR_ILLEGAL_STATE instead of hanging. Where several streams could run (t4a_fake_progress,
+ * context-wide drains) the progress order option picks which runs first.
+ *
+ * Happens-before (fake_internal.h): each executed operation joins the host clock it was queued
+ * under and ticks its stream's clock component; records copy the clock into their point, waits
+ * join it. Successful syncs and complete-answering queries feed the host clock. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdio.h>
@@ -29,7 +34,95 @@ fk_point *fk_point_new(fk_stream *s) {
 }
 
 void fk_point_unref(fk_point *p) {
-  if (p != NULL && --p->refs == 0) free(p);
+  if (p != NULL && --p->refs == 0) {
+    fk_vc_free(&p->vc);
+    free(p);
+  }
+}
+
+/* ---- vector clocks ------------------------------------------------------------------------ */
+
+uint64_t fk_vc_at(const fk_vc *vc, size_t i) { return i < vc->n ? vc->v[i] : 0; }
+
+void fk_vc_free(fk_vc *vc) {
+  free(vc->v);
+  vc->v = NULL;
+  vc->n = 0;
+}
+
+/* Grows vc to n components (new ones 0). 0 (and the checks turned off) when out of memory. */
+static int vc_reserve(t4a_fake *f, fk_vc *vc, size_t n) {
+  if (vc->n >= n) return 1;
+  if (n < f->num_vc) n = f->num_vc; /* grow once to every index handed out so far */
+  uint64_t *v = realloc(vc->v, n * sizeof *v);
+  if (v == NULL) {
+    f->vc_broken = 1;
+    return 0;
+  }
+  memset(v + vc->n, 0, (n - vc->n) * sizeof *v);
+  vc->v = v;
+  vc->n = n;
+  return 1;
+}
+
+void fk_vc_join(t4a_fake *f, fk_vc *dst, const fk_vc *src) {
+  size_t n = src->n;
+  while (n > 0 && src->v[n - 1] == 0) n--;
+  if (n == 0 || !vc_reserve(f, dst, n)) return;
+  for (size_t i = 0; i < n; i++) {
+    if (src->v[i] > dst->v[i]) dst->v[i] = src->v[i];
+  }
+}
+
+static void vc_assign(t4a_fake *f, fk_vc *dst, const fk_vc *src) {
+  if (dst->n > 0) memset(dst->v, 0, dst->n * sizeof *dst->v);
+  fk_vc_join(f, dst, src);
+}
+
+static void vc_tick(t4a_fake *f, fk_stream *s) {
+  if (vc_reserve(f, &s->vc, (size_t)s->vc_index + 1)) s->vc.v[s->vc_index]++;
+}
+
+void fk_hsnap_unref(fk_hsnap *h) {
+  if (h != NULL && --h->refs == 0) {
+    fk_vc_free(&h->vc);
+    free(h);
+  }
+}
+
+void fk_host_observe(t4a_fake *f, const fk_vc *vc) {
+  fk_hsnap *h = f->host;
+  if (h == NULL) return;
+  int grows = 0;
+  for (size_t i = 0; i < vc->n && !grows; i++) grows = vc->v[i] > fk_vc_at(&h->vc, i);
+  if (!grows) return;
+  if (h->refs > 1) {
+    /* Operations hold the old snapshot: copy on write. */
+    fk_hsnap *c = calloc(1, sizeof *c);
+    if (c == NULL) {
+      f->vc_broken = 1;
+      return;
+    }
+    c->refs = 1;
+    fk_vc_join(f, &c->vc, &h->vc);
+    fk_hsnap_unref(h);
+    f->host = h = c;
+  }
+  fk_vc_join(f, &h->vc, vc);
+  h->version = ++f->host_version;
+}
+
+void fk_host_observe_ctx(t4a_fake *f, fk_ctx *ctx) {
+  for (fk_link *l = f->streams.next; l != &f->streams; l = l->next) {
+    fk_stream *s = FK_CONTAINER(l, fk_stream, link);
+    if (s->ctx == ctx && s->head == NULL) fk_host_observe(f, &s->vc);
+  }
+}
+
+void fk_violation(t4a_fake *f, const char *what, uint64_t addr) {
+  f->ordering_violations++;
+  fprintf(stderr, "t4a fake driver: ordering violation: %s (address 0x%llx, stream index %u)\n",
+          what, (unsigned long long)addr, f->exec != NULL ? f->exec->vc_index : 0u);
 }
 
 static void point_complete(t4a_fake *f, fk_point *p) {
@@ -79,6 +172,8 @@ fk_op *fk_op_new(fk_op_kind kind) {
 
 void fk_op_release_payload(t4a_fake *f, fk_op *op) {
   (void)f;
+  fk_hsnap_unref(op->host);
+  op->host = NULL;
   switch (op->kind) {
     case FK_OP_KERNEL:
       fk_args_release(&op->u.kernel.args);
@@ -106,6 +201,7 @@ int fk_op_copy_payload(fk_op *dst, const fk_op *src) {
   fk_op *next = dst->next;
   *dst = *src;
   dst->next = next;
+  dst->host = NULL; /* a copy is queued (and stamped) on its own */
   switch (src->kind) {
     case FK_OP_KERNEL:
       if (!fk_args_copy(&dst->u.kernel.args, &src->u.kernel.args)) {
@@ -154,6 +250,7 @@ fk_stream *fk_stream_new(t4a_fake *f, fk_ctx *ctx, unsigned flags, int priority,
   s->flags = flags;
   s->priority = priority;
   s->is_null = is_null;
+  s->vc_index = f->num_vc++;
   fk_list_push(&f->streams, &s->link);
   return s;
 }
@@ -185,6 +282,7 @@ void fk_stream_free(t4a_fake *f, fk_stream *s) {
   if (s->user_destroyed) f->zombie_streams--;
   if (s->ctx != NULL && s->ctx->null_stream == s) s->ctx->null_stream = NULL;
   fk_list_remove(&s->link);
+  fk_vc_free(&s->vc);
   free(s);
 }
 
@@ -194,7 +292,9 @@ void fk_reap_streams(t4a_fake *f) {
   while (l != &f->streams) {
     fk_stream *s = FK_CONTAINER(l, fk_stream, link);
     l = l->next;
-    if (s->user_destroyed && s->head == NULL && !s->visiting) fk_stream_free(f, s);
+    if (s->user_destroyed && s->head == NULL && !s->visiting && s->pins == 0) {
+      fk_stream_free(f, s);
+    }
   }
 }
 
@@ -225,8 +325,10 @@ CUresult fk_stream_lookup(t4a_fake *f, CUstream h, fk_stream **out) {
   *out = NULL;
   fk_stream *s;
   if (is_default_stream_handle(h)) {
-    fk_ctx *cur = fk_handle_get(f, fk_current_handle(f), FK_KIND_CTX);
-    if (cur == NULL || !cur->alive || cur->null_stream == NULL) return CUDA_ERROR_INVALID_CONTEXT;
+    fk_ctx *cur = fk_ctx_of_handle(f, fk_current_handle(f));
+    CUresult r = fk_ctx_handle_usable(cur);
+    if (r == CUDA_ERROR_INVALID_CONTEXT || r == CUDA_ERROR_CONTEXT_IS_DESTROYED) return r;
+    if (cur->null_stream == NULL) return CUDA_ERROR_INVALID_CONTEXT;
     s = cur->null_stream;
   } else {
     s = fk_handle_get(f, FK_H(h), FK_KIND_STREAM);
@@ -246,6 +348,9 @@ CUresult fk_submit(t4a_fake *f, fk_stream *s, fk_op *op) {
     }
     return fk_graph_append(f, s->cap->graph, op, NULL);
   }
+  /* The operation is ordered after everything the host has seen complete so far. */
+  op->host = f->host;
+  if (op->host != NULL) op->host->refs++;
   if (s->tail != NULL) {
     s->tail->next = op;
   } else {
@@ -273,6 +378,14 @@ static void run_head(t4a_fake *f, fk_stream *s) {
   int healthy = stream_healthy(s);
   f->engine_depth++;
   f->clock_ns += 1000;
+  fk_stream *outer = f->exec;
+  f->exec = s;
+  s->pins++; /* a kernel may destroy its own stream */
+  if (op->host != NULL && op->host->version > s->host_seen) {
+    fk_vc_join(f, &s->vc, &op->host->vc);
+    s->host_seen = op->host->version;
+  }
+  vc_tick(f, s);
   switch (op->kind) {
     case FK_OP_COPY:
       if (healthy) fk_run_copy(f, s->ctx, op);
@@ -287,13 +400,81 @@ static void run_head(t4a_fake *f, fk_stream *s) {
       fk_run_free(f, s->ctx, op, healthy);
       break;
     case FK_OP_RECORD:
+      vc_assign(f, &op->u.record.point->vc, &s->vc);
       point_complete(f, op->u.record.point);
       break;
     case FK_OP_WAIT:
+      if (op->u.wait.point->done) fk_vc_join(f, &s->vc, &op->u.wait.point->vc);
+      break;
+    case FK_OP_ALLOC:
+      fk_run_alloc(f, op); /* also in a faulted context: the block exists either way */
       break;
   }
   fk_op_free(f, op);
+  s->pins--;
+  f->exec = outer;
   f->engine_depth--;
+}
+
+/* ---- progress order ----------------------------------------------------------------------- */
+
+static uint64_t rng_next(t4a_fake *f) {
+  /* xorshift64* */
+  uint64_t x = f->rng;
+  x ^= x >> 12;
+  x ^= x << 25;
+  x ^= x >> 27;
+  f->rng = x;
+  return x * 0x2545F4914F6CDD1Dull;
+}
+
+void t4a_fake_set_progress_order(t4a_fake *fake, t4a_fake_progress_order order, uint64_t seed) {
+  if (fake == NULL) return;
+  fk_lock();
+  fake->progress_order = order;
+  fake->rng = seed != 0 ? seed : 0x9E3779B97F4A7C15ull;
+  fk_unlock();
+}
+
+/* The streams (of ctx, or all when ctx is NULL) in the progress order, each pinned; release with
+ * streams_unpin. NULL with *n = 0 when there are none or when out of memory. */
+static fk_stream **streams_ordered(t4a_fake *f, fk_ctx *ctx, size_t *n) {
+  size_t count = 0;
+  for (fk_link *l = f->streams.next; l != &f->streams; l = l->next) {
+    fk_stream *s = FK_CONTAINER(l, fk_stream, link);
+    if (ctx == NULL || s->ctx == ctx) count++;
+  }
+  *n = 0;
+  if (count == 0) return NULL;
+  fk_stream **v = malloc(count * sizeof *v);
+  if (v == NULL) return NULL;
+  size_t k = 0;
+  for (fk_link *l = f->streams.next; l != &f->streams; l = l->next) {
+    fk_stream *s = FK_CONTAINER(l, fk_stream, link);
+    if (ctx == NULL || s->ctx == ctx) v[k++] = s;
+  }
+  if (f->progress_order == T4A_FAKE_ORDER_REVERSE) {
+    for (size_t i = 0; i < k / 2; i++) {
+      fk_stream *t = v[i];
+      v[i] = v[k - 1 - i];
+      v[k - 1 - i] = t;
+    }
+  } else if (f->progress_order == T4A_FAKE_ORDER_RANDOM) {
+    for (size_t i = k; i > 1; i--) {
+      size_t j = (size_t)(rng_next(f) % i);
+      fk_stream *t = v[i - 1];
+      v[i - 1] = v[j];
+      v[j] = t;
+    }
+  }
+  for (size_t i = 0; i < k; i++) v[i]->pins++;
+  *n = k;
+  return v;
+}
+
+static void streams_unpin(fk_stream **v, size_t n) {
+  for (size_t i = 0; i < n; i++) v[i]->pins--;
+  free(v);
 }
 
 /* Runs s until `target` (a point queued on s) is done, or until s is empty when target is NULL.
@@ -342,38 +523,108 @@ CUresult fk_drain_point(t4a_fake *f, fk_point *p) {
 
 CUresult fk_drain_ctx(t4a_fake *f, fk_ctx *ctx) {
   CUresult first = CUDA_SUCCESS;
-  for (fk_link *l = f->streams.next; l != &f->streams; l = l->next) {
-    fk_stream *s = FK_CONTAINER(l, fk_stream, link);
-    if (s->ctx != ctx) continue;
-    CUresult r = fk_drain_stream(f, s);
+  size_t n;
+  fk_stream **v = streams_ordered(f, ctx, &n);
+  if (v == NULL) {
+    /* None, or out of memory: creation order, straight from the list. */
+    for (fk_link *l = f->streams.next; l != &f->streams; l = l->next) {
+      fk_stream *s = FK_CONTAINER(l, fk_stream, link);
+      if (s->ctx != ctx) continue;
+      CUresult r = fk_drain_stream(f, s);
+      if (first == CUDA_SUCCESS) first = r;
+    }
+    return first;
+  }
+  for (size_t i = 0; i < n; i++) {
+    CUresult r = fk_drain_stream(f, v[i]);
     if (first == CUDA_SUCCESS) first = r;
   }
+  streams_unpin(v, n);
   return first;
+}
+
+/* T4A_FAKE_ORDER_RANDOM: one operation at a time, from a random stream that can run. */
+static size_t progress_random(t4a_fake *f) {
+  size_t n = 0, cap = 0;
+  fk_stream **ready = NULL;
+  for (;;) {
+    size_t k = 0;
+    for (fk_link *l = f->streams.next; l != &f->streams; l = l->next) {
+      fk_stream *s = FK_CONTAINER(l, fk_stream, link);
+      if (s->head == NULL || !op_runnable(s, s->head)) continue;
+      if (k == cap) {
+        size_t c = cap ? cap * 2 : 16;
+        fk_stream **r = realloc(ready, c * sizeof *r);
+        if (r == NULL) break;
+        ready = r;
+        cap = c;
+      }
+      ready[k++] = s;
+    }
+    if (k == 0) break;
+    run_head(f, ready[rng_next(f) % k]);
+    n++;
+  }
+  free(ready);
+  return n;
 }
 
 size_t fk_progress_all(t4a_fake *f) {
   size_t n = 0;
   int again = 1;
   f->engine_depth++;
+  if (f->progress_order == T4A_FAKE_ORDER_RANDOM) {
+    n = progress_random(f);
+    again = 0;
+  }
   while (again) {
     again = 0;
-    for (fk_link *l = f->streams.next; l != &f->streams; l = l->next) {
-      fk_stream *s = FK_CONTAINER(l, fk_stream, link);
+    size_t k;
+    fk_stream **v = streams_ordered(f, NULL, &k);
+    if (v == NULL) {
+      for (fk_link *l = f->streams.next; l != &f->streams; l = l->next) {
+        fk_stream *s = FK_CONTAINER(l, fk_stream, link);
+        while (s->head != NULL && op_runnable(s, s->head)) {
+          run_head(f, s);
+          n++;
+          again = 1;
+        }
+      }
+      continue;
+    }
+    for (size_t i = 0; i < k; i++) {
+      fk_stream *s = v[i];
       while (s->head != NULL && op_runnable(s, s->head)) {
         run_head(f, s);
         n++;
         again = 1;
       }
     }
+    streams_unpin(v, k);
   }
   f->engine_depth--;
   if (f->engine_depth == 0) fk_reap_streams(f);
   return n;
 }
 
+CUresult fk_after_done_point(t4a_fake *f, fk_stream *s, fk_point *p, fk_op **wait) {
+  *wait = NULL;
+  if (s->head == NULL) {
+    /* Nothing queued: the stream's next work is ordered after p from now on. */
+    fk_vc_join(f, &s->vc, &p->vc);
+    return CUDA_SUCCESS;
+  }
+  fk_op *op = fk_op_new(FK_OP_WAIT);
+  if (op == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+  op->u.wait.point = p;
+  p->refs++;
+  *wait = op;
+  return CUDA_SUCCESS;
+}
+
 static fk_stream *stream_for_test_call(t4a_fake *f, CUstream h) {
   if (is_default_stream_handle(h)) {
-    fk_ctx *cur = fk_handle_get(f, fk_current_handle(f), FK_KIND_CTX);
+    fk_ctx *cur = fk_ctx_of_handle(f, fk_current_handle(f));
     return cur != NULL ? cur->null_stream : NULL;
   }
   return fk_handle_get(f, FK_H(h), FK_KIND_STREAM);
@@ -553,7 +804,7 @@ CUresult fk_cuStreamDestroy(t4a_fake *f, CUstream h) {
   fk_handle_drop(f, &s->o);
   f->live.streams--;
   /* Like the driver: queued work still completes; the stream goes away after it. */
-  if (s->head == NULL && !s->visiting) {
+  if (s->head == NULL && !s->visiting && s->pins == 0) {
     fk_stream_free(f, s);
   } else {
     s->user_destroyed = 1;
@@ -575,6 +826,7 @@ CUresult fk_cuStreamSynchronize(t4a_fake *f, CUstream h) {
   r = fk_drain_stream(f, s);
   fk_pools_trim_on_sync(f);
   if (s->ctx->sticky != CUDA_SUCCESS) return s->ctx->sticky;
+  if (r == CUDA_SUCCESS) fk_host_observe(f, &s->vc);
   return r;
 }
 
@@ -593,7 +845,9 @@ CUresult fk_cuStreamQuery(t4a_fake *f, CUstream h) {
     if (s->ctx->sticky != CUDA_SUCCESS) return s->ctx->sticky;
     if (r != CUDA_SUCCESS) return r;
   }
-  return s->head == NULL ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+  if (s->head != NULL) return CUDA_ERROR_NOT_READY;
+  fk_host_observe(f, &s->vc);
+  return CUDA_SUCCESS;
 }
 
 CUresult fk_cuStreamWaitEvent(t4a_fake *f, CUstream h, CUevent e, unsigned int flags) {
@@ -615,7 +869,14 @@ CUresult fk_cuStreamWaitEvent(t4a_fake *f, CUstream h, CUevent e, unsigned int f
     fk_capture_invalidate(s);
     return CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
   }
-  if (ev->last == NULL || ev->last->done) return CUDA_SUCCESS;
+  if (ev->last == NULL) return CUDA_SUCCESS;
+  if (ev->last->done) {
+    /* Complete already, yet the stream's later work must still be ordered after it. */
+    fk_op *wait;
+    r = fk_after_done_point(f, s, ev->last, &wait);
+    if (r != CUDA_SUCCESS || wait == NULL) return r;
+    return fk_submit(f, s, wait);
+  }
   fk_op *op = fk_op_new(FK_OP_WAIT);
   if (op == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
   op->u.wait.point = ev->last;
@@ -670,6 +931,17 @@ CUresult fk_cuStreamGetCtx(t4a_fake *f, CUstream h, CUcontext *pctx) {
   r = fk_ctx_usable(s->ctx);
   if (r != CUDA_SUCCESS) return r;
   *pctx = (CUcontext)(uintptr_t)s->ctx->o.handle;
+  return CUDA_SUCCESS;
+}
+
+CUresult fk_cuStreamGetFlags(t4a_fake *f, CUstream h, unsigned int *flags) {
+  if (flags == NULL) return CUDA_ERROR_INVALID_VALUE;
+  fk_stream *s;
+  CUresult r = fk_stream_lookup(f, h, &s);
+  if (r != CUDA_SUCCESS) return r;
+  r = fk_ctx_usable(s->ctx);
+  if (r != CUDA_SUCCESS) return r;
+  *flags = s->flags; /* the default stream: 0 */
   return CUDA_SUCCESS;
 }
 
@@ -757,13 +1029,15 @@ CUresult fk_cuEventQuery(t4a_fake *f, CUevent h) {
   CUresult r = event_lookup(f, h, &e);
   if (r != CUDA_SUCCESS) return r;
   if (e->captured_stream != 0) return CUDA_ERROR_CAPTURED_EVENT;
-  if (e->last == NULL || e->last->done) return CUDA_SUCCESS;
-  if (f->query_policy == T4A_FAKE_QUERY_PROGRESSES) {
+  if (e->last == NULL) return CUDA_SUCCESS;
+  if (!e->last->done && f->query_policy == T4A_FAKE_QUERY_PROGRESSES) {
     r = fk_drain_point(f, e->last);
     if (e->ctx->sticky != CUDA_SUCCESS) return e->ctx->sticky;
     if (r != CUDA_SUCCESS) return r;
   }
-  return e->last->done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+  if (!e->last->done) return CUDA_ERROR_NOT_READY;
+  fk_host_observe(f, &e->last->vc);
+  return CUDA_SUCCESS;
 }
 
 CUresult fk_cuEventSynchronize(t4a_fake *f, CUevent h) {
@@ -774,6 +1048,7 @@ CUresult fk_cuEventSynchronize(t4a_fake *f, CUevent h) {
   r = fk_drain_point(f, e->last);
   fk_pools_trim_on_sync(f);
   if (e->ctx->sticky != CUDA_SUCCESS) return e->ctx->sticky;
+  if (r == CUDA_SUCCESS && e->last != NULL && e->last->done) fk_host_observe(f, &e->last->vc);
   return r;
 }
 
