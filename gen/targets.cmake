@@ -95,14 +95,45 @@ t4a_library(NAME t4a_xfer
   INCLUDE_DIR t4a_xfer/include
   DEPS t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status)
 t4a_library(NAME t4a_nvrtc
-  SRCS t4a_nvrtc/nvrtc_loader.c t4a_nvrtc/nvrtc_table.h t4a_nvrtc/nvrtc_catalog.h
+  SRCS t4a_nvrtc/nvrtc_loader.c t4a_nvrtc/nvrtc_request.c t4a_nvrtc/nvrtc_compile.c t4a_nvrtc/nvrtc_cache.c t4a_nvrtc/nvrtc_disk.c t4a_nvrtc/nvrtc_internal.h t4a_nvrtc/nvrtc_table.h t4a_nvrtc/nvrtc_catalog.h
   HDRS t4a_nvrtc/include/t4a/nvrtc.h
   INCLUDE_DIR t4a_nvrtc/include
-  DEPS t4a_ctx_status t4a_ext_cuda_headers ${CMAKE_DL_LIBS} Threads::Threads)
+  DEPS t4a_ctx_status t4a_ext_cuda_headers t4a_ext_xxhash ${CMAKE_DL_LIBS} Threads::Threads)
+t4a_library(NAME t4a_nvrtc_internal
+  HDRS t4a_nvrtc/nvrtc_table.h t4a_nvrtc/nvrtc_catalog.h t4a_nvrtc/nvrtc_internal.h
+  DEPS t4a_nvrtc t4a_ctx_status t4a_ext_cuda_headers t4a_ext_xxhash Threads::Threads)
+t4a_library(NAME t4a_nvrtc_test_support
+  SRCS t4a_nvrtc/nvrtc_testutil.c
+  HDRS t4a_nvrtc/nvrtc_testutil.h
+  DEPS t4a_nvrtc_internal t4a_nvrtc t4a_ctx_status testing_lsan_nvrtc_suppressions t4a_ext_cuda_headers)
 t4a_test(NAME t4a_nvrtc_nvrtc_test
   SRCS t4a_nvrtc/nvrtc_test.c
   LABELS unit
   DEPS t4a_nvrtc t4a_ctx_status testing_lsan_nvrtc_suppressions t4a_ext_cmocka)
+t4a_test(NAME t4a_nvrtc_compile_test
+  SRCS t4a_nvrtc/compile_test.c
+  LABELS unit
+  DEPS t4a_nvrtc t4a_nvrtc_test_support t4a_ctx_status t4a_ext_cmocka)
+t4a_test(NAME t4a_nvrtc_identity_test
+  SRCS t4a_nvrtc/identity_test.c
+  LABELS unit
+  DEPS t4a_nvrtc_internal t4a_nvrtc t4a_nvrtc_test_support t4a_ctx_status t4a_ext_cmocka t4a_ext_xxhash)
+t4a_test(NAME t4a_nvrtc_cache_test
+  SRCS t4a_nvrtc/cache_test.c
+  LABELS unit
+  DEPS t4a_nvrtc t4a_nvrtc_test_support t4a_ctx_status t4a_ext_cmocka Threads::Threads)
+t4a_test(NAME t4a_nvrtc_disk_cache_test
+  SRCS t4a_nvrtc/disk_cache_test.c
+  LABELS unit
+  DEPS t4a_nvrtc t4a_nvrtc_test_support t4a_ctx_status t4a_ext_cmocka t4a_ext_xxhash)
+t4a_test(NAME t4a_nvrtc_failure_test
+  SRCS t4a_nvrtc/failure_test.c
+  LABELS unit
+  DEPS t4a_nvrtc t4a_nvrtc_test_support t4a_ctx_status t4a_ext_cmocka)
+t4a_binary(NAME t4a_nvrtc_nvrtc_bench
+  SRCS t4a_nvrtc/nvrtc_bench.c
+  OUTPUT_NAME nvrtc_bench
+  DEPS t4a_nvrtc t4a_ctx_status testing_lsan_nvrtc_suppressions)
 t4a_library(NAME t4a_launch
   SRCS t4a_launch/launch.c
   HDRS t4a_launch/include/t4a/launch.h
@@ -119,9 +150,13 @@ t4a_library(NAME t4a
   INCLUDE_DIR include
   DEPS t4a_raw t4a_xfer t4a_launch t4a_nvrtc t4a_mem t4a_retire t4a_ctx t4a_ctx_status)
 t4a_binary(NAME t4a_cli
-  SRCS tools/t4a_main.c
+  SRCS tools/t4a_main.c tools/compile_cmd.c tools/compile_cmd.h
   OUTPUT_NAME t4a
   DEPS t4a t4a_ctx t4a_ctx_status t4a_nvrtc fake_driver testing_lsan_nvrtc_suppressions)
+t4a_test(NAME tools_compile_cmd_test
+  SRCS tools/compile_cmd_test.c tools/compile_cmd.c tools/compile_cmd.h
+  LABELS unit
+  DEPS t4a_nvrtc t4a_ctx_status testing_lsan_nvrtc_suppressions t4a_ext_cmocka)
 t4a_sh_test(NAME tools_cli_test
   SCRIPT tools/cli_test.sh
   LABELS unit

@@ -1,10 +1,15 @@
-/* The NVRTC loader: exact sonames, the catalogue resolver, capabilities. The only file that
- * touches NVRTC by name. */
+/* The NVRTC loader: exact sonames, the catalogue resolver, capabilities, supported
+ * architectures, the build identity, and the constructor from a ready table. The only file that
+ * resolves NVRTC entry points by name. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <elf.h>
+#include <limits.h>
+#include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "t4a/fault.h"
 #include "t4a_nvrtc/nvrtc_table.h"
@@ -18,20 +23,27 @@ typedef struct nvrtc_entry {
 static const nvrtc_entry k_entries[] = {
 #define T4A_NVRTC_NEED_REQUIRED 1
 #define T4A_NVRTC_NEED_OPTIONAL 0
-#define T4A_NVRTC_ENTRY_(name, need) {#name, T4A_NVRTC_NEED_##need, offsetof(t4a_nvrtc_table, name)},
+#define T4A_NVRTC_ENTRY_(name, need) \
+  {#name, T4A_NVRTC_NEED_##need, offsetof(t4a_nvrtc_table, name)},
     T4A_NVRTC_CATALOG(T4A_NVRTC_ENTRY_)
 #undef T4A_NVRTC_ENTRY_
 };
+#define NUM_ENTRIES (sizeof k_entries / sizeof k_entries[0])
+
+static void **slot(t4a_nvrtc_table *t, size_t i) {
+  return (void **)((char *)t + k_entries[i].offset);
+}
 
 /* RTLD_NODELETE: NVRTC is never unmapped once loaded. It keeps process-lifetime state (its own
  * C++ runtime pools, threads), and unloading it buys nothing; releasing the last t4a_nvrtc_lib
- * frees t4a's object only. */
+ * frees t4a's object only. The same holds for the libnvrtc-builtins pinned below. */
 static void *try_open(const char *path) {
   if (t4a_fault_sim(T4A_FAULT_DLOPEN)) return NULL;
   return dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
 }
 
 static void lib_free(t4a_nvrtc_lib *lib) {
+  if (lib->dl_builtins != NULL) dlclose(lib->dl_builtins);
   if (lib->dl != NULL) dlclose(lib->dl);
   free(lib);
 }
@@ -68,12 +80,197 @@ static void *open_candidates(const char *explicit_path, char *origin, size_t ori
         snprintf(origin, origin_size, "%s", path);
         return h;
       }
+      (void)dlerror();
       if (used < tried_size) {
         used += (size_t)snprintf(tried + used, tried_size - used, "%s%s", used ? ", " : "", path);
       }
     }
   }
   return NULL;
+}
+
+/* ---- Build identity ---------------------------------------------------------------------- */
+
+typedef struct build_id_search {
+  ElfW(Addr) addr;
+  const char *name;
+  char *hex; /* out: lowercase hex of NT_GNU_BUILD_ID, or "" */
+  size_t hex_size;
+} build_id_search;
+
+static void hex_bytes(const unsigned char *p, size_t n, char *out, size_t out_size) {
+  static const char digits[] = "0123456789abcdef";
+  size_t o = 0;
+  for (size_t i = 0; i < n && o + 2 < out_size; i++) {
+    out[o++] = digits[p[i] >> 4];
+    out[o++] = digits[p[i] & 15];
+  }
+  if (out_size > 0) out[o < out_size ? o : out_size - 1] = '\0';
+}
+
+/* dl_iterate_phdr callback: finds the loaded object and reads its GNU build-id note from memory,
+ * i.e. the build that actually runs, not whatever the file on disk has become. */
+static int find_build_id(struct dl_phdr_info *info, size_t size, void *user) {
+  (void)size;
+  build_id_search *s = user;
+  if (info->dlpi_addr != s->addr || info->dlpi_name == NULL ||
+      strcmp(info->dlpi_name, s->name) != 0) {
+    return 0;
+  }
+  for (ElfW(Half) i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type != PT_NOTE) continue;
+    const unsigned char *p = (const unsigned char *)(info->dlpi_addr + ph->p_vaddr);
+    size_t left = ph->p_memsz;
+    while (left >= sizeof(ElfW(Nhdr))) {
+      const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)(const void *)p;
+      size_t name_sz = (nh->n_namesz + 3u) & ~(size_t)3u;
+      size_t desc_sz = (nh->n_descsz + 3u) & ~(size_t)3u;
+      size_t total = sizeof *nh + name_sz + desc_sz;
+      if (total > left) break;
+      const unsigned char *name = p + sizeof *nh;
+      if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 && memcmp(name, "GNU", 4) == 0 &&
+          nh->n_descsz > 0) {
+        hex_bytes(name + name_sz, nh->n_descsz, s->hex, s->hex_size);
+        return 1;
+      }
+      p += total;
+      left -= total;
+    }
+  }
+  return 1; /* the object was found; it has no build-id */
+}
+
+/* Describes the loaded object behind `handle`: "build-id <hex>" when it has one, else
+ * "file <realpath> size <n> mtime <s.ns>". Writes the resolved path into real_path. */
+static void describe_loaded(void *handle, char *out, size_t out_size, char *real_path,
+                            size_t real_path_size) {
+  struct link_map *lm = NULL;
+  real_path[0] = '\0';
+  if (dlinfo(handle, RTLD_DI_LINKMAP, &lm) != 0 || lm == NULL) {
+    snprintf(out, out_size, "unknown");
+    return;
+  }
+  char hex[129] = "";
+  build_id_search s = {lm->l_addr, lm->l_name, hex, sizeof hex};
+  dl_iterate_phdr(find_build_id, &s);
+  char resolved[PATH_MAX];
+  if (realpath(lm->l_name, resolved) == NULL) snprintf(resolved, sizeof resolved, "%s", lm->l_name);
+  snprintf(real_path, real_path_size, "%s", resolved);
+  if (hex[0] != '\0') {
+    snprintf(out, out_size, "build-id %s", hex);
+    return;
+  }
+  struct stat st;
+  if (stat(resolved, &st) == 0) {
+    snprintf(out, out_size, "file %s size %lld mtime %lld.%09ld", resolved, (long long)st.st_size,
+             (long long)st.st_mtim.tv_sec, (long)st.st_mtim.tv_nsec);
+  } else {
+    snprintf(out, out_size, "file %s", resolved);
+  }
+}
+
+/* NVRTC loads its built-in headers from libnvrtc-builtins.so.<major>.<minor> (the .alt
+ * variant from libnvrtc-builtins.alt.so.<major>.<minor>) at its first compile. t4a loads that
+ * library first, from libnvrtc's own directory (else by soname), so the dynamic loader hands NVRTC
+ * this very copy (one object per soname) and its identity can enter the key before anything is
+ * compiled. */
+static void pin_builtins(t4a_nvrtc_lib *lib, const char *nvrtc_real_path, char *out,
+                         size_t out_size) {
+  /* The .alt variant of NVRTC loads its own .alt builtins. */
+  const char *base = strrchr(nvrtc_real_path, '/');
+  base = base != NULL ? base + 1 : nvrtc_real_path;
+  int alt = strstr(base, ".alt.") != NULL;
+  char name[64];
+  snprintf(name, sizeof name, "libnvrtc-builtins%s.so.%d.%d", alt ? ".alt" : "", lib->major,
+           lib->minor);
+  char path[PATH_MAX + 64];
+  const char *slash = strrchr(nvrtc_real_path, '/');
+  if (slash != NULL) {
+    snprintf(path, sizeof path, "%.*s/%s", (int)(slash - nvrtc_real_path), nvrtc_real_path, name);
+    lib->dl_builtins = try_open(path);
+    if (lib->dl_builtins == NULL) (void)dlerror();
+  }
+  if (lib->dl_builtins == NULL) {
+    lib->dl_builtins = try_open(name);
+    if (lib->dl_builtins == NULL) (void)dlerror();
+  }
+  if (lib->dl_builtins == NULL) {
+    snprintf(out, out_size, "%s not found", name);
+    return;
+  }
+  char real[PATH_MAX];
+  describe_loaded(lib->dl_builtins, out, out_size, real, sizeof real);
+}
+
+static void compute_build_identity(t4a_nvrtc_lib *lib) {
+  char nvrtc_desc[PATH_MAX + 96], builtins_desc[PATH_MAX + 96], real[PATH_MAX];
+  describe_loaded(lib->dl, nvrtc_desc, sizeof nvrtc_desc, real, sizeof real);
+  pin_builtins(lib, real, builtins_desc, sizeof builtins_desc);
+  snprintf(lib->build_identity, sizeof lib->build_identity, "nvrtc %d.%d %s; builtins %s",
+           lib->major, lib->minor, nvrtc_desc, builtins_desc);
+}
+
+/* ---- Common finish ----------------------------------------------------------------------- */
+
+t4a_status t4a_nvrtc_fail(const t4a_nvrtc_lib *lib, nvrtcResult r, const char *entry,
+                          const char *what) {
+  t4a_status st;
+  switch (r) {
+    case NVRTC_ERROR_OUT_OF_MEMORY:
+      st = T4A_HOST_OUT_OF_MEMORY;
+      break;
+    case NVRTC_ERROR_COMPILATION:
+      st = T4A_COMPILE_FAILED;
+      break;
+    case NVRTC_ERROR_INVALID_OPTION:
+    case NVRTC_ERROR_NAME_EXPRESSION_NOT_VALID:
+      st = T4A_INVALID_ARGUMENT;
+      break;
+    case NVRTC_ERROR_TIME_FILE_WRITE_FAILED:
+    case NVRTC_ERROR_TIME_TRACE_FILE_WRITE_FAILED:
+      st = T4A_IO;
+      break;
+    default:
+      st = T4A_NVRTC_ERROR;
+      break;
+  }
+  const char *name = NULL;
+  if (lib != NULL && lib->t.nvrtcGetErrorString != NULL) name = lib->t.nvrtcGetErrorString(r);
+  return t4a_error_set(st, entry, (int)r, name != NULL ? name : "NVRTC_ERROR_?", 0, "%s failed: %s",
+                       entry, what != NULL ? what : (name != NULL ? name : "?"));
+}
+
+/* Version, capabilities and architectures, for a lib whose table is filled. */
+static t4a_status finish(t4a_nvrtc_lib *lib) {
+  nvrtcResult r = lib->t.nvrtcVersion(&lib->major, &lib->minor);
+  if (r != NVRTC_SUCCESS) return t4a_nvrtc_fail(lib, r, "nvrtcVersion", NULL);
+  lib->caps = 0;
+  if (lib->t.nvrtcGetCUBINSize != NULL && lib->t.nvrtcGetCUBIN != NULL) {
+    lib->caps |= T4A_NVRTC_CAP_CUBIN;
+  }
+  if (lib->t.nvrtcGetLTOIRSize != NULL && lib->t.nvrtcGetLTOIR != NULL) {
+    lib->caps |= T4A_NVRTC_CAP_LTOIR;
+  }
+  if (lib->t.nvrtcGetPCHHeapSize != NULL && lib->t.nvrtcSetPCHHeapSize != NULL &&
+      lib->t.nvrtcGetPCHCreateStatus != NULL && lib->t.nvrtcGetPCHHeapSizeRequired != NULL) {
+    lib->caps |= T4A_NVRTC_CAP_PCH;
+  }
+  if (lib->t.nvrtcGetNumSupportedArchs != NULL && lib->t.nvrtcGetSupportedArchs != NULL) {
+    int n = 0;
+    r = lib->t.nvrtcGetNumSupportedArchs(&n);
+    if (r != NVRTC_SUCCESS) return t4a_nvrtc_fail(lib, r, "nvrtcGetNumSupportedArchs", NULL);
+    if (n <= 0 || n > T4A_NVRTC_MAX_ARCHS) {
+      return t4a_error_set(T4A_NVRTC_ERROR, "nvrtcGetNumSupportedArchs", 0, NULL, 0,
+                           "NVRTC reports %d supported architectures (t4a handles 1 to %d)", n,
+                           T4A_NVRTC_MAX_ARCHS);
+    }
+    r = lib->t.nvrtcGetSupportedArchs(lib->archs);
+    if (r != NVRTC_SUCCESS) return t4a_nvrtc_fail(lib, r, "nvrtcGetSupportedArchs", NULL);
+    lib->num_archs = (size_t)n;
+    lib->caps |= T4A_NVRTC_CAP_SUPPORTED_ARCHS;
+  }
+  return T4A_OK;
 }
 
 t4a_status t4a_nvrtc_lib_open(const t4a_nvrtc_lib_options *options, t4a_nvrtc_lib **out) {
@@ -96,9 +293,9 @@ t4a_status t4a_nvrtc_lib_open(const t4a_nvrtc_lib_options *options, t4a_nvrtc_li
                        tried);
     goto fail;
   }
-  for (size_t i = 0; i < sizeof k_entries / sizeof k_entries[0]; i++) {
+  for (size_t i = 0; i < NUM_ENTRIES; i++) {
     void *fn = t4a_fault_sim(T4A_FAULT_DLSYM) ? NULL : dlsym(lib->dl, k_entries[i].name);
-    *(void **)((char *)&lib->t + k_entries[i].offset) = fn;
+    *slot(&lib->t, i) = fn;
     if (fn == NULL && k_entries[i].required) {
       st = t4a_error_set(T4A_NVRTC_SYMBOL_MISSING, k_entries[i].name, 0, NULL, 0,
                          "%s has no %s; t4a needs NVRTC 12.0 or newer", lib->origin,
@@ -106,30 +303,48 @@ t4a_status t4a_nvrtc_lib_open(const t4a_nvrtc_lib_options *options, t4a_nvrtc_li
       goto fail;
     }
   }
-  nvrtcResult r = lib->t.nvrtcVersion(&lib->major, &lib->minor);
-  if (r != NVRTC_SUCCESS) {
-    st = t4a_error_set(T4A_NVRTC_ERROR, "nvrtcVersion", (int)r, lib->t.nvrtcGetErrorString(r),
-                       0, "nvrtcVersion failed");
-    goto fail;
-  }
-  if (lib->t.nvrtcGetCUBINSize != NULL && lib->t.nvrtcGetCUBIN != NULL) {
-    lib->caps |= T4A_NVRTC_CAP_CUBIN;
-  }
-  if (lib->t.nvrtcGetLTOIRSize != NULL && lib->t.nvrtcGetLTOIR != NULL) {
-    lib->caps |= T4A_NVRTC_CAP_LTOIR;
-  }
-  if (lib->t.nvrtcGetPCHHeapSize != NULL && lib->t.nvrtcSetPCHHeapSize != NULL &&
-      lib->t.nvrtcGetPCHCreateStatus != NULL && lib->t.nvrtcGetPCHHeapSizeRequired != NULL) {
-    lib->caps |= T4A_NVRTC_CAP_PCH;
-  }
-  if (lib->t.nvrtcGetNumSupportedArchs != NULL && lib->t.nvrtcGetSupportedArchs != NULL) {
-    lib->caps |= T4A_NVRTC_CAP_SUPPORTED_ARCHS;
-  }
+  st = finish(lib);
+  if (st != T4A_OK) goto fail;
+  compute_build_identity(lib);
   *out = lib;
   return T4A_OK;
 fail:
   lib_free(lib);
   return st;
+}
+
+t4a_status t4a_nvrtc_lib_create_from_table(const t4a_nvrtc_table *table, const char *origin,
+                                           const char *build_identity, t4a_nvrtc_lib **out) {
+  if (out == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
+  *out = NULL;
+  if (table == NULL) {
+    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "table is NULL");
+  }
+  t4a_nvrtc_lib *lib = t4a_host_calloc(1, sizeof *lib);
+  if (lib == NULL) return T4A_HOST_OUT_OF_MEMORY;
+  atomic_init(&lib->refs, 1);
+  lib->t = *table;
+  snprintf(lib->origin, sizeof lib->origin, "%s", origin != NULL ? origin : "injected");
+  for (size_t i = 0; i < NUM_ENTRIES; i++) {
+    if (*slot(&lib->t, i) == NULL && k_entries[i].required) {
+      t4a_status st = t4a_error_set(T4A_NVRTC_SYMBOL_MISSING, k_entries[i].name, 0, NULL, 0,
+                                    "the table %s has no %s", lib->origin, k_entries[i].name);
+      free(lib);
+      return st;
+    }
+  }
+  t4a_status st = finish(lib);
+  if (st != T4A_OK) {
+    free(lib);
+    return st;
+  }
+  if (build_identity != NULL) {
+    snprintf(lib->build_identity, sizeof lib->build_identity, "%s", build_identity);
+  } else {
+    snprintf(lib->build_identity, sizeof lib->build_identity, "injected:%s", lib->origin);
+  }
+  *out = lib;
+  return T4A_OK;
 }
 
 void t4a_nvrtc_lib_retain(t4a_nvrtc_lib *lib) {
@@ -147,8 +362,17 @@ void t4a_nvrtc_lib_version(const t4a_nvrtc_lib *lib, int *out_major, int *out_mi
 }
 
 uint32_t t4a_nvrtc_lib_caps(const t4a_nvrtc_lib *lib) { return lib != NULL ? lib->caps : 0; }
+
 const char *t4a_nvrtc_lib_origin(const t4a_nvrtc_lib *lib) {
   return lib != NULL ? lib->origin : "";
+}
+
+const char *t4a_nvrtc_lib_build_identity(const t4a_nvrtc_lib *lib) {
+  return lib != NULL ? lib->build_identity : "";
+}
+
+void t4a_nvrtc_lib_counters(const t4a_nvrtc_lib *lib, t4a_counter_values *out) {
+  t4a_counters_read(lib != NULL ? &lib->counters : NULL, out);
 }
 
 t4a_status t4a_nvrtc_lib_supported_archs(const t4a_nvrtc_lib *lib, int *out, size_t capacity,
@@ -161,22 +385,7 @@ t4a_status t4a_nvrtc_lib_supported_archs(const t4a_nvrtc_lib *lib, int *out, siz
     return t4a_error_set(T4A_UNSUPPORTED, "nvrtcGetSupportedArchs", 0, NULL, 0,
                          "%s cannot list its architectures", lib->origin);
   }
-  int n = 0;
-  nvrtcResult r = lib->t.nvrtcGetNumSupportedArchs(&n);
-  if (r != NVRTC_SUCCESS || n < 0) {
-    return t4a_error_set(T4A_NVRTC_ERROR, "nvrtcGetNumSupportedArchs", (int)r,
-                         lib->t.nvrtcGetErrorString(r), 0, "nvrtcGetNumSupportedArchs failed");
-  }
-  int *all = t4a_host_calloc((size_t)n, sizeof *all);
-  if (all == NULL) return T4A_HOST_OUT_OF_MEMORY;
-  r = lib->t.nvrtcGetSupportedArchs(all);
-  if (r != NVRTC_SUCCESS) {
-    free(all);
-    return t4a_error_set(T4A_NVRTC_ERROR, "nvrtcGetSupportedArchs", (int)r,
-                         lib->t.nvrtcGetErrorString(r), 0, "nvrtcGetSupportedArchs failed");
-  }
-  for (size_t i = 0; i < (size_t)n && i < capacity; i++) out[i] = all[i];
-  *out_num = (size_t)n;
-  free(all);
+  for (size_t i = 0; i < lib->num_archs && i < capacity; i++) out[i] = lib->archs[i];
+  *out_num = lib->num_archs;
   return T4A_OK;
 }

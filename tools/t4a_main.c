@@ -3,6 +3,8 @@
  *   t4a info [--fake [N]]   driver and NVRTC versions, then each device with its properties.
  *                           --fake shows the fake driver's N devices (default 2) instead of the
  *                           real driver. Exit 0 on success, 1 when no driver can be loaded.
+ *   t4a compile FILE.cu --arch ARCH ...  compile with NVRTC through the artifact cache
+ *                           (tools/compile_cmd.h).
  *   t4a version             the t4a version. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +16,7 @@
 #include "t4a/t4a.h"
 #include "testing/fake_driver/fake_driver.h"
 #include "testing/lsan/nvrtc_suppressions.h"
+#include "tools/compile_cmd.h"
 
 static void print_error(const char *what) {
   t4a_error e;
@@ -133,6 +136,8 @@ static int cmd_info(int argc, char **argv) {
 static void usage(FILE *f) {
   fprintf(f,
           "usage: t4a info [--fake [N]]   driver, NVRTC and devices\n"
+          "       t4a compile FILE.cu --arch ARCH [--ptx|--cubin] [-o OUT] [--cache DIR]\n"
+          "                               compile with NVRTC (t4a compile --help)\n"
           "       t4a version             the t4a version\n");
 }
 
@@ -142,6 +147,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   if (strcmp(argv[1], "info") == 0) return cmd_info(argc - 2, argv + 2);
+  if (strcmp(argv[1], "compile") == 0) return t4a_cmd_compile(argc - 2, argv + 2);
   if (strcmp(argv[1], "version") == 0) {
     printf("%s\n", t4a_version_string());
     return 0;

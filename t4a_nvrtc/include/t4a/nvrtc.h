@@ -1,32 +1,60 @@
-/* t4a/nvrtc.h — NVRTC, loaded at run time.
+/* t4a/nvrtc.h — NVRTC loaded at run time, compile requests, context-free artifacts and a
+ * two-level (memory, disk) artifact cache.
  *
- * Layer: t4a_nvrtc, standalone: it depends only on the status vocabulary (t4a_ctx:status) and
- * never on the driver loader, so a program can take it alone. This header compiles without the
- * CUDA toolkit.
+ * Layer: t4a_nvrtc, standalone. It depends only on the status vocabulary (t4a_ctx:status),
+ * xxHash, libdl and pthreads, never on the driver loader: a program can take //t4a_nvrtc (or the
+ * CMake target t4a_nvrtc) alone. This header compiles without the CUDA toolkit; no CUDA or NVRTC
+ * type appears in it.
  *
- * Today: loading NVRTC by exact soname and reporting its version and capabilities. Compile
- * requests, artifacts and the artifact cache arrive with their own issue.
+ * Objects:
+ *   t4a_nvrtc_lib       a loaded NVRTC (the table of entry points, its version, capabilities,
+ *                       supported architectures, build identity and counters). Refcounted.
+ *   t4a_nvrtc_request   caller-owned plain data describing one compilation: program name,
+ *                       source, named headers, options, target architecture, output kind and
+ *                       name expressions. Borrowed for the duration of a call only.
+ *   t4a_nvrtc_artifact  the result of a compilation: the bytes (PTX, CUBIN or LTO-IR), the kind,
+ *                       the target, the compiler version and build identity, the lowered names of
+ *                       the name expressions and the compile log. Immutable, refcounted, bound to
+ *                       no CUDA context: any runtime may load it on any device it suits.
+ *   t4a_nvrtc_cache     an artifact cache over one lib: a bounded LRU in memory and, optionally,
+ *                       a bounded directory on disk that several processes may share. Requests
+ *                       are identified by an XXH3-128 key over every input that can change the
+ *                       output; a lookup compares the full stored identity, not the hash alone.
+ *   t4a_nvrtc_outcome   caller storage that says where an artifact came from and, when a
+ *                       compilation failed, holds NVRTC's full log.
  *
- * Thread-safety: a loaded library may be used and released from any thread. */
+ * Thread-safety: libs, artifacts and caches may be used and released from any thread. Concurrent
+ * t4a_nvrtc_cache_compile calls for the same request compile once; the others wait for it.
+ * t4a_nvrtc_cache_destroy must not overlap any other call on that cache. Several processes may
+ * share one cache directory. Counters are atomic.
+ * Ownership: open/create/retain return a reference the caller releases; release/destroy accept
+ * NULL, never abort and never change the caller's error detail. Outputs come last (the project's
+ * convention); on failure every output is NULL/0. Requests are borrowed, never retained.
+ * Errors: every fallible function returns a t4a_status; the detail (entry point, NVRTC result
+ * name and number, message) is in t4a_error_last() on the failing thread. The per-thread message
+ * is short; a failed compilation's full log is delivered in the t4a_nvrtc_outcome. */
 #ifndef T4A_NVRTC_H_
 #define T4A_NVRTC_H_
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "t4a/counters.h"
 #include "t4a/status.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
+/* ---- The library ------------------------------------------------------------------------- */
+
 typedef struct t4a_nvrtc_lib t4a_nvrtc_lib;
 
 /* Capabilities: optional NVRTC entry points that resolved. */
-#define T4A_NVRTC_CAP_CUBIN (1u << 0)           /* nvrtcGetCUBIN */
-#define T4A_NVRTC_CAP_LTOIR (1u << 1)           /* nvrtcGetLTOIR */
+#define T4A_NVRTC_CAP_CUBIN (1u << 0)           /* nvrtcGetCUBIN: CUBIN output */
+#define T4A_NVRTC_CAP_LTOIR (1u << 1)           /* nvrtcGetLTOIR: LTO-IR output */
 #define T4A_NVRTC_CAP_PCH (1u << 2)             /* precompiled-header heap controls */
-#define T4A_NVRTC_CAP_SUPPORTED_ARCHS (1u << 3) /* nvrtcGetSupportedArchs */
+#define T4A_NVRTC_CAP_SUPPORTED_ARCHS (1u << 3) /* nvrtcGetSupportedArchs: targets are checked */
 
 typedef struct t4a_nvrtc_lib_options {
   /* Library to dlopen. NULL: $T4A_LIBNVRTC_PATH if set, else the exact sonames libnvrtc.so.13,
@@ -34,27 +62,237 @@ typedef struct t4a_nvrtc_lib_options {
    * /usr/local/cuda/lib64. Never the .alt variant unless named here. */
   const char *library_path;
 } t4a_nvrtc_lib_options;
-#define T4A_NVRTC_LIB_OPTIONS_INIT {NULL}
+#define T4A_NVRTC_LIB_OPTIONS_INIT \
+  { NULL }
 
-/* Loads NVRTC and resolves its catalogue. Statuses: NVRTC_NOT_FOUND (every candidate failed; the
- * message lists them), NVRTC_SYMBOL_MISSING (a required entry is missing: named),
- * HOST_OUT_OF_MEMORY. A partial load is torn down. */
+/* Loads NVRTC, resolves its catalogue, reads its version, its supported architectures and its
+ * build identity (see t4a_nvrtc_lib_build_identity). Returns a new reference in *out.
+ * Statuses: NVRTC_NOT_FOUND (every candidate failed; the message lists them),
+ * NVRTC_SYMBOL_MISSING (a required entry is missing: named), NVRTC_ERROR (nvrtcVersion or the
+ * architecture query failed), HOST_OUT_OF_MEMORY, INVALID_ARGUMENT (out is NULL). A partial load
+ * is torn down. */
 T4A_MUST_USE t4a_status t4a_nvrtc_lib_open(const t4a_nvrtc_lib_options *options,
                                            t4a_nvrtc_lib **out);
+/* Adds a reference. Accepts NULL. */
 void t4a_nvrtc_lib_retain(t4a_nvrtc_lib *lib);
-/* Drops a reference; the last unloads the library. Accepts NULL. */
+/* Drops a reference; the last unloads the library. Artifacts do not hold the lib. Accepts NULL. */
 void t4a_nvrtc_lib_release(t4a_nvrtc_lib *lib);
 
-/* NVRTC's version (nvrtcVersion). */
+/* NVRTC's version (nvrtcVersion). 0.0 for NULL. */
 void t4a_nvrtc_lib_version(const t4a_nvrtc_lib *lib, int *out_major, int *out_minor);
 /* T4A_NVRTC_CAP_* bits. */
 uint32_t t4a_nvrtc_lib_caps(const t4a_nvrtc_lib *lib);
-/* The path that was opened. */
+/* The path that was opened (or the origin given to an injected table). Owned by the lib. */
 const char *t4a_nvrtc_lib_origin(const t4a_nvrtc_lib *lib);
+/* What identifies this exact NVRTC build in cache keys: the GNU build-id of the loaded libnvrtc
+ * and of the libnvrtc-builtins it will use (or, for a library without a build-id, its resolved
+ * path, size and modification time). Printable, owned by the lib. */
+const char *t4a_nvrtc_lib_build_identity(const t4a_nvrtc_lib *lib);
 /* The SM architectures this NVRTC can target (e.g. 75, 80, 90). Writes at most `capacity`
- * values into out and their total number into *out_num. UNSUPPORTED without the capability. */
+ * values into out and their total number into *out_num. UNSUPPORTED without
+ * T4A_NVRTC_CAP_SUPPORTED_ARCHS; INVALID_ARGUMENT for NULL arguments. */
 T4A_MUST_USE t4a_status t4a_nvrtc_lib_supported_archs(const t4a_nvrtc_lib *lib, int *out,
                                                       size_t capacity, size_t *out_num);
+/* Copies the lib's counters: nvrtc_compile_attempts and nvrtc_compile_successes over every
+ * compilation made with it, cached or not. The other fields are 0. */
+void t4a_nvrtc_lib_counters(const t4a_nvrtc_lib *lib, t4a_counter_values *out);
+
+/* ---- Requests ---------------------------------------------------------------------------- */
+
+/* What NVRTC should produce. Zero is PTX. */
+typedef enum t4a_nvrtc_output {
+  T4A_NVRTC_OUTPUT_PTX = 0, /* PTX text; needs nothing optional */
+  T4A_NVRTC_OUTPUT_CUBIN =
+      1, /* an ELF CUBIN for a real architecture (sm_XX); T4A_NVRTC_CAP_CUBIN */
+  T4A_NVRTC_OUTPUT_LTOIR = 2, /* LTO-IR for nvJitLink (t4a adds -dlto); T4A_NVRTC_CAP_LTOIR */
+} t4a_nvrtc_output;
+
+/* Returns "ptx", "cubin", "lto-ir", or "unknown". Static string. */
+const char *t4a_nvrtc_output_name(t4a_nvrtc_output output);
+
+/* One named header: what `#include "name"` in the source (or another header) resolves to.
+ * Text fields with a byte count of 0 are NUL-terminated strings; with a count, they may contain
+ * no NUL byte within it (an embedded NUL is rejected, since NVRTC would silently cut the text
+ * there). */
+typedef struct t4a_nvrtc_header {
+  const char *name;     /* non-empty; no NUL, newline or other control character */
+  const char *content;  /* the header's text */
+  size_t name_bytes;    /* 0: strlen(name) */
+  size_t content_bytes; /* 0: strlen(content) */
+} t4a_nvrtc_header;
+
+/* One compilation. Zero-initialise it (T4A_NVRTC_REQUEST_INIT) and fill what you need; zero means
+ * the default. Every pointer is borrowed for the duration of the call.
+ *
+ * Validation (every failure is INVALID_ARGUMENT with a message naming the field and index, or
+ * LIMIT_EXCEEDED for the counts, or UNSUPPORTED for what this NVRTC lacks):
+ *   - source is required and may contain no NUL byte;
+ *   - program_name, header names, options and name expressions may contain no NUL, newline,
+ *     carriage return or other control character (bytes below 0x20, and 0x7f), and none may be
+ *     empty; header names must be distinct, and so must name expressions (checked before NVRTC
+ *     runs);
+ *   - target is required: "sm_NN", "compute_NN", optionally with an "a" or "f" suffix
+ *     ("sm_90a"), and NN must be an architecture the lib supports when it can list them
+ *     (UNSUPPORTED otherwise, with the supported list in the message);
+ *   - the options may not set the architecture (-arch, --gpu-architecture) or LTO
+ *     (-dlto, --dlink-time-opt): target and output say that;
+ *   - output must be a known kind (INVALID_ARGUMENT) that the lib can produce (UNSUPPORTED);
+ *   - at most 65536 headers, options and name expressions each (LIMIT_EXCEEDED).
+ * A cached compilation also rejects options that make the output depend on files the key cannot
+ * see: include paths (-I, --include-path), pre-includes (-include, --pre-include), precompiled
+ * headers (any option naming "pch") and options that write files as a side effect (--time,
+ * --fdevice-time-trace). Supply headers as named headers instead, or compile without the cache.
+ *
+ * t4a adds its own options after the caller's: --gpu-architecture=<target>, --no-source-include
+ * (so the directory of the program name is never searched: a request's output depends only on
+ * what it names), and -dlto for LTO-IR. */
+typedef struct t4a_nvrtc_request {
+  const char *program_name; /* NULL: "t4a_program.cu". Appears in diagnostics and debug info */
+  const char *source;       /* CUDA C++ source */
+  size_t source_bytes;      /* 0: strlen(source) */
+  const t4a_nvrtc_header *headers;
+  size_t num_headers;
+  const char *const *options; /* NVRTC options, in order */
+  const size_t *option_bytes; /* NULL, or the byte count of each option (0: NUL-terminated) */
+  size_t num_options;
+  const char *target;                  /* "sm_90", "compute_90", "sm_90a", ... */
+  t4a_nvrtc_output output;             /* PTX, CUBIN or LTO-IR */
+  const char *const *name_expressions; /* e.g. "k<int>": their lowered names come back */
+  size_t num_name_expressions;
+} t4a_nvrtc_request;
+#define T4A_NVRTC_REQUEST_INIT \
+  { 0 }
+
+/* ---- Outcomes ---------------------------------------------------------------------------- */
+
+/* Where an artifact came from. */
+typedef enum t4a_nvrtc_origin {
+  T4A_NVRTC_ORIGIN_NONE = 0,     /* no artifact: the call failed */
+  T4A_NVRTC_ORIGIN_COMPILED = 1, /* this call ran NVRTC */
+  T4A_NVRTC_ORIGIN_MEMORY = 2,   /* the cache's memory level */
+  T4A_NVRTC_ORIGIN_DISK = 3,     /* the cache's directory */
+  T4A_NVRTC_ORIGIN_JOINED = 4,   /* another thread's in-flight lookup or compile of the request */
+} t4a_nvrtc_origin;
+
+/* Returns "none", "compiled", "memory", "disk", "joined" or "unknown". Static string. */
+const char *t4a_nvrtc_origin_name(t4a_nvrtc_origin origin);
+
+/* Caller storage for what a compile call reports besides its status. Initialise it with
+ * T4A_NVRTC_OUTCOME_INIT; each compile call first frees what it held, then fills it; release it
+ * with t4a_nvrtc_outcome_deinit. */
+typedef struct t4a_nvrtc_outcome {
+  t4a_nvrtc_origin origin;
+  /* When nvrtcCompileProgram failed (COMPILE_FAILED; INVALID_ARGUMENT for an option NVRTC
+   * rejected; any other status it mapped to) or produced an empty output (COMPILE_FAILED): NVRTC's
+   * full log, NUL-terminated (for an empty output, followed by a line from t4a saying so). NULL
+   * otherwise, and NULL if the log itself could not be retrieved or copied. A successful
+   * compilation's log (warnings) is in the artifact instead. */
+  char *log;
+  size_t log_bytes; /* strlen(log) */
+} t4a_nvrtc_outcome;
+#define T4A_NVRTC_OUTCOME_INIT \
+  { T4A_NVRTC_ORIGIN_NONE, NULL, 0 }
+
+/* Frees the log and resets *outcome to T4A_NVRTC_OUTCOME_INIT. Accepts NULL. */
+void t4a_nvrtc_outcome_deinit(t4a_nvrtc_outcome *outcome);
+
+/* ---- Artifacts --------------------------------------------------------------------------- */
+
+typedef struct t4a_nvrtc_artifact t4a_nvrtc_artifact;
+
+/* Compiles one request with NVRTC, with no cache. On success *out is a new artifact (origin
+ * COMPILED). nvrtcDestroyProgram runs on every path.
+ * out_outcome may be NULL (the log of a failure is then dropped).
+ * Statuses: the validation statuses of t4a_nvrtc_request (file-reading options are allowed
+ * here); COMPILE_FAILED (the source did not compile, or NVRTC produced an empty PTX, CUBIN or
+ * LTO-IR — for instance a CUBIN for a virtual architecture such as compute_90; the log is in
+ * the outcome); INVALID_ARGUMENT (NVRTC rejected an option or a name expression; log in the
+ * outcome); HOST_OUT_OF_MEMORY (ours or NVRTC's); IO (NVRTC could not write a --time file);
+ * NVRTC_ERROR (another NVRTC failure: entry point and result in the detail). */
+T4A_MUST_USE t4a_status t4a_nvrtc_compile(t4a_nvrtc_lib *lib, const t4a_nvrtc_request *request,
+                                          t4a_nvrtc_artifact **out, t4a_nvrtc_outcome *out_outcome);
+
+/* Adds a reference. Accepts NULL. */
+void t4a_nvrtc_artifact_retain(t4a_nvrtc_artifact *artifact);
+/* Drops a reference; the last frees the artifact. Accepts NULL. */
+void t4a_nvrtc_artifact_release(t4a_nvrtc_artifact *artifact);
+
+/* The compiled bytes and their count. For PTX the count includes the terminating NUL (as
+ * nvrtcGetPTXSize reports it); every kind is followed by a NUL byte beyond the count, so the data
+ * can be handed to cuModuleLoadData as is. Never empty. Owned by the artifact. */
+const void *t4a_nvrtc_artifact_data(const t4a_nvrtc_artifact *artifact, size_t *out_bytes);
+t4a_nvrtc_output t4a_nvrtc_artifact_output(const t4a_nvrtc_artifact *artifact);
+/* The target it was compiled for ("sm_90"). Owned by the artifact. */
+const char *t4a_nvrtc_artifact_target(const t4a_nvrtc_artifact *artifact);
+/* The program name of the request. Owned by the artifact. */
+const char *t4a_nvrtc_artifact_program_name(const t4a_nvrtc_artifact *artifact);
+/* The NVRTC version and build identity that produced it. */
+void t4a_nvrtc_artifact_compiler_version(const t4a_nvrtc_artifact *artifact, int *out_major,
+                                         int *out_minor);
+const char *t4a_nvrtc_artifact_build_identity(const t4a_nvrtc_artifact *artifact);
+/* NVRTC's log of the successful compilation (warnings), NUL-terminated, possibly empty. */
+const char *t4a_nvrtc_artifact_log(const t4a_nvrtc_artifact *artifact, size_t *out_bytes);
+/* The request's key: XXH3-128 of its full identity, as 16 bytes (big-endian high half first)
+ * and as 32 lowercase hex digits (the disk cache's file name). */
+void t4a_nvrtc_artifact_key(const t4a_nvrtc_artifact *artifact, uint8_t out_key[16]);
+const char *t4a_nvrtc_artifact_key_hex(const t4a_nvrtc_artifact *artifact);
+/* Name expressions and their lowered (mangled) names, in request order. */
+size_t t4a_nvrtc_artifact_num_lowered_names(const t4a_nvrtc_artifact *artifact);
+/* Writes the i-th expression and its lowered name; INVALID_ARGUMENT if i is out of range. The
+ * strings are owned by the artifact. */
+T4A_MUST_USE t4a_status t4a_nvrtc_artifact_lowered_name_at(const t4a_nvrtc_artifact *artifact,
+                                                           size_t i, const char **out_expression,
+                                                           const char **out_lowered);
+/* The lowered name of `expression` as given in the request, or NULL if it was not one. */
+const char *t4a_nvrtc_artifact_lowered_name(const t4a_nvrtc_artifact *artifact,
+                                            const char *expression);
+
+/* ---- The artifact cache ------------------------------------------------------------------ */
+
+typedef struct t4a_nvrtc_cache t4a_nvrtc_cache;
+
+typedef struct t4a_nvrtc_cache_options {
+  size_t max_entries;      /* memory level: most artifacts kept; 0: 512 */
+  size_t max_bytes;        /* memory level: most bytes kept (artifacts + identities); 0: 256 MiB */
+  const char *disk_dir;    /* NULL: memory only. Created (with parents) if missing */
+  uint64_t disk_max_bytes; /* disk level: most bytes of entries kept; 0: 1 GiB */
+  int disk_fsync;          /* nonzero: fsync each entry before its rename and the directory
+                              after it (durability across power loss; correctness never needs
+                              it, since every entry is checksummed) */
+} t4a_nvrtc_cache_options;
+#define T4A_NVRTC_CACHE_OPTIONS_INIT \
+  { 0, 0, NULL, 0, 0 }
+
+/* Creates a cache over `lib` (retained). options may be NULL (memory only, defaults).
+ * Statuses: INVALID_ARGUMENT (lib or out NULL, an unusable path), IO (the directory cannot be
+ * created or is not a writable directory: path and errno in the message), HOST_OUT_OF_MEMORY
+ * (also when the mutex or condition variable cannot be initialised). */
+T4A_MUST_USE t4a_status t4a_nvrtc_cache_create(t4a_nvrtc_lib *lib,
+                                               const t4a_nvrtc_cache_options *options,
+                                               t4a_nvrtc_cache **out);
+/* Destroys the cache: drops its references to artifacts (those handed out stay valid) and to the
+ * lib. No call on the cache may be in progress. Leaves the directory as it is. Accepts NULL. */
+void t4a_nvrtc_cache_destroy(t4a_nvrtc_cache *cache);
+
+/* Returns the artifact for a request: from memory, from disk, from another thread's in-flight
+ * compilation of the same request, or by compiling it (then kept in memory and written to disk).
+ * A failed compilation is never cached: the next call compiles again. A disk problem (I/O error,
+ * corrupt or foreign entry) is counted and never fails the call: a corrupt entry is recompiled
+ * and replaced. out_outcome may be NULL.
+ * Statuses: as t4a_nvrtc_compile, plus INVALID_ARGUMENT for file-reading options (see
+ * t4a_nvrtc_request). Threads that joined a failed compilation get its status, detail and log. */
+T4A_MUST_USE t4a_status t4a_nvrtc_cache_compile(t4a_nvrtc_cache *cache,
+                                                const t4a_nvrtc_request *request,
+                                                t4a_nvrtc_artifact **out,
+                                                t4a_nvrtc_outcome *out_outcome);
+
+/* Copies this cache's counters (the nvrtc_* fields; the others are 0): NVRTC attempts and
+ * successes made for this cache, memory hits, misses, joins and evictions, disk hits, misses,
+ * writes, corrupt entries, I/O errors and evictions. */
+void t4a_nvrtc_cache_counters(const t4a_nvrtc_cache *cache, t4a_counter_values *out);
+
+/* How many artifacts and bytes the memory level holds now. */
+void t4a_nvrtc_cache_memory_usage(t4a_nvrtc_cache *cache, size_t *out_entries, size_t *out_bytes);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,374 @@
+/* nvrtc_bench: what the artifact cache saves, on the CPU (NVRTC needs no GPU).
+ *
+ * For a 20-line kernel and a generated 2,000-line source (100 kernels), compiled to sm_90 CUBIN:
+ *   compile      t4a_nvrtc_compile (uncached), after one warm-up compile; median of R repeats
+ *   memory hit   t4a_nvrtc_cache_compile answered from memory, plus the artifact release;
+ *                median over R batches of B calls each (per call)
+ *   disk hit     in a new process (fork + exec of this binary with --disk-hit): the first
+ *                t4a_nvrtc_cache_compile of a fresh process, answered from the directory;
+ *                median of R processes. The child also reports what it paid before that call
+ *                (loading NVRTC, creating the cache), reported separately.
+ *   disk hit, same process: a fresh cache over the populated directory; median of R.
+ *
+ * Usage: nvrtc_bench [--repeats R] [--batch B]     (defaults 11 and 2000)
+ *        nvrtc_bench --disk-hit DIR small|large    (the child mode: prints load, create, hit ns)
+ *        nvrtc_bench --populate DIR small|large    (fills a directory for --disk-hit) */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "t4a/counters.h"
+#include "t4a/nvrtc.h"
+#include "t4a/status.h"
+#include "testing/lsan/nvrtc_suppressions.h"
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* The 20-line kernel. */
+static const char k_small[] =
+    "// saxpy with a grid-stride loop and a clamp: 20 lines\n"
+    "#define CLAMP_LO -1.0e30f\n"
+    "#define CLAMP_HI 1.0e30f\n"
+    "\n"
+    "__device__ __forceinline__ float clampf(float v) {\n"
+    "  return fminf(fmaxf(v, CLAMP_LO), CLAMP_HI);\n"
+    "}\n"
+    "\n"
+    "extern \"C\" __global__ void saxpy(float a, const float *__restrict__ x,\n"
+    "                                  float *__restrict__ y, int n) {\n"
+    "  int stride = blockDim.x * gridDim.x;\n"
+    "  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {\n"
+    "    float v = a * x[i] + y[i];\n"
+    "    y[i] = clampf(v);\n"
+    "  }\n"
+    "}\n"
+    "\n"
+    "extern \"C\" __global__ void fill(float *y, float v, int n) {\n"
+    "  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = v;\n"
+    "}\n";
+
+/* The ~2,000-line source: 100 kernels of 20 lines each (a large .cu file of many small kernels,
+ * the common shape of a kernel library), every one with its own constants. */
+static char *make_large(int *out_lines) {
+  size_t cap = 256 * 1024, n = 0;
+  char *s = malloc(cap);
+  if (s == NULL) return NULL;
+  int lines = 0;
+  for (int k = 0; k < 100; k++) {
+    n += (size_t)snprintf(
+        s + n, cap - n,
+        "// kernel %d\n"
+        "__device__ __forceinline__ float op%d(float v, float w) {\n"
+        "  float t = v * %d.5e-3f + w;\n"
+        "  return t > %d.0f ? t - %d.0f : t;\n"
+        "}\n"
+        "extern \"C\" __global__ void k%d(const float *__restrict__ x,\n"
+        "                              float *__restrict__ y, int n, float w) {\n"
+        "  int stride = blockDim.x * gridDim.x;\n"
+        "  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {\n"
+        "    float v = x[i];\n"
+        "    float acc = 0.0f;\n"
+        "#pragma unroll 4\n"
+        "    for (int j = 0; j < %d; j++) {\n"
+        "      acc += op%d(v, w + (float)j);\n"
+        "    }\n"
+        "    y[i] = acc;\n"
+        "  }\n"
+        "}\n"
+        "\n"
+        "\n",
+        k, k, 100 + k, k % 13 + 1, k % 7, k, 4 + k % 9, k);
+    lines += 20;
+  }
+  *out_lines = lines;
+  return s;
+}
+
+static t4a_nvrtc_request request_for(const char *source, const char *name) {
+  t4a_nvrtc_request r = T4A_NVRTC_REQUEST_INIT;
+  r.program_name = name;
+  r.source = source;
+  r.target = "sm_90";
+  r.output = T4A_NVRTC_OUTPUT_CUBIN;
+  return r;
+}
+
+static void die(const char *what) {
+  t4a_error e;
+  char buf[600];
+  t4a_error_last(&e);
+  fprintf(stderr, "nvrtc_bench: %s: %s\n", what, t4a_error_format(&e, buf, sizeof buf));
+  exit(1);
+}
+
+/* Child mode: one fresh process, one disk hit. Prints "open_ns create_ns hit_ns". */
+static int child_disk_hit(const char *dir, const char *which) {
+  uint64_t t0 = now_ns();
+  t4a_nvrtc_lib *lib = NULL;
+  if (t4a_nvrtc_lib_open(NULL, &lib) != T4A_OK) die("open");
+  uint64_t t1 = now_ns();
+  t4a_nvrtc_cache_options o = T4A_NVRTC_CACHE_OPTIONS_INIT;
+  o.disk_dir = dir;
+  t4a_nvrtc_cache *c = NULL;
+  if (t4a_nvrtc_cache_create(lib, &o, &c) != T4A_OK) die("cache");
+  int lines = 0;
+  char *large = strcmp(which, "large") == 0 ? make_large(&lines) : NULL;
+  t4a_nvrtc_request r =
+      large != NULL ? request_for(large, "large.cu") : request_for(k_small, "small.cu");
+  uint64_t t2 = now_ns();
+  t4a_nvrtc_artifact *a = NULL;
+  t4a_nvrtc_outcome out = T4A_NVRTC_OUTCOME_INIT;
+  if (t4a_nvrtc_cache_compile(c, &r, &a, &out) != T4A_OK) die("disk hit");
+  uint64_t t3 = now_ns();
+  t4a_counter_values v;
+  t4a_nvrtc_cache_counters(c, &v);
+  if (out.origin != T4A_NVRTC_ORIGIN_DISK || v.nvrtc_compile_attempts != 0) {
+    fprintf(stderr, "nvrtc_bench: child expected a disk hit, got %s (%llu compiles)\n",
+            t4a_nvrtc_origin_name(out.origin), (unsigned long long)v.nvrtc_compile_attempts);
+    return 1;
+  }
+  printf("%llu %llu %llu\n", (unsigned long long)(t1 - t0), (unsigned long long)(t2 - t1),
+         (unsigned long long)(t3 - t2));
+  t4a_nvrtc_artifact_release(a);
+  t4a_nvrtc_cache_destroy(c);
+  t4a_nvrtc_lib_release(lib);
+  free(large);
+  return 0;
+}
+
+/* Runs one child; fills its three figures (ns). */
+static void run_child(const char *dir, const char *which, double out[3]) {
+  int fds[2];
+  if (pipe(fds) != 0) {
+    perror("pipe");
+    exit(1);
+  }
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0) {
+    perror("fork");
+    exit(1);
+  }
+  if (pid == 0) {
+    dup2(fds[1], 1);
+    close(fds[0]);
+    close(fds[1]);
+    execl("/proc/self/exe", "nvrtc_bench", "--disk-hit", dir, which, (char *)NULL);
+    _exit(127);
+  }
+  close(fds[1]);
+  char buf[128] = {0};
+  ssize_t n = read(fds[0], buf, sizeof buf - 1);
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  unsigned long long a = 0, b = 0, c = 0;
+  if (n <= 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0 ||
+      sscanf(buf, "%llu %llu %llu", &a, &b, &c) != 3) {
+    fprintf(stderr, "nvrtc_bench: child failed (status %d)\n", status);
+    exit(1);
+  }
+  out[0] = (double)a;
+  out[1] = (double)b;
+  out[2] = (double)c;
+}
+
+typedef struct figures {
+  double compile_ms, mem_hit_us, disk_hit_child_us, disk_hit_same_us, child_open_ms,
+      child_create_us;
+  size_t bytes;
+} figures;
+
+static figures measure(t4a_nvrtc_lib *lib, const t4a_nvrtc_request *r, const char *which,
+                       int repeats, int batch) {
+  figures f;
+  memset(&f, 0, sizeof f);
+  double *v = calloc((size_t)repeats, sizeof *v);
+  double *w = calloc((size_t)repeats, sizeof *w);
+  double *x = calloc((size_t)repeats, sizeof *x);
+  if (v == NULL || w == NULL || x == NULL) exit(1);
+  /* Compile (uncached), after a warm-up. */
+  t4a_nvrtc_artifact *a = NULL;
+  if (t4a_nvrtc_compile(lib, r, &a, NULL) != T4A_OK) die("compile");
+  t4a_nvrtc_artifact_data(a, &f.bytes);
+  t4a_nvrtc_artifact_release(a);
+  for (int i = 0; i < repeats; i++) {
+    uint64_t t0 = now_ns();
+    if (t4a_nvrtc_compile(lib, r, &a, NULL) != T4A_OK) die("compile");
+    v[i] = (double)(now_ns() - t0) / 1e6;
+    t4a_nvrtc_artifact_release(a);
+  }
+  f.compile_ms = median(v, repeats);
+
+  /* Memory hits. */
+  t4a_nvrtc_cache *c = NULL;
+  if (t4a_nvrtc_cache_create(lib, NULL, &c) != T4A_OK) die("cache");
+  if (t4a_nvrtc_cache_compile(c, r, &a, NULL) != T4A_OK) die("cache compile");
+  t4a_nvrtc_artifact_release(a);
+  for (int i = 0; i < repeats; i++) {
+    uint64_t t0 = now_ns();
+    for (int j = 0; j < batch; j++) {
+      if (t4a_nvrtc_cache_compile(c, r, &a, NULL) != T4A_OK) die("memory hit");
+      t4a_nvrtc_artifact_release(a);
+    }
+    v[i] = (double)(now_ns() - t0) / 1e3 / batch;
+  }
+  f.mem_hit_us = median(v, repeats);
+  t4a_counter_values cv;
+  t4a_nvrtc_cache_counters(c, &cv);
+  if (cv.nvrtc_compile_attempts != 1) {
+    fprintf(stderr, "nvrtc_bench: memory hits compiled (%llu)\n",
+            (unsigned long long)cv.nvrtc_compile_attempts);
+    exit(1);
+  }
+  t4a_nvrtc_cache_destroy(c);
+
+  /* Disk: populate a directory, then hit it from new processes and from fresh caches. */
+  char dir[] = "/tmp/t4a-nvrtc-bench-XXXXXX";
+  if (mkdtemp(dir) == NULL) {
+    perror("mkdtemp");
+    exit(1);
+  }
+  t4a_nvrtc_cache_options o = T4A_NVRTC_CACHE_OPTIONS_INIT;
+  o.disk_dir = dir;
+  if (t4a_nvrtc_cache_create(lib, &o, &c) != T4A_OK) die("disk cache");
+  if (t4a_nvrtc_cache_compile(c, r, &a, NULL) != T4A_OK) die("populate");
+  t4a_nvrtc_artifact_release(a);
+  t4a_nvrtc_cache_destroy(c);
+  for (int i = 0; i < repeats; i++) {
+    double fig[3];
+    run_child(dir, which, fig);
+    v[i] = fig[2] / 1e3;
+    w[i] = fig[0] / 1e6;
+    x[i] = fig[1] / 1e3;
+  }
+  f.disk_hit_child_us = median(v, repeats);
+  f.child_open_ms = median(w, repeats);
+  f.child_create_us = median(x, repeats);
+  for (int i = 0; i < repeats; i++) {
+    if (t4a_nvrtc_cache_create(lib, &o, &c) != T4A_OK) die("disk cache");
+    t4a_nvrtc_outcome out = T4A_NVRTC_OUTCOME_INIT;
+    uint64_t t0 = now_ns();
+    if (t4a_nvrtc_cache_compile(c, r, &a, &out) != T4A_OK) die("disk hit");
+    v[i] = (double)(now_ns() - t0) / 1e3;
+    if (out.origin != T4A_NVRTC_ORIGIN_DISK) {
+      fprintf(stderr, "nvrtc_bench: expected a disk hit\n");
+      exit(1);
+    }
+    t4a_nvrtc_artifact_release(a);
+    t4a_nvrtc_cache_destroy(c);
+  }
+  f.disk_hit_same_us = median(v, repeats);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd) != 0) fprintf(stderr, "nvrtc_bench: could not remove %s\n", dir);
+  free(v);
+  free(w);
+  free(x);
+  return f;
+}
+
+/* --populate DIR small|large: compiles one kernel into a disk cache (for manual experiments with
+ * --disk-hit). */
+static int populate(const char *dir, const char *which) {
+  t4a_nvrtc_lib *lib = NULL;
+  if (t4a_nvrtc_lib_open(NULL, &lib) != T4A_OK) die("open");
+  t4a_nvrtc_cache_options o = T4A_NVRTC_CACHE_OPTIONS_INIT;
+  o.disk_dir = dir;
+  t4a_nvrtc_cache *c = NULL;
+  if (t4a_nvrtc_cache_create(lib, &o, &c) != T4A_OK) die("cache");
+  int lines = 0;
+  char *large = strcmp(which, "large") == 0 ? make_large(&lines) : NULL;
+  t4a_nvrtc_request r =
+      large != NULL ? request_for(large, "large.cu") : request_for(k_small, "small.cu");
+  t4a_nvrtc_artifact *a = NULL;
+  if (t4a_nvrtc_cache_compile(c, &r, &a, NULL) != T4A_OK) die("compile");
+  t4a_nvrtc_artifact_release(a);
+  t4a_nvrtc_cache_destroy(c);
+  t4a_nvrtc_lib_release(lib);
+  free(large);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc == 4 && strcmp(argv[1], "--disk-hit") == 0) return child_disk_hit(argv[2], argv[3]);
+  if (argc == 4 && strcmp(argv[1], "--populate") == 0) return populate(argv[2], argv[3]);
+  int repeats = 11, batch = 2000;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--repeats") == 0 && i + 1 < argc) {
+      repeats = atoi(argv[++i]);
+    } else if (strcmp(argv[i], "--batch") == 0 && i + 1 < argc) {
+      batch = atoi(argv[++i]);
+    } else {
+      fprintf(stderr, "usage: nvrtc_bench [--repeats R] [--batch B]\n");
+      return 2;
+    }
+  }
+  if (repeats < 1 || batch < 1) {
+    fprintf(stderr, "nvrtc_bench: repeats and batch must be positive\n");
+    return 2;
+  }
+  uint64_t t0 = now_ns();
+  t4a_nvrtc_lib *lib = NULL;
+  if (t4a_nvrtc_lib_open(NULL, &lib) != T4A_OK) die("open");
+  double open_ms = (double)(now_ns() - t0) / 1e6;
+  int major = 0, minor = 0;
+  t4a_nvrtc_lib_version(lib, &major, &minor);
+  struct utsname u;
+  uname(&u);
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  printf(
+      "nvrtc_bench: NVRTC %d.%d (%s), %s %s, %ld CPUs; medians of %d, memory hits in batches "
+      "of %d\n",
+      major, minor, t4a_nvrtc_lib_origin(lib), u.sysname, u.release, cpus, repeats, batch);
+  printf("NVRTC load + build identity in this process: %.2f ms\n", open_ms);
+  int large_lines = 0;
+  char *large = make_large(&large_lines);
+  if (large == NULL) return 1;
+  int small_lines = 0;
+  for (const char *p = k_small; *p; p++) small_lines += *p == '\n';
+  t4a_nvrtc_request rs = request_for(k_small, "small.cu");
+  t4a_nvrtc_request rl = request_for(large, "large.cu");
+  figures fs = measure(lib, &rs, "small", repeats, batch);
+  figures fl = measure(lib, &rl, "large", repeats, batch);
+  printf(
+      "\n| kernel (sm_90 CUBIN) | bytes | compile | memory hit | disk hit, new process | "
+      "disk hit, same process | new process: load NVRTC / create cache |\n");
+  printf("|---|---:|---:|---:|---:|---:|---:|\n");
+  const figures *all[2] = {&fs, &fl};
+  int lines[2] = {small_lines, large_lines};
+  for (int i = 0; i < 2; i++) {
+    const figures *f = all[i];
+    printf("| %d lines | %zu | %.2f ms | %.3f us | %.1f us | %.1f us | %.2f ms / %.1f us |\n",
+           lines[i], f->bytes, f->compile_ms, f->mem_hit_us, f->disk_hit_child_us,
+           f->disk_hit_same_us, f->child_open_ms, f->child_create_us);
+  }
+  printf("\ngoal: memory hit <= 2 us (20 lines): %s (%.3f us)\n",
+         fs.mem_hit_us <= 2.0 ? "met" : "MISSED", fs.mem_hit_us);
+  printf("goal: disk hit in a new process <= 0.5 ms (20 lines): %s (%.3f ms)\n",
+         fs.disk_hit_child_us <= 500.0 ? "met" : "MISSED", fs.disk_hit_child_us / 1e3);
+  free(large);
+  t4a_nvrtc_lib_release(lib);
+  return 0;
+}

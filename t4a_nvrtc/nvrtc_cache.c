@@ -1,0 +1,359 @@
+/* The artifact cache's memory level: a hash table of entries keyed by the request key and
+ * matched by full identity, an LRU list bounded by entries and bytes, and in-flight entries that
+ * make concurrent requests for one key compile once. The disk level is nvrtc_disk.c. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "t4a/fault.h"
+#include "t4a_nvrtc/nvrtc_internal.h"
+
+#define DEFAULT_MAX_ENTRIES 512u
+#define DEFAULT_MAX_BYTES ((size_t)256 << 20)
+#define DEFAULT_DISK_MAX_BYTES ((uint64_t)1 << 30)
+
+typedef enum entry_state { E_INFLIGHT, E_READY, E_FAILED } entry_state;
+
+/* One request's slot. Every field is guarded by the cache mutex. refs counts the table's
+ * membership, the compiling owner and every joined waiter; the entry is freed at zero. */
+typedef struct entry {
+  uint8_t key[16];
+  uint8_t *identity;
+  size_t identity_bytes;
+  entry_state state;
+  int refs;
+  int in_table;
+  t4a_nvrtc_artifact *art; /* E_READY: the entry's own reference */
+  size_t charge;           /* E_READY and in the LRU: bytes counted against max_bytes */
+  t4a_status st;           /* E_FAILED: what the owner got, for the waiters */
+  t4a_error err;
+  char *log;
+  size_t log_bytes;
+  struct entry *hnext;       /* bucket chain */
+  struct entry *prev, *next; /* LRU, most recent first (E_READY in the table only) */
+} entry;
+
+struct t4a_nvrtc_cache {
+  t4a_nvrtc_lib *lib;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  entry **buckets;
+  size_t num_buckets; /* a power of two */
+  entry lru;          /* sentinel */
+  size_t num_ready, bytes;
+  size_t max_entries, max_bytes;
+  t4a_counters counters;
+  int has_disk;
+  t4a_nvrtc_disk disk;
+};
+
+static size_t bucket_of(const t4a_nvrtc_cache *c, const uint8_t key[16]) {
+  uint64_t h = 0;
+  for (int i = 0; i < 8; i++) h = (h << 8) | key[i];
+  return (size_t)h & (c->num_buckets - 1);
+}
+
+static void entry_free(entry *e) {
+  t4a_nvrtc_artifact_release(e->art);
+  free(e->identity);
+  free(e->log);
+  free(e);
+}
+
+/* Drops one reference; frees at zero. Caller holds the mutex. */
+static void entry_unref(entry *e) {
+  if (--e->refs == 0) entry_free(e);
+}
+
+static void lru_unlink(entry *e) {
+  e->prev->next = e->next;
+  e->next->prev = e->prev;
+  e->prev = e->next = NULL;
+}
+
+static void lru_push_front(t4a_nvrtc_cache *c, entry *e) {
+  e->next = c->lru.next;
+  e->prev = &c->lru;
+  c->lru.next->prev = e;
+  c->lru.next = e;
+}
+
+static void table_remove(t4a_nvrtc_cache *c, entry *e) {
+  entry **pp = &c->buckets[bucket_of(c, e->key)];
+  while (*pp != NULL && *pp != e) pp = &(*pp)->hnext;
+  if (*pp == e) *pp = e->hnext;
+  e->hnext = NULL;
+  e->in_table = 0;
+  if (e->prev != NULL) {
+    lru_unlink(e);
+    c->num_ready--;
+    c->bytes -= e->charge;
+  }
+  entry_unref(e);
+}
+
+static entry *table_find(t4a_nvrtc_cache *c, const uint8_t key[16], const t4a_nvrtc_prepared *p) {
+  for (entry *e = c->buckets[bucket_of(c, key)]; e != NULL; e = e->hnext) {
+    if (memcmp(e->key, key, 16) == 0 &&
+        t4a_nvrtc_identity_equal(c->lib, p, e->identity, e->identity_bytes)) {
+      return e;
+    }
+  }
+  return NULL;
+}
+
+/* Makes an in-flight entry ready and keeps it within the bounds. Caller holds the mutex. */
+static void publish_ready(t4a_nvrtc_cache *c, entry *e, t4a_nvrtc_artifact *art) {
+  t4a_nvrtc_artifact_retain(art);
+  e->art = art;
+  e->state = E_READY;
+  e->charge = art->total_bytes + e->identity_bytes + sizeof *e;
+  if (e->charge > c->max_bytes) {
+    table_remove(c, e); /* larger than the whole memory level: handed out, not kept */
+    return;
+  }
+  lru_push_front(c, e);
+  c->num_ready++;
+  c->bytes += e->charge;
+  while (c->num_ready > c->max_entries || c->bytes > c->max_bytes) {
+    entry *victim = c->lru.prev;
+    if (victim == e) break; /* cannot happen: e alone fits both bounds */
+    t4a_counter_add(&c->counters, T4A_COUNTER_nvrtc_mem_evictions, 1);
+    table_remove(c, victim);
+  }
+}
+
+static t4a_status lock_init(t4a_nvrtc_cache *c) {
+  int rc;
+  if (t4a_fault_sim(T4A_FAULT_MUTEX_INIT)) {
+    rc = ENOMEM;
+  } else {
+    rc = pthread_mutex_init(&c->mu, NULL);
+  }
+  if (rc != 0) {
+    return t4a_error_set(T4A_HOST_OUT_OF_MEMORY, "pthread_mutex_init", rc, NULL, 0,
+                         "pthread_mutex_init failed: %s", strerror(rc));
+  }
+  if (t4a_fault_sim(T4A_FAULT_MUTEX_INIT)) {
+    rc = ENOMEM;
+  } else {
+    rc = pthread_cond_init(&c->cv, NULL);
+  }
+  if (rc != 0) {
+    pthread_mutex_destroy(&c->mu);
+    return t4a_error_set(T4A_HOST_OUT_OF_MEMORY, "pthread_cond_init", rc, NULL, 0,
+                         "pthread_cond_init failed: %s", strerror(rc));
+  }
+  return T4A_OK;
+}
+
+t4a_status t4a_nvrtc_cache_create(t4a_nvrtc_lib *lib, const t4a_nvrtc_cache_options *options,
+                                  t4a_nvrtc_cache **out) {
+  if (out == NULL || lib == NULL) {
+    if (out != NULL) *out = NULL;
+    return t4a_error_set(T4A_INVALID_ARGUMENT, "t4a_nvrtc_cache_create", 0, NULL, 0,
+                         "lib or out is NULL");
+  }
+  *out = NULL;
+  t4a_nvrtc_cache_options o = T4A_NVRTC_CACHE_OPTIONS_INIT;
+  if (options != NULL) o = *options;
+  t4a_nvrtc_cache *c = t4a_host_calloc(1, sizeof *c);
+  if (c == NULL) return T4A_HOST_OUT_OF_MEMORY;
+  c->max_entries = o.max_entries != 0 ? o.max_entries : DEFAULT_MAX_ENTRIES;
+  c->max_bytes = o.max_bytes != 0 ? o.max_bytes : DEFAULT_MAX_BYTES;
+  size_t want = c->max_entries < 8192 ? c->max_entries * 2 : 16384;
+  c->num_buckets = 16;
+  while (c->num_buckets < want) c->num_buckets <<= 1;
+  c->buckets = t4a_host_calloc(c->num_buckets, sizeof *c->buckets);
+  if (c->buckets == NULL) {
+    free(c);
+    return T4A_HOST_OUT_OF_MEMORY;
+  }
+  c->lru.next = c->lru.prev = &c->lru;
+  t4a_status st = lock_init(c);
+  if (st != T4A_OK) {
+    free(c->buckets);
+    free(c);
+    return st;
+  }
+  if (o.disk_dir != NULL) {
+    st = t4a_nvrtc_disk_init(&c->disk, o.disk_dir,
+                             o.disk_max_bytes != 0 ? o.disk_max_bytes : DEFAULT_DISK_MAX_BYTES,
+                             o.disk_fsync);
+    if (st != T4A_OK) {
+      pthread_cond_destroy(&c->cv);
+      pthread_mutex_destroy(&c->mu);
+      free(c->buckets);
+      free(c);
+      return st;
+    }
+    c->has_disk = 1;
+  }
+  t4a_nvrtc_lib_retain(lib);
+  c->lib = lib;
+  *out = c;
+  return T4A_OK;
+}
+
+void t4a_nvrtc_cache_destroy(t4a_nvrtc_cache *cache) {
+  if (cache == NULL) return;
+  for (size_t i = 0; i < cache->num_buckets; i++) {
+    entry *e = cache->buckets[i];
+    while (e != NULL) {
+      entry *next = e->hnext;
+      entry_free(e); /* no call is in progress, so only the table holds it */
+      e = next;
+    }
+  }
+  free(cache->buckets);
+  pthread_cond_destroy(&cache->cv);
+  pthread_mutex_destroy(&cache->mu);
+  if (cache->has_disk) t4a_nvrtc_disk_deinit(&cache->disk);
+  t4a_nvrtc_lib_release(cache->lib);
+  free(cache);
+}
+
+void t4a_nvrtc_cache_counters(const t4a_nvrtc_cache *cache, t4a_counter_values *out) {
+  t4a_counters_read(cache != NULL ? &cache->counters : NULL, out);
+}
+
+void t4a_nvrtc_cache_memory_usage(t4a_nvrtc_cache *cache, size_t *out_entries, size_t *out_bytes) {
+  size_t n = 0, b = 0;
+  if (cache != NULL) {
+    pthread_mutex_lock(&cache->mu);
+    n = cache->num_ready;
+    b = cache->bytes;
+    pthread_mutex_unlock(&cache->mu);
+  }
+  if (out_entries != NULL) *out_entries = n;
+  if (out_bytes != NULL) *out_bytes = b;
+}
+
+/* Copies a failed entry's result to a waiter: the status, its detail and the log. */
+static t4a_status take_failure(const entry *e, t4a_nvrtc_log *log) {
+  if (e->log != NULL) {
+    char *copy = t4a_host_malloc(e->log_bytes + 1);
+    if (copy != NULL) {
+      memcpy(copy, e->log, e->log_bytes + 1);
+      log->text = copy;
+      log->bytes = e->log_bytes;
+    }
+  }
+  t4a_nvrtc_error_restore(&e->err);
+  return e->st;
+}
+
+t4a_status t4a_nvrtc_cache_compile(t4a_nvrtc_cache *cache, const t4a_nvrtc_request *request,
+                                   t4a_nvrtc_artifact **out, t4a_nvrtc_outcome *out_outcome) {
+  t4a_nvrtc_outcome_deinit(out_outcome);
+  if (out == NULL || cache == NULL) {
+    if (out != NULL) *out = NULL;
+    return t4a_error_set(T4A_INVALID_ARGUMENT, "t4a_nvrtc_cache_compile", 0, NULL, 0,
+                         "cache or out is NULL");
+  }
+  *out = NULL;
+  t4a_nvrtc_lib *lib = cache->lib;
+  t4a_nvrtc_prepared p;
+  t4a_status st = t4a_nvrtc_prepare(lib, request, 1, &p);
+  if (st != T4A_OK) return st;
+  uint8_t key[16];
+  t4a_nvrtc_identity_key(lib, &p, key);
+  t4a_nvrtc_log log = {NULL, 0};
+
+  pthread_mutex_lock(&cache->mu);
+  entry *e = table_find(cache, key, &p);
+  if (e != NULL && e->state == E_READY) {
+    lru_unlink(e);
+    lru_push_front(cache, e);
+    t4a_nvrtc_artifact_retain(e->art);
+    *out = e->art;
+    pthread_mutex_unlock(&cache->mu);
+    t4a_counter_add(&cache->counters, T4A_COUNTER_nvrtc_mem_hits, 1);
+    t4a_nvrtc_outcome_set(out_outcome, T4A_NVRTC_ORIGIN_MEMORY, &log);
+    return T4A_OK;
+  }
+  if (e != NULL) { /* in flight: wait for its owner */
+    e->refs++;
+    t4a_counter_add(&cache->counters, T4A_COUNTER_nvrtc_mem_joins, 1);
+    while (e->state == E_INFLIGHT) pthread_cond_wait(&cache->cv, &cache->mu);
+    if (e->state == E_READY) {
+      t4a_nvrtc_artifact_retain(e->art);
+      *out = e->art;
+      st = T4A_OK;
+    } else {
+      st = take_failure(e, &log);
+    }
+    entry_unref(e);
+    pthread_mutex_unlock(&cache->mu);
+    t4a_nvrtc_outcome_set(out_outcome,
+                          st == T4A_OK ? T4A_NVRTC_ORIGIN_JOINED : T4A_NVRTC_ORIGIN_NONE, &log);
+    return st;
+  }
+
+  /* A miss: this thread owns the request until it is published. */
+  size_t id_bytes = t4a_nvrtc_identity_size(lib, &p);
+  e = t4a_host_calloc(1, sizeof *e);
+  uint8_t *identity = e != NULL ? t4a_host_malloc(id_bytes) : NULL;
+  if (identity == NULL) {
+    free(e);
+    pthread_mutex_unlock(&cache->mu);
+    return T4A_HOST_OUT_OF_MEMORY;
+  }
+  t4a_nvrtc_identity_write(lib, &p, identity);
+  memcpy(e->key, key, 16);
+  e->identity = identity;
+  e->identity_bytes = id_bytes;
+  e->state = E_INFLIGHT;
+  e->refs = 2; /* the table and this owner */
+  e->in_table = 1;
+  size_t b = bucket_of(cache, key);
+  e->hnext = cache->buckets[b];
+  cache->buckets[b] = e;
+  pthread_mutex_unlock(&cache->mu);
+  t4a_counter_add(&cache->counters, T4A_COUNTER_nvrtc_mem_misses, 1);
+
+  t4a_nvrtc_artifact *art = NULL;
+  t4a_nvrtc_origin origin = T4A_NVRTC_ORIGIN_COMPILED;
+  if (cache->has_disk) {
+    art = t4a_nvrtc_disk_lookup(&cache->disk, lib, &p, key, &cache->counters);
+    if (art != NULL) origin = T4A_NVRTC_ORIGIN_DISK;
+  }
+  if (art == NULL) st = t4a_nvrtc_compile_prepared(lib, &p, key, &cache->counters, &art, &log);
+  t4a_error failure;
+  if (st != T4A_OK) t4a_error_last(&failure);
+
+  pthread_mutex_lock(&cache->mu);
+  if (st == T4A_OK) {
+    publish_ready(cache, e, art);
+  } else {
+    e->state = E_FAILED;
+    e->st = st;
+    e->err = failure;
+    if (e->refs > 2 && log.text != NULL) { /* waiters will want the log */
+      e->log = t4a_host_malloc(log.bytes + 1);
+      if (e->log != NULL) {
+        memcpy(e->log, log.text, log.bytes + 1);
+        e->log_bytes = log.bytes;
+      }
+      t4a_nvrtc_error_restore(&failure);
+    }
+    table_remove(cache, e); /* never cached: the next request compiles again */
+  }
+  pthread_cond_broadcast(&cache->cv);
+  pthread_mutex_unlock(&cache->mu);
+
+  if (st == T4A_OK && origin == T4A_NVRTC_ORIGIN_COMPILED && cache->has_disk) {
+    /* The owner's reference keeps e (and its identity) alive here. */
+    t4a_nvrtc_disk_store(&cache->disk, art, e->identity, e->identity_bytes, &cache->counters);
+  }
+  pthread_mutex_lock(&cache->mu);
+  entry_unref(e);
+  pthread_mutex_unlock(&cache->mu);
+
+  *out = art;
+  t4a_nvrtc_outcome_set(out_outcome, st == T4A_OK ? origin : T4A_NVRTC_ORIGIN_NONE, &log);
+  return st;
+}

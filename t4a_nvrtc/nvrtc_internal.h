@@ -1,0 +1,184 @@
+/* Private declarations shared by t4a_nvrtc's sources: the validated view of a request, the
+ * identity record and its key, artifact construction, the compile core and the disk level.
+ * Not exported to any other target. */
+#ifndef T4A_NVRTC_NVRTC_INTERNAL_H_
+#define T4A_NVRTC_NVRTC_INTERNAL_H_
+
+#define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack: no allocation to hash */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <xxhash.h>
+
+#include "t4a/counters.h"
+#include "t4a/nvrtc.h"
+#include "t4a/status.h"
+#include "t4a_nvrtc/nvrtc_table.h"
+
+/* Version of the identity record (what the key hashes). Bump it whenever the record's fields,
+ * their framing or the options t4a adds change: old keys then never match, and old disk entries
+ * age out through eviction. */
+#define T4A_NVRTC_KEY_SCHEMA 1u
+
+/* Limits on request counts (LIMIT_EXCEEDED above them). */
+#define T4A_NVRTC_MAX_ITEMS 65536u
+
+/* A validated request: lengths resolved, target parsed, t4a's own options spelled out. Holds
+ * borrowed pointers into the request only. */
+typedef struct t4a_nvrtc_prepared {
+  const t4a_nvrtc_request *req;
+  const char *program_name;
+  size_t program_name_bytes;
+  size_t source_bytes;
+  char target[24];         /* "sm_90a" */
+  int virtual_arch;        /* compute_NN */
+  char arch_option[48];    /* "--gpu-architecture=sm_90a" */
+  const char *implicit[3]; /* t4a's options, after the caller's */
+  size_t num_implicit;
+} t4a_nvrtc_prepared;
+
+/* The byte count of header i's name / content and of option i (resolving 0 as strlen). */
+size_t t4a_nvrtc_header_name_bytes(const t4a_nvrtc_header *h);
+size_t t4a_nvrtc_header_content_bytes(const t4a_nvrtc_header *h);
+size_t t4a_nvrtc_option_bytes(const t4a_nvrtc_request *req, size_t i);
+
+/* Validates a request against lib (see t4a/nvrtc.h for the rules) and fills *out. for_cache
+ * also rejects options whose effect the key cannot see. */
+T4A_MUST_USE t4a_status t4a_nvrtc_prepare(const t4a_nvrtc_lib *lib, const t4a_nvrtc_request *req,
+                                          int for_cache, t4a_nvrtc_prepared *out);
+
+/* ---- The identity record ----------------------------------------------------------------- */
+
+/* Where identity bytes go. One emitter (t4a_nvrtc_identity_emit) feeds every use, so the bytes
+ * hashed, stored and compared are the same by construction. */
+typedef enum id_sink_mode {
+  ID_SINK_SIZE,    /* count bytes */
+  ID_SINK_WRITE,   /* copy into buf */
+  ID_SINK_HASH,    /* feed XXH3-128 (through a small coalescing buffer) */
+  ID_SINK_COMPARE, /* compare against cmp; mismatch set at the first difference */
+} id_sink_mode;
+
+typedef struct t4a_nvrtc_id_sink {
+  id_sink_mode mode;
+  size_t pos;
+  uint8_t *buf;       /* WRITE */
+  const uint8_t *cmp; /* COMPARE */
+  size_t cmp_bytes;
+  int mismatch;
+  XXH3_state_t *state; /* HASH */
+  size_t pending;
+  uint8_t stage[512];
+} t4a_nvrtc_id_sink;
+
+/* Emits the identity record of a prepared request into a sink. */
+void t4a_nvrtc_identity_emit(const t4a_nvrtc_lib *lib, const t4a_nvrtc_prepared *p,
+                             t4a_nvrtc_id_sink *sink);
+/* The record's size in bytes. */
+size_t t4a_nvrtc_identity_size(const t4a_nvrtc_lib *lib, const t4a_nvrtc_prepared *p);
+/* The key: XXH3-128 of the record, canonical (big-endian) bytes. Allocates nothing. */
+void t4a_nvrtc_identity_key(const t4a_nvrtc_lib *lib, const t4a_nvrtc_prepared *p, uint8_t key[16]);
+/* Writes the record into buf (t4a_nvrtc_identity_size bytes). */
+void t4a_nvrtc_identity_write(const t4a_nvrtc_lib *lib, const t4a_nvrtc_prepared *p, uint8_t *buf);
+/* Whether a stored record equals the request's, byte for byte. Allocates nothing. */
+int t4a_nvrtc_identity_equal(const t4a_nvrtc_lib *lib, const t4a_nvrtc_prepared *p,
+                             const uint8_t *stored, size_t stored_bytes);
+
+/* ---- Artifacts --------------------------------------------------------------------------- */
+
+/* A counted string: (pointer, bytes), not necessarily NUL-terminated. */
+typedef struct t4a_nvrtc_str {
+  const char *p;
+  size_t n;
+} t4a_nvrtc_str;
+
+/* What an artifact is made of. data or log may be NULL: the space is reserved (and
+ * zero-filled) for the caller to fill through the pointers t4a_nvrtc_artifact_alloc returns. */
+typedef struct t4a_nvrtc_artifact_parts {
+  t4a_nvrtc_output output;
+  int major, minor;
+  const uint8_t *key;
+  t4a_nvrtc_str target, build_identity, program_name;
+  const void *data;
+  size_t data_bytes;
+  const char *log;
+  size_t log_bytes;
+  size_t num_names;
+  const t4a_nvrtc_str *exprs; /* num_names each */
+  const t4a_nvrtc_str *lowered;
+} t4a_nvrtc_artifact_parts;
+
+struct t4a_nvrtc_artifact {
+  atomic_int refs;
+  t4a_nvrtc_output output;
+  int major, minor;
+  uint8_t key[16];
+  char key_hex[33];
+  size_t data_bytes, log_bytes, num_names, total_bytes;
+  const char *target, *build_identity, *program_name, *log;
+  const uint8_t *data;
+  const char **exprs, **lowered;
+};
+
+/* Allocates one block holding the artifact and copies of every part (refs = 1). Returns NULL
+ * with HOST_OUT_OF_MEMORY recorded. *out_data and *out_log (optional) point at the writable
+ * data and log space. */
+t4a_nvrtc_artifact *t4a_nvrtc_artifact_alloc(const t4a_nvrtc_artifact_parts *parts,
+                                             uint8_t **out_data, char **out_log);
+
+/* ---- The compile core -------------------------------------------------------------------- */
+
+/* A failed compile's log, handed to the outcome. */
+typedef struct t4a_nvrtc_log {
+  char *text; /* heap, NUL-terminated, or NULL */
+  size_t bytes;
+} t4a_nvrtc_log;
+
+/* Runs NVRTC for a prepared request. key is the request's key (stored in the artifact). Counts
+ * attempts and successes in lib's block and, if non-NULL, in extra. On COMPILE_FAILED and on
+ * INVALID_ARGUMENT from NVRTC, *log receives the log (or stays NULL). */
+T4A_MUST_USE t4a_status t4a_nvrtc_compile_prepared(t4a_nvrtc_lib *lib, const t4a_nvrtc_prepared *p,
+                                                   const uint8_t key[16], t4a_counters *extra,
+                                                   t4a_nvrtc_artifact **out, t4a_nvrtc_log *log);
+
+/* Puts back a failure detail saved with t4a_error_last (clears it if it was T4A_OK): for paths
+ * that swallow an internal failure, since a successful call leaves the detail untouched. */
+void t4a_nvrtc_error_restore(const t4a_error *saved);
+
+/* Hands a log to an outcome (outcome may be NULL: the log is freed). */
+void t4a_nvrtc_outcome_set(t4a_nvrtc_outcome *outcome, t4a_nvrtc_origin origin, t4a_nvrtc_log *log);
+
+/* ---- The disk level ---------------------------------------------------------------------- */
+
+typedef struct t4a_nvrtc_disk {
+  char *dir;
+  size_t dir_bytes;
+  uint64_t max_bytes;
+  int fsync;
+} t4a_nvrtc_disk;
+
+/* Creates the directory (and parents) if needed and checks it is a writable directory. IO
+ * otherwise. */
+T4A_MUST_USE t4a_status t4a_nvrtc_disk_init(t4a_nvrtc_disk *disk, const char *dir,
+                                            uint64_t max_bytes, int fsync_writes);
+void t4a_nvrtc_disk_deinit(t4a_nvrtc_disk *disk);
+
+/* Looks the request up on disk. Returns a new artifact or NULL (miss, corrupt, I/O error: all
+ * counted in c). Never records an error detail that outlives the call. */
+t4a_nvrtc_artifact *t4a_nvrtc_disk_lookup(t4a_nvrtc_disk *disk, const t4a_nvrtc_lib *lib,
+                                          const t4a_nvrtc_prepared *p, const uint8_t key[16],
+                                          t4a_counters *c);
+
+/* Writes an artifact with its identity record atomically, then enforces the size bound. Every
+ * failure is counted (nvrtc_disk_errors) and otherwise ignored. */
+void t4a_nvrtc_disk_store(t4a_nvrtc_disk *disk, const t4a_nvrtc_artifact *art,
+                          const uint8_t *identity, size_t identity_bytes, t4a_counters *c);
+
+/* Scans the directory and removes the least recently used entries until the total is within the
+ * bound (and stale temporary files of crashed writers). Counts removals. */
+void t4a_nvrtc_disk_evict(t4a_nvrtc_disk *disk, t4a_counters *c);
+
+/* Formats a key as 32 lowercase hex digits and a NUL. */
+void t4a_nvrtc_key_hex(const uint8_t key[16], char out[33]);
+
+#endif /* T4A_NVRTC_NVRTC_INTERNAL_H_ */

@@ -1,0 +1,311 @@
+/* `t4a compile`: see compile_cmd.h. */
+#define _GNU_SOURCE
+#include "tools/compile_cmd.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "t4a/counters.h"
+#include "t4a/nvrtc.h"
+#include "t4a/status.h"
+
+#define EXIT_COMPILE 1
+#define EXIT_USAGE 2
+
+static const char k_usage[] =
+    "usage: t4a compile FILE.cu --arch ARCH [--ptx | --cubin | --ltoir] [-o OUT] [--cache DIR]\n"
+    "                   [--header NAME=PATH]... [--name-expr EXPR]... [--repeat N]\n"
+    "                   [NVRTC options: -DNAME=VALUE, --std=c++17, ...]\n";
+
+static int usage(const char *fmt, const char *arg) {
+  fprintf(stderr, "t4a compile: ");
+  fprintf(stderr, fmt, arg);
+  fprintf(stderr, "\n%s", k_usage);
+  return EXIT_USAGE;
+}
+
+/* Reads a whole file into a NUL-terminated heap buffer; NULL with errno on failure. */
+static char *read_file(const char *path, size_t *out_bytes) {
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) return NULL;
+  size_t cap = 4096, n = 0;
+  char *buf = malloc(cap);
+  while (buf != NULL) {
+    size_t got = fread(buf + n, 1, cap - n - 1, f);
+    n += got;
+    if (got == 0) break;
+    if (n + 1 == cap) {
+      char *grown = realloc(buf, cap * 2);
+      if (grown == NULL) {
+        free(buf);
+        buf = NULL;
+        break;
+      }
+      buf = grown;
+      cap *= 2;
+    }
+  }
+  int err = ferror(f) ? EIO : 0;
+  fclose(f);
+  if (buf == NULL || err) {
+    free(buf);
+    errno = err ? err : ENOMEM;
+    return NULL;
+  }
+  buf[n] = '\0';
+  *out_bytes = n;
+  return buf;
+}
+
+static void print_failure(const char *what) {
+  t4a_error e;
+  char buf[600];
+  t4a_error_last(&e);
+  fprintf(stderr, "t4a compile: %s: %s\n", what, t4a_error_format(&e, buf, sizeof buf));
+}
+
+static void print_counters(const t4a_nvrtc_cache *cache) {
+  t4a_counter_values v;
+  t4a_nvrtc_cache_counters(cache, &v);
+  for (int id = 0; id < T4A_COUNTER_COUNT; id++) {
+    const char *name = t4a_counter_name((t4a_counter_id)id);
+    if (name == NULL || strncmp(name, "nvrtc_", 6) != 0) continue;
+    printf("counter %s = %llu\n", name,
+           (unsigned long long)t4a_counter_value(&v, (t4a_counter_id)id));
+  }
+}
+
+static int write_output(const char *path, const t4a_nvrtc_artifact *art) {
+  size_t n = 0;
+  const char *data = t4a_nvrtc_artifact_data(art, &n);
+  if (t4a_nvrtc_artifact_output(art) == T4A_NVRTC_OUTPUT_PTX && n > 0) n--; /* the text only */
+  FILE *f = fopen(path, "wb");
+  if (f == NULL || fwrite(data, 1, n, f) != n) {
+    fprintf(stderr, "t4a compile: cannot write %s: %s\n", path, strerror(errno));
+    if (f != NULL) fclose(f);
+    return EXIT_COMPILE;
+  }
+  if (fclose(f) != 0) {
+    fprintf(stderr, "t4a compile: cannot write %s: %s\n", path, strerror(errno));
+    return EXIT_COMPILE;
+  }
+  printf("wrote: %s (%zu bytes)\n", path, n);
+  return 0;
+}
+
+/* NVRTC flags whose value may come as the next argument ("-I dir", "-D NAME=1"). */
+static int nvrtc_flag_takes_value(const char *s) {
+  static const char *const flags[] = {"-I",
+                                      "-D",
+                                      "-U",
+                                      "-include",
+                                      "--include-path",
+                                      "--pre-include",
+                                      "--define-macro",
+                                      "--undefine-macro",
+                                      "-arch",
+                                      "--gpu-architecture"};
+  for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
+    if (strcmp(s, flags[i]) == 0) return 1;
+  }
+  return 0;
+}
+
+typedef struct compile_args {
+  const char *file, *arch, *out, *cache_dir;
+  int output; /* -1: by architecture */
+  long repeat;
+  const char **options;
+  size_t num_options;
+  t4a_nvrtc_header *headers;
+  char **header_texts;
+  size_t num_headers;
+  const char **exprs;
+  size_t num_exprs;
+} compile_args;
+
+static int parse(int argc, char **argv, compile_args *a) {
+  for (int i = 0; i < argc; i++) {
+    const char *s = argv[i];
+    const char *next = i + 1 < argc ? argv[i + 1] : NULL;
+    int takes = 0;
+    if (strcmp(s, "--arch") == 0 || strcmp(s, "-o") == 0 || strcmp(s, "--cache") == 0 ||
+        strcmp(s, "--header") == 0 || strcmp(s, "--name-expr") == 0 || strcmp(s, "--repeat") == 0) {
+      if (next == NULL) return usage("%s needs a value", s);
+      takes = 1;
+    }
+    if (strcmp(s, "--arch") == 0) {
+      a->arch = next;
+    } else if (strcmp(s, "-o") == 0) {
+      a->out = next;
+    } else if (strcmp(s, "--cache") == 0) {
+      a->cache_dir = next;
+    } else if (strcmp(s, "--repeat") == 0) {
+      char *end = NULL;
+      a->repeat = strtol(next, &end, 10);
+      if (end == next || *end != '\0' || a->repeat < 1 || a->repeat > 1000000) {
+        return usage("--repeat wants a count from 1 to 1000000, not \"%s\"", next);
+      }
+    } else if (strcmp(s, "--name-expr") == 0) {
+      a->exprs[a->num_exprs++] = next;
+    } else if (strcmp(s, "--header") == 0) {
+      const char *eq = strchr(next, '=');
+      if (eq == NULL || eq == next || eq[1] == '\0') {
+        return usage("--header wants NAME=PATH, not \"%s\"", next);
+      }
+      size_t bytes = 0;
+      char *text = read_file(eq + 1, &bytes);
+      if (text == NULL) {
+        fprintf(stderr, "t4a compile: cannot read header %s: %s\n", eq + 1, strerror(errno));
+        return EXIT_USAGE;
+      }
+      a->header_texts[a->num_headers] = text;
+      a->headers[a->num_headers].name = next;
+      a->headers[a->num_headers].name_bytes = (size_t)(eq - next);
+      a->headers[a->num_headers].content = text;
+      a->headers[a->num_headers].content_bytes = 0;
+      a->num_headers++;
+    } else if (strcmp(s, "--ptx") == 0 || strcmp(s, "--cubin") == 0 || strcmp(s, "--ltoir") == 0) {
+      int kind = s[2] == 'p'   ? T4A_NVRTC_OUTPUT_PTX
+                 : s[2] == 'c' ? T4A_NVRTC_OUTPUT_CUBIN
+                               : T4A_NVRTC_OUTPUT_LTOIR;
+      if (a->output >= 0 && a->output != kind) return usage("%s conflicts with another kind", s);
+      a->output = kind;
+    } else if (s[0] == '-' && s[1] != '\0') {
+      a->options[a->num_options++] = s; /* for NVRTC, in order */
+      if (nvrtc_flag_takes_value(s)) {
+        if (next == NULL) return usage("%s needs a value", s);
+        a->options[a->num_options++] = next;
+        i++;
+      }
+    } else if (a->file == NULL) {
+      a->file = s;
+    } else {
+      return usage("one source file only (also got \"%s\")", s);
+    }
+    i += takes;
+  }
+  if (a->file == NULL) return usage("%s", "no source file");
+  if (a->arch == NULL) return usage("%s", "--arch is required (for example --arch sm_90)");
+  if (a->output < 0) {
+    a->output =
+        strncmp(a->arch, "compute_", 8) == 0 ? T4A_NVRTC_OUTPUT_PTX : T4A_NVRTC_OUTPUT_CUBIN;
+  }
+  return 0;
+}
+
+/* Maps a failed compile to the exit code, printing what the user needs. */
+static int report_failure(t4a_status st, const t4a_nvrtc_outcome *o) {
+  if (o->log != NULL && o->log_bytes > 0) {
+    fputs(o->log, stderr);
+    if (o->log[o->log_bytes - 1] != '\n') fputc('\n', stderr);
+  }
+  print_failure(st == T4A_COMPILE_FAILED ? "compile error" : "failed");
+  if (st == T4A_INVALID_ARGUMENT || st == T4A_UNSUPPORTED || st == T4A_LIMIT_EXCEEDED) {
+    return EXIT_USAGE;
+  }
+  return EXIT_COMPILE;
+}
+
+int t4a_cmd_compile(int argc, char **argv) {
+  if (argc < 0) argc = 0;
+  size_t slots = (size_t)argc + 1;
+  compile_args a;
+  memset(&a, 0, sizeof a);
+  a.output = -1;
+  a.repeat = 1;
+  a.options = calloc(slots, sizeof *a.options);
+  a.headers = calloc(slots, sizeof *a.headers);
+  a.header_texts = calloc(slots, sizeof *a.header_texts);
+  a.exprs = calloc(slots, sizeof *a.exprs);
+  char *source = NULL;
+  t4a_nvrtc_lib *lib = NULL;
+  t4a_nvrtc_cache *cache = NULL;
+  t4a_nvrtc_outcome outcome = T4A_NVRTC_OUTCOME_INIT;
+  int rc = 0;
+  if (a.options == NULL || a.headers == NULL || a.header_texts == NULL || a.exprs == NULL) {
+    fprintf(stderr, "t4a compile: out of memory\n");
+    rc = EXIT_COMPILE;
+    goto done;
+  }
+  if ((rc = parse(argc, argv, &a)) != 0) goto done;
+  size_t source_bytes = 0;
+  source = read_file(a.file, &source_bytes);
+  if (source == NULL) {
+    fprintf(stderr, "t4a compile: cannot read %s: %s\n", a.file, strerror(errno));
+    rc = EXIT_USAGE;
+    goto done;
+  }
+  if (t4a_nvrtc_lib_open(NULL, &lib) != T4A_OK) {
+    print_failure("NVRTC");
+    rc = EXIT_COMPILE;
+    goto done;
+  }
+  t4a_nvrtc_cache_options co = T4A_NVRTC_CACHE_OPTIONS_INIT;
+  co.disk_dir = a.cache_dir;
+  t4a_status st = t4a_nvrtc_cache_create(lib, &co, &cache);
+  if (st != T4A_OK) {
+    print_failure("cache");
+    rc = st == T4A_INVALID_ARGUMENT ? EXIT_USAGE : EXIT_COMPILE;
+    goto done;
+  }
+  const char *base = strrchr(a.file, '/');
+  t4a_nvrtc_request r = T4A_NVRTC_REQUEST_INIT;
+  r.program_name = base != NULL ? base + 1 : a.file;
+  r.source = source;
+  r.source_bytes = source_bytes;
+  r.headers = a.headers;
+  r.num_headers = a.num_headers;
+  r.options = a.options;
+  r.num_options = a.num_options;
+  r.target = a.arch;
+  r.output = (t4a_nvrtc_output)a.output;
+  r.name_expressions = a.exprs;
+  r.num_name_expressions = a.num_exprs;
+
+  t4a_nvrtc_artifact *art = NULL;
+  for (long i = 0; i < a.repeat; i++) {
+    t4a_nvrtc_artifact_release(art);
+    art = NULL;
+    st = t4a_nvrtc_cache_compile(cache, &r, &art, &outcome);
+    if (st != T4A_OK) {
+      rc = report_failure(st, &outcome);
+      goto done;
+    }
+    printf("artifact: %s\n", t4a_nvrtc_origin_name(outcome.origin));
+  }
+  size_t bytes = 0;
+  int major = 0, minor = 0;
+  (void)t4a_nvrtc_artifact_data(art, &bytes);
+  t4a_nvrtc_artifact_compiler_version(art, &major, &minor);
+  printf("output: %s for %s, %zu bytes, key %s\n",
+         t4a_nvrtc_output_name(t4a_nvrtc_artifact_output(art)), t4a_nvrtc_artifact_target(art),
+         bytes, t4a_nvrtc_artifact_key_hex(art));
+  printf("nvrtc: %d.%d (%s)\n", major, minor, t4a_nvrtc_lib_origin(lib));
+  for (size_t i = 0; i < t4a_nvrtc_artifact_num_lowered_names(art); i++) {
+    const char *e = NULL, *l = NULL;
+    if (t4a_nvrtc_artifact_lowered_name_at(art, i, &e, &l) == T4A_OK) {
+      printf("lowered: %s -> %s\n", e, l);
+    }
+  }
+  size_t log_bytes = 0;
+  const char *log = t4a_nvrtc_artifact_log(art, &log_bytes);
+  if (log_bytes > 0) fprintf(stderr, "%s", log); /* warnings */
+  if (a.out != NULL) rc = write_output(a.out, art);
+  print_counters(cache);
+  t4a_nvrtc_artifact_release(art);
+done:
+  fflush(stdout);
+  t4a_nvrtc_outcome_deinit(&outcome);
+  t4a_nvrtc_cache_destroy(cache);
+  t4a_nvrtc_lib_release(lib);
+  free(source);
+  for (size_t i = 0; a.header_texts != NULL && i < a.num_headers; i++) free(a.header_texts[i]);
+  free(a.options);
+  free(a.headers);
+  free(a.header_texts);
+  free(a.exprs);
+  return rc;
+}

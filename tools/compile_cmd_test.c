@@ -1,0 +1,188 @@
+/* `t4a compile` (tools/compile_cmd.c) against the real NVRTC: exit codes, what it prints, the
+ * output file, memory and disk hits across invocations, compile logs, bad usage. */
+#define _GNU_SOURCE
+#include "tools/compile_cmd.h"
+
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "testing/lsan/nvrtc_suppressions.h"
+
+static char g_dir[512];
+static char g_out[1 << 16], g_err[1 << 16];
+
+static void write_text(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+static void slurp(const char *path, char *buf, size_t size) {
+  FILE *f = fopen(path, "r");
+  size_t n = f != NULL ? fread(buf, 1, size - 1, f) : 0;
+  buf[n] = '\0';
+  if (f != NULL) fclose(f);
+}
+
+/* Runs the command with stdout and stderr captured into g_out and g_err. */
+static int run(const char *const *args, int n) {
+  char out_path[600], err_path[600];
+  snprintf(out_path, sizeof out_path, "%s/stdout", g_dir);
+  snprintf(err_path, sizeof err_path, "%s/stderr", g_dir);
+  fflush(stdout);
+  fflush(stderr);
+  int saved_out = dup(1), saved_err = dup(2);
+  int fo = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  int fe = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  dup2(fo, 1);
+  dup2(fe, 2);
+  char *argv[32];
+  for (int i = 0; i < n; i++) argv[i] = (char *)args[i];
+  argv[n] = NULL;
+  int rc = t4a_cmd_compile(n, argv);
+  fflush(stdout);
+  fflush(stderr);
+  dup2(saved_out, 1);
+  dup2(saved_err, 2);
+  close(saved_out);
+  close(saved_err);
+  close(fo);
+  close(fe);
+  slurp(out_path, g_out, sizeof g_out);
+  slurp(err_path, g_err, sizeof g_err);
+  return rc;
+}
+
+static char g_kernel[600], g_broken[600], g_cache[600], g_obj[600], g_hdr[600], g_tmpl[600];
+
+static int setup(void **state) {
+  (void)state;
+  const char *base = getenv("TEST_TMPDIR");
+  snprintf(g_dir, sizeof g_dir, "%s/t4a-compile-XXXXXX", base != NULL ? base : "/tmp");
+  if (mkdtemp(g_dir) == NULL) return -1;
+  snprintf(g_kernel, sizeof g_kernel, "%s/add.cu", g_dir);
+  snprintf(g_broken, sizeof g_broken, "%s/broken.cu", g_dir);
+  snprintf(g_cache, sizeof g_cache, "%s/cache", g_dir);
+  snprintf(g_obj, sizeof g_obj, "%s/add.cubin", g_dir);
+  snprintf(g_hdr, sizeof g_hdr, "%s/val.h", g_dir);
+  snprintf(g_tmpl, sizeof g_tmpl, "%s/tmpl.cu", g_dir);
+  write_text(g_kernel,
+             "#ifndef STEP\n#error STEP must be defined\n#endif\n"
+             "extern \"C\" __global__ void add(float *x) { x[threadIdx.x] += STEP; }\n");
+  write_text(g_broken, "extern \"C\" __global__ void b(float *x) { x[0] = nope(x); }\n");
+  write_text(g_hdr, "#define VAL 42\n");
+  write_text(g_tmpl,
+             "#include \"val.h\"\ntemplate <int N> __global__ void t(int *x) { *x = N + VAL; }\n");
+  return 0;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  char cmd[700];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+  return system(cmd) == 0 ? 0 : -1;
+}
+
+static void test_compiles_to_a_file(void **state) {
+  (void)state;
+  const char *args[] = {g_kernel, "--arch", "sm_90", "-DSTEP=2.0f", "-o", g_obj, "--repeat", "2"};
+  assert_int_equal(run(args, 8), 0);
+  assert_non_null(strstr(g_out, "artifact: compiled\nartifact: memory\n"));
+  assert_non_null(strstr(g_out, "output: cubin for sm_90"));
+  assert_non_null(strstr(g_out, "counter nvrtc_compile_attempts = 1\n"));
+  assert_non_null(strstr(g_out, "counter nvrtc_mem_hits = 1\n"));
+  FILE *f = fopen(g_obj, "rb");
+  assert_non_null(f);
+  unsigned char magic[4] = {0};
+  assert_int_equal(fread(magic, 1, 4, f), 4);
+  fclose(f);
+  assert_memory_equal(magic,
+                      "\x7f"
+                      "ELF",
+                      4);
+}
+
+static void test_disk_cache_across_invocations(void **state) {
+  (void)state;
+  const char *args[] = {g_tmpl,     "--arch", "compute_90",  "--cache", g_cache,
+                        "--header", "val.h=", "--name-expr", "t<3>"};
+  char header_arg[700];
+  snprintf(header_arg, sizeof header_arg, "val.h=%s", g_hdr);
+  args[6] = header_arg;
+  assert_int_equal(run(args, 9), 0);
+  assert_non_null(strstr(g_out, "artifact: compiled\n"));
+  assert_non_null(strstr(g_out, "output: ptx for compute_90"));
+  assert_non_null(strstr(g_out, "lowered: t<3> -> _Z1tILi3EEvPi\n"));
+  assert_non_null(strstr(g_out, "counter nvrtc_disk_writes = 1\n"));
+  assert_int_equal(run(args, 9), 0);
+  assert_non_null(strstr(g_out, "artifact: disk\n"));
+  assert_non_null(strstr(g_out, "counter nvrtc_compile_attempts = 0\n"));
+  assert_non_null(strstr(g_out, "counter nvrtc_disk_hits = 1\n"));
+  /* A file-reading option is refused with a cache: bad usage. */
+  const char *with_i[] = {g_tmpl, "--arch", "sm_90", "--cache", g_cache, "-I", g_dir};
+  assert_int_equal(run(with_i, 7), 2);
+  assert_non_null(strstr(g_err, "cache key cannot see"));
+}
+
+static void test_compile_error_prints_the_log(void **state) {
+  (void)state;
+  const char *args[] = {g_broken, "--arch", "sm_90"};
+  assert_int_equal(run(args, 3), 1);
+  assert_non_null(strstr(g_err, "broken.cu(1): error"));
+  assert_non_null(strstr(g_err, "nope"));
+  assert_non_null(strstr(g_err, "COMPILE_FAILED"));
+  const char *no_define[] = {g_kernel, "--arch", "sm_90", "--ptx"};
+  assert_int_equal(run(no_define, 4), 1);
+  assert_non_null(strstr(g_err, "STEP must be defined"));
+}
+
+static void test_bad_usage_exits_2(void **state) {
+  (void)state;
+  const char *none[] = {NULL};
+  assert_int_equal(run(none, 0), 2);
+  assert_non_null(strstr(g_err, "usage: t4a compile"));
+  const char *no_arch[] = {g_kernel};
+  assert_int_equal(run(no_arch, 1), 2);
+  assert_non_null(strstr(g_err, "--arch is required"));
+  const char *two_kinds[] = {g_kernel, "--arch", "sm_90", "--ptx", "--cubin"};
+  assert_int_equal(run(two_kinds, 5), 2);
+  const char *missing_value[] = {g_kernel, "--arch"};
+  assert_int_equal(run(missing_value, 2), 2);
+  const char *no_file[] = {"/nonexistent/x.cu", "--arch", "sm_90"};
+  assert_int_equal(run(no_file, 3), 2);
+  assert_non_null(strstr(g_err, "cannot read /nonexistent/x.cu"));
+  const char *two_files[] = {g_kernel, g_broken, "--arch", "sm_90"};
+  assert_int_equal(run(two_files, 4), 2);
+  const char *bad_repeat[] = {g_kernel, "--arch", "sm_90", "--repeat", "0"};
+  assert_int_equal(run(bad_repeat, 5), 2);
+  const char *bad_arch[] = {g_kernel, "--arch", "sm_91", "-DSTEP=1"};
+  assert_int_equal(run(bad_arch, 4), 2);
+  assert_non_null(strstr(g_err, "UNSUPPORTED"));
+  const char *bad_opt[] = {g_kernel, "--arch", "sm_90", "-DSTEP=1", "--no-such-option"};
+  assert_int_equal(run(bad_opt, 5), 2);
+  assert_non_null(strstr(g_err, "--no-such-option"));
+  const char *owned[] = {g_kernel, "--arch", "sm_90", "-arch=sm_80"};
+  assert_int_equal(run(owned, 4), 2);
+  const char *bad_header[] = {g_kernel, "--arch", "sm_90", "--header", "noequals"};
+  assert_int_equal(run(bad_header, 5), 2);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_compiles_to_a_file),
+      cmocka_unit_test(test_disk_cache_across_invocations),
+      cmocka_unit_test(test_compile_error_prints_the_log),
+      cmocka_unit_test(test_bad_usage_exits_2),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
