@@ -3,21 +3,24 @@
 set(T4A_COPTS -std=c11 -Wall -Wextra -Werror -Wstrict-prototypes -Wmissing-prototypes -Wshadow -Wvla)
 
 t4a_library(NAME t4a_ctx_status
-  SRCS t4a_ctx/status.c t4a_ctx/fault.c t4a_ctx/counters.c
+  SRCS t4a_ctx/status.c t4a_ctx/fault.c t4a_ctx/counters.c t4a_ctx/counters_block.h
   HDRS t4a_ctx/include/t4a/status.h t4a_ctx/include/t4a/fault.h t4a_ctx/include/t4a/counters.h
   INCLUDE_DIR t4a_ctx/include)
+t4a_library(NAME t4a_ctx_counters_internal
+  HDRS t4a_ctx/counters_block.h
+  DEPS t4a_ctx_status)
 t4a_library(NAME t4a_ctx
   SRCS t4a_ctx/loader.c t4a_ctx/device.c t4a_ctx/context.c t4a_ctx/lane.c t4a_ctx/driver_table.h t4a_ctx/driver_catalog.h
   HDRS t4a_ctx/include/t4a/ctx.h
   INCLUDE_DIR t4a_ctx/include
-  DEPS t4a_ctx_status t4a_ext_cuda_headers ${CMAKE_DL_LIBS} Threads::Threads)
+  DEPS t4a_ctx_status t4a_ctx_counters_internal t4a_ext_cuda_headers ${CMAKE_DL_LIBS} Threads::Threads)
 t4a_library(NAME t4a_ctx_seam
   HDRS t4a_ctx/driver_table.h t4a_ctx/driver_catalog.h
-  DEPS t4a_ctx t4a_ctx_status t4a_ext_cuda_headers)
+  DEPS t4a_ctx t4a_ctx_status t4a_ctx_counters_internal t4a_ext_cuda_headers)
 t4a_test(NAME t4a_ctx_status_test
   SRCS t4a_ctx/status_test.c
   LABELS unit
-  DEPS t4a_ctx_status t4a_ext_cmocka Threads::Threads)
+  DEPS t4a_ctx_status t4a_ctx_counters_internal t4a_ext_cmocka Threads::Threads)
 t4a_test(NAME t4a_ctx_ctx_test
   SRCS t4a_ctx/ctx_test.c
   LABELS unit
@@ -98,10 +101,10 @@ t4a_library(NAME t4a_nvrtc
   SRCS t4a_nvrtc/nvrtc_loader.c t4a_nvrtc/nvrtc_request.c t4a_nvrtc/nvrtc_compile.c t4a_nvrtc/nvrtc_cache.c t4a_nvrtc/nvrtc_disk.c t4a_nvrtc/nvrtc_internal.h t4a_nvrtc/nvrtc_table.h t4a_nvrtc/nvrtc_catalog.h
   HDRS t4a_nvrtc/include/t4a/nvrtc.h
   INCLUDE_DIR t4a_nvrtc/include
-  DEPS t4a_ctx_status t4a_ext_cuda_headers t4a_ext_xxhash ${CMAKE_DL_LIBS} Threads::Threads)
+  DEPS t4a_ctx_status t4a_ctx_counters_internal t4a_ext_cuda_headers t4a_ext_xxhash ${CMAKE_DL_LIBS} Threads::Threads)
 t4a_library(NAME t4a_nvrtc_internal
   HDRS t4a_nvrtc/nvrtc_table.h t4a_nvrtc/nvrtc_catalog.h t4a_nvrtc/nvrtc_internal.h
-  DEPS t4a_nvrtc t4a_ctx_status t4a_ext_cuda_headers t4a_ext_xxhash Threads::Threads)
+  DEPS t4a_nvrtc t4a_ctx_status t4a_ctx_counters_internal t4a_ext_cuda_headers t4a_ext_xxhash Threads::Threads)
 t4a_library(NAME t4a_nvrtc_test_support
   SRCS t4a_nvrtc/nvrtc_testutil.c
   HDRS t4a_nvrtc/nvrtc_testutil.h

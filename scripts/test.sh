@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The test command (README, .ci/run): deps; the drift check; Bazel (clang, layering_check) build
+# The test command (README, .ci/run): deps; the drift check; every public header alone as C11 and
+# C++17 without CUDA on the include path; Bazel (clang, layering_check) build
 # and test of //...; the nvrtc isolation check; an ASan+UBSan lane; then the CMake+gcc -Werror
 # build and `ctest -LE gpu`. When every lane passed, the last line is ctest's closing line
 # ('100% tests passed, 0 tests failed out of N'); if a lane failed, it is a plain
@@ -29,6 +30,8 @@ lane() {
 }
 
 drift() { python3 scripts/gen_build.py --check; }
+
+headers() { python3 scripts/check_headers.py; }
 
 bazel_test() { bazel test --config=ci //... ; }
 
@@ -60,6 +63,7 @@ cmake_gcc() {
 }
 
 lane drift drift
+lane public-headers headers
 lane bazel-clang-layering bazel_test
 lane nvrtc-standalone nvrtc_alone
 lane asan-ubsan bazel_asan

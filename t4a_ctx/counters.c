@@ -1,6 +1,8 @@
 /* Counter snapshots and names. */
 #include "t4a/counters.h"
 
+#include "t4a_ctx/counters_block.h"
+
 #include <stddef.h>
 
 void t4a_counters_read(const t4a_counters *c, t4a_counter_values *out) {

@@ -20,6 +20,7 @@
 #include "t4a/counters.h"
 #include "t4a/ctx.h"
 #include "t4a/status.h"
+#include "t4a_ctx/counters_block.h"
 #include "t4a_ctx/driver_catalog.h"
 
 #ifdef __cplusplus

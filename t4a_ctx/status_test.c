@@ -13,6 +13,7 @@
 #include "t4a/counters.h"
 #include "t4a/fault.h"
 #include "t4a/status.h"
+#include "t4a_ctx/counters_block.h"
 
 static void test_values_are_stable(void **state) {
   (void)state;

@@ -12,6 +12,7 @@
 #include <xxhash.h>
 
 #include "t4a/counters.h"
+#include "t4a_ctx/counters_block.h"
 #include "t4a/nvrtc.h"
 #include "t4a/status.h"
 #include "t4a_nvrtc/nvrtc_table.h"

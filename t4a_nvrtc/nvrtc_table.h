@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "t4a/counters.h"
+#include "t4a_ctx/counters_block.h"
 #include "t4a/nvrtc.h"
 #include "t4a/status.h"
 #include "t4a_nvrtc/nvrtc_catalog.h"

@@ -1,15 +1,15 @@
 /* t4a/counters.h — the named counters that prove t4a's performance and lifetime claims.
  *
  * Layer: t4a_ctx:status (no driver). One list names every counter of every library; a counter
- * block (t4a_counters) holds one relaxed atomic per name. Each object that counts (a driver, a
- * lane, later a runtime or an artifact cache) owns a block; t4a_counters_read() copies it into a
- * plain struct whose fields carry the same names. Later libraries append their names to the list.
+ * block (t4a_counters, opaque) holds one relaxed atomic per name. Each object that counts (a
+ * driver, a lane, an artifact cache) owns a block; t4a_counters_read() copies it into a plain
+ * struct whose fields carry the same names. Later libraries append their names to the list.
+ * This header compiles as C and as C++.
  *
- * Thread-safety: t4a_counter_add and t4a_counters_read may run concurrently from any thread. */
+ * Thread-safety: counting and t4a_counters_read may run concurrently from any thread. */
 #ifndef T4A_COUNTERS_H_
 #define T4A_COUNTERS_H_
 
-#include <stdatomic.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -78,10 +78,9 @@ typedef enum t4a_counter_id {
   T4A_COUNTER_COUNT
 } t4a_counter_id;
 
-/* A block of live counters. Zero-initialise it (static storage or memset) before use. */
-typedef struct t4a_counters {
-  _Atomic uint64_t v[T4A_COUNTER_COUNT];
-} t4a_counters;
+/* A block of live counters (opaque: its relaxed atomics are private to t4a's libraries, which
+ * reach them through t4a_ctx/counters_block.h). Users read a block with t4a_counters_read. */
+typedef struct t4a_counters t4a_counters;
 
 /* A snapshot: one plain field per counter name. */
 typedef struct t4a_counter_values {
@@ -89,11 +88,6 @@ typedef struct t4a_counter_values {
   T4A_COUNTER_LIST(T4A_COUNTER_FIELD_)
 #undef T4A_COUNTER_FIELD_
 } t4a_counter_values;
-
-/* Adds n to one counter (relaxed: counters order nothing). */
-static inline void t4a_counter_add(t4a_counters *c, t4a_counter_id id, uint64_t n) {
-  atomic_fetch_add_explicit(&c->v[id], n, memory_order_relaxed);
-}
 
 /* Copies every counter of *c into *out. */
 void t4a_counters_read(const t4a_counters *c, t4a_counter_values *out);
