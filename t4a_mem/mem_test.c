@@ -299,6 +299,10 @@ static void test_pinned_slots_and_registration(void **state) {
   t4a_pinned *plain = NULL, *mapped = NULL;
   assert_int_equal(t4a_pinned_create(h, 1000, 0, &plain), T4A_OK);
   assert_int_equal(t4a_pinned_devptr(plain), 0);
+  /* Audit A2: staging memory is portable, usable under every context. */
+  unsigned host_flags = 0;
+  assert_int_equal(t4a_fake_host_alloc_flags(f->fake, t4a_pinned_host(plain), &host_flags), 1);
+  assert_true(host_flags & CU_MEMHOSTALLOC_PORTABLE);
   memset(t4a_pinned_host(plain), 1, 1000);
   assert_int_equal(t4a_pinned_create(h, 4096, T4A_PINNED_MAPPED, &mapped), T4A_OK);
   assert_int_not_equal(t4a_pinned_devptr(mapped), 0);
