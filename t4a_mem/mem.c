@@ -17,8 +17,9 @@ typedef struct block {
   struct block *next_in_class;
   struct block *older, *newer; /* the cache's age list */
   CUdeviceptr ptr;
-  size_t bytes; /* the class size actually allocated */
+  size_t bytes; /* bytes actually allocated: the class size when cacheable, else exact */
   uint32_t cls;
+  int cacheable; /* allocated at its class size and small enough for the cache */
 } block;
 
 struct t4a_mem_pool {
@@ -122,10 +123,17 @@ static void record_put(t4a_mem_pool *p, block *b) {
  * records. */
 static void free_blocks(t4a_mem_pool *p, block *list, int count_trim) {
   for (block *b = list; b != NULL; b = b->next_in_class) {
-    if (T4A_CU_QUIET(p->driver, cuMemFreeAsync, b->ptr, t4a_lane_stream(p->lane)) == T4A_OK) {
+    CUresult r = p->driver->t.cuMemFreeAsync(b->ptr, t4a_lane_stream(p->lane));
+    if (r == CUDA_SUCCESS) {
       t4a_counter_add(p->counters, T4A_COUNTER_device_frees, 1);
     } else {
       t4a_counter_add(p->counters, T4A_COUNTER_buffers_leaked, 1);
+      if (t4a_cu_is_sticky(r)) {
+        /* Record the fault for the lane without touching this thread's error detail. */
+        t4a_error cause = {.status = T4A_CONTEXT_LOST, .entry = "cuMemFreeAsync", .code = (int)r,
+                           .code_name = t4a_cu_name(p->driver, r)};
+        t4a_ctx_holder_mark_lost(t4a_lane_holder(p->lane), &cause);
+      }
     }
     if (count_trim) t4a_counter_add(p->counters, T4A_COUNTER_reuse_trimmed, 1);
   }
@@ -189,7 +197,7 @@ t4a_status t4a_mem_pool_create(t4a_lane *lane, const t4a_mem_pool_options *optio
     props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
     props.handleTypes = CU_MEM_HANDLE_TYPE_NONE;
     props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    props.location.id = t4a_lane_ordinal(lane);
+    props.location.id = (int)t4a_ctx_holder_device(h);
     st = T4A_CU(d, cuMemPoolCreate, &p->pool, &props);
     if (st == T4A_OK) {
       cuuint64_t threshold =
@@ -281,14 +289,20 @@ t4a_status t4a_mem_pool_trim(t4a_mem_pool *p) {
   block *cached = cache_detach(p, 1);
   pthread_mutex_unlock(&p->lock);
   free_blocks(p, cached, 1);
-  st = t4a_lane_note(p->lane, T4A_CU(p->driver, cuMemPoolTrimTo, p->pool, 0));
+  /* Trimming cannot release memory behind frees that have not executed: let the stream reach
+   * them first (a counted host wait). */
+  t4a_counter_add(p->counters, T4A_COUNTER_host_waits, 1);
+  st = t4a_lane_note(p->lane, T4A_CU(p->driver, cuStreamSynchronize, t4a_lane_stream(p->lane)));
+  if (st == T4A_OK) st = t4a_lane_note(p->lane, T4A_CU(p->driver, cuMemPoolTrimTo, p->pool, 0));
   if (st == T4A_OK) return t4a_ctx_scope_exit(&scope);
   t4a_ctx_scope_exit_quiet(&scope);
   return st;
 }
 
-t4a_lane *t4a_mem_pool_lane(const t4a_mem_pool *p) { return p->lane; }
-uint64_t t4a_mem_pool_domain(const t4a_mem_pool *p) { return t4a_lane_domain(p->lane); }
+t4a_lane *t4a_mem_pool_lane(const t4a_mem_pool *p) { return p != NULL ? p->lane : NULL; }
+uint64_t t4a_mem_pool_domain(const t4a_mem_pool *p) {
+  return p != NULL ? t4a_lane_domain(p->lane) : 0;
+}
 
 t4a_status t4a_mem_pool_query_release_threshold(t4a_mem_pool *p, uint64_t *out_bytes) {
   if (p == NULL || out_bytes == NULL) {
@@ -309,6 +323,9 @@ t4a_status t4a_mem_pool_query_release_threshold(t4a_mem_pool *p, uint64_t *out_b
 }
 
 void t4a_mem_pool_cached(const t4a_mem_pool *p, uint64_t *out_bytes, uint32_t *out_blocks) {
+  if (out_bytes) *out_bytes = 0;
+  if (out_blocks) *out_blocks = 0;
+  if (p == NULL) return;
   t4a_mem_pool *mp = (t4a_mem_pool *)p;
   pthread_mutex_lock(&mp->lock);
   if (out_bytes) *out_bytes = mp->cached_bytes;
@@ -320,9 +337,10 @@ void t4a_mem_pool_cached(const t4a_mem_pool *p, uint64_t *out_bytes, uint32_t *o
 
 /* Allocates a block of `bytes` from the pool (context active); on out-of-memory, hands the cache
  * back to the pool and retries once. */
-static t4a_status pool_alloc(t4a_mem_pool *p, size_t bytes, CUdeviceptr *out) {
+static t4a_status pool_alloc(t4a_mem_pool *p, size_t bytes, size_t requested, CUdeviceptr *out) {
   CUstream s = t4a_lane_stream(p->lane);
-  t4a_status st = T4A_CU_BYTES(p->driver, bytes, cuMemAllocFromPoolAsync, out, bytes, p->pool, s);
+  t4a_status st =
+      T4A_CU_BYTES(p->driver, requested, cuMemAllocFromPoolAsync, out, bytes, p->pool, s);
   if (st == T4A_DEVICE_OUT_OF_MEMORY) {
     pthread_mutex_lock(&p->lock);
     block *cached = cache_detach(p, 1);
@@ -334,7 +352,7 @@ static t4a_status pool_alloc(t4a_mem_pool *p, size_t bytes, CUdeviceptr *out) {
       t4a_counter_add(p->counters, T4A_COUNTER_host_waits, 1);
       st = T4A_CU(p->driver, cuStreamSynchronize, s);
       if (st == T4A_OK) {
-        st = T4A_CU_BYTES(p->driver, bytes, cuMemAllocFromPoolAsync, out, bytes, p->pool, s);
+        st = T4A_CU_BYTES(p->driver, requested, cuMemAllocFromPoolAsync, out, bytes, p->pool, s);
       }
     }
   }
@@ -378,11 +396,15 @@ t4a_status t4a_buffer_create(t4a_mem_pool *p, size_t bytes, size_t alignment, ui
 
   size_t class_bytes = 0;
   uint32_t cls = size_class(bytes + extra, &class_bytes);
+  /* Only blocks the cache can hold are rounded up to their class; others are allocated exactly
+   * (no rounding waste when reuse is off or the block exceeds the cache's byte bound). */
+  int cacheable = p->reuse && class_bytes <= p->max_bytes;
+  size_t alloc_bytes = cacheable ? class_bytes : bytes + extra;
   t4a_buffer *b = t4a_host_malloc(sizeof *b);
   if (b == NULL) return T4A_HOST_OUT_OF_MEMORY;
 
   block *blk = NULL;
-  if (p->reuse) {
+  if (cacheable) {
     pthread_mutex_lock(&p->lock);
     blk = cache_take(p, cls);
     pthread_mutex_unlock(&p->lock);
@@ -409,8 +431,9 @@ t4a_status t4a_buffer_create(t4a_mem_pool *p, size_t bytes, size_t alignment, ui
       st = T4A_HOST_OUT_OF_MEMORY;
     } else {
       blk->cls = cls;
-      blk->bytes = class_bytes;
-      st = pool_alloc(p, class_bytes, &blk->ptr);
+      blk->bytes = alloc_bytes;
+      blk->cacheable = cacheable;
+      st = pool_alloc(p, alloc_bytes, bytes, &blk->ptr);
       if (st != T4A_OK) {
         free(blk);
         blk = NULL;
@@ -419,8 +442,10 @@ t4a_status t4a_buffer_create(t4a_mem_pool *p, size_t bytes, size_t alignment, ui
       }
     }
   }
+  CUdeviceptr aligned = 0;
+  if (st == T4A_OK) aligned = (blk->ptr + (alignment - 1)) & ~(CUdeviceptr)(alignment - 1);
   if (st == T4A_OK && (flags & T4A_BUFFER_ZERO)) {
-    st = T4A_CU(p->driver, cuMemsetD8Async, blk->ptr, 0, class_bytes, t4a_lane_stream(p->lane));
+    st = T4A_CU(p->driver, cuMemsetD8Async, aligned, 0, bytes, t4a_lane_stream(p->lane));
     if (st == T4A_OK) {
       t4a_counter_add(p->counters, T4A_COUNTER_zero_fills, 1);
     } else if (st != T4A_CONTEXT_LOST) {
@@ -450,7 +475,7 @@ t4a_status t4a_buffer_create(t4a_mem_pool *p, size_t bytes, size_t alignment, ui
   b->pool = p;
   t4a_mem_pool_retain(p);
   b->blk = blk;
-  b->ptr = (blk->ptr + (alignment - 1)) & ~(CUdeviceptr)(alignment - 1);
+  b->ptr = aligned;
   b->bytes = bytes;
   *out = b;
   return T4A_OK;
@@ -464,10 +489,21 @@ void t4a_buffer_quarantine(t4a_buffer *b) {
   if (b != NULL) atomic_store_explicit(&b->quarantined, 1, memory_order_relaxed);
 }
 
+/* Frees one block in stream order under the pool's context, or leaks and counts it. */
+static void free_one(t4a_mem_pool *p, block *blk) {
+  t4a_ctx_scope scope;
+  if (t4a_ctx_scope_enter(&scope, t4a_lane_holder(p->lane), p->counters) == T4A_OK) {
+    blk->next_in_class = NULL;
+    free_blocks(p, blk, 0);
+    t4a_ctx_scope_exit_quiet(&scope);
+  } else {
+    t4a_counter_add(p->counters, T4A_COUNTER_buffers_leaked, 1);
+    free(blk);
+  }
+}
+
 void t4a_buffer_release(t4a_buffer *b) {
   if (b == NULL || atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) != 1) return;
-  t4a_error saved; /* a drop path never changes the caller's error detail */
-  t4a_error_last(&saved);
   t4a_mem_pool *p = b->pool;
   block *blk = b->blk;
   int quarantined = atomic_load_explicit(&b->quarantined, memory_order_relaxed);
@@ -476,40 +512,32 @@ void t4a_buffer_release(t4a_buffer *b) {
     /* Unknown state or a lost context: never free on a guess. */
     t4a_counter_add(p->counters, T4A_COUNTER_buffers_leaked, 1);
     free(blk);
-  } else if (p->reuse) {
+    t4a_mem_pool_release(p);
+    return;
+  }
+  block *over = NULL;
+  if (blk->cacheable) {
     /* Same stream, stream order: the next owner's work runs after ours. No driver call. */
     pthread_mutex_lock(&p->lock);
     cache_put(p, blk);
     t4a_counter_add(p->counters, T4A_COUNTER_reuse_cached, 1);
-    block *over = cache_detach(p, 0);
+    over = cache_detach(p, 0);
     pthread_mutex_unlock(&p->lock);
-    if (over != NULL) {
-      t4a_ctx_scope scope;
-      if (t4a_ctx_scope_enter(&scope, t4a_lane_holder(p->lane), p->counters) == T4A_OK) {
-        free_blocks(p, over, 1);
-        t4a_ctx_scope_exit_quiet(&scope);
-      } else {
-        while (over != NULL) {
-          block *next = over->next_in_class;
-          free(over);
-          over = next;
-          t4a_counter_add(p->counters, T4A_COUNTER_buffers_leaked, 1);
-        }
-      }
+    blk = NULL;
+  }
+  if (blk != NULL || over != NULL) {
+    t4a_error saved; /* a drop path never changes the caller's error detail */
+    t4a_error_last(&saved);
+    if (blk != NULL) free_one(p, blk);
+    while (over != NULL) {
+      block *next = over->next_in_class;
+      free_one(p, over);
+      t4a_counter_add(p->counters, T4A_COUNTER_reuse_trimmed, 1);
+      over = next;
     }
-  } else {
-    t4a_ctx_scope scope;
-    if (t4a_ctx_scope_enter(&scope, t4a_lane_holder(p->lane), p->counters) == T4A_OK) {
-      blk->next_in_class = NULL;
-      free_blocks(p, blk, 0);
-      t4a_ctx_scope_exit_quiet(&scope);
-    } else {
-      t4a_counter_add(p->counters, T4A_COUNTER_buffers_leaked, 1);
-      free(blk);
-    }
+    t4a_error_restore(&saved);
   }
   t4a_mem_pool_release(p);
-  t4a_error_restore(&saved);
 }
 
 void t4a_buffer_release_object(void *b) { t4a_buffer_release(b); }

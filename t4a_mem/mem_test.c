@@ -39,6 +39,7 @@ static int setup_mem(void **state, uint64_t mem_bytes) {
 }
 static int setup(void **state) { return setup_mem(state, 0); }
 static int setup_small(void **state) { return setup_mem(state, 8 * MIB); }
+static int setup_1000(void **state) { return setup_mem(state, 1000 * MIB); }
 
 static int teardown(void **state) {
   fixture *f = *state;
@@ -160,13 +161,73 @@ static void test_reuse_cache_is_bounded(void **state) {
   uint32_t blocks = 0;
   t4a_mem_pool_cached(p, NULL, &blocks);
   assert_int_equal(blocks, 2);
-  /* One block larger than the byte bound is never kept. */
+  /* One block larger than the byte bound is never kept, and does not push the small ones out. */
   t4a_buffer *big = NULL;
   assert_int_equal(t4a_buffer_create(p, 65 * MIB, 0, 0, &big), T4A_OK);
+  frees = calls(f, "cuMemFreeAsync");
   t4a_buffer_release(big);
+  assert_int_equal(calls(f, "cuMemFreeAsync"), frees + 1);
   t4a_mem_pool_cached(p, NULL, &blocks);
-  assert_true(blocks <= 2);
+  assert_int_equal(blocks, 2);
   t4a_mem_pool_release(p);
+}
+
+/* Blocks the cache will never hold are allocated exactly: no 12.5% class rounding. */
+static void test_uncached_blocks_are_exact(void **state) {
+  fixture *f = *state;
+  t4a_mem_pool_options o = T4A_MEM_POOL_OPTIONS_INIT;
+  o.reuse_disabled = 1;
+  t4a_mem_pool *p = NULL;
+  assert_int_equal(t4a_mem_pool_create(f->lane, &o, &p), T4A_OK);
+  t4a_buffer *b = NULL;
+  /* 961 MiB rounds to a 1024 MiB class, more than this 1000 MiB device has. */
+  assert_int_equal(t4a_buffer_create(p, 961 * MIB, 0, T4A_BUFFER_ZERO, &b), T4A_OK);
+  t4a_fake_live live;
+  t4a_fake_live_objects(f->fake, &live);
+  assert_int_equal(live.device_bytes, 961 * MIB);
+  t4a_buffer *c = NULL;
+  assert_int_equal(t4a_buffer_create(p, 100 * MIB, 0, 0, &c), T4A_DEVICE_OUT_OF_MEMORY);
+  t4a_error e;
+  t4a_error_last(&e);
+  assert_int_equal(e.bytes, 100 * MIB); /* the caller's bytes, not a class size */
+  t4a_buffer_release(b);
+  t4a_mem_pool_release(p);
+}
+
+/* A 64 KiB-aligned buffer on a base that is not 64 KiB-aligned still owns all its bytes. */
+static void test_alignment_on_an_unaligned_base(void **state) {
+  fixture *f = *state;
+  t4a_mem_pool *p = NULL;
+  assert_int_equal(t4a_mem_pool_create(f->lane, NULL, &p), T4A_OK);
+  t4a_buffer *small[3], *b = NULL;
+  for (int i = 0; i < 3; i++) assert_int_equal(t4a_buffer_create(p, 256, 0, 0, &small[i]), T4A_OK);
+  assert_int_equal(t4a_buffer_create(p, 64 * 1024, 64 * 1024, 0, &b), T4A_OK);
+  assert_int_equal(t4a_buffer_devptr(b) % (64 * 1024), 0);
+  t4a_ctx_scope s;
+  assert_int_equal(t4a_ctx_scope_enter(&s, t4a_lane_holder(f->lane), NULL), T4A_OK);
+  assert_int_equal(T4A_CU(f->drv, cuMemsetD8Async, t4a_buffer_devptr(b), 1, 64 * 1024,
+                          t4a_lane_stream(f->lane)),
+                   T4A_OK);
+  (void)t4a_ctx_scope_exit(&s);
+  assert_int_equal(t4a_lane_synchronize(f->lane), T4A_OK); /* no access outside the block */
+  for (int i = 0; i < 3; i++) t4a_buffer_release(small[i]);
+  t4a_buffer_release(b);
+  t4a_mem_pool_release(p);
+}
+
+/* An abandoned lane (no proved drain) makes the pool leak at its release instead of calling the
+ * driver. */
+static void test_abandoned_lane_leaks_the_pool(void **state) {
+  fixture *f = *state;
+  t4a_mem_pool *p = NULL;
+  assert_int_equal(t4a_mem_pool_create(f->lane, NULL, &p), T4A_OK);
+  t4a_lane_abandon(f->lane);
+  uint64_t destroys = calls(f, "cuMemPoolDestroy");
+  t4a_mem_pool_release(p);
+  assert_int_equal(calls(f, "cuMemPoolDestroy"), destroys);
+  t4a_counter_values v;
+  t4a_lane_read_counters(f->lane, &v);
+  assert_int_equal(v.leaked, 1);
 }
 
 /* Under pressure the cache is handed back and the allocation retried once. */
@@ -283,9 +344,13 @@ static void test_sticky_leaks_instead_of_freeing(void **state) {
   assert_int_equal(t4a_lane_synchronize(f->lane), T4A_CONTEXT_LOST);
   t4a_buffer *c = NULL;
   assert_int_equal(t4a_buffer_create(p, 4096, 0, 0, &c), T4A_LANE_BROKEN);
-  t4a_buffer_release(b);
-  t4a_mem_pool_abandon(p);
-  t4a_mem_pool_release(p);
+  uint64_t frees = calls(f, "cuMemFreeAsync");
+  t4a_buffer_release(b); /* not cached, not freed: leaked */
+  assert_int_equal(calls(f, "cuMemFreeAsync"), frees);
+  uint32_t blocks = 9;
+  t4a_mem_pool_cached(p, NULL, &blocks);
+  assert_int_equal(blocks, 0);
+  t4a_mem_pool_release(p); /* the lane is broken: the pool leaks too */
   t4a_lane_abandon(f->lane);
   t4a_counter_values v;
   t4a_lane_read_counters(f->lane, &v);
@@ -500,6 +565,10 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_reuse_cache_is_bounded, setup, teardown),
       cmocka_unit_test_setup_teardown(test_pressure_trims_cache, setup_small, teardown),
       cmocka_unit_test_setup_teardown(test_bad_requests, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_uncached_blocks_are_exact, setup_1000, teardown),
+      cmocka_unit_test_setup_teardown(test_alignment_on_an_unaligned_base, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_abandoned_lane_leaks_the_pool, setup,
+                                      teardown_counted),
       cmocka_unit_test_setup_teardown(test_last_buffer_of_a_inside_b, setup, teardown),
       cmocka_unit_test_setup_teardown(test_pinned_slots_and_registration, setup, teardown),
       cmocka_unit_test_setup_teardown(test_failure_sweep, setup, teardown_counted),

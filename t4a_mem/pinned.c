@@ -159,6 +159,7 @@ t4a_status t4a_slot_acquire(t4a_slots *s, uint32_t *out_index) {
   if (s == NULL || out_index == NULL) {
     return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "slots or out is NULL");
   }
+  *out_index = UINT32_MAX;
   pthread_mutex_lock(&s->lock);
   t4a_status st = T4A_OK;
   if (s->num_free == 0) {

@@ -58,9 +58,17 @@ static size_t ptr_hash(const void *p, uint32_t cap) {
 }
 
 /* Ensures room for `extra` more keepalives without any allocation later. */
+/* The most keepalives one epoch may hold (a bound on admission_begin's request, too). */
+#define MAX_EPOCH_KEEPALIVES (1u << 24)
+
 static t4a_status epoch_reserve(epoch *e, uint32_t extra) {
-  uint32_t need = e->count + extra;
+  uint64_t need = (uint64_t)e->count + extra;
   if (need <= e->capacity) return T4A_OK;
+  if (need > MAX_EPOCH_KEEPALIVES) {
+    return t4a_error_set(T4A_LIMIT_EXCEEDED, NULL, 0, NULL, 0,
+                         "an epoch holds at most %u keepalives (%llu asked)",
+                         MAX_EPOCH_KEEPALIVES, (unsigned long long)need);
+  }
   uint32_t cap = e->capacity ? e->capacity : 16;
   while (cap < need) cap *= 2;
   t4a_keepalive *items = t4a_host_calloc(cap, sizeof *items);
@@ -328,9 +336,10 @@ t4a_status t4a_retire_destroy(t4a_retire *r) {
       defer_release(r, &r->sealed[(r->sealed_head + i) % r->max_sealed]);
     }
     defer_release(r, &r->open);
-    /* After a proved drain the quarantined objects' work is over too: release them. */
-    epoch q = {.items = r->quarantine, .count = (uint32_t)r->quarantine_count};
-    defer_release(r, &q);
+    /* Quarantined objects are never released: the work of unknown state may have run on another
+     * stream or context than this lane's, which this drain does not cover. They are leaked and
+     * counted. */
+    t4a_counter_add(r->counters, T4A_COUNTER_leaked, r->quarantine_count);
   } else {
     for (uint32_t i = 0; i < r->sealed_count; i++) {
       leaked += r->sealed[(r->sealed_head + i) % r->max_sealed].count;
@@ -477,6 +486,9 @@ static t4a_status observe(t4a_retire *r, int wait_all) {
       while (st == T4A_OK && r->sealed_count > 0) st = retire_completed(r, 1);
     } else {
       st = retire_completed(r, 0);
+      /* Observation seals: keepalives in the open epoch get an event of their own once nothing
+       * older is pending, so a short chain does not hold them until a host wait. */
+      if (st == T4A_OK && r->sealed_count == 0 && r->open.count > 0) st = seal_open(r);
     }
     if (st == T4A_OK) {
       st = t4a_ctx_scope_exit(&scope);
@@ -495,12 +507,14 @@ void t4a_retire_get_state(t4a_retire *r, t4a_retire_state *out) {
   if (out == NULL) return;
   memset(out, 0, sizeof *out);
   if (r == NULL) return;
-  pthread_mutex_lock(&r->lock);
+  /* From inside an admission the caller already holds the lock: read without taking it. */
+  int owned = atomic_load_explicit(&r->owner, memory_order_relaxed) == &t_thread_id;
+  if (!owned) pthread_mutex_lock(&r->lock);
   out->open_admissions = r->open.admissions;
   out->open_keepalives = r->open.count;
   out->sealed_epochs = r->sealed_count;
   out->quarantined_held = r->quarantine_count;
-  pthread_mutex_unlock(&r->lock);
+  if (!owned) pthread_mutex_unlock(&r->lock);
 }
 
 t4a_status t4a_retire_fence(t4a_retire *r, t4a_witness **out) {

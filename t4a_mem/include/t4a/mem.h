@@ -17,9 +17,14 @@
  * size class (at most 12.5% rounding); the next allocation of that class on the same pool takes it
  * with no driver call. This is safe because all of the pool's allocations live on one stream:
  * whatever the next owner enqueues runs after whatever the previous owner enqueued. The cache is
- * bounded by bytes and blocks (oldest blocks are freed first), trimmed under allocation pressure
- * (an out-of-memory allocation frees the cache and retries once) and on t4a_mem_pool_trim(), and
- * counted (reuse_hits, reuse_misses, reuse_cached, reuse_trimmed).
+ * bounded by bytes and blocks (oldest blocks are freed first; a block larger than the byte bound
+ * is never cached, and is allocated at its exact size rather than its class), trimmed under
+ * allocation pressure (an out-of-memory allocation hands this pool's cache back, waits for the
+ * stream and retries once — sibling pools on the same device keep their own reserve) and on
+ * t4a_mem_pool_trim(), and counted (reuse_hits, reuse_misses, reuse_cached, reuse_trimmed).
+ *
+ * Known limit: buffer create and release enqueue on the lane's stream without t4a_retire's
+ * operation lock (t4a_mem sits below it), so they must not overlap a graph capture on that stream.
  *
  * Pinned host memory. Portable pinned chunks (CU_MEMHOSTALLOC_PORTABLE: usable from every
  * context, audit A2), optionally device-mapped; mapped slots for small results the host reads
@@ -71,8 +76,9 @@ void t4a_mem_pool_release(t4a_mem_pool *pool);
 /* Marks the pool as not provably drained (teardown after a fault): its final release leaks the
  * pool and cached blocks instead of calling the driver. */
 void t4a_mem_pool_abandon(t4a_mem_pool *pool);
-/* Returns every cached block to the pool (stream-ordered frees) and trims the pool's reserve.
- * Statuses: LANE_BROKEN, driver failures. */
+/* Returns every cached block to the pool (stream-ordered frees), waits for the lane's stream
+ * (a counted host wait: the pool cannot release memory behind frees that have not run) and
+ * trims the pool's reserve. Statuses: LANE_BROKEN, driver failures. */
 T4A_MUST_USE t4a_status t4a_mem_pool_trim(t4a_mem_pool *pool);
 t4a_lane *t4a_mem_pool_lane(const t4a_mem_pool *pool);
 uint64_t t4a_mem_pool_domain(const t4a_mem_pool *pool);

@@ -9,7 +9,8 @@
  * then enqueues, hands its keepalives over with t4a_admission_keep() (which cannot fail), and
  * ends with t4a_admission_commit(); or, if nothing was enqueued, t4a_admission_abort(); or, if a
  * call failed after work was enqueued, t4a_admission_fail() with the objects whose state is now
- * unknown, which are quarantined: held forever, never released on a guess.
+ * unknown, which are quarantined: held forever, never released (leaked and counted at teardown,
+ * since the uncertain work may have run on a stream this lane's drain does not cover).
  * The lock records its owner thread: a second begin (or an observation) from the thread that
  * holds it — for instance from inside a raw callback — returns T4A_REENTRY instead of
  * deadlocking.
@@ -60,10 +61,11 @@ typedef struct t4a_retire_options {
 T4A_MUST_USE t4a_status t4a_retire_create(t4a_lane *lane, const t4a_retire_options *options,
                                           t4a_retire **out);
 
-/* Drains and destroys. Returns T4A_OK after a proved drain (every keepalive and quarantined
- * object released); otherwise the failure (REENTRY, CONTEXT_LOST, LANE_BROKEN…), having leaked the
- * held objects, abandoned the lane and counted the leaks. Frees the retire object in every case
- * except REENTRY (called from inside its own admission: nothing is done). Accepts NULL. */
+/* Drains and destroys. Returns T4A_OK after a proved drain (every keepalive released;
+ * quarantined objects are still leaked and counted); otherwise the failure (REENTRY, CONTEXT_LOST,
+ * LANE_BROKEN…), having leaked the held objects, abandoned the lane and counted the leaks. Frees
+ * the retire object in every case except REENTRY (called from inside its own admission: nothing
+ * is done). Accepts NULL. */
 t4a_status t4a_retire_destroy(t4a_retire *retire);
 
 t4a_lane *t4a_retire_lane(const t4a_retire *retire);
@@ -79,8 +81,8 @@ typedef struct t4a_admission {
 } t4a_admission;
 
 /* Reserve: lock (REENTRY if this thread holds it), check the lane (LANE_BROKEN), activate the
- * lane's context, seal or retire epochs as due, reserve `num_keepalives` keepalive slots.
- * On failure nothing is held and nothing was enqueued. */
+ * lane's context, seal or retire epochs as due, reserve `num_keepalives` keepalive slots (at most
+ * 2^24 per epoch: LIMIT_EXCEEDED beyond). On failure nothing is held and nothing was enqueued. */
 T4A_MUST_USE t4a_status t4a_admission_begin(t4a_retire *retire, uint32_t num_keepalives,
                                             t4a_admission *admission);
 /* Hands one reference to the open epoch; call only after the work was enqueued. Within the
@@ -100,14 +102,15 @@ t4a_status t4a_admission_fail(t4a_admission *admission, t4a_status status,
 
 /* ---- observation ---- */
 
-/* Non-blocking: releases the keepalives of every completed epoch. Returns OK, REENTRY, or the
- * device error an epoch's event reported (never folded into "not ready"). */
+/* Non-blocking: releases the keepalives of every completed epoch, and seals the open epoch (one
+ * event) if it holds keepalives and nothing older is pending. Returns OK, REENTRY, or the device
+ * error an epoch's event reported (never folded into "not ready"). */
 T4A_MUST_USE t4a_status t4a_retire_poll(t4a_retire *retire);
 /* Seals the open epoch and waits for all admitted work (counted in host_waits), then releases
  * every completed epoch's keepalives. */
 T4A_MUST_USE t4a_status t4a_retire_wait(t4a_retire *retire);
 
-/* Snapshot of the retirement state. */
+/* Snapshot of the retirement state (also safe from inside an admission on this thread). */
 typedef struct t4a_retire_state {
   uint32_t open_admissions;  /* admissions in the open epoch */
   uint32_t open_keepalives;  /* keepalives held by the open epoch */
