@@ -24,7 +24,7 @@ t4a_test(NAME t4a_ctx_status_test
 t4a_test(NAME t4a_ctx_ctx_test
   SRCS t4a_ctx/ctx_test.c
   LABELS unit
-  DEPS t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver t4a_ext_cmocka Threads::Threads)
+  DEPS t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
 t4a_test(NAME t4a_ctx_loader_test
   SRCS t4a_ctx/loader_test.c
   LABELS unit
@@ -51,6 +51,10 @@ t4a_library(NAME testing_gpu_kernels
 t4a_shared_library(NAME t4a_fake_libcuda
   SRCS testing/fake_libcuda/fake_libcuda.c
   DEPS t4a_ext_cuda_headers)
+t4a_library(NAME sweep
+  SRCS testing/sweep/sweep.c
+  HDRS testing/sweep/sweep.h
+  DEPS fake_driver t4a_ctx_status t4a_ext_cuda_headers t4a_ext_cmocka)
 t4a_library(NAME testing_lsan_nvrtc_suppressions
   HDRS testing/lsan/nvrtc_suppressions.h)
 t4a_test(NAME testing_fake_driver_fake_driver_test
@@ -65,7 +69,7 @@ t4a_library(NAME t4a_mem
 t4a_test(NAME t4a_mem_mem_test
   SRCS t4a_mem/mem_test.c
   LABELS unit
-  DEPS t4a_mem t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver t4a_ext_cmocka Threads::Threads)
+  DEPS t4a_mem t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
 t4a_library(NAME t4a_mem_pinned_arena
   SRCS t4a_mem/pinned_arena.c
   HDRS t4a_mem/include/t4a/pinned_arena.h
@@ -87,7 +91,7 @@ t4a_library(NAME t4a_retire
 t4a_test(NAME t4a_retire_retire_test
   SRCS t4a_retire/retire_test.c
   LABELS unit
-  DEPS t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver t4a_ext_cmocka Threads::Threads)
+  DEPS t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
 t4a_test(NAME t4a_mem_mem_gpu_test
   SRCS t4a_mem/mem_gpu_test.c
   LABELS gpu single

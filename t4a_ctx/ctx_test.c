@@ -13,6 +13,7 @@
 #include "t4a/ctx.h"
 #include "t4a_ctx/driver_table.h"
 #include "testing/fake_driver/fake_driver.h"
+#include "testing/sweep/sweep.h"
 
 typedef struct fixture {
   t4a_fake *fake;
@@ -358,9 +359,8 @@ static void test_lane_refcount(void **state) {
 
 /* ---- failure sweeps: fail the Nth driver call (and the Nth host allocation) for every N ---- */
 
-typedef t4a_status (*op_fn)(fixture *f);
-
-static t4a_status op_lane_cycle(fixture *f) {
+static t4a_status op_lane_cycle(void *user) {
+  fixture *f = user;
   t4a_lane *lane = NULL;
   t4a_status st = t4a_lane_create(f->drv, 1, NULL, &lane);
   if (st != T4A_OK) {
@@ -371,7 +371,8 @@ static t4a_status op_lane_cycle(fixture *f) {
   return T4A_OK;
 }
 
-static t4a_status op_holder_scope(fixture *f) {
+static t4a_status op_holder_scope(void *user) {
+  fixture *f = user;
   t4a_ctx_holder *h = NULL;
   t4a_status st = t4a_ctx_holder_create(f->drv, 0, &h);
   if (st != T4A_OK) {
@@ -385,29 +386,26 @@ static t4a_status op_holder_scope(fixture *f) {
   return st;
 }
 
-static t4a_status op_device_query(fixture *f) {
+static t4a_status op_device_query(void *user) {
+  fixture *f = user;
   t4a_device_info info;
   t4a_status st = t4a_device_query(f->drv, 1, &info);
   if (st != T4A_OK) assert_int_equal(info.total_mem_bytes, 0);
   return st;
 }
 
-static t4a_status op_peer(fixture *f) {
+static t4a_status op_peer(void *user) {
+  fixture *f = user;
   int can = 7;
   t4a_status st = t4a_device_can_access_peer(f->drv, 0, 1, &can);
   if (st != T4A_OK) assert_int_equal(can, 0);
   return st;
 }
 
-static int g_host_fail_at = -1, g_host_seen;
-static int host_fault(t4a_fault_point p, void *user) {
-  (void)user;
-  return p == T4A_FAULT_HOST_MALLOC && g_host_seen++ == g_host_fail_at;
-}
-
 /* Objects the fake holds beyond what t4a's leak counters account for. Zero means every object
  * alive is either none or a leak that t4a counted (a drop path that could not prove safety). */
-static long unaccounted(fixture *f) {
+static long unaccounted(void *user) {
+  fixture *f = user;
   t4a_fake_live live;
   t4a_fake_live_objects(f->fake, &live);
   t4a_counter_values v;
@@ -418,65 +416,16 @@ static long unaccounted(fixture *f) {
          (long)(live.device_allocs + live.host_allocs + live.events + live.pools + live.modules);
 }
 
-static void sweep(fixture *f, op_fn op, const char *name) {
-  static const struct {
-    CUresult r;
-    t4a_status want;
-  } codes[] = {{CUDA_ERROR_UNKNOWN, T4A_DRIVER_ERROR},
-               {CUDA_ERROR_OUT_OF_MEMORY, T4A_DEVICE_OUT_OF_MEMORY},
-               {CUDA_ERROR_ILLEGAL_ADDRESS, T4A_CONTEXT_LOST}};
-  int failures_seen = 0;
-  for (size_t c = 0; c < sizeof codes / sizeof codes[0]; c++) {
-    int n = 0;
-    for (;; n++) {
-      assert_true(n < 200);
-      t4a_fake_clear_injections(f->fake);
-      t4a_fake_inject(f->fake, NULL, (uint64_t)n, 1, codes[c].r, 0);
-      uint64_t before = t4a_fake_injected(f->fake);
-      t4a_error_clear();
-      t4a_status st = op(f);
-      int fired = t4a_fake_injected(f->fake) != before;
-      t4a_fake_clear_injections(f->fake);
-      (void)f->raw->cuCtxSetCurrent(NULL);
-      if (!fired) {
-        assert_int_equal(st, T4A_OK);
-        break;
-      }
-      /* The failure surfaced as its typed status with full detail, or it hit a drop path that
-       * cannot report (restore, release, destroy) and was absorbed there: never a wrong status. */
-      if (st != T4A_OK) {
-        failures_seen++;
-        t4a_error e;
-        t4a_error_last(&e);
-        if (st != codes[c].want) {
-          fail_msg("%s: call %d: got %s, want %s", name, n, t4a_status_name(st),
-                   t4a_status_name(codes[c].want));
-        }
-        assert_int_equal(e.status, st);
-        assert_int_equal(e.code, codes[c].r);
-        assert_true(strncmp(e.entry, "cu", 2) == 0);
-      }
-      if (unaccounted(f) != 0) fail_msg("%s: failing call %d leaked silently", name, n);
-    }
-    assert_true(n > 0);
-  }
-  assert_true(failures_seen > 0);
-  /* Host allocations. */
-  for (int n = 0;; n++) {
-    assert_true(n < 50);
-    g_host_fail_at = n;
-    g_host_seen = 0;
-    t4a_fault_set_hook(host_fault, NULL);
-    t4a_status st = op(f);
-    t4a_fault_set_hook(NULL, NULL);
-    (void)f->raw->cuCtxSetCurrent(NULL);
-    if (g_host_seen <= n) {
-      assert_int_equal(st, T4A_OK);
-      break;
-    }
-    assert_int_equal(st, T4A_HOST_OUT_OF_MEMORY);
-    if (unaccounted(f) != 0) fail_msg("%s: host alloc %d leaked", name, n);
-  }
+/* Fails the Nth driver call with three result codes, then the Nth host allocation (see
+ * testing/sweep). */
+static void sweep(fixture *f, t4a_sweep_op op, const char *name) {
+  t4a_sweep s = {.name = name, .fake = f->fake, .op = op, .unaccounted = unaccounted, .user = f};
+  int surfaced = t4a_sweep_driver(&s, CUDA_ERROR_UNKNOWN, T4A_DRIVER_ERROR) +
+                 t4a_sweep_driver(&s, CUDA_ERROR_OUT_OF_MEMORY, T4A_DEVICE_OUT_OF_MEMORY) +
+                 t4a_sweep_driver(&s, CUDA_ERROR_ILLEGAL_ADDRESS, T4A_CONTEXT_LOST);
+  assert_true(surfaced > 0);
+  const t4a_status oom = T4A_HOST_OUT_OF_MEMORY;
+  (void)t4a_sweep_fault(&s, T4A_FAULT_HOST_MALLOC, &oom, 1);
 }
 
 /* For tests that leak on purpose: what is alive must be exactly what t4a counted. */

@@ -15,6 +15,7 @@
 #include "t4a/mem.h"
 #include "t4a_ctx/driver_table.h"
 #include "testing/fake_driver/fake_driver.h"
+#include "testing/sweep/sweep.h"
 
 #define MIB ((size_t)1 << 20)
 
@@ -438,7 +439,8 @@ static void test_pinned_slots_and_registration(void **state) {
 static char g_ranges[512][4096];
 static int g_range_next;
 
-static t4a_status op_all(fixture *f) {
+static t4a_status op_all(void *user) {
+  fixture *f = user;
   t4a_ctx_holder *h = t4a_lane_holder(f->lane);
   t4a_mem_pool_options o = T4A_MEM_POOL_OPTIONS_INIT;
   o.reuse_max_blocks = 1;
@@ -471,14 +473,9 @@ static t4a_status op_all(fixture *f) {
   return st;
 }
 
-static int g_host_at = -1, g_host_seen;
-static int host_fault(t4a_fault_point p, void *user) {
-  (void)user;
-  return p == T4A_FAULT_HOST_MALLOC && g_host_seen++ == g_host_at;
-}
-
 /* Objects alive in the fake beyond what t4a counted as leaked. */
-static long unaccounted(fixture *f) {
+static long unaccounted(void *user) {
+  fixture *f = user;
   t4a_fake_progress(f->fake);
   t4a_fake_live live;
   t4a_fake_live_objects(f->fake, &live);
@@ -501,59 +498,21 @@ static int teardown_counted(void **state) {
   return extra == 0 ? 0 : -1;
 }
 
-/* Fails the Nth call of `entry` (NULL: of any entry) for every N until the operation succeeds. */
-static void sweep_driver(fixture *f, const char *entry, int after_enqueue) {
-  int failures = 0;
-  for (int n = 0;; n++) {
-    assert_true(n < 300);
-    t4a_fake_inject(f->fake, entry, (uint64_t)n, 1, CUDA_ERROR_UNKNOWN, after_enqueue);
-    uint64_t before = t4a_fake_injected(f->fake);
-    t4a_error_clear();
-    t4a_status st = op_all(f);
-    int fired = t4a_fake_injected(f->fake) != before;
-    t4a_fake_clear_injections(f->fake);
-    (void)f->drv->t.cuCtxSetCurrent(NULL);
-    if (!fired) {
-      assert_int_equal(st, T4A_OK);
-      break;
-    }
-    if (st != T4A_OK) {
-      failures++;
-      if (st != T4A_DRIVER_ERROR) fail_msg("call %d: %s", n, t4a_status_name(st));
-      t4a_error e;
-      t4a_error_last(&e);
-      assert_int_equal(e.code, CUDA_ERROR_UNKNOWN);
-    }
-    if (unaccounted(f) > 0) {
-      t4a_error e;
-      t4a_error_last(&e);
-      fail_msg("call %d of %s (after enqueue: %d) leaked silently", n, e.entry, after_enqueue);
-    }
-  }
-  assert_true(failures > 0);
-}
-
 static void test_failure_sweep(void **state) {
   fixture *f = *state;
-  sweep_driver(f, NULL, 0);
+  t4a_sweep s = {.name = "mem", .fake = f->fake, .op = op_all, .unaccounted = unaccounted,
+                 .user = f};
+  assert_true(t4a_sweep_driver(&s, CUDA_ERROR_UNKNOWN, T4A_DRIVER_ERROR) > 10);
   /* The work is enqueued but the call reports failure: still typed, nothing freed on a guess,
    * nothing leaked silently. Only the zero fill: a failed allocation or free is taken at its word
    * (the driver allocates or frees nothing when it reports failure). */
-  sweep_driver(f, "cuMemsetD8Async", 1);
-  for (int n = 0;; n++) {
-    assert_true(n < 100);
-    g_host_at = n;
-    g_host_seen = 0;
-    t4a_fault_set_hook(host_fault, NULL);
-    t4a_status st = op_all(f);
-    t4a_fault_set_hook(NULL, NULL);
-    if (g_host_seen <= n) {
-      assert_int_equal(st, T4A_OK);
-      break;
-    }
-    assert_int_equal(st, T4A_HOST_OUT_OF_MEMORY);
-    if (unaccounted(f) > 0) fail_msg("host alloc %d leaked silently", n);
-  }
+  s.entry = "cuMemsetD8Async";
+  s.after_enqueue = 1;
+  assert_true(t4a_sweep_driver(&s, CUDA_ERROR_UNKNOWN, T4A_DRIVER_ERROR) > 0);
+  const t4a_status allowed[] = {T4A_HOST_OUT_OF_MEMORY};
+  assert_true(t4a_sweep_fault(&s, T4A_FAULT_HOST_MALLOC, allowed, 1) > 0);
+  const t4a_status mutex[] = {T4A_INTERNAL};
+  (void)t4a_sweep_fault(&s, T4A_FAULT_MUTEX_INIT, mutex, 1);
 }
 
 int main(void) {

@@ -15,6 +15,7 @@
 #include "t4a/retire.h"
 #include "t4a_ctx/driver_table.h"
 #include "testing/fake_driver/fake_driver.h"
+#include "testing/sweep/sweep.h"
 
 typedef struct fixture {
   t4a_fake *fake;
@@ -527,61 +528,30 @@ static t4a_status op_everything(fixture *f) {
   return st;
 }
 
-static int g_host_at = -1, g_host_seen;
-static int host_fault(t4a_fault_point p, void *user) {
-  (void)user;
-  return p == T4A_FAULT_HOST_MALLOC && g_host_seen++ == g_host_at;
-}
-
-static void sweep_driver(fixture *f, int after_enqueue) {
-  int failures = 0;
-  g_failures_after_enqueue = after_enqueue;
-  for (int n = 0;; n++) {
-    assert_true(n < 500);
-    t4a_fake_inject(f->fake, after_enqueue ? "cuMemsetD8Async" : NULL, (uint64_t)n, 1,
-                    CUDA_ERROR_OUT_OF_MEMORY, after_enqueue);
-    uint64_t before = t4a_fake_injected(f->fake);
-    t4a_status st = op_everything(f);
-    int fired = t4a_fake_injected(f->fake) != before;
-    t4a_fake_clear_injections(f->fake);
-    t4a_fake_progress(f->fake);
-    if (!fired) {
-      assert_int_equal(st, T4A_OK);
-      break;
-    }
-    if (st != T4A_OK) {
-      failures++;
-      if (st != T4A_DEVICE_OUT_OF_MEMORY) {
-        fail_msg("call %d: got %s", n, t4a_status_name(st));
-      }
-      t4a_error e;
-      t4a_error_last(&e);
-      assert_true(strncmp(e.entry, "cu", 2) == 0);
-    }
-  }
-  assert_true(failures > (after_enqueue ? 4 : 10));
+/* Each step ends with the GPU idle, so the next starts from a quiet lane. */
+static t4a_status op_step(void *user) {
+  fixture *f = user;
+  t4a_status st = op_everything(f);
+  t4a_fake_progress(f->fake);
+  return st;
 }
 
 static void test_failure_sweep(void **state) {
   fixture *f = *state;
-  sweep_driver(f, 0);
-  sweep_driver(f, 1); /* the work is enqueued but the call reports failure */
-  for (int n = 0;; n++) {
-    assert_true(n < 200);
-    g_host_at = n;
-    g_host_seen = 0;
-    t4a_fault_set_hook(host_fault, NULL);
-    t4a_status st = op_everything(f);
-    t4a_fault_set_hook(NULL, NULL);
-    t4a_fake_progress(f->fake);
-    if (g_host_seen <= n) {
-      assert_int_equal(st, T4A_OK);
-      break;
-    }
-    if (st != T4A_OK && st != T4A_HOST_OUT_OF_MEMORY && st != T4A_INTERNAL) {
-      fail_msg("host alloc %d: got %s", n, t4a_status_name(st));
-    }
-  }
+  t4a_sweep s = {.name = "retire", .fake = f->fake, .op = op_step, .user = f};
+  g_failures_after_enqueue = 0;
+  assert_true(t4a_sweep_driver(&s, CUDA_ERROR_OUT_OF_MEMORY, T4A_DEVICE_OUT_OF_MEMORY) > 10);
+  /* The work is enqueued but the call reports failure: the operation quarantines through
+   * admission_fail. */
+  g_failures_after_enqueue = 1;
+  s.entry = "cuMemsetD8Async";
+  s.after_enqueue = 1;
+  assert_true(t4a_sweep_driver(&s, CUDA_ERROR_OUT_OF_MEMORY, T4A_DEVICE_OUT_OF_MEMORY) > 4);
+  g_failures_after_enqueue = 0;
+  const t4a_status allowed[] = {T4A_HOST_OUT_OF_MEMORY};
+  assert_true(t4a_sweep_fault(&s, T4A_FAULT_HOST_MALLOC, allowed, 1) > 0);
+  const t4a_status mutex[] = {T4A_INTERNAL};
+  assert_true(t4a_sweep_fault(&s, T4A_FAULT_MUTEX_INIT, mutex, 1) > 0);
   t4a_fake_live live;
   t4a_fake_live_objects(f->fake, &live);
   /* Events still alive are exactly those t4a could not destroy and counted as leaked. */
