@@ -102,7 +102,7 @@ t4a_library(NAME t4a_xfer
   INCLUDE_DIR t4a_xfer/include
   DEPS t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status)
 t4a_library(NAME t4a_nvrtc
-  SRCS t4a_nvrtc/nvrtc_loader.c t4a_nvrtc/nvrtc_request.c t4a_nvrtc/nvrtc_compile.c t4a_nvrtc/nvrtc_cache.c t4a_nvrtc/nvrtc_disk.c t4a_nvrtc/nvrtc_internal.h t4a_nvrtc/nvrtc_table.h t4a_nvrtc/nvrtc_catalog.h
+  SRCS t4a_nvrtc/nvrtc_loader.c t4a_nvrtc/nvrtc_request.c t4a_nvrtc/nvrtc_cacheable.c t4a_nvrtc/nvrtc_compile.c t4a_nvrtc/nvrtc_cache.c t4a_nvrtc/nvrtc_disk.c t4a_nvrtc/nvrtc_internal.h t4a_nvrtc/nvrtc_table.h t4a_nvrtc/nvrtc_catalog.h
   HDRS t4a_nvrtc/include/t4a/nvrtc.h
   INCLUDE_DIR t4a_nvrtc/include
   DEPS t4a_ctx_status t4a_ctx_counters_internal t4a_ext_cuda_headers t4a_ext_xxhash ${CMAKE_DL_LIBS} Threads::Threads)
@@ -116,7 +116,7 @@ t4a_library(NAME t4a_nvrtc_test_support
 t4a_test(NAME t4a_nvrtc_nvrtc_test
   SRCS t4a_nvrtc/nvrtc_test.c
   LABELS unit
-  DEPS t4a_nvrtc t4a_ctx_status testing_lsan_nvrtc_suppressions t4a_ext_cmocka)
+  DEPS t4a_nvrtc t4a_ctx_status testing_lsan_nvrtc_suppressions t4a_ext_cmocka ${CMAKE_DL_LIBS})
 t4a_test(NAME t4a_nvrtc_compile_test
   SRCS t4a_nvrtc/compile_test.c
   LABELS unit
@@ -125,6 +125,10 @@ t4a_test(NAME t4a_nvrtc_identity_test
   SRCS t4a_nvrtc/identity_test.c
   LABELS unit
   DEPS t4a_nvrtc_internal t4a_nvrtc t4a_nvrtc_test_support t4a_ctx_status t4a_ext_cmocka t4a_ext_xxhash)
+t4a_test(NAME t4a_nvrtc_cacheable_test
+  SRCS t4a_nvrtc/cacheable_test.c
+  LABELS unit
+  DEPS t4a_nvrtc_internal t4a_nvrtc t4a_nvrtc_test_support t4a_ctx_status t4a_ext_cmocka)
 t4a_test(NAME t4a_nvrtc_cache_test
   SRCS t4a_nvrtc/cache_test.c
   LABELS unit
@@ -132,7 +136,7 @@ t4a_test(NAME t4a_nvrtc_cache_test
 t4a_test(NAME t4a_nvrtc_disk_cache_test
   SRCS t4a_nvrtc/disk_cache_test.c
   LABELS unit
-  DEPS t4a_nvrtc t4a_nvrtc_test_support t4a_ctx_status t4a_ext_cmocka t4a_ext_xxhash)
+  DEPS t4a_nvrtc_internal t4a_nvrtc t4a_nvrtc_test_support t4a_ctx_status t4a_ext_cmocka t4a_ext_xxhash)
 t4a_test(NAME t4a_nvrtc_failure_test
   SRCS t4a_nvrtc/failure_test.c
   LABELS unit

@@ -1,6 +1,8 @@
-/* The artifact cache's memory level against the real NVRTC: one compile per request, a new
- * compile for any changed input, one compile for eight concurrent requests, failures never
- * cached, LRU bounds by entries and bytes, and options the key cannot see rejected. */
+/* The artifact cache's memory level against the real NVRTC, through the wrapped table (which
+ * counts compiles and live programs independently of t4a's counters): one compile per request, a
+ * new compile for any changed input, one compile for eight concurrent requests, a failure shared
+ * with the seven threads that joined it, failures never cached, LRU bounds by entries and bytes,
+ * and options the key cannot see rejected. After every test no NVRTC program is alive. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <setjmp.h>
@@ -10,10 +12,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
 #include "t4a/counters.h"
+#include "t4a/fault.h"
 #include "t4a/nvrtc.h"
 #include "t4a/status.h"
 #include "t4a_nvrtc/nvrtc_testutil.h"
@@ -22,14 +26,34 @@ static t4a_nvrtc_lib *g_lib;
 
 static int setup(void **state) {
   (void)state;
-  return t4a_nvrtc_lib_open(NULL, &g_lib) == T4A_OK ? 0 : -1;
+  return nvrtc_wrap_open(&g_lib, NULL) == T4A_OK ? 0 : -1;
 }
 
 static int teardown(void **state) {
   (void)state;
   t4a_nvrtc_lib_release(g_lib);
+  nvrtc_wrap_close();
   return 0;
 }
+
+/* Every test resets the wrapped counts first and leaves no NVRTC program alive. */
+static int each_setup(void **state) {
+  (void)state;
+  nvrtc_wrap_reset(-1, 0);
+  return 0;
+}
+
+static int each_teardown(void **state) {
+  (void)state;
+  long live = atomic_load(&g_nvrtc_wrap.programs_live);
+  if (live != 0) {
+    print_error("%ld NVRTC programs are still alive\n", live);
+    return -1;
+  }
+  return 0;
+}
+
+static long wrapped_compiles(void) { return atomic_load(&g_nvrtc_wrap.compiles); }
 
 static t4a_counter_values counters(const t4a_nvrtc_cache *c) {
   t4a_counter_values v;
@@ -83,6 +107,7 @@ static void test_same_request_twice_compiles_once(void **state) {
   t4a_counter_values v = counters(c);
   assert_int_equal(v.nvrtc_compile_attempts, 1);
   assert_int_equal(v.nvrtc_compile_successes, 1);
+  assert_int_equal(wrapped_compiles(), 1); /* NVRTC itself saw one compile */
   assert_int_equal(v.nvrtc_mem_hits, 2);
   assert_int_equal(v.nvrtc_mem_misses, 1);
   assert_int_equal(v.nvrtc_disk_hits + v.nvrtc_disk_misses, 0); /* no directory */
@@ -122,6 +147,8 @@ static void test_any_input_change_recompiles(void **state) {
   t4a_nvrtc_artifact_key(first, key0);
 
   uint64_t attempts = counters(c).nvrtc_compile_attempts;
+  long compiles = wrapped_compiles();
+  assert_int_equal(compiles, 1);
   t4a_nvrtc_request r;
   const char *opts2[] = {"-DUNUSED=2", "--use_fast_math"};
   const char *opts3[] = {"--use_fast_math", "-DUNUSED=1"}; /* same options, other order */
@@ -175,15 +202,19 @@ static void test_any_input_change_recompiles(void **state) {
     t4a_nvrtc_artifact_key(a, key);
     assert_memory_not_equal(key, key0, 16);
     assert_int_equal(counters(c).nvrtc_compile_attempts, attempts + 1);
+    assert_int_equal(wrapped_compiles(), compiles + 1);
     attempts++;
+    compiles++;
     t4a_nvrtc_artifact *again = get(c, &r, T4A_NVRTC_ORIGIN_MEMORY);
     assert_ptr_equal(again, a);
+    assert_int_equal(wrapped_compiles(), compiles);
     t4a_nvrtc_artifact_release(again);
     t4a_nvrtc_artifact_release(a);
   }
   t4a_nvrtc_artifact *back = get(c, &base, T4A_NVRTC_ORIGIN_MEMORY);
   assert_ptr_equal(back, first);
   assert_int_equal(counters(c).nvrtc_compile_attempts, attempts);
+  assert_int_equal(wrapped_compiles(), compiles);
   t4a_nvrtc_artifact_release(back);
   t4a_nvrtc_artifact_release(first);
   t4a_nvrtc_cache_destroy(c);
@@ -236,6 +267,7 @@ static void test_eight_threads_one_compile(void **state) {
   }
   t4a_counter_values v = counters(c);
   assert_int_equal(v.nvrtc_compile_attempts, 1);
+  assert_int_equal(wrapped_compiles(), 1);
   assert_int_equal(compiled, 1);
   assert_int_equal(joined + memory, 7);
   assert_int_equal(v.nvrtc_mem_joins, (uint64_t)joined);
@@ -245,17 +277,43 @@ static void test_eight_threads_one_compile(void **state) {
   t4a_nvrtc_cache_destroy(c);
 }
 
+static void sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+/* Holds the compiling owner inside nvrtcCompileProgram until `joins` threads joined it. */
+typedef struct hold {
+  t4a_nvrtc_cache *cache;
+  uint64_t joins;
+  int timed_out;
+} hold;
+
+static void hold_until_joined(void *user) {
+  hold *h = user;
+  for (int i = 0; i < 60000; i++) { /* at most a minute */
+    if (counters(h->cache).nvrtc_mem_joins >= h->joins) return;
+    sleep_ms(1);
+  }
+  h->timed_out = 1;
+}
+
 /* A failing compile is shared with the threads that joined it (status, detail and log) and is
- * never cached: the calls that came after it compile again. */
+ * never cached. The owner is held in nvrtcCompileProgram until the seven others joined, so the
+ * split is exact: one compile, seven joins. */
 static void test_eight_threads_share_a_failure(void **state) {
   (void)state;
   t4a_nvrtc_cache *c = new_cache(0, 0);
   t4a_nvrtc_request r = test_add1_request();
   r.program_name = "broken.cu";
   r.source = k_broken_src;
+  hold h = {c, 7, 0};
+  g_nvrtc_wrap.on_compile_user = &h;
+  g_nvrtc_wrap.on_compile = hold_until_joined;
   racer rs[8];
   run_racers(c, &r, rs, 8);
-  int owners = 0, joined = 0;
+  g_nvrtc_wrap.on_compile = NULL;
+  assert_false(h.timed_out);
   for (int i = 0; i < 8; i++) {
     assert_int_equal(rs[i].st, T4A_COMPILE_FAILED);
     assert_null(rs[i].art);
@@ -268,15 +326,66 @@ static void test_eight_threads_share_a_failure(void **state) {
     t4a_nvrtc_outcome_deinit(&rs[i].outcome);
   }
   t4a_counter_values v = counters(c);
-  owners = (int)v.nvrtc_compile_attempts;
-  joined = (int)v.nvrtc_mem_joins;
-  assert_true(owners >= 1);
-  assert_int_equal(owners + joined, 8);
-  assert_int_equal(v.nvrtc_mem_misses, (uint64_t)owners);
+  assert_int_equal(v.nvrtc_compile_attempts, 1);
+  assert_int_equal(wrapped_compiles(), 1);
+  assert_int_equal(v.nvrtc_mem_joins, 7);
+  assert_int_equal(v.nvrtc_mem_misses, 1);
   assert_int_equal(v.nvrtc_mem_hits, 0);
   size_t entries = 9;
   t4a_nvrtc_cache_memory_usage(c, &entries, NULL);
   assert_int_equal(entries, 0);
+  /* Never cached: the next call compiles again. */
+  t4a_nvrtc_artifact *a = NULL;
+  assert_int_equal(t4a_nvrtc_cache_compile(c, &r, &a, NULL), T4A_COMPILE_FAILED);
+  assert_int_equal(wrapped_compiles(), 2);
+  t4a_nvrtc_cache_destroy(c);
+}
+
+/* The cache mutex covers the table only: a miss builds its in-flight entry and identity record
+ * (allocations as large as the request) before taking it. Every host allocation of a miss asks
+ * the fault hook, which checks from another thread that the mutex is free at that moment. */
+typedef struct lock_probe {
+  t4a_nvrtc_cache *cache;
+  atomic_int done;
+  int probes, blocked;
+  pthread_t threads[64];
+} lock_probe;
+
+static void *take_the_mutex(void *arg) {
+  lock_probe *p = arg;
+  size_t entries = 0;
+  t4a_nvrtc_cache_memory_usage(p->cache, &entries, NULL); /* locks and unlocks the mutex */
+  atomic_store(&p->done, 1);
+  return NULL;
+}
+
+static int probe_the_mutex(t4a_fault_point point, void *user) {
+  lock_probe *p = user;
+  if (point != T4A_FAULT_HOST_MALLOC || p->probes == 64) return 0;
+  atomic_store(&p->done, 0);
+  if (pthread_create(&p->threads[p->probes], NULL, take_the_mutex, p) != 0) return 0;
+  p->probes++;
+  for (int i = 0; i < 5000 && !atomic_load(&p->done); i++) sleep_ms(1); /* 5 s */
+  if (!atomic_load(&p->done)) p->blocked++; /* held by this thread: it finishes once released */
+  return 0;
+}
+
+static void test_miss_allocates_outside_the_mutex(void **state) {
+  (void)state;
+  t4a_nvrtc_cache *c = new_cache(0, 0);
+  lock_probe p;
+  memset(&p, 0, sizeof p);
+  p.cache = c;
+  t4a_nvrtc_request r = test_add1_request();
+  t4a_fault_set_hook(probe_the_mutex, &p);
+  t4a_nvrtc_artifact *a = NULL;
+  t4a_status st = t4a_nvrtc_cache_compile(c, &r, &a, NULL);
+  t4a_fault_set_hook(NULL, NULL);
+  for (int i = 0; i < p.probes; i++) pthread_join(p.threads[i], NULL);
+  assert_int_equal(st, T4A_OK);
+  assert_true(p.probes >= 2); /* the entry and its identity record, then the compile's own */
+  assert_int_equal(p.blocked, 0);
+  t4a_nvrtc_artifact_release(a);
   t4a_nvrtc_cache_destroy(c);
 }
 
@@ -378,50 +487,134 @@ static void test_lru_bound_by_bytes(void **state) {
   t4a_nvrtc_cache_destroy(c);
 }
 
+static void expect_refused(t4a_nvrtc_cache *c, const char *const *opts, size_t n,
+                           const char *msg_part) {
+  t4a_nvrtc_request r = test_add1_request();
+  r.options = opts;
+  r.num_options = n;
+  long compiles = wrapped_compiles();
+  t4a_nvrtc_artifact *a = (t4a_nvrtc_artifact *)1;
+  t4a_status st = t4a_nvrtc_cache_compile(c, &r, &a, NULL);
+  t4a_error e;
+  t4a_error_last(&e);
+  if (st != T4A_INVALID_ARGUMENT || strstr(e.message, msg_part) == NULL ||
+      strstr(e.message, "cache key cannot see") == NULL) {
+    print_error("options [%s%s%s]: got %s (%s), want INVALID_ARGUMENT with \"%s\"\n", opts[0],
+                n > 1 ? " " : "", n > 1 ? opts[n - 1] : "", t4a_status_name(st), e.message,
+                msg_part);
+  }
+  assert_int_equal(st, T4A_INVALID_ARGUMENT);
+  assert_null(a);
+  assert_non_null(strstr(e.message, msg_part));
+  assert_non_null(strstr(e.message, "cache key cannot see"));
+  assert_int_equal(wrapped_compiles(), compiles); /* refused before NVRTC */
+}
+
+/* A cached compile takes only options known to read no file (an allowlist), in every spelling
+ * NVRTC accepts, the element after a flag included; ptxas options too. */
 static void test_cache_rejects_options_it_cannot_key(void **state) {
   (void)state;
   t4a_nvrtc_cache *c = new_cache(0, 0);
-  const char *bad[] = {"-I/usr/include",
-                       "-I",
-                       "--include-path=/x",
-                       "--include-path",
-                       "-include",
-                       "--pre-include=x.h",
-                       "--pch",
-                       "-use-pch=/tmp/x.pch",
-                       "--create-pch=y.pch",
-                       "--pch-dir=/tmp",
-                       "--time=t.csv",
-                       "-fdevice-time-trace=trace.json",
-                       "@options.rsp"};
+  const char *bad[] = {
+      "-I/usr/include", "-I", "--include-path=/x", "--include-path", "-include",
+      "--pre-include=x.h", "--pch", "-use-pch=/tmp/x.pch", "--create-pch=y.pch", "--pch-dir=/tmp",
+      "--time=t.csv", "-fdevice-time-trace=trace.json", "@options.rsp",
+      /* not on the allowlist */
+      "--no-such-option", "-fno-such", "--device-debug=1", "-G=1", "options.txt",
+      /* ptxas: options files, output files, unknown options, file names */
+      "-Xptxas=--options-file=/tmp/po.txt", "--ptxas-options=--options-file=/tmp/po.txt",
+      "-Xptxas=-optf=/tmp/po.txt", "-Xptxas=-o=/tmp/x.cubin", "-Xptxas=--output-file=/tmp/x.cubin",
+      "-Xptxas=--gpu-name=sm_80", "-Xptxas=--no-such", "-Xptxas=input.ptx"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     const char *opts[] = {"-DOK=1", bad[i]};
-    t4a_nvrtc_request r = test_add1_request();
-    r.options = opts;
-    r.num_options = 2;
-    t4a_nvrtc_artifact *a = (t4a_nvrtc_artifact *)1;
-    assert_int_equal(t4a_nvrtc_cache_compile(c, &r, &a, NULL), T4A_INVALID_ARGUMENT);
-    assert_null(a);
-    t4a_error e;
-    t4a_error_last(&e);
-    assert_non_null(strstr(e.message, "option 1"));
-    assert_non_null(strstr(e.message, "cache key cannot see"));
+    expect_refused(c, opts, 2, "option 1");
   }
-  /* Look-alikes that read no file are fine. */
-  const char *fine[] = {"-DINCLUDE=1", "--std=c++17", "-lineinfo", "--device-debug"};
+  /* The element after a flag that takes a value is its value, and is checked as such. */
+  const char *pairs[][2] = {{"-Xptxas", "--options-file=/tmp/po.txt"},
+                            {"--ptxas-options", "-optf=/tmp/po.txt"},
+                            {"-Xptxas", "-o=/tmp/x.cubin"}};
+  for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+    const char *opts[] = {"-DOK=1", pairs[i][0], pairs[i][1]};
+    expect_refused(c, opts, 3, "option 2 (");
+  }
+  const char *i_pair[] = {"-I", "/usr/include"};
+  expect_refused(c, i_pair, 2, "adds an include path");
+  const char *hidden[] = {"--maxrregcount", "-I/usr/include"};
+  expect_refused(c, hidden, 2, "reads as an option");
+  const char *optf[] = {"-Xptxas", "--options-file=/tmp/po.txt"};
+  expect_refused(c, optf, 2, "options file");
+
+  /* What reads no file is fine, in both spellings and with the value in the next element. */
+  const char *fine[] = {"-DINCLUDE=1",
+                        "--std=c++17",
+                        "-lineinfo",
+                        "--use_fast_math",
+                        "-Xptxas=-v",
+                        "-Xptxas",
+                        "-O3",
+                        "--ptxas-options=--warn-on-spills",
+                        "--maxrregcount",
+                        "64",
+                        "-D",
+                        "X=1",
+                        "-D Y=2",
+                        "-U",
+                        "Z",
+                        "-ftz=true",
+                        "--device-stack-protector=false",
+                        "-no-source-include",
+                        "--diag-suppress=177",
+                        "-opt-info=inline"};
   t4a_nvrtc_request r = test_add1_request();
   r.options = fine;
-  r.num_options = 4;
+  r.num_options = sizeof fine / sizeof fine[0];
   t4a_nvrtc_artifact *a = get(c, &r, T4A_NVRTC_ORIGIN_COMPILED);
   t4a_nvrtc_artifact_release(a);
   t4a_counter_values v = counters(c);
   assert_int_equal(v.nvrtc_compile_attempts, 1);
-  assert_int_equal(v.nvrtc_mem_misses, 1);
+  assert_int_equal(wrapped_compiles(), 1);
+  assert_int_equal(v.nvrtc_mem_misses, 1); /* refusals are not lookups */
   /* The shared validation applies too. */
   const char *nl[] = {"-DX=1\n#include \"/etc/passwd\""};
   r.options = nl;
   r.num_options = 1;
   assert_int_equal(t4a_nvrtc_cache_compile(c, &r, &a, NULL), T4A_INVALID_ARGUMENT);
+  /* Without the cache, the file-reading options are the caller's business. */
+  const char *po[] = {"-Xptxas=-v", "--ptxas-options=--warn-on-spills"};
+  r = test_add1_request();
+  r.options = po;
+  r.num_options = 2;
+  assert_int_equal(t4a_nvrtc_compile(g_lib, &r, &a, NULL), T4A_OK);
+  t4a_nvrtc_artifact_release(a);
+  t4a_nvrtc_cache_destroy(c);
+}
+
+/* An include the key cannot see is refused before NVRTC runs, every time (never cached), and
+ * the refusal names it. */
+static void test_include_refusal_is_never_cached(void **state) {
+  (void)state;
+  t4a_nvrtc_cache *c = new_cache(0, 0);
+  t4a_nvrtc_request r = test_add1_request();
+  r.source = "#include </usr/include/stdio.h>\nextern \"C\" __global__ void k() {}\n";
+  for (int round = 1; round <= 2; round++) {
+    t4a_nvrtc_artifact *a = (t4a_nvrtc_artifact *)1;
+    t4a_nvrtc_outcome o = T4A_NVRTC_OUTCOME_INIT;
+    assert_int_equal(t4a_nvrtc_cache_compile(c, &r, &a, &o), T4A_INVALID_ARGUMENT);
+    assert_null(a);
+    assert_int_equal(o.origin, T4A_NVRTC_ORIGIN_NONE);
+    t4a_error e;
+    t4a_error_last(&e);
+    assert_non_null(strstr(e.message,
+                           "the source, line 1: #include </usr/include/stdio.h> is an "
+                           "absolute path"));
+    assert_int_equal(counters(c).nvrtc_mem_misses, (uint64_t)round);
+    t4a_nvrtc_outcome_deinit(&o);
+  }
+  assert_int_equal(wrapped_compiles(), 0);
+  assert_int_equal(counters(c).nvrtc_compile_attempts, 0);
+  size_t entries = 9;
+  t4a_nvrtc_cache_memory_usage(c, &entries, NULL);
+  assert_int_equal(entries, 0);
   t4a_nvrtc_cache_destroy(c);
 }
 
@@ -451,16 +644,20 @@ static void test_create_arguments(void **state) {
 }
 
 int main(void) {
+#define T(f) cmocka_unit_test_setup_teardown(f, each_setup, each_teardown)
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_same_request_twice_compiles_once),
-      cmocka_unit_test(test_any_input_change_recompiles),
-      cmocka_unit_test(test_eight_threads_one_compile),
-      cmocka_unit_test(test_eight_threads_share_a_failure),
-      cmocka_unit_test(test_failures_are_never_cached),
-      cmocka_unit_test(test_lru_bound_by_entries),
-      cmocka_unit_test(test_lru_bound_by_bytes),
-      cmocka_unit_test(test_cache_rejects_options_it_cannot_key),
-      cmocka_unit_test(test_create_arguments),
+      T(test_same_request_twice_compiles_once),
+      T(test_any_input_change_recompiles),
+      T(test_eight_threads_one_compile),
+      T(test_eight_threads_share_a_failure),
+      T(test_miss_allocates_outside_the_mutex),
+      T(test_failures_are_never_cached),
+      T(test_lru_bound_by_entries),
+      T(test_lru_bound_by_bytes),
+      T(test_cache_rejects_options_it_cannot_key),
+      T(test_include_refusal_is_never_cached),
+      T(test_create_arguments),
   };
+#undef T
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -325,8 +325,19 @@ static void test_validation(void **state) {
   expect_rejected(&r, T4A_INVALID_ARGUMENT, "option 0 is empty");
   opt[0] = NULL;
   expect_rejected(&r, T4A_INVALID_ARGUMENT, "option 0 is NULL");
-  const char *owned[] = {"-arch=sm_80", "-arch", "--gpu-architecture=sm_80", "-dlto",
-                         "--dlink-time-opt"};
+  /* Every spelling of what the request's target and output own, code-less outputs included. */
+  const char *owned[] = {"-arch=sm_80",
+                         "-arch",
+                         "--arch=sm_80",
+                         "--gpu-architecture=sm_80",
+                         "-gpu-architecture",
+                         "-dlto",
+                         "--dlto",
+                         "--dlink-time-opt",
+                         "--optix-ir",
+                         "-optix-ir",
+                         "-fdevice-syntax-only",
+                         "--fdevice-syntax-only"};
   for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++) {
     opt[0] = owned[i];
     expect_rejected(&r, T4A_INVALID_ARGUMENT, "option 0");

@@ -1,11 +1,16 @@
-/* The artifact cache's disk level against the real NVRTC: a fresh cache (and a second process)
- * hits the directory with zero NVRTC calls; corrupt, truncated and foreign entries are
- * recompiled, counted and replaced; the size bound evicts least recently used entries; stale
- * temporary files are cleaned; disk failures never fail a compile. */
+/* The artifact cache's disk level against the real NVRTC, through the wrapped table (which counts
+ * compiles and live programs independently of t4a's counters): a fresh cache (and a second
+ * process) hits the directory with zero NVRTC calls; corrupt, truncated, foreign, FIFO and
+ * symbolic-link entries are recompiled, counted and replaced; requests whose output depends on
+ * files the key cannot see are refused; the size bound evicts least recently used entries down to
+ * a low-water mark, scanning only when needed; stale temporary files are cleaned; disk failures
+ * never fail a compile; processes racing on one small directory see no corrupt entry. After every
+ * test no NVRTC program is alive. */
 #define _GNU_SOURCE
 #define XXH_STATIC_LINKING_ONLY
 #include <fcntl.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -24,6 +29,7 @@
 #include "t4a/fault.h"
 #include "t4a/nvrtc.h"
 #include "t4a/status.h"
+#include "t4a_nvrtc/nvrtc_internal.h"
 #include "t4a_nvrtc/nvrtc_testutil.h"
 
 static t4a_nvrtc_lib *g_lib;
@@ -31,17 +37,19 @@ static char g_dir[512];
 
 static int setup(void **state) {
   (void)state;
-  return t4a_nvrtc_lib_open(NULL, &g_lib) == T4A_OK ? 0 : -1;
+  return nvrtc_wrap_open(&g_lib, NULL) == T4A_OK ? 0 : -1;
 }
 
 static int teardown(void **state) {
   (void)state;
   t4a_nvrtc_lib_release(g_lib);
+  nvrtc_wrap_close();
   return 0;
 }
 
 static int each_setup(void **state) {
   (void)state;
+  nvrtc_wrap_reset(-1, 0);
   test_tmpdir(g_dir, sizeof g_dir);
   return 0;
 }
@@ -49,8 +57,15 @@ static int each_setup(void **state) {
 static int each_teardown(void **state) {
   (void)state;
   test_rmdir(g_dir);
+  long live = atomic_load(&g_nvrtc_wrap.programs_live);
+  if (live != 0) {
+    print_error("%ld NVRTC programs are still alive\n", live);
+    return -1;
+  }
   return 0;
 }
+
+static long wrapped_compiles(void) { return atomic_load(&g_nvrtc_wrap.compiles); }
 
 static t4a_counter_values counters(const t4a_nvrtc_cache *c) {
   t4a_counter_values v;
@@ -143,6 +158,7 @@ static void test_fresh_cache_hits_disk(void **state) {
 
   t4a_counter_values lib_before, lib_after;
   t4a_nvrtc_lib_counters(g_lib, &lib_before);
+  long compiles = wrapped_compiles();
   t4a_nvrtc_cache *c = disk_cache(0);
   t4a_nvrtc_artifact *b = get(c, &r, T4A_NVRTC_ORIGIN_DISK);
   assert_same_artifact(a, b);
@@ -157,6 +173,7 @@ static void test_fresh_cache_hits_disk(void **state) {
   assert_int_equal(v.nvrtc_mem_hits, 1);
   t4a_nvrtc_lib_counters(g_lib, &lib_after);
   assert_int_equal(lib_after.nvrtc_compile_attempts, lib_before.nvrtc_compile_attempts);
+  assert_int_equal(wrapped_compiles(), compiles); /* NVRTC itself was not called */
   t4a_nvrtc_artifact_release(b2);
   t4a_nvrtc_artifact_release(b);
   t4a_nvrtc_cache_destroy(c);
@@ -169,6 +186,7 @@ static void test_second_process_hits_disk(void **state) {
   t4a_nvrtc_request r = cubin_request();
   t4a_nvrtc_artifact *a = populate(&r);
   fflush(NULL);
+  nvrtc_wrap_reset(-1, 0);
   pid_t pid = fork();
   assert_true(pid >= 0);
   if (pid == 0) {
@@ -183,6 +201,7 @@ static void test_second_process_hits_disk(void **state) {
     t4a_counter_values v;
     t4a_nvrtc_cache_counters(c, &v);
     if (v.nvrtc_compile_attempts != 0 || v.nvrtc_disk_hits != 1) _exit(13);
+    if (atomic_load(&g_nvrtc_wrap.compiles) != 0) _exit(15);
     size_t na, nb;
     const void *da = t4a_nvrtc_artifact_data(a, &na), *db = t4a_nvrtc_artifact_data(b, &nb);
     if (na != nb || memcmp(da, db, na) != 0) _exit(14);
@@ -438,6 +457,37 @@ static void test_disk_failures_never_fail_a_compile(void **state) {
       test_tmpdir(g_dir, sizeof g_dir);
     }
   }
+  /* With fsync: every write-side step (write, fsync, close, the directory's open and fsync) can
+   * fail, and none fails the compile or leaves a temporary file. */
+  for (long n = 0;; n++) {
+    t4a_nvrtc_cache_options o = T4A_NVRTC_CACHE_OPTIONS_INIT;
+    o.disk_dir = g_dir;
+    o.disk_fsync = 1;
+    t4a_nvrtc_cache *c = NULL;
+    assert_int_equal(t4a_nvrtc_cache_create(g_lib, &o, &c), T4A_OK);
+    fault_plan plan;
+    fault_plan_install(&plan, n, FAULT_BIT(T4A_FAULT_FILE_WRITE) | FAULT_BIT(T4A_FAULT_FILE_OPEN));
+    t4a_error_clear();
+    t4a_nvrtc_artifact *a = NULL;
+    t4a_status st = t4a_nvrtc_cache_compile(c, &r, &a, NULL);
+    fault_plan_remove();
+    assert_int_equal(st, T4A_OK);
+    t4a_error e;
+    t4a_error_last(&e);
+    assert_int_equal(e.status, T4A_OK);
+    assert_int_equal(test_count_files(g_dir, NULL, ".t4a-tmp-"), 0);
+    t4a_counter_values v = counters(c);
+    t4a_nvrtc_artifact_release(a);
+    t4a_nvrtc_cache_destroy(c);
+    test_rmdir(g_dir);
+    test_tmpdir(g_dir, sizeof g_dir);
+    if (plan.failed_point < 0) {
+      assert_int_equal(v.nvrtc_disk_errors, 0);
+      assert_true(n >= 6); /* open (lookup), open (temporary), write, fsync, close, open (dir) */
+      break;
+    }
+    assert_int_equal(v.nvrtc_disk_errors, 1);
+  }
   /* A rename that fails leaves no temporary file and no entry, and is counted. */
   fault_plan plan;
   fault_plan_install(&plan, 0, FAULT_BIT(T4A_FAULT_FILE_RENAME));
@@ -467,6 +517,378 @@ static void test_disk_failures_never_fail_a_compile(void **state) {
   t4a_nvrtc_artifact_release(a);
 }
 
+/* Runs fn in a child process with a deadline: a lookup that blocks fails the test instead of
+ * hanging it. fn returns the child's exit code. */
+static void in_child_with_deadline(int (*fn)(void), unsigned seconds) {
+  fflush(NULL);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    alarm(seconds);
+    _exit(fn());
+  }
+  int status = 0;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  if (WIFSIGNALED(status)) {
+    print_error("the child was killed by signal %d (SIGALRM: it blocked)\n", WTERMSIG(status));
+  }
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+static char g_entry[1024];
+
+static int lookup_over_odd_entry(void) {
+  t4a_nvrtc_request r = cubin_request();
+  t4a_nvrtc_cache_options o = T4A_NVRTC_CACHE_OPTIONS_INIT;
+  o.disk_dir = g_dir;
+  t4a_nvrtc_cache *c = NULL;
+  if (t4a_nvrtc_cache_create(g_lib, &o, &c) != T4A_OK) return 10;
+  t4a_nvrtc_artifact *a = NULL;
+  t4a_nvrtc_outcome out = T4A_NVRTC_OUTCOME_INIT;
+  if (t4a_nvrtc_cache_compile(c, &r, &a, &out) != T4A_OK) return 11;
+  if (out.origin != T4A_NVRTC_ORIGIN_COMPILED) return 12; /* not read through the odd entry */
+  t4a_counter_values v;
+  t4a_nvrtc_cache_counters(c, &v);
+  if (v.nvrtc_disk_corrupt != 1 || v.nvrtc_disk_errors != 0 || v.nvrtc_disk_writes != 1) return 13;
+  struct stat st;
+  if (lstat(g_entry, &st) != 0 || !S_ISREG(st.st_mode)) return 14; /* replaced by an entry */
+  t4a_nvrtc_artifact_release(a);
+  t4a_nvrtc_cache_destroy(c);
+  return 0;
+}
+
+/* A FIFO at an entry's path is not a file to wait on: the lookup opens without blocking, calls
+ * it corrupt, and the recompiled entry replaces it. */
+static void test_fifo_entry_is_not_waited_on(void **state) {
+  (void)state;
+  t4a_nvrtc_request r = cubin_request();
+  t4a_nvrtc_artifact *a = populate(&r);
+  assert_true(test_find_entry(g_dir, g_entry, sizeof g_entry));
+  assert_int_equal(unlink(g_entry), 0);
+  assert_int_equal(mkfifo(g_entry, 0600), 0);
+  in_child_with_deadline(lookup_over_odd_entry, 20);
+  t4a_nvrtc_artifact_release(a);
+}
+
+/* A symbolic link at an entry's path is not followed, even to a valid entry elsewhere. */
+static void test_symlink_entry_is_not_followed(void **state) {
+  (void)state;
+  t4a_nvrtc_request r = cubin_request();
+  t4a_nvrtc_artifact *a = populate(&r);
+  assert_true(test_find_entry(g_dir, g_entry, sizeof g_entry));
+  char elsewhere[1100];
+  snprintf(elsewhere, sizeof elsewhere, "%s/elsewhere.bin", g_dir);
+  assert_int_equal(rename(g_entry, elsewhere), 0); /* a valid entry for this very key */
+  assert_int_equal(symlink(elsewhere, g_entry), 0);
+  in_child_with_deadline(lookup_over_odd_entry, 60);
+  assert_int_equal(access(elsewhere, F_OK), 0); /* the target is left alone */
+  t4a_nvrtc_artifact_release(a);
+}
+
+static void write_file(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+static t4a_nvrtc_artifact *compile_uncached(const t4a_nvrtc_request *r) {
+  t4a_nvrtc_artifact *a = NULL;
+  assert_int_equal(t4a_nvrtc_compile(g_lib, r, &a, NULL), T4A_OK);
+  return a;
+}
+
+static int same_bytes(const t4a_nvrtc_artifact *a, const t4a_nvrtc_artifact *b) {
+  size_t na = 0, nb = 0;
+  const void *da = t4a_nvrtc_artifact_data(a, &na), *db = t4a_nvrtc_artifact_data(b, &nb);
+  return na == nb && memcmp(da, db, na) == 0;
+}
+
+/* Refused by the disk cache before NVRTC runs and before anything is written (options before
+ * the lookup, includes after it: either way nothing is compiled). */
+static void expect_cache_refuses(const t4a_nvrtc_request *r, const char *msg_part) {
+  t4a_nvrtc_cache *c = disk_cache(0);
+  long compiles = wrapped_compiles();
+  t4a_nvrtc_artifact *a = (t4a_nvrtc_artifact *)1;
+  t4a_status st = t4a_nvrtc_cache_compile(c, r, &a, NULL);
+  t4a_error e;
+  t4a_error_last(&e);
+  if (st != T4A_INVALID_ARGUMENT || strstr(e.message, msg_part) == NULL) {
+    print_error("got %s (%s), want INVALID_ARGUMENT with \"%s\"\n", t4a_status_name(st), e.message,
+                msg_part);
+  }
+  assert_int_equal(st, T4A_INVALID_ARGUMENT);
+  assert_non_null(strstr(e.message, msg_part));
+  assert_null(a);
+  assert_int_equal(wrapped_compiles(), compiles);
+  t4a_counter_values v = counters(c);
+  assert_int_equal(v.nvrtc_compile_attempts + v.nvrtc_disk_hits + v.nvrtc_disk_writes, 0);
+  assert_int_equal(test_count_files(g_dir, ".t4a", NULL), 0);
+  t4a_nvrtc_cache_destroy(c);
+}
+
+/* The reviewer's repro (a): ptxas reads an options file named in -Xptxas, so changing the file
+ * changed the CUBIN while the cache kept answering with the old one from disk. Every spelling of
+ * it is refused by the cache (and still accepted without it). */
+static void test_ptxas_options_file_is_refused(void **state) {
+  (void)state;
+  char file[1100], eq[1200], eq2[1200], optf[1200], value[1200];
+  snprintf(file, sizeof file, "%s/ptxas-options.txt", g_dir);
+  snprintf(eq, sizeof eq, "-Xptxas=--options-file=%s", file);
+  snprintf(eq2, sizeof eq2, "--ptxas-options=--options-file=%s", file);
+  snprintf(optf, sizeof optf, "-Xptxas=-optf=%s", file);
+  snprintf(value, sizeof value, "--options-file=%s", file);
+  t4a_nvrtc_request r = test_add1_request();
+  r.output = T4A_NVRTC_OUTPUT_CUBIN;
+  /* Uncached, the file's content is part of the output. */
+  const char *one[] = {eq};
+  r.options = one;
+  r.num_options = 1;
+  write_file(file, "-O0\n");
+  t4a_nvrtc_artifact *o0 = compile_uncached(&r);
+  write_file(file, "-O3\n");
+  t4a_nvrtc_artifact *o3 = compile_uncached(&r);
+  assert_false(same_bytes(o0, o3));
+  t4a_nvrtc_artifact_release(o0);
+  t4a_nvrtc_artifact_release(o3);
+  /* Cached, it is refused in every spelling. */
+  const char *spellings[] = {eq, eq2, optf};
+  for (size_t i = 0; i < 3; i++) {
+    const char *opts[] = {spellings[i]};
+    r.options = opts;
+    r.num_options = 1;
+    expect_cache_refuses(&r, "options file");
+  }
+  const char *two[] = {"-Xptxas", value};
+  r.options = two;
+  r.num_options = 2;
+  expect_cache_refuses(&r, "options file");
+}
+
+/* The reviewer's repro (b): --no-source-include does not stop an absolute include, so changing
+ * the header changed the output while the cache kept answering with the old one. Every form is
+ * refused by the cache (and still compiled without it); a named header is the way. */
+static void test_absolute_include_is_refused(void **state) {
+  (void)state;
+  char header[1100], quoted[1300], angled[1300], has[1400], next[1400];
+  snprintf(header, sizeof header, "%s/abs.h", g_dir);
+  const char *body = "extern \"C\" __global__ void k(int *x) { *x = VAL; }\n";
+  snprintf(quoted, sizeof quoted, "#include \"%s\"\n%s", header, body);
+  snprintf(angled, sizeof angled, "#include <%s>\n%s", header, body);
+  snprintf(has, sizeof has,
+           "#if __has_include(\"%s\")\n#define VAL 1\n#else\n#define VAL 2\n#endif\n%s", header,
+           body);
+  snprintf(next, sizeof next, "// a header\n#include_next <%s>\n%s", header, body);
+  t4a_nvrtc_request r = test_add1_request();
+  r.source = quoted;
+  write_file(header, "#define VAL 7\n");
+  t4a_nvrtc_artifact *v7 = compile_uncached(&r);
+  write_file(header, "#define VAL 8\n");
+  t4a_nvrtc_artifact *v8 = compile_uncached(&r);
+  assert_false(same_bytes(v7, v8)); /* NVRTC read the file */
+  t4a_nvrtc_artifact_release(v7);
+  t4a_nvrtc_artifact_release(v8);
+  const char *sources[] = {quoted, angled, has, next};
+  const char *parts[] = {"line 1: #include \"", "line 1: #include <", "line 1: __has_include",
+                         "line 2: #include_next"};
+  for (size_t i = 0; i < 4; i++) {
+    r.source = sources[i];
+    expect_cache_refuses(&r, parts[i]);
+    expect_cache_refuses(&r, "absolute path");
+  }
+  /* In a named header too, and through a macro. */
+  t4a_nvrtc_header h = {"inc.h", quoted, 0, 0};
+  r.source = "#include \"inc.h\"\n";
+  r.headers = &h;
+  r.num_headers = 1;
+  expect_cache_refuses(&r, "header \"inc.h\", line 1");
+  char macro[1400];
+  snprintf(macro, sizeof macro, "#define H \"%s\"\n#include H\n%s", header, body);
+  r.source = macro;
+  r.num_headers = 0;
+  expect_cache_refuses(&r, "line 2: #include has a macro operand");
+  /* The same header, named: cached, and its content is in the key. */
+  t4a_nvrtc_header named = {"abs.h", "#define VAL 7\n", 0, 0};
+  char by_name[300];
+  snprintf(by_name, sizeof by_name, "#include \"abs.h\"\n%s", body);
+  r.source = by_name;
+  r.headers = &named;
+  r.num_headers = 1;
+  t4a_nvrtc_cache *c = disk_cache(0);
+  t4a_nvrtc_artifact *a = get(c, &r, T4A_NVRTC_ORIGIN_COMPILED);
+  t4a_nvrtc_artifact_release(a);
+  t4a_nvrtc_cache_destroy(c);
+  named.content = "#define VAL 8\n";
+  c = disk_cache(0);
+  a = get(c, &r, T4A_NVRTC_ORIGIN_COMPILED); /* another key: no stale hit */
+  t4a_nvrtc_artifact_release(a);
+  t4a_nvrtc_cache_destroy(c);
+}
+
+/* Ten same-size entries with room for ten and a half: one scan (the cache's first write), not
+ * ten; the eleventh write passes the bound, and its scan evicts down to 90%: two entries. */
+static void test_writes_scan_only_when_needed(void **state) {
+  (void)state;
+  const char *opt[12];
+  char defs[12][16];
+  t4a_nvrtc_request rs[12];
+  for (int i = 0; i < 12; i++) {
+    snprintf(defs[i], sizeof defs[i], "-DV=%d", 10 + i); /* same length: same entry size */
+    rs[i] = define_request(&opt[i], defs[i]);
+  }
+  t4a_nvrtc_artifact *a = populate(&rs[11]);
+  unsigned long long one = test_entry_bytes(g_dir);
+  t4a_nvrtc_artifact_release(a);
+  test_rmdir(g_dir);
+  test_tmpdir(g_dir, sizeof g_dir);
+  uint64_t bound = one * 10 + one / 2;
+  t4a_nvrtc_cache *c = disk_cache(bound);
+  for (int i = 0; i < 10; i++) {
+    a = get(c, &rs[i], T4A_NVRTC_ORIGIN_COMPILED);
+    t4a_nvrtc_artifact_release(a);
+  }
+  assert_int_equal(counters(c).nvrtc_disk_writes, 10);
+  assert_int_equal(t4a_nvrtc_cache_disk_scans(c), 1);
+  assert_int_equal(counters(c).nvrtc_disk_evictions, 0);
+  assert_int_equal(test_count_files(g_dir, ".t4a", NULL), 10);
+  a = get(c, &rs[10], T4A_NVRTC_ORIGIN_COMPILED);
+  t4a_nvrtc_artifact_release(a);
+  assert_int_equal(t4a_nvrtc_cache_disk_scans(c), 2);
+  assert_int_equal(counters(c).nvrtc_disk_evictions, 2);
+  assert_int_equal(test_count_files(g_dir, ".t4a", NULL), 9);
+  assert_true(test_entry_bytes(g_dir) <= bound - bound / 10);
+  assert_int_equal(counters(c).nvrtc_disk_errors, 0);
+  t4a_nvrtc_cache_destroy(c);
+}
+
+/* An entry that cannot be removed (EACCES: another user's file in a shared directory) does not
+ * make the scan remove a newer one in its place. */
+static void test_failed_eviction_removes_no_more(void **state) {
+  (void)state;
+  const char *opt[11];
+  char defs[11][16];
+  t4a_nvrtc_request rs[11];
+  for (int i = 0; i < 11; i++) {
+    snprintf(defs[i], sizeof defs[i], "-DV=%d", 10 + i);
+    rs[i] = define_request(&opt[i], defs[i]);
+  }
+  t4a_nvrtc_artifact *a = populate(&rs[10]);
+  unsigned long long one = test_entry_bytes(g_dir);
+  t4a_nvrtc_artifact_release(a);
+  test_rmdir(g_dir);
+  test_tmpdir(g_dir, sizeof g_dir);
+  t4a_nvrtc_cache *c = disk_cache(one * 10 + one / 2);
+  for (int i = 0; i < 10; i++) {
+    a = get(c, &rs[i], T4A_NVRTC_ORIGIN_COMPILED);
+    t4a_nvrtc_artifact_release(a);
+    if (i < 9) pause_for_mtime(); /* a strict age order: rs[0] is the oldest */
+  }
+  pause_for_mtime();
+  /* FILE_RENAME: 0 is the eleventh write's rename, 1 the scan's first unlink (the oldest). */
+  fault_plan plan;
+  fault_plan_install(&plan, 1, FAULT_BIT(T4A_FAULT_FILE_RENAME));
+  a = get(c, &rs[10], T4A_NVRTC_ORIGIN_COMPILED);
+  fault_plan_remove();
+  t4a_nvrtc_artifact_release(a);
+  assert_int_equal(plan.failed_point, T4A_FAULT_FILE_RENAME);
+  t4a_counter_values v = counters(c);
+  assert_int_equal(v.nvrtc_disk_evictions, 1); /* the second oldest only, as without the failure */
+  assert_int_equal(v.nvrtc_disk_errors, 1);
+  assert_int_equal(test_count_files(g_dir, ".t4a", NULL), 10);
+  t4a_nvrtc_cache_destroy(c);
+  /* The oldest is still there; the second oldest is not. */
+  c = disk_cache(0);
+  a = get(c, &rs[0], T4A_NVRTC_ORIGIN_DISK);
+  t4a_nvrtc_artifact_release(a);
+  a = get(c, &rs[1], T4A_NVRTC_ORIGIN_COMPILED);
+  t4a_nvrtc_artifact_release(a);
+  t4a_nvrtc_cache_destroy(c);
+}
+
+/* Several processes share one directory with room for two entries of three: writers, readers and
+ * eviction race. Every answer has the right bytes and nothing is ever corrupt or an error. */
+#ifndef RACE_PROCS /* -DRACE_PROCS=8 -DRACE_ITERS=100 for a longer run by hand */
+#define RACE_PROCS 4
+#endif
+#ifndef RACE_ITERS
+#define RACE_ITERS 8
+#endif
+#define RACE_KEYS 3
+
+static t4a_nvrtc_artifact *g_race_want[RACE_KEYS];
+static t4a_nvrtc_request g_race_req[RACE_KEYS];
+static uint64_t g_race_bound;
+static int g_race_fsync;
+
+static int race_child(unsigned seed) {
+  for (int it = 0; it < RACE_ITERS; it++) {
+    seed = seed * 1103515245u + 12345u;
+    int k = (int)((seed >> 16) % RACE_KEYS);
+    t4a_nvrtc_cache_options o = T4A_NVRTC_CACHE_OPTIONS_INIT;
+    o.disk_dir = g_dir;
+    o.disk_max_bytes = g_race_bound;
+    o.disk_fsync = g_race_fsync;
+    t4a_nvrtc_cache *c = NULL;
+    if (t4a_nvrtc_cache_create(g_lib, &o, &c) != T4A_OK) return 10;
+    t4a_nvrtc_artifact *a = NULL;
+    t4a_nvrtc_outcome out = T4A_NVRTC_OUTCOME_INIT;
+    if (t4a_nvrtc_cache_compile(c, &g_race_req[k], &a, &out) != T4A_OK) return 11;
+    if (out.origin != T4A_NVRTC_ORIGIN_COMPILED && out.origin != T4A_NVRTC_ORIGIN_DISK) return 12;
+    if (!same_bytes(a, g_race_want[k])) return 13;
+    t4a_counter_values v;
+    t4a_nvrtc_cache_counters(c, &v);
+    if (v.nvrtc_disk_corrupt != 0) return 14;
+    if (v.nvrtc_disk_errors != 0) return 15;
+    t4a_nvrtc_artifact_release(a);
+    t4a_nvrtc_cache_destroy(c);
+  }
+  return 0;
+}
+
+static void race(int fsync_writes) {
+  g_race_fsync = fsync_writes;
+  fflush(NULL);
+  pid_t pids[RACE_PROCS];
+  for (int p = 0; p < RACE_PROCS; p++) {
+    pids[p] = fork();
+    assert_true(pids[p] >= 0);
+    if (pids[p] == 0) {
+      alarm(120);
+      _exit(race_child(0x9e3779b9u * (unsigned)(p + 1) + (unsigned)fsync_writes));
+    }
+  }
+  for (int p = 0; p < RACE_PROCS; p++) {
+    int status = 0;
+    assert_int_equal(waitpid(pids[p], &status, 0), pids[p]);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      print_error("process %d: status 0x%x (exit 13: wrong bytes, 14: corrupt, 15: error)\n", p,
+                  (unsigned)status);
+    }
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+  }
+  assert_int_equal(test_count_files(g_dir, NULL, ".t4a-tmp-"), 0);
+}
+
+static void test_processes_race_on_a_small_directory(void **state) {
+  (void)state;
+  static const char *opts[RACE_KEYS];
+  static const char *const defs[RACE_KEYS] = {"-DV=1", "-DV=2", "-DV=3"};
+  for (int k = 0; k < RACE_KEYS; k++) {
+    g_race_req[k] = define_request(&opts[k], defs[k]);
+    g_race_want[k] = compile_uncached(&g_race_req[k]);
+  }
+  t4a_nvrtc_artifact *a = populate(&g_race_req[0]);
+  g_race_bound = test_entry_bytes(g_dir) * 2 + test_entry_bytes(g_dir) / 2; /* room for two */
+  t4a_nvrtc_artifact_release(a);
+  race(0);
+  test_rmdir(g_dir);
+  test_tmpdir(g_dir, sizeof g_dir);
+  race(1);
+  for (int k = 0; k < RACE_KEYS; k++) t4a_nvrtc_artifact_release(g_race_want[k]);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_fresh_cache_hits_disk, each_setup, each_teardown),
@@ -480,6 +902,17 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_stale_temporary_files_are_removed, each_setup,
                                       each_teardown),
       cmocka_unit_test_setup_teardown(test_disk_failures_never_fail_a_compile, each_setup,
+                                      each_teardown),
+      cmocka_unit_test_setup_teardown(test_fifo_entry_is_not_waited_on, each_setup, each_teardown),
+      cmocka_unit_test_setup_teardown(test_symlink_entry_is_not_followed, each_setup,
+                                      each_teardown),
+      cmocka_unit_test_setup_teardown(test_ptxas_options_file_is_refused, each_setup,
+                                      each_teardown),
+      cmocka_unit_test_setup_teardown(test_absolute_include_is_refused, each_setup, each_teardown),
+      cmocka_unit_test_setup_teardown(test_writes_scan_only_when_needed, each_setup, each_teardown),
+      cmocka_unit_test_setup_teardown(test_failed_eviction_removes_no_more, each_setup,
+                                      each_teardown),
+      cmocka_unit_test_setup_teardown(test_processes_race_on_a_small_directory, each_setup,
                                       each_teardown),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

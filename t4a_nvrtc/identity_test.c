@@ -36,9 +36,9 @@ typedef struct record {
   uint8_t key[16];
 } record;
 
-static record make(const t4a_nvrtc_request *r, int for_cache) {
+static record make(const t4a_nvrtc_request *r) {
   t4a_nvrtc_prepared p;
-  assert_int_equal(t4a_nvrtc_prepare(g_lib, r, for_cache, &p), T4A_OK);
+  assert_int_equal(t4a_nvrtc_prepare(g_lib, r, &p), T4A_OK);
   record rec;
   rec.size = t4a_nvrtc_identity_size(g_lib, &p);
   rec.bytes = malloc(rec.size);
@@ -75,7 +75,7 @@ static void test_framing_is_unambiguous(void **state) {
   r1.num_options = 1;
   r2.options = two;
   r2.num_options = 2;
-  record a = make(&r1, 1), b = make(&r2, 1);
+  record a = make(&r1), b = make(&r2);
   assert_false(same(&a, &b));
   assert_memory_not_equal(a.key, b.key, 16);
   free(a.bytes);
@@ -88,13 +88,13 @@ static void test_framing_is_unambiguous(void **state) {
   r1.num_headers = 1;
   r2.headers = &h2;
   r2.num_headers = 1;
-  a = make(&r1, 1);
-  b = make(&r2, 1);
+  a = make(&r1);
+  b = make(&r2);
   assert_false(same(&a, &b));
   assert_memory_not_equal(a.key, b.key, 16);
   /* The stored record of one does not compare equal to the other request. */
   t4a_nvrtc_prepared p2;
-  assert_int_equal(t4a_nvrtc_prepare(g_lib, &r2, 1, &p2), T4A_OK);
+  assert_int_equal(t4a_nvrtc_prepare(g_lib, &r2, &p2), T4A_OK);
   assert_false(t4a_nvrtc_identity_equal(g_lib, &p2, a.bytes, a.size));
   assert_false(t4a_nvrtc_identity_equal(g_lib, &p2, b.bytes, b.size - 1)); /* a prefix */
   free(a.bytes);
@@ -113,7 +113,7 @@ static void test_every_field_counts(void **state) {
   base.num_options = 1;
   base.name_expressions = exprs;
   base.num_name_expressions = 1;
-  record b = make(&base, 1);
+  record b = make(&base);
   /* Equal content from other storage, with explicit byte counts: the same record. */
   char *src = strdup(k_add1_src);
   t4a_nvrtc_header hc = {"h.hXXX", "#define X 1\nYYY", 3, 12};
@@ -121,7 +121,7 @@ static void test_every_field_counts(void **state) {
   copy.source = src;
   copy.source_bytes = strlen(src);
   copy.headers = &hc;
-  record c = make(&copy, 1);
+  record c = make(&copy);
   assert_true(same(&b, &c));
   free(c.bytes);
   free(src);
@@ -160,7 +160,7 @@ static void test_every_field_counts(void **state) {
         r.name_expressions = exprs2;
         break;
     }
-    record x = make(&r, 1);
+    record x = make(&r);
     assert_false(same(&b, &x));
     assert_memory_not_equal(b.key, x.key, 16);
     free(x.bytes);

@@ -1,14 +1,16 @@
 /* nvrtc_bench: what the artifact cache saves, on the CPU (NVRTC needs no GPU).
  *
- * For a 20-line kernel and a generated 2,000-line source (100 kernels), compiled to sm_90 CUBIN:
- *   compile      t4a_nvrtc_compile (uncached), after one warm-up compile; median of R repeats
+ * For a 20-line kernel and a generated 2,000-line source (100 kernels), compiled to sm_90 CUBIN
+ * (each figure: the median of R, with the minimum and maximum):
+ *   compile      t4a_nvrtc_compile (uncached), after one warm-up compile; R repeats
  *   memory hit   t4a_nvrtc_cache_compile answered from memory, plus the artifact release;
- *                median over R batches of B calls each (per call)
+ *                R batches of B calls each (per call)
  *   disk hit     in a new process (fork + exec of this binary with --disk-hit): the first
  *                t4a_nvrtc_cache_compile of a fresh process, answered from the directory;
- *                median of R processes. The child also reports what it paid before that call
- *                (loading NVRTC, creating the cache), reported separately.
- *   disk hit, same process: a fresh cache over the populated directory; median of R.
+ *                R processes. The child also reports what it paid before that call (loading
+ *                NVRTC, creating the cache), reported separately: every new process pays the
+ *                NVRTC load before its first hit.
+ *   disk hit, same process: a fresh cache over the populated directory; R caches.
  *
  * Usage: nvrtc_bench [--repeats R] [--batch B]     (defaults 11 and 2000)
  *        nvrtc_bench --disk-hit DIR small|large    (the child mode: prints load, create, hit ns)
@@ -40,9 +42,15 @@ static int cmp_double(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-static double median(double *v, int n) {
+/* The median of n figures, with their minimum and maximum. */
+typedef struct stat3 {
+  double med, min, max;
+} stat3;
+
+static stat3 summarize(double *v, int n) {
   qsort(v, (size_t)n, sizeof *v, cmp_double);
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  stat3 s = {n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2, v[0], v[n - 1]};
+  return s;
 }
 
 /* The 20-line kernel. */
@@ -195,8 +203,7 @@ static void run_child(const char *dir, const char *which, double out[3]) {
 }
 
 typedef struct figures {
-  double compile_ms, mem_hit_us, disk_hit_child_us, disk_hit_same_us, child_open_ms,
-      child_create_us;
+  stat3 compile_ms, mem_hit_us, disk_hit_child_us, disk_hit_same_us, child_open_ms, child_create_us;
   size_t bytes;
 } figures;
 
@@ -219,7 +226,7 @@ static figures measure(t4a_nvrtc_lib *lib, const t4a_nvrtc_request *r, const cha
     v[i] = (double)(now_ns() - t0) / 1e6;
     t4a_nvrtc_artifact_release(a);
   }
-  f.compile_ms = median(v, repeats);
+  f.compile_ms = summarize(v, repeats);
 
   /* Memory hits. */
   t4a_nvrtc_cache *c = NULL;
@@ -234,7 +241,7 @@ static figures measure(t4a_nvrtc_lib *lib, const t4a_nvrtc_request *r, const cha
     }
     v[i] = (double)(now_ns() - t0) / 1e3 / batch;
   }
-  f.mem_hit_us = median(v, repeats);
+  f.mem_hit_us = summarize(v, repeats);
   t4a_counter_values cv;
   t4a_nvrtc_cache_counters(c, &cv);
   if (cv.nvrtc_compile_attempts != 1) {
@@ -263,9 +270,9 @@ static figures measure(t4a_nvrtc_lib *lib, const t4a_nvrtc_request *r, const cha
     w[i] = fig[0] / 1e6;
     x[i] = fig[1] / 1e3;
   }
-  f.disk_hit_child_us = median(v, repeats);
-  f.child_open_ms = median(w, repeats);
-  f.child_create_us = median(x, repeats);
+  f.disk_hit_child_us = summarize(v, repeats);
+  f.child_open_ms = summarize(w, repeats);
+  f.child_create_us = summarize(x, repeats);
   for (int i = 0; i < repeats; i++) {
     if (t4a_nvrtc_cache_create(lib, &o, &c) != T4A_OK) die("disk cache");
     t4a_nvrtc_outcome out = T4A_NVRTC_OUTCOME_INIT;
@@ -279,7 +286,7 @@ static figures measure(t4a_nvrtc_lib *lib, const t4a_nvrtc_request *r, const cha
     t4a_nvrtc_artifact_release(a);
     t4a_nvrtc_cache_destroy(c);
   }
-  f.disk_hit_same_us = median(v, repeats);
+  f.disk_hit_same_us = summarize(v, repeats);
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (system(cmd) != 0) fprintf(stderr, "nvrtc_bench: could not remove %s\n", dir);
@@ -339,8 +346,8 @@ int main(int argc, char **argv) {
   uname(&u);
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   printf(
-      "nvrtc_bench: NVRTC %d.%d (%s), %s %s, %ld CPUs; medians of %d, memory hits in batches "
-      "of %d\n",
+      "nvrtc_bench: NVRTC %d.%d (%s), %s %s, %ld CPUs; medians of %d (min-max), memory hits in "
+      "batches of %d\n",
       major, minor, t4a_nvrtc_lib_origin(lib), u.sysname, u.release, cpus, repeats, batch);
   printf("NVRTC load + build identity in this process: %.2f ms\n", open_ms);
   int large_lines = 0;
@@ -353,21 +360,32 @@ int main(int argc, char **argv) {
   figures fs = measure(lib, &rs, "small", repeats, batch);
   figures fl = measure(lib, &rl, "large", repeats, batch);
   printf(
-      "\n| kernel (sm_90 CUBIN) | bytes | compile | memory hit | disk hit, new process | "
-      "disk hit, same process | new process: load NVRTC / create cache |\n");
+      "\n| kernel (sm_90 CUBIN) | bytes | compile (ms) | memory hit (us) | disk hit, new process "
+      "(us) | disk hit, same process (us) | new process: load NVRTC (ms) / create cache (us) |\n");
   printf("|---|---:|---:|---:|---:|---:|---:|\n");
   const figures *all[2] = {&fs, &fl};
   int lines[2] = {small_lines, large_lines};
   for (int i = 0; i < 2; i++) {
     const figures *f = all[i];
-    printf("| %d lines | %zu | %.2f ms | %.3f us | %.1f us | %.1f us | %.2f ms / %.1f us |\n",
-           lines[i], f->bytes, f->compile_ms, f->mem_hit_us, f->disk_hit_child_us,
-           f->disk_hit_same_us, f->child_open_ms, f->child_create_us);
+    printf(
+        "| %d lines | %zu | %.2f (%.2f-%.2f) | %.3f (%.3f-%.3f) | %.1f (%.1f-%.1f) | %.1f "
+        "(%.1f-%.1f) | %.2f (%.2f-%.2f) / %.1f (%.1f-%.1f) |\n",
+        lines[i], f->bytes, f->compile_ms.med, f->compile_ms.min, f->compile_ms.max,
+        f->mem_hit_us.med, f->mem_hit_us.min, f->mem_hit_us.max, f->disk_hit_child_us.med,
+        f->disk_hit_child_us.min, f->disk_hit_child_us.max, f->disk_hit_same_us.med,
+        f->disk_hit_same_us.min, f->disk_hit_same_us.max, f->child_open_ms.med,
+        f->child_open_ms.min, f->child_open_ms.max, f->child_create_us.med, f->child_create_us.min,
+        f->child_create_us.max);
   }
-  printf("\ngoal: memory hit <= 2 us (20 lines): %s (%.3f us)\n",
-         fs.mem_hit_us <= 2.0 ? "met" : "MISSED", fs.mem_hit_us);
-  printf("goal: disk hit in a new process <= 0.5 ms (20 lines): %s (%.3f ms)\n",
-         fs.disk_hit_child_us <= 500.0 ? "met" : "MISSED", fs.disk_hit_child_us / 1e3);
+  printf("\ngoal: memory hit <= 2 us: 20 lines %s (%.3f us); 2,000 lines %s (%.3f us)\n",
+         fs.mem_hit_us.med <= 2.0 ? "met" : "MISSED", fs.mem_hit_us.med,
+         fl.mem_hit_us.med <= 2.0 ? "met" : "MISSED", fl.mem_hit_us.med);
+  printf(
+      "goal: disk hit in a new process <= 0.5 ms (20 lines): %s (%.3f ms) for the hit itself; "
+      "before it every new process pays the NVRTC load (%.2f ms here), so a new process's first "
+      "artifact costs %.2f ms\n",
+      fs.disk_hit_child_us.med <= 500.0 ? "met" : "MISSED", fs.disk_hit_child_us.med / 1e3,
+      fs.child_open_ms.med, fs.child_open_ms.med + fs.disk_hit_child_us.med / 1e3);
   free(large);
   t4a_nvrtc_lib_release(lib);
   return 0;

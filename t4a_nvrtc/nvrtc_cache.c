@@ -17,8 +17,11 @@
 
 typedef enum entry_state { E_INFLIGHT, E_READY, E_FAILED } entry_state;
 
-/* One request's slot. Every field is guarded by the cache mutex. refs counts the table's
- * membership, the compiling owner and every joined waiter; the entry is freed at zero. */
+/* One request's slot. key, identity and identity_bytes are set before the entry is inserted and
+ * never change (so they are read without the mutex by whoever holds a reference); every other
+ * field is guarded by the cache mutex. refs counts the table's membership, the compiling owner
+ * and every thread that found the entry and has not answered from it yet; the entry is freed at
+ * zero. */
 typedef struct entry {
   uint8_t key[16];
   uint8_t *identity;
@@ -95,6 +98,8 @@ static void table_remove(t4a_nvrtc_cache *c, entry *e) {
   entry_unref(e);
 }
 
+/* The entry holding the request under `key`, compared in full. Caller holds the mutex. Only the
+ * rare path (two requests with one 128-bit key) calls it: see find_or_insert. */
 static entry *table_find(t4a_nvrtc_cache *c, const uint8_t key[16], const t4a_nvrtc_prepared *p) {
   for (entry *e = c->buckets[bucket_of(c, key)]; e != NULL; e = e->hnext) {
     if (memcmp(e->key, key, 16) == 0 &&
@@ -103,6 +108,50 @@ static entry *table_find(t4a_nvrtc_cache *c, const uint8_t key[16], const t4a_nv
     }
   }
   return NULL;
+}
+
+static void table_insert(t4a_nvrtc_cache *c, entry *e) {
+  size_t b = bucket_of(c, e->key);
+  e->in_table = 1;
+  e->hnext = c->buckets[b];
+  c->buckets[b] = e;
+}
+
+/* Finds the entry of the request and returns it with a reference the caller drops, or NULL;
+ * *in_flight: whether it was in flight when found. If `mine` (the caller's in-flight entry for
+ * the request, its references set) is given and no entry matches, inserts it and returns NULL.
+ *
+ * The mutex covers walking one bucket and taking the reference only: the comparison of the
+ * stored identity with the request (as large as the request) runs outside it, which is safe
+ * because an entry's identity never changes and the reference keeps it alive. Only when the first
+ * entry with the key holds another request (a 128-bit collision) does the search compare under
+ * the mutex. */
+static entry *find_or_insert(t4a_nvrtc_cache *c, const uint8_t key[16], const t4a_nvrtc_prepared *p,
+                             entry *mine, int *in_flight) {
+  pthread_mutex_lock(&c->mu);
+  entry *cand = c->buckets[bucket_of(c, key)];
+  while (cand != NULL && memcmp(cand->key, key, 16) != 0) cand = cand->hnext;
+  if (cand == NULL) {
+    if (mine != NULL) table_insert(c, mine);
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+  }
+  cand->refs++;
+  *in_flight = cand->state == E_INFLIGHT;
+  pthread_mutex_unlock(&c->mu);
+  if (t4a_nvrtc_identity_equal(c->lib, p, cand->identity, cand->identity_bytes)) return cand;
+
+  pthread_mutex_lock(&c->mu);
+  entry_unref(cand);
+  entry *e = table_find(c, key, p);
+  if (e != NULL) {
+    e->refs++;
+    *in_flight = e->state == E_INFLIGHT;
+  } else if (mine != NULL) {
+    table_insert(c, mine);
+  }
+  pthread_mutex_unlock(&c->mu);
+  return e;
 }
 
 /* Makes an in-flight entry ready and keeps it within the bounds. Caller holds the mutex. */
@@ -246,6 +295,38 @@ static t4a_status take_failure(const entry *e, t4a_nvrtc_log *log) {
   return e->st;
 }
 
+/* Answers from an entry found with a reference (which this drops): its artifact, at once or when
+ * its owner publishes it, or the owner's failure. */
+static t4a_status answer(t4a_nvrtc_cache *c, entry *e, int in_flight, t4a_nvrtc_artifact **out,
+                         t4a_nvrtc_outcome *out_outcome) {
+  t4a_nvrtc_log log = {NULL, 0};
+  t4a_status st;
+  pthread_mutex_lock(&c->mu);
+  in_flight |= e->state == E_INFLIGHT;
+  if (in_flight) {
+    t4a_counter_add(&c->counters, T4A_COUNTER_nvrtc_mem_joins, 1);
+    while (e->state == E_INFLIGHT) pthread_cond_wait(&c->cv, &c->mu);
+  } else if (e->prev != NULL) { /* still in the LRU: now the most recent */
+    lru_unlink(e);
+    lru_push_front(c, e);
+  }
+  if (e->state == E_READY) {
+    t4a_nvrtc_artifact_retain(e->art);
+    *out = e->art;
+    st = T4A_OK;
+  } else {
+    st = take_failure(e, &log);
+  }
+  entry_unref(e);
+  pthread_mutex_unlock(&c->mu);
+  if (st == T4A_OK && !in_flight) t4a_counter_add(&c->counters, T4A_COUNTER_nvrtc_mem_hits, 1);
+  t4a_nvrtc_origin origin = st != T4A_OK ? T4A_NVRTC_ORIGIN_NONE
+                            : in_flight  ? T4A_NVRTC_ORIGIN_JOINED
+                                         : T4A_NVRTC_ORIGIN_MEMORY;
+  t4a_nvrtc_outcome_set(out_outcome, origin, &log);
+  return st;
+}
+
 t4a_status t4a_nvrtc_cache_compile(t4a_nvrtc_cache *cache, const t4a_nvrtc_request *request,
                                    t4a_nvrtc_artifact **out, t4a_nvrtc_outcome *out_outcome) {
   t4a_nvrtc_outcome_deinit(out_outcome);
@@ -257,49 +338,26 @@ t4a_status t4a_nvrtc_cache_compile(t4a_nvrtc_cache *cache, const t4a_nvrtc_reque
   *out = NULL;
   t4a_nvrtc_lib *lib = cache->lib;
   t4a_nvrtc_prepared p;
-  t4a_status st = t4a_nvrtc_prepare(lib, request, 1, &p);
+  t4a_status st = t4a_nvrtc_prepare(lib, request, &p);
   if (st != T4A_OK) return st;
   uint8_t key[16];
   t4a_nvrtc_identity_key(lib, &p, key);
-  t4a_nvrtc_log log = {NULL, 0};
 
-  pthread_mutex_lock(&cache->mu);
-  entry *e = table_find(cache, key, &p);
-  if (e != NULL && e->state == E_READY) {
-    lru_unlink(e);
-    lru_push_front(cache, e);
-    t4a_nvrtc_artifact_retain(e->art);
-    *out = e->art;
-    pthread_mutex_unlock(&cache->mu);
-    t4a_counter_add(&cache->counters, T4A_COUNTER_nvrtc_mem_hits, 1);
-    t4a_nvrtc_outcome_set(out_outcome, T4A_NVRTC_ORIGIN_MEMORY, &log);
-    return T4A_OK;
-  }
-  if (e != NULL) { /* in flight: wait for its owner */
-    e->refs++;
-    t4a_counter_add(&cache->counters, T4A_COUNTER_nvrtc_mem_joins, 1);
-    while (e->state == E_INFLIGHT) pthread_cond_wait(&cache->cv, &cache->mu);
-    if (e->state == E_READY) {
-      t4a_nvrtc_artifact_retain(e->art);
-      *out = e->art;
-      st = T4A_OK;
-    } else {
-      st = take_failure(e, &log);
-    }
-    entry_unref(e);
-    pthread_mutex_unlock(&cache->mu);
-    t4a_nvrtc_outcome_set(out_outcome,
-                          st == T4A_OK ? T4A_NVRTC_ORIGIN_JOINED : T4A_NVRTC_ORIGIN_NONE, &log);
-    return st;
-  }
+  int in_flight = 0;
+  entry *e = find_or_insert(cache, key, &p, NULL, &in_flight);
+  if (e != NULL) return answer(cache, e, in_flight, out, out_outcome);
 
-  /* A miss: this thread owns the request until it is published. */
+  /* Not in memory. What a cached compile may read is checked on a miss only: an entry of either
+   * level is a request that passed the checks (their verdict depends on the identity alone). The
+   * options are checked now, the includes before compiling (see t4a_nvrtc_check_includes). */
+  st = t4a_nvrtc_check_options(&p);
+  if (st != T4A_OK) return st;
+  /* The in-flight entry, identity record included, is built before the mutex is taken. */
   size_t id_bytes = t4a_nvrtc_identity_size(lib, &p);
   e = t4a_host_calloc(1, sizeof *e);
   uint8_t *identity = e != NULL ? t4a_host_malloc(id_bytes) : NULL;
   if (identity == NULL) {
     free(e);
-    pthread_mutex_unlock(&cache->mu);
     return T4A_HOST_OUT_OF_MEMORY;
   }
   t4a_nvrtc_identity_write(lib, &p, identity);
@@ -308,12 +366,14 @@ t4a_status t4a_nvrtc_cache_compile(t4a_nvrtc_cache *cache, const t4a_nvrtc_reque
   e->identity_bytes = id_bytes;
   e->state = E_INFLIGHT;
   e->refs = 2; /* the table and this owner */
-  e->in_table = 1;
-  size_t b = bucket_of(cache, key);
-  e->hnext = cache->buckets[b];
-  cache->buckets[b] = e;
-  pthread_mutex_unlock(&cache->mu);
+  entry *other = find_or_insert(cache, key, &p, e, &in_flight);
+  if (other != NULL) { /* another thread got there first */
+    entry_free(e);
+    return answer(cache, other, in_flight, out, out_outcome);
+  }
+  /* A miss: this thread owns the request until it is published. */
   t4a_counter_add(&cache->counters, T4A_COUNTER_nvrtc_mem_misses, 1);
+  t4a_nvrtc_log log = {NULL, 0};
 
   t4a_nvrtc_artifact *art = NULL;
   t4a_nvrtc_origin origin = T4A_NVRTC_ORIGIN_COMPILED;
@@ -321,7 +381,10 @@ t4a_status t4a_nvrtc_cache_compile(t4a_nvrtc_cache *cache, const t4a_nvrtc_reque
     art = t4a_nvrtc_disk_lookup(&cache->disk, lib, &p, key, &cache->counters);
     if (art != NULL) origin = T4A_NVRTC_ORIGIN_DISK;
   }
-  if (art == NULL) st = t4a_nvrtc_compile_prepared(lib, &p, key, &cache->counters, &art, &log);
+  if (art == NULL) {
+    st = t4a_nvrtc_check_includes(&p);
+    if (st == T4A_OK) st = t4a_nvrtc_compile_prepared(lib, &p, key, &cache->counters, &art, &log);
+  }
   t4a_error failure;
   if (st != T4A_OK) t4a_error_last(&failure);
 
@@ -356,4 +419,8 @@ t4a_status t4a_nvrtc_cache_compile(t4a_nvrtc_cache *cache, const t4a_nvrtc_reque
   *out = art;
   t4a_nvrtc_outcome_set(out_outcome, st == T4A_OK ? origin : T4A_NVRTC_ORIGIN_NONE, &log);
   return st;
+}
+
+uint64_t t4a_nvrtc_cache_disk_scans(const t4a_nvrtc_cache *cache) {
+  return cache != NULL && cache->has_disk ? atomic_load(&cache->disk.scans) : 0;
 }

@@ -266,14 +266,23 @@ static t4a_status build_inputs(const t4a_nvrtc_prepared *p, compile_inputs *in) 
   size_t nh = r->num_headers, no = r->num_options + p->num_implicit;
   size_t ne = r->num_name_expressions;
   size_t nsort = nh > ne ? nh : ne;
+  /* The counts are at most T4A_NVRTC_MAX_ITEMS each, so the pointer arrays cannot overflow; the
+   * text sizes are the caller's and are added with overflow checks. */
   size_t ptrs = 2 * nh + no + nsort;
-  size_t chars = p->source_bytes + 1 + p->program_name_bytes + 1;
-  for (size_t i = 0; i < nh; i++) {
-    chars += t4a_nvrtc_header_name_bytes(&r->headers[i]) + 1 +
-             t4a_nvrtc_header_content_bytes(&r->headers[i]) + 1;
+  size_t total = ptrs * sizeof(char *) + 2 * ne * sizeof(t4a_nvrtc_str);
+  int ok = grow(&total, p->source_bytes, 1) && grow(&total, 1, 1) &&
+           grow(&total, p->program_name_bytes, 1) && grow(&total, 1, 1);
+  for (size_t i = 0; ok && i < nh; i++) {
+    ok = grow(&total, t4a_nvrtc_header_name_bytes(&r->headers[i]), 1) && grow(&total, 1, 1) &&
+         grow(&total, t4a_nvrtc_header_content_bytes(&r->headers[i]), 1) && grow(&total, 1, 1);
   }
-  for (size_t i = 0; i < r->num_options; i++) chars += t4a_nvrtc_option_bytes(r, i) + 1;
-  size_t total = ptrs * sizeof(char *) + 2 * ne * sizeof(t4a_nvrtc_str) + chars;
+  for (size_t i = 0; ok && i < r->num_options; i++) {
+    ok = grow(&total, t4a_nvrtc_option_bytes(r, i), 1) && grow(&total, 1, 1);
+  }
+  if (!ok) {
+    return t4a_error_set(T4A_HOST_OUT_OF_MEMORY, "t4a_nvrtc_compile", 0, NULL, UINT64_MAX,
+                         "the request's texts add up to more than the address space");
+  }
   in->block = t4a_host_malloc(total);
   if (in->block == NULL) return T4A_HOST_OUT_OF_MEMORY;
   const char **pp = (const char **)(void *)in->block;
@@ -538,7 +547,7 @@ t4a_status t4a_nvrtc_compile(t4a_nvrtc_lib *lib, const t4a_nvrtc_request *reques
   if (out == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
   *out = NULL;
   t4a_nvrtc_prepared p;
-  t4a_status st = t4a_nvrtc_prepare(lib, request, 0, &p);
+  t4a_status st = t4a_nvrtc_prepare(lib, request, &p);
   if (st != T4A_OK) return st;
   uint8_t key[16];
   t4a_nvrtc_identity_key(lib, &p, key);

@@ -1,9 +1,16 @@
 /* The artifact cache's disk level: one checksummed file per request key in a directory that
  * several processes may share. Writes go to a unique temporary file in the same directory and are
- * renamed into place (atomic); readers verify everything and treat any doubt as a miss; a scan
- * after each write keeps the directory within its size bound, least recently used first (a hit
+ * renamed into place (atomic); readers verify everything and treat any doubt as a miss; a scan,
+ * run when the cache's size estimate passes the bound (and every T4A_NVRTC_DISK_RESCAN_WRITES
+ * writes), brings the directory back to 90% of its bound, least recently used first (a hit
  * refreshes the file's modification time). Every failure here is counted and swallowed: the
- * disk level can cost a recompile, never a failed compile. */
+ * disk level can cost a recompile, never a failed compile.
+ *
+ * Fault points: FILE_OPEN (open, mkdir, opendir), FILE_READ (read), FILE_WRITE (write, fsync of
+ * the entry and of the directory, close after writing, futimens on a hit), FILE_RENAME (rename,
+ * and unlink when evicting). Removing a corrupt entry, a temporary file after a failed write and a
+ * stale temporary file is best effort and not a fault point: it is cleanup, and whatever it
+ * leaves behind the next scan, lookup or write deals with. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -222,7 +229,8 @@ static int read_full(int fd, uint8_t *buf, size_t n) {
   return 0;
 }
 
-/* Removes a corrupt entry, unless another process has already replaced it. */
+/* Removes a corrupt entry, unless another process has already replaced it. Best effort: if the
+ * unlink fails, the recompiled artifact is renamed over the entry anyway. */
 static void remove_if_same(const char *path, int fd) {
   struct stat mine, now;
   if (fstat(fd, &mine) == 0 && stat(path, &now) == 0 && mine.st_dev == now.st_dev &&
@@ -323,10 +331,16 @@ t4a_nvrtc_artifact *t4a_nvrtc_disk_lookup(t4a_nvrtc_disk *disk, const t4a_nvrtc_
   if (t4a_fault_sim(T4A_FAULT_FILE_OPEN)) {
     errno = EIO;
   } else {
-    fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO at the path must not block the lookup (the S_ISREG check below then
+     * refuses it); O_NOFOLLOW: an entry is never a symbolic link to a file elsewhere. */
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
   }
   if (fd < 0) {
-    error = errno != ENOENT;
+    if (errno == ELOOP) {
+      corrupt = 1; /* a symbolic link: not ours; the recompiled entry is renamed over it */
+    } else {
+      error = errno != ENOENT;
+    }
     goto out;
   }
   struct stat st;
@@ -390,12 +404,23 @@ static int write_full(int fd, const uint8_t *buf, size_t n) {
   return 0;
 }
 
-static void sync_dir(const t4a_nvrtc_disk *disk) {
-  int dfd = open(disk->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    (void)fsync(dfd);
-    close(dfd);
+/* fsync through the FILE_WRITE fault point. */
+static int sync_fd(int fd) {
+  if (t4a_fault_sim(T4A_FAULT_FILE_WRITE)) {
+    errno = EIO;
+    return -1;
   }
+  return fsync(fd);
+}
+
+/* Syncs the directory (the rename). Returns 0 or -1. */
+static int sync_dir(const t4a_nvrtc_disk *disk) {
+  if (t4a_fault_sim(T4A_FAULT_FILE_OPEN)) return -1;
+  int dfd = open(disk->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return -1;
+  int rc = sync_fd(dfd);
+  close(dfd);
+  return rc;
 }
 
 void t4a_nvrtc_disk_store(t4a_nvrtc_disk *disk, const t4a_nvrtc_artifact *art,
@@ -438,24 +463,38 @@ void t4a_nvrtc_disk_store(t4a_nvrtc_disk *disk, const t4a_nvrtc_artifact *art,
   if (fd < 0) goto out;
   tmp_made = 1;
   if (write_full(fd, buf, DISK_HEADER_BYTES + payload_bytes) != 0) goto out;
-  if (disk->fsync && fsync(fd) != 0) goto out;
-  int rc = close(fd);
+  if (disk->fsync && sync_fd(fd) != 0) goto out;
+  int failed_close = t4a_fault_sim(T4A_FAULT_FILE_WRITE);
+  int rc = close(fd); /* closed either way: a simulated failure must not leak the descriptor */
   fd = -1;
-  if (rc != 0) goto out;
+  if (rc != 0 || failed_close) goto out;
   if (t4a_fault_sim(T4A_FAULT_FILE_RENAME)) {
     errno = EIO;
     goto out;
   }
   if (rename(tmp, path) != 0) goto out;
   tmp_made = 0;
-  if (disk->fsync) sync_dir(disk);
   ok = 1;
+  /* The entry is in place; a failed directory sync costs durability only, and is counted. */
+  if (disk->fsync && sync_dir(disk) != 0) t4a_counter_add(c, T4A_COUNTER_nvrtc_disk_errors, 1);
 out:
   if (fd >= 0) close(fd);
   if (tmp_made) (void)unlink(tmp);
   free(buf);
   t4a_counter_add(c, ok ? T4A_COUNTER_nvrtc_disk_writes : T4A_COUNTER_nvrtc_disk_errors, 1);
-  if (ok) t4a_nvrtc_disk_evict(disk, c);
+  if (ok) {
+    /* Scan only when needed: the estimate (last scan's total plus this cache's writes since) is
+     * past the bound, this cache never scanned, or enough writes went by that other processes'
+     * writes may have filled the directory. */
+    uint64_t est =
+        atomic_fetch_add(&disk->estimate, (uint64_t)(DISK_HEADER_BYTES + payload_bytes)) +
+        DISK_HEADER_BYTES + payload_bytes;
+    unsigned writes = atomic_fetch_add(&disk->writes_since_scan, 1) + 1;
+    if (!atomic_load(&disk->scanned) || est > disk->max_bytes ||
+        writes >= T4A_NVRTC_DISK_RESCAN_WRITES) {
+      t4a_nvrtc_disk_evict(disk, c);
+    }
+  }
   t4a_nvrtc_error_restore(&saved);
 }
 
@@ -475,6 +514,8 @@ static int older_first(const void *a, const void *b) {
 }
 
 void t4a_nvrtc_disk_evict(t4a_nvrtc_disk *disk, t4a_counters *c) {
+  int idle = 0;
+  if (!atomic_compare_exchange_strong(&disk->scanning, &idle, 1)) return; /* one is running */
   t4a_error saved;
   t4a_error_last(&saved);
   DIR *d = NULL;
@@ -522,19 +563,32 @@ void t4a_nvrtc_disk_evict(t4a_nvrtc_disk *disk, t4a_counters *c) {
     num++;
   }
   if (total > disk->max_bytes) {
+    /* Down to the low-water mark, so that the next few writes do not scan again. */
+    uint64_t low = disk->max_bytes - disk->max_bytes / 10;
     qsort(items, num, sizeof *items, older_first);
-    for (size_t i = 0; i < num && total > disk->max_bytes; i++) {
-      if (unlinkat(dirfd(d), items[i].name, 0) == 0) {
-        t4a_counter_add(c, T4A_COUNTER_nvrtc_disk_evictions, 1);
-        total -= items[i].bytes;
-      } else if (errno == ENOENT) {
-        total -= items[i].bytes; /* another process got there first */
+    for (size_t i = 0; i < num && total > low; i++) {
+      int rc;
+      if (t4a_fault_sim(T4A_FAULT_FILE_RENAME)) {
+        errno = EACCES;
+        rc = -1;
+      } else {
+        rc = unlinkat(dirfd(d), items[i].name, 0);
       }
+      if (rc == 0) t4a_counter_add(c, T4A_COUNTER_nvrtc_disk_evictions, 1);
+      if (rc != 0 && errno != ENOENT) failed = 1; /* ENOENT: another process got there first */
+      /* Subtracted whatever happened: an entry that cannot be removed (EACCES, EPERM: another
+       * user's file) must not make this scan remove newer entries in its place. */
+      total -= items[i].bytes;
     }
   }
+  atomic_store(&disk->estimate, total);
+  atomic_store(&disk->writes_since_scan, 0);
+  atomic_store(&disk->scanned, 1);
+  atomic_fetch_add(&disk->scans, 1);
 out:
   if (failed) t4a_counter_add(c, T4A_COUNTER_nvrtc_disk_errors, 1);
   if (d != NULL) closedir(d);
   free(items);
+  atomic_store(&disk->scanning, 0);
   t4a_nvrtc_error_restore(&saved);
 }

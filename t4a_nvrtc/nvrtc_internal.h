@@ -18,9 +18,11 @@
 #include "t4a_nvrtc/nvrtc_table.h"
 
 /* Version of the identity record (what the key hashes). Bump it whenever the record's fields,
- * their framing or the options t4a adds change: old keys then never match, and old disk entries
- * age out through eviction. */
-#define T4A_NVRTC_KEY_SCHEMA 1u
+ * their framing, the options t4a adds or what a cached compile may read change: old keys then
+ * never match, and old disk entries age out through eviction. 2: cached compiles read nothing
+ * but the request (options allowlist, include check); schema-1 entries may hold artifacts built
+ * from files the key did not see. */
+#define T4A_NVRTC_KEY_SCHEMA 2u
 
 /* Limits on request counts (LIMIT_EXCEEDED above them). */
 #define T4A_NVRTC_MAX_ITEMS 65536u
@@ -44,10 +46,23 @@ size_t t4a_nvrtc_header_name_bytes(const t4a_nvrtc_header *h);
 size_t t4a_nvrtc_header_content_bytes(const t4a_nvrtc_header *h);
 size_t t4a_nvrtc_option_bytes(const t4a_nvrtc_request *req, size_t i);
 
-/* Validates a request against lib (see t4a/nvrtc.h for the rules) and fills *out. for_cache
- * also rejects options whose effect the key cannot see. */
+/* Validates a request against lib (see t4a/nvrtc.h for the rules) and fills *out. What only a
+ * cached compile refuses is checked by t4a_nvrtc_check_cacheable. */
 T4A_MUST_USE t4a_status t4a_nvrtc_prepare(const t4a_nvrtc_lib *lib, const t4a_nvrtc_request *req,
-                                          int for_cache, t4a_nvrtc_prepared *out);
+                                          t4a_nvrtc_prepared *out);
+
+/* Whether the key sees everything NVRTC will read for this request (nvrtc_cacheable.c).
+ * check_options: every option is on the allowlist of options known to read no file (ptxas
+ * options included). check_includes: every #include, #include_next, #import, #embed,
+ * __has_include, __has_include_next and __has_embed of the source, the headers and the -D
+ * definitions names one of the request's headers by a literal (a lexical pass over the whole
+ * request). check_cacheable: both. INVALID_ARGUMENT naming the option or the include;
+ * HOST_OUT_OF_MEMORY. The verdicts depend only on bytes the identity record holds, so a request
+ * found in either cache level has passed them: the cache checks the options before its lookup
+ * and the includes only before compiling (a disk hit does not pay for the pass). */
+T4A_MUST_USE t4a_status t4a_nvrtc_check_options(const t4a_nvrtc_prepared *p);
+T4A_MUST_USE t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p);
+T4A_MUST_USE t4a_status t4a_nvrtc_check_cacheable(const t4a_nvrtc_prepared *p);
 
 /* ---- The identity record ----------------------------------------------------------------- */
 
@@ -151,11 +166,22 @@ void t4a_nvrtc_outcome_set(t4a_nvrtc_outcome *outcome, t4a_nvrtc_origin origin, 
 
 /* ---- The disk level ---------------------------------------------------------------------- */
 
+/* Writes between two scans of the directory, at most (other processes' writes are seen only by a
+ * scan). */
+#define T4A_NVRTC_DISK_RESCAN_WRITES 64u
+
 typedef struct t4a_nvrtc_disk {
   char *dir;
   size_t dir_bytes;
   uint64_t max_bytes;
   int fsync;
+  /* The size estimate that decides when to scan: the total the last scan left, plus what this
+   * cache wrote since. Other processes' writes are not in it until the next scan. */
+  _Atomic uint64_t estimate;
+  atomic_uint writes_since_scan;
+  atomic_int scanned;  /* a scan has run since the cache was created */
+  atomic_int scanning; /* one scan at a time per cache */
+  _Atomic uint64_t scans;
 } t4a_nvrtc_disk;
 
 /* Creates the directory (and parents) if needed and checks it is a writable directory. IO
@@ -170,14 +196,21 @@ t4a_nvrtc_artifact *t4a_nvrtc_disk_lookup(t4a_nvrtc_disk *disk, const t4a_nvrtc_
                                           const t4a_nvrtc_prepared *p, const uint8_t key[16],
                                           t4a_counters *c);
 
-/* Writes an artifact with its identity record atomically, then enforces the size bound. Every
- * failure is counted (nvrtc_disk_errors) and otherwise ignored. */
+/* Writes an artifact with its identity record atomically, then scans the directory if the size
+ * estimate passed the bound, if this cache never scanned it, or every
+ * T4A_NVRTC_DISK_RESCAN_WRITES writes. Every failure is counted (nvrtc_disk_errors) and otherwise
+ * ignored. */
 void t4a_nvrtc_disk_store(t4a_nvrtc_disk *disk, const t4a_nvrtc_artifact *art,
                           const uint8_t *identity, size_t identity_bytes, t4a_counters *c);
 
-/* Scans the directory and removes the least recently used entries until the total is within the
- * bound (and stale temporary files of crashed writers). Counts removals. */
+/* Scans the directory: removes stale temporary files of crashed writers and, when the entries
+ * exceed the bound, the least recently used ones until they are within 90% of it (the low-water
+ * mark, so that the next writes do not scan again at once). Counts removals; resets the estimate.
+ * Returns at once if another thread of this cache is scanning. */
 void t4a_nvrtc_disk_evict(t4a_nvrtc_disk *disk, t4a_counters *c);
+
+/* Scans of the directory made by this cache (tests: writes do not scan every time). */
+uint64_t t4a_nvrtc_cache_disk_scans(const t4a_nvrtc_cache *cache);
 
 /* Formats a key as 32 lowercase hex digits and a NUL. */
 void t4a_nvrtc_key_hex(const uint8_t key[16], char out[33]);

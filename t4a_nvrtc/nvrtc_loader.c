@@ -171,10 +171,12 @@ static void describe_loaded(void *handle, char *out, size_t out_size, char *real
 }
 
 /* NVRTC loads its built-in headers from libnvrtc-builtins.so.<major>.<minor> (the .alt
- * variant from libnvrtc-builtins.alt.so.<major>.<minor>) at its first compile. t4a loads that
- * library first, from libnvrtc's own directory (else by soname), so the dynamic loader hands NVRTC
- * this very copy (one object per soname) and its identity can enter the key before anything is
- * compiled. */
+ * variant from libnvrtc-builtins.alt.so.<major>.<minor>) by that name at each compile. t4a loads
+ * that library first, from libnvrtc's own directory (else by soname), so that it stays loaded and
+ * its identity can enter the key before anything is compiled. What NVRTC gets for the name is
+ * whatever object of that soname the dynamic loader already holds, which is not t4a's copy when
+ * another one was loaded into the process before (from another directory): so the identity is
+ * that of the object the name resolves to now, asked with RTLD_NOLOAD. */
 static void pin_builtins(t4a_nvrtc_lib *lib, const char *nvrtc_real_path, char *out,
                          size_t out_size) {
   /* The .alt variant of NVRTC loads its own .alt builtins. */
@@ -200,7 +202,10 @@ static void pin_builtins(t4a_nvrtc_lib *lib, const char *nvrtc_real_path, char *
     return;
   }
   char real[PATH_MAX];
-  describe_loaded(lib->dl_builtins, out, out_size, real, sizeof real);
+  void *resolved = dlopen(name, RTLD_NOW | RTLD_NOLOAD);
+  if (resolved == NULL) (void)dlerror();
+  describe_loaded(resolved != NULL ? resolved : lib->dl_builtins, out, out_size, real, sizeof real);
+  if (resolved != NULL) dlclose(resolved); /* the reference RTLD_NOLOAD added */
 }
 
 static void compute_build_identity(t4a_nvrtc_lib *lib) {
@@ -256,19 +261,17 @@ static t4a_status finish(t4a_nvrtc_lib *lib) {
       lib->t.nvrtcGetPCHCreateStatus != NULL && lib->t.nvrtcGetPCHHeapSizeRequired != NULL) {
     lib->caps |= T4A_NVRTC_CAP_PCH;
   }
+  /* The architecture list is optional: when NVRTC cannot give it (or gives a count t4a cannot
+   * hold), the capability is dropped and targets go to NVRTC unchecked, as without the entries. */
   if (lib->t.nvrtcGetNumSupportedArchs != NULL && lib->t.nvrtcGetSupportedArchs != NULL) {
     int n = 0;
-    r = lib->t.nvrtcGetNumSupportedArchs(&n);
-    if (r != NVRTC_SUCCESS) return t4a_nvrtc_fail(lib, r, "nvrtcGetNumSupportedArchs", NULL);
-    if (n <= 0 || n > T4A_NVRTC_MAX_ARCHS) {
-      return t4a_error_set(T4A_NVRTC_ERROR, "nvrtcGetNumSupportedArchs", 0, NULL, 0,
-                           "NVRTC reports %d supported architectures (t4a handles 1 to %d)", n,
-                           T4A_NVRTC_MAX_ARCHS);
+    int archs[T4A_NVRTC_MAX_ARCHS];
+    if (lib->t.nvrtcGetNumSupportedArchs(&n) == NVRTC_SUCCESS && n > 0 &&
+        n <= T4A_NVRTC_MAX_ARCHS && lib->t.nvrtcGetSupportedArchs(archs) == NVRTC_SUCCESS) {
+      memcpy(lib->archs, archs, (size_t)n * sizeof archs[0]);
+      lib->num_archs = (size_t)n;
+      lib->caps |= T4A_NVRTC_CAP_SUPPORTED_ARCHS;
     }
-    r = lib->t.nvrtcGetSupportedArchs(lib->archs);
-    if (r != NVRTC_SUCCESS) return t4a_nvrtc_fail(lib, r, "nvrtcGetSupportedArchs", NULL);
-    lib->num_archs = (size_t)n;
-    lib->caps |= T4A_NVRTC_CAP_SUPPORTED_ARCHS;
   }
   return T4A_OK;
 }

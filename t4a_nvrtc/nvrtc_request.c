@@ -45,46 +45,29 @@ static t4a_status check_text(const char *what, size_t index, const char *p, size
   return T4A_OK;
 }
 
-/* The option's flag: its text up to the first '=' or space. */
-static int flag_is(const char *opt, size_t n, const char *flag) {
-  size_t f = strlen(flag);
-  if (n < f || memcmp(opt, flag, f) != 0) return 0;
-  return n == f || opt[f] == '=' || opt[f] == ' ';
+/* Whether the option is `name` with one or two leading dashes, alone or followed by '=' or a
+ * space (NVRTC spells most options both ways, and t4a refuses the ones it owns in every spelling).
+ */
+static int option_is(const char *opt, size_t n, const char *name) {
+  size_t d = n > 1 && opt[0] == '-' && opt[1] == '-' ? 2 : n > 0 && opt[0] == '-' ? 1 : 0;
+  size_t f = strlen(name);
+  if (d == 0 || n - d < f || memcmp(opt + d, name, f) != 0) return 0;
+  return n - d == f || opt[d + f] == '=' || opt[d + f] == ' ';
 }
 
-static size_t flag_len(const char *opt, size_t n) {
-  size_t i = 0;
-  while (i < n && opt[i] != '=' && opt[i] != ' ') i++;
-  return i;
-}
-
-/* Options that t4a owns (the request's target and output say them). */
+/* Options that t4a owns: the request's target and output kind say them. */
 static const char *owned_option(const char *opt, size_t n) {
-  if (flag_is(opt, n, "-arch") || flag_is(opt, n, "--gpu-architecture")) {
+  if (option_is(opt, n, "arch") || option_is(opt, n, "gpu-architecture")) {
     return "sets the architecture: use the request's target";
   }
-  if (flag_is(opt, n, "-dlto") || flag_is(opt, n, "--dlink-time-opt")) {
+  if (option_is(opt, n, "dlto") || option_is(opt, n, "dlink-time-opt")) {
     return "asks for LTO-IR: use output = T4A_NVRTC_OUTPUT_LTOIR";
   }
-  return NULL;
-}
-
-/* Options whose effect on the output the key cannot see (they read files), or whose side effect
- * (writing a file) a cache hit would skip. */
-static const char *uncacheable_option(const char *opt, size_t n) {
-  if (n >= 2 && opt[0] == '-' && opt[1] == 'I') return "adds an include path (reads files)";
-  if (flag_is(opt, n, "--include-path")) return "adds an include path (reads files)";
-  if (flag_is(opt, n, "-include") || flag_is(opt, n, "--pre-include")) {
-    return "pre-includes a file";
+  if (option_is(opt, n, "optix-ir")) {
+    return "asks for OptiX IR, an output kind t4a does not produce";
   }
-  if (opt[0] == '@') return "names a response file";
-  size_t f = flag_len(opt, n);
-  for (size_t i = 0; i + 3 <= f; i++) {
-    if (memcmp(opt + i, "pch", 3) == 0) return "uses precompiled headers (reads or writes files)";
-  }
-  if (flag_is(opt, n, "--time") || flag_is(opt, n, "-time") ||
-      flag_is(opt, n, "--fdevice-time-trace") || flag_is(opt, n, "-fdevice-time-trace")) {
-    return "writes a file that a cache hit would not write";
+  if (option_is(opt, n, "fdevice-syntax-only")) {
+    return "stops after syntax checking: the artifact would hold no code";
   }
   return NULL;
 }
@@ -143,7 +126,7 @@ static t4a_status parse_target(const t4a_nvrtc_lib *lib, const char *target,
   return T4A_OK;
 }
 
-t4a_status t4a_nvrtc_prepare(const t4a_nvrtc_lib *lib, const t4a_nvrtc_request *req, int for_cache,
+t4a_status t4a_nvrtc_prepare(const t4a_nvrtc_lib *lib, const t4a_nvrtc_request *req,
                              t4a_nvrtc_prepared *out) {
   memset(out, 0, sizeof *out);
   if (lib == NULL || req == NULL) {
@@ -206,12 +189,6 @@ t4a_status t4a_nvrtc_prepare(const t4a_nvrtc_lib *lib, const t4a_nvrtc_request *
     if (why != NULL) {
       return t4a_error_set(T4A_INVALID_ARGUMENT, "t4a_nvrtc_request", 0, NULL, 0,
                            "option %zu (%.*s) %s", i, (int)(n > 64 ? 64 : n), o, why);
-    }
-    if (for_cache && (why = uncacheable_option(o, n)) != NULL) {
-      return t4a_error_set(T4A_INVALID_ARGUMENT, "t4a_nvrtc_request", 0, NULL, 0,
-                           "option %zu (%.*s) %s, which the cache key cannot see: pass the "
-                           "headers as named headers, or compile without the cache",
-                           i, (int)(n > 64 ? 64 : n), o, why);
     }
   }
   for (size_t i = 0; i < req->num_name_expressions; i++) {

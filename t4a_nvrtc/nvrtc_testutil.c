@@ -63,6 +63,7 @@ static nvrtcResult w_nvrtcDestroyProgram(nvrtcProgram *prog) {
 static nvrtcResult w_nvrtcCompileProgram(nvrtcProgram prog, int n, const char *const *options) {
   FAIL_IF(nvrtcCompileProgram);
   atomic_fetch_add(&g_nvrtc_wrap.compiles, 1);
+  if (g_nvrtc_wrap.on_compile != NULL) g_nvrtc_wrap.on_compile(g_nvrtc_wrap.on_compile_user);
   return g_real->t.nvrtcCompileProgram(prog, n, options);
 }
 
@@ -158,6 +159,8 @@ void nvrtc_wrap_reset(long fail_at, int fail_code) {
   g_nvrtc_wrap.fail_at = fail_at;
   g_nvrtc_wrap.fail_code = fail_code;
   g_nvrtc_wrap.failed_entry = NULL;
+  g_nvrtc_wrap.on_compile = NULL;
+  g_nvrtc_wrap.on_compile_user = NULL;
 }
 
 void nvrtc_wrap_close(void) {

@@ -20,6 +20,10 @@ typedef struct nvrtc_wrap_state {
   long fail_at;              /* the call index that fails (-1: none) */
   int fail_code;             /* the nvrtcResult it returns */
   const char *failed_entry;  /* the entry that was failed, or NULL */
+  /* If set, nvrtcCompileProgram calls it (after counting) before NVRTC compiles: a test can hold
+   * a compile until other threads have reached a state. Cleared by nvrtc_wrap_reset. */
+  void (*on_compile)(void *user);
+  void *on_compile_user;
 } nvrtc_wrap_state;
 
 extern nvrtc_wrap_state g_nvrtc_wrap;

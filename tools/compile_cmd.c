@@ -165,7 +165,9 @@ static int parse(int argc, char **argv, compile_args *a) {
       a->headers[a->num_headers].name = next;
       a->headers[a->num_headers].name_bytes = (size_t)(eq - next);
       a->headers[a->num_headers].content = text;
-      a->headers[a->num_headers].content_bytes = 0;
+      /* The bytes read, not strlen: a NUL in the file is refused by validation instead of
+       * silently cutting the header there. (An empty file reads as "", which 0 also means.) */
+      a->headers[a->num_headers].content_bytes = bytes;
       a->num_headers++;
     } else if (strcmp(s, "--ptx") == 0 || strcmp(s, "--cubin") == 0 || strcmp(s, "--ltoir") == 0) {
       int kind = s[2] == 'p'   ? T4A_NVRTC_OUTPUT_PTX

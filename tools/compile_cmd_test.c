@@ -177,12 +177,34 @@ static void test_bad_usage_exits_2(void **state) {
   assert_int_equal(run(bad_header, 5), 2);
 }
 
+/* A header file is passed with its byte count: a NUL in it is refused (exit 2), not a header
+ * silently cut at the NUL. */
+static void test_header_with_a_nul_is_refused(void **state) {
+  (void)state;
+  char nul_hdr[700], arg[800];
+  snprintf(nul_hdr, sizeof nul_hdr, "%s/nul.h", g_dir);
+  FILE *f = fopen(nul_hdr, "wb");
+  assert_non_null(f);
+  static const char text[] = "#define VAL 42\n\0#error the rest of the file\n";
+  assert_int_equal(fwrite(text, 1, sizeof text - 1, f), sizeof text - 1);
+  fclose(f);
+  snprintf(arg, sizeof arg, "val.h=%s", nul_hdr);
+  const char *args[] = {g_tmpl, "--arch", "sm_90", "--header", arg, "--name-expr", "t<3>"};
+  assert_int_equal(run(args, 7), 2);
+  assert_non_null(strstr(g_err, "NUL byte at offset 15"));
+  /* An empty header file is an empty header. */
+  write_text(nul_hdr, "");
+  const char *empty[] = {g_kernel, "--arch", "sm_90", "-DSTEP=1.0f", "--header", arg};
+  assert_int_equal(run(empty, 6), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_compiles_to_a_file),
       cmocka_unit_test(test_disk_cache_across_invocations),
       cmocka_unit_test(test_compile_error_prints_the_log),
       cmocka_unit_test(test_bad_usage_exits_2),
+      cmocka_unit_test(test_header_with_a_nul_is_refused),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -68,9 +68,9 @@ typedef struct t4a_nvrtc_lib_options {
 /* Loads NVRTC, resolves its catalogue, reads its version, its supported architectures and its
  * build identity (see t4a_nvrtc_lib_build_identity). Returns a new reference in *out.
  * Statuses: NVRTC_NOT_FOUND (every candidate failed; the message lists them),
- * NVRTC_SYMBOL_MISSING (a required entry is missing: named), NVRTC_ERROR (nvrtcVersion or the
- * architecture query failed), HOST_OUT_OF_MEMORY, INVALID_ARGUMENT (out is NULL). A partial load
- * is torn down. */
+ * NVRTC_SYMBOL_MISSING (a required entry is missing: named), NVRTC_ERROR (nvrtcVersion failed),
+ * HOST_OUT_OF_MEMORY, INVALID_ARGUMENT (out is NULL). A partial load is torn down. When the
+ * optional architecture query fails, the lib opens without T4A_NVRTC_CAP_SUPPORTED_ARCHS. */
 T4A_MUST_USE t4a_status t4a_nvrtc_lib_open(const t4a_nvrtc_lib_options *options,
                                            t4a_nvrtc_lib **out);
 /* Adds a reference. Accepts NULL. */
@@ -93,8 +93,9 @@ const char *t4a_nvrtc_lib_build_identity(const t4a_nvrtc_lib *lib);
  * T4A_NVRTC_CAP_SUPPORTED_ARCHS; INVALID_ARGUMENT for NULL arguments. */
 T4A_MUST_USE t4a_status t4a_nvrtc_lib_supported_archs(const t4a_nvrtc_lib *lib, int *out,
                                                       size_t capacity, size_t *out_num);
-/* Copies the lib's counters: nvrtc_compile_attempts and nvrtc_compile_successes over every
- * compilation made with it, cached or not. The other fields are 0. */
+/* Copies the lib's counters: nvrtc_compile_attempts, nvrtc_compile_successes and
+ * nvrtc_empty_outputs over every compilation made with it, cached or not. The other fields are
+ * 0. */
 void t4a_nvrtc_lib_counters(const t4a_nvrtc_lib *lib, t4a_counter_values *out);
 
 /* ---- Requests ---------------------------------------------------------------------------- */
@@ -134,14 +135,41 @@ typedef struct t4a_nvrtc_header {
  *   - target is required: "sm_NN", "compute_NN", optionally with an "a" or "f" suffix
  *     ("sm_90a"), and NN must be an architecture the lib supports when it can list them
  *     (UNSUPPORTED otherwise, with the supported list in the message);
- *   - the options may not set the architecture (-arch, --gpu-architecture) or LTO
- *     (-dlto, --dlink-time-opt): target and output say that;
+ *   - the options may not set what target and output say: the architecture (-arch,
+ *     --gpu-architecture), LTO (-dlto, --dlink-time-opt), OptiX IR (-optix-ir, --optix-ir) or
+ *     a syntax-only compile (-fdevice-syntax-only, whose artifact would hold no code), in either
+ *     dash spelling;
  *   - output must be a known kind (INVALID_ARGUMENT) that the lib can produce (UNSUPPORTED);
  *   - at most 65536 headers, options and name expressions each (LIMIT_EXCEEDED).
- * A cached compilation also rejects options that make the output depend on files the key cannot
- * see: include paths (-I, --include-path), pre-includes (-include, --pre-include), precompiled
- * headers (any option naming "pch") and options that write files as a side effect (--time,
- * --fdevice-time-trace). Supply headers as named headers instead, or compile without the cache.
+ * A cached compilation (t4a_nvrtc_cache_compile) accepts only what its key can see
+ * (INVALID_ARGUMENT, naming the option or the include, otherwise):
+ *   - options: only those known to read and write no file, spelled as NVRTC 13.0 documents them
+ *     (--long or -short; a value after '=' or, for options that take one, in the next element):
+ *       -dc -dw -rdc -ewp -G -lineinfo -dopt -Ofc -Xptxas -maxrregcount -ftz -prec-sqrt
+ *       -prec-div -fmad -use_fast_math -extra-device-vectorization -modify-stack-limit
+ *       -gen-opt-lto -jtd -device-stack-protector -no-cache -frandom-seed -D -U
+ *       -no-source-include -std -builtin-move-forward -builtin-initializer-list -w -restrict
+ *       -default-device -device-int128 -device-float128 -opt-info -err-no -no-err-no
+ *       -diag-error -diag-suppress -diag-warn -brief-diag -split-compile -minimal
+ *     and their long forms. Everything else is refused: include paths (-I), pre-includes
+ *     (-include), precompiled headers (every pch option), --time and --fdevice-time-trace (they
+ *     write files a hit would not write), response files (@file), and any option t4a does not
+ *     know. The value given to ptxas (-Xptxas, --ptxas-options) must be one ptxas option known
+ *     to read no file: --options-file / -optf (ptxas reads the file) and --output-file / -o are
+ *     refused, and so is anything not on ptxas's own list;
+ *   - includes: every #include, #include_next, #import and #embed, and every __has_include,
+ *     __has_include_next and __has_embed, in the source, in every header and in every -D
+ *     definition, must name one of the request's headers by a literal ("name.h" or <name.h>,
+ *     compared byte for byte with the header names). An absolute path (NVRTC opens it), a macro
+ *     operand or a name that is no header of the request is refused, naming the text, the line
+ *     and the include. NVRTC 13 given no -I resolves no system header, so every header a cached
+ *     compile uses is a named header. The check is lexical: an include in a group that #if skips
+ *     counts too (supply a named header for it, even an empty one), and a request that pastes
+ *     tokens with ## may not also spell a piece of __has_include such as `__has_`.
+ * The options are checked when a request is not in memory, the includes only before NVRTC would
+ * run (a lexical pass over the whole request, which a disk hit does not pay): an entry of either
+ * cache level is a request that passed both. Supply headers as named headers, or compile without
+ * the cache.
  *
  * t4a adds its own options after the caller's: --gpu-architecture=<target>, --no-source-include
  * (so the directory of the program name is never searched: a request's output depends only on
@@ -255,7 +283,12 @@ typedef struct t4a_nvrtc_cache_options {
   size_t max_entries;      /* memory level: most artifacts kept; 0: 512 */
   size_t max_bytes;        /* memory level: most bytes kept (artifacts + identities); 0: 256 MiB */
   const char *disk_dir;    /* NULL: memory only. Created (with parents) if missing */
-  uint64_t disk_max_bytes; /* disk level: most bytes of entries kept; 0: 1 GiB */
+  uint64_t disk_max_bytes; /* disk level: most bytes of entries kept; 0: 1 GiB. Enforced by a
+                              scan that runs at this cache's first write, when its estimate
+                              (the last scan's total plus its own writes since) passes the
+                              bound, and every 64 writes; a scan
+                              evicts the least recently used entries down to 90% of it. Other
+                              processes' writes are seen at the next scan. */
   int disk_fsync;          /* nonzero: fsync each entry before its rename and the directory
                               after it (durability across power loss; correctness never needs
                               it, since every entry is checksummed) */
@@ -279,7 +312,8 @@ void t4a_nvrtc_cache_destroy(t4a_nvrtc_cache *cache);
  * A failed compilation is never cached: the next call compiles again. A disk problem (I/O error,
  * corrupt or foreign entry) is counted and never fails the call: a corrupt entry is recompiled
  * and replaced. out_outcome may be NULL.
- * Statuses: as t4a_nvrtc_compile, plus INVALID_ARGUMENT for file-reading options (see
+ * Statuses: as t4a_nvrtc_compile, plus INVALID_ARGUMENT for what the key cannot see (options
+ * that are not on the allowlist, includes that name no header of the request: see
  * t4a_nvrtc_request). Threads that joined a failed compilation get its status, detail and log. */
 T4A_MUST_USE t4a_status t4a_nvrtc_cache_compile(t4a_nvrtc_cache *cache,
                                                 const t4a_nvrtc_request *request,

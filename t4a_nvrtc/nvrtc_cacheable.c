@@ -1,0 +1,760 @@
+/* What a cached compile may read. The key covers the request's bytes; anything NVRTC reads from
+ * elsewhere would make a hit stale. So a cached compile accepts
+ *
+ *   - only options known to read no file: an allowlist (k_options), with the value given to
+ *     ptxas checked against a second one (k_ptxas), since ptxas reads options files;
+ *   - only includes the key sees: every #include, #include_next, #import and #embed directive and
+ *     every __has_include, __has_include_next and __has_embed of the source, of every header and
+ *     of every -D definition must name one of the request's headers with a literal. NVRTC 13
+ *     given no -I and --no-source-include resolves nothing else (no system header, no directory
+ *     of the program name or of a header: measured), except an absolute path, which it opens.
+ *
+ * The include check is lexical and strict: it lexes each text as NVRTC's front end would in the
+ * request's dialect (line splices, comments, string, character and raw string literals, digraphs,
+ * trigraphs where the dialect has them) and does not evaluate the preprocessor, so an include in
+ * a group that #if skips counts too, and a macro operand is refused whatever it expands to. Since
+ * `##` can paste __has_include together from pieces, a request that pastes anywhere may not
+ * also spell a piece of it (an identifier that is a proper prefix of __has_include_next or
+ * __has_embed, such as `__has_`).
+ *
+ * Both checks depend only on bytes the identity record holds, so an entry of either cache level
+ * is a request that passed them (entries of key schemas before 2, written before the checks
+ * existed, never match). The cache checks the options before its lookup (they are few) and the
+ * includes only before it compiles: a lexical pass over the whole request costs about as much as
+ * reading it, which a disk hit should not pay. */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "t4a/fault.h"
+#include "t4a_nvrtc/nvrtc_internal.h"
+
+#define REFUSE(...) \
+  t4a_error_set(T4A_INVALID_ARGUMENT, "t4a_nvrtc_request", 0, NULL, 0, __VA_ARGS__)
+
+/* ---- Options ------------------------------------------------------------------------------ */
+
+typedef enum opt_arg {
+  ARG_NONE,     /* a switch */
+  ARG_REQUIRED, /* "--name=value", or the next element when written "--name" */
+} opt_arg;
+
+typedef enum opt_kind {
+  K_SAFE,   /* reads and writes no file */
+  K_PTXAS,  /* its value goes to ptxas and is checked against k_ptxas */
+  K_DEFINE, /* -D: its text is lexed for includes like the source */
+  K_STD,    /* the dialect, which decides how the texts are lexed */
+  K_FILE,   /* reads or writes a file: refused */
+} opt_kind;
+
+typedef struct known_option {
+  const char *name;       /* long spelling, after "--" */
+  const char *short_name; /* short spelling, after "-" */
+  opt_arg arg;
+  opt_kind kind;
+  const char *why; /* K_FILE: what it does */
+} known_option;
+
+/* Every option of NVRTC 13.0 (nvrtc.h, "Supported Compile Options"; whether each takes a value
+ * was measured: NVRTC takes the next element as the value of most that do). The options t4a owns
+ * (-arch, -dlto, -optix-ir, -fdevice-syntax-only) never get here: t4a_nvrtc_prepare refuses
+ * them for every compile. */
+static const known_option k_options[] = {
+    {"device-c", "dc", ARG_NONE, K_SAFE, NULL},
+    {"device-w", "dw", ARG_NONE, K_SAFE, NULL},
+    {"relocatable-device-code", "rdc", ARG_REQUIRED, K_SAFE, NULL},
+    {"extensible-whole-program", "ewp", ARG_NONE, K_SAFE, NULL},
+    {"device-debug", "G", ARG_NONE, K_SAFE, NULL},
+    {"generate-line-info", "lineinfo", ARG_NONE, K_SAFE, NULL},
+    {"dopt", "dopt", ARG_REQUIRED, K_SAFE, NULL},
+    {"Ofast-compile", "Ofc", ARG_REQUIRED, K_SAFE, NULL},
+    {"ptxas-options", "Xptxas", ARG_REQUIRED, K_PTXAS, NULL},
+    {"maxrregcount", "maxrregcount", ARG_REQUIRED, K_SAFE, NULL},
+    {"ftz", "ftz", ARG_REQUIRED, K_SAFE, NULL},
+    {"prec-sqrt", "prec-sqrt", ARG_REQUIRED, K_SAFE, NULL},
+    {"prec-div", "prec-div", ARG_REQUIRED, K_SAFE, NULL},
+    {"fmad", "fmad", ARG_REQUIRED, K_SAFE, NULL},
+    {"use_fast_math", "use_fast_math", ARG_NONE, K_SAFE, NULL},
+    {"extra-device-vectorization", "extra-device-vectorization", ARG_NONE, K_SAFE, NULL},
+    {"modify-stack-limit", "modify-stack-limit", ARG_REQUIRED, K_SAFE, NULL},
+    {"gen-opt-lto", "gen-opt-lto", ARG_NONE, K_SAFE, NULL},
+    {"jump-table-density", "jtd", ARG_REQUIRED, K_SAFE, NULL},
+    {"device-stack-protector", "device-stack-protector", ARG_REQUIRED, K_SAFE, NULL},
+    {"no-cache", "no-cache", ARG_NONE, K_SAFE, NULL},
+    {"frandom-seed", "frandom-seed", ARG_REQUIRED, K_SAFE, NULL},
+    {"define-macro", "D", ARG_REQUIRED, K_DEFINE, NULL},
+    {"undefine-macro", "U", ARG_REQUIRED, K_SAFE, NULL},
+    {"no-source-include", "no-source-include", ARG_NONE, K_SAFE, NULL},
+    {"std", "std", ARG_REQUIRED, K_STD, NULL},
+    {"builtin-move-forward", "builtin-move-forward", ARG_REQUIRED, K_SAFE, NULL},
+    {"builtin-initializer-list", "builtin-initializer-list", ARG_REQUIRED, K_SAFE, NULL},
+    {"disable-warnings", "w", ARG_NONE, K_SAFE, NULL},
+    {"restrict", "restrict", ARG_NONE, K_SAFE, NULL},
+    {"device-as-default-execution-space", "default-device", ARG_NONE, K_SAFE, NULL},
+    {"device-int128", "device-int128", ARG_NONE, K_SAFE, NULL},
+    {"device-float128", "device-float128", ARG_NONE, K_SAFE, NULL},
+    {"optimization-info", "opt-info", ARG_REQUIRED, K_SAFE, NULL},
+    {"display-error-number", "err-no", ARG_NONE, K_SAFE, NULL},
+    {"no-display-error-number", "no-err-no", ARG_NONE, K_SAFE, NULL},
+    {"diag-error", "diag-error", ARG_REQUIRED, K_SAFE, NULL},
+    {"diag-suppress", "diag-suppress", ARG_REQUIRED, K_SAFE, NULL},
+    {"diag-warn", "diag-warn", ARG_REQUIRED, K_SAFE, NULL},
+    {"brief-diagnostics", "brief-diag", ARG_REQUIRED, K_SAFE, NULL},
+    {"split-compile", "split-compile", ARG_REQUIRED, K_SAFE, NULL},
+    {"minimal", "minimal", ARG_NONE, K_SAFE, NULL},
+    /* Refused: they read or write files. */
+    {"include-path", "I", ARG_REQUIRED, K_FILE, "adds an include path (NVRTC reads files there)"},
+    {"pre-include", "include", ARG_REQUIRED, K_FILE, "pre-includes a file"},
+    {"pch", "pch", ARG_NONE, K_FILE, "uses precompiled headers (reads and writes files)"},
+    {"create-pch", "create-pch", ARG_REQUIRED, K_FILE, "writes a precompiled header"},
+    {"use-pch", "use-pch", ARG_REQUIRED, K_FILE, "reads a precompiled header"},
+    {"pch-dir", "pch-dir", ARG_REQUIRED, K_FILE, "names a precompiled-header directory"},
+    {"pch-verbose", "pch-verbose", ARG_REQUIRED, K_FILE, "configures precompiled headers"},
+    {"pch-messages", "pch-messages", ARG_REQUIRED, K_FILE, "configures precompiled headers"},
+    {"instantiate-templates-in-pch", "instantiate-templates-in-pch", ARG_REQUIRED, K_FILE,
+     "configures precompiled headers"},
+    {"time", "time", ARG_REQUIRED, K_FILE, "writes a file that a cache hit would not write"},
+    {"fdevice-time-trace", "fdevice-time-trace", ARG_REQUIRED, K_FILE,
+     "writes a file that a cache hit would not write"},
+};
+
+/* The ptxas options (ptxas --help, CUDA 13.0) that read and write no file. Not here, and so
+ * refused: --options-file (-optf), --output-file (-o), --gpu-name (-arch: the request's target
+ * says it), and the informational ones. -O<N> is accepted as well. */
+static const char *const k_ptxas[][2] = {
+    {"Ofast-compile", "Ofc"},
+    {"allow-expensive-optimizations", "allow-expensive-optimizations"},
+    {"compile-as-tools-patch", "astoolspatch"},
+    {"compile-only", "c"},
+    {"compiler-annotations", "annotate"},
+    {"def-load-cache", "dlcm"},
+    {"def-store-cache", "dscm"},
+    {"device-debug", "g"},
+    {"device-function-maxrregcount", "func-maxrregcount"},
+    {"device-stack-protector", "device-stack-protector"},
+    {"disable-optimizer-constants", "disable-optimizer-consts"},
+    {"disable-warnings", "w"},
+    {"dont-merge-basicblocks", "no-bb-merge"},
+    {"entry", "e"},
+    {"extensible-whole-program", "ewp"},
+    {"fmad", "fmad"},
+    {"force-load-cache", "flcm"},
+    {"force-store-cache", "fscm"},
+    {"g-tensor-memory-access-check", "g-tmem-access-check"},
+    {"generate-line-info", "lineinfo"},
+    {"gno-tensor-memory-access-check", "gno-tmem-access-check"},
+    {"input-as-string", "ias"},
+    {"legacy-bar-warp-wide-behavior", "legacy-bar-warp-wide-behavior"},
+    {"machine", "m"},
+    {"make-errors-visible-at-exit", "make-errors-visible-at-exit"},
+    {"maxntid", "maxntid"},
+    {"maxrregcount", "maxrregcount"},
+    {"minnctapersm", "minnctapersm"},
+    {"opt-level", "O"},
+    {"optimize-float-atomics", "opt-fp-atomics"},
+    {"override-directive-values", "override-directive-values"},
+    {"position-independent-code", "pic"},
+    {"preserve-relocs", "preserve-relocs"},
+    {"register-usage-level", "regUsageLevel"},
+    {"return-at-end", "ret-end"},
+    {"sanitize", "sanitize"},
+    {"sp-bounds-check", "sp-bounds-check"},
+    {"split-compile", "split-compile"},
+    {"suppress-async-bulk-multicast-advisory-warning",
+     "suppress-async-bulk-multicast-advisory-warning"},
+    {"suppress-debug-info", "suppress-debug-info"},
+    {"suppress-double-demote-warning", "suppress-double-demote-warning"},
+    {"suppress-sparse-mma-advisory-info", "suppress-sparse-mma-advisory-info"},
+    {"suppress-stack-size-warning", "suppress-stack-size-warning"},
+    {"verbose", "v"},
+    {"warn-on-double-precision-use", "warn-double-usage"},
+    {"warn-on-local-memory-usage", "warn-lmem-usage"},
+    {"warn-on-spills", "warn-spills"},
+    {"warning-as-error", "Werror"},
+};
+
+static int span_is(const char *p, size_t n, const char *word) {
+  return strlen(word) == n && memcmp(p, word, n) == 0;
+}
+
+/* Why a value given to ptxas is refused, or NULL. ptxas matches its option names exactly
+ * (measured: no abbreviations, and a long name needs two dashes), and NVRTC hands it the value as
+ * one argument. */
+static const char *ptxas_refusal(const char *v, size_t n) {
+  if (n == 0 || v[0] != '-') return "is not a ptxas option (ptxas could read it as a file)";
+  size_t d = n > 1 && v[1] == '-' ? 2 : 1;
+  size_t end = d;
+  while (end < n && v[end] != '=') end++;
+  const char *name = v + d;
+  size_t len = end - d;
+  if ((d == 2 && span_is(name, len, "options-file")) || (d == 1 && span_is(name, len, "optf"))) {
+    return "names a ptxas options file, which ptxas reads";
+  }
+  if ((d == 2 && span_is(name, len, "output-file")) || (d == 1 && span_is(name, len, "o"))) {
+    return "names a ptxas output file";
+  }
+  if (d == 1 && len >= 2 && name[0] == 'O') { /* -O3 */
+    size_t i = 1;
+    while (i < len && name[i] >= '0' && name[i] <= '9') i++;
+    if (i == len) return NULL;
+  }
+  for (size_t i = 0; i < sizeof k_ptxas / sizeof k_ptxas[0]; i++) {
+    if (span_is(name, len, k_ptxas[i][d == 2 ? 0 : 1])) return NULL;
+  }
+  return "is not a ptxas option t4a knows to read no file";
+}
+
+/* The dialect decides how a text is lexed (measured with NVRTC 13.0: trigraphs up to C++14, raw
+ * strings from C++11, digit separators from C++14; C++17 is the default). */
+typedef struct dialect {
+  int trigraphs, raw_strings, digit_separators;
+} dialect;
+
+static void set_dialect(dialect *d, const char *v, size_t n) {
+  int year = 17;
+  if (n == 5 && memcmp(v, "c++", 3) == 0 && v[3] >= '0' && v[3] <= '9' && v[4] >= '0' &&
+      v[4] <= '9') {
+    year = (v[3] - '0') * 10 + (v[4] - '0');
+  }
+  d->trigraphs = year == 3 || year == 11 || year == 14;
+  d->raw_strings = year != 3;
+  d->digit_separators = year != 3 && year != 11;
+}
+
+/* One option (and the element after it, when that is its value), parsed. */
+typedef struct parsed_option {
+  const known_option *known; /* NULL: refused (why says why) */
+  const char *value;         /* NULL: none */
+  size_t value_bytes;
+  size_t next; /* the index after the option and its value */
+} parsed_option;
+
+#define SHOW(n) (int)((n) > 48 ? 48 : (n))
+
+/* Parses option i; refusals are recorded and returned. */
+static t4a_status parse_option(const t4a_nvrtc_request *r, size_t i, parsed_option *out) {
+  static const char tail[] = ", which the cache key cannot see: compile without the cache";
+  const char *o = r->options[i];
+  size_t n = t4a_nvrtc_option_bytes(r, i);
+  memset(out, 0, sizeof *out);
+  out->next = i + 1;
+  if (o[0] == '@') return REFUSE("option %zu (%.*s) names a response file%s", i, SHOW(n), o, tail);
+  if (n < 2 || o[0] != '-') {
+    return REFUSE("option %zu (%.*s) is not an option t4a knows to read no file%s", i, SHOW(n), o,
+                  tail);
+  }
+  int is_long = o[1] == '-';
+  size_t d = is_long ? 2 : 1;
+  size_t end = d;
+  int has_value = 0;
+  const char *value = NULL;
+  size_t value_bytes = 0;
+  if (!is_long && n > 2 && (o[1] == 'D' || o[1] == 'U' || o[1] == 'I')) {
+    end = 2; /* -DNAME, -D NAME, -D=NAME */
+    has_value = 1;
+    value = o + 2;
+    value_bytes = n - 2;
+  } else {
+    while (end < n && o[end] != '=') end++;
+    if (end < n) {
+      has_value = 1;
+      value = o + end + 1;
+      value_bytes = n - end - 1;
+    }
+  }
+  const known_option *k = NULL;
+  for (size_t j = 0; j < sizeof k_options / sizeof k_options[0] && k == NULL; j++) {
+    const char *name = is_long ? k_options[j].name : k_options[j].short_name;
+    if (span_is(o + d, end - d, name)) k = &k_options[j];
+  }
+  if (k == NULL) {
+    return REFUSE("option %zu (%.*s) is not an option t4a knows to read no file%s", i, SHOW(n), o,
+                  tail);
+  }
+  if (k->kind == K_FILE) return REFUSE("option %zu (%.*s) %s%s", i, SHOW(n), o, k->why, tail);
+  if (has_value && k->arg == ARG_NONE) {
+    return REFUSE("option %zu (%.*s) takes no value%s", i, SHOW(n), o, tail);
+  }
+  if (!has_value && k->arg == ARG_REQUIRED && i + 1 < r->num_options) {
+    /* "--maxrregcount" "32": NVRTC takes the next element as the value. */
+    value = r->options[i + 1];
+    value_bytes = t4a_nvrtc_option_bytes(r, i + 1);
+    out->next = i + 2;
+    if (k->kind != K_PTXAS && value_bytes > 0 && (value[0] == '-' || value[0] == '@')) {
+      return REFUSE("option %zu (%.*s) follows %.*s as its value but reads as an option%s", i + 1,
+                    SHOW(value_bytes), value, SHOW(n), o, tail);
+    }
+  }
+  if (k->kind == K_PTXAS && value != NULL) {
+    const char *why = ptxas_refusal(value, value_bytes);
+    if (why != NULL) {
+      return REFUSE("option %zu (%.*s): the ptxas option %.*s %s%s", out->next - 1, SHOW(n), o,
+                    SHOW(value_bytes), value, why, tail);
+    }
+  }
+  out->known = k;
+  out->value = value;
+  out->value_bytes = value_bytes;
+  return T4A_OK;
+}
+
+/* ---- The lexer ---------------------------------------------------------------------------- */
+
+/* Reads a text the way translation phases 1-3 see it: trigraphs (when the dialect has them) and
+ * line splices (a backslash right before a newline or CR LF) are folded away as characters are
+ * read; a raw string's body is read raw (the standard reverts both there). */
+typedef struct lexer {
+  const char *s;
+  size_t n, i;
+  size_t line; /* 1-based line of position i */
+  int trigraphs;
+} lexer;
+
+static void lx_splices(lexer *L) {
+  for (;;) {
+    size_t j;
+    if (L->i < L->n && L->s[L->i] == '\\') {
+      j = L->i + 1;
+    } else if (L->trigraphs && L->i + 2 < L->n && L->s[L->i] == '?' && L->s[L->i + 1] == '?' &&
+               L->s[L->i + 2] == '/') {
+      j = L->i + 3;
+    } else {
+      return;
+    }
+    if (j + 1 < L->n && L->s[j] == '\r' && L->s[j + 1] == '\n') j++;
+    if (j >= L->n || L->s[j] != '\n') return;
+    L->i = j + 1;
+    L->line++;
+  }
+}
+
+/* The character at the current position, or -1 at the end; *width: its raw bytes. */
+static int lx_peek(lexer *L, size_t *width) {
+  static const char from[] = "=/'()!<>-", to[] = "#\\^[]|{}~";
+  lx_splices(L);
+  if (L->i >= L->n) {
+    *width = 0;
+    return -1;
+  }
+  unsigned char c = (unsigned char)L->s[L->i];
+  if (c == '?' && L->trigraphs && L->i + 2 < L->n && L->s[L->i + 1] == '?' &&
+      L->s[L->i + 2] != '\0') {
+    const char *t = strchr(from, L->s[L->i + 2]);
+    if (t != NULL) {
+      *width = 3;
+      return (unsigned char)to[t - from];
+    }
+  }
+  *width = 1;
+  return c;
+}
+
+static int lx_cur(lexer *L) {
+  size_t w;
+  return lx_peek(L, &w);
+}
+
+static int lx_get(lexer *L) {
+  size_t w;
+  int c = lx_peek(L, &w);
+  L->i += w;
+  if (c == '\n') L->line++;
+  return c;
+}
+
+static int lx_next(lexer *L) { /* the character after the current one */
+  lexer save = *L;
+  lx_get(L);
+  int c = lx_cur(L);
+  *L = save;
+  return c;
+}
+
+static int is_blank(int c) { return c == ' ' || c == '\t' || c == '\f' || c == '\v' || c == '\r'; }
+
+static int is_ident(int c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '$' || c >= 0x80;
+}
+
+/* Skips blanks and comments on this line (a block comment may span lines: *crossed says so). */
+static void lx_blanks(lexer *L, int *crossed) {
+  for (;;) {
+    int c = lx_cur(L);
+    if (is_blank(c)) {
+      lx_get(L);
+    } else if (c == '/' && lx_next(L) == '/') {
+      while ((c = lx_cur(L)) != -1 && c != '\n') lx_get(L);
+    } else if (c == '/' && lx_next(L) == '*') {
+      lx_get(L);
+      lx_get(L);
+      for (;;) {
+        c = lx_get(L);
+        if (c == -1) break;
+        if (c == '\n' && crossed != NULL) *crossed = 1;
+        if (c == '*' && lx_cur(L) == '/') {
+          lx_get(L);
+          break;
+        }
+      }
+    } else {
+      return;
+    }
+  }
+}
+
+/* An identifier (or pp-number tail) starting at the current position; keeps its first bytes. */
+typedef struct ident {
+  char text[32];
+  size_t len; /* full length; text holds min(len, 31) bytes */
+} ident;
+
+static void lx_ident(lexer *L, ident *id) {
+  id->len = 0;
+  for (;;) {
+    int c = lx_cur(L);
+    if (c == '\\' && (lx_next(L) == 'u' || lx_next(L) == 'U')) { /* a UCN: \uXXXX */
+      lx_get(L);
+      c = lx_get(L);
+    } else if (is_ident(c)) {
+      lx_get(L);
+    } else {
+      break;
+    }
+    if (id->len < sizeof id->text - 1) id->text[id->len] = (char)c;
+    id->len++;
+  }
+  id->text[id->len < sizeof id->text - 1 ? id->len : sizeof id->text - 1] = '\0';
+}
+
+static int ident_is(const ident *id, const char *word) {
+  return id->len < sizeof id->text && strcmp(id->text, word) == 0;
+}
+
+/* Skips a string or character literal whose opening quote was read. It ends at its closing quote
+ * or, unterminated, before the end of the line (as in the front end). */
+static void lx_quoted(lexer *L, int quote) {
+  for (;;) {
+    int c = lx_cur(L);
+    if (c == -1 || c == '\n') return;
+    lx_get(L);
+    if (c == '\\') {
+      c = lx_cur(L);
+      if (c != -1 && c != '\n') lx_get(L);
+    } else if (c == quote) {
+      return;
+    }
+  }
+}
+
+/* Skips a raw string literal whose R" was read: R"delim( ... )delim", its body read raw. */
+static void lx_raw(lexer *L) {
+  size_t start = L->i, k = start;
+  while (k < L->n && k - start <= 16 && L->s[k] != '(') {
+    char c = L->s[k];
+    if (c == ' ' || c == ')' || c == '\\' || c == '\t' || c == '\v' || c == '\f' || c == '\n') {
+      return; /* not a valid delimiter: the front end rejects it, so nothing is cached */
+    }
+    k++;
+  }
+  if (k >= L->n || L->s[k] != '(') return;
+  size_t dlen = k - start;
+  for (size_t j = k + 1; j < L->n; j++) {
+    if (L->s[j] == '\n') L->line++;
+    if (L->s[j] == ')' && j + dlen + 1 < L->n && memcmp(L->s + j + 1, L->s + start, dlen) == 0 &&
+        L->s[j + 1 + dlen] == '"') {
+      L->i = j + dlen + 2;
+      return;
+    }
+  }
+  L->i = L->n;
+}
+
+/* ---- The include check -------------------------------------------------------------------- */
+
+typedef struct scan {
+  const t4a_nvrtc_prepared *p;
+  dialect d;
+  const t4a_nvrtc_str *sorted; /* the request's header names, sorted; NULL: few, compared in turn */
+  size_t num_sorted;
+  int pasted;           /* some text has ## (or %:%:) */
+  int has_piece;        /* some text spells a piece of __has_include (see scan_text) */
+  char piece[32];       /* the first such piece and where */
+  char piece_where[96]; /* "the source, line 3" */
+  /* the text being scanned, for messages */
+  char where[80];
+} scan;
+
+static int cmp_str(const void *a, const void *b) {
+  const t4a_nvrtc_str *x = a, *y = b;
+  size_t n = x->n < y->n ? x->n : y->n;
+  int c = memcmp(x->p, y->p, n);
+  return c != 0 ? c : (x->n > y->n) - (x->n < y->n);
+}
+
+static int names_a_header(const scan *s, const char *name, size_t n) {
+  t4a_nvrtc_str key = {name, n};
+  if (s->sorted != NULL)
+    return bsearch(&key, s->sorted, s->num_sorted, sizeof key, cmp_str) != NULL;
+  const t4a_nvrtc_request *r = s->p->req;
+  for (size_t i = 0; i < r->num_headers; i++) {
+    const t4a_nvrtc_header *h = &r->headers[i];
+    if (t4a_nvrtc_header_name_bytes(h) == n && memcmp(h->name, name, n) == 0) return 1;
+  }
+  return 0;
+}
+
+static const char k_advice[] =
+    "; a cached compile may include only the request's named headers, by a literal name";
+
+/* Reads a header name ("x.h" or <x.h>) at the current position and checks it. what and line:
+ * the directive or operator and the line it starts on, for the message. */
+static t4a_status check_operand(scan *s, lexer *L, const char *what, size_t line) {
+  int open = lx_cur(L);
+  if (open != '"' && open != '<') {
+    return REFUSE("%s, line %zu: %s has a macro operand, which the key cannot see%s", s->where,
+                  line, what, k_advice);
+  }
+  int close = open == '"' ? '"' : '>';
+  lx_get(L);
+  size_t raw_start = L->i, chars = 0;
+  int c;
+  while ((c = lx_cur(L)) != -1 && c != '\n' && c != close) {
+    lx_get(L);
+    chars++;
+  }
+  if (c != close) {
+    return REFUSE("%s, line %zu: %s has an unterminated header name%s", s->where, line, what,
+                  k_advice);
+  }
+  const char *name = L->s + raw_start;
+  size_t raw = L->i - raw_start;
+  lx_get(L);
+  if (raw != chars) {
+    return REFUSE("%s, line %zu: %s %c%.*s%c is written with a line splice or trigraph%s", s->where,
+                  line, what, open, SHOW(raw), name, close, k_advice);
+  }
+  if (chars > 0 && name[0] == '/') {
+    return REFUSE("%s, line %zu: %s %c%.*s%c is an absolute path, which NVRTC opens%s", s->where,
+                  line, what, open, SHOW(chars), name, close, k_advice);
+  }
+  if (!names_a_header(s, name, chars)) {
+    return REFUSE("%s, line %zu: %s %c%.*s%c names no header of the request%s", s->where, line,
+                  what, open, SHOW(chars), name, close, k_advice);
+  }
+  return T4A_OK;
+}
+
+/* A proper prefix of __has_include_next or __has_embed: a piece that ## could complete. */
+static int is_piece(const ident *id) {
+  static const char a[] = "__has_include_next", b[] = "__has_embed";
+  if (id->len == 0 || id->len >= sizeof id->text || id->text[0] != '_') return 0;
+  if (id->len < sizeof a - 1 && id->len != 13 && memcmp(a, id->text, id->len) == 0) return 1;
+  return id->len < sizeof b - 1 && memcmp(b, id->text, id->len) == 0;
+}
+
+/* Lexes one text and checks its includes. */
+static t4a_status scan_text(scan *s, const char *text, size_t n) {
+  lexer L = {text, n, 0, 1, s->d.trigraphs};
+  int line_start = 1;
+  int ifdef_operand = 0; /* the next token is the operand of #ifdef / #ifndef */
+  int after_defined = 0; /* 1: the last token was `defined`; 2: `defined (` */
+  t4a_status st;
+  for (;;) {
+    int crossed = 0;
+    lx_blanks(&L, &crossed);
+    if (crossed) line_start = 1;
+    int c = lx_cur(&L);
+    if (c == -1) break;
+    if (c == '\n') {
+      lx_get(&L);
+      line_start = 1;
+      ifdef_operand = 0;
+      after_defined = 0;
+      continue;
+    }
+    int was_line_start = line_start;
+    line_start = 0;
+    int hash = c == '#' || (c == '%' && lx_next(&L) == ':');
+    if (hash) {
+      size_t hash_line = L.line;
+      lx_get(&L);
+      if (c == '%') lx_get(&L);
+      int c2 = lx_cur(&L);
+      if (c2 == '#' || (c2 == '%' && lx_next(&L) == ':')) { /* ## */
+        s->pasted = 1;
+        lx_get(&L);
+        if (c2 == '%') lx_get(&L);
+        after_defined = 0;
+        continue;
+      }
+      after_defined = 0;
+      if (!was_line_start) continue;
+      /* A directive. */
+      lx_blanks(&L, NULL);
+      if (!is_ident(lx_cur(&L))) continue;
+      ident name;
+      lx_ident(&L, &name);
+      if (ident_is(&name, "include") || ident_is(&name, "include_next") ||
+          ident_is(&name, "import") || ident_is(&name, "embed")) {
+        char what[40];
+        snprintf(what, sizeof what, "#%s", name.text);
+        lx_blanks(&L, NULL);
+        if ((st = check_operand(s, &L, what, hash_line)) != T4A_OK) return st;
+      } else if (ident_is(&name, "ifdef") || ident_is(&name, "ifndef") ||
+                 ident_is(&name, "elifdef") || ident_is(&name, "elifndef")) {
+        ifdef_operand = 1;
+      }
+      continue;
+    }
+    if (is_ident(c) && !(c >= '0' && c <= '9')) {
+      size_t line = L.line;
+      ident id;
+      lx_ident(&L, &id);
+      int q = lx_cur(&L);
+      int prefix =
+          ident_is(&id, "u8") || ident_is(&id, "u") || ident_is(&id, "U") || ident_is(&id, "L");
+      int raw_prefix = ident_is(&id, "R") || ident_is(&id, "u8R") || ident_is(&id, "uR") ||
+                       ident_is(&id, "UR") || ident_is(&id, "LR");
+      if (q == '"' && raw_prefix && s->d.raw_strings) {
+        lx_get(&L);
+        lx_raw(&L);
+        after_defined = ifdef_operand = 0;
+        continue;
+      }
+      if ((q == '"' || q == '\'') && prefix) {
+        lx_get(&L);
+        lx_quoted(&L, q);
+        after_defined = ifdef_operand = 0;
+        continue;
+      }
+      int has_include = ident_is(&id, "__has_include") || ident_is(&id, "__has_include_next") ||
+                        ident_is(&id, "__has_embed");
+      if (has_include && !ifdef_operand && after_defined == 0) {
+        /* A use: it must be applied to a literal here (a macro could apply it to any path). */
+        lx_blanks(&L, NULL);
+        if (lx_cur(&L) != '(') {
+          return REFUSE("%s, line %zu: %s is not applied to a literal header name here%s", s->where,
+                        line, id.text, k_advice);
+        }
+        lx_get(&L);
+        lx_blanks(&L, NULL);
+        if ((st = check_operand(s, &L, id.text, line)) != T4A_OK) return st;
+        lx_blanks(&L, NULL);
+        if (lx_cur(&L) != ')') {
+          return REFUSE("%s, line %zu: %s is not applied to a literal header name here%s", s->where,
+                        line, id.text, k_advice);
+        }
+        lx_get(&L);
+      }
+      if (!s->has_piece && is_piece(&id)) {
+        s->has_piece = 1;
+        snprintf(s->piece, sizeof s->piece, "%s", id.text);
+        snprintf(s->piece_where, sizeof s->piece_where, "%s, line %zu", s->where, line);
+      }
+      after_defined = ident_is(&id, "defined") ? 1 : 0;
+      ifdef_operand = 0;
+      continue;
+    }
+    if ((c >= '0' && c <= '9') || (c == '.' && lx_next(&L) >= '0' && lx_next(&L) <= '9')) {
+      /* A pp-number: digits, letters, '.', e+ e- p+ p- and (C++14) digit separators. */
+      lx_get(&L);
+      for (;;) {
+        int d = lx_cur(&L);
+        if ((d == 'e' || d == 'E' || d == 'p' || d == 'P') &&
+            (lx_next(&L) == '+' || lx_next(&L) == '-')) {
+          lx_get(&L);
+          lx_get(&L);
+        } else if (d == '\'' && s->d.digit_separators && is_ident(lx_next(&L))) {
+          lx_get(&L);
+          lx_get(&L);
+        } else if (is_ident(d) || d == '.') {
+          lx_get(&L);
+        } else {
+          break;
+        }
+      }
+      after_defined = ifdef_operand = 0;
+      continue;
+    }
+    lx_get(&L);
+    if (c == '"' || c == '\'') {
+      lx_quoted(&L, c);
+    } else if (c == '(' && after_defined == 1) {
+      after_defined = 2;
+      ifdef_operand = 0;
+      continue;
+    }
+    after_defined = ifdef_operand = 0;
+  }
+  return T4A_OK;
+}
+
+/* Parses every option; the last -std sets the dialect. */
+static t4a_status options_pass(const t4a_nvrtc_request *r, dialect *d) {
+  set_dialect(d, "", 0);
+  parsed_option po;
+  for (size_t i = 0; i < r->num_options; i = po.next) {
+    t4a_status st = parse_option(r, i, &po);
+    if (st != T4A_OK) return st;
+    if (po.known->kind == K_STD && po.value != NULL) set_dialect(d, po.value, po.value_bytes);
+  }
+  return T4A_OK;
+}
+
+t4a_status t4a_nvrtc_check_options(const t4a_nvrtc_prepared *p) {
+  dialect d;
+  return options_pass(p->req, &d);
+}
+
+t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p) {
+  const t4a_nvrtc_request *r = p->req;
+  scan s;
+  memset(&s, 0, sizeof s);
+  s.p = p;
+  t4a_status st = options_pass(r, &s.d);
+  if (st != T4A_OK) return st;
+  t4a_nvrtc_str *sorted = NULL;
+  if (r->num_headers > 16) {
+    sorted = t4a_host_malloc(r->num_headers * sizeof *sorted);
+    if (sorted == NULL) return T4A_HOST_OUT_OF_MEMORY;
+    for (size_t i = 0; i < r->num_headers; i++) {
+      sorted[i].p = r->headers[i].name;
+      sorted[i].n = t4a_nvrtc_header_name_bytes(&r->headers[i]);
+    }
+    qsort(sorted, r->num_headers, sizeof *sorted, cmp_str);
+    s.sorted = sorted;
+    s.num_sorted = r->num_headers;
+  }
+  /* Every text NVRTC preprocesses: the source, the headers, the -D definitions. */
+  snprintf(s.where, sizeof s.where, "the source");
+  st = scan_text(&s, r->source, p->source_bytes);
+  for (size_t i = 0; st == T4A_OK && i < r->num_headers; i++) {
+    const t4a_nvrtc_header *h = &r->headers[i];
+    size_t hn = t4a_nvrtc_header_name_bytes(h);
+    snprintf(s.where, sizeof s.where, "header \"%.*s\"", SHOW(hn), h->name);
+    st = scan_text(&s, h->content, t4a_nvrtc_header_content_bytes(h));
+  }
+  parsed_option po;
+  for (size_t i = 0; st == T4A_OK && i < r->num_options; i = po.next) {
+    (void)parse_option(r, i, &po); /* accepted by options_pass */
+    if (po.known->kind == K_DEFINE && po.value != NULL) {
+      snprintf(s.where, sizeof s.where, "the definition in option %zu", po.next - 1);
+      st = scan_text(&s, po.value, po.value_bytes);
+    }
+  }
+  if (st == T4A_OK && s.pasted && s.has_piece) {
+    st = REFUSE(
+        "%s: \"%s\" and a ## elsewhere could paste __has_include together, whose operand "
+        "the key cannot see%s",
+        s.piece_where, s.piece, k_advice);
+  }
+  free(sorted);
+  return st;
+}
+
+t4a_status t4a_nvrtc_check_cacheable(const t4a_nvrtc_prepared *p) {
+  t4a_status st = t4a_nvrtc_check_options(p);
+  return st != T4A_OK ? st : t4a_nvrtc_check_includes(p);
+}
