@@ -133,6 +133,13 @@ t4a_status t4a_lane_check(const t4a_lane *lane) {
   return t4a_ctx_holder_check(lane->holder);
 }
 
+int t4a_lane_is_broken(const t4a_lane *lane) {
+  if (lane == NULL) return 0;
+  const t4a_driver *d = lane->driver;
+  int ordinal = t4a_ctx_holder_ordinal(lane->holder);
+  return atomic_load_explicit(&d->faults[ordinal].state, memory_order_acquire) != 0;
+}
+
 t4a_status t4a_lane_note(const t4a_lane *lane, t4a_status status) {
   if (T4A_UNLIKELY(status == T4A_CONTEXT_LOST) && lane != NULL) {
     t4a_error cause;

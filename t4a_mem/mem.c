@@ -245,7 +245,7 @@ void t4a_mem_pool_release(t4a_mem_pool *p) {
   block *cached = cache_detach(p, 1);
   t4a_ctx_scope scope;
   if (!atomic_load_explicit(&p->abandoned, memory_order_relaxed) &&
-      !t4a_lane_is_abandoned(p->lane) && t4a_lane_check(p->lane) == T4A_OK &&
+      !t4a_lane_is_abandoned(p->lane) && !t4a_lane_is_broken(p->lane) &&
       t4a_ctx_scope_enter(&scope, t4a_lane_holder(p->lane), p->counters) == T4A_OK) {
     free_blocks(p, cached, 0);
     /* Destroying a pool with frees still queued is defined: the driver releases it once they
@@ -508,7 +508,7 @@ void t4a_buffer_release(t4a_buffer *b) {
   block *blk = b->blk;
   int quarantined = atomic_load_explicit(&b->quarantined, memory_order_relaxed);
   free(b);
-  if (quarantined || t4a_lane_check(p->lane) != T4A_OK) {
+  if (quarantined || t4a_lane_is_broken(p->lane)) {
     /* Unknown state or a lost context: never free on a guess. */
     t4a_counter_add(p->counters, T4A_COUNTER_buffers_leaked, 1);
     free(blk);

@@ -216,6 +216,9 @@ void t4a_lane_read_counters(const t4a_lane *lane, t4a_counter_values *out);
 T4A_MUST_USE t4a_status t4a_lane_synchronize(t4a_lane *lane);
 /* t4a_ctx_holder_check on the lane's holder. */
 T4A_MUST_USE t4a_status t4a_lane_check(const t4a_lane *lane);
+/* Whether the lane's context was marked lost, without touching this thread's error detail (for
+ * drop paths). */
+int t4a_lane_is_broken(const t4a_lane *lane);
 /* For libraries reporting a failed driver call on the lane: if `status` is T4A_CONTEXT_LOST, marks
  * the lane's context lost with this thread's error detail. Returns `status`. */
 t4a_status t4a_lane_note(const t4a_lane *lane, t4a_status status);
