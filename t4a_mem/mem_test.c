@@ -463,12 +463,17 @@ static t4a_status op_all(void *user) {
   t4a_buffer_release(b);
   t4a_buffer_release(c);
   if (st == T4A_OK) st = t4a_mem_pool_trim(p);
+  uint64_t threshold = 0;
+  if (st == T4A_OK) st = t4a_mem_pool_query_release_threshold(p, &threshold);
   t4a_mem_pool_release(p);
   t4a_pinned *pin = NULL;
   if (st == T4A_OK) st = t4a_pinned_create(h, 100, T4A_PINNED_MAPPED, &pin);
   t4a_pinned_release(pin);
   t4a_slots *s = NULL;
   if (st == T4A_OK) st = t4a_slots_create(h, 16, 2, &s);
+  uint32_t slot = 0;
+  if (st == T4A_OK) st = t4a_slot_acquire(s, &slot);
+  if (st == T4A_OK) t4a_slot_release(s, slot);
   t4a_slots_destroy(s);
   char *range = g_ranges[g_range_next++ % 512];
   t4a_host_registration *r = NULL;
