@@ -414,6 +414,18 @@ T4A_TARGETS = {
             "visibility": ["//visibility:public"],
             "strip_include_prefix": "include",
         },
+        {
+            "name": "xfer_test",
+            "kind": "test",
+            "srcs": ["xfer_test.c"],
+            "hdrs": [],
+            "deps": ["//t4a_xfer:t4a_xfer", "//t4a_mem:t4a_mem", "//t4a_retire:t4a_retire", "//t4a_ctx:t4a_ctx", "//t4a_ctx:seam", "//t4a_ctx:status", "//testing/fake_driver:fake_driver", "//testing/sweep:sweep", "@cmocka//:cmocka"],
+            "linkopts": ["-lpthread"],
+            "tags": ["unit"],
+            "data": [],
+            "visibility": ["//visibility:private"],
+            "strip_include_prefix": "",
+        },
     ],
     "testing/fake_driver": [
         {

@@ -69,7 +69,10 @@ extern "C" {
   X(nvrtc_disk_writes, "artifact entries written to disk (renamed into place)")             \
   X(nvrtc_disk_corrupt, "disk entries rejected as corrupt, truncated or foreign")           \
   X(nvrtc_disk_errors, "disk-cache I/O failures (never fail a compile)")                    \
-  X(nvrtc_disk_evictions, "disk entries removed to stay within the size bound")
+  X(nvrtc_disk_evictions, "disk entries removed to stay within the size bound")          \
+  X(bytes_uploaded, "bytes copied host to device (t4a_xfer uploads)")                     \
+  X(bytes_downloaded, "bytes copied device to host (t4a_xfer downloads)")                 \
+  X(staging_waits, "host waits for a staging chunk whose DMA had not completed")
 
 typedef enum t4a_counter_id {
 #define T4A_COUNTER_ENUM_(name, desc) T4A_COUNTER_##name,

@@ -1,14 +1,134 @@
-/* t4a/xfer.h — uploads, downloads, the staging ring and copies between runtimes.
+/* t4a/xfer.h — uploads, downloads and the staging ring (host <-> device on one lane).
  *
- * Layer: t4a_xfer (on t4a_mem and t4a_retire). This library's edges exist from the first build so the layering is
- * enforced; its API arrives with the issue that fills it. Until then this header declares nothing
- * beyond what its dependencies provide.
+ * Layer: t4a_xfer, on t4a_mem (buffers, pinned chunks) and t4a_retire (admission, keepalives).
  *
- * Thread-safety and ownership follow t4a/ctx.h. */
+ * A t4a_xfer serves one lane: the lane of the t4a_retire it is created on. It owns a bounded ring
+ * of portable pinned staging chunks (CU_MEMHOSTALLOC_PORTABLE, audit A2) and one event per chunk.
+ * Defaults: 2 chunks of 16 MiB — measured on one H200 (docs in /work/shared/anchors.md §1: a
+ * two-deep ring of 16 MiB chunks hid the DMA; 1 MiB chunks gained nothing; deeper rings were
+ * slower). Other machines may want other figures; both are options.
+ *
+ * Every operation is one admission on the lane (t4a_admission_begin ... commit): it holds the
+ * lane's operation lock for its whole length, enqueues on the lane's stream, and hands the device
+ * buffer (and a caller's pinned memory) to the open epoch as keepalives, so they live until the
+ * DMA completes even if the caller drops them at once.
+ *
+ * Pageable uploads copy the caller's bytes into a chunk before that chunk's DMA is enqueued: when
+ * the call returns the caller may reuse or free its memory. The chunk's event is recorded after
+ * its DMA; a chunk is reused only once that event reports completion. When the ring has no free
+ * chunk the call waits for the oldest (a counted host wait: staging_waits and host_waits), so a
+ * transfer larger than the ring pipelines: the host copy into chunk k+1 overlaps the DMA of
+ * chunk k.
+ *
+ * Downloads return a pending handle. A pageable download DMAs into chunks; the bytes reach the
+ * caller's destination only when completion is observed (t4a_xfer_pending_poll / _wait), or,
+ * for a download larger than the ring, when the ring needs one of its chunks back (after that
+ * chunk's DMA completed). The caller's destination must therefore stay valid until the handle
+ * was waited, polled to OK, or released. Nothing is written after the release. Pinned downloads
+ * DMA straight into the caller's t4a_pinned (kept alive until the DMA completes).
+ *
+ * Failures are typed. A driver call that fails after work may have been enqueued leaves that
+ * work's state unknown: the destination or source buffer is quarantined (t4a_admission_fail) and
+ * the chunk is never reused on a guess; it is freed only after a proved drain (t4a_xfer_destroy
+ * synchronises the stream) and leaked and counted otherwise.
+ *
+ * Counters (the lane's block): bytes_uploaded, bytes_downloaded, staging_waits, events_recorded
+ * (one per staged chunk and per pinned download), host_waits.
+ *
+ * Thread-safety: every function may be called from any thread; operations on one t4a_xfer
+ * serialise on the lane's operation lock, and pending handles on the ring's own lock. */
 #ifndef T4A_XFER_H_
 #define T4A_XFER_H_
+
+#include <stddef.h>
+#include <stdint.h>
 
 #include "t4a/mem.h"
 #include "t4a/retire.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Default staging chunk size and ring depth (measured on an H200, see above). */
+#define T4A_XFER_DEFAULT_CHUNK_BYTES ((size_t)16 << 20)
+#define T4A_XFER_DEFAULT_NUM_CHUNKS 2u
+/* Bounds on the options. */
+#define T4A_XFER_MIN_CHUNK_BYTES ((size_t)4096)
+#define T4A_XFER_MAX_NUM_CHUNKS 64u
+
+typedef struct t4a_xfer t4a_xfer;
+
+typedef struct t4a_xfer_options {
+  size_t chunk_bytes;  /* 0: T4A_XFER_DEFAULT_CHUNK_BYTES; at least T4A_XFER_MIN_CHUNK_BYTES */
+  uint32_t num_chunks; /* 0: T4A_XFER_DEFAULT_NUM_CHUNKS; at most T4A_XFER_MAX_NUM_CHUNKS */
+} t4a_xfer_options;
+#define T4A_XFER_OPTIONS_INIT {0, 0}
+
+/* Creates the transfer state of `retire`'s lane (the lane is retained; `retire` is borrowed and
+ * must outlive every operation: destroy the t4a_xfer before the t4a_retire). Allocates the ring
+ * (num_chunks portable pinned chunks and events) at once. options may be NULL.
+ * Statuses: INVALID_ARGUMENT, LANE_BROKEN, HOST_OUT_OF_MEMORY, driver failures. */
+T4A_MUST_USE t4a_status t4a_xfer_create(t4a_retire *retire, const t4a_xfer_options *options,
+                                        t4a_xfer **out);
+/* Drops the caller's reference (pending handles hold their own; the last one tears down). The
+ * teardown synchronises the lane's stream if any chunk is still in flight or quarantined (a
+ * counted host wait) and frees the ring after that proved drain; without one (context lost, lane
+ * broken or abandoned) it leaks the chunks and events and counts them in `leaked`. Never aborts;
+ * the caller's error detail is kept. Accepts NULL. */
+void t4a_xfer_destroy(t4a_xfer *xfer);
+
+size_t t4a_xfer_chunk_bytes(const t4a_xfer *xfer);
+uint32_t t4a_xfer_num_chunks(const t4a_xfer *xfer);
+t4a_lane *t4a_xfer_lane(const t4a_xfer *xfer);
+/* Borrowed: the host address of staging chunk `index` (< num_chunks), for diagnostics and tests
+ * (e.g. checking that the chunks are portable pinned memory). */
+void *t4a_xfer_chunk_host(const t4a_xfer *xfer, uint32_t index);
+
+/* Copies `bytes` (> 0) from pageable host memory `src` to `dst` at `offset`, through the ring.
+ * Returns once every byte is in a chunk and every DMA is enqueued: `src` may be reused at once.
+ * Statuses: INVALID_ARGUMENT (NULL, 0 bytes, range outside the buffer), FOREIGN_HANDLE (a buffer of
+ * another lane's domain), REENTRY, LANE_BROKEN, CONTEXT_LOST, DRIVER_ERROR, LIMIT_EXCEEDED (every
+ * chunk quarantined). */
+T4A_MUST_USE t4a_status t4a_xfer_upload(t4a_xfer *xfer, t4a_buffer *dst, size_t offset,
+                                        const void *src, size_t bytes);
+
+/* Copies `bytes` of the caller's pinned memory `src` from `src_offset` straight to `dst` at
+ * `offset` (no staging). `src` is kept alive until the DMA completes; the caller must not write
+ * those bytes until it observed completion (e.g. t4a_retire_wait). Statuses as t4a_xfer_upload. */
+T4A_MUST_USE t4a_status t4a_xfer_upload_pinned(t4a_xfer *xfer, t4a_buffer *dst, size_t offset,
+                                               t4a_pinned *src, size_t src_offset, size_t bytes);
+
+/* A download in flight. */
+typedef struct t4a_xfer_pending t4a_xfer_pending;
+
+/* Copies `bytes` of `src` from `offset` into pageable `dst` through the ring and returns a pending
+ * handle. `dst` is written only after the DMA of the bytes concerned completed, and must stay
+ * valid until the handle was waited, polled to OK or released. Statuses as t4a_xfer_upload, plus
+ * HOST_OUT_OF_MEMORY. */
+T4A_MUST_USE t4a_status t4a_xfer_download(t4a_xfer *xfer, t4a_buffer *src, size_t offset,
+                                          void *dst, size_t bytes, t4a_xfer_pending **out);
+
+/* Copies `bytes` of `src` from `offset` straight into the caller's pinned `dst` at `dst_offset`.
+ * Both are kept alive until the DMA completes. Statuses as t4a_xfer_download. */
+T4A_MUST_USE t4a_status t4a_xfer_download_pinned(t4a_xfer *xfer, t4a_buffer *src, size_t offset,
+                                                 t4a_pinned *dst, size_t dst_offset, size_t bytes,
+                                                 t4a_xfer_pending **out);
+
+/* Non-blocking. T4A_OK the first time completion is observed (the bytes are then in the caller's
+ * destination), T4A_NOT_READY before, T4A_ALREADY_CONSUMED after an OK. A device error is returned
+ * as itself (CONTEXT_LOST…), never folded into NOT_READY; the terminal state (OK or the failure) is
+ * memoised at the first observation, so a later sticky error never turns a delivered download into
+ * a failure (seed item 1), and a failed one keeps returning its failure. */
+T4A_MUST_USE t4a_status t4a_xfer_pending_poll(t4a_xfer_pending *pending);
+/* Blocks until the download completed or failed (a counted host wait), then as poll. */
+T4A_MUST_USE t4a_status t4a_xfer_pending_wait(t4a_xfer_pending *pending);
+/* Drops the handle, waited or not, from any thread. Nothing is written to the destination after
+ * this returns; a chunk still in flight goes back to the ring only once its DMA completed.
+ * Accepts NULL. */
+void t4a_xfer_pending_release(t4a_xfer_pending *pending);
+
+#ifdef __cplusplus
+}
+#endif
 #endif /* T4A_XFER_H_ */
