@@ -426,6 +426,18 @@ T4A_TARGETS = {
             "visibility": ["//visibility:private"],
             "strip_include_prefix": "",
         },
+        {
+            "name": "xfer_gpu_test",
+            "kind": "test",
+            "srcs": ["xfer_gpu_test.c"],
+            "hdrs": [],
+            "deps": ["//t4a_xfer:t4a_xfer", "//t4a_mem:t4a_mem", "//t4a_retire:t4a_retire", "//t4a_ctx:t4a_ctx", "//t4a_ctx:status", "@cmocka//:cmocka"],
+            "linkopts": [],
+            "tags": ["gpu", "single"],
+            "data": [],
+            "visibility": ["//visibility:private"],
+            "strip_include_prefix": "",
+        },
     ],
     "testing/fake_driver": [
         {

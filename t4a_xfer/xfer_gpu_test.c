@@ -1,0 +1,124 @@
+/* t4a_xfer on a real GPU (label: gpu, single). Exits 77 without a driver.
+ * A 256 MiB pageable round trip through the default staging ring (16 MiB x 2), byte-exact, with
+ * the source overwritten as soon as the upload returns; a pinned round trip; and the counters.
+ * The wall-clock rate is printed for information only: this is a test, not a benchmark. */
+#define _POSIX_C_SOURCE 200809L
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "t4a/ctx.h"
+#include "t4a/mem.h"
+#include "t4a/retire.h"
+#include "t4a/xfer.h"
+
+#define CK(x) assert_int_equal((x), T4A_OK)
+
+static t4a_driver *g_drv;
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void fill(uint8_t *p, size_t n, uint32_t seed) {
+  uint32_t x = seed;
+  for (size_t i = 0; i < n; i++) {
+    x = x * 1664525u + 1013904223u;
+    p[i] = (uint8_t)(x >> 24);
+  }
+}
+
+static void test_round_trips(void **state) {
+  (void)state;
+  t4a_lane *lane = NULL;
+  t4a_mem_pool *pool = NULL;
+  t4a_retire *retire = NULL;
+  t4a_xfer *x = NULL;
+  CK(t4a_lane_create(g_drv, 0, NULL, &lane));
+  CK(t4a_mem_pool_create(lane, NULL, &pool));
+  CK(t4a_retire_create(lane, NULL, &retire));
+  CK(t4a_xfer_create(retire, NULL, &x));
+
+  const size_t n = (size_t)256 << 20;
+  uint8_t *src = malloc(n), *want = malloc(n), *back = malloc(n);
+  assert_non_null(src);
+  assert_non_null(want);
+  assert_non_null(back);
+  fill(src, n, 7);
+  memcpy(want, src, n);
+  t4a_buffer *buf = NULL;
+  CK(t4a_buffer_create(pool, n, 0, 0, &buf));
+
+  double t0 = now_s();
+  CK(t4a_xfer_upload(x, buf, 0, src, n));
+  double t1 = now_s();
+  memset(src, 0xEE, n); /* the caller may reuse its memory at once */
+  t4a_xfer_pending *pd = NULL;
+  double t2 = now_s();
+  CK(t4a_xfer_download(x, buf, 0, back, n, &pd));
+  CK(t4a_xfer_pending_wait(pd));
+  double t3 = now_s();
+  assert_int_equal(t4a_xfer_pending_poll(pd), T4A_ALREADY_CONSUMED);
+  t4a_xfer_pending_release(pd);
+  assert_memory_equal(back, want, n);
+  printf("# 256 MiB pageable: upload call %.1f ms (%.1f GB/s), download+wait %.1f ms (%.1f GB/s)\n",
+         (t1 - t0) * 1e3, (double)n / (t1 - t0) / 1e9, (t3 - t2) * 1e3,
+         (double)n / (t3 - t2) / 1e9);
+
+  /* Pinned: direct DMA both ways, at an offset. */
+  t4a_pinned *pin = NULL;
+  const size_t m = (size_t)8 << 20;
+  CK(t4a_pinned_create(t4a_lane_holder(lane), m, 0, &pin));
+  fill(t4a_pinned_host(pin), m, 11);
+  memcpy(want, t4a_pinned_host(pin), m);
+  CK(t4a_xfer_upload_pinned(x, buf, 4096, pin, 0, m));
+  memset(back, 0, m);
+  CK(t4a_xfer_download(x, buf, 4096, back, m, &pd));
+  CK(t4a_xfer_pending_wait(pd));
+  t4a_xfer_pending_release(pd);
+  assert_memory_equal(back, want, m);
+  t4a_pinned_release(pin);
+
+  t4a_counter_values v;
+  t4a_lane_read_counters(lane, &v);
+  printf("# counters: bytes up %llu, down %llu, staging waits %llu, events %llu, host waits %llu\n",
+         (unsigned long long)v.bytes_uploaded, (unsigned long long)v.bytes_downloaded,
+         (unsigned long long)v.staging_waits, (unsigned long long)v.events_recorded,
+         (unsigned long long)v.host_waits);
+  assert_int_equal(v.bytes_uploaded, n + m);
+  assert_int_equal(v.bytes_downloaded, n + m);
+
+  t4a_buffer_release(buf);
+  free(src);
+  free(want);
+  free(back);
+  t4a_xfer_destroy(x);
+  CK(t4a_retire_destroy(retire));
+  t4a_mem_pool_release(pool);
+  t4a_lane_release(lane);
+}
+
+int main(void) {
+  t4a_status st = t4a_driver_open(NULL, &g_drv);
+  if (st == T4A_DRIVER_NOT_FOUND) {
+    printf("SKIP: no CUDA driver\n");
+    return 77;
+  }
+  if (st != T4A_OK) {
+    printf("FAIL: driver load: %s\n", t4a_status_name(st));
+    return 1;
+  }
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_round_trips)};
+  int rc = cmocka_run_group_tests(tests, NULL, NULL);
+  t4a_driver_release(g_drv);
+  return rc;
+}
