@@ -70,7 +70,8 @@ __attribute__((noinline)) static int setup_leaky(void **state) {
 }
 const char *__lsan_default_suppressions(void);
 const char *__lsan_default_suppressions(void) {
-  return "leak:setup_leaky\nleak:test_failure_sweep\nleak:test_device_fault_during_download\n";
+  return "leak:setup_leaky\nleak:test_failure_sweep\nleak:test_device_fault_during_download\n"
+         "leak:test_failed_download_keeps_its_chunks_until_complete\n";
 }
 
 static int teardown(void **state) {
@@ -381,6 +382,66 @@ static void test_device_fault_during_download(void **state) {
   t4a_buffer_release(b);
 }
 
+/* A download whose second copy fails after enqueueing: the first chunk's DMA is still queued, so
+ * the chunk must stay out of the ring (ORPHAN) until its event completed. Reusing it at once would
+ * let the queued DtoH overwrite the next upload's bytes in the chunk. */
+static void test_failed_download_keeps_its_chunks_until_complete(void **state) {
+  fixture *f = *state;
+  const size_t n = 3 * CHUNK;
+  unsigned char *dst = malloc(n), *up = malloc(CHUNK);
+  t4a_buffer *b = buffer(f, n), *b2 = buffer(f, CHUNK);
+  t4a_fake_progress(f->fake);
+  fill(device_view(f, b), n, 11);
+  fill(up, CHUNK, 12);
+  memset(dst, 0x33, n);
+  t4a_fake_inject(f->fake, "cuMemcpyDtoHAsync", 1, 1, CUDA_ERROR_UNKNOWN, 1);
+  t4a_xfer_pending *p = NULL;
+  assert_int_equal(t4a_xfer_download(f->xfer, b, 0, dst, n, &p), T4A_DRIVER_ERROR);
+  assert_null(p);
+  t4a_fake_clear_injections(f->fake);
+  assert_true(t4a_fake_pending(f->fake, NULL) > 0); /* the first chunk's DMA has not run */
+  uint64_t waits = counters(f).staging_waits;
+  CK(t4a_xfer_upload(f->xfer, b2, 0, up, CHUNK)); /* the ring's next slot is that first chunk */
+  assert_int_equal(counters(f).staging_waits, waits + 1); /* waited for its event first */
+  t4a_fake_progress(f->fake);
+  assert_memory_equal(device_view(f, b2), up, CHUNK);
+  for (size_t i = 0; i < n; i++) assert_int_equal(dst[i], 0x33); /* no delivery */
+  assert_int_equal(t4a_fake_ordering_violations(f->fake), 0);
+  t4a_buffer_release(b);
+  t4a_buffer_release(b2);
+  free(dst);
+  free(up);
+}
+
+/* A pending handle that fails on one chunk's event quarantines its other chunks too: their DMA
+ * state is unknown, so they are never handed out again (here: every chunk is then quarantined). */
+static void test_failed_handle_never_reuses_its_other_chunks(void **state) {
+  fixture *f = *state;
+  const size_t n = 2 * CHUNK;
+  unsigned char *dst = malloc(n), *up = malloc(CHUNK);
+  t4a_buffer *b = buffer(f, n), *b2 = buffer(f, CHUNK);
+  fill(up, CHUNK, 13);
+  memset(dst, 0x44, n);
+  t4a_xfer_pending *p = NULL;
+  CK(t4a_xfer_download(f->xfer, b, 0, dst, n, &p)); /* holds both chunks */
+  t4a_fake_inject(f->fake, "cuEventQuery", 0, 1, CUDA_ERROR_UNKNOWN, 0);
+  assert_int_equal(t4a_xfer_pending_poll(p), T4A_DRIVER_ERROR); /* the first chunk's event */
+  t4a_fake_clear_injections(f->fake);
+  assert_int_equal(t4a_xfer_pending_poll(p), T4A_DRIVER_ERROR); /* memoised */
+  uint64_t hd = t4a_fake_calls(f->fake, "cuMemcpyHtoDAsync");
+  assert_int_equal(t4a_xfer_upload(f->xfer, b2, 0, up, CHUNK), T4A_LIMIT_EXCEEDED);
+  t4a_fake_progress(f->fake); /* even once the DMA ran, nothing reclaims them before teardown */
+  assert_int_equal(t4a_xfer_upload(f->xfer, b2, 0, up, CHUNK), T4A_LIMIT_EXCEEDED);
+  assert_int_equal(t4a_fake_calls(f->fake, "cuMemcpyHtoDAsync"), hd);
+  for (size_t i = 0; i < n; i++) assert_int_equal(dst[i], 0x44);
+  assert_int_equal(t4a_fake_ordering_violations(f->fake), 0);
+  t4a_xfer_pending_release(p);
+  t4a_buffer_release(b);
+  t4a_buffer_release(b2);
+  free(dst);
+  free(up);
+}
+
 /* ---- failure sweeps ---- */
 
 static t4a_status op_all(void *user) {
@@ -481,6 +542,10 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_pinned_round_trip_keeps_memory_alive, setup, teardown),
       cmocka_unit_test_setup_teardown(test_device_fault_during_download, setup_leaky,
                                       teardown_counted),
+      cmocka_unit_test_setup_teardown(test_failed_download_keeps_its_chunks_until_complete,
+                                      setup_leaky, teardown_counted),
+      cmocka_unit_test_setup_teardown(test_failed_handle_never_reuses_its_other_chunks, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(test_failure_sweep, setup_leaky, teardown_counted),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
