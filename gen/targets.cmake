@@ -37,15 +37,18 @@ t4a_test(NAME t4a_ctx_loader_real_test
 t4a_test(NAME t4a_ctx_ctx_gpu_test
   SRCS t4a_ctx/ctx_gpu_test.c
   LABELS gpu single
-  DEPS t4a_ctx t4a_ctx_seam t4a_ctx_status t4a_ext_cmocka)
+  DEPS testing_gpu_gpu_main t4a_ctx t4a_ctx_seam t4a_ctx_status t4a_ext_cmocka)
 t4a_test(NAME t4a_ctx_ctx_multi_gpu_test
   SRCS t4a_ctx/ctx_multi_gpu_test.c
   LABELS gpu multi
-  DEPS t4a_ctx t4a_ctx_seam t4a_ctx_status t4a_ext_cmocka)
+  DEPS testing_gpu_gpu_main t4a_ctx t4a_ctx_seam t4a_ctx_status t4a_ext_cmocka)
 t4a_library(NAME fake_driver
   SRCS testing/fake_driver/fake_driver.c testing/fake_driver/fake_entries.c testing/fake_driver/fake_device.c testing/fake_driver/fake_stream.c testing/fake_driver/fake_memory.c testing/fake_driver/fake_module.c testing/fake_driver/fake_graph.c testing/fake_driver/fake_internal.h testing/fake_driver/fake_errors.h
   HDRS testing/fake_driver/fake_driver.h
   DEPS t4a_ctx_seam t4a_ctx t4a_ctx_status t4a_ext_cuda_headers Threads::Threads)
+t4a_library(NAME testing_gpu_gpu_main
+  HDRS testing/gpu/gpu_main.h
+  DEPS t4a_ctx t4a_ctx_status t4a_ext_cmocka)
 t4a_library(NAME testing_gpu_kernels
   HDRS testing/gpu/kernels_ptx.h)
 t4a_shared_library(NAME t4a_fake_libcuda
@@ -82,7 +85,7 @@ t4a_test(NAME t4a_mem_pinned_arena_test
 t4a_test(NAME t4a_mem_pinned_arena_gpu_test
   SRCS t4a_mem/pinned_arena_gpu_test.c
   LABELS gpu single
-  DEPS t4a_mem_pinned_arena t4a_ctx t4a_ctx_seam t4a_ctx_status t4a_ext_cuda_headers t4a_ext_cmocka)
+  DEPS testing_gpu_gpu_main t4a_mem_pinned_arena t4a_ctx t4a_ctx_seam t4a_ctx_status t4a_ext_cuda_headers t4a_ext_cmocka)
 t4a_library(NAME t4a_retire
   SRCS t4a_retire/retire.c t4a_retire/witness.c t4a_retire/retire_internal.h
   HDRS t4a_retire/include/t4a/retire.h
@@ -95,7 +98,7 @@ t4a_test(NAME t4a_retire_retire_test
 t4a_test(NAME t4a_mem_mem_gpu_test
   SRCS t4a_mem/mem_gpu_test.c
   LABELS gpu single
-  DEPS t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status testing_gpu_kernels t4a_ext_cmocka)
+  DEPS testing_gpu_gpu_main t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status testing_gpu_kernels t4a_ext_cmocka)
 t4a_library(NAME t4a_xfer
   SRCS t4a_xfer/xfer.c
   HDRS t4a_xfer/include/t4a/xfer.h
@@ -108,7 +111,7 @@ t4a_test(NAME t4a_xfer_xfer_test
 t4a_test(NAME t4a_xfer_xfer_gpu_test
   SRCS t4a_xfer/xfer_gpu_test.c
   LABELS gpu single
-  DEPS t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_status t4a_ext_cmocka)
+  DEPS testing_gpu_gpu_main t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_status t4a_ext_cmocka)
 t4a_library(NAME t4a_nvrtc
   SRCS t4a_nvrtc/nvrtc_loader.c t4a_nvrtc/nvrtc_request.c t4a_nvrtc/nvrtc_cacheable.c t4a_nvrtc/nvrtc_compile.c t4a_nvrtc/nvrtc_cache.c t4a_nvrtc/nvrtc_disk.c t4a_nvrtc/nvrtc_internal.h t4a_nvrtc/nvrtc_table.h t4a_nvrtc/nvrtc_catalog.h
   HDRS t4a_nvrtc/include/t4a/nvrtc.h

@@ -11,6 +11,7 @@
 
 #include "t4a/ctx.h"
 #include "t4a_ctx/driver_table.h"
+#include "testing/gpu/gpu_main.h"
 
 static t4a_driver *g_drv;
 
@@ -49,23 +50,6 @@ static void test_lanes_on_two_devices(void **state) {
 }
 
 int main(void) {
-  t4a_status st = t4a_driver_open(NULL, &g_drv);
-  if (st == T4A_DRIVER_NOT_FOUND) {
-    printf("SKIP: no CUDA driver\n");
-    return 77;
-  }
-  if (st != T4A_OK) {
-    printf("FAIL: driver load: %s\n", t4a_status_name(st));
-    return 1;
-  }
-  int n = 0;
-  if (t4a_device_count(g_drv, &n) != T4A_OK || n < 2) {
-    printf("FAIL: this test needs 2 GPUs and the host has %d; it was not run\n", n);
-    t4a_driver_release(g_drv);
-    return 1;
-  }
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_lanes_on_two_devices)};
-  int rc = cmocka_run_group_tests(tests, NULL, NULL);
-  t4a_driver_release(g_drv);
-  return rc;
+  return t4a_gpu_test_main("ctx_multi_gpu_test", tests, sizeof tests / sizeof tests[0], 2, &g_drv);
 }

@@ -67,8 +67,12 @@ char *t4a_error_format(const t4a_error *err, char *buf, size_t size) {
   size_t n = (size_t)snprintf(buf, size, "%s: %s", t4a_status_name(err->status),
                               err->message[0] ? err->message : t4a_status_str(err->status));
   if (n < size && err->entry != NULL && err->entry[0] != '\0') {
-    n += (size_t)snprintf(buf + n, size - n, " [%s -> %s (%d)]", err->entry,
-                          err->code_name && err->code_name[0] ? err->code_name : "?", err->code);
+    if (err->code != 0 || (err->code_name != NULL && err->code_name[0] != '\0')) {
+      n += (size_t)snprintf(buf + n, size - n, " [%s -> %s (%d)]", err->entry,
+                            err->code_name && err->code_name[0] ? err->code_name : "?", err->code);
+    } else {
+      n += (size_t)snprintf(buf + n, size - n, " [%s]", err->entry);
+    }
   }
   if (n < size && err->bytes != 0) {
     snprintf(buf + n, size - n, " (%llu bytes)", (unsigned long long)err->bytes);

@@ -68,6 +68,11 @@ static void test_detail_is_recorded_and_formatted(void **state) {
   assert_string_equal(t4a_error_format(&e, buf, sizeof buf),
                       "DEVICE_OUT_OF_MEMORY: pool 7 [cuMemAllocFromPoolAsync -> "
                       "CUDA_ERROR_OUT_OF_MEMORY (2)] (1048576 bytes)");
+  /* A failure with an entry but no native code names the entry alone. */
+  t4a_error plain = {.status = T4A_DRIVER_NOT_FOUND, .entry = "dlopen", .code_name = ""};
+  snprintf(plain.message, sizeof plain.message, "no driver");
+  assert_string_equal(t4a_error_format(&plain, buf, sizeof buf),
+                      "DRIVER_NOT_FOUND: no driver [dlopen]");
   /* A tiny buffer is still terminated. */
   assert_int_equal(strlen(t4a_error_format(&e, buf, 5)), 4);
 }

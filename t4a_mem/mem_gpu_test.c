@@ -16,6 +16,7 @@
 #include "t4a/retire.h"
 #include "t4a_ctx/driver_table.h"
 #include "testing/gpu/kernels_ptx.h"
+#include "testing/gpu/gpu_main.h"
 
 static t4a_driver *g_drv;
 
@@ -209,15 +210,6 @@ static void test_warm_chain(void **state) {
 }
 
 int main(void) {
-  t4a_status st = t4a_driver_open(NULL, &g_drv);
-  if (st == T4A_DRIVER_NOT_FOUND) {
-    printf("SKIP: no CUDA driver\n");
-    return 77;
-  }
-  if (st != T4A_OK) {
-    printf("FAIL: driver load: %s\n", t4a_status_name(st));
-    return 1;
-  }
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_pool_threshold, setup, teardown),
       cmocka_unit_test_setup_teardown(test_buffer_freed_while_kernel_uses_it, setup, teardown),
@@ -225,7 +217,5 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_reuse_cache_counts, setup, teardown),
       cmocka_unit_test_setup_teardown(test_warm_chain, setup, teardown),
   };
-  int rc = cmocka_run_group_tests(tests, NULL, NULL);
-  t4a_driver_release(g_drv);
-  return rc;
+  return t4a_gpu_test_main("mem_gpu_test", tests, sizeof tests / sizeof tests[0], 1, &g_drv);
 }

@@ -18,6 +18,7 @@
 #include "t4a/ctx.h"
 #include "t4a/pinned_arena.h"
 #include "t4a_ctx/driver_table.h"
+#include "testing/gpu/gpu_main.h"
 
 #define MIB ((size_t)1024 * 1024)
 
@@ -185,25 +186,8 @@ static void test_thousand_mixed_allocations(void **state) {
 }
 
 int main(void) {
-  t4a_status st = t4a_driver_open(NULL, &g_drv);
-  if (st == T4A_DRIVER_NOT_FOUND) {
-    t4a_error e;
-    char buf[512];
-    t4a_error_last(&e);
-    printf("SKIP: %s\n", t4a_error_format(&e, buf, sizeof buf));
-    return 77;
-  }
-  if (st != T4A_OK) {
-    t4a_error e;
-    char buf[512];
-    t4a_error_last(&e);
-    printf("FAIL: driver load: %s\n", t4a_error_format(&e, buf, sizeof buf));
-    return 1;
-  }
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_thousand_mixed_allocations),
   };
-  int rc = cmocka_run_group_tests(tests, NULL, NULL);
-  t4a_driver_release(g_drv);
-  return rc;
+  return t4a_gpu_test_main("pinned_arena_gpu_test", tests, sizeof tests / sizeof tests[0], 1, &g_drv);
 }

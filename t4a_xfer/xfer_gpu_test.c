@@ -18,6 +18,7 @@
 #include "t4a/mem.h"
 #include "t4a/retire.h"
 #include "t4a/xfer.h"
+#include "testing/gpu/gpu_main.h"
 
 #define CK(x) assert_int_equal((x), T4A_OK)
 
@@ -108,17 +109,6 @@ static void test_round_trips(void **state) {
 }
 
 int main(void) {
-  t4a_status st = t4a_driver_open(NULL, &g_drv);
-  if (st == T4A_DRIVER_NOT_FOUND) {
-    printf("SKIP: no CUDA driver\n");
-    return 77;
-  }
-  if (st != T4A_OK) {
-    printf("FAIL: driver load: %s\n", t4a_status_name(st));
-    return 1;
-  }
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_round_trips)};
-  int rc = cmocka_run_group_tests(tests, NULL, NULL);
-  t4a_driver_release(g_drv);
-  return rc;
+  return t4a_gpu_test_main("xfer_gpu_test", tests, sizeof tests / sizeof tests[0], 1, &g_drv);
 }
