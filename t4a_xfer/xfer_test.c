@@ -211,6 +211,33 @@ static void test_poll_not_ready_then_ok_then_consumed(void **state) {
   t4a_buffer_release(b);
 }
 
+/* The OK of a delivery is reported even if restoring the caller's context fails afterwards (it
+ * is counted): otherwise the caller would see an error now and ALREADY_CONSUMED next. */
+static void test_delivery_survives_a_failed_restore(void **state) {
+  fixture *f = *state;
+  const size_t n = 100;
+  unsigned char src[100], dst[100];
+  fill(src, n, 9);
+  t4a_buffer *b = buffer(f, n);
+  CK(t4a_xfer_upload(f->xfer, b, 0, src, n));
+  t4a_xfer_pending *p = NULL;
+  CK(t4a_xfer_download(f->xfer, b, 0, dst, n, &p));
+  t4a_fake_progress(f->fake);
+  t4a_counter_values before, after;
+  t4a_driver_counters(f->drv, &before);
+  /* The poll's scope sets the lane's context (call 0) and restores none (call 1): fail call 1. */
+  t4a_fake_inject(f->fake, "cuCtxSetCurrent", 1, 1, CUDA_ERROR_UNKNOWN, 0);
+  CK(t4a_xfer_pending_poll(p));
+  t4a_fake_clear_injections(f->fake);
+  (void)t4a_fake_table(f->fake)->cuCtxSetCurrent(NULL);
+  assert_memory_equal(src, dst, n);
+  t4a_driver_counters(f->drv, &after);
+  assert_int_equal(after.ctx_restore_failures - before.ctx_restore_failures, 1);
+  assert_int_equal(t4a_xfer_pending_poll(p), T4A_ALREADY_CONSUMED);
+  t4a_xfer_pending_release(p);
+  t4a_buffer_release(b);
+}
+
 static void test_dropped_download_leaks_nothing_and_holds_its_chunk(void **state) {
   fixture *f = *state;
   const size_t n = 2 * CHUNK;
@@ -533,6 +560,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_round_trip_across_chunks, setup, teardown),
       cmocka_unit_test_setup_teardown(test_source_reusable_when_upload_returns, setup, teardown),
       cmocka_unit_test_setup_teardown(test_poll_not_ready_then_ok_then_consumed, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_delivery_survives_a_failed_restore, setup, teardown),
       cmocka_unit_test_setup_teardown(test_dropped_download_leaks_nothing_and_holds_its_chunk,
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(test_dropped_download_then_destroy, setup, teardown),
