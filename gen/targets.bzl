@@ -405,7 +405,7 @@ T4A_TARGETS = {
         {
             "name": "t4a_xfer",
             "kind": "library",
-            "srcs": ["xfer.c"],
+            "srcs": ["xfer.c", "xfer_internal.h"],
             "hdrs": ["include/t4a/xfer.h"],
             "deps": ["//t4a_mem:t4a_mem", "//t4a_retire:t4a_retire", "//t4a_ctx:t4a_ctx", "//t4a_ctx:seam", "//t4a_ctx:status"],
             "linkopts": [],

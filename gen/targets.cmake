@@ -100,7 +100,7 @@ t4a_test(NAME t4a_mem_mem_gpu_test
   LABELS gpu single
   DEPS testing_gpu_gpu_main t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status testing_gpu_kernels t4a_ext_cmocka)
 t4a_library(NAME t4a_xfer
-  SRCS t4a_xfer/xfer.c
+  SRCS t4a_xfer/xfer.c t4a_xfer/xfer_internal.h
   HDRS t4a_xfer/include/t4a/xfer.h
   INCLUDE_DIR t4a_xfer/include
   DEPS t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status)

@@ -2,58 +2,12 @@
 #define _GNU_SOURCE
 #include "t4a/xfer.h"
 
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "t4a/fault.h"
 #include "t4a_ctx/driver_table.h"
-
-/* A staging chunk's state. Transitions happen under the ring lock. */
-enum {
-  CHUNK_FREE = 0,    /* its last DMA is confirmed complete: reusable */
-  CHUNK_BUSY,        /* an upload's DMA is enqueued; its event follows it */
-  CHUNK_HELD,        /* a pageable download's DMA is enqueued; its bytes belong to `owner` */
-  CHUNK_ORPHAN,      /* as HELD, but the handle went (or the download failed): no delivery */
-  CHUNK_QUARANTINED, /* a call failed after something may have been enqueued: never reused */
-};
-
-typedef struct chunk {
-  t4a_pinned *pinned;
-  unsigned char *host;
-  CUevent event; /* recorded after the chunk's DMA */
-  int state;
-  t4a_xfer_pending *owner; /* HELD only */
-  unsigned char *dst;      /* HELD only: where the bytes go */
-  size_t bytes;            /* HELD only */
-} chunk;
-
-struct t4a_xfer {
-  atomic_int refs; /* the caller's, plus one per pending handle */
-  pthread_mutex_t lock; /* the ring and the pending handles; taken inside the admission lock */
-  t4a_retire *retire;   /* borrowed */
-  t4a_lane *lane;       /* a reference */
-  t4a_driver *driver;   /* borrowed from the lane */
-  t4a_counters *counters; /* the lane's block */
-  size_t chunk_bytes;
-  uint32_t num_chunks;
-  uint32_t next; /* the ring's oldest slot: the next one handed out */
-  chunk *chunks;
-};
-
-enum { PENDING = 0, DELIVERED, FAILED };
-
-struct t4a_xfer_pending {
-  t4a_xfer *x;    /* a reference (once returned to the caller) */
-  CUevent event;  /* pinned downloads: recorded after the DMA; NULL for staged ones */
-  int state;      /* PENDING, DELIVERED, FAILED: terminal states are memoised */
-  t4a_error failure;
-};
-
-static void count(t4a_xfer *x, t4a_counter_id id, uint64_t n) {
-  t4a_counter_add(x->counters, id, n);
-}
+#include "t4a_xfer/xfer_internal.h"
 
 /* ---- the ring (x->lock held, the lane's context current) ---- */
 
@@ -83,7 +37,7 @@ static t4a_status chunk_settle(t4a_xfer *x, chunk *c, int wait) {
   if (c->state == CHUNK_FREE) return T4A_OK;
   t4a_status st;
   if (wait) {
-    count(x, T4A_COUNTER_host_waits, 1);
+    xfer_count(x, T4A_COUNTER_host_waits, 1);
     st = T4A_CU(x->driver, cuEventSynchronize, c->event);
   } else {
     st = T4A_CU(x->driver, cuEventQuery, c->event);
@@ -104,14 +58,14 @@ static t4a_status chunk_settle(t4a_xfer *x, chunk *c, int wait) {
 }
 
 /* Hands out the ring's oldest usable chunk, waiting for its DMA if needed (a staging wait). */
-static t4a_status chunk_acquire(t4a_xfer *x, chunk **out) {
+t4a_status t4a_xfer_ring_acquire_(t4a_xfer *x, chunk **out) {
   for (uint32_t tries = 0; tries < x->num_chunks; tries++) {
     chunk *c = &x->chunks[x->next];
     x->next = (x->next + 1) % x->num_chunks;
     if (c->state == CHUNK_QUARANTINED) continue;
     t4a_status st = chunk_settle(x, c, 0);
     if (st == T4A_NOT_READY) {
-      count(x, T4A_COUNTER_staging_waits, 1);
+      xfer_count(x, T4A_COUNTER_staging_waits, 1);
       st = chunk_settle(x, c, 1);
     }
     if (st != T4A_OK) return st;
@@ -136,7 +90,7 @@ static void xfer_teardown(t4a_xfer *x) {
     proved = 1;
     if (inflight) {
       /* Proof of drain: every DMA of this ring ran on the lane's stream. */
-      count(x, T4A_COUNTER_host_waits, 1);
+      xfer_count(x, T4A_COUNTER_host_waits, 1);
       proved = T4A_CU_QUIET(x->driver, cuStreamSynchronize, t4a_lane_stream(x->lane)) == T4A_OK;
     }
   }
@@ -154,7 +108,7 @@ static void xfer_teardown(t4a_xfer *x) {
       }
     }
   }
-  count(x, T4A_COUNTER_leaked, leaked);
+  xfer_count(x, T4A_COUNTER_leaked, leaked);
   if (scoped) t4a_ctx_scope_exit_quiet(&scope);
   pthread_mutex_destroy(&x->lock);
   t4a_lane_release(x->lane);
@@ -241,7 +195,7 @@ void *t4a_xfer_chunk_host(const t4a_xfer *x, uint32_t index) {
 
 /* ---- argument checks ---- */
 
-static t4a_status check_buffer(const t4a_xfer *x, const t4a_buffer *buf, size_t offset,
+t4a_status t4a_xfer_check_buffer_(const t4a_xfer *x, const t4a_buffer *buf, size_t offset,
                                size_t bytes) {
   if (buf == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "buffer is NULL");
   if (t4a_buffer_domain(buf) != t4a_lane_domain(x->lane)) {
@@ -259,7 +213,7 @@ static t4a_status check_buffer(const t4a_xfer *x, const t4a_buffer *buf, size_t 
   return T4A_OK;
 }
 
-static t4a_status check_pinned(const t4a_pinned *p, size_t offset, size_t bytes) {
+t4a_status t4a_xfer_check_pinned_(const t4a_pinned *p, size_t offset, size_t bytes) {
   if (p == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "pinned is NULL");
   size_t size = t4a_pinned_size(p);
   if (offset > size || bytes > size - offset) {
@@ -277,11 +231,11 @@ static t4a_status check_common(const t4a_xfer *x, const void *host) {
   return T4A_OK;
 }
 
-static t4a_keepalive buffer_ref(t4a_buffer *b) {
+t4a_keepalive t4a_xfer_buffer_ref_(t4a_buffer *b) {
   t4a_buffer_retain(b);
   return (t4a_keepalive){b, t4a_buffer_release_object};
 }
-static t4a_keepalive pinned_ref(t4a_pinned *p) {
+t4a_keepalive t4a_xfer_pinned_ref_(t4a_pinned *p) {
   t4a_pinned_retain(p);
   return (t4a_keepalive){p, t4a_pinned_release_object};
 }
@@ -291,7 +245,7 @@ static t4a_keepalive pinned_ref(t4a_pinned *p) {
 t4a_status t4a_xfer_upload(t4a_xfer *x, t4a_buffer *dst, size_t offset, const void *src,
                            size_t bytes) {
   t4a_status st = check_common(x, src);
-  if (st == T4A_OK) st = check_buffer(x, dst, offset, bytes);
+  if (st == T4A_OK) st = t4a_xfer_check_buffer_(x, dst, offset, bytes);
   if (st != T4A_OK) return st;
   t4a_admission adm;
   if ((st = t4a_admission_begin(x->retire, 1, &adm)) != T4A_OK) return st;
@@ -302,7 +256,7 @@ t4a_status t4a_xfer_upload(t4a_xfer *x, t4a_buffer *dst, size_t offset, const vo
   pthread_mutex_lock(&x->lock);
   for (size_t done = 0; done < bytes;) {
     chunk *c;
-    if ((st = chunk_acquire(x, &c)) != T4A_OK) break;
+    if ((st = t4a_xfer_ring_acquire_(x, &c)) != T4A_OK) break;
     size_t n = bytes - done < x->chunk_bytes ? bytes - done : x->chunk_bytes;
     /* The caller's bytes go into the chunk before the DMA: the caller may reuse them at once.
      * While this DMA runs, the next iteration fills the next chunk. */
@@ -314,40 +268,40 @@ t4a_status t4a_xfer_upload(t4a_xfer *x, t4a_buffer *dst, size_t offset, const vo
       c->state = CHUNK_QUARANTINED;
       break;
     }
-    count(x, T4A_COUNTER_events_recorded, 1);
+    xfer_count(x, T4A_COUNTER_events_recorded, 1);
     c->state = CHUNK_BUSY;
     done += n;
   }
   pthread_mutex_unlock(&x->lock);
   if (st != T4A_OK) {
     if (!enqueued) return t4a_admission_abort(&adm, st);
-    t4a_keepalive k = buffer_ref(dst);
+    t4a_keepalive k = t4a_xfer_buffer_ref_(dst);
     return t4a_admission_fail(&adm, st, &k, 1);
   }
-  t4a_admission_keep(&adm, buffer_ref(dst));
+  t4a_admission_keep(&adm, t4a_xfer_buffer_ref_(dst));
   t4a_admission_commit(&adm);
-  count(x, T4A_COUNTER_bytes_uploaded, bytes);
+  xfer_count(x, T4A_COUNTER_bytes_uploaded, bytes);
   return T4A_OK;
 }
 
 t4a_status t4a_xfer_upload_pinned(t4a_xfer *x, t4a_buffer *dst, size_t offset, t4a_pinned *src,
                                   size_t src_offset, size_t bytes) {
   t4a_status st = check_common(x, src);
-  if (st == T4A_OK) st = check_buffer(x, dst, offset, bytes);
-  if (st == T4A_OK) st = check_pinned(src, src_offset, bytes);
+  if (st == T4A_OK) st = t4a_xfer_check_buffer_(x, dst, offset, bytes);
+  if (st == T4A_OK) st = t4a_xfer_check_pinned_(src, src_offset, bytes);
   if (st != T4A_OK) return st;
   t4a_admission adm;
   if ((st = t4a_admission_begin(x->retire, 2, &adm)) != T4A_OK) return st;
   st = T4A_CU(x->driver, cuMemcpyHtoDAsync, (CUdeviceptr)t4a_buffer_devptr(dst) + offset,
               (unsigned char *)t4a_pinned_host(src) + src_offset, bytes, t4a_lane_stream(x->lane));
   if (st != T4A_OK) {
-    t4a_keepalive k[2] = {buffer_ref(dst), pinned_ref(src)};
+    t4a_keepalive k[2] = {t4a_xfer_buffer_ref_(dst), t4a_xfer_pinned_ref_(src)};
     return t4a_admission_fail(&adm, st, k, 2);
   }
-  t4a_admission_keep(&adm, buffer_ref(dst));
-  t4a_admission_keep(&adm, pinned_ref(src));
+  t4a_admission_keep(&adm, t4a_xfer_buffer_ref_(dst));
+  t4a_admission_keep(&adm, t4a_xfer_pinned_ref_(src));
   t4a_admission_commit(&adm);
-  count(x, T4A_COUNTER_bytes_uploaded, bytes);
+  xfer_count(x, T4A_COUNTER_bytes_uploaded, bytes);
   return T4A_OK;
 }
 
@@ -358,7 +312,7 @@ t4a_status t4a_xfer_download(t4a_xfer *x, t4a_buffer *src, size_t offset, void *
   if (out == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
   *out = NULL;
   t4a_status st = check_common(x, dst);
-  if (st == T4A_OK) st = check_buffer(x, src, offset, bytes);
+  if (st == T4A_OK) st = t4a_xfer_check_buffer_(x, src, offset, bytes);
   if (st != T4A_OK) return st;
   t4a_xfer_pending *p = t4a_host_calloc(1, sizeof *p);
   if (p == NULL) return T4A_HOST_OUT_OF_MEMORY;
@@ -376,7 +330,7 @@ t4a_status t4a_xfer_download(t4a_xfer *x, t4a_buffer *src, size_t offset, void *
     chunk *c;
     /* Wrapping onto one of this download's own chunks delivers that chunk's bytes first (after
      * its DMA completed): a download larger than the ring writes its leading part here. */
-    if ((st = chunk_acquire(x, &c)) != T4A_OK) break;
+    if ((st = t4a_xfer_ring_acquire_(x, &c)) != T4A_OK) break;
     size_t n = bytes - done < x->chunk_bytes ? bytes - done : x->chunk_bytes;
     st = T4A_CU(x->driver, cuMemcpyDtoHAsync, c->host, base + done, n, stream);
     if (st == T4A_OK) st = T4A_CU(x->driver, cuEventRecord, c->event, stream);
@@ -385,7 +339,7 @@ t4a_status t4a_xfer_download(t4a_xfer *x, t4a_buffer *src, size_t offset, void *
       c->state = CHUNK_QUARANTINED;
       break;
     }
-    count(x, T4A_COUNTER_events_recorded, 1);
+    xfer_count(x, T4A_COUNTER_events_recorded, 1);
     c->state = CHUNK_HELD;
     c->owner = p;
     c->dst = to + done;
@@ -405,12 +359,12 @@ t4a_status t4a_xfer_download(t4a_xfer *x, t4a_buffer *src, size_t offset, void *
   if (st != T4A_OK) {
     free(p);
     if (!enqueued) return t4a_admission_abort(&adm, st);
-    t4a_keepalive k = buffer_ref(src);
+    t4a_keepalive k = t4a_xfer_buffer_ref_(src);
     return t4a_admission_fail(&adm, st, &k, 1);
   }
-  t4a_admission_keep(&adm, buffer_ref(src));
+  t4a_admission_keep(&adm, t4a_xfer_buffer_ref_(src));
   t4a_admission_commit(&adm);
-  count(x, T4A_COUNTER_bytes_downloaded, bytes);
+  xfer_count(x, T4A_COUNTER_bytes_downloaded, bytes);
   atomic_fetch_add_explicit(&x->refs, 1, memory_order_relaxed);
   p->x = x;
   *out = p;
@@ -422,8 +376,8 @@ t4a_status t4a_xfer_download_pinned(t4a_xfer *x, t4a_buffer *src, size_t offset,
   if (out == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
   *out = NULL;
   t4a_status st = check_common(x, dst);
-  if (st == T4A_OK) st = check_buffer(x, src, offset, bytes);
-  if (st == T4A_OK) st = check_pinned(dst, dst_offset, bytes);
+  if (st == T4A_OK) st = t4a_xfer_check_buffer_(x, src, offset, bytes);
+  if (st == T4A_OK) st = t4a_xfer_check_pinned_(dst, dst_offset, bytes);
   if (st != T4A_OK) return st;
   t4a_xfer_pending *p = t4a_host_calloc(1, sizeof *p);
   if (p == NULL) return T4A_HOST_OUT_OF_MEMORY;
@@ -442,16 +396,16 @@ t4a_status t4a_xfer_download_pinned(t4a_xfer *x, t4a_buffer *src, size_t offset,
   if (st == T4A_OK) st = T4A_CU(x->driver, cuEventRecord, p->event, stream);
   if (st != T4A_OK) {
     /* The driver defers destroying an event whose record is pending. */
-    if (T4A_CU_QUIET(x->driver, cuEventDestroy, p->event) != T4A_OK) count(x, T4A_COUNTER_leaked, 1);
+    if (T4A_CU_QUIET(x->driver, cuEventDestroy, p->event) != T4A_OK) xfer_count(x, T4A_COUNTER_leaked, 1);
     free(p);
-    t4a_keepalive k[2] = {buffer_ref(src), pinned_ref(dst)};
+    t4a_keepalive k[2] = {t4a_xfer_buffer_ref_(src), t4a_xfer_pinned_ref_(dst)};
     return t4a_admission_fail(&adm, st, k, 2);
   }
-  count(x, T4A_COUNTER_events_recorded, 1);
-  t4a_admission_keep(&adm, buffer_ref(src));
-  t4a_admission_keep(&adm, pinned_ref(dst));
+  xfer_count(x, T4A_COUNTER_events_recorded, 1);
+  t4a_admission_keep(&adm, t4a_xfer_buffer_ref_(src));
+  t4a_admission_keep(&adm, t4a_xfer_pinned_ref_(dst));
   t4a_admission_commit(&adm);
-  count(x, T4A_COUNTER_bytes_downloaded, bytes);
+  xfer_count(x, T4A_COUNTER_bytes_downloaded, bytes);
   atomic_fetch_add_explicit(&x->refs, 1, memory_order_relaxed);
   p->x = x;
   *out = p;
@@ -482,7 +436,7 @@ static t4a_status pending_observe(t4a_xfer_pending *p, int wait) {
   }
   if (p->event != NULL) {
     if (wait) {
-      count(x, T4A_COUNTER_host_waits, 1);
+      xfer_count(x, T4A_COUNTER_host_waits, 1);
       st = T4A_CU(x->driver, cuEventSynchronize, p->event);
     } else {
       st = T4A_CU(x->driver, cuEventQuery, p->event);
@@ -529,11 +483,11 @@ void t4a_xfer_pending_release(t4a_xfer_pending *p) {
     t4a_ctx_scope scope;
     if (t4a_ctx_scope_enter(&scope, t4a_lane_holder(x->lane), x->counters) == T4A_OK) {
       if (T4A_CU_QUIET(x->driver, cuEventDestroy, p->event) != T4A_OK) {
-        count(x, T4A_COUNTER_leaked, 1);
+        xfer_count(x, T4A_COUNTER_leaked, 1);
       }
       t4a_ctx_scope_exit_quiet(&scope);
     } else {
-      count(x, T4A_COUNTER_leaked, 1);
+      xfer_count(x, T4A_COUNTER_leaked, 1);
     }
   }
   free(p);
