@@ -11,6 +11,9 @@ struct t4a_ctx_holder {
   CUdevice device;
   CUcontext ctx;
   t4a_driver *driver; /* a reference */
+  /* Bit i: this context may access device i's primary context's memory (enabled once; peer
+   * access lives as long as the context, which this holder keeps alive). */
+  _Atomic uint64_t peers;
 };
 
 t4a_status t4a_ctx_holder_create(t4a_driver *driver, int ordinal, t4a_ctx_holder **out) {
@@ -176,3 +179,32 @@ static t4a_status scope_exit(t4a_ctx_scope *scope, int quiet) {
 
 t4a_status t4a_ctx_scope_exit(t4a_ctx_scope *scope) { return scope_exit(scope, 0); }
 void t4a_ctx_scope_exit_quiet(t4a_ctx_scope *scope) { (void)scope_exit(scope, 1); }
+
+t4a_status t4a_ctx_holder_enable_peer(t4a_ctx_holder *holder, t4a_ctx_holder *peer) {
+  if (holder == NULL || peer == NULL || holder->ordinal == peer->ordinal) {
+    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                         "peer access needs two holders of different devices");
+  }
+  uint64_t bit = (uint64_t)1 << peer->ordinal;
+  if (atomic_load_explicit(&holder->peers, memory_order_acquire) & bit) return T4A_OK;
+  t4a_driver *d = holder->driver;
+  int can = 0;
+  t4a_status st = T4A_CU(d, cuDeviceCanAccessPeer, &can, holder->device, peer->device);
+  if (st != T4A_OK) return st;
+  if (!can) {
+    return t4a_error_set(T4A_UNSUPPORTED, "cuDeviceCanAccessPeer", 0, NULL, 0,
+                         "device %d cannot access device %d's memory directly", holder->ordinal,
+                         peer->ordinal);
+  }
+  t4a_ctx_scope scope;
+  if ((st = t4a_ctx_scope_enter(&scope, holder, NULL)) != T4A_OK) return st;
+  CUresult r = d->t.cuCtxEnablePeerAccess(peer->ctx, 0);
+  if (r == CUDA_SUCCESS) {
+    t4a_counter_add(&d->counters, T4A_COUNTER_peer_access_enabled, 1);
+  } else if (r != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) { /* another holder of it did it */
+    st = t4a_cu_result_(d, r, "cuCtxEnablePeerAccess", 0);
+  }
+  t4a_ctx_scope_exit_quiet(&scope);
+  if (st == T4A_OK) atomic_fetch_or_explicit(&holder->peers, bit, memory_order_acq_rel);
+  return st;
+}

@@ -51,6 +51,47 @@ static CUcontext current(const fixture *f) {
   return c;
 }
 
+/* Peer access: enabled once per pair (a second holder of the same context finds it done), refused
+ * with a typed error where the driver says the pair cannot, never for one device; the thread's
+ * current context is restored. */
+static void test_enable_peer_once_per_pair(void **state) {
+  fixture *f = *state;
+  t4a_ctx_holder *h0 = NULL, *h0b = NULL, *h1 = NULL;
+  assert_int_equal(t4a_ctx_holder_create(f->drv, 0, &h0), T4A_OK);
+  assert_int_equal(t4a_ctx_holder_create(f->drv, 0, &h0b), T4A_OK);
+  assert_int_equal(t4a_ctx_holder_create(f->drv, 1, &h1), T4A_OK);
+  t4a_fake_reset_calls(f->fake);
+  assert_int_equal(t4a_ctx_holder_enable_peer(h0, h1), T4A_OK);
+  assert_int_equal(t4a_ctx_holder_enable_peer(h0, h1), T4A_OK);
+  assert_int_equal(t4a_fake_calls(f->fake, "cuCtxEnablePeerAccess"), 1);
+  assert_int_equal(t4a_ctx_holder_enable_peer(h0b, h1), T4A_OK); /* already enabled: done */
+  assert_int_equal(t4a_fake_calls(f->fake, "cuCtxEnablePeerAccess"), 2);
+  t4a_counter_values v;
+  t4a_driver_counters(f->drv, &v);
+  assert_int_equal(v.peer_access_enabled, 1);
+  assert_int_equal(t4a_ctx_holder_enable_peer(h1, h0), T4A_UNSUPPORTED);
+  assert_int_equal(t4a_ctx_holder_enable_peer(h0, h0b), T4A_INVALID_ARGUMENT);
+  assert_int_equal(t4a_ctx_holder_enable_peer(h0, NULL), T4A_INVALID_ARGUMENT);
+  assert_null(current(f));
+  t4a_fake_inject(f->fake, "cuCtxEnablePeerAccess", 0, 1, CUDA_ERROR_UNKNOWN, 0);
+  t4a_ctx_holder *h1b = NULL; /* a fresh pair member: h0 already has device 1 */
+  assert_int_equal(t4a_ctx_holder_create(f->drv, 1, &h1b), T4A_OK);
+  t4a_ctx_holder_release(h0b);
+  t4a_ctx_holder_release(h1b);
+  t4a_ctx_holder_release(h0);
+  t4a_ctx_holder_release(h1);
+  /* After the contexts died, a new holder pair enables again (fresh context, no memo). */
+  assert_int_equal(t4a_ctx_holder_create(f->drv, 0, &h0), T4A_OK);
+  assert_int_equal(t4a_ctx_holder_create(f->drv, 1, &h1), T4A_OK);
+  assert_int_equal(t4a_ctx_holder_enable_peer(h0, h1), T4A_DRIVER_ERROR); /* the injected one */
+  assert_int_equal(t4a_ctx_holder_enable_peer(h0, h1), T4A_OK);
+  t4a_driver_counters(f->drv, &v);
+  assert_int_equal(v.peer_access_enabled, 2);
+  t4a_ctx_holder_release(h0);
+  t4a_ctx_holder_release(h1);
+  assert_null(current(f));
+}
+
 static void test_devices(void **state) {
   fixture *f = *state;
   int n = 0;
@@ -537,6 +578,7 @@ static void test_scope_outlives_lane(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_devices, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_enable_peer_once_per_pair, setup, teardown),
       cmocka_unit_test_setup_teardown(test_holder_refcounts_primary_context, setup, teardown),
       cmocka_unit_test_setup_teardown(test_scope_skips_set_when_current_and_restores, setup,
                                       teardown),

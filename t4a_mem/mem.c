@@ -40,6 +40,7 @@ struct t4a_mem_pool {
   int reuse;
   block *spare; /* recycled block records (no malloc on the warm path) */
   uint32_t num_spare;
+  _Atomic uint64_t granted; /* bit i: device ordinal i may access the pool (memoised) */
 };
 
 struct t4a_buffer {
@@ -320,6 +321,43 @@ t4a_status t4a_mem_pool_query_release_threshold(t4a_mem_pool *p, uint64_t *out_b
   }
   *out_bytes = v;
   return t4a_ctx_scope_exit(&scope);
+}
+
+t4a_status t4a_mem_pool_grant_access(t4a_mem_pool *p, t4a_ctx_holder *peer) {
+  if (p == NULL || peer == NULL) {
+    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "pool or peer holder is NULL");
+  }
+  t4a_ctx_holder *own = t4a_lane_holder(p->lane);
+  int ordinal = t4a_ctx_holder_ordinal(peer);
+  if (ordinal == t4a_ctx_holder_ordinal(own)) {
+    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                         "device %d is the pool's own device", ordinal);
+  }
+  uint64_t bit = (uint64_t)1 << ordinal;
+  if (atomic_load_explicit(&p->granted, memory_order_acquire) & bit) return T4A_OK;
+  int can = 0;
+  t4a_status st = t4a_device_can_access_peer(p->driver, ordinal, t4a_ctx_holder_ordinal(own), &can);
+  if (st != T4A_OK) return st;
+  if (!can) {
+    return t4a_error_set(T4A_UNSUPPORTED, "cuDeviceCanAccessPeer", 0, NULL, 0,
+                         "device %d cannot access device %d's memory pool", ordinal,
+                         t4a_ctx_holder_ordinal(own));
+  }
+  if ((st = t4a_lane_check(p->lane)) != T4A_OK) return st;
+  t4a_ctx_scope scope;
+  if ((st = t4a_ctx_scope_enter(&scope, own, p->counters)) != T4A_OK) return st;
+  CUmemAccessDesc desc;
+  memset(&desc, 0, sizeof desc);
+  desc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  desc.location.id = (int)t4a_ctx_holder_device(peer);
+  desc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  st = T4A_CU(p->driver, cuMemPoolSetAccess, p->pool, &desc, 1);
+  t4a_ctx_scope_exit_quiet(&scope);
+  if (st != T4A_OK) return t4a_lane_note(p->lane, st);
+  /* Two threads may both set it: harmless (idempotent), counted once per call that did. */
+  atomic_fetch_or_explicit(&p->granted, bit, memory_order_acq_rel);
+  t4a_counter_add(p->counters, T4A_COUNTER_pool_access_granted, 1);
+  return T4A_OK;
 }
 
 void t4a_mem_pool_cached(const t4a_mem_pool *p, uint64_t *out_bytes, uint32_t *out_blocks) {

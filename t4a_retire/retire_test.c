@@ -477,6 +477,84 @@ static void test_upstream_witness_pruned(void **state) {
   assert_int_equal(t4a_retire_destroy(r1), T4A_OK);
 }
 
+/* Two admissions held at once by one thread (two lanes, two devices): a witness recorded in one
+ * and waited in the other orders the second stream after the first without a host wait; the
+ * contexts are restored in order; a complete witness enqueues no wait. */
+static void test_admission_record_and_cross_wait(void **state) {
+  fixture *f = *state;
+  t4a_retire *r0 = NULL, *r1 = NULL;
+  assert_int_equal(t4a_retire_create(f->lane, NULL, &r0), T4A_OK);
+  assert_int_equal(t4a_retire_create(f->other, NULL, &r1), T4A_OK);
+  CUcontext before = NULL, now = NULL;
+  assert_int_equal(f->drv->t.cuCtxGetCurrent(&before), CUDA_SUCCESS);
+  t4a_counter_values v0, v1;
+  t4a_lane_read_counters(f->other, &v0);
+  uint64_t waits_before = v0.host_waits;
+  t4a_admission a0, a1;
+  assert_int_equal(t4a_admission_begin(r0, 0, &a0), T4A_OK);
+  assert_int_equal(t4a_admission_begin(r1, 0, &a1), T4A_OK); /* device 1's context is current */
+  t4a_witness *w0 = NULL, *w1 = NULL;
+  assert_int_equal(t4a_admission_record(&a0, &w0), T4A_OK); /* recorded under device 0's */
+  assert_int_equal(t4a_admission_wait(&a1, w0), T4A_OK);
+  assert_int_equal(t4a_admission_record(&a1, &w1), T4A_OK);
+  t4a_admission_commit(&a1);
+  t4a_admission_commit(&a0);
+  assert_int_equal(f->drv->t.cuCtxGetCurrent(&now), CUDA_SUCCESS);
+  assert_ptr_equal(now, before);
+  /* Stream 1 cannot pass its wait before stream 0 ran. */
+  assert_int_equal(t4a_fake_step(f->fake, t4a_lane_stream(f->other)), 0);
+  assert_int_equal(t4a_witness_query(w1), T4A_NOT_READY);
+  assert_int_equal(t4a_fake_step(f->fake, t4a_lane_stream(f->lane)), 1);
+  t4a_fake_progress(f->fake);
+  assert_int_equal(t4a_witness_query(w1), T4A_OK);
+  t4a_lane_read_counters(f->other, &v1);
+  assert_int_equal(v1.cross_waits - v0.cross_waits, 1);
+  assert_int_equal(v1.host_waits, waits_before);
+  assert_int_equal(v1.events_recorded - v0.events_recorded, 1);
+  assert_int_equal(t4a_fake_ordering_violations(f->fake), 0);
+  /* w0 is settled complete once observed: waiting on it again enqueues nothing. */
+  assert_int_equal(t4a_witness_query(w0), T4A_OK);
+  assert_int_equal(t4a_admission_begin(r1, 0, &a1), T4A_OK);
+  assert_int_equal(t4a_admission_wait(&a1, w0), T4A_OK);
+  t4a_admission_commit(&a1);
+  t4a_lane_read_counters(f->other, &v0);
+  assert_int_equal(v0.cross_waits, v1.cross_waits);
+  /* Outside an admission: typed. */
+  t4a_admission none;
+  memset(&none, 0, sizeof none);
+  assert_int_equal(t4a_admission_wait(&none, w0), T4A_INVALID_ARGUMENT);
+  t4a_witness *w2 = NULL;
+  assert_int_equal(t4a_admission_record(&none, &w2), T4A_INVALID_ARGUMENT);
+  assert_null(w2);
+  t4a_witness_release(w0);
+  t4a_witness_release(w1);
+  assert_int_equal(t4a_retire_destroy(r0), T4A_OK);
+  assert_int_equal(t4a_retire_destroy(r1), T4A_OK);
+}
+
+/* A witness settled as failed is never waited on: the admission gets its memoised failure. */
+static void test_admission_wait_on_failed_witness(void **state) {
+  fixture *f = *state;
+  t4a_retire *r0 = NULL, *r1 = NULL;
+  assert_int_equal(t4a_retire_create(f->lane, NULL, &r0), T4A_OK);
+  assert_int_equal(t4a_retire_create(f->other, NULL, &r1), T4A_OK);
+  t4a_witness *w = NULL;
+  assert_int_equal(t4a_retire_fence(r0, &w), T4A_OK);
+  t4a_fake_set_sticky(f->fake, 0, CUDA_ERROR_ILLEGAL_ADDRESS);
+  assert_int_equal(t4a_witness_query(w), T4A_CONTEXT_LOST);
+  t4a_admission a1;
+  assert_int_equal(t4a_admission_begin(r1, 0, &a1), T4A_OK);
+  assert_int_equal(t4a_admission_wait(&a1, w), T4A_UPSTREAM_FAILED);
+  t4a_error e;
+  t4a_error_last(&e);
+  assert_string_equal(e.code_name, "CUDA_ERROR_ILLEGAL_ADDRESS");
+  assert_int_equal(t4a_admission_abort(&a1, T4A_UPSTREAM_FAILED), T4A_UPSTREAM_FAILED);
+  assert_int_equal(t4a_lane_check(f->other), T4A_OK); /* device 1's lane is not broken by it */
+  t4a_witness_release(w);
+  assert_int_not_equal(t4a_retire_destroy(r0), T4A_OK);
+  assert_int_equal(t4a_retire_destroy(r1), T4A_OK);
+}
+
 static void test_bad_arguments(void **state) {
   fixture *f = *state;
   t4a_retire *r = (t4a_retire *)1;
@@ -577,6 +655,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_release_runs_outside_the_lock, setup, teardown),
       cmocka_unit_test_setup_teardown(test_destroy_proves_the_drain, setup, teardown),
       cmocka_unit_test_setup_teardown(test_keep_beyond_reservation_and_limits, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_admission_record_and_cross_wait, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_admission_wait_on_failed_witness, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bad_arguments, setup, teardown),
       cmocka_unit_test_setup_teardown(test_failure_sweep, setup, teardown),
   };

@@ -279,3 +279,63 @@ void t4a_witness_release(t4a_witness *w) {
   free(w);
   t4a_error_restore(&saved);
 }
+
+/* ---- witnesses inside an admission ---- */
+
+t4a_status t4a_admission_record(t4a_admission *adm, t4a_witness **out) {
+  if (out != NULL) *out = NULL;
+  if (adm == NULL || adm->priv_retire == NULL || out == NULL) {
+    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                         "no open admission (or out is NULL) to record a witness in");
+  }
+  t4a_lane *lane = t4a_retire_lane(adm->priv_retire);
+  t4a_ctx_scope scope; /* another admission of this thread may have made its context current */
+  t4a_status st = t4a_ctx_scope_enter(&scope, t4a_lane_holder(lane), t4a_lane_counters(lane));
+  if (st != T4A_OK) return st;
+  st = t4a_witness_record_(lane, out);
+  if (st == T4A_OK) t4a_counter_add(t4a_lane_counters(lane), T4A_COUNTER_events_recorded, 1);
+  t4a_ctx_scope_exit_quiet(&scope);
+  return st;
+}
+
+t4a_status t4a_admission_wait(t4a_admission *adm, t4a_witness *w) {
+  if (adm == NULL || adm->priv_retire == NULL || w == NULL) {
+    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                         "no open admission (or the witness is NULL) to wait in");
+  }
+  t4a_lane *lane = t4a_retire_lane(adm->priv_retire);
+  pthread_mutex_lock(&w->lock);
+  int state = w->state;
+  t4a_status settled = T4A_OK;
+  if (state == FAILED && w->lane != lane) {
+    /* Another lane's failure: reported as such, so it is not mistaken for this lane's own. */
+    const t4a_error *e = &w->failure;
+    settled = t4a_error_set(T4A_UPSTREAM_FAILED, e->entry, e->code, e->code_name, e->bytes,
+                            "a witness this work waits on failed (%s): %s",
+                            t4a_status_name(e->status), e->message);
+  } else if (state == FAILED) {
+    settled = replay(w);
+  }
+  pthread_mutex_unlock(&w->lock);
+  if (state != PENDING) return settled; /* complete: nothing to wait for; failed: its failure */
+  /* The witness completes only with its upstreams: the stream waits for each of them too. */
+  t4a_witness **ups = NULL;
+  size_t n = 0;
+  if (!copy_upstream(w, &ups, &n)) return T4A_HOST_OUT_OF_MEMORY;
+  t4a_status st = T4A_OK;
+  for (size_t i = 0; i < n && st == T4A_OK; i++) st = t4a_admission_wait(adm, ups[i]);
+  release_all(ups, n);
+  if (st != T4A_OK) return st;
+  t4a_ctx_scope scope;
+  if ((st = t4a_ctx_scope_enter(&scope, t4a_lane_holder(lane), t4a_lane_counters(lane))) != T4A_OK) {
+    return st;
+  }
+  st = T4A_CU(t4a_lane_driver(lane), cuStreamWaitEvent, t4a_lane_stream(lane), w->event, 0);
+  if (st == T4A_OK) {
+    t4a_counter_add(t4a_lane_counters(lane), T4A_COUNTER_cross_waits, 1);
+  } else {
+    st = t4a_lane_note(lane, st);
+  }
+  t4a_ctx_scope_exit_quiet(&scope);
+  return st;
+}

@@ -72,7 +72,13 @@ extern "C" {
   X(nvrtc_disk_evictions, "disk entries removed to stay within the size bound")          \
   X(bytes_uploaded, "bytes copied host to device (t4a_xfer uploads)")                     \
   X(bytes_downloaded, "bytes copied device to host (t4a_xfer downloads)")                 \
-  X(staging_waits, "host waits for a staging chunk whose DMA had not completed")
+  X(staging_waits, "host waits for a staging chunk whose DMA had not completed")            \
+  X(cross_waits, "stream waits enqueued on another lane's (or device's) witness")          \
+  X(copies_same_device, "copies between buffers of one device (t4a_xfer_copy)")            \
+  X(copies_peer, "copies between devices through peer access (t4a_xfer_copy)")             \
+  X(copies_staged, "copies between devices staged through pinned chunks (t4a_xfer_copy)")  \
+  X(peer_access_enabled, "context pairs given peer access (cuCtxEnablePeerAccess)")       \
+  X(pool_access_granted, "memory pools opened to another device (cuMemPoolSetAccess)")
 
 typedef enum t4a_counter_id {
 #define T4A_COUNTER_ENUM_(name, desc) T4A_COUNTER_##name,

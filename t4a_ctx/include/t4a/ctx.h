@@ -146,6 +146,13 @@ void t4a_ctx_holder_release(t4a_ctx_holder *holder);
 int t4a_ctx_holder_ordinal(const t4a_ctx_holder *holder);
 t4a_driver *t4a_ctx_holder_driver(const t4a_ctx_holder *holder);
 
+/* Lets `holder`'s context access the memory of `peer`'s (cuCtxEnablePeerAccess), once per pair
+ * for the life of the context (memoised; an access another holder already enabled counts as
+ * done). Statuses: INVALID_ARGUMENT (NULL, or both on one device), UNSUPPORTED (the driver says
+ * the pair cannot: cuDeviceCanAccessPeer), CONTEXT_LOST, driver failures. Counted in the driver's
+ * peer_access_enabled when this call enabled it. */
+T4A_MUST_USE t4a_status t4a_ctx_holder_enable_peer(t4a_ctx_holder *holder, t4a_ctx_holder *peer);
+
 /* Records that the holder's context took a sticky error described by `cause` (the first record
  * per device wins; later ones are ignored). Counted in ctx_faults on the driver. */
 void t4a_ctx_holder_mark_lost(const t4a_ctx_holder *holder, const t4a_error *cause);

@@ -60,7 +60,8 @@ extern "C" {
   X(LIMIT_EXCEEDED, 26, "the request exceeds a limit")                                             \
   X(INTERNAL, 27, "internal invariant violated")                                                   \
   X(NVRTC_ERROR, 28, "an NVRTC call failed")                                                       \
-  X(BUSY, 29, "the object is still in use")
+  X(BUSY, 29, "the object is still in use")                                                      \
+  X(UPSTREAM_FAILED, 30, "work this operation depends on failed on another lane or device")
 
 typedef enum t4a_status {
 #define T4A_STATUS_ENUM_(name, value, msg) T4A_##name = value,

@@ -85,6 +85,12 @@ uint64_t t4a_mem_pool_domain(const t4a_mem_pool *pool);
 /* The release threshold the driver reports for the pool. */
 T4A_MUST_USE t4a_status t4a_mem_pool_query_release_threshold(t4a_mem_pool *pool,
                                                              uint64_t *out_bytes);
+/* Lets work running on `peer`'s device read and write this pool's memory (cuMemPoolSetAccess,
+ * read-write), once per device for the pool's life (memoised). Peer copies between devices need
+ * it; the pool's own device always has access. Statuses: INVALID_ARGUMENT (NULL, or the pool's
+ * own device), UNSUPPORTED (the driver says that device cannot reach this one), LANE_BROKEN,
+ * driver failures. Counted in pool_access_granted. */
+T4A_MUST_USE t4a_status t4a_mem_pool_grant_access(t4a_mem_pool *pool, t4a_ctx_holder *peer);
 /* Bytes and blocks currently held by the reuse cache. */
 void t4a_mem_pool_cached(const t4a_mem_pool *pool, uint64_t *out_bytes, uint32_t *out_blocks);
 

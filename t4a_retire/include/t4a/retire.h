@@ -138,6 +138,19 @@ void t4a_witness_retain(t4a_witness *witness);
 /* Drops a reference; the last destroys the event under its context (leaked and counted if the
  * context cannot be activated). Accepts NULL. */
 void t4a_witness_release(t4a_witness *witness);
+/* Within an admission (between begin and commit/abort/fail, on the admitting thread): records an
+ * event on the admission's lane stream after everything enqueued on it so far and returns a
+ * witness of it (counted in events_recorded). The lane's context is activated for the call.
+ * Statuses: INVALID_ARGUMENT (no open admission), HOST_OUT_OF_MEMORY, driver failures. */
+T4A_MUST_USE t4a_status t4a_admission_record(t4a_admission *admission, t4a_witness **out);
+/* Within an admission: makes the lane's stream wait (cuStreamWaitEvent) until `witness`'s work
+ * ran, and until each of its upstreams' work ran. The witness may belong to another lane, context
+ * or device: nothing waits on the host. A witness already settled complete needs no wait and
+ * enqueues nothing; one settled as failed enqueues nothing and returns its memoised failure — as
+ * UPSTREAM_FAILED (the original entry and code in the detail) when the witness belongs to another
+ * lane, so that lane's fault is never taken for this one's. Counted in cross_waits. */
+T4A_MUST_USE t4a_status t4a_admission_wait(t4a_admission *admission, t4a_witness *witness);
+
 /* Number of upstream witnesses still referenced (pruned ones are gone). */
 size_t t4a_witness_num_upstream(t4a_witness *witness);
 
