@@ -100,18 +100,38 @@ t4a_test(NAME t4a_mem_mem_gpu_test
   LABELS gpu single
   DEPS testing_gpu_gpu_main t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status testing_gpu_kernels t4a_ext_cmocka)
 t4a_library(NAME t4a_xfer
-  SRCS t4a_xfer/xfer.c t4a_xfer/xfer_internal.h
-  HDRS t4a_xfer/include/t4a/xfer.h
+  SRCS t4a_xfer/xfer.c t4a_xfer/copy.c t4a_xfer/file.c t4a_xfer/xfer_internal.h
+  HDRS t4a_xfer/include/t4a/xfer.h t4a_xfer/include/t4a/xfer_copy.h t4a_xfer/include/t4a/xfer_file.h
   INCLUDE_DIR t4a_xfer/include
   DEPS t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status)
 t4a_test(NAME t4a_xfer_xfer_test
   SRCS t4a_xfer/xfer_test.c
   LABELS unit
   DEPS t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
+t4a_test(NAME t4a_xfer_copy_test
+  SRCS t4a_xfer/copy_test.c
+  LABELS unit
+  DEPS t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
+t4a_test(NAME t4a_xfer_copy_gpu_test
+  SRCS t4a_xfer/copy_gpu_test.c t4a_xfer/copy_gpu_common.h
+  LABELS gpu single
+  DEPS testing_gpu_gpu_main t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_status t4a_ext_cmocka Threads::Threads)
+t4a_test(NAME t4a_xfer_copy_multi_gpu_test
+  SRCS t4a_xfer/copy_multi_gpu_test.c t4a_xfer/copy_gpu_common.h
+  LABELS gpu multi
+  DEPS testing_gpu_gpu_main t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_status t4a_ext_cmocka Threads::Threads)
 t4a_test(NAME t4a_xfer_xfer_gpu_test
   SRCS t4a_xfer/xfer_gpu_test.c
   LABELS gpu single
   DEPS testing_gpu_gpu_main t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_status t4a_ext_cmocka)
+t4a_test(NAME t4a_xfer_file_test
+  SRCS t4a_xfer/file_test.c
+  LABELS unit
+  DEPS t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
+t4a_test(NAME t4a_xfer_file_gpu_test
+  SRCS t4a_xfer/file_gpu_test.c
+  LABELS gpu single
+  DEPS testing_gpu_gpu_main t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status t4a_ext_cmocka)
 t4a_library(NAME t4a_nvrtc
   SRCS t4a_nvrtc/nvrtc_loader.c t4a_nvrtc/nvrtc_request.c t4a_nvrtc/nvrtc_cacheable.c t4a_nvrtc/nvrtc_compile.c t4a_nvrtc/nvrtc_cache.c t4a_nvrtc/nvrtc_disk.c t4a_nvrtc/nvrtc_internal.h t4a_nvrtc/nvrtc_table.h t4a_nvrtc/nvrtc_catalog.h
   HDRS t4a_nvrtc/include/t4a/nvrtc.h

@@ -252,7 +252,7 @@ void t4a_mem_pool_release(t4a_mem_pool *p) {
     /* Destroying a pool with frees still queued is defined: the driver releases it once they
      * complete. */
     if (T4A_CU_QUIET(p->driver, cuMemPoolDestroy, p->pool) != T4A_OK) {
-      t4a_counter_add(p->counters, T4A_COUNTER_leaked, 1);
+      t4a_counter_add(p->counters, T4A_COUNTER_pools_leaked, 1);
     }
     t4a_ctx_scope_exit_quiet(&scope);
   } else {
@@ -265,7 +265,7 @@ void t4a_mem_pool_release(t4a_mem_pool *p) {
       n++;
     }
     t4a_counter_add(p->counters, T4A_COUNTER_buffers_leaked, n);
-    t4a_counter_add(p->counters, T4A_COUNTER_leaked, 1);
+    t4a_counter_add(p->counters, T4A_COUNTER_pools_leaked, 1);
   }
   while (p->spare != NULL) {
     block *next = p->spare->next_in_class;

@@ -193,6 +193,16 @@ t4a_devptr t4a_slot_devptr(const t4a_slots *s, uint32_t i) {
   return t4a_pinned_devptr(s->chunk) + (t4a_devptr)i * s->slot_bytes;
 }
 
+size_t t4a_slots_slot_bytes(const t4a_slots *s) { return s != NULL ? s->slot_bytes : 0; }
+
+int t4a_slot_is_acquired(t4a_slots *s, uint32_t i) {
+  if (s == NULL || i >= s->num_slots) return 0;
+  pthread_mutex_lock(&s->lock);
+  int taken = s->taken[i] != 0;
+  pthread_mutex_unlock(&s->lock);
+  return taken;
+}
+
 /* ---- host registration ---- */
 
 struct t4a_host_registration {

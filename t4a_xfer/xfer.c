@@ -1,4 +1,6 @@
-/* Uploads, downloads and the staging ring (host <-> device on one lane). See t4a/xfer.h. */
+/* Uploads, downloads and the staging ring (host <-> device on one lane). See t4a/xfer.h, and
+ * xfer_internal.h for the locking rules: nobody holds x->lock across a device wait or a
+ * chunk-sized memcpy. */
 #define _GNU_SOURCE
 #include "t4a/xfer.h"
 
@@ -9,10 +11,155 @@
 #include "t4a_ctx/driver_table.h"
 #include "t4a_xfer/xfer_internal.h"
 
+/* ---- the budget of callers' pinned memory held by direct uploads ----
+ *
+ * Every keepalive t4a_xfer hands to t4a_retire for a caller's t4a_pinned is a pin_hold: one
+ * record per pinned object while any keepalive on it lives, owning one reference to it. One
+ * record per object (not per call) keeps t4a_retire's deduplication by address working — an
+ * epoch holds a pinned object once, however many transfers used it — so a teardown that leaks
+ * keepalives counts each leaked object once. The size of the object counts against the budget
+ * from the first direct upload that uses it until the record's last keepalive goes. The records
+ * and their table outlive the t4a_xfer when t4a_retire releases them later: they point only at
+ * the shared, refcounted t4a_xfer_holds. */
+
+#define HOLD_BUCKETS 64u
+
+typedef struct pin_hold {
+  t4a_xfer_holds *holds; /* a reference */
+  t4a_pinned *pinned;    /* a reference */
+  uint64_t size;         /* t4a_pinned_size, in held_bytes while `counted` */
+  int counted;           /* a direct upload used it: its size counts against the budget */
+  uint32_t refs;         /* keepalive references (held by t4a_retire) */
+  struct pin_hold *next;
+} pin_hold;
+
+struct t4a_xfer_holds {
+  atomic_int refs; /* the t4a_xfer's, plus one per live pin_hold */
+  pthread_mutex_t lock;
+  uint64_t held_bytes;
+  pin_hold *buckets[HOLD_BUCKETS];
+};
+
+static uint32_t hold_bucket(const t4a_pinned *pin) {
+  return (uint32_t)(((uint64_t)(uintptr_t)pin * 0x9E3779B97F4A7C15ull) >> 58); /* 64 buckets */
+}
+
+static void holds_unref(t4a_xfer_holds *h) {
+  if (h != NULL && atomic_fetch_sub_explicit(&h->refs, 1, memory_order_acq_rel) == 1) {
+    pthread_mutex_destroy(&h->lock);
+    free(h);
+  }
+}
+
+/* The keepalive's release: the last reference unlinks the record, gives its bytes back, drops
+ * the pinned reference. May run on any thread, after the t4a_xfer is gone. */
+static void pin_hold_release(void *object) {
+  pin_hold *r = object;
+  t4a_xfer_holds *h = r->holds;
+  pthread_mutex_lock(&h->lock);
+  if (--r->refs > 0) {
+    pthread_mutex_unlock(&h->lock);
+    return;
+  }
+  pin_hold **at = &h->buckets[hold_bucket(r->pinned)];
+  while (*at != r) at = &(*at)->next;
+  *at = r->next;
+  if (r->counted) h->held_bytes -= r->size;
+  pthread_mutex_unlock(&h->lock);
+  t4a_pinned_release(r->pinned);
+  free(r);
+  holds_unref(h);
+}
+
+/* Takes one keepalive reference on `pin`'s record (created if needed). With `count`, the pinned
+ * object's size counts against `limit` (0: unlimited): if it would go over, *out is NULL and
+ * nothing was taken. HOST_OUT_OF_MEMORY if a record cannot be allocated. */
+static t4a_status hold_take(t4a_xfer_holds *h, t4a_pinned *pin, int count, uint64_t limit,
+                            pin_hold **out) {
+  *out = NULL;
+  pthread_mutex_lock(&h->lock);
+  pin_hold *r = h->buckets[hold_bucket(pin)];
+  while (r != NULL && r->pinned != pin) r = r->next;
+  uint64_t size = t4a_pinned_size(pin);
+  if (count && (r == NULL || !r->counted) && limit != 0 &&
+      (size > limit || h->held_bytes > limit - size)) {
+    pthread_mutex_unlock(&h->lock);
+    return T4A_OK; /* over the budget */
+  }
+  if (r == NULL) {
+    if ((r = t4a_host_calloc(1, sizeof *r)) == NULL) {
+      pthread_mutex_unlock(&h->lock);
+      return T4A_HOST_OUT_OF_MEMORY;
+    }
+    r->holds = h;
+    atomic_fetch_add_explicit(&h->refs, 1, memory_order_relaxed);
+    r->pinned = pin;
+    t4a_pinned_retain(pin);
+    r->size = size;
+    uint32_t b = hold_bucket(pin);
+    r->next = h->buckets[b];
+    h->buckets[b] = r;
+  }
+  if (count && !r->counted) {
+    r->counted = 1;
+    h->held_bytes += size;
+  }
+  r->refs++;
+  pthread_mutex_unlock(&h->lock);
+  *out = r;
+  return T4A_OK;
+}
+
+static t4a_keepalive hold_keepalive(pin_hold *r) { return (t4a_keepalive){r, pin_hold_release}; }
+
 /* ---- the ring (x->lock held, the lane's context current) ---- */
 
-/* The handle's terminal failure: memoised with its detail; its chunks are quarantined (the state
- * of their DMA is not known, so they are never reused on a guess). */
+static void chunk_clear(chunk *c) {
+  c->state = CHUNK_FREE;
+  c->owner = NULL;
+  c->dst = NULL;
+  c->bytes = 0;
+}
+
+/* A record with sequence number `seq` answered OK: everything enqueued on the lane's stream
+ * before it finished, so chunks quarantined before it was recorded go back to the ring. */
+static void seq_completed(t4a_xfer *x, uint64_t seq) {
+  if (seq <= x->completed_seq) return;
+  x->completed_seq = seq;
+  for (uint32_t i = 0; i < x->num_chunks && x->num_reclaimable > 0; i++) {
+    chunk *c = &x->chunks[i];
+    if (c->state == CHUNK_QUARANTINED && !c->foreign && c->reclaim_seq != 0 &&
+        c->reclaim_seq <= seq) {
+      c->reclaim_seq = 0;
+      chunk_clear(c);
+      x->num_reclaimable--;
+      x->chunks_reclaimed++;
+    }
+  }
+}
+
+void t4a_xfer_chunk_recorded_(t4a_xfer *x, chunk *c) { c->seq = ++x->record_seq; }
+
+void t4a_xfer_chunk_quarantine_(t4a_xfer *x, chunk *c, int on_lane_stream) {
+  if (c->state == CHUNK_QUARANTINED && c->reclaim_seq != 0) x->num_reclaimable--;
+  c->owner = NULL;
+  c->dst = NULL;
+  c->bytes = 0;
+  c->state = CHUNK_QUARANTINED;
+  if (on_lane_stream && !c->foreign) {
+    /* Every record from the next one on was enqueued after the uncertain work. */
+    c->reclaim_seq = x->record_seq + 1;
+    x->num_reclaimable++;
+  } else {
+    c->reclaim_seq = 0;
+    c->foreign = 1;
+  }
+}
+
+/* The handle's terminal failure: memoised with its detail; its held chunks are quarantined (the
+ * state of their DMA is not known, so they wait for a later completion to prove it). Chunks it
+ * has in DELIVERING completed fine: their deliverer frees them; the failure is reported only
+ * once they are done (pending_answer). */
 static void pending_fail(t4a_xfer *x, t4a_xfer_pending *p, t4a_status st) {
   if (p->state != PENDING) return;
   p->state = FAILED;
@@ -23,57 +170,168 @@ static void pending_fail(t4a_xfer *x, t4a_xfer_pending *p, t4a_status st) {
   }
   for (uint32_t i = 0; i < x->num_chunks; i++) {
     chunk *c = &x->chunks[i];
-    if (c->owner == p) {
-      c->owner = NULL;
-      c->state = CHUNK_QUARANTINED;
-    }
+    if (c->owner == p && c->state == CHUNK_HELD) t4a_xfer_chunk_quarantine_(x, c, 1);
   }
 }
 
-/* Makes an in-flight chunk reusable: asks its event (or waits on it), delivers a held chunk's
- * bytes to its owner's destination. Returns OK (the chunk is FREE), NOT_READY (only without
- * `wait`), or the device's answer (the chunk and its owner are then failed). */
-static t4a_status chunk_settle(t4a_xfer *x, chunk *c, int wait) {
-  if (c->state == CHUNK_FREE) return T4A_OK;
-  t4a_status st;
-  if (wait) {
-    xfer_count(x, T4A_COUNTER_host_waits, 1);
-    st = T4A_CU(x->driver, cuEventSynchronize, c->event);
+/* A HELD chunk (its owner PENDING) whose event answered OK: copies its bytes into the owner's
+ * destination without the lock — DELIVERING keeps everyone else off it, and the owner can neither
+ * answer nor be released while owner->delivering is nonzero — then frees it. */
+static void chunk_deliver(t4a_xfer *x, chunk *c) {
+  t4a_xfer_pending *p = c->owner;
+  c->state = CHUNK_DELIVERING;
+  p->delivering++;
+  pthread_mutex_unlock(&x->lock);
+  memcpy(c->dst, c->host, c->bytes);
+  pthread_mutex_lock(&x->lock);
+  p->delivering--;
+  chunk_clear(c);
+  pthread_cond_broadcast(&x->cond);
+}
+
+/* An in-flight chunk's event answered OK. May drop the lock (delivery); FREE on return. */
+static void chunk_complete(t4a_xfer *x, chunk *c) {
+  seq_completed(x, c->seq);
+  if (c->state == CHUNK_HELD) {
+    chunk_deliver(x, c);
   } else {
-    st = T4A_CU(x->driver, cuEventQuery, c->event);
+    chunk_clear(c);
   }
+}
+
+/* An in-flight chunk's event answered `st` (a failure): the chunk and its owner are failed. */
+static t4a_status chunk_failed(t4a_xfer *x, chunk *c, t4a_status st) {
+  st = t4a_lane_note(x->lane, st);
+  if (c->state == CHUNK_HELD) pending_fail(x, c->owner, st);
+  t4a_xfer_chunk_quarantine_(x, c, 1);
+  return st;
+}
+
+/* Asks an in-flight chunk's event (never blocks). OK: the chunk is FREE (delivered if it was
+ * held; the lock may have been dropped for that). NOT_READY, or the device's answer (the chunk
+ * and its owner are then failed). */
+static t4a_status chunk_query(t4a_xfer *x, chunk *c) {
+  t4a_status st = T4A_CU(x->driver, cuEventQuery, c->event);
   if (st == T4A_NOT_READY) return st;
-  if (st != T4A_OK) {
-    st = t4a_lane_note(x->lane, st);
-    if (c->state == CHUNK_HELD && c->owner != NULL) pending_fail(x, c->owner, st);
-    c->owner = NULL;
-    c->state = CHUNK_QUARANTINED;
-    return st;
-  }
-  if (c->state == CHUNK_HELD) memcpy(c->dst, c->host, c->bytes);
-  c->owner = NULL;
-  c->dst = NULL;
-  c->state = CHUNK_FREE;
+  if (st != T4A_OK) return chunk_failed(x, c, st);
+  chunk_complete(x, c);
   return T4A_OK;
 }
 
-/* Hands out the ring's oldest usable chunk, waiting for its DMA if needed (a staging wait). */
+static int chunk_in_flight(const chunk *c) {
+  return c->state == CHUNK_BUSY || c->state == CHUNK_HELD || c->state == CHUNK_ORPHAN;
+}
+
+/* Waits for an in-flight chunk's event with the lock dropped (a counted host wait); the caller
+ * settles it afterwards with a query, since its state may have changed meanwhile. `owner` NULL:
+ * called by the acquirer, the only thread that records, so an in-flight chunk still carries the
+ * record waited on. Otherwise: by an observer of `owner`, for whom the chunk is the same record
+ * only while owner still holds it (the acquirer may have delivered and reused it). A failed
+ * answer fails the chunk only if it is still that record; it is returned in any case. */
+static t4a_status chunk_wait(t4a_xfer *x, chunk *c, const t4a_xfer_pending *owner) {
+  CUevent ev = c->event;
+  xfer_count(x, T4A_COUNTER_host_waits, 1);
+  pthread_mutex_unlock(&x->lock);
+  t4a_status st = T4A_CU(x->driver, cuEventSynchronize, ev);
+  pthread_mutex_lock(&x->lock);
+  if (st == T4A_OK) return st;
+  int same = owner == NULL ? chunk_in_flight(c) : c->owner == owner && c->state == CHUNK_HELD;
+  if (same) return chunk_failed(x, c, st);
+  return t4a_lane_note(x->lane, st);
+}
+
+/* ---- spare events (x->lock held) ---- */
+
+static CUevent spare_take(t4a_xfer *x) {
+  return x->num_spare_events > 0 ? x->spare_events[--x->num_spare_events] : NULL;
+}
+
+/* Keeps `ev` (its last record may still be pending: a later record replaces it). 0 if full. */
+static int spare_put(t4a_xfer *x, CUevent ev) {
+  if (x->num_spare_events == T4A_XFER_SPARE_EVENTS) return 0;
+  x->spare_events[x->num_spare_events++] = ev;
+  return 1;
+}
+
+/* Destroys an event (the lane's context current; the driver defers the destruction of one whose
+ * record is pending); one the driver refuses is leaked and counted. */
+static void event_drop(t4a_xfer *x, CUevent ev) {
+  if (T4A_CU_QUIET(x->driver, cuEventDestroy, ev) != T4A_OK) xfer_count(x, T4A_COUNTER_leaked, 1);
+}
+
+/* Every chunk is quarantined and some wait for a later completion: records a marker on the
+ * lane's stream (after all the uncertain work) and waits for it, the lock dropped. Its OK frees
+ * them; a failed answer frees nothing. */
+static t4a_status reclaim_by_marker(t4a_xfer *x) {
+  CUevent ev = spare_take(x);
+  t4a_status st = T4A_OK;
+  if (ev == NULL) st = T4A_CU(x->driver, cuEventCreate, &ev, CU_EVENT_DISABLE_TIMING);
+  if (st != T4A_OK) return st;
+  if ((st = T4A_CU(x->driver, cuEventRecord, ev, t4a_lane_stream(x->lane))) != T4A_OK) {
+    event_drop(x, ev);
+    return t4a_lane_note(x->lane, st);
+  }
+  uint64_t seq = ++x->record_seq;
+  xfer_count(x, T4A_COUNTER_events_recorded, 1);
+  xfer_count(x, T4A_COUNTER_staging_waits, 1);
+  xfer_count(x, T4A_COUNTER_host_waits, 1);
+  pthread_mutex_unlock(&x->lock);
+  st = T4A_CU(x->driver, cuEventSynchronize, ev);
+  pthread_mutex_lock(&x->lock);
+  if (st != T4A_OK) {
+    event_drop(x, ev);
+    return t4a_lane_note(x->lane, st);
+  }
+  seq_completed(x, seq);
+  if (!spare_put(x, ev)) event_drop(x, ev);
+  return T4A_OK;
+}
+
+/* Hands out the ring's oldest usable chunk (see xfer_internal.h). */
 t4a_status t4a_xfer_ring_acquire_(t4a_xfer *x, chunk **out) {
-  for (uint32_t tries = 0; tries < x->num_chunks; tries++) {
-    chunk *c = &x->chunks[x->next];
-    x->next = (x->next + 1) % x->num_chunks;
-    if (c->state == CHUNK_QUARANTINED) continue;
-    t4a_status st = chunk_settle(x, c, 0);
-    if (st == T4A_NOT_READY) {
-      xfer_count(x, T4A_COUNTER_staging_waits, 1);
-      st = chunk_settle(x, c, 1);
+  *out = NULL;
+  int marked = 0;
+  uint32_t skipped = 0;
+  for (;;) {
+    if (skipped == x->num_chunks) {
+      if (marked || x->num_reclaimable == 0) {
+        return t4a_error_set(T4A_LIMIT_EXCEEDED, NULL, 0, NULL, 0,
+                             "every staging chunk is quarantined after an earlier failure");
+      }
+      marked = 1;
+      skipped = 0;
+      t4a_status st = reclaim_by_marker(x);
+      if (st != T4A_OK) return st;
+      continue;
     }
-    if (st != T4A_OK) return st;
+    chunk *c = &x->chunks[x->next];
+    if (c->state == CHUNK_QUARANTINED || c->state == CHUNK_FILLING) {
+      x->next = (x->next + 1) % x->num_chunks;
+      skipped++;
+      continue;
+    }
+    if (c->state == CHUNK_DELIVERING) { /* an observer copies it out: a memcpy, not the device */
+      pthread_cond_wait(&x->cond, &x->lock);
+      continue;
+    }
+    if (c->state != CHUNK_FREE) {
+      t4a_status st = chunk_query(x, c);
+      if (st == T4A_NOT_READY) {
+        xfer_count(x, T4A_COUNTER_staging_waits, 1);
+        st = chunk_wait(x, c, NULL);
+      }
+      if (st != T4A_OK) {
+        x->next = (x->next + 1) % x->num_chunks;
+        return st;
+      }
+      continue; /* look again: delivered and freed, settled by its owner, or still to query */
+    }
+    x->next = (x->next + 1) % x->num_chunks;
+    c->seq = 0;
+    c->reclaim_seq = 0;
     *out = c;
     return T4A_OK;
   }
-  return t4a_error_set(T4A_LIMIT_EXCEEDED, NULL, 0, NULL, 0,
-                       "every staging chunk is quarantined after an earlier failure");
 }
 
 /* ---- creation and teardown ---- */
@@ -89,7 +347,8 @@ static void xfer_teardown(t4a_xfer *x) {
   if (scoped) {
     proved = 1;
     if (inflight) {
-      /* Proof of drain: every DMA of this ring ran on the lane's stream. */
+      /* Proof of drain: every DMA of this ring ran on the lane's stream (except the source side
+       * of a foreign chunk, below). */
       xfer_count(x, T4A_COUNTER_host_waits, 1);
       proved = T4A_CU_QUIET(x->driver, cuStreamSynchronize, t4a_lane_stream(x->lane)) == T4A_OK;
     }
@@ -101,16 +360,24 @@ static void xfer_teardown(t4a_xfer *x) {
       if (!scoped || T4A_CU_QUIET(x->driver, cuEventDestroy, c->event) != T4A_OK) leaked++;
     }
     if (c->pinned != NULL) {
-      if (proved || c->state == CHUNK_FREE) {
+      int foreign = c->state == CHUNK_QUARANTINED && c->foreign;
+      if (c->state == CHUNK_FREE || (proved && !foreign)) {
         t4a_pinned_release(c->pinned);
       } else {
         leaked++; /* its DMA may still read or write it: never freed on a guess */
       }
     }
   }
+  for (uint32_t i = 0; i < x->num_spare_events; i++) {
+    if (!scoped || T4A_CU_QUIET(x->driver, cuEventDestroy, x->spare_events[i]) != T4A_OK) {
+      leaked++;
+    }
+  }
   xfer_count(x, T4A_COUNTER_leaked, leaked);
   if (scoped) t4a_ctx_scope_exit_quiet(&scope);
+  pthread_cond_destroy(&x->cond);
   pthread_mutex_destroy(&x->lock);
+  holds_unref(x->holds);
   t4a_lane_release(x->lane);
   free(x->chunks);
   free(x);
@@ -121,6 +388,10 @@ static void xfer_unref(t4a_xfer *x) {
   if (x != NULL && atomic_fetch_sub_explicit(&x->refs, 1, memory_order_acq_rel) == 1) {
     xfer_teardown(x);
   }
+}
+
+static t4a_status mutex_init_failed(void) {
+  return t4a_error_set(T4A_INTERNAL, NULL, 0, NULL, 0, "pthread_mutex_init failed");
 }
 
 t4a_status t4a_xfer_create(t4a_retire *retire, const t4a_xfer_options *options, t4a_xfer **out) {
@@ -144,15 +415,29 @@ t4a_status t4a_xfer_create(t4a_retire *retire, const t4a_xfer_options *options, 
   t4a_xfer *x = t4a_host_calloc(1, sizeof *x);
   if (x == NULL) return T4A_HOST_OUT_OF_MEMORY;
   x->chunks = t4a_host_calloc(num_chunks, sizeof *x->chunks);
-  if (x->chunks == NULL) {
+  x->holds = x->chunks != NULL ? t4a_host_calloc(1, sizeof *x->holds) : NULL;
+  if (x->holds == NULL) {
+    free(x->chunks);
     free(x);
     return T4A_HOST_OUT_OF_MEMORY;
   }
-  if (t4a_fault_sim(T4A_FAULT_MUTEX_INIT) || pthread_mutex_init(&x->lock, NULL) != 0) {
+  int inits = 0; /* the holds' lock, the ring's lock, the ring's condition variable */
+  if (!t4a_fault_sim(T4A_FAULT_MUTEX_INIT) && pthread_mutex_init(&x->holds->lock, NULL) == 0) {
+    inits++;
+    if (!t4a_fault_sim(T4A_FAULT_MUTEX_INIT) && pthread_mutex_init(&x->lock, NULL) == 0) {
+      inits++;
+      if (!t4a_fault_sim(T4A_FAULT_MUTEX_INIT) && pthread_cond_init(&x->cond, NULL) == 0) inits++;
+    }
+  }
+  if (inits < 3) {
+    if (inits > 1) pthread_mutex_destroy(&x->lock);
+    if (inits > 0) pthread_mutex_destroy(&x->holds->lock);
+    free(x->holds);
     free(x->chunks);
     free(x);
-    return t4a_error_set(T4A_INTERNAL, NULL, 0, NULL, 0, "pthread_mutex_init failed");
+    return mutex_init_failed();
   }
+  atomic_init(&x->holds->refs, 1);
   atomic_init(&x->refs, 1);
   x->retire = retire;
   x->lane = lane;
@@ -161,6 +446,7 @@ t4a_status t4a_xfer_create(t4a_retire *retire, const t4a_xfer_options *options, 
   x->counters = t4a_lane_counters(lane);
   x->chunk_bytes = chunk_bytes;
   x->num_chunks = num_chunks;
+  x->max_pinned_hold_bytes = options != NULL ? options->max_pinned_hold_bytes : 0;
   t4a_ctx_scope scope;
   if ((st = t4a_ctx_scope_enter(&scope, t4a_lane_holder(lane), x->counters)) != T4A_OK) {
     xfer_teardown(x);
@@ -191,6 +477,30 @@ uint32_t t4a_xfer_num_chunks(const t4a_xfer *x) { return x->num_chunks; }
 t4a_lane *t4a_xfer_lane(const t4a_xfer *x) { return x->lane; }
 void *t4a_xfer_chunk_host(const t4a_xfer *x, uint32_t index) {
   return index < x->num_chunks ? x->chunks[index].host : NULL;
+}
+
+void t4a_xfer_get_state(t4a_xfer *x, t4a_xfer_state *out) {
+  if (out == NULL) return;
+  memset(out, 0, sizeof *out);
+  if (x == NULL) return;
+  pthread_mutex_lock(&x->lock);
+  for (uint32_t i = 0; i < x->num_chunks; i++) {
+    int s = x->chunks[i].state;
+    if (s == CHUNK_FREE) {
+      out->free_chunks++;
+    } else if (s == CHUNK_QUARANTINED) {
+      out->quarantined_chunks++;
+    } else {
+      out->busy_chunks++;
+    }
+  }
+  out->spare_events = x->num_spare_events;
+  out->chunks_reclaimed = x->chunks_reclaimed;
+  out->pinned_fallbacks = x->pinned_fallbacks;
+  pthread_mutex_unlock(&x->lock);
+  pthread_mutex_lock(&x->holds->lock);
+  out->pinned_hold_bytes = x->holds->held_bytes;
+  pthread_mutex_unlock(&x->holds->lock);
 }
 
 /* ---- argument checks ---- */
@@ -240,6 +550,69 @@ t4a_keepalive t4a_xfer_pinned_ref_(t4a_pinned *p) {
   return (t4a_keepalive){p, t4a_pinned_release_object};
 }
 
+/* ---- staging loops (the caller holds the admission; the lane's context current) ---- */
+
+/* An upload (`from`, p NULL) or a download for handle p (into `to`) through the ring. Each chunk
+ * is handed out FILLING: the host copy and the enqueues run without x->lock (only this thread
+ * touches a FILLING chunk), so observers of other handles never wait behind them. *enqueued is
+ * set once a call that may enqueue was made (a failed one may still have). */
+static t4a_status stage_chunks(t4a_xfer *x, CUdeviceptr dev, const unsigned char *from,
+                               unsigned char *to, size_t bytes, t4a_xfer_pending *p,
+                               int *enqueued) {
+  CUstream stream = t4a_lane_stream(x->lane);
+  t4a_status st = T4A_OK;
+  pthread_mutex_lock(&x->lock);
+  for (size_t done = 0; done < bytes;) {
+    chunk *c;
+    /* A download wrapping onto one of its own chunks delivers that chunk first (after its DMA
+     * completed): a download larger than the ring writes its leading part here. */
+    if ((st = t4a_xfer_ring_acquire_(x, &c)) != T4A_OK) break;
+    size_t n = bytes - done < x->chunk_bytes ? bytes - done : x->chunk_bytes;
+    c->state = CHUNK_FILLING;
+    pthread_mutex_unlock(&x->lock);
+    if (p == NULL) {
+      /* The caller's bytes go into the chunk before the DMA: the caller may reuse them at once.
+       * While this DMA runs, the next iteration fills the next chunk. */
+      memcpy(c->host, from + done, n);
+      st = T4A_CU(x->driver, cuMemcpyHtoDAsync, dev + done, c->host, n, stream);
+    } else {
+      st = T4A_CU(x->driver, cuMemcpyDtoHAsync, c->host, dev + done, n, stream);
+    }
+    if (st == T4A_OK) st = T4A_CU(x->driver, cuEventRecord, c->event, stream);
+    pthread_mutex_lock(&x->lock);
+    *enqueued = 1;
+    if (st != T4A_OK) {
+      t4a_xfer_chunk_quarantine_(x, c, 1); /* its work, if any, is on the lane's stream */
+      break;
+    }
+    t4a_xfer_chunk_recorded_(x, c);
+    xfer_count(x, T4A_COUNTER_events_recorded, 1);
+    if (p == NULL) {
+      c->state = CHUNK_BUSY;
+    } else {
+      c->state = CHUNK_HELD;
+      c->owner = p;
+      c->dst = to + done;
+      c->bytes = n;
+    }
+    done += n;
+  }
+  if (st != T4A_OK && p != NULL) {
+    /* No handle is returned: nothing may be written to the destination from now on (no other
+     * thread knows p, so none of its chunks is being delivered). */
+    for (uint32_t i = 0; i < x->num_chunks; i++) {
+      chunk *c = &x->chunks[i];
+      if (c->owner == p && c->state == CHUNK_HELD) {
+        c->owner = NULL;
+        c->dst = NULL;
+        c->state = CHUNK_ORPHAN;
+      }
+    }
+  }
+  pthread_mutex_unlock(&x->lock);
+  return st;
+}
+
 /* ---- uploads ---- */
 
 t4a_status t4a_xfer_upload(t4a_xfer *x, t4a_buffer *dst, size_t offset, const void *src,
@@ -249,30 +622,9 @@ t4a_status t4a_xfer_upload(t4a_xfer *x, t4a_buffer *dst, size_t offset, const vo
   if (st != T4A_OK) return st;
   t4a_admission adm;
   if ((st = t4a_admission_begin(x->retire, 1, &adm)) != T4A_OK) return st;
-  CUstream stream = t4a_lane_stream(x->lane);
-  CUdeviceptr base = (CUdeviceptr)t4a_buffer_devptr(dst) + offset;
-  const unsigned char *from = src;
   int enqueued = 0;
-  pthread_mutex_lock(&x->lock);
-  for (size_t done = 0; done < bytes;) {
-    chunk *c;
-    if ((st = t4a_xfer_ring_acquire_(x, &c)) != T4A_OK) break;
-    size_t n = bytes - done < x->chunk_bytes ? bytes - done : x->chunk_bytes;
-    /* The caller's bytes go into the chunk before the DMA: the caller may reuse them at once.
-     * While this DMA runs, the next iteration fills the next chunk. */
-    memcpy(c->host, from + done, n);
-    st = T4A_CU(x->driver, cuMemcpyHtoDAsync, base + done, c->host, n, stream);
-    if (st == T4A_OK) st = T4A_CU(x->driver, cuEventRecord, c->event, stream);
-    enqueued = 1; /* a failed call may still have enqueued its work */
-    if (st != T4A_OK) {
-      c->state = CHUNK_QUARANTINED;
-      break;
-    }
-    xfer_count(x, T4A_COUNTER_events_recorded, 1);
-    c->state = CHUNK_BUSY;
-    done += n;
-  }
-  pthread_mutex_unlock(&x->lock);
+  st = stage_chunks(x, (CUdeviceptr)t4a_buffer_devptr(dst) + offset, src, NULL, bytes, NULL,
+                    &enqueued);
   if (st != T4A_OK) {
     if (!enqueued) return t4a_admission_abort(&adm, st);
     t4a_keepalive k = t4a_xfer_buffer_ref_(dst);
@@ -290,16 +642,30 @@ t4a_status t4a_xfer_upload_pinned(t4a_xfer *x, t4a_buffer *dst, size_t offset, t
   if (st == T4A_OK) st = t4a_xfer_check_buffer_(x, dst, offset, bytes);
   if (st == T4A_OK) st = t4a_xfer_check_pinned_(src, src_offset, bytes);
   if (st != T4A_OK) return st;
+  pin_hold *hold;
+  if ((st = hold_take(x->holds, src, 1, x->max_pinned_hold_bytes, &hold)) != T4A_OK) return st;
+  unsigned char *host = (unsigned char *)t4a_pinned_host(src) + src_offset;
+  if (hold == NULL) {
+    /* Over the budget: through the ring; src is copied before the call returns, never held. */
+    pthread_mutex_lock(&x->lock);
+    x->pinned_fallbacks++;
+    pthread_mutex_unlock(&x->lock);
+    return t4a_xfer_upload(x, dst, offset, host, bytes);
+  }
   t4a_admission adm;
-  if ((st = t4a_admission_begin(x->retire, 2, &adm)) != T4A_OK) return st;
-  st = T4A_CU(x->driver, cuMemcpyHtoDAsync, (CUdeviceptr)t4a_buffer_devptr(dst) + offset,
-              (unsigned char *)t4a_pinned_host(src) + src_offset, bytes, t4a_lane_stream(x->lane));
+  if ((st = t4a_admission_begin(x->retire, 2, &adm)) != T4A_OK) {
+    pin_hold_release(hold);
+    return st;
+  }
+  st = T4A_CU(x->driver, cuMemcpyHtoDAsync, (CUdeviceptr)t4a_buffer_devptr(dst) + offset, host,
+              bytes, t4a_lane_stream(x->lane));
   if (st != T4A_OK) {
-    t4a_keepalive k[2] = {t4a_xfer_buffer_ref_(dst), t4a_xfer_pinned_ref_(src)};
+    /* The hold goes into quarantine with the memory: its bytes stay counted (still held). */
+    t4a_keepalive k[2] = {t4a_xfer_buffer_ref_(dst), hold_keepalive(hold)};
     return t4a_admission_fail(&adm, st, k, 2);
   }
   t4a_admission_keep(&adm, t4a_xfer_buffer_ref_(dst));
-  t4a_admission_keep(&adm, t4a_xfer_pinned_ref_(src));
+  t4a_admission_keep(&adm, hold_keepalive(hold));
   t4a_admission_commit(&adm);
   xfer_count(x, T4A_COUNTER_bytes_uploaded, bytes);
   return T4A_OK;
@@ -321,41 +687,9 @@ t4a_status t4a_xfer_download(t4a_xfer *x, t4a_buffer *src, size_t offset, void *
     free(p);
     return st;
   }
-  CUstream stream = t4a_lane_stream(x->lane);
-  CUdeviceptr base = (CUdeviceptr)t4a_buffer_devptr(src) + offset;
-  unsigned char *to = dst;
   int enqueued = 0;
-  pthread_mutex_lock(&x->lock);
-  for (size_t done = 0; done < bytes;) {
-    chunk *c;
-    /* Wrapping onto one of this download's own chunks delivers that chunk's bytes first (after
-     * its DMA completed): a download larger than the ring writes its leading part here. */
-    if ((st = t4a_xfer_ring_acquire_(x, &c)) != T4A_OK) break;
-    size_t n = bytes - done < x->chunk_bytes ? bytes - done : x->chunk_bytes;
-    st = T4A_CU(x->driver, cuMemcpyDtoHAsync, c->host, base + done, n, stream);
-    if (st == T4A_OK) st = T4A_CU(x->driver, cuEventRecord, c->event, stream);
-    enqueued = 1;
-    if (st != T4A_OK) {
-      c->state = CHUNK_QUARANTINED;
-      break;
-    }
-    xfer_count(x, T4A_COUNTER_events_recorded, 1);
-    c->state = CHUNK_HELD;
-    c->owner = p;
-    c->dst = to + done;
-    c->bytes = n;
-    done += n;
-  }
-  if (st != T4A_OK) {
-    /* No handle is returned: nothing may be written to `dst` from now on. */
-    for (uint32_t i = 0; i < x->num_chunks; i++) {
-      if (x->chunks[i].owner == p) {
-        x->chunks[i].owner = NULL;
-        x->chunks[i].state = CHUNK_ORPHAN;
-      }
-    }
-  }
-  pthread_mutex_unlock(&x->lock);
+  st = stage_chunks(x, (CUdeviceptr)t4a_buffer_devptr(src) + offset, NULL, dst, bytes, p,
+                    &enqueued);
   if (st != T4A_OK) {
     free(p);
     if (!enqueued) return t4a_admission_abort(&adm, st);
@@ -364,7 +698,7 @@ t4a_status t4a_xfer_download(t4a_xfer *x, t4a_buffer *src, size_t offset, void *
   }
   t4a_admission_keep(&adm, t4a_xfer_buffer_ref_(src));
   t4a_admission_commit(&adm);
-  xfer_count(x, T4A_COUNTER_bytes_downloaded, bytes);
+  p->bytes = bytes;
   atomic_fetch_add_explicit(&x->refs, 1, memory_order_relaxed);
   p->x = x;
   *out = p;
@@ -379,33 +713,47 @@ t4a_status t4a_xfer_download_pinned(t4a_xfer *x, t4a_buffer *src, size_t offset,
   if (st == T4A_OK) st = t4a_xfer_check_buffer_(x, src, offset, bytes);
   if (st == T4A_OK) st = t4a_xfer_check_pinned_(dst, dst_offset, bytes);
   if (st != T4A_OK) return st;
+  pin_hold *hold; /* downloads do not count against the budget: never NULL here */
+  if ((st = hold_take(x->holds, dst, 0, 0, &hold)) != T4A_OK) return st;
   t4a_xfer_pending *p = t4a_host_calloc(1, sizeof *p);
-  if (p == NULL) return T4A_HOST_OUT_OF_MEMORY;
+  if (p == NULL) {
+    pin_hold_release(hold);
+    return T4A_HOST_OUT_OF_MEMORY;
+  }
   t4a_admission adm;
   if ((st = t4a_admission_begin(x->retire, 2, &adm)) != T4A_OK) {
+    pin_hold_release(hold);
     free(p);
     return st;
   }
   CUstream stream = t4a_lane_stream(x->lane);
-  if ((st = T4A_CU(x->driver, cuEventCreate, &p->event, CU_EVENT_DISABLE_TIMING)) != T4A_OK) {
+  pthread_mutex_lock(&x->lock);
+  CUevent ev = spare_take(x); /* a warm download creates no event */
+  pthread_mutex_unlock(&x->lock);
+  if (ev == NULL) st = T4A_CU(x->driver, cuEventCreate, &ev, CU_EVENT_DISABLE_TIMING);
+  if (st != T4A_OK) {
+    pin_hold_release(hold);
     free(p);
     return t4a_admission_abort(&adm, st);
   }
   st = T4A_CU(x->driver, cuMemcpyDtoHAsync, (unsigned char *)t4a_pinned_host(dst) + dst_offset,
               (CUdeviceptr)t4a_buffer_devptr(src) + offset, bytes, stream);
-  if (st == T4A_OK) st = T4A_CU(x->driver, cuEventRecord, p->event, stream);
+  if (st == T4A_OK) st = T4A_CU(x->driver, cuEventRecord, ev, stream);
   if (st != T4A_OK) {
-    /* The driver defers destroying an event whose record is pending. */
-    if (T4A_CU_QUIET(x->driver, cuEventDestroy, p->event) != T4A_OK) xfer_count(x, T4A_COUNTER_leaked, 1);
+    event_drop(x, ev); /* its record, if enqueued, is of unknown state: not kept for reuse */
     free(p);
-    t4a_keepalive k[2] = {t4a_xfer_buffer_ref_(src), t4a_xfer_pinned_ref_(dst)};
+    t4a_keepalive k[2] = {t4a_xfer_buffer_ref_(src), hold_keepalive(hold)};
     return t4a_admission_fail(&adm, st, k, 2);
   }
+  pthread_mutex_lock(&x->lock);
+  p->seq = ++x->record_seq; /* its OK proves the work before it, too */
+  pthread_mutex_unlock(&x->lock);
   xfer_count(x, T4A_COUNTER_events_recorded, 1);
   t4a_admission_keep(&adm, t4a_xfer_buffer_ref_(src));
-  t4a_admission_keep(&adm, t4a_xfer_pinned_ref_(dst));
+  t4a_admission_keep(&adm, hold_keepalive(hold));
   t4a_admission_commit(&adm);
-  xfer_count(x, T4A_COUNTER_bytes_downloaded, bytes);
+  p->event = ev;
+  p->bytes = bytes;
   atomic_fetch_add_explicit(&x->refs, 1, memory_order_relaxed);
   p->x = x;
   *out = p;
@@ -414,77 +762,138 @@ t4a_status t4a_xfer_download_pinned(t4a_xfer *x, t4a_buffer *src, size_t offset,
 
 /* ---- pending handles ---- */
 
+/* x->lock held. A handle already settled: its memoised answer, once no other thread is copying
+ * its bytes into the destination (so nothing is written after a failure is reported; that wait
+ * is for a host copy of at most one chunk, never for the device). */
+static int pending_answer(t4a_xfer *x, t4a_xfer_pending *p, t4a_status *out) {
+  if (p->state == DELIVERED) {
+    *out = t4a_error_set(T4A_ALREADY_CONSUMED, NULL, 0, NULL, 0,
+                         "the download's bytes were already delivered");
+    return 1;
+  }
+  if (p->state == FAILED) {
+    while (p->delivering > 0) pthread_cond_wait(&x->cond, &x->lock);
+    t4a_error_restore(&p->failure);
+    *out = p->failure.status;
+    return 1;
+  }
+  return 0;
+}
+
+/* Delivered: the bytes are in the caller's memory, counted now (never at enqueue). */
+static t4a_status pending_delivered(t4a_xfer *x, t4a_xfer_pending *p) {
+  p->state = DELIVERED;
+  xfer_count(x, T4A_COUNTER_bytes_downloaded, p->bytes);
+  return T4A_OK;
+}
+
+/* One observation (x->lock held, the lane's context current). Never blocks without `wait`. */
+static t4a_status pending_step(t4a_xfer *x, t4a_xfer_pending *p, int wait) {
+  t4a_status st;
+  for (;;) {
+    if (pending_answer(x, p, &st)) return st;
+    if (p->event != NULL) {
+      CUevent ev = p->event;
+      if (wait) {
+        xfer_count(x, T4A_COUNTER_host_waits, 1);
+        pthread_mutex_unlock(&x->lock);
+        st = T4A_CU(x->driver, cuEventSynchronize, ev);
+        pthread_mutex_lock(&x->lock);
+        if (p->state != PENDING) continue; /* another observer settled it meanwhile */
+      } else {
+        st = T4A_CU(x->driver, cuEventQuery, ev);
+      }
+      if (st == T4A_NOT_READY) return st;
+      if (st != T4A_OK) {
+        pending_fail(x, p, t4a_lane_note(x->lane, st));
+        continue;
+      }
+      seq_completed(x, p->seq);
+      return pending_delivered(x, p);
+    }
+    /* Staged: settle the handle's held chunks oldest first, each on its own event's answer. */
+    chunk *oldest = NULL, *newest = NULL;
+    int delivering = 0;
+    for (uint32_t i = 0; i < x->num_chunks; i++) {
+      chunk *c = &x->chunks[i];
+      if (c->owner != p) continue;
+      if (c->state == CHUNK_DELIVERING) {
+        delivering = 1;
+      } else if (c->state == CHUNK_HELD) {
+        if (oldest == NULL || c->seq < oldest->seq) oldest = c;
+        if (newest == NULL || c->seq > newest->seq) newest = c;
+      }
+    }
+    if (oldest == NULL) {
+      if (!delivering) return pending_delivered(x, p);
+      /* Only copies by other threads remain (completed DMA, bytes on their way). */
+      if (!wait) {
+        return t4a_error_set(T4A_NOT_READY, NULL, 0, NULL, 0,
+                             "another thread is still copying this download into its destination");
+      }
+      pthread_cond_wait(&x->cond, &x->lock);
+      continue;
+    }
+    st = chunk_query(x, oldest);
+    if (st != T4A_NOT_READY) continue; /* delivered, or failed: answered at the top */
+    if (!wait) return st;
+    /* One host wait, on the newest: its completion proves every older chunk (one stream). A
+     * failed answer fails the handle if that chunk is still its own; otherwise look again. */
+    (void)chunk_wait(x, newest, p);
+  }
+}
+
 static t4a_status pending_observe(t4a_xfer_pending *p, int wait) {
   if (p == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "pending is NULL");
   t4a_xfer *x = p->x;
+  t4a_status st;
   pthread_mutex_lock(&x->lock);
-  if (p->state == DELIVERED) {
-    pthread_mutex_unlock(&x->lock);
-    return t4a_error_set(T4A_ALREADY_CONSUMED, NULL, 0, NULL, 0,
-                         "the download's bytes were already delivered");
-  }
-  if (p->state == FAILED) {
-    t4a_error_restore(&p->failure);
-    pthread_mutex_unlock(&x->lock);
-    return p->failure.status;
-  }
-  t4a_ctx_scope scope;
-  t4a_status st = t4a_ctx_scope_enter(&scope, t4a_lane_holder(x->lane), x->counters);
-  if (st != T4A_OK) { /* could not ask: nothing is known about the work, nothing memoised */
-    pthread_mutex_unlock(&x->lock);
-    return st;
-  }
-  if (p->event != NULL) {
-    if (wait) {
-      xfer_count(x, T4A_COUNTER_host_waits, 1);
-      st = T4A_CU(x->driver, cuEventSynchronize, p->event);
-    } else {
-      st = T4A_CU(x->driver, cuEventQuery, p->event);
-    }
-    if (st != T4A_OK && st != T4A_NOT_READY) {
-      st = t4a_lane_note(x->lane, st);
-      pending_fail(x, p, st);
-    }
-  } else {
-    /* Every chunk still held must be complete; each settles (and delivers) on its own answer. */
-    for (uint32_t i = 0; i < x->num_chunks && st == T4A_OK; i++) {
-      chunk *c = &x->chunks[(x->next + i) % x->num_chunks]; /* oldest first */
-      if (c->owner == p) st = chunk_settle(x, c, wait);
-    }
-  }
-  /* Delivered: the bytes are in the caller's memory and this call says so. A failed restore of
-   * the caller's context is counted (ctx_restore_failures), not reported in place of the OK that
-   * no later call could repeat. */
-  if (st == T4A_OK) p->state = DELIVERED;
-  t4a_ctx_scope_exit_quiet(&scope);
+  int answered = pending_answer(x, p, &st);
   pthread_mutex_unlock(&x->lock);
+  if (answered) return st;
+  t4a_ctx_scope scope;
+  if ((st = t4a_ctx_scope_enter(&scope, t4a_lane_holder(x->lane), x->counters)) != T4A_OK) {
+    return st; /* could not ask: nothing is known about the work, nothing memoised */
+  }
+  pthread_mutex_lock(&x->lock);
+  st = pending_step(x, p, wait);
+  pthread_mutex_unlock(&x->lock);
+  /* A failed restore of the caller's context is counted (ctx_restore_failures), not reported in
+   * place of an OK that no later call could repeat. */
+  t4a_ctx_scope_exit_quiet(&scope);
   return st;
 }
 
 t4a_status t4a_xfer_pending_poll(t4a_xfer_pending *p) { return pending_observe(p, 0); }
 t4a_status t4a_xfer_pending_wait(t4a_xfer_pending *p) { return pending_observe(p, 1); }
 
+/* The handle itself comes from calloc (per download; a free list would save one small malloc,
+ * not a driver call). Its event is kept for the next pinned download when there is room. */
 void t4a_xfer_pending_release(t4a_xfer_pending *p) {
   if (p == NULL) return;
   t4a_error saved;
   t4a_error_last(&saved);
   t4a_xfer *x = p->x;
   pthread_mutex_lock(&x->lock);
+  /* Another thread copying some of its bytes into the destination finishes first. */
+  while (p->delivering > 0) pthread_cond_wait(&x->cond, &x->lock);
   /* Chunks still in flight stay out of the ring until their DMA completes; no delivery. */
   for (uint32_t i = 0; i < x->num_chunks; i++) {
     chunk *c = &x->chunks[i];
-    if (c->owner == p) {
+    if (c->owner == p && c->state == CHUNK_HELD) {
       c->owner = NULL;
+      c->dst = NULL;
       c->state = CHUNK_ORPHAN;
     }
   }
+  CUevent ev = p->event;
+  /* A failed handle's event answered an error: not reused. */
+  if (ev != NULL && p->state != FAILED && spare_put(x, ev)) ev = NULL;
   pthread_mutex_unlock(&x->lock);
-  if (p->event != NULL) {
+  if (ev != NULL) {
     t4a_ctx_scope scope;
     if (t4a_ctx_scope_enter(&scope, t4a_lane_holder(x->lane), x->counters) == T4A_OK) {
-      if (T4A_CU_QUIET(x->driver, cuEventDestroy, p->event) != T4A_OK) {
-        xfer_count(x, T4A_COUNTER_leaked, 1);
-      }
+      event_drop(x, ev);
       t4a_ctx_scope_exit_quiet(&scope);
     } else {
       xfer_count(x, T4A_COUNTER_leaked, 1);

@@ -1,5 +1,15 @@
 /* Private to t4a_xfer: the staging ring and the transfer state shared by xfer.c, copy.c and
- * file.c. Not a public header; nothing outside t4a_xfer includes it. */
+ * file.c. Not a public header; nothing outside t4a_xfer includes it.
+ *
+ * Locking. Two locks, always taken in this order: the lane's admission (t4a_admission_begin, the
+ * retire's operation lock), then x->lock. Every operation that acquires chunks or records on the
+ * lane's stream holds the admission, so one thread at a time acquires and records ("the
+ * acquirer"). Observers (poll, wait) and release() take only x->lock, and touch only the chunks
+ * their handle owns. Nobody holds x->lock across a device wait (cuEventSynchronize) or a
+ * chunk-sized memcpy: such a thread first moves the chunk into a state that keeps everyone else
+ * off it (FILLING, DELIVERING) or copies the event, drops the lock, and re-checks the chunk's
+ * state when it takes the lock again. So a poll never blocks behind another thread's device wait
+ * or host copy. */
 #ifndef T4A_XFER_INTERNAL_H_
 #define T4A_XFER_INTERNAL_H_
 
@@ -15,7 +25,14 @@ enum {
   CHUNK_BUSY,        /* an upload's DMA is enqueued; its event follows it */
   CHUNK_HELD,        /* a pageable download's DMA is enqueued; its bytes belong to `owner` */
   CHUNK_ORPHAN,      /* as HELD, but the handle went (or the download failed): no delivery */
-  CHUNK_QUARANTINED, /* a call failed after something may have been enqueued: never reused */
+  CHUNK_QUARANTINED, /* a call failed after something may have been enqueued: not reused until a
+                        later completion on the lane's stream proves that work finished
+                        (reclaim_seq), or never (foreign, or reclaim_seq 0) */
+  CHUNK_FILLING,     /* handed out to the acquirer, who fills it and enqueues its DMA without the
+                        lock; nobody else touches it; the acquirer sets the next state */
+  CHUNK_DELIVERING,  /* a HELD chunk whose event answered OK: one thread copies its bytes to
+                        owner's destination without the lock, then frees it and signals x->cond.
+                        owner stays set (owner->delivering counts these) */
 };
 
 typedef struct chunk {
@@ -23,14 +40,35 @@ typedef struct chunk {
   unsigned char *host;
   CUevent event; /* recorded after the chunk's DMA */
   int state;
-  t4a_xfer_pending *owner; /* HELD only */
-  unsigned char *dst;      /* HELD only: where the bytes go */
-  size_t bytes;            /* HELD only */
+  t4a_xfer_pending *owner; /* HELD and DELIVERING only */
+  unsigned char *dst;      /* HELD and DELIVERING only: where the bytes go */
+  size_t bytes;            /* HELD and DELIVERING only */
+  int foreign; /* QUARANTINED after work on ANOTHER lane's stream touched it (copy.c's staged
+                  path): the ring's own stream proves nothing about it, so it is never reclaimed
+                  and a teardown that drained only this lane leaks it (counted) */
+  uint64_t seq; /* the record sequence number of its event's last record on the lane's stream
+                   (t4a_xfer_chunk_recorded_); 0 when unknown or recorded elsewhere: its
+                   completion then proves nothing about other work */
+  uint64_t reclaim_seq; /* QUARANTINED only: once a record with this sequence number or a later
+                           one is observed complete OK, the uncertain work finished (stream order)
+                           and the chunk goes back to FREE. 0: never (set only by
+                           t4a_xfer_chunk_quarantine_ for work on the lane's own stream; a chunk
+                           quarantined by writing the state directly, as copy.c does after work
+                           on another stream, keeps 0 from the acquire) */
 } chunk;
+
+/* The spare events of pinned downloads kept for reuse (created in the lane's context). */
+#define T4A_XFER_SPARE_EVENTS 4
+
+/* The budget of callers' pinned memory held by direct uploads (see xfer.c). Refcounted and
+ * shared with the keepalives handed to t4a_retire, which may release them after the t4a_xfer is
+ * gone: nothing in it points at the t4a_xfer. */
+typedef struct t4a_xfer_holds t4a_xfer_holds;
 
 struct t4a_xfer {
   atomic_int refs; /* the caller's, plus one per pending handle */
   pthread_mutex_t lock; /* the ring and the pending handles; taken inside the admission lock */
+  pthread_cond_t cond;  /* broadcast when a DELIVERING chunk is freed */
   t4a_retire *retire;   /* borrowed */
   t4a_lane *lane;       /* a reference */
   t4a_driver *driver;   /* borrowed from the lane */
@@ -39,6 +77,17 @@ struct t4a_xfer {
   uint32_t num_chunks;
   uint32_t next; /* the ring's oldest slot: the next one handed out */
   chunk *chunks;
+  /* Under x->lock: */
+  uint64_t record_seq;    /* the last sequence number given to a record on the lane's stream */
+  uint64_t completed_seq; /* the highest sequence number observed complete OK */
+  uint32_t num_reclaimable; /* QUARANTINED chunks with a reclaim_seq */
+  uint32_t num_spare_events;
+  CUevent spare_events[T4A_XFER_SPARE_EVENTS];
+  uint64_t chunks_reclaimed; /* for t4a_xfer_get_state */
+  uint64_t pinned_fallbacks; /* for t4a_xfer_get_state */
+  /* Immutable after create: */
+  uint64_t max_pinned_hold_bytes; /* 0: unlimited */
+  t4a_xfer_holds *holds;          /* a reference */
 };
 
 enum { PENDING = 0, DELIVERED, FAILED };
@@ -48,6 +97,10 @@ struct t4a_xfer_pending {
   CUevent event;  /* pinned downloads: recorded after the DMA; NULL for staged ones */
   int state;      /* PENDING, DELIVERED, FAILED: terminal states are memoised */
   t4a_error failure;
+  uint64_t seq;   /* pinned downloads: the sequence number of the event's record */
+  size_t bytes;   /* counted in bytes_downloaded when delivered */
+  uint32_t delivering; /* chunks of this handle in DELIVERING: no terminal answer and no release
+                          while nonzero (the destination is being written) */
 };
 
 
@@ -55,12 +108,28 @@ static inline void xfer_count(t4a_xfer *x, t4a_counter_id id, uint64_t n) {
   t4a_counter_add(x->counters, id, n);
 }
 
-/* The ring (x->lock held on entry and on return; the lane's context current; the caller holds
- * an admission on x's lane, so no other thread enqueues on the lane meanwhile). Hands out the
- * ring's oldest usable chunk (FREE on return; the caller sets its next state), waiting for its
- * DMA if needed (a counted staging wait). LIMIT_EXCEEDED when every chunk is quarantined; a
- * device error as itself. */
+/* The ring. Called with x->lock held, returns with it held; the lane's context current; the
+ * caller holds an admission on x's lane, so no other thread acquires or enqueues on the lane
+ * meanwhile. Hands out the ring's oldest usable chunk, FREE on return with seq and reclaim_seq 0:
+ * the caller sets its next state before it drops the lock (FILLING while it fills or enqueues
+ * without the lock). If that chunk is in flight it first queries its event, then waits for it (a
+ * counted staging wait). It may drop x->lock meanwhile — while waiting on the device, while
+ * another thread delivers the chunk, and while delivering a held chunk into its owner's
+ * destination — so any chunk's state may change meanwhile: callers re-read what they need.
+ * When every chunk is quarantined and some can be reclaimed, it records a marker event on the
+ * lane's stream and waits for it (a staging wait); its OK proves the uncertain work finished.
+ * LIMIT_EXCEEDED when every chunk is quarantined for good; a device error as itself. */
 t4a_status t4a_xfer_ring_acquire_(t4a_xfer *x, chunk **out);
+
+/* x->lock held, right after c->event was recorded on the lane's stream under the admission:
+ * gives that record the next sequence number (so its completion proves earlier work). */
+void t4a_xfer_chunk_recorded_(t4a_xfer *x, chunk *c);
+
+/* x->lock held: quarantines c (owner and destination dropped). `on_lane_stream`: every piece of
+ * uncertain work that may touch c was enqueued on the lane's stream before now, so a later record
+ * observed complete OK reclaims it; 0 (work on another stream) marks it foreign: never reclaimed,
+ * leaked at a teardown that proved only this lane's drain. */
+void t4a_xfer_chunk_quarantine_(t4a_xfer *x, chunk *c, int on_lane_stream);
 
 /* Argument checks shared by every operation (typed errors with the detail set). */
 t4a_status t4a_xfer_check_buffer_(const t4a_xfer *x, const t4a_buffer *buf, size_t offset,

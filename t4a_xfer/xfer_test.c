@@ -1,5 +1,8 @@
 /* t4a_xfer on the fake driver: staged uploads and downloads, pinned transfers, pending handles,
- * ring exhaustion, portability, argument checks, device faults, failure sweeps. */
+ * ring exhaustion, portability, argument checks, device faults, reclaiming quarantined chunks,
+ * the pinned-hold budget, observers that never block behind another thread, failure sweeps. */
+#define _GNU_SOURCE /* clock_gettime */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -7,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -20,6 +24,89 @@
 
 #define CHUNK ((size_t)4096)
 #define CK(x) assert_int_equal((x), T4A_OK)
+
+/* ---- a gate in front of two driver entries ----
+ * The fixture's driver is the fake's table with cuEventSynchronize and cuMemcpyHtoDAsync wrapped:
+ * when armed, the next call of that entry blocks (before reaching the fake, so it holds no fake
+ * lock) until the test opens the gate, or gives up after GATE_PATIENCE_S and records that it
+ * timed out. A test holds one thread in a device wait or an enqueue this way and checks that its
+ * own thread's poll returns meanwhile: had the poll blocked behind the held thread, the gate
+ * would have timed out first. */
+enum { GATE_NONE = 0, GATE_EVENT_SYNC, GATE_HTOD };
+#define GATE_PATIENCE_S 5
+
+typedef struct gate {
+  pthread_mutex_t m;
+  pthread_cond_t cv;
+  int armed;     /* which entry's next call blocks */
+  int entered;   /* a call is held in the gate */
+  int open;      /* the test let it go */
+  int timed_out; /* it gave up waiting for the test */
+} gate;
+static gate g_gate = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0};
+static __typeof__(((t4a_driver_table *)0)->cuEventSynchronize) real_event_sync;
+static __typeof__(((t4a_driver_table *)0)->cuMemcpyHtoDAsync) real_htod;
+
+static void gate_pass(int which) {
+  pthread_mutex_lock(&g_gate.m);
+  if (g_gate.armed == which) {
+    g_gate.armed = GATE_NONE;
+    g_gate.entered = 1;
+    pthread_cond_broadcast(&g_gate.cv);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += GATE_PATIENCE_S;
+    while (!g_gate.open) {
+      if (pthread_cond_timedwait(&g_gate.cv, &g_gate.m, &until) != 0) {
+        g_gate.timed_out = 1;
+        break;
+      }
+    }
+  }
+  pthread_mutex_unlock(&g_gate.m);
+}
+
+static CUresult CUDAAPI gated_event_sync(CUevent e) {
+  gate_pass(GATE_EVENT_SYNC);
+  return real_event_sync(e);
+}
+
+static CUresult CUDAAPI gated_htod(CUdeviceptr dst, const void *src, size_t n, CUstream s) {
+  gate_pass(GATE_HTOD);
+  return real_htod(dst, src, n, s);
+}
+
+static void gate_arm(int which) {
+  pthread_mutex_lock(&g_gate.m);
+  g_gate.armed = which;
+  g_gate.entered = g_gate.open = g_gate.timed_out = 0;
+  pthread_mutex_unlock(&g_gate.m);
+}
+
+/* Waits (bounded) until another thread is held in the gate; 1 if it is. */
+static int gate_wait_entered(void) {
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += 10;
+  pthread_mutex_lock(&g_gate.m);
+  while (!g_gate.entered) {
+    if (pthread_cond_timedwait(&g_gate.cv, &g_gate.m, &until) != 0) break;
+  }
+  int entered = g_gate.entered;
+  pthread_mutex_unlock(&g_gate.m);
+  return entered;
+}
+
+/* Lets the held call go; returns 1 if it had already given up (the test's thread was blocked). */
+static int gate_open(void) {
+  pthread_mutex_lock(&g_gate.m);
+  g_gate.open = 1;
+  g_gate.armed = GATE_NONE;
+  int timed_out = g_gate.timed_out;
+  pthread_cond_broadcast(&g_gate.cv);
+  pthread_mutex_unlock(&g_gate.m);
+  return timed_out;
+}
 
 typedef struct fixture {
   t4a_fake *fake;
@@ -47,7 +134,14 @@ static int setup(void **state) {
    * exactly the buffers alive (a quarantined buffer would keep a cache alive with its pool). */
   t4a_mem_pool_options po = T4A_MEM_POOL_OPTIONS_INIT;
   po.reuse_disabled = 1;
-  if (t4a_fake_create(&o, &f->fake) != T4A_OK || t4a_fake_driver(f->fake, &f->drv) != T4A_OK ||
+  if (t4a_fake_create(&o, &f->fake) != T4A_OK) return -1;
+  t4a_driver_table table = *t4a_fake_table(f->fake);
+  real_event_sync = table.cuEventSynchronize;
+  real_htod = table.cuMemcpyHtoDAsync;
+  table.cuEventSynchronize = gated_event_sync;
+  table.cuMemcpyHtoDAsync = gated_htod;
+  gate_arm(GATE_NONE);
+  if (t4a_driver_create_from_table(&table, "fake+gate", NULL, NULL, &f->drv) != T4A_OK ||
       t4a_lane_create(f->drv, 0, NULL, &f->lane) != T4A_OK ||
       t4a_mem_pool_create(f->lane, &po, &f->pool) != T4A_OK ||
       t4a_retire_create(f->lane, NULL, &f->retire) != T4A_OK ||
@@ -71,7 +165,9 @@ __attribute__((noinline)) static int setup_leaky(void **state) {
 const char *__lsan_default_suppressions(void);
 const char *__lsan_default_suppressions(void) {
   return "leak:setup_leaky\nleak:test_failure_sweep\nleak:test_device_fault_during_download\n"
-         "leak:test_failed_download_keeps_its_chunks_until_complete\n";
+         "leak:test_failed_download_keeps_its_chunks_until_complete\n"
+         "leak:test_quarantined_chunks_reclaimed_by_a_later_completion\n"
+         "leak:test_failed_answers_never_reclaim\nleak:test_reclaim_sweep\n";
 }
 
 static int teardown(void **state) {
@@ -83,7 +179,8 @@ static int teardown(void **state) {
   t4a_fake_progress(f->fake);
   t4a_lane_release(f->lane);
   t4a_driver_release(f->drv);
-  int clean = t4a_fake_nothing_live(f->fake) && t4a_fake_ordering_violations(f->fake) == 0;
+  int clean = t4a_fake_nothing_live(f->fake) && t4a_fake_ordering_violations(f->fake) == 0 &&
+              t4a_fake_foreign_event_observations(f->fake) == 0;
   t4a_fake_destroy(f->fake);
   free(f);
   return clean && st == T4A_OK ? 0 : -1;
@@ -314,9 +411,9 @@ static void test_chunks_are_portable(void **state) {
   assert_int_equal(t4a_xfer_chunk_bytes(d), T4A_XFER_DEFAULT_CHUNK_BYTES);
   assert_int_equal(t4a_xfer_num_chunks(d), 2);
   t4a_xfer_destroy(d);
-  t4a_xfer_options o = {100, 2};
+  t4a_xfer_options o = {.chunk_bytes = 100, .num_chunks = 2};
   assert_int_equal(t4a_xfer_create(f->retire, &o, &d), T4A_INVALID_ARGUMENT);
-  o = (t4a_xfer_options){CHUNK, T4A_XFER_MAX_NUM_CHUNKS + 1};
+  o = (t4a_xfer_options){.chunk_bytes = CHUNK, .num_chunks = T4A_XFER_MAX_NUM_CHUNKS + 1};
   assert_int_equal(t4a_xfer_create(f->retire, &o, &d), T4A_INVALID_ARGUMENT);
   assert_null(d);
 }
@@ -440,9 +537,18 @@ static void test_failed_download_keeps_its_chunks_until_complete(void **state) {
   free(up);
 }
 
+static t4a_xfer_state xstate(t4a_xfer *x) {
+  t4a_xfer_state s;
+  t4a_xfer_get_state(x, &s);
+  return s;
+}
+
 /* A pending handle that fails on one chunk's event quarantines its other chunks too: their DMA
- * state is unknown, so they are never handed out again (here: every chunk is then quarantined). */
-static void test_failed_handle_never_reuses_its_other_chunks(void **state) {
+ * state is unknown, so they are not handed out on a guess (here: every chunk is then
+ * quarantined). A failed answer frees nothing; a later record on the lane's stream that answers
+ * OK (the ring's marker, recorded after them) proves their DMA ran, and only then are they
+ * reused. The failed handle's destination is never written. */
+static void test_failed_handle_reclaims_its_chunks_only_after_proof(void **state) {
   fixture *f = *state;
   const size_t n = 2 * CHUNK;
   unsigned char *dst = malloc(n), *up = malloc(CHUNK);
@@ -455,12 +561,25 @@ static void test_failed_handle_never_reuses_its_other_chunks(void **state) {
   assert_int_equal(t4a_xfer_pending_poll(p), T4A_DRIVER_ERROR); /* the first chunk's event */
   t4a_fake_clear_injections(f->fake);
   assert_int_equal(t4a_xfer_pending_poll(p), T4A_DRIVER_ERROR); /* memoised */
+  assert_int_equal(xstate(f->xfer).quarantined_chunks, 2);
   uint64_t hd = t4a_fake_calls(f->fake, "cuMemcpyHtoDAsync");
-  assert_int_equal(t4a_xfer_upload(f->xfer, b2, 0, up, CHUNK), T4A_LIMIT_EXCEEDED);
-  t4a_fake_progress(f->fake); /* even once the DMA ran, nothing reclaims them before teardown */
-  assert_int_equal(t4a_xfer_upload(f->xfer, b2, 0, up, CHUNK), T4A_LIMIT_EXCEEDED);
+  /* The marker's answer fails: nothing is freed, nothing is copied. */
+  t4a_fake_inject(f->fake, "cuEventSynchronize", 0, 1, CUDA_ERROR_UNKNOWN, 0);
+  assert_int_equal(t4a_xfer_upload(f->xfer, b2, 0, up, CHUNK), T4A_DRIVER_ERROR);
+  t4a_fake_clear_injections(f->fake);
   assert_int_equal(t4a_fake_calls(f->fake, "cuMemcpyHtoDAsync"), hd);
+  t4a_xfer_state xs = xstate(f->xfer);
+  assert_int_equal(xs.quarantined_chunks, 2);
+  assert_int_equal(xs.chunks_reclaimed, 0);
+  /* The marker answers OK: both chunks go back to the ring and the upload goes through. */
+  CK(t4a_xfer_upload(f->xfer, b2, 0, up, CHUNK));
+  xs = xstate(f->xfer);
+  assert_int_equal(xs.quarantined_chunks, 0);
+  assert_int_equal(xs.chunks_reclaimed, 2);
+  t4a_fake_progress(f->fake);
+  assert_memory_equal(device_view(f, b2), up, CHUNK);
   for (size_t i = 0; i < n; i++) assert_int_equal(dst[i], 0x44);
+  assert_int_equal(t4a_xfer_pending_poll(p), T4A_DRIVER_ERROR); /* still its memoised failure */
   assert_int_equal(t4a_fake_ordering_violations(f->fake), 0);
   t4a_xfer_pending_release(p);
   t4a_buffer_release(b);
@@ -468,6 +587,415 @@ static void test_failed_handle_never_reuses_its_other_chunks(void **state) {
   free(dst);
   free(up);
 }
+
+/* Two transient failures after enqueue quarantine both chunks. A later record on the same stream
+ * that answers OK proves the uncertain copies finished, so the chunks come back: first through a
+ * pinned download's event (no marker, no staging wait), then, after two more failures, through
+ * the ring's own marker. Every later staged upload succeeds with exact bytes. */
+static void test_quarantined_chunks_reclaimed_by_a_later_completion(void **state) {
+  fixture *f = *state;
+  const size_t n = 3 * CHUNK + 5;
+  unsigned char *src = malloc(n), *junk = malloc(CHUNK);
+  fill(src, n, 21);
+  fill(junk, CHUNK, 22);
+  /* One buffer per failed call: t4a_retire quarantines a reference per failure, and
+   * teardown_counted matches counted references to live blocks one to one. */
+  t4a_buffer *bad[4], *b = buffer(f, n);
+  for (int i = 0; i < 4; i++) bad[i] = buffer(f, CHUNK);
+  t4a_pinned *pin = NULL;
+  CK(t4a_pinned_create(t4a_lane_holder(f->lane), 64, 0, &pin));
+  t4a_fake_inject(f->fake, "cuMemcpyHtoDAsync", 0, 2, CUDA_ERROR_UNKNOWN, 1);
+  assert_int_equal(t4a_xfer_upload(f->xfer, bad[0], 0, junk, CHUNK), T4A_DRIVER_ERROR);
+  assert_int_equal(t4a_xfer_upload(f->xfer, bad[1], 0, junk, CHUNK), T4A_DRIVER_ERROR);
+  t4a_fake_clear_injections(f->fake);
+  assert_int_equal(xstate(f->xfer).quarantined_chunks, 2);
+  /* A pinned download records after them; its OK reclaims both. */
+  t4a_xfer_pending *q = NULL;
+  CK(t4a_xfer_download_pinned(f->xfer, b, 0, pin, 0, 64, &q));
+  CK(t4a_xfer_pending_wait(q));
+  t4a_xfer_pending_release(q);
+  t4a_xfer_state xs = xstate(f->xfer);
+  assert_int_equal(xs.quarantined_chunks, 0);
+  assert_int_equal(xs.chunks_reclaimed, 2);
+  uint64_t waits = counters(f).staging_waits;
+  CK(t4a_xfer_upload(f->xfer, b, 0, src, 2 * CHUNK)); /* both chunks free: no staging wait */
+  assert_int_equal(counters(f).staging_waits, waits);
+  /* Two more failures; then the ring proves them itself with one marker. */
+  t4a_fake_inject(f->fake, "cuMemcpyHtoDAsync", 0, 2, CUDA_ERROR_UNKNOWN, 1);
+  assert_int_equal(t4a_xfer_upload(f->xfer, bad[2], 0, junk, CHUNK), T4A_DRIVER_ERROR);
+  assert_int_equal(t4a_xfer_upload(f->xfer, bad[3], 0, junk, CHUNK), T4A_DRIVER_ERROR);
+  t4a_fake_clear_injections(f->fake);
+  assert_int_equal(xstate(f->xfer).quarantined_chunks, 2);
+  CK(t4a_xfer_upload(f->xfer, b, 0, src, n));
+  CK(t4a_xfer_upload(f->xfer, b, 0, src, n)); /* and again: the ring is whole */
+  xs = xstate(f->xfer);
+  assert_int_equal(xs.quarantined_chunks, 0);
+  assert_int_equal(xs.chunks_reclaimed, 4);
+  t4a_fake_progress(f->fake);
+  assert_memory_equal(device_view(f, b), src, n);
+  assert_int_equal(t4a_fake_ordering_violations(f->fake), 0);
+  t4a_pinned_release(pin);
+  for (int i = 0; i < 4; i++) t4a_buffer_release(bad[i]); /* quarantined: counted at teardown */
+  t4a_buffer_release(b);
+  free(src);
+  free(junk);
+}
+
+/* A failed event answer never frees a quarantined chunk: neither a failed marker nor a later
+ * pinned download's event that reports a sticky error. */
+static void test_failed_answers_never_reclaim(void **state) {
+  fixture *f = *state;
+  unsigned char junk[CHUNK] = {1};
+  t4a_buffer *bad[2] = {buffer(f, CHUNK), buffer(f, CHUNK)}, *b = buffer(f, CHUNK);
+  t4a_pinned *pin = NULL;
+  CK(t4a_pinned_create(t4a_lane_holder(f->lane), 64, 0, &pin));
+  t4a_fake_inject(f->fake, "cuMemcpyHtoDAsync", 0, 2, CUDA_ERROR_UNKNOWN, 1);
+  assert_int_equal(t4a_xfer_upload(f->xfer, bad[0], 0, junk, CHUNK), T4A_DRIVER_ERROR);
+  assert_int_equal(t4a_xfer_upload(f->xfer, bad[1], 0, junk, CHUNK), T4A_DRIVER_ERROR);
+  t4a_fake_clear_injections(f->fake);
+  t4a_fake_inject(f->fake, "cuEventSynchronize", 0, 1, CUDA_ERROR_UNKNOWN, 0);
+  assert_int_equal(t4a_xfer_upload(f->xfer, b, 0, junk, CHUNK), T4A_DRIVER_ERROR);
+  t4a_fake_clear_injections(f->fake);
+  assert_int_equal(xstate(f->xfer).quarantined_chunks, 2);
+  /* Recorded after the quarantines, but its answer is a sticky error. */
+  t4a_xfer_pending *q = NULL;
+  CK(t4a_xfer_download_pinned(f->xfer, b, 0, pin, 0, 64, &q));
+  t4a_fake_set_sticky(f->fake, 0, CUDA_ERROR_ILLEGAL_ADDRESS);
+  assert_int_equal(t4a_xfer_pending_wait(q), T4A_CONTEXT_LOST);
+  t4a_xfer_pending_release(q);
+  t4a_xfer_state xs = xstate(f->xfer);
+  assert_int_equal(xs.quarantined_chunks, 2);
+  assert_int_equal(xs.chunks_reclaimed, 0);
+  assert_int_equal(t4a_xfer_upload(f->xfer, b, 0, junk, CHUNK), T4A_LANE_BROKEN);
+  assert_int_equal(counters(f).bytes_downloaded, 0);
+  t4a_pinned_release(pin);
+  t4a_buffer_release(bad[0]);
+  t4a_buffer_release(bad[1]);
+  t4a_buffer_release(b);
+}
+
+/* A staged wait waits on the newest chunk of its handle only: stream order proves the older
+ * ones, which then settle with queries. */
+static void test_wait_syncs_only_the_newest_chunk(void **state) {
+  fixture *f = *state;
+  t4a_retire *r = NULL;
+  t4a_xfer *x = NULL;
+  CK(t4a_retire_create(f->lane, NULL, &r));
+  CK(make_xfer(r, CHUNK, 4, &x));
+  const size_t n = 4 * CHUNK - 9;
+  unsigned char *src = malloc(n), *dst = malloc(n);
+  fill(src, n, 23);
+  memset(dst, 0, n);
+  t4a_buffer *b = buffer(f, n);
+  CK(t4a_xfer_upload(x, b, 0, src, n));
+  CK(t4a_retire_wait(r));
+  t4a_xfer_pending *p = NULL;
+  CK(t4a_xfer_download(x, b, 0, dst, n, &p)); /* four chunks, none waited yet */
+  uint64_t syncs = t4a_fake_calls(f->fake, "cuEventSynchronize");
+  uint64_t hw = counters(f).host_waits;
+  CK(t4a_xfer_pending_wait(p));
+  assert_int_equal(t4a_fake_calls(f->fake, "cuEventSynchronize") - syncs, 1);
+  assert_int_equal(counters(f).host_waits - hw, 1);
+  assert_memory_equal(src, dst, n);
+  t4a_xfer_pending_release(p);
+  t4a_buffer_release(b);
+  t4a_xfer_destroy(x);
+  CK(t4a_retire_destroy(r));
+  free(src);
+  free(dst);
+}
+
+/* Pinned downloads recycle their events: a warm one creates none, and the spare events are
+ * destroyed with the ring (teardown checks that nothing is left in the fake). */
+static void test_warm_pinned_download_creates_no_event(void **state) {
+  fixture *f = *state;
+  const size_t n = 3000;
+  unsigned char *src = malloc(n);
+  fill(src, n, 24);
+  t4a_buffer *b = buffer(f, n);
+  t4a_pinned *out = NULL;
+  CK(t4a_pinned_create(t4a_lane_holder(f->lane), n, 0, &out));
+  CK(t4a_xfer_upload(f->xfer, b, 0, src, n));
+  t4a_xfer_pending *p = NULL;
+  CK(t4a_xfer_download_pinned(f->xfer, b, 0, out, 0, n, &p)); /* cold: creates one */
+  CK(t4a_xfer_pending_wait(p));
+  t4a_xfer_pending_release(p);
+  assert_int_equal(xstate(f->xfer).spare_events, 1);
+  uint64_t created = t4a_fake_calls(f->fake, "cuEventCreate");
+  uint64_t destroyed = t4a_fake_calls(f->fake, "cuEventDestroy");
+  for (int i = 0; i < 5; i++) {
+    memset(t4a_pinned_host(out), 0, n);
+    CK(t4a_xfer_download_pinned(f->xfer, b, 0, out, 0, n, &p));
+    CK(t4a_xfer_pending_wait(p));
+    assert_memory_equal(t4a_pinned_host(out), src, n);
+    t4a_xfer_pending_release(p);
+  }
+  CK(t4a_xfer_download_pinned(f->xfer, b, 0, out, 0, n, &p));
+  t4a_xfer_pending_release(p); /* dropped unwaited: its event is kept too */
+  assert_int_equal(t4a_fake_calls(f->fake, "cuEventCreate"), created);
+  assert_int_equal(t4a_fake_calls(f->fake, "cuEventDestroy"), destroyed);
+  assert_int_equal(xstate(f->xfer).spare_events, 1);
+  t4a_pinned_release(out);
+  t4a_buffer_release(b);
+  free(src);
+}
+
+/* bytes_downloaded counts a download when it is delivered (its first OK), never at enqueue: a
+ * download released unwaited, or one that failed, counts nothing. */
+static void test_bytes_downloaded_counted_at_delivery(void **state) {
+  fixture *f = *state;
+  const size_t n = CHUNK + 100;
+  unsigned char *src = malloc(n), *dst = malloc(n);
+  fill(src, n, 25);
+  t4a_buffer *b = buffer(f, n);
+  t4a_pinned *pin = NULL;
+  CK(t4a_pinned_create(t4a_lane_holder(f->lane), n, 0, &pin));
+  CK(t4a_xfer_upload(f->xfer, b, 0, src, n));
+  CK(t4a_retire_wait(f->retire));
+  t4a_xfer_pending *p = NULL;
+  /* Released unwaited, even after its DMA ran: nothing. */
+  CK(t4a_xfer_download(f->xfer, b, 0, dst, n, &p));
+  t4a_fake_progress(f->fake);
+  t4a_xfer_pending_release(p);
+  CK(t4a_xfer_download_pinned(f->xfer, b, 0, pin, 0, n, &p));
+  t4a_fake_progress(f->fake);
+  t4a_xfer_pending_release(p);
+  assert_int_equal(counters(f).bytes_downloaded, 0);
+  /* Staged: counted at the OK. */
+  CK(t4a_xfer_download(f->xfer, b, 0, dst, n, &p));
+  assert_int_equal(counters(f).bytes_downloaded, 0);
+  assert_int_equal(t4a_xfer_pending_poll(p), T4A_NOT_READY);
+  assert_int_equal(counters(f).bytes_downloaded, 0);
+  t4a_fake_progress(f->fake);
+  CK(t4a_xfer_pending_poll(p));
+  assert_int_equal(counters(f).bytes_downloaded, n);
+  assert_int_equal(t4a_xfer_pending_wait(p), T4A_ALREADY_CONSUMED);
+  assert_int_equal(counters(f).bytes_downloaded, n);
+  t4a_xfer_pending_release(p);
+  assert_memory_equal(dst, src, n);
+  /* Pinned: counted at the OK. */
+  CK(t4a_xfer_download_pinned(f->xfer, b, 0, pin, 0, 64, &p));
+  assert_int_equal(counters(f).bytes_downloaded, n);
+  CK(t4a_xfer_pending_wait(p));
+  assert_int_equal(counters(f).bytes_downloaded, n + 64);
+  t4a_xfer_pending_release(p);
+  /* Failed: nothing. */
+  CK(t4a_xfer_download(f->xfer, b, 0, dst, n, &p));
+  t4a_fake_inject(f->fake, "cuEventQuery", 0, 1, CUDA_ERROR_UNKNOWN, 0);
+  assert_int_equal(t4a_xfer_pending_poll(p), T4A_DRIVER_ERROR);
+  t4a_fake_clear_injections(f->fake);
+  t4a_xfer_pending_release(p);
+  CK(t4a_xfer_download_pinned(f->xfer, b, 0, pin, 0, 64, &p));
+  t4a_fake_inject(f->fake, "cuEventSynchronize", 0, 1, CUDA_ERROR_UNKNOWN, 0);
+  assert_int_equal(t4a_xfer_pending_wait(p), T4A_DRIVER_ERROR);
+  t4a_fake_clear_injections(f->fake);
+  t4a_xfer_pending_release(p);
+  assert_int_equal(counters(f).bytes_downloaded, n + 64);
+  t4a_pinned_release(pin);
+  t4a_buffer_release(b);
+  free(src);
+  free(dst);
+}
+
+/* ---- observers never block behind another thread ---- */
+
+typedef struct job {
+  t4a_xfer *x;
+  t4a_buffer *b;
+  const void *src;
+  size_t bytes;
+  t4a_xfer_pending *p;
+  t4a_status st;
+} job;
+
+static void *job_wait(void *arg) {
+  job *j = arg;
+  j->st = t4a_xfer_pending_wait(j->p);
+  return NULL;
+}
+
+static void *job_upload(void *arg) {
+  job *j = arg;
+  j->st = t4a_xfer_upload(j->x, j->b, 0, j->src, j->bytes);
+  return NULL;
+}
+
+/* Thread B waits on handle 1 (held inside cuEventSynchronize); this thread polls handle 2, which
+ * must answer at once (and deliver, since its DMA ran) instead of queueing behind B's wait. */
+static void test_poll_not_blocked_by_another_threads_wait(void **state) {
+  fixture *f = *state;
+  unsigned char *want = malloc(2 * CHUNK), d1[CHUNK], d2[CHUNK];
+  t4a_buffer *b = buffer(f, 2 * CHUNK);
+  t4a_fake_progress(f->fake);
+  fill(device_view(f, b), 2 * CHUNK, 26);
+  memcpy(want, device_view(f, b), 2 * CHUNK);
+  job j = {0};
+  CK(t4a_xfer_download(f->xfer, b, 0, d1, CHUNK, &j.p));
+  t4a_xfer_pending *p2 = NULL;
+  CK(t4a_xfer_download(f->xfer, b, CHUNK, d2, CHUNK, &p2));
+  gate_arm(GATE_EVENT_SYNC);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, job_wait, &j), 0);
+  assert_true(gate_wait_entered());
+  t4a_fake_progress(f->fake);
+  t4a_status st = t4a_xfer_pending_poll(p2);
+  int blocked = gate_open();
+  assert_int_equal(pthread_join(t, NULL), 0);
+  assert_false(blocked);
+  CK(st);
+  CK(j.st);
+  assert_memory_equal(d1, want, CHUNK);
+  assert_memory_equal(d2, want + CHUNK, CHUNK);
+  t4a_xfer_pending_release(j.p);
+  t4a_xfer_pending_release(p2);
+  t4a_buffer_release(b);
+  free(want);
+}
+
+/* Thread B's upload needs the chunk a download holds and waits for it (a staging wait, held in
+ * cuEventSynchronize). Meanwhile this thread polls that download: NOT_READY at once, then — the
+ * DMA having run — OK with the bytes; B then finds the chunk delivered and uses it. */
+static void test_poll_not_blocked_by_a_staging_wait(void **state) {
+  fixture *f = *state;
+  unsigned char *src = malloc(2 * CHUNK), *want = malloc(CHUNK), d[CHUNK];
+  fill(src, 2 * CHUNK, 27);
+  t4a_buffer *b = buffer(f, CHUNK), *b2 = buffer(f, 2 * CHUNK);
+  t4a_fake_progress(f->fake);
+  fill(device_view(f, b), CHUNK, 28);
+  memcpy(want, device_view(f, b), CHUNK);
+  t4a_xfer_pending *p = NULL;
+  CK(t4a_xfer_download(f->xfer, b, 0, d, CHUNK, &p)); /* chunk 0 */
+  job j = {.x = f->xfer, .b = b2, .src = src, .bytes = 2 * CHUNK};
+  gate_arm(GATE_EVENT_SYNC);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, job_upload, &j), 0);
+  assert_true(gate_wait_entered()); /* B filled chunk 1 and waits for chunk 0 */
+  assert_int_equal(t4a_xfer_pending_poll(p), T4A_NOT_READY);
+  t4a_fake_progress(f->fake);
+  t4a_status st = t4a_xfer_pending_poll(p);
+  int blocked = gate_open();
+  assert_int_equal(pthread_join(t, NULL), 0);
+  assert_false(blocked);
+  CK(st);
+  CK(j.st);
+  assert_memory_equal(d, want, CHUNK);
+  t4a_fake_progress(f->fake);
+  assert_memory_equal(device_view(f, b2), src, 2 * CHUNK);
+  assert_int_equal(counters(f).staging_waits, 1);
+  t4a_xfer_pending_release(p);
+  t4a_buffer_release(b);
+  t4a_buffer_release(b2);
+  free(src);
+  free(want);
+}
+
+/* Thread B's upload is held inside its enqueue (after filling its chunk); this thread's poll of
+ * another handle answers meanwhile: the fill and the enqueue run without the ring's lock. */
+static void test_poll_not_blocked_by_an_upload(void **state) {
+  fixture *f = *state;
+  unsigned char *src = malloc(CHUNK), *want = malloc(CHUNK), d[CHUNK];
+  fill(src, CHUNK, 29);
+  t4a_buffer *b = buffer(f, CHUNK), *b2 = buffer(f, CHUNK);
+  t4a_fake_progress(f->fake);
+  fill(device_view(f, b), CHUNK, 30);
+  memcpy(want, device_view(f, b), CHUNK);
+  t4a_xfer_pending *p = NULL;
+  CK(t4a_xfer_download(f->xfer, b, 0, d, CHUNK, &p));
+  job j = {.x = f->xfer, .b = b2, .src = src, .bytes = CHUNK};
+  gate_arm(GATE_HTOD);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, job_upload, &j), 0);
+  assert_true(gate_wait_entered());
+  t4a_fake_progress(f->fake);
+  t4a_status st = t4a_xfer_pending_poll(p);
+  int blocked = gate_open();
+  assert_int_equal(pthread_join(t, NULL), 0);
+  assert_false(blocked);
+  CK(st);
+  CK(j.st);
+  assert_memory_equal(d, want, CHUNK);
+  t4a_fake_progress(f->fake);
+  assert_memory_equal(device_view(f, b2), src, CHUNK);
+  t4a_xfer_pending_release(p);
+  t4a_buffer_release(b);
+  t4a_buffer_release(b2);
+  free(src);
+  free(want);
+}
+
+/* ---- the pinned-hold budget ---- */
+
+/* Whether pinned memory at `host` is still allocated in the fake (not yet freed). */
+static int pinned_alive(fixture *f, void *host) {
+  return t4a_fake_host_alloc_flags(f->fake, host, NULL);
+}
+
+/* Direct pinned uploads hold the caller's memory until their DMA completed; with a budget, one
+ * that would hold more goes through the ring (counted), its memory not held. A pinned object
+ * counts once, with its full size, however often it is used while held. */
+static void test_pinned_upload_budget(void **state) {
+  fixture *f = *state;
+  t4a_xfer_options o = T4A_XFER_OPTIONS_INIT;
+  o.chunk_bytes = CHUNK;
+  o.num_chunks = 2;
+  o.max_pinned_hold_bytes = 2 * CHUNK;
+  t4a_xfer *x = NULL;
+  CK(t4a_xfer_create(f->retire, &o, &x));
+  t4a_ctx_holder *h = t4a_lane_holder(f->lane);
+  t4a_pinned *a = NULL, *b = NULL, *c = NULL, *big = NULL;
+  CK(t4a_pinned_create(h, CHUNK, 0, &a));
+  CK(t4a_pinned_create(h, CHUNK, 0, &b));
+  CK(t4a_pinned_create(h, CHUNK, 0, &c));
+  CK(t4a_pinned_create(h, 3 * CHUNK, 0, &big));
+  void *ha = t4a_pinned_host(a), *hc = t4a_pinned_host(c), *hbig = t4a_pinned_host(big);
+  fill(ha, CHUNK, 31);
+  fill(t4a_pinned_host(b), CHUNK, 32);
+  fill(hc, CHUNK, 33);
+  fill(hbig, 3 * CHUNK, 34);
+  unsigned char *want = malloc(6 * CHUNK);
+  memcpy(want, ha, CHUNK);
+  memcpy(want + CHUNK, t4a_pinned_host(b), CHUNK);
+  memcpy(want + 2 * CHUNK, hc, CHUNK);
+  memcpy(want + 3 * CHUNK, hbig, 3 * CHUNK);
+  t4a_buffer *dst = buffer(f, 6 * CHUNK);
+  uint64_t ev = counters(f).events_recorded;
+  CK(t4a_xfer_upload_pinned(x, dst, 0, a, 0, CHUNK)); /* direct: no chunk, no event */
+  CK(t4a_xfer_upload_pinned(x, dst, CHUNK, b, 0, CHUNK));
+  assert_int_equal(counters(f).events_recorded, ev);
+  t4a_xfer_state xs = xstate(x);
+  assert_int_equal(xs.pinned_hold_bytes, 2 * CHUNK);
+  assert_int_equal(xs.pinned_fallbacks, 0);
+  CK(t4a_xfer_upload_pinned(x, dst, 2 * CHUNK, c, 0, CHUNK)); /* over: through the ring */
+  CK(t4a_xfer_upload_pinned(x, dst, 3 * CHUNK, big, 0, 3 * CHUNK)); /* larger than the budget */
+  xs = xstate(x);
+  assert_int_equal(xs.pinned_hold_bytes, 2 * CHUNK);
+  assert_int_equal(xs.pinned_fallbacks, 2);
+  assert_int_equal(counters(f).events_recorded, ev + 4); /* 1 + 3 staged chunks */
+  CK(t4a_xfer_upload_pinned(x, dst, 0, a, 0, 16)); /* already held: direct, counted once */
+  assert_int_equal(xstate(x).pinned_hold_bytes, 2 * CHUNK);
+  assert_int_equal(xstate(x).pinned_fallbacks, 2);
+  /* The staged ones' memory is not held: released, it is gone at once. The direct one's is. */
+  t4a_pinned_release(c);
+  t4a_pinned_release(big);
+  assert_false(pinned_alive(f, hc));
+  assert_false(pinned_alive(f, hbig));
+  t4a_pinned_release(a);
+  assert_true(pinned_alive(f, ha));
+  /* Once the DMA completed and t4a_retire released the keepalives, the budget is free again. */
+  CK(t4a_retire_wait(f->retire));
+  assert_int_equal(xstate(x).pinned_hold_bytes, 0);
+  assert_false(pinned_alive(f, ha));
+  assert_memory_equal(device_view(f, dst), want, 6 * CHUNK);
+  CK(t4a_xfer_upload_pinned(x, dst, 0, b, 0, CHUNK));
+  assert_int_equal(xstate(x).pinned_hold_bytes, CHUNK);
+  assert_int_equal(xstate(x).pinned_fallbacks, 2);
+  t4a_xfer_destroy(x); /* the holds outlive it: t4a_retire releases them later */
+  t4a_pinned_release(b);
+  CK(t4a_retire_wait(f->retire));
+  t4a_buffer_release(dst);
+  free(want);
+}
+
 
 /* ---- failure sweeps ---- */
 
@@ -493,6 +1021,13 @@ static t4a_status op_all(void *user) {
   if (st == T4A_OK) st = t4a_xfer_download_pinned(x, b, 0, pin, 0, N, &q);
   if (st == T4A_OK) st = t4a_xfer_pending_wait(q);
   if (st == T4A_OK && memcmp(src, t4a_pinned_host(pin), N) != 0) st = T4A_INTERNAL;
+  t4a_xfer_pending_release(q); /* its event goes to the spares: the next one is warm */
+  q = NULL;
+  if (st == T4A_OK) memset(t4a_pinned_host(pin), 0, N);
+  if (st == T4A_OK) st = t4a_xfer_download_pinned(x, b, 0, pin, 0, N, &q);
+  if (st == T4A_OK) st = t4a_xfer_pending_wait(q);
+  if (st == T4A_OK && memcmp(src, t4a_pinned_host(pin), N) != 0) st = T4A_INTERNAL;
+  /* The same pinned memory as the downloads: one keepalive record, one object if leaked. */
   if (st == T4A_OK) st = t4a_xfer_upload_pinned(x, b, 0, pin, 0, N);
   t4a_xfer_pending_release(p);
   t4a_xfer_pending_release(q);
@@ -526,6 +1061,114 @@ static t4a_status op_dropped(void *user) {
   return st;
 }
 
+/* The pinned-hold budget: one direct upload, one over the budget (through the ring), a download
+ * into the held memory (the same keepalive record), a second direct upload of it. */
+static t4a_status op_budget(void *user) {
+  fixture *f = user;
+  t4a_retire *r = NULL;
+  t4a_xfer *x = NULL;
+  t4a_buffer *b = NULL;
+  t4a_pinned *a = NULL, *c = NULL;
+  t4a_xfer_pending *q = NULL;
+  t4a_xfer_options o = T4A_XFER_OPTIONS_INIT;
+  o.chunk_bytes = CHUNK;
+  o.num_chunks = 2;
+  o.max_pinned_hold_bytes = CHUNK;
+  t4a_ctx_holder *h = t4a_lane_holder(f->lane);
+  t4a_status st = t4a_retire_create(f->lane, NULL, &r);
+  if (st == T4A_OK) st = t4a_xfer_create(r, &o, &x);
+  if (st == T4A_OK) st = t4a_buffer_create(f->pool, 2 * CHUNK, 0, 0, &b);
+  if (st == T4A_OK) st = t4a_pinned_create(h, CHUNK, 0, &a);
+  if (st == T4A_OK) st = t4a_pinned_create(h, CHUNK, 0, &c);
+  if (st == T4A_OK) {
+    fill(t4a_pinned_host(a), CHUNK, 40);
+    fill(t4a_pinned_host(c), CHUNK, 41);
+  }
+  if (st == T4A_OK) st = t4a_xfer_upload_pinned(x, b, 0, a, 0, CHUNK);     /* direct */
+  if (st == T4A_OK) st = t4a_xfer_upload_pinned(x, b, CHUNK, c, 0, CHUNK); /* the ring */
+  if (st == T4A_OK) st = t4a_xfer_download_pinned(x, b, CHUNK, a, 0, CHUNK, &q);
+  if (st == T4A_OK) st = t4a_xfer_pending_wait(q);
+  if (st == T4A_OK && memcmp(t4a_pinned_host(a), t4a_pinned_host(c), CHUNK) != 0) {
+    st = T4A_INTERNAL;
+  }
+  if (st == T4A_OK) st = t4a_xfer_upload_pinned(x, b, 0, a, 0, CHUNK); /* held: direct */
+  t4a_xfer_pending_release(q);
+  t4a_pinned_release(a);
+  t4a_pinned_release(c);
+  t4a_buffer_release(b);
+  t4a_xfer_destroy(x);
+  t4a_status dst_st = t4a_retire_destroy(r);
+  if (st == T4A_OK) st = dst_st;
+  return st;
+}
+
+/* The reclaim path — two chunks quarantined by failures after enqueue, then an upload that must
+ * record and wait for a marker, a download and its wait — with each driver call of that second
+ * part failing in turn, its work enqueued or not: typed errors with their detail, nothing alive
+ * uncounted after any step (teardown_counted checks the exact sum), and the untouched run
+ * reclaims both chunks and round-trips the bytes exactly. (t4a_sweep_driver cannot drive this:
+ * the failures that quarantine the chunks are injected by the step itself.) */
+static void test_reclaim_sweep(void **state) {
+  fixture *f = *state;
+  static unsigned char src[2 * CHUNK], back[2 * CHUNK], junk[CHUNK];
+  fill(src, sizeof src, 42);
+  f->baseline = unaccounted(f);
+  int surfaced = 0;
+  for (int enqueue = 0; enqueue < 2; enqueue++) {
+    for (int n = 0;; n++) {
+      assert_true(n < 300);
+      t4a_retire *r = NULL;
+      t4a_xfer *x = NULL;
+      CK(t4a_retire_create(f->lane, NULL, &r));
+      CK(make_xfer(r, CHUNK, 2, &x));
+      t4a_buffer *bad[2] = {buffer(f, CHUNK), buffer(f, CHUNK)}, *b = buffer(f, 2 * CHUNK);
+      t4a_fake_inject(f->fake, "cuMemcpyHtoDAsync", 0, 2, CUDA_ERROR_UNKNOWN, 1);
+      assert_int_equal(t4a_xfer_upload(x, bad[0], 0, junk, CHUNK), T4A_DRIVER_ERROR);
+      assert_int_equal(t4a_xfer_upload(x, bad[1], 0, junk, CHUNK), T4A_DRIVER_ERROR);
+      t4a_fake_clear_injections(f->fake);
+      assert_int_equal(xstate(x).quarantined_chunks, 2);
+      memset(back, 0, sizeof back);
+      uint64_t before = t4a_fake_injected(f->fake);
+      t4a_fake_inject(f->fake, NULL, (uint64_t)n, 1, CUDA_ERROR_UNKNOWN, enqueue);
+      t4a_error_clear();
+      t4a_xfer_pending *p = NULL;
+      t4a_status st = t4a_xfer_upload(x, b, 0, src, sizeof src);
+      if (st == T4A_OK) st = t4a_xfer_download(x, b, 0, back, sizeof back, &p);
+      if (st == T4A_OK) st = t4a_xfer_pending_wait(p);
+      int fired = t4a_fake_injected(f->fake) != before;
+      t4a_fake_clear_injections(f->fake);
+      if (st != T4A_OK) {
+        surfaced++;
+        t4a_error e;
+        t4a_error_last(&e);
+        if (st != T4A_DRIVER_ERROR || e.status != st || e.code != CUDA_ERROR_UNKNOWN ||
+            strncmp(e.entry, "cu", 2) != 0) {
+          fail_msg("reclaim sweep: call %d (enqueue %d): %s, detail %s from '%s' (%d)", n,
+                   enqueue, t4a_status_name(st), t4a_status_name(e.status), e.entry, e.code);
+        }
+      }
+      t4a_xfer_state xs = xstate(x);
+      t4a_xfer_pending_release(p);
+      t4a_buffer_release(bad[0]);
+      t4a_buffer_release(bad[1]);
+      t4a_buffer_release(b);
+      t4a_xfer_destroy(x);
+      CK(t4a_retire_destroy(r));
+      (void)t4a_fake_table(f->fake)->cuCtxSetCurrent(NULL);
+      long extra = unaccounted(f);
+      if (extra > 0) fail_msg("reclaim sweep: call %d left %ld objects uncounted", n, extra);
+      if (!fired) {
+        CK(st);
+        assert_int_equal(xs.chunks_reclaimed, 2);
+        assert_memory_equal(back, src, sizeof src);
+        break;
+      }
+    }
+  }
+  assert_true(surfaced > 5);
+  assert_int_equal(t4a_fake_ordering_violations(f->fake), 0);
+}
+
 static void test_failure_sweep(void **state) {
   fixture *f = *state;
   t4a_sweep s = {.name = "xfer", .fake = f->fake, .op = op_all, .unaccounted = unaccounted,
@@ -552,6 +1195,17 @@ static void test_failure_sweep(void **state) {
   s.op = op_dropped;
   assert_true(t4a_sweep_driver(&s, CUDA_ERROR_UNKNOWN, T4A_DRIVER_ERROR) > 5);
   assert_true(t4a_sweep_fault(&s, T4A_FAULT_HOST_MALLOC, allowed, 1) > 0);
+  s.op = op_budget;
+  assert_true(t4a_sweep_driver(&s, CUDA_ERROR_UNKNOWN, T4A_DRIVER_ERROR) > 10);
+  s.after_enqueue = 1;
+  s.entry = "cuMemcpyHtoDAsync";
+  assert_true(t4a_sweep_driver(&s, CUDA_ERROR_UNKNOWN, T4A_DRIVER_ERROR) > 0);
+  s.entry = "cuMemcpyDtoHAsync";
+  assert_true(t4a_sweep_driver(&s, CUDA_ERROR_UNKNOWN, T4A_DRIVER_ERROR) > 0);
+  s.entry = NULL;
+  s.after_enqueue = 0;
+  assert_true(t4a_sweep_fault(&s, T4A_FAULT_HOST_MALLOC, allowed, 1) > 0);
+  (void)t4a_sweep_fault(&s, T4A_FAULT_MUTEX_INIT, mutex, 1);
   assert_int_equal(t4a_fake_ordering_violations(f->fake), 0);
 }
 
@@ -572,9 +1226,22 @@ int main(void) {
                                       teardown_counted),
       cmocka_unit_test_setup_teardown(test_failed_download_keeps_its_chunks_until_complete,
                                       setup_leaky, teardown_counted),
-      cmocka_unit_test_setup_teardown(test_failed_handle_never_reuses_its_other_chunks, setup,
+      cmocka_unit_test_setup_teardown(test_failed_handle_reclaims_its_chunks_only_after_proof,
+                                      setup, teardown),
+      cmocka_unit_test_setup_teardown(test_quarantined_chunks_reclaimed_by_a_later_completion,
+                                      setup_leaky, teardown_counted),
+      cmocka_unit_test_setup_teardown(test_failed_answers_never_reclaim, setup_leaky,
+                                      teardown_counted),
+      cmocka_unit_test_setup_teardown(test_wait_syncs_only_the_newest_chunk, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_warm_pinned_download_creates_no_event, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_bytes_downloaded_counted_at_delivery, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_poll_not_blocked_by_another_threads_wait, setup,
                                       teardown),
+      cmocka_unit_test_setup_teardown(test_poll_not_blocked_by_a_staging_wait, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_poll_not_blocked_by_an_upload, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_pinned_upload_budget, setup, teardown),
       cmocka_unit_test_setup_teardown(test_failure_sweep, setup_leaky, teardown_counted),
+      cmocka_unit_test_setup_teardown(test_reclaim_sweep, setup_leaky, teardown_counted),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

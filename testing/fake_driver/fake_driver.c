@@ -538,6 +538,14 @@ uint64_t t4a_fake_ordering_violations(t4a_fake *fake) {
   return n;
 }
 
+uint64_t t4a_fake_foreign_event_observations(t4a_fake *fake) {
+  if (fake == NULL) return 0;
+  fk_lock();
+  uint64_t n = fake->foreign_event_observations;
+  fk_unlock();
+  return n;
+}
+
 uint64_t t4a_fake_nonportable_pinned_uses(t4a_fake *fake) {
   if (fake == NULL) return 0;
   fk_lock();

@@ -211,6 +211,9 @@ uint64_t t4a_fake_ordering_violations(t4a_fake *fake);
 /* Copies enqueued on a stream of one context that use pinned host memory (cuMemHostAlloc or
  * cuMemHostRegister) pinned without the PORTABLE flag by another context. */
 uint64_t t4a_fake_nonportable_pinned_uses(t4a_fake *fake);
+/* cuEventQuery / cuEventSynchronize calls made while a context other than the event's was
+ * current (allowed by the driver; t4a observes every event under its own context). */
+uint64_t t4a_fake_foreign_event_observations(t4a_fake *fake);
 /* If host_ptr lies inside a live cuMemHostAlloc allocation: stores its cuMemHostAlloc flags in
  * *out_flags (when not NULL) and returns 1. Otherwise (registered or pageable memory) 0. */
 int t4a_fake_host_alloc_flags(t4a_fake *fake, const void *host_ptr, unsigned *out_flags);

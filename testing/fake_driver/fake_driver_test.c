@@ -472,6 +472,36 @@ static void test_ctx_limits_and_peer(void **state) {
   t4a_fake_destroy(x.fake);
 }
 
+/* An event queried or synchronised while another context is current is counted (t4a's rule:
+ * observe each event under its own context); with its own context, or none, it is not. */
+static void test_foreign_event_observations(void **state) {
+  (void)state;
+  t4a_fake_options o = T4A_FAKE_OPTIONS_INIT;
+  o.num_devices = 2;
+  fx x;
+  assert_int_equal(fx_open(&x, &o), 0);
+  const t4a_driver_table *t = x.t;
+  CUevent ev;
+  CK(t->cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+  CK(t->cuEventRecord(ev, x.s));
+  CK(t->cuEventSynchronize(ev));
+  CK(t->cuEventQuery(ev));
+  CK(t->cuCtxSetCurrent(NULL));
+  CK(t->cuEventQuery(ev));
+  assert_int_equal(t4a_fake_foreign_event_observations(x.fake), 0);
+  CUcontext c1;
+  CK(t->cuDevicePrimaryCtxRetain(&c1, 1));
+  CK(t->cuCtxSetCurrent(c1));
+  CK(t->cuEventQuery(ev));
+  CK(t->cuEventSynchronize(ev));
+  assert_int_equal(t4a_fake_foreign_event_observations(x.fake), 2);
+  CK(t->cuCtxSetCurrent(x.ctx));
+  CK(t->cuEventDestroy(ev));
+  CK(t->cuDevicePrimaryCtxRelease(1));
+  fx_clean(&x);
+  t4a_fake_destroy(x.fake);
+}
+
 /* ---- ordering ----------------------------------------------------------------------------- */
 
 static void test_copies_run_in_stream_order_at_run_time(void **state) {
@@ -2722,6 +2752,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_reset_reclaims, setup, teardown),
       cmocka_unit_test_setup_teardown(test_current_context_is_per_thread, setup, teardown),
       cmocka_unit_test(test_ctx_limits_and_peer),
+      cmocka_unit_test(test_foreign_event_observations),
       cmocka_unit_test_setup_teardown(test_copies_run_in_stream_order_at_run_time, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_cross_stream_event_wait, setup, teardown),

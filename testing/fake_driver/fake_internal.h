@@ -434,6 +434,7 @@ struct t4a_fake {
   fk_rindex freed;     /* fk_tomb of blocks freed by stream operations */
   uint64_t ordering_violations;
   uint64_t nonportable_pinned_uses;
+  uint64_t foreign_event_observations; /* event query/sync with another context current */
 };
 
 /* The fake's fixed address layout: device d's memory starts at FK_DEVICE_BASE(d); the device

@@ -1024,10 +1024,17 @@ CUresult fk_cuEventRecord(t4a_fake *f, CUevent h, CUstream hs) {
   return fk_submit(f, s, op);
 }
 
+/* t4a's rule (stricter than the driver): an event is observed under its own context. */
+static void note_observer(t4a_fake *f, const fk_event *e) {
+  uint64_t cur = fk_current_handle(f);
+  if (cur != 0 && cur != e->ctx->o.handle) f->foreign_event_observations++;
+}
+
 CUresult fk_cuEventQuery(t4a_fake *f, CUevent h) {
   fk_event *e;
   CUresult r = event_lookup(f, h, &e);
   if (r != CUDA_SUCCESS) return r;
+  note_observer(f, e);
   if (e->captured_stream != 0) return CUDA_ERROR_CAPTURED_EVENT;
   if (e->last == NULL) return CUDA_SUCCESS;
   if (!e->last->done && f->query_policy == T4A_FAKE_QUERY_PROGRESSES) {
@@ -1044,6 +1051,7 @@ CUresult fk_cuEventSynchronize(t4a_fake *f, CUevent h) {
   fk_event *e;
   CUresult r = event_lookup(f, h, &e);
   if (r != CUDA_SUCCESS) return r;
+  note_observer(f, e);
   if (e->captured_stream != 0) return CUDA_ERROR_CAPTURED_EVENT;
   r = fk_drain_point(f, e->last);
   fk_pools_trim_on_sync(f);

@@ -78,7 +78,8 @@ extern "C" {
   X(copies_peer, "copies between devices through peer access (t4a_xfer_copy)")             \
   X(copies_staged, "copies between devices staged through pinned chunks (t4a_xfer_copy)")  \
   X(peer_access_enabled, "context pairs given peer access (cuCtxEnablePeerAccess)")       \
-  X(pool_access_granted, "memory pools opened to another device (cuMemPoolSetAccess)")
+  X(pool_access_granted, "memory pools opened to another device (cuMemPoolSetAccess)")      \
+  X(pools_leaked, "memory pools not destroyed: no proved drain, no context, or a failure")
 
 typedef enum t4a_counter_id {
 #define T4A_COUNTER_ENUM_(name, desc) T4A_COUNTER_##name,

@@ -71,7 +71,8 @@ void t4a_mem_pool_retain(t4a_mem_pool *pool);
 /* Drops a reference (buffers hold one each). The last frees the cached blocks and destroys the
  * pool under the lane's context — or, if the pool or its lane was abandoned (no proved drain:
  * t4a_retire_destroy abandons the lane), the lane's context is lost, or the context cannot be
- * activated, leaks them and counts. Accepts NULL. */
+ * activated, leaks them and counts (pools_leaked, buffers_leaked for its cached blocks). Accepts
+ * NULL. */
 void t4a_mem_pool_release(t4a_mem_pool *pool);
 /* Marks the pool as not provably drained (teardown after a fault): its final release leaks the
  * pool and cached blocks instead of calling the driver. */
@@ -155,6 +156,10 @@ T4A_MUST_USE t4a_status t4a_slot_acquire(t4a_slots *slots, uint32_t *out_index);
 void t4a_slot_release(t4a_slots *slots, uint32_t index);
 void *t4a_slot_host(const t4a_slots *slots, uint32_t index);
 t4a_devptr t4a_slot_devptr(const t4a_slots *slots, uint32_t index);
+/* The bytes every slot holds (slot_bytes as created, rounded up to 64). */
+size_t t4a_slots_slot_bytes(const t4a_slots *slots);
+/* 1 if slot `index` is acquired now, else 0 (also for NULL or an index out of range). */
+int t4a_slot_is_acquired(t4a_slots *slots, uint32_t index);
 
 /* Registration of caller memory (page-locks it; mapped with T4A_HOST_REGISTER_MAPPED). */
 typedef struct t4a_host_registration t4a_host_registration;

@@ -18,25 +18,40 @@
  * its DMA; a chunk is reused only once that event reports completion. When the ring has no free
  * chunk the call waits for the oldest (a counted host wait: staging_waits and host_waits), so a
  * transfer larger than the ring pipelines: the host copy into chunk k+1 overlaps the DMA of
- * chunk k.
+ * chunk k. Uploads from the caller's pinned memory go direct (one DMA), holding that memory until
+ * the DMA completed; with max_pinned_hold_bytes set, a request that would hold more of the
+ * callers' pinned memory than that goes through the ring instead (copied into chunks, the
+ * caller's memory not held).
  *
  * Downloads return a pending handle. A pageable download DMAs into chunks; the bytes reach the
  * caller's destination only when completion is observed (t4a_xfer_pending_poll / _wait), or,
  * for a download larger than the ring, when the ring needs one of its chunks back (after that
  * chunk's DMA completed). The caller's destination must therefore stay valid until the handle
- * was waited, polled to OK, or released. Nothing is written after the release. Pinned downloads
- * DMA straight into the caller's t4a_pinned (kept alive until the DMA completes).
+ * was waited, polled to OK, or released. Nothing is written after the release, nor after a poll
+ * or wait returned the handle's failure. Pinned downloads DMA straight into the caller's
+ * t4a_pinned (kept alive until the DMA completes); their events are recycled (a warm pinned
+ * download creates no event).
  *
  * Failures are typed. A driver call that fails after work may have been enqueued leaves that
  * work's state unknown: the destination or source buffer is quarantined (t4a_admission_fail) and
- * the chunk is never reused on a guess; it is freed only after a proved drain (t4a_xfer_destroy
- * synchronises the stream) and leaked and counted otherwise.
+ * the chunk is never reused on a guess. A quarantined chunk goes back to the ring once a record
+ * made later on the lane's stream is observed complete without error (stream order proves the
+ * uncertain work finished; when every chunk is quarantined the ring records and waits for one
+ * itself); a failed answer never frees anything. Otherwise it is freed only after a proved drain
+ * (t4a_xfer_destroy synchronises the stream) and leaked and counted without one.
  *
- * Counters (the lane's block): bytes_uploaded, bytes_downloaded, staging_waits, events_recorded
- * (one per staged chunk and per pinned download), host_waits.
+ * Counters (the lane's block): bytes_uploaded (when the call returns), bytes_downloaded (when
+ * the download is delivered: the first OK of poll or wait; a released or failed download counts
+ * nothing), staging_waits, events_recorded (one per staged chunk, per pinned download and per
+ * reclaim marker), host_waits. Per-transfer figures (chunk states, reclaimed chunks, pinned bytes
+ * held, fallbacks) come from t4a_xfer_get_state.
  *
- * Thread-safety: every function may be called from any thread; operations on one t4a_xfer
- * serialise on the lane's operation lock, and pending handles on the ring's own lock. */
+ * Thread-safety: every function may be called from any thread. Operations on one t4a_xfer
+ * serialise on the lane's operation lock. Pending handles take only the ring's own lock, which
+ * nobody holds across a device wait or a chunk-sized host copy: a poll never waits for the
+ * device, nor behind another thread's wait, upload or delivery. (The one exception: a poll that
+ * finds its handle failed while another thread is still copying that handle's bytes into the
+ * destination waits for that copy, at most one chunk, before it reports the failure.) */
 #ifndef T4A_XFER_H_
 #define T4A_XFER_H_
 
@@ -62,8 +77,13 @@ typedef struct t4a_xfer t4a_xfer;
 typedef struct t4a_xfer_options {
   size_t chunk_bytes;  /* 0: T4A_XFER_DEFAULT_CHUNK_BYTES; at least T4A_XFER_MIN_CHUNK_BYTES */
   uint32_t num_chunks; /* 0: T4A_XFER_DEFAULT_NUM_CHUNKS; at most T4A_XFER_MAX_NUM_CHUNKS */
+  /* The most of the callers' pinned memory that direct pinned uploads may keep alive at once, in
+   * bytes; 0: unlimited. A t4a_pinned is held whole, so it counts with its full size, once, from
+   * the first direct upload that uses it until the last keepalive on it is released (its epoch
+   * completed). An upload that would go over goes through the staging ring instead. */
+  uint64_t max_pinned_hold_bytes;
 } t4a_xfer_options;
-#define T4A_XFER_OPTIONS_INIT {0, 0}
+#define T4A_XFER_OPTIONS_INIT {0, 0, 0}
 
 /* Creates the transfer state of `retire`'s lane (the lane is retained; `retire` is borrowed and
  * must outlive every operation: destroy the t4a_xfer before the t4a_retire). Allocates the ring
@@ -73,9 +93,13 @@ T4A_MUST_USE t4a_status t4a_xfer_create(t4a_retire *retire, const t4a_xfer_optio
                                         t4a_xfer **out);
 /* Drops the caller's reference (pending handles hold their own; the last one tears down). The
  * teardown synchronises the lane's stream if any chunk is still in flight or quarantined (a
- * counted host wait) and frees the ring after that proved drain; without one (context lost, lane
- * broken or abandoned) it leaks the chunks and events and counts them in `leaked`. Never aborts;
- * the caller's error detail is kept. Accepts NULL. */
+ * counted host wait) and frees the ring after that proved drain (except a chunk quarantined
+ * after work on another lane's stream, which that drain does not cover: leaked and counted);
+ * without one (context lost, lane broken or abandoned) it leaks the chunks and events in flight
+ * and counts them in `leaked`. The spare events of pinned downloads are destroyed with the ring
+ * (leaked and counted if the lane's context cannot be made current). Records of callers' pinned
+ * memory still held by t4a_retire outlive the t4a_xfer safely. Never aborts; the caller's error
+ * detail is kept. Accepts NULL. */
 void t4a_xfer_destroy(t4a_xfer *xfer);
 
 size_t t4a_xfer_chunk_bytes(const t4a_xfer *xfer);
@@ -85,17 +109,33 @@ t4a_lane *t4a_xfer_lane(const t4a_xfer *xfer);
  * (e.g. checking that the chunks are portable pinned memory). */
 void *t4a_xfer_chunk_host(const t4a_xfer *xfer, uint32_t index);
 
+/* A snapshot of one t4a_xfer, for diagnostics and tests. */
+typedef struct t4a_xfer_state {
+  uint32_t free_chunks;        /* reusable now */
+  uint32_t busy_chunks;        /* in flight, being filled, or being delivered */
+  uint32_t quarantined_chunks; /* held back after a failure */
+  uint32_t spare_events;       /* recycled events of pinned downloads */
+  uint64_t chunks_reclaimed;   /* quarantined chunks returned to the ring by a later completion */
+  uint64_t pinned_hold_bytes;  /* callers' pinned memory held by direct uploads now */
+  uint64_t pinned_fallbacks;   /* pinned uploads sent through the ring (over the budget) */
+} t4a_xfer_state;
+/* Fills *out (all zero for a NULL xfer). Takes the ring's lock briefly. */
+void t4a_xfer_get_state(t4a_xfer *xfer, t4a_xfer_state *out);
+
 /* Copies `bytes` (> 0) from pageable host memory `src` to `dst` at `offset`, through the ring.
  * Returns once every byte is in a chunk and every DMA is enqueued: `src` may be reused at once.
  * Statuses: INVALID_ARGUMENT (NULL, 0 bytes, range outside the buffer), FOREIGN_HANDLE (a buffer of
  * another lane's domain), REENTRY, LANE_BROKEN, CONTEXT_LOST, DRIVER_ERROR, LIMIT_EXCEEDED (every
- * chunk quarantined). */
+ * chunk quarantined for good: none can be proved reusable). */
 T4A_MUST_USE t4a_status t4a_xfer_upload(t4a_xfer *xfer, t4a_buffer *dst, size_t offset,
                                         const void *src, size_t bytes);
 
 /* Copies `bytes` of the caller's pinned memory `src` from `src_offset` straight to `dst` at
  * `offset` (no staging). `src` is kept alive until the DMA completes; the caller must not write
- * those bytes until it observed completion (e.g. t4a_retire_wait). Statuses as t4a_xfer_upload. */
+ * those bytes until it observed completion (e.g. t4a_retire_wait). If holding `src` would exceed
+ * max_pinned_hold_bytes, the bytes go through the ring as t4a_xfer_upload does (src is then not
+ * held, and may be reused when the call returns). Statuses as t4a_xfer_upload, plus
+ * HOST_OUT_OF_MEMORY. */
 T4A_MUST_USE t4a_status t4a_xfer_upload_pinned(t4a_xfer *xfer, t4a_buffer *dst, size_t offset,
                                                t4a_pinned *src, size_t src_offset, size_t bytes);
 
@@ -115,17 +155,23 @@ T4A_MUST_USE t4a_status t4a_xfer_download_pinned(t4a_xfer *xfer, t4a_buffer *src
                                                  t4a_pinned *dst, size_t dst_offset, size_t bytes,
                                                  t4a_xfer_pending **out);
 
-/* Non-blocking. T4A_OK the first time completion is observed (the bytes are then in the caller's
- * destination), T4A_NOT_READY before, T4A_ALREADY_CONSUMED after an OK. A device error is returned
- * as itself (CONTEXT_LOST…), never folded into NOT_READY; the terminal state (OK or the failure) is
- * memoised at the first observation, so a later sticky error never turns a delivered download into
- * a failure (seed item 1), and a failed one keeps returning its failure. */
+/* Non-blocking: never waits for the device, nor behind another thread's wait or copy. T4A_OK
+ * the first time completion is observed (the bytes are then in the caller's destination;
+ * bytes_downloaded counts them now), T4A_NOT_READY before (also while another thread is still
+ * copying some of this download's completed bytes into the destination), T4A_ALREADY_CONSUMED
+ * after an OK. A device error is returned as itself (CONTEXT_LOST…), never folded into
+ * NOT_READY; the terminal state (OK or the failure) is memoised at the first observation, so a
+ * later sticky error never turns a delivered download into a failure (seed item 1), and a failed
+ * one keeps returning its failure. */
 T4A_MUST_USE t4a_status t4a_xfer_pending_poll(t4a_xfer_pending *pending);
-/* Blocks until the download completed or failed (a counted host wait), then as poll. */
+/* Blocks until the download completed or failed, then as poll. A staged download waits on the
+ * event of its newest chunk only (one counted host wait: stream order proves the older chunks),
+ * then settles the others with queries. */
 T4A_MUST_USE t4a_status t4a_xfer_pending_wait(t4a_xfer_pending *pending);
 /* Drops the handle, waited or not, from any thread. Nothing is written to the destination after
- * this returns; a chunk still in flight goes back to the ring only once its DMA completed.
- * Accepts NULL. */
+ * this returns (if another thread is copying some of its bytes into the destination right now,
+ * it waits for that copy first); a chunk still in flight goes back to the ring only once its DMA
+ * completed. A pinned download's event is kept for reuse. Accepts NULL. */
 void t4a_xfer_pending_release(t4a_xfer_pending *pending);
 
 #ifdef __cplusplus
