@@ -185,7 +185,8 @@ t4a_status t4a_ctx_holder_enable_peer(t4a_ctx_holder *holder, t4a_ctx_holder *pe
     return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
                          "peer access needs two holders of different devices");
   }
-  uint64_t bit = (uint64_t)1 << peer->ordinal;
+  /* Holders exist only for ordinals below T4A_MAX_DEVICES (64): the bit fits. */
+  uint64_t bit = (uint64_t)1 << (peer->ordinal & 63);
   if (atomic_load_explicit(&holder->peers, memory_order_acquire) & bit) return T4A_OK;
   t4a_driver *d = holder->driver;
   int can = 0;

@@ -333,7 +333,7 @@ t4a_status t4a_mem_pool_grant_access(t4a_mem_pool *p, t4a_ctx_holder *peer) {
     return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
                          "device %d is the pool's own device", ordinal);
   }
-  uint64_t bit = (uint64_t)1 << ordinal;
+  uint64_t bit = (uint64_t)1 << (ordinal & 63); /* holders exist only for ordinals below 64 */
   if (atomic_load_explicit(&p->granted, memory_order_acquire) & bit) return T4A_OK;
   int can = 0;
   t4a_status st = t4a_device_can_access_peer(p->driver, ordinal, t4a_ctx_holder_ordinal(own), &can);

@@ -80,19 +80,6 @@ static void end_fail(side *sd, t4a_status st, t4a_buffer *uncertain) {
   sd->uncertain = uncertain;
 }
 
-/* Re-sets the current failure with the side and chunk it happened in (entry and code kept). */
-static t4a_status name_chunk(t4a_status st, const char *side_name, size_t index, size_t count,
-                             size_t offset, size_t n) {
-  t4a_error e;
-  t4a_error_last(&e);
-  if (e.status != st) return st;
-  char msg[sizeof e.message];
-  memcpy(msg, e.message, sizeof msg);
-  return t4a_error_set(st, e.entry[0] ? e.entry : NULL, e.code, e.code_name[0] ? e.code_name : NULL,
-                       e.bytes, "%s side of staging chunk %zu of %zu (bytes [%zu, %zu)): %s",
-                       side_name, index + 1, count, offset, offset + n, msg);
-}
-
 /* ---- path choice ---- */
 
 t4a_status t4a_xfer_copy_plan(t4a_xfer *dx, t4a_xfer *sx, t4a_copy_path path,
@@ -153,7 +140,7 @@ static t4a_status copy_one_lane(t4a_xfer *x, t4a_buffer *dst, size_t doff, t4a_b
   if (out_witness != NULL) st = t4a_admission_record(&adm, out_witness);
   t4a_admission_keep(&adm, t4a_xfer_buffer_ref_(dst));
   t4a_admission_commit(&adm);
-  if (st == T4A_OK) xfer_count(x, T4A_COUNTER_copies_same_device, 1);
+  xfer_count(x, T4A_COUNTER_copies_same_device, 1); /* admitted, even if no witness came back */
   return st;
 }
 
@@ -234,13 +221,22 @@ static t4a_status copy_staged(t4a_xfer *dx, t4a_buffer *dst, size_t doff, t4a_xf
   pair p;
   t4a_status st = pair_begin(&p, &d, &s);
   if (st != T4A_OK) return st;
+  t4a_ctx_scope scope;
+  if ((st = t4a_ctx_scope_enter(&scope, t4a_lane_holder(dx->lane), dx->counters)) == T4A_OK) {
+    st = t4a_xfer_refuse_capture_(dx);
+    t4a_ctx_scope_exit_quiet(&scope);
+  }
+  if (st != T4A_OK) {
+    end_abort(&d, st);
+    end_abort(&s, T4A_OK);
+    return pair_end(&p, st);
+  }
   CUstream sstream = t4a_lane_stream(sx->lane), dstream = t4a_lane_stream(dx->lane);
   CUdeviceptr from = (CUdeviceptr)t4a_buffer_devptr(src) + soff;
   CUdeviceptr to = (CUdeviceptr)t4a_buffer_devptr(dst) + doff;
   size_t count = (bytes + dx->chunk_bytes - 1) / dx->chunk_bytes;
   int src_enqueued = 0, src_failed = 0, dst_enqueued = 0, dst_uncertain = 0;
   t4a_witness *last = NULL;
-  t4a_ctx_scope scope;
   size_t done = 0, index = 0;
   for (; done < bytes; index++) {
     chunk *c;
@@ -281,8 +277,9 @@ static t4a_status copy_staged(t4a_xfer *dx, t4a_buffer *dst, size_t doff, t4a_xf
     st = t4a_admission_wait(&d.adm, ready);
     t4a_witness_release(last);
     last = ready;
+    int waited = st == T4A_OK; /* the ring's stream is ordered after the source's copy */
     if (st == T4A_OK) {
-      dst_enqueued = 1; /* the wait may be queued */
+      dst_enqueued = 1;
       if ((st = t4a_ctx_scope_enter(&scope, t4a_lane_holder(dx->lane), dx->counters)) ==
           T4A_OK) {
         st = T4A_CU_BYTES(dx->driver, n, cuMemcpyHtoDAsync, to + done, c->host, n, dstream);
@@ -293,7 +290,10 @@ static t4a_status copy_staged(t4a_xfer *dx, t4a_buffer *dst, size_t doff, t4a_xf
     }
     pthread_mutex_lock(&dx->lock);
     if (st != T4A_OK) {
-      t4a_xfer_chunk_quarantine_(dx, c, 0); /* its source copy ran on another stream */
+      /* Once the ring's stream waited for the source's copy into the chunk, a later completion
+       * on it proves that copy and the failed one finished (reclaimable); before, the source's
+       * stream may still write the chunk (foreign: never reused on a guess). */
+      t4a_xfer_chunk_quarantine_(dx, c, waited);
       pthread_mutex_unlock(&dx->lock);
       break;
     }
@@ -306,8 +306,9 @@ static t4a_status copy_staged(t4a_xfer *dx, t4a_buffer *dst, size_t doff, t4a_xf
     done += n;
   }
   if (st != T4A_OK) {
-    st = name_chunk(st, src_failed ? "source" : "destination", index, count, done,
-                    bytes - done < dx->chunk_bytes ? bytes - done : dx->chunk_bytes);
+    st = t4a_xfer_name_chunk_(st, src_failed ? "source side" : "destination side", index, count,
+                              done, bytes - done < dx->chunk_bytes ? bytes - done
+                                                                   : dx->chunk_bytes);
     /* The source was only read, on its own stream: its frees stay ordered after the reads, so
      * it is never quarantined here; its own failure is noted against its lane. */
     if (src_enqueued) {
@@ -333,7 +334,7 @@ static t4a_status copy_staged(t4a_xfer *dx, t4a_buffer *dst, size_t doff, t4a_xf
     }
   }
   d.keep = dst;
-  if (st == T4A_OK) xfer_count(dx, T4A_COUNTER_copies_staged, 1);
+  xfer_count(dx, T4A_COUNTER_copies_staged, 1); /* admitted, even if no witness came back */
   (void)pair_end(&p, st);
   t4a_witness_release(last);
   if (out_witness != NULL) *out_witness = result;

@@ -487,11 +487,13 @@ static void test_sticky_source_after_confirm(void **state) {
   t4a_fake_set_sticky(f->fake, 0, CUDA_ERROR_ILLEGAL_ADDRESS);
   CK(t4a_witness_query(w)); /* memoised: the fault is not retroactive */
   CK(t4a_witness_wait(w));
-  assert_int_not_equal(t4a_witness_query(w2), T4A_OK); /* its source-ready answers the fault */
+  /* Not observed before the fault: its source-ready event now answers the sticky error, and a
+   * copy whose source cannot be confirmed is reported failed (never folded into not-ready). */
+  assert_int_equal(t4a_witness_query(w2), T4A_CONTEXT_LOST);
   expect(b, y, 0, data, n);
   assert_int_equal(t4a_lane_check(b->lane), T4A_OK);
   assert_int_equal(t4a_lane_check(a->lane), T4A_LANE_BROKEN);
-  /* Waiting on the failed witness from B: typed, B stays usable. */
+  /* A new copy from the faulted source: refused by A's lane, naming the fault; B stays usable. */
   t4a_buffer *y2 = buffer(b, 16);
   assert_int_equal(t4a_xfer_copy(b->xfer, y2, 0, a->xfer, x, 0, 16, T4A_COPY_AUTO, NULL, NULL),
                    T4A_LANE_BROKEN); /* A refuses new work, naming the fault */
@@ -524,13 +526,22 @@ static void test_fault_lane_1_partial_staged_enqueue(void **state) {
   t4a_error e;
   t4a_error_last(&e);
   assert_string_equal(e.entry, "cuMemcpyHtoDAsync");
-  assert_non_null(strstr(e.message, "destination side of staging chunk 3 of 4"));
+  assert_non_null(strstr(e.message, "destination side, staging chunk 3 of 4"));
   assert_int_equal(COUNTER(b, quarantined) - q, 1);
   t4a_buffer_release(y); /* quarantined: leaked and counted, never freed on a guess */
-  /* One chunk is left: a copy through it still lands. */
-  t4a_buffer *y2 = buffer(b, n);
+  /* A second one quarantines the ring's other chunk. Both were quarantined after the ring's
+   * stream waited for the source's copy into them, so a later completion on that stream proves
+   * them: the destination's ring heals, and copies and uploads through it land. */
+  t4a_buffer *y1 = buffer(b, n), *y2 = buffer(b, n);
+  t4a_fake_inject(f->fake, "cuMemcpyHtoDAsync", 0, 1, CUDA_ERROR_INVALID_VALUE, 1);
+  assert_int_equal(t4a_xfer_copy(b->xfer, y1, 0, a->xfer, x, 0, n, T4A_COPY_STAGED, NULL, NULL),
+                   T4A_DRIVER_ERROR);
+  t4a_fake_clear_injections(f->fake);
+  t4a_buffer_release(y1);
   CK(t4a_xfer_copy(b->xfer, y2, 0, a->xfer, x, 0, n, T4A_COPY_STAGED, NULL, NULL));
   expect(b, y2, 0, data, n);
+  CK(t4a_xfer_upload(b->xfer, y2, 0, data + 1, n - 1));
+  expect(b, y2, 0, data + 1, n - 1);
   t4a_buffer_release(y2);
   t4a_buffer_release(x);
   free(data);
@@ -553,7 +564,7 @@ static void test_fault_lane_5_staged_fault(void **state) {
   t4a_error e;
   t4a_error_last(&e);
   assert_string_equal(e.entry, "cuMemcpyDtoHAsync");
-  assert_non_null(strstr(e.message, "source side of staging chunk 2 of 3"));
+  assert_non_null(strstr(e.message, "source side, staging chunk 2 of 3"));
   assert_int_equal(t4a_lane_check(a->lane), T4A_LANE_BROKEN);
   assert_int_equal(t4a_lane_check(b->lane), T4A_OK);
   /* B keeps working: its first chunk's copy landed; the quarantined chunk is not reused. */

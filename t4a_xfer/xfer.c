@@ -552,6 +552,30 @@ t4a_keepalive t4a_xfer_pinned_ref_(t4a_pinned *p) {
 
 /* ---- staging loops (the caller holds the admission; the lane's context current) ---- */
 
+t4a_status t4a_xfer_refuse_capture_(t4a_xfer *x) {
+  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  t4a_status st = T4A_CU(x->driver, cuStreamIsCapturing, t4a_lane_stream(x->lane), &capture);
+  if (st != T4A_OK) return st;
+  if (capture != CU_STREAM_CAPTURE_STATUS_NONE) {
+    return t4a_error_set(T4A_UNSUPPORTED, "cuStreamIsCapturing", 0, NULL, 0,
+                         "the lane's stream is capturing a graph: staged transfers recycle their "
+                         "chunks and cannot be captured (slot and pinned uploads can)");
+  }
+  return T4A_OK;
+}
+
+t4a_status t4a_xfer_name_chunk_(t4a_status st, const char *what, size_t index, size_t count,
+                                size_t offset, size_t n) {
+  t4a_error e;
+  t4a_error_last(&e);
+  if (e.status != st) return st;
+  char msg[sizeof e.message];
+  memcpy(msg, e.message, sizeof msg);
+  return t4a_error_set(st, e.entry[0] ? e.entry : NULL, e.code, e.code_name[0] ? e.code_name : NULL,
+                       e.bytes, "%s, staging chunk %zu of %zu (bytes [%zu, %zu)): %s", what,
+                       index + 1, count, offset, offset + n, msg);
+}
+
 /* An upload (`from`, p NULL) or a download for handle p (into `to`) through the ring. Each chunk
  * is handed out FILLING: the host copy and the enqueues run without x->lock (only this thread
  * touches a FILLING chunk), so observers of other handles never wait behind them. *enqueued is
@@ -560,9 +584,11 @@ static t4a_status stage_chunks(t4a_xfer *x, CUdeviceptr dev, const unsigned char
                                unsigned char *to, size_t bytes, t4a_xfer_pending *p,
                                int *enqueued) {
   CUstream stream = t4a_lane_stream(x->lane);
-  t4a_status st = T4A_OK;
+  t4a_status st = t4a_xfer_refuse_capture_(x);
+  if (st != T4A_OK) return st;
+  size_t done = 0, count = (bytes + x->chunk_bytes - 1) / x->chunk_bytes;
   pthread_mutex_lock(&x->lock);
-  for (size_t done = 0; done < bytes;) {
+  for (; done < bytes;) {
     chunk *c;
     /* A download wrapping onto one of its own chunks delivers that chunk first (after its DMA
      * completed): a download larger than the ring writes its leading part here. */
@@ -596,6 +622,10 @@ static t4a_status stage_chunks(t4a_xfer *x, CUdeviceptr dev, const unsigned char
       c->bytes = n;
     }
     done += n;
+  }
+  if (st != T4A_OK) {
+    st = t4a_xfer_name_chunk_(st, p == NULL ? "upload" : "download", done / x->chunk_bytes, count,
+                              done, bytes - done < x->chunk_bytes ? bytes - done : x->chunk_bytes);
   }
   if (st != T4A_OK && p != NULL) {
     /* No handle is returned: nothing may be written to the destination from now on (no other

@@ -1,6 +1,7 @@
 /* t4a_xfer on a real GPU (label: gpu, single). Exits 77 without a driver.
  * A 256 MiB pageable round trip through the default staging ring (16 MiB x 2), byte-exact, with
- * the source overwritten as soon as the upload returns; a pinned round trip; and the counters.
+ * the source overwritten as soon as the upload returns; a pinned round trip; the counters; and
+ * a matrix of sizes and odd offsets, pageable and pinned both ways.
  * The wall-clock rate is printed for information only: this is a test, not a benchmark. */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
@@ -108,7 +109,82 @@ static void test_round_trips(void **state) {
   t4a_lane_release(lane);
 }
 
+/* Round trips of 1 B, 4 KiB, 1 MiB, odd sizes, and one larger than the ring, at odd offsets,
+ * every way: pageable up/down, pinned up/down, and the mixes; each byte-exact. */
+static void test_size_matrix(void **state) {
+  (void)state;
+  t4a_lane *lane = NULL;
+  t4a_mem_pool *pool = NULL;
+  t4a_retire *retire = NULL;
+  t4a_xfer *x = NULL;
+  CK(t4a_lane_create(g_drv, 0, NULL, &lane));
+  CK(t4a_mem_pool_create(lane, NULL, &pool));
+  CK(t4a_retire_create(lane, NULL, &retire));
+  CK(t4a_xfer_create(retire, NULL, &x));
+  static const size_t sizes[] = {1, 3, 4096, 4099, (size_t)1 << 20, ((size_t)1 << 20) + 7,
+                                 ((size_t)40 << 20) + 5};
+  static const size_t offsets[] = {0, 1, 4093};
+  const size_t max = ((size_t)40 << 20) + 5 + 4096;
+  uint8_t *want = malloc(max), *back = malloc(max);
+  assert_non_null(want);
+  assert_non_null(back);
+  t4a_pinned *pin_src = NULL, *pin_dst = NULL;
+  CK(t4a_pinned_create(t4a_lane_holder(lane), max, 0, &pin_src));
+  CK(t4a_pinned_create(t4a_lane_holder(lane), max, 0, &pin_dst));
+  int cases = 0;
+  for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+    for (size_t j = 0; j < sizeof offsets / sizeof *offsets; j++) {
+      size_t n = sizes[i], off = offsets[j];
+      t4a_buffer *buf = NULL;
+      CK(t4a_buffer_create(pool, n + off, 0, 0, &buf));
+      for (int way = 0; way < 4; way++) {
+        int pinned_up = way & 1, pinned_down = way >> 1;
+        fill(want, n, (uint32_t)(i * 131 + j * 7 + (size_t)way));
+        if (pinned_up) {
+          memcpy((uint8_t *)t4a_pinned_host(pin_src) + off, want, n);
+          CK(t4a_xfer_upload_pinned(x, buf, off, pin_src, off, n));
+        } else {
+          uint8_t *src = malloc(n);
+          assert_non_null(src);
+          memcpy(src, want, n);
+          CK(t4a_xfer_upload(x, buf, off, src, n));
+          memset(src, 0xEE, n); /* reusable at once */
+          free(src);
+        }
+        t4a_xfer_pending *pd = NULL;
+        if (pinned_down) {
+          memset(t4a_pinned_host(pin_dst), 0, n + off);
+          CK(t4a_xfer_download_pinned(x, buf, off, pin_dst, off, n, &pd));
+          CK(t4a_xfer_pending_wait(pd));
+          assert_memory_equal((uint8_t *)t4a_pinned_host(pin_dst) + off, want, n);
+        } else {
+          memset(back, 0, n);
+          CK(t4a_xfer_download(x, buf, off, back, n, &pd));
+          CK(t4a_xfer_pending_wait(pd));
+          assert_memory_equal(back, want, n);
+        }
+        t4a_xfer_pending_release(pd);
+        /* The pinned source is rewritten next round: wait for its upload's DMA first. */
+        if (pinned_up) CK(t4a_retire_wait(retire));
+        cases++;
+      }
+      t4a_buffer_release(buf);
+    }
+  }
+  printf("# %d round trips (sizes 1 B .. 40 MiB + 5, offsets 0/1/4093, pageable and pinned)\n",
+         cases);
+  t4a_pinned_release(pin_src);
+  t4a_pinned_release(pin_dst);
+  free(want);
+  free(back);
+  t4a_xfer_destroy(x);
+  CK(t4a_retire_destroy(retire));
+  t4a_mem_pool_release(pool);
+  t4a_lane_release(lane);
+}
+
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_round_trips)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_round_trips),
+                                     cmocka_unit_test(test_size_matrix)};
   return t4a_gpu_test_main("xfer_gpu_test", tests, sizeof tests / sizeof tests[0], 1, &g_drv);
 }

@@ -131,6 +131,17 @@ void t4a_xfer_chunk_recorded_(t4a_xfer *x, chunk *c);
  * leaked at a teardown that proved only this lane's drain. */
 void t4a_xfer_chunk_quarantine_(t4a_xfer *x, chunk *c, int on_lane_stream);
 
+/* Within an admission (the lane's context current): UNSUPPORTED if the lane's stream is capturing
+ * a graph. Staged transfers recycle their chunks when their events answer, which a captured graph
+ * would not respect, so they refuse capture. */
+t4a_status t4a_xfer_refuse_capture_(t4a_xfer *x);
+
+/* Re-sets the current failure detail (entry and code kept) with where it happened: `what` ("upload",
+ * "download", "source side of a copy"...), the chunk (0-based index of count) and its bytes. Returns
+ * st. */
+t4a_status t4a_xfer_name_chunk_(t4a_status st, const char *what, size_t index, size_t count,
+                                size_t offset, size_t n);
+
 /* Argument checks shared by every operation (typed errors with the detail set). */
 t4a_status t4a_xfer_check_buffer_(const t4a_xfer *x, const t4a_buffer *buf, size_t offset,
                                   size_t bytes);

@@ -165,6 +165,7 @@ __attribute__((noinline)) static int setup_leaky(void **state) {
 const char *__lsan_default_suppressions(void);
 const char *__lsan_default_suppressions(void) {
   return "leak:setup_leaky\nleak:test_failure_sweep\nleak:test_device_fault_during_download\n"
+         "leak:test_failure_names_the_chunk\n"
          "leak:test_failed_download_keeps_its_chunks_until_complete\n"
          "leak:test_quarantined_chunks_reclaimed_by_a_later_completion\n"
          "leak:test_failed_answers_never_reclaim\nleak:test_reclaim_sweep\n";
@@ -639,6 +640,60 @@ static void test_quarantined_chunks_reclaimed_by_a_later_completion(void **state
   t4a_buffer_release(b);
   free(src);
   free(junk);
+}
+
+/* Fault lane 1 for host transfers: a multi-chunk upload (and download) whose later chunk fails
+ * names the transfer, the chunk and its bytes, keeping the entry and code. */
+static void test_failure_names_the_chunk(void **state) {
+  fixture *f = *state;
+  const size_t n = 4 * CHUNK;
+  unsigned char *src = malloc(n), *dst = malloc(n);
+  fill(src, n, 31);
+  t4a_buffer *b = buffer(f, n), *b2 = buffer(f, n);
+  t4a_fake_inject(f->fake, "cuMemcpyHtoDAsync", 2, 1, CUDA_ERROR_UNKNOWN, 0);
+  assert_int_equal(t4a_xfer_upload(f->xfer, b, 0, src, n), T4A_DRIVER_ERROR);
+  t4a_error e;
+  t4a_error_last(&e);
+  assert_string_equal(e.entry, "cuMemcpyHtoDAsync");
+  assert_string_equal(e.code_name, "CUDA_ERROR_UNKNOWN");
+  assert_non_null(strstr(e.message, "upload, staging chunk 3 of 4 (bytes [8192, 12288))"));
+  t4a_fake_clear_injections(f->fake);
+  CK(t4a_xfer_upload(f->xfer, b2, 0, src, n));
+  t4a_xfer_pending *p = NULL;
+  t4a_fake_inject(f->fake, "cuMemcpyDtoHAsync", 1, 1, CUDA_ERROR_UNKNOWN, 0);
+  assert_int_equal(t4a_xfer_download(f->xfer, b2, 0, dst, n, &p), T4A_DRIVER_ERROR);
+  assert_null(p);
+  t4a_error_last(&e);
+  assert_non_null(strstr(e.message, "download, staging chunk 2 of 4 (bytes [4096, 8192))"));
+  t4a_fake_clear_injections(f->fake);
+  t4a_buffer_release(b); /* quarantined: counted at teardown */
+  t4a_buffer_release(b2);
+  free(src);
+  free(dst);
+}
+
+/* Staged transfers refuse a capturing lane stream (their chunks recycle on event answers a graph
+ * would not respect); nothing is enqueued or captured, and the capture survives. */
+static void test_staged_transfers_refuse_capture(void **state) {
+  fixture *f = *state;
+  const t4a_driver_table *t = t4a_fake_table(f->fake);
+  unsigned char host[64] = {1, 2, 3};
+  t4a_buffer *b = buffer(f, 64);
+  t4a_ctx_scope scope;
+  CK(t4a_ctx_scope_enter(&scope, t4a_lane_holder(f->lane), NULL));
+  assert_int_equal(t->cuStreamBeginCapture(t4a_lane_stream(f->lane),
+                                           CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+                   CUDA_SUCCESS);
+  assert_int_equal(t4a_xfer_upload(f->xfer, b, 0, host, sizeof host), T4A_UNSUPPORTED);
+  t4a_xfer_pending *p = NULL;
+  assert_int_equal(t4a_xfer_download(f->xfer, b, 0, host, sizeof host, &p), T4A_UNSUPPORTED);
+  assert_null(p);
+  CUgraph g = NULL;
+  assert_int_equal(t->cuStreamEndCapture(t4a_lane_stream(f->lane), &g), CUDA_SUCCESS);
+  assert_int_equal(t->cuGraphDestroy(g), CUDA_SUCCESS);
+  CK(t4a_ctx_scope_exit(&scope));
+  CK(t4a_xfer_upload(f->xfer, b, 0, host, sizeof host)); /* after the capture: fine */
+  t4a_buffer_release(b);
 }
 
 /* A failed event answer never frees a quarantined chunk: neither a failed marker nor a later
@@ -1212,6 +1267,9 @@ static void test_failure_sweep(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_round_trip_across_chunks, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_failure_names_the_chunk, setup_leaky,
+                                      teardown_counted),
+      cmocka_unit_test_setup_teardown(test_staged_transfers_refuse_capture, setup, teardown),
       cmocka_unit_test_setup_teardown(test_source_reusable_when_upload_returns, setup, teardown),
       cmocka_unit_test_setup_teardown(test_poll_not_ready_then_ok_then_consumed, setup, teardown),
       cmocka_unit_test_setup_teardown(test_delivery_survives_a_failed_restore, setup, teardown),

@@ -125,8 +125,10 @@ void t4a_xfer_get_state(t4a_xfer *xfer, t4a_xfer_state *out);
 /* Copies `bytes` (> 0) from pageable host memory `src` to `dst` at `offset`, through the ring.
  * Returns once every byte is in a chunk and every DMA is enqueued: `src` may be reused at once.
  * Statuses: INVALID_ARGUMENT (NULL, 0 bytes, range outside the buffer), FOREIGN_HANDLE (a buffer of
- * another lane's domain), REENTRY, LANE_BROKEN, CONTEXT_LOST, DRIVER_ERROR, LIMIT_EXCEEDED (every
- * chunk quarantined for good: none can be proved reusable). */
+ * another lane's domain), REENTRY, LANE_BROKEN, CONTEXT_LOST, DRIVER_ERROR (the detail names the
+ * chunk and its bytes), LIMIT_EXCEEDED (every chunk quarantined for good: none can be proved
+ * reusable), UNSUPPORTED (the lane's stream is capturing a graph: staged transfers recycle their
+ * chunks on event answers a graph would not respect; slot and pinned uploads can be captured). */
 T4A_MUST_USE t4a_status t4a_xfer_upload(t4a_xfer *xfer, t4a_buffer *dst, size_t offset,
                                         const void *src, size_t bytes);
 

@@ -37,6 +37,18 @@
  * lane's context lost), and the staged path's detail names the side and the chunk. A source
  * witness that had already settled as failed comes back as UPSTREAM_FAILED.
  *
+ * The copy's witness is the destination-done event with the source-ready witness as its upstream,
+ * and it settles OK only once both answered OK. So a copy never observed before a sticky error on
+ * the source's context reads as failed for good, even if its bytes may have landed: after the
+ * fault, the source-ready event's completion can no longer be told apart from work the fault
+ * dropped, and t4a never reports a copy it cannot confirm. A copy observed OK before the fault
+ * stays OK (memoised; seed item 1). If only recording the requested witness fails, the copy was
+ * already admitted (its bytes land, ordered as usual, and it is counted): the status says why no
+ * witness came back.
+ *
+ * Staged copies refuse a destination stream that is capturing a graph (UNSUPPORTED), as the
+ * staged uploads and downloads do.
+ *
  * Lock order: the two lanes' admissions are taken in order of their domain identities, so
  * opposing copies (A -> B and B -> A at once, from different threads) never deadlock. */
 #ifndef T4A_XFER_COPY_H_
@@ -66,7 +78,7 @@ typedef enum t4a_copy_path {
  * Statuses: INVALID_ARGUMENT (NULL, 0 bytes, ranges outside a buffer, overlapping ranges of one
  * buffer, SAME_DEVICE requested across devices or PEER/STAGED on one device, an unknown path),
  * FOREIGN_HANDLE (a buffer not of its t4a_xfer's lane), UNSUPPORTED (PEER for a pair that
- * cannot), REENTRY, LANE_BROKEN, CONTEXT_LOST, UPSTREAM_FAILED, LIMIT_EXCEEDED (every staging
+ * cannot; STAGED while the destination stream captures), REENTRY, LANE_BROKEN, CONTEXT_LOST, UPSTREAM_FAILED, LIMIT_EXCEEDED (every staging
  * chunk quarantined), HOST_OUT_OF_MEMORY, DRIVER_ERROR. */
 T4A_MUST_USE t4a_status t4a_xfer_copy(t4a_xfer *dst_xfer, t4a_buffer *dst, size_t dst_offset,
                                       t4a_xfer *src_xfer, t4a_buffer *src, size_t src_offset,
