@@ -100,7 +100,7 @@ t4a_test(NAME t4a_mem_mem_gpu_test
   LABELS gpu single
   DEPS testing_gpu_gpu_main t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status testing_gpu_kernels t4a_ext_cmocka)
 t4a_library(NAME t4a_xfer
-  SRCS t4a_xfer/xfer.c t4a_xfer/copy.c t4a_xfer/file.c t4a_xfer/xfer_internal.h
+  SRCS t4a_xfer/xfer.c t4a_xfer/copier.c t4a_xfer/copy.c t4a_xfer/file.c t4a_xfer/xfer_internal.h
   HDRS t4a_xfer/include/t4a/xfer.h t4a_xfer/include/t4a/xfer_copy.h t4a_xfer/include/t4a/xfer_file.h
   INCLUDE_DIR t4a_xfer/include
   DEPS t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status)
@@ -120,6 +120,10 @@ t4a_test(NAME t4a_xfer_copy_multi_gpu_test
   SRCS t4a_xfer/copy_multi_gpu_test.c t4a_xfer/copy_gpu_common.h
   LABELS gpu multi
   DEPS testing_gpu_gpu_main t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_status t4a_ext_cmocka Threads::Threads)
+t4a_binary(NAME t4a_xfer_xfer_bench
+  SRCS t4a_xfer/xfer_bench.c
+  OUTPUT_NAME xfer_bench
+  DEPS t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status)
 t4a_test(NAME t4a_xfer_xfer_gpu_test
   SRCS t4a_xfer/xfer_gpu_test.c
   LABELS gpu single

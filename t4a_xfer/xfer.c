@@ -6,6 +6,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "t4a/fault.h"
 #include "t4a_ctx/driver_table.h"
@@ -182,7 +183,7 @@ static void chunk_deliver(t4a_xfer *x, chunk *c) {
   c->state = CHUNK_DELIVERING;
   p->delivering++;
   pthread_mutex_unlock(&x->lock);
-  memcpy(c->dst, c->host, c->bytes);
+  t4a_xfer_copier_memcpy_(x->copier, c->dst, c->host, c->bytes);
   pthread_mutex_lock(&x->lock);
   p->delivering--;
   chunk_clear(c);
@@ -375,6 +376,7 @@ static void xfer_teardown(t4a_xfer *x) {
   }
   xfer_count(x, T4A_COUNTER_leaked, leaked);
   if (scoped) t4a_ctx_scope_exit_quiet(&scope);
+  t4a_xfer_copier_destroy_(x->copier);
   pthread_cond_destroy(&x->cond);
   pthread_mutex_destroy(&x->lock);
   holds_unref(x->holds);
@@ -408,6 +410,18 @@ t4a_status t4a_xfer_create(t4a_retire *retire, const t4a_xfer_options *options, 
     return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
                          "staging needs 4 KiB..1 GiB chunks and 1..%u of them (got %zu x %u)",
                          T4A_XFER_MAX_NUM_CHUNKS, chunk_bytes, num_chunks);
+  }
+  uint32_t copy_threads = options != NULL ? options->copy_threads : 0;
+  if (copy_threads > T4A_XFER_MAX_COPY_THREADS) {
+    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                         "at most %u copy threads (got %u)", T4A_XFER_MAX_COPY_THREADS,
+                         copy_threads);
+  }
+  if (copy_threads == 0) {
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    copy_threads = cpus < 1 ? 1 : cpus > T4A_XFER_DEFAULT_COPY_THREADS
+                                      ? T4A_XFER_DEFAULT_COPY_THREADS
+                                      : (uint32_t)cpus;
   }
   t4a_lane *lane = t4a_retire_lane(retire);
   t4a_status st = t4a_lane_check(lane);
@@ -447,6 +461,10 @@ t4a_status t4a_xfer_create(t4a_retire *retire, const t4a_xfer_options *options, 
   x->chunk_bytes = chunk_bytes;
   x->num_chunks = num_chunks;
   x->max_pinned_hold_bytes = options != NULL ? options->max_pinned_hold_bytes : 0;
+  if ((st = t4a_xfer_copier_create_(copy_threads, &x->copier)) != T4A_OK) {
+    xfer_teardown(x);
+    return st;
+  }
   t4a_ctx_scope scope;
   if ((st = t4a_ctx_scope_enter(&scope, t4a_lane_holder(lane), x->counters)) != T4A_OK) {
     xfer_teardown(x);
@@ -498,6 +516,8 @@ void t4a_xfer_get_state(t4a_xfer *x, t4a_xfer_state *out) {
   out->chunks_reclaimed = x->chunks_reclaimed;
   out->pinned_fallbacks = x->pinned_fallbacks;
   pthread_mutex_unlock(&x->lock);
+  out->copy_threads = t4a_xfer_copier_threads_(x->copier);
+  out->parallel_copies = t4a_xfer_copier_parallel_copies_(x->copier);
   pthread_mutex_lock(&x->holds->lock);
   out->pinned_hold_bytes = x->holds->held_bytes;
   pthread_mutex_unlock(&x->holds->lock);
@@ -599,7 +619,7 @@ static t4a_status stage_chunks(t4a_xfer *x, CUdeviceptr dev, const unsigned char
     if (p == NULL) {
       /* The caller's bytes go into the chunk before the DMA: the caller may reuse them at once.
        * While this DMA runs, the next iteration fills the next chunk. */
-      memcpy(c->host, from + done, n);
+      t4a_xfer_copier_memcpy_(x->copier, c->host, from + done, n);
       st = T4A_CU(x->driver, cuMemcpyHtoDAsync, dev + done, c->host, n, stream);
     } else {
       st = T4A_CU(x->driver, cuMemcpyDtoHAsync, c->host, dev + done, n, stream);

@@ -57,6 +57,20 @@ typedef struct chunk {
                            on another stream, keeps 0 from the acquire) */
 } chunk;
 
+/* Host copy threads (copier.c): a chunk-sized memcpy split across a pool, the caller taking
+ * slices too. NULL (one thread) copies alone. A caller that finds the pool busy copies alone:
+ * nobody waits for another caller's copy. Copies below T4A_XFER_PARALLEL_COPY_MIN are not split
+ * (handing slices to threads costs microseconds). */
+typedef struct t4a_xfer_copier t4a_xfer_copier;
+#define T4A_XFER_PARALLEL_COPY_MIN ((size_t)2 << 20)
+/* threads: all of them, the caller included; 0 or 1 makes no pool (*out NULL). Statuses:
+ * HOST_OUT_OF_MEMORY, INTERNAL (a thread or lock could not be created). */
+t4a_status t4a_xfer_copier_create_(uint32_t threads, t4a_xfer_copier **out);
+void t4a_xfer_copier_destroy_(t4a_xfer_copier *copier);
+void t4a_xfer_copier_memcpy_(t4a_xfer_copier *copier, void *dst, const void *src, size_t n);
+uint32_t t4a_xfer_copier_threads_(const t4a_xfer_copier *copier);
+uint64_t t4a_xfer_copier_parallel_copies_(t4a_xfer_copier *copier);
+
 /* The spare events of pinned downloads kept for reuse (created in the lane's context). */
 #define T4A_XFER_SPARE_EVENTS 4
 
@@ -87,6 +101,7 @@ struct t4a_xfer {
   uint64_t pinned_fallbacks; /* for t4a_xfer_get_state */
   /* Immutable after create: */
   uint64_t max_pinned_hold_bytes; /* 0: unlimited */
+  t4a_xfer_copier *copier;        /* NULL: the calling thread copies alone */
   t4a_xfer_holds *holds;          /* a reference */
 };
 

@@ -672,6 +672,107 @@ static void test_failure_names_the_chunk(void **state) {
   free(dst);
 }
 
+/* Copy threads: chunk copies of 2 MiB or more are split across the pool (counted), byte-exact
+ * both ways; two threads transferring at once (one finds the pool busy and copies alone) stay
+ * exact; 1 thread makes no pool; a thread that cannot start is a typed error that leaks
+ * nothing. */
+typedef struct threaded_job {
+  t4a_xfer *x;
+  t4a_buffer *b;
+  const unsigned char *src;
+  unsigned char *back;
+  size_t n;
+  t4a_status st;
+} threaded_job;
+static void *threaded_round_trip(void *arg) {
+  threaded_job *j = arg;
+  for (int i = 0; i < 3 && j->st == T4A_OK; i++) {
+    j->st = t4a_xfer_upload(j->x, j->b, 1, j->src, j->n);
+    t4a_xfer_pending *p = NULL;
+    if (j->st == T4A_OK) j->st = t4a_xfer_download(j->x, j->b, 1, j->back, j->n, &p);
+    if (j->st == T4A_OK) j->st = t4a_xfer_pending_wait(p);
+    t4a_xfer_pending_release(p);
+    if (j->st == T4A_OK && memcmp(j->back, j->src, j->n) != 0) j->st = T4A_INTERNAL;
+  }
+  return NULL;
+}
+static t4a_status op_threaded_create(void *user) {
+  fixture *f = user;
+  t4a_retire *r = NULL;
+  t4a_xfer *x = NULL;
+  t4a_xfer_options o = T4A_XFER_OPTIONS_INIT;
+  o.chunk_bytes = CHUNK;
+  o.copy_threads = 4;
+  t4a_status st = t4a_retire_create(f->lane, NULL, &r);
+  if (st == T4A_OK) st = t4a_xfer_create(r, &o, &x);
+  if (st != T4A_OK && x != NULL) st = T4A_INTERNAL; /* no object on failure */
+  t4a_xfer_destroy(x);
+  t4a_status d = t4a_retire_destroy(r);
+  return st != T4A_OK ? st : d;
+}
+
+static void test_copy_threads(void **state) {
+  fixture *f = *state;
+  t4a_retire *r = NULL;
+  t4a_xfer *x = NULL;
+  CK(t4a_retire_create(f->lane, NULL, &r));
+  t4a_xfer_options o = T4A_XFER_OPTIONS_INIT;
+  o.chunk_bytes = (size_t)4 << 20;
+  o.num_chunks = 2;
+  o.copy_threads = 4;
+  CK(t4a_xfer_create(r, &o, &x));
+  t4a_xfer_state xs;
+  t4a_xfer_get_state(x, &xs);
+  assert_int_equal(xs.copy_threads, 4);
+  const size_t n = ((size_t)13 << 20) + 7; /* 4 chunks, the last one below the split size */
+  unsigned char *src = malloc(n), *back = malloc(n), *src2 = malloc(n), *back2 = malloc(n);
+  fill(src, n, 41);
+  fill(src2, n, 42);
+  t4a_buffer *b = buffer(f, n + 1), *b2 = buffer(f, n + 1);
+  threaded_job j = {x, b, src, back, n, T4A_OK};
+  threaded_round_trip(&j);
+  CK(j.st);
+  t4a_xfer_get_state(x, &xs);
+  assert_int_equal(xs.parallel_copies, 3 * 2 * 3); /* 3 split chunks up and down, 3 rounds */
+  /* Two threads at once on one xfer. */
+  threaded_job j2 = {x, b2, src2, back2, n, T4A_OK};
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, threaded_round_trip, &j2), 0);
+  threaded_round_trip(&j);
+  pthread_join(t, NULL);
+  CK(j.st);
+  CK(j2.st);
+  t4a_xfer_destroy(x);
+  /* One thread: no pool. */
+  o.copy_threads = 1;
+  CK(t4a_xfer_create(r, &o, &x));
+  t4a_xfer_get_state(x, &xs);
+  assert_int_equal(xs.copy_threads, 1);
+  j.x = x;
+  threaded_round_trip(&j);
+  CK(j.st);
+  t4a_xfer_get_state(x, &xs);
+  assert_int_equal(xs.parallel_copies, 0);
+  t4a_xfer_destroy(x);
+  o.copy_threads = T4A_XFER_MAX_COPY_THREADS + 1;
+  assert_int_equal(t4a_xfer_create(r, &o, &x), T4A_INVALID_ARGUMENT);
+  CK(t4a_retire_destroy(r));
+  /* A copy thread (or its lock) that cannot be made: typed, and nothing left behind. */
+  t4a_sweep sw = {.name = "copy threads", .fake = f->fake, .op = op_threaded_create,
+                  .unaccounted = unaccounted, .user = f};
+  f->baseline = unaccounted(f);
+  static const t4a_status internal[] = {T4A_INTERNAL};
+  assert_int_equal(t4a_sweep_fault(&sw, T4A_FAULT_THREAD_CREATE, internal, 1), 3);
+  assert_true(t4a_sweep_fault(&sw, T4A_FAULT_MUTEX_INIT, internal, 1) > 0);
+  f->baseline = 0;
+  t4a_buffer_release(b);
+  t4a_buffer_release(b2);
+  free(src);
+  free(back);
+  free(src2);
+  free(back2);
+}
+
 /* Staged transfers refuse a capturing lane stream (their chunks recycle on event answers a graph
  * would not respect); nothing is enqueued or captured, and the capture survives. */
 static void test_staged_transfers_refuse_capture(void **state) {
@@ -1270,6 +1371,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_failure_names_the_chunk, setup_leaky,
                                       teardown_counted),
       cmocka_unit_test_setup_teardown(test_staged_transfers_refuse_capture, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_copy_threads, setup, teardown),
       cmocka_unit_test_setup_teardown(test_source_reusable_when_upload_returns, setup, teardown),
       cmocka_unit_test_setup_teardown(test_poll_not_ready_then_ok_then_consumed, setup, teardown),
       cmocka_unit_test_setup_teardown(test_delivery_survives_a_failed_restore, setup, teardown),

@@ -82,8 +82,15 @@ typedef struct t4a_xfer_options {
    * the first direct upload that uses it until the last keepalive on it is released (its epoch
    * completed). An upload that would go over goes through the staging ring instead. */
   uint64_t max_pinned_hold_bytes;
+  /* Threads that copy pageable bytes into chunks (uploads) and out of them (downloads), the
+   * calling thread included: 0 = min(online CPUs, T4A_XFER_DEFAULT_COPY_THREADS); 1 = the
+   * calling thread alone; at most T4A_XFER_MAX_COPY_THREADS. Only chunk copies of 2 MiB or more
+   * are split; a caller that finds the threads busy (another thread's transfer) copies alone. */
+  uint32_t copy_threads;
 } t4a_xfer_options;
-#define T4A_XFER_OPTIONS_INIT {0, 0, 0}
+#define T4A_XFER_OPTIONS_INIT {0, 0, 0, 0}
+#define T4A_XFER_DEFAULT_COPY_THREADS 8u
+#define T4A_XFER_MAX_COPY_THREADS 64u
 
 /* Creates the transfer state of `retire`'s lane (the lane is retained; `retire` is borrowed and
  * must outlive every operation: destroy the t4a_xfer before the t4a_retire). Allocates the ring
@@ -118,6 +125,8 @@ typedef struct t4a_xfer_state {
   uint64_t chunks_reclaimed;   /* quarantined chunks returned to the ring by a later completion */
   uint64_t pinned_hold_bytes;  /* callers' pinned memory held by direct uploads now */
   uint64_t pinned_fallbacks;   /* pinned uploads sent through the ring (over the budget) */
+  uint32_t copy_threads;       /* host copy threads, the caller included (1: no pool) */
+  uint64_t parallel_copies;    /* chunk copies split across the copy threads */
 } t4a_xfer_state;
 /* Fills *out (all zero for a NULL xfer). Takes the ring's lock briefly. */
 void t4a_xfer_get_state(t4a_xfer *xfer, t4a_xfer_state *out);
