@@ -436,6 +436,50 @@ static void test_pinned_slots_and_registration(void **state) {
   t4a_pinned_release(plain);
 }
 
+/* An owned registration releases its owner only after a successful unregister; a failed one
+ * leaks both (counted); a refused registration releases the owner at once; read-only works. */
+static int g_owner_releases;
+static void owner_release(void *p) {
+  (void)p;
+  g_owner_releases++;
+}
+static void test_owned_registration(void **state) {
+  fixture *f = *state;
+  t4a_ctx_holder *h = t4a_lane_holder(f->lane);
+  void *mem = malloc(8192);
+  t4a_host_registration *r = NULL;
+  g_owner_releases = 0;
+  assert_int_equal(t4a_host_register_owned(h, mem, 8192,
+                                           T4A_HOST_REGISTER_MAPPED | T4A_HOST_REGISTER_READ_ONLY,
+                                           mem, owner_release, &r),
+                   T4A_OK);
+  assert_ptr_equal(t4a_host_registration_host(r), mem);
+  assert_int_equal(t4a_host_registration_size(r), 8192);
+  t4a_host_registration_release(r);
+  assert_int_equal(g_owner_releases, 1);
+  /* A refused registration (unknown flag) still consumes the owner. */
+  assert_int_equal(t4a_host_register_owned(h, mem, 8192, 0x80, mem, owner_release, &r),
+                   T4A_INVALID_ARGUMENT);
+  assert_null(r);
+  assert_int_equal(g_owner_releases, 2);
+  /* The unregister fails: the range stays registered and the owner is never released. */
+  assert_int_equal(t4a_host_register_owned(h, mem, 8192, 0, mem, owner_release, &r), T4A_OK);
+  t4a_counter_values before, after;
+  t4a_driver_counters(f->drv, &before);
+  t4a_fake_inject(f->fake, "cuMemHostUnregister", 0, 1, CUDA_ERROR_UNKNOWN, 0);
+  t4a_host_registration_release(r);
+  t4a_fake_clear_injections(f->fake);
+  t4a_driver_counters(f->drv, &after);
+  assert_int_equal(g_owner_releases, 2);
+  assert_int_equal(after.leaked - before.leaked, 2);
+  /* Clean up the fake's registration by hand (the test owns the memory). */
+  t4a_ctx_scope sc;
+  assert_int_equal(t4a_ctx_scope_enter(&sc, h, NULL), T4A_OK);
+  assert_int_equal(t4a_fake_table(f->fake)->cuMemHostUnregister(mem), CUDA_SUCCESS);
+  assert_int_equal(t4a_ctx_scope_exit(&sc), T4A_OK);
+  free(mem);
+}
+
 /* ---- failure sweep over every public operation ---- */
 
 /* A fresh range per sweep step: a step whose unregistration failed leaves its range registered
@@ -538,6 +582,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_abandoned_lane_leaks_the_pool, setup,
                                       teardown_counted),
       cmocka_unit_test_setup_teardown(test_last_buffer_of_a_inside_b, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_owned_registration, setup, teardown),
       cmocka_unit_test_setup_teardown(test_pinned_slots_and_registration, setup, teardown),
       cmocka_unit_test_setup_teardown(test_failure_sweep, setup, teardown_counted),
       cmocka_unit_test_setup_teardown(test_zero_fill_and_quarantine, setup, teardown_counted),

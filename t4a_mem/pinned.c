@@ -205,36 +205,80 @@ int t4a_slot_is_acquired(t4a_slots *s, uint32_t i) {
 
 /* ---- host registration ---- */
 
+/* What keeps a registered range's memory alive (a file mapping...): see t4a_host_register_owned. */
+typedef struct owner_ref {
+  void *object;
+  void (*release)(void *object);
+} owner_ref;
+
+static void owner_drop(owner_ref owner) {
+  if (owner.release != NULL) owner.release(owner.object);
+}
+
 struct t4a_host_registration {
   atomic_int refs;
   t4a_ctx_holder *holder; /* a reference */
   void *ptr;
   size_t bytes;
   CUdeviceptr dev;
+  owner_ref owner; /* released only after a successful unregister */
 };
 
 t4a_status t4a_host_register(t4a_ctx_holder *h, void *ptr, size_t bytes, uint32_t flags,
                              t4a_host_registration **out) {
+  return t4a_host_register_owned(h, ptr, bytes, flags, NULL, NULL, out);
+}
+
+t4a_status t4a_host_register_owned(t4a_ctx_holder *h, void *ptr, size_t bytes, uint32_t flags,
+                                   void *owner_object, void (*owner_release)(void *),
+                                   t4a_host_registration **out) {
+  owner_ref owner = {owner_object, owner_release};
+  if (out != NULL) *out = NULL;
   if (out == NULL || h == NULL) {
+    owner_drop(owner);
     return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "holder or out is NULL");
   }
-  *out = NULL;
-  if (ptr == NULL || bytes == 0 || (flags & ~T4A_HOST_REGISTER_MAPPED)) {
+  if (ptr == NULL || bytes == 0 ||
+      (flags & ~(T4A_HOST_REGISTER_MAPPED | T4A_HOST_REGISTER_READ_ONLY))) {
+    owner_drop(owner);
     return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
                          "registration needs a range of at least 1 byte and known flags");
   }
   t4a_status st = t4a_ctx_holder_check(h);
-  if (st != T4A_OK) return st;
+  if (st != T4A_OK) {
+    owner_drop(owner);
+    return st;
+  }
   t4a_driver *d = t4a_ctx_holder_driver(h);
+  if (flags & T4A_HOST_REGISTER_READ_ONLY) {
+    int supported = 0;
+    st = T4A_CU(d, cuDeviceGetAttribute, &supported,
+                CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED, t4a_ctx_holder_device(h));
+    if (st == T4A_OK && !supported) {
+      st = t4a_error_set(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
+                         "device %d cannot register read-only host memory",
+                         t4a_ctx_holder_ordinal(h));
+    }
+    if (st != T4A_OK) {
+      owner_drop(owner);
+      return st;
+    }
+  }
   t4a_host_registration *r = t4a_host_calloc(1, sizeof *r);
-  if (r == NULL) return T4A_HOST_OUT_OF_MEMORY;
+  if (r == NULL) {
+    owner_drop(owner);
+    return T4A_HOST_OUT_OF_MEMORY;
+  }
   t4a_ctx_scope scope;
   if ((st = t4a_ctx_scope_enter(&scope, h, NULL)) != T4A_OK) {
     free(r);
+    owner_drop(owner);
     return st;
   }
   unsigned cu_flags = CU_MEMHOSTREGISTER_PORTABLE;
   if (flags & T4A_HOST_REGISTER_MAPPED) cu_flags |= CU_MEMHOSTREGISTER_DEVICEMAP;
+  /* Read-only pages (a PROT_READ file mapping): the driver must not ask for write access. */
+  if (flags & T4A_HOST_REGISTER_READ_ONLY) cu_flags |= CU_MEMHOSTREGISTER_READ_ONLY;
   st = T4A_CU_BYTES(d, bytes, cuMemHostRegister, ptr, bytes, cu_flags);
   if (st == T4A_DEVICE_OUT_OF_MEMORY) {
     /* Page-locking ran out of host resources, not device memory. */
@@ -245,11 +289,17 @@ t4a_status t4a_host_register(t4a_ctx_holder *h, void *ptr, size_t bytes, uint32_
   }
   if (st == T4A_OK && (flags & T4A_HOST_REGISTER_MAPPED)) {
     st = T4A_CU(d, cuMemHostGetDevicePointer, &r->dev, ptr, 0);
-    if (st != T4A_OK) (void)T4A_CU_QUIET(d, cuMemHostUnregister, ptr); /* always undo */
+    if (st != T4A_OK && T4A_CU_QUIET(d, cuMemHostUnregister, ptr) != T4A_OK) {
+      /* Still registered: the range (and whatever owns it) must never be freed or unmapped
+       * under the driver. Leaked, counted: the registration, and the owner if any. */
+      t4a_counter_add(&d->counters, T4A_COUNTER_leaked, owner.release != NULL ? 2 : 1);
+      owner.release = NULL;
+    }
   }
   if (st != T4A_OK) {
     t4a_ctx_scope_exit_quiet(&scope);
     free(r);
+    owner_drop(owner);
     return st;
   }
   t4a_ctx_scope_exit_quiet(&scope);
@@ -258,6 +308,7 @@ t4a_status t4a_host_register(t4a_ctx_holder *h, void *ptr, size_t bytes, uint32_
   t4a_ctx_holder_retain(h);
   r->ptr = ptr;
   r->bytes = bytes;
+  r->owner = owner;
   t4a_counter_add(&d->counters, T4A_COUNTER_host_registrations, 1);
   *out = r;
   return T4A_OK;
@@ -280,10 +331,12 @@ void t4a_host_registration_release(t4a_host_registration *r) {
   }
   if (st == T4A_OK) {
     t4a_counter_add(&d->counters, T4A_COUNTER_host_unregistrations, 1);
+    owner_drop(r->owner);
   } else {
     /* The range stays page-locked: the caller must not free it as ordinary memory assuming
-     * otherwise; counted so it is never silent. */
-    t4a_counter_add(&d->counters, T4A_COUNTER_leaked, 1);
+     * otherwise, and its owner (if any) is never released, so it is never unmapped or reused
+     * under the driver; counted (the registration, and the owner) so it is never silent. */
+    t4a_counter_add(&d->counters, T4A_COUNTER_leaked, r->owner.release != NULL ? 2 : 1);
   }
   t4a_ctx_holder_release(r->holder);
   free(r);
@@ -292,3 +345,5 @@ void t4a_host_registration_release(t4a_host_registration *r) {
 
 void t4a_host_registration_release_object(void *r) { t4a_host_registration_release(r); }
 t4a_devptr t4a_host_registration_devptr(const t4a_host_registration *r) { return r->dev; }
+void *t4a_host_registration_host(const t4a_host_registration *r) { return r->ptr; }
+size_t t4a_host_registration_size(const t4a_host_registration *r) { return r->bytes; }

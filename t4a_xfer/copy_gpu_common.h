@@ -144,6 +144,38 @@ static void gopposing(grt *a, grt *b, size_t n, t4a_copy_path want, t4a_copy_pat
   free(wb);
 }
 
+/* A third runtime (on ordinal `oc`) waits on the witness of a copy from a runtime on `oa` to one
+ * on `ob` (n bytes), with its own context current: the witness's events are queried under their
+ * own contexts. The result is byte-exact and memoised. */
+static void gobserve(t4a_driver *drv, int oa, int ob, int oc, size_t n) {
+  grt a, b, c;
+  grt_open(drv, oa, &a);
+  grt_open(drv, ob, &b);
+  grt_open(drv, oc, &c);
+  uint8_t *p = malloc(n);
+  assert_non_null(p);
+  gfill(p, n, (uint32_t)(oa * 16 + ob * 4 + oc));
+  t4a_buffer *x = NULL, *y = NULL;
+  CK(t4a_buffer_create(a.pool, n, 0, 0, &x));
+  CK(t4a_buffer_create(b.pool, n, 0, 0, &y));
+  CK(t4a_xfer_upload(a.xfer, x, 0, p, n));
+  t4a_witness *w = NULL;
+  CK(t4a_xfer_copy(b.xfer, y, 0, a.xfer, x, 0, n, T4A_COPY_AUTO, NULL, &w));
+  t4a_buffer_release(x);
+  t4a_ctx_scope scope;
+  CK(t4a_ctx_scope_enter(&scope, t4a_lane_holder(c.lane), NULL));
+  CK(t4a_witness_wait(w));
+  CK(t4a_witness_query(w));
+  CK(t4a_ctx_scope_exit(&scope));
+  gexpect(&b, y, 0, p, n);
+  t4a_witness_release(w);
+  t4a_buffer_release(y);
+  free(p);
+  grt_close(&a);
+  grt_close(&b);
+  grt_close(&c);
+}
+
 static const size_t g_sizes[] = {1, 4096, (size_t)1 << 20, ((size_t)256 << 20) + 13};
 
 #endif /* T4A_XFER_COPY_GPU_COMMON_H_ */

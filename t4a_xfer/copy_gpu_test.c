@@ -33,33 +33,7 @@ static void test_two_runtimes_one_device(void **state) {
  * contexts (one device here: one context); the result is memoised. */
 static void test_third_runtime_observes(void **state) {
   (void)state;
-  grt a, b, c;
-  grt_open(g_drv, 0, &a);
-  grt_open(g_drv, 0, &b);
-  grt_open(g_drv, 0, &c);
-  const size_t n = (size_t)64 << 20;
-  uint8_t *p = malloc(n);
-  assert_non_null(p);
-  gfill(p, n, 99);
-  t4a_buffer *x = NULL, *y = NULL;
-  CK(t4a_buffer_create(a.pool, n, 0, 0, &x));
-  CK(t4a_buffer_create(b.pool, n, 0, 0, &y));
-  CK(t4a_xfer_upload(a.xfer, x, 0, p, n));
-  t4a_witness *w = NULL;
-  CK(t4a_xfer_copy(b.xfer, y, 0, a.xfer, x, 0, n, T4A_COPY_AUTO, NULL, &w));
-  t4a_buffer_release(x);
-  t4a_ctx_scope scope;
-  CK(t4a_ctx_scope_enter(&scope, t4a_lane_holder(c.lane), NULL));
-  CK(t4a_witness_wait(w));
-  CK(t4a_witness_query(w));
-  CK(t4a_ctx_scope_exit(&scope));
-  gexpect(&b, y, 0, p, n);
-  t4a_witness_release(w);
-  t4a_buffer_release(y);
-  free(p);
-  grt_close(&a);
-  grt_close(&b);
-  grt_close(&c);
+  gobserve(g_drv, 0, 0, 0, (size_t)64 << 20);
 }
 
 int main(void) {

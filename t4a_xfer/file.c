@@ -209,14 +209,13 @@ t4a_status t4a_xfer_upload_file(t4a_xfer *x, t4a_buffer *dst, size_t dst_offset,
 
 /* ---- registered ranges ---- */
 
-struct t4a_file_range {
-  atomic_int refs;
-  t4a_file_map *map;      /* a reference */
-  t4a_ctx_holder *holder; /* a reference */
-  void *host;
-  size_t bytes;
-  CUdeviceptr dev;
-};
+/* A t4a_file_range is a t4a_host_registration (read-only, device-mapped) that owns a reference
+ * to its map: t4a_mem releases the map only after a successful unregister (t4a_host_register_
+ * owned), so a range still registered is never unmapped. The handle types differ only so that
+ * callers cannot mix them up. */
+static t4a_host_registration *reg_of(const t4a_file_range *r) {
+  return (t4a_host_registration *)(uintptr_t)r;
+}
 
 static uint64_t page_size(void) {
   long p = sysconf(_SC_PAGESIZE);
@@ -251,95 +250,32 @@ t4a_status t4a_file_map_register(t4a_file_map *map, t4a_ctx_holder *holder, uint
                          (unsigned long long)offset, bytes, (unsigned long long)mapped,
                          path_cut(map->path), path_end(map->path), (unsigned long long)map->size);
   }
-  t4a_status st = t4a_ctx_holder_check(holder);
-  if (st != T4A_OK) return st;
-  t4a_driver *d = t4a_ctx_holder_driver(holder);
-  int read_only = 0;
-  st = T4A_CU(d, cuDeviceGetAttribute, &read_only,
-              CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED,
-              t4a_ctx_holder_device(holder));
-  if (st != T4A_OK) return st;
-  if (!read_only) {
-    return t4a_error_set(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
-                         "device %d cannot register read-only host memory, which a read-only "
-                         "file mapping needs",
-                         t4a_ctx_holder_ordinal(holder));
-  }
-  t4a_file_range *r = t4a_host_calloc(1, sizeof *r);
-  if (r == NULL) return T4A_HOST_OUT_OF_MEMORY;
-  t4a_ctx_scope scope;
-  if ((st = t4a_ctx_scope_enter(&scope, holder, NULL)) != T4A_OK) {
-    free(r);
-    return st;
-  }
   void *host = (unsigned char *)map->base + offset;
-  /* READ_ONLY: the pages are mapped PROT_READ, so the driver may not ask for write access. */
-  st = T4A_CU_BYTES(d, bytes, cuMemHostRegister, host, bytes,
-                    CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP |
-                        CU_MEMHOSTREGISTER_READ_ONLY);
-  if (st == T4A_DEVICE_OUT_OF_MEMORY) {
-    /* Page-locking ran out of host resources, not device memory. */
-    t4a_error e;
-    t4a_error_last(&e);
-    st = t4a_error_set(T4A_HOST_OUT_OF_MEMORY, e.entry, e.code, e.code_name, (uint64_t)bytes,
-                       "%s", e.message);
-  }
-  if (st == T4A_OK) {
-    st = T4A_CU(d, cuMemHostGetDevicePointer, &r->dev, host, 0);
-    if (st != T4A_OK && T4A_CU_QUIET(d, cuMemHostUnregister, host) != T4A_OK) {
-      /* Still registered: never unmap it under the driver. The registration and a map
-       * reference are leaked (two objects, counted). */
-      t4a_file_map_retain(map);
-      t4a_counter_add(&d->counters, T4A_COUNTER_leaked, 2);
-    }
-  }
-  t4a_ctx_scope_exit_quiet(&scope);
-  if (st != T4A_OK) {
-    free(r);
-    return st;
-  }
-  atomic_init(&r->refs, 1);
-  r->map = map;
-  t4a_file_map_retain(map);
-  r->holder = holder;
-  t4a_ctx_holder_retain(holder);
-  r->host = host;
-  r->bytes = bytes;
-  t4a_counter_add(&d->counters, T4A_COUNTER_host_registrations, 1);
-  *out = r;
+  t4a_file_map_retain(map); /* handed to the registration */
+  t4a_host_registration *reg = NULL;
+  t4a_status st = t4a_host_register_owned(holder, host, bytes,
+                                          T4A_HOST_REGISTER_MAPPED | T4A_HOST_REGISTER_READ_ONLY,
+                                          map, t4a_file_map_release_object, &reg);
+  if (st != T4A_OK) return st;
+  *out = (t4a_file_range *)(uintptr_t)reg;
   return T4A_OK;
 }
 
 void t4a_file_range_retain(t4a_file_range *r) {
-  if (r != NULL) atomic_fetch_add_explicit(&r->refs, 1, memory_order_relaxed);
+  if (r != NULL) t4a_host_registration_retain(reg_of(r));
 }
 
 void t4a_file_range_release(t4a_file_range *r) {
-  if (r == NULL || atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel) != 1) return;
-  t4a_error saved; /* a drop path never changes the caller's error detail */
-  t4a_error_last(&saved);
-  t4a_driver *d = t4a_ctx_holder_driver(r->holder);
-  t4a_ctx_scope scope;
-  t4a_status st = t4a_ctx_scope_enter(&scope, r->holder, NULL);
-  if (st == T4A_OK) {
-    st = T4A_CU_QUIET(d, cuMemHostUnregister, r->host);
-    t4a_ctx_scope_exit_quiet(&scope);
-  }
-  if (st == T4A_OK) {
-    t4a_counter_add(&d->counters, T4A_COUNTER_host_unregistrations, 1);
-    t4a_file_map_release(r->map);
-  } else {
-    /* Still registered: the registration and the map reference are leaked (two objects,
-     * counted), so the pages are never unmapped under the driver nor their addresses reused by a
-     * later mapping. */
-    t4a_counter_add(&d->counters, T4A_COUNTER_leaked, 2);
-  }
-  t4a_ctx_holder_release(r->holder);
-  free(r);
-  t4a_error_restore(&saved);
+  if (r != NULL) t4a_host_registration_release(reg_of(r));
 }
 
 void t4a_file_range_release_object(void *r) { t4a_file_range_release(r); }
-t4a_devptr t4a_file_range_devptr(const t4a_file_range *r) { return (t4a_devptr)r->dev; }
-const void *t4a_file_range_host(const t4a_file_range *r) { return r->host; }
-size_t t4a_file_range_size(const t4a_file_range *r) { return r->bytes; }
+t4a_devptr t4a_file_range_devptr(const t4a_file_range *r) {
+  return t4a_host_registration_devptr(reg_of(r));
+}
+const void *t4a_file_range_host(const t4a_file_range *r) {
+  return t4a_host_registration_host(reg_of(r));
+}
+size_t t4a_file_range_size(const t4a_file_range *r) {
+  return t4a_host_registration_size(reg_of(r));
+}
