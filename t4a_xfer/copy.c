@@ -2,9 +2,6 @@
 #define _GNU_SOURCE
 #include "t4a/xfer_copy.h"
 
-#include <string.h>
-
-#include "t4a/fault.h"
 #include "t4a_ctx/driver_table.h"
 #include "t4a_xfer/xfer_internal.h"
 
