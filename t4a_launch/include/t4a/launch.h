@@ -1,15 +1,258 @@
-/* t4a/launch.h — module cache, checked launches, descriptors, graphs, L2 persistence.
+/* t4a/launch.h — module cache, checked launches, launch descriptors, L2 persistence.
  *
- * Layer: t4a_launch (on t4a_nvrtc, t4a_ctx, t4a_mem and t4a_retire). This library's edges exist from the first build so the layering is
- * enforced; its API arrives with the issue that fills it. Until then this header declares nothing
- * beyond what its dependencies provide.
+ * Layer: t4a_launch (on t4a_nvrtc, t4a_ctx, t4a_mem and t4a_retire). Graphs are in
+ * t4a/graph.h (same library).
  *
- * Thread-safety and ownership follow t4a/ctx.h. */
+ * A runtime here is a t4a_retire (its lane: context, stream, allocation domain). Everything below
+ * is bound to one: a module cache to the retire it was created on, its modules and functions to
+ * that cache's lane. A launch names the retire it runs on; a function or buffer of another domain
+ * is FOREIGN_HANDLE, checked before anything is enqueued.
+ *
+ * Modules. t4a_module_load* loads an image (PTX, CUBIN, fatbin; or an NVRTC artifact) into the
+ * cache: content-addressed (the artifact's key, or XXH3-128 over the image bytes and kind), so two
+ * loads of one image — for two entry points, say — load it once. The cache holds a strong
+ * reference to each module, bounded by entries and bytes, least recently used first out. A module
+ * handed to the caller, and every function of it, holds the module alive; every launch keeps its
+ * module alive through the lane's open epoch (a deduplicated keepalive: no per-launch event, no
+ * allocation), so eviction or a clear while launches are queued defers the unload until that work
+ * completed. The last reference unloads the module under its context; if that context cannot be
+ * activated (or is lost) the module is leaked and counted (`leaked`, audit A5).
+ *
+ * Functions. t4a_module_get_function looks a kernel up (UNKNOWN_ENTRY_POINT naming it); one
+ * function object per (module, name). Its parameter list comes from cuFuncGetParamInfo (probed
+ * once per function and cached; counted in `param_info_probes`). Where the driver lacks
+ * cuFuncGetParamInfo (T4A_DRIVER_CAP_FUNC_PARAM_INFO absent from t4a_driver_caps) only the count
+ * declared with t4a_function_declare_params is checked, and sizes cannot be.
+ *
+ * Checked launches. Arguments are typed (t4a_arg): a buffer (domain-checked; kept alive by the
+ * epoch), a raw device address, or a scalar by value with its size. Count and each size must
+ * match the kernel's parameters (ARGUMENT_MISMATCH naming the index, the expected and the given
+ * size). Config: any zero dimension, a block above the device's max threads per block (1024 on
+ * every current GPU) or above its per-dimension limits, a grid above the device's limits, dynamic
+ * shared memory above the device's opt-in maximum -> INVALID_LAUNCH before anything is enqueued.
+ * Dynamic shared memory above 48 KiB raises the function's
+ * CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES once (memoised per function). A launch the
+ * driver refuses synchronously returns the driver's error with the entry (cuLaunchKernel) and code.
+ * Every launch is one admission on the retire (reserve -> enqueue -> commit). The warm path
+ * allocates nothing on the heap (t4a_heap_allocations(), see t4a/fault.h) and records at most one
+ * event per 512 launches (`events_recorded`).
+ *
+ * Descriptors (the FFI seed's launch table): a launch registered once — function, config and a
+ * snapshot of the arguments, all checked at registration — and fired by id with no checks and no
+ * allocation; one argument can be rebound (checked), or all rebound and fired in one call.
+ * Raw-bytes launches take the parameters packed as bytes with their offsets (for struct or half
+ * parameters) and check offsets and sizes against the kernel's layout.
+ *
+ * L2 persistence: the persisting-L2 limit of the lane's context (clamped to the device maximum,
+ * the applied value returned), an access-policy window on the lane's stream, a reset of the
+ * persisting lines.
+ *
+ * Thread-safety: every function may be called from any thread. Launches on one retire serialise
+ * on its admission lock; a descriptor table serialises its own updates. */
 #ifndef T4A_LAUNCH_H_
 #define T4A_LAUNCH_H_
 
-#include "t4a/nvrtc.h"
+#include <stddef.h>
+#include <stdint.h>
+
 #include "t4a/mem.h"
+#include "t4a/nvrtc.h"
 #include "t4a/retire.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- modules and functions ---- */
+
+typedef struct t4a_module_cache t4a_module_cache;
+typedef struct t4a_module t4a_module;
+typedef struct t4a_function t4a_function;
+
+typedef struct t4a_module_cache_options {
+  uint32_t max_entries; /* 0: 64 */
+  uint64_t max_bytes;   /* image bytes; 0: 256 MiB */
+} t4a_module_cache_options;
+#define T4A_MODULE_CACHE_OPTIONS_INIT {0, 0}
+
+typedef enum t4a_image_kind {
+  T4A_IMAGE_AUTO = 0, /* PTX if it is text with ".version", CUBIN if ELF, fatbin if its magic */
+  T4A_IMAGE_PTX = 1,
+  T4A_IMAGE_CUBIN = 2,
+  T4A_IMAGE_FATBIN = 3,
+} t4a_image_kind;
+
+/* Creates the module cache of `retire`'s lane (retire borrowed: it must outlive the cache and
+ * every module and function of it). Statuses: INVALID_ARGUMENT, HOST_OUT_OF_MEMORY, LANE_BROKEN. */
+T4A_MUST_USE t4a_status t4a_module_cache_create(t4a_retire *retire,
+                                                const t4a_module_cache_options *options,
+                                                t4a_module_cache **out);
+/* Drops the cache's references (modules in use or with queued launches stay until those go).
+ * Accepts NULL. */
+void t4a_module_cache_destroy(t4a_module_cache *cache);
+/* Drops every cached module's cache reference (deferred unloads as above). */
+void t4a_module_cache_clear(t4a_module_cache *cache);
+
+typedef struct t4a_module_cache_stats {
+  uint32_t entries;
+  uint64_t bytes;
+  uint64_t loads;     /* cuModuleLoadData* calls that succeeded */
+  uint64_t hits;      /* loads answered from the cache */
+  uint64_t evictions; /* modules evicted (LRU, entries or bytes) */
+  uint64_t unloads;   /* cuModuleUnload calls that succeeded */
+} t4a_module_cache_stats;
+void t4a_module_cache_get_stats(t4a_module_cache *cache, t4a_module_cache_stats *out);
+
+/* Loads `bytes` of `image` (copied when loaded; the caller's memory is not kept). On success
+ * *out is a new reference. Statuses: INVALID_ARGUMENT (NULL, 0 bytes, an image whose kind cannot
+ * be told or does not match `kind`), LIMIT_EXCEEDED (larger than the cache's byte bound), the
+ * driver's refusal (cuModuleLoadDataEx, e.g. DRIVER_ERROR with CUDA_ERROR_INVALID_PTX and the JIT
+ * log in the detail), REENTRY, LANE_BROKEN, HOST_OUT_OF_MEMORY. */
+T4A_MUST_USE t4a_status t4a_module_load(t4a_module_cache *cache, const void *image, size_t bytes,
+                                        t4a_image_kind kind, t4a_module **out);
+/* As t4a_module_load, for an NVRTC artifact (PTX or CUBIN; LTO-IR is INVALID_ARGUMENT), keyed by
+ * the artifact's key. */
+T4A_MUST_USE t4a_status t4a_module_load_artifact(t4a_module_cache *cache,
+                                                 const t4a_nvrtc_artifact *artifact,
+                                                 t4a_module **out);
+void t4a_module_retain(t4a_module *module);
+/* Drops a reference; the last one unloads (see above). Accepts NULL. */
+void t4a_module_release(t4a_module *module);
+void t4a_module_release_object(void *module);
+
+/* Looks up a kernel. On success *out is a new reference (the same function object for the same
+ * name). Statuses: INVALID_ARGUMENT, UNKNOWN_ENTRY_POINT (the name in the detail), driver failures. */
+T4A_MUST_USE t4a_status t4a_module_get_function(t4a_module *module, const char *name,
+                                                t4a_function **out);
+void t4a_function_retain(t4a_function *function);
+void t4a_function_release(t4a_function *function);
+const char *t4a_function_name(const t4a_function *function);
+/* The allocation domain the function belongs to (its module cache's lane). */
+uint64_t t4a_function_domain(const t4a_function *function);
+
+/* The kernel's parameter list. *out_known is 1 when it came from the driver (cuFuncGetParamInfo),
+ * 0 when only a declared count is known (sizes 0). Statuses: driver failures while probing. */
+T4A_MUST_USE t4a_status t4a_function_num_params(t4a_function *function, uint32_t *out_count,
+                                                int *out_known);
+T4A_MUST_USE t4a_status t4a_function_param(t4a_function *function, uint32_t index,
+                                           size_t *out_offset, size_t *out_size);
+/* Where the driver has no cuFuncGetParamInfo: the number of parameters launches must pass.
+ * INVALID_ARGUMENT where the driver knows the list and it differs. */
+T4A_MUST_USE t4a_status t4a_function_declare_params(t4a_function *function, uint32_t count);
+
+/* ---- checked launches ---- */
+
+#define T4A_MAX_KERNEL_PARAMS 64u /* parameters per kernel t4a checks and packs */
+
+typedef enum t4a_arg_kind {
+  T4A_ARG_BUFFER = 1, /* a t4a_buffer of the launch's domain (its device address + offset) */
+  T4A_ARG_DEVPTR = 2, /* a raw device address (8 bytes), unchecked */
+  T4A_ARG_SCALAR = 3, /* `size` bytes at `value`, copied at the call */
+} t4a_arg_kind;
+
+typedef struct t4a_arg {
+  t4a_arg_kind kind;
+  uint32_t size; /* SCALAR: bytes at value; BUFFER and DEVPTR: 8 (set by the helpers) */
+  union {
+    struct {
+      t4a_buffer *buffer;
+      size_t offset;
+    } buf;
+    t4a_devptr devptr;
+    const void *value;
+  } u;
+} t4a_arg;
+
+static inline t4a_arg t4a_arg_buffer(t4a_buffer *buffer, size_t offset) {
+  t4a_arg a;
+  a.kind = T4A_ARG_BUFFER;
+  a.size = 8;
+  a.u.buf.buffer = buffer;
+  a.u.buf.offset = offset;
+  return a;
+}
+static inline t4a_arg t4a_arg_devptr(t4a_devptr devptr) {
+  t4a_arg a;
+  a.kind = T4A_ARG_DEVPTR;
+  a.size = 8;
+  a.u.devptr = devptr;
+  return a;
+}
+static inline t4a_arg t4a_arg_scalar(const void *value, uint32_t size) {
+  t4a_arg a;
+  a.kind = T4A_ARG_SCALAR;
+  a.size = size;
+  a.u.value = value;
+  return a;
+}
+
+typedef struct t4a_launch_config {
+  uint32_t grid[3];      /* blocks; every dimension >= 1 */
+  uint32_t block[3];     /* threads; every dimension >= 1 */
+  uint32_t shared_bytes; /* dynamic shared memory */
+} t4a_launch_config;
+
+/* Checks and launches `function` on `retire`'s stream. Statuses: INVALID_ARGUMENT (NULL, a NULL
+ * scalar value, a buffer offset past its end), FOREIGN_HANDLE (function or buffer of another
+ * domain), ARGUMENT_MISMATCH (count or a size), INVALID_LAUNCH (config), REENTRY, LANE_BROKEN,
+ * CONTEXT_LOST, driver failures (entry cuLaunchKernel). */
+T4A_MUST_USE t4a_status t4a_launch(t4a_retire *retire, t4a_function *function,
+                                   const t4a_launch_config *config, const t4a_arg *args,
+                                   uint32_t num_args);
+
+/* Launches with the parameters packed in `params` (`bytes` long): parameter i at offsets[i].
+ * Offsets and the sizes they imply (the next offset, or `bytes` for the last) must agree with the
+ * kernel's layout (ARGUMENT_MISMATCH otherwise; where the layout is unknown, only the count).
+ * Statuses as t4a_launch. */
+T4A_MUST_USE t4a_status t4a_launch_raw(t4a_retire *retire, t4a_function *function,
+                                       const t4a_launch_config *config, const void *params,
+                                       size_t bytes, const uint32_t *offsets,
+                                       uint32_t num_params);
+
+/* ---- descriptors ---- */
+
+typedef struct t4a_launch_table t4a_launch_table;
+
+/* A table of at most `capacity` descriptors (1..65536) for launches on `retire` (borrowed).
+ * Statuses: INVALID_ARGUMENT, HOST_OUT_OF_MEMORY. */
+T4A_MUST_USE t4a_status t4a_launch_table_create(t4a_retire *retire, uint32_t capacity,
+                                                t4a_launch_table **out);
+/* Releases every descriptor (their functions and buffers) and the table. Accepts NULL. */
+void t4a_launch_table_destroy(t4a_launch_table *table);
+
+/* Checks (as t4a_launch) and stores a launch: the function and buffers are retained, scalars
+ * copied. Statuses: as t4a_launch's checks, LIMIT_EXCEEDED (table full), HOST_OUT_OF_MEMORY. */
+T4A_MUST_USE t4a_status t4a_descriptor_register(t4a_launch_table *table, t4a_function *function,
+                                                const t4a_launch_config *config,
+                                                const t4a_arg *args, uint32_t num_args,
+                                                uint32_t *out_id);
+/* Launches descriptor `id` (no checks beyond the id; no heap allocation). Statuses:
+ * INVALID_ARGUMENT (unknown id), REENTRY, LANE_BROKEN, CONTEXT_LOST, driver failures. */
+T4A_MUST_USE t4a_status t4a_descriptor_fire(t4a_launch_table *table, uint32_t id);
+/* Replaces argument `index` (checked against that parameter). */
+T4A_MUST_USE t4a_status t4a_descriptor_rebind(t4a_launch_table *table, uint32_t id,
+                                              uint32_t index, const t4a_arg *arg);
+/* Replaces every argument (checked) and fires, in one call. */
+T4A_MUST_USE t4a_status t4a_descriptor_rebind_fire(t4a_launch_table *table, uint32_t id,
+                                                   const t4a_arg *args, uint32_t num_args);
+/* Frees descriptor `id` (its references go with the epoch of its last launch). */
+T4A_MUST_USE t4a_status t4a_descriptor_unregister(t4a_launch_table *table, uint32_t id);
+
+/* ---- L2 persistence ---- */
+
+/* Sets the persisting-L2 limit of the lane's context to `bytes`, clamped to the device maximum
+ * (CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE); *out_applied (optional) gets the value set.
+ * UNSUPPORTED where the device has none. */
+T4A_MUST_USE t4a_status t4a_l2_set_persisting_limit(t4a_lane *lane, size_t bytes,
+                                                    size_t *out_applied);
+/* Sets an access-policy window on the lane's stream: [base, base + bytes) with `hit_ratio`
+ * (0..1) of its lines persisting, the rest streaming. bytes 0 clears the window. */
+T4A_MUST_USE t4a_status t4a_l2_set_window(t4a_lane *lane, t4a_devptr base, size_t bytes,
+                                          float hit_ratio);
+/* Resets all persisting L2 lines of the lane's context to normal. */
+T4A_MUST_USE t4a_status t4a_l2_reset(t4a_lane *lane);
+
+#ifdef __cplusplus
+}
+#endif
 #endif /* T4A_LAUNCH_H_ */
