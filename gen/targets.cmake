@@ -181,10 +181,14 @@ t4a_binary(NAME t4a_nvrtc_nvrtc_bench
   OUTPUT_NAME nvrtc_bench
   DEPS t4a_nvrtc t4a_ctx_status testing_lsan_nvrtc_suppressions)
 t4a_library(NAME t4a_launch
-  SRCS t4a_launch/launch.c
-  HDRS t4a_launch/include/t4a/launch.h
+  SRCS t4a_launch/launch.c t4a_launch/graph.c
+  HDRS t4a_launch/include/t4a/launch.h t4a_launch/include/t4a/graph.h
   INCLUDE_DIR t4a_launch/include
   DEPS t4a_nvrtc t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status)
+t4a_test(NAME t4a_launch_graph_test
+  SRCS t4a_launch/graph_test.c
+  LABELS unit
+  DEPS t4a_launch t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
 t4a_library(NAME t4a_raw
   SRCS t4a_raw/raw.c
   HDRS t4a_raw/include/t4a/raw.h

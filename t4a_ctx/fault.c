@@ -17,6 +17,17 @@ typedef struct fault_hook {
 static fault_hook g_slots[2];
 static _Atomic(fault_hook *) g_active = NULL;
 static atomic_int g_next_slot = 0;
+/* Successful host allocations (t4a_heap_allocations). */
+static _Atomic uint64_t g_heap_allocations = 0;
+
+static void *counted(void *p) {
+  if (p != NULL) atomic_fetch_add_explicit(&g_heap_allocations, 1, memory_order_relaxed);
+  return p;
+}
+
+uint64_t t4a_heap_allocations(void) {
+  return atomic_load_explicit(&g_heap_allocations, memory_order_relaxed);
+}
 
 void t4a_fault_set_hook(t4a_fault_hook_fn hook, void *user) {
   if (hook == NULL) {
@@ -55,7 +66,7 @@ void *t4a_host_malloc(size_t bytes) {
     t4a_error_set(T4A_HOST_OUT_OF_MEMORY, "malloc", 0, NULL, (uint64_t)bytes,
                   "host allocation of %zu bytes failed", bytes);
   }
-  return p;
+  return counted(p);
 }
 
 void *t4a_host_calloc(size_t n, size_t size) {
@@ -70,5 +81,15 @@ void *t4a_host_calloc(size_t n, size_t size) {
     t4a_error_set(T4A_HOST_OUT_OF_MEMORY, "calloc", 0, NULL, (uint64_t)(n * size),
                   "host allocation of %zu bytes failed", n * size);
   }
-  return p;
+  return counted(p);
+}
+
+void *t4a_host_realloc(void *p, size_t bytes) {
+  void *n = NULL;
+  if (!t4a_fault_sim(T4A_FAULT_HOST_MALLOC)) n = realloc(p, bytes == 0 ? 1 : bytes);
+  if (n == NULL) {
+    t4a_error_set(T4A_HOST_OUT_OF_MEMORY, "realloc", 0, NULL, (uint64_t)bytes,
+                  "host reallocation to %zu bytes failed", bytes);
+  }
+  return counted(n);
 }

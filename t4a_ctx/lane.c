@@ -7,6 +7,7 @@
 struct t4a_lane {
   atomic_int refs;
   atomic_int abandoned;
+  atomic_int capturing; /* a graph capture of the stream is in progress (t4a_retire) */
   t4a_ctx_holder *holder; /* a reference */
   t4a_driver *driver;     /* borrowed from the holder */
   CUstream stream;
@@ -62,6 +63,7 @@ t4a_status t4a_lane_create(t4a_driver *driver, int ordinal, const t4a_lane_optio
   }
   atomic_init(&lane->refs, 1);
   atomic_init(&lane->abandoned, 0);
+  atomic_init(&lane->capturing, 0);
   lane->domain = atomic_fetch_add_explicit(&g_next_domain, 1, memory_order_relaxed);
   /* Lifetime counts live on the driver: the lane's own block dies with the lane. */
   t4a_counter_add(&driver->counters, T4A_COUNTER_streams_created, 1);
@@ -80,6 +82,15 @@ void t4a_lane_abandon(t4a_lane *lane) {
 
 int t4a_lane_is_abandoned(const t4a_lane *lane) {
   return lane != NULL && atomic_load_explicit(&((t4a_lane *)lane)->abandoned, memory_order_relaxed);
+}
+
+void t4a_lane_set_capturing(t4a_lane *lane, int capturing) {
+  if (lane != NULL) atomic_store_explicit(&lane->capturing, capturing != 0, memory_order_release);
+}
+
+int t4a_lane_is_capturing(const t4a_lane *lane) {
+  return lane != NULL &&
+         atomic_load_explicit(&((t4a_lane *)lane)->capturing, memory_order_acquire);
 }
 
 static void lane_destroy(t4a_lane *lane) {

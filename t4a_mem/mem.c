@@ -41,6 +41,7 @@ struct t4a_mem_pool {
   block *spare; /* recycled block records (no malloc on the warm path) */
   uint32_t num_spare;
   _Atomic uint64_t granted; /* bit i: device ordinal i may access the pool (memoised) */
+  block *deferred; /* blocks released during a graph capture: freed once it ended (lock) */
 };
 
 struct t4a_buffer {
@@ -119,6 +120,9 @@ static void record_put(t4a_mem_pool *p, block *b) {
     free(b);
   }
 }
+
+static void free_one(t4a_mem_pool *p, block *blk);
+static void flush_deferred(t4a_mem_pool *p);
 
 /* Frees a list of blocks in stream order (context active, lock not held) and recycles their
  * records. */
@@ -244,9 +248,17 @@ void t4a_mem_pool_release(t4a_mem_pool *p) {
   t4a_error saved; /* a drop path never changes the caller's error detail */
   t4a_error_last(&saved);
   block *cached = cache_detach(p, 1);
+  while (p->deferred != NULL) { /* released during a capture: freed with the cache */
+    block *next = p->deferred->next_in_class;
+    p->deferred->next_in_class = cached;
+    cached = p->deferred;
+    p->deferred = next;
+  }
   t4a_ctx_scope scope;
+  /* During a capture the frees would be recorded into the graph: leaked (counted) instead. */
   if (!atomic_load_explicit(&p->abandoned, memory_order_relaxed) &&
       !t4a_lane_is_abandoned(p->lane) && !t4a_lane_is_broken(p->lane) &&
+      !t4a_lane_is_capturing(p->lane) &&
       t4a_ctx_scope_enter(&scope, t4a_lane_holder(p->lane), p->counters) == T4A_OK) {
     free_blocks(p, cached, 0);
     /* Destroying a pool with frees still queued is defined: the driver releases it once they
@@ -282,10 +294,16 @@ t4a_status t4a_mem_pool_trim(t4a_mem_pool *p) {
   if (p == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "pool is NULL");
   t4a_status st = t4a_lane_check(p->lane);
   if (st != T4A_OK) return st;
+  if (t4a_lane_is_capturing(p->lane)) {
+    return t4a_error_set(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
+                         "lane %llu is capturing a graph: trim after the capture",
+                         (unsigned long long)t4a_lane_domain(p->lane));
+  }
   t4a_ctx_scope scope;
   if ((st = t4a_ctx_scope_enter(&scope, t4a_lane_holder(p->lane), p->counters)) != T4A_OK) {
     return st;
   }
+  if (p->deferred != NULL) flush_deferred(p);
   pthread_mutex_lock(&p->lock);
   block *cached = cache_detach(p, 1);
   pthread_mutex_unlock(&p->lock);
@@ -401,6 +419,19 @@ static t4a_status pool_alloc(t4a_mem_pool *p, size_t bytes, size_t requested, CU
   return st;
 }
 
+/* Frees the blocks released during a capture that has ended (the caller checked). */
+static void flush_deferred(t4a_mem_pool *p) {
+  pthread_mutex_lock(&p->lock);
+  block *list = p->deferred;
+  p->deferred = NULL;
+  pthread_mutex_unlock(&p->lock);
+  while (list != NULL) {
+    block *next = list->next_in_class;
+    free_one(p, list);
+    list = next;
+  }
+}
+
 t4a_status t4a_buffer_create(t4a_mem_pool *p, size_t bytes, size_t alignment, uint32_t flags,
                              t4a_buffer **out) {
   if (out == NULL || p == NULL) {
@@ -431,6 +462,13 @@ t4a_status t4a_buffer_create(t4a_mem_pool *p, size_t bytes, size_t alignment, ui
   }
   t4a_status st = t4a_lane_check(p->lane);
   if (st != T4A_OK) return st;
+  if (t4a_lane_is_capturing(p->lane)) {
+    /* A stream-ordered allocation (or its zero fill) would be recorded into the graph. */
+    return t4a_error_set(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
+                         "lane %llu is capturing a graph: create buffers before the capture",
+                         (unsigned long long)t4a_lane_domain(p->lane));
+  }
+  if (p->deferred != NULL) flush_deferred(p); /* racy peek: a miss is freed next time */
 
   size_t class_bytes = 0;
   uint32_t cls = size_class(bytes + extra, &class_bytes);
@@ -561,6 +599,24 @@ void t4a_buffer_release(t4a_buffer *b) {
     t4a_counter_add(p->counters, T4A_COUNTER_reuse_cached, 1);
     over = cache_detach(p, 0);
     pthread_mutex_unlock(&p->lock);
+    blk = NULL;
+  }
+  if ((blk != NULL || over != NULL) && t4a_lane_is_capturing(p->lane)) {
+    /* A free enqueued now would be captured into the graph: hold the blocks until the capture
+     * ended (the next create, trim or the pool's release frees them, in stream order). */
+    pthread_mutex_lock(&p->lock);
+    if (blk != NULL) {
+      blk->next_in_class = p->deferred;
+      p->deferred = blk;
+    }
+    while (over != NULL) {
+      block *next = over->next_in_class;
+      over->next_in_class = p->deferred;
+      p->deferred = over;
+      over = next;
+    }
+    pthread_mutex_unlock(&p->lock);
+    t4a_counter_add(p->counters, T4A_COUNTER_frees_deferred, 1);
     blk = NULL;
   }
   if (blk != NULL || over != NULL) {

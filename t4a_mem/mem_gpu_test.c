@@ -192,7 +192,7 @@ static void test_warm_chain(void **state) {
       fail_msg("launch %d failed", i);
     }
     t4a_buffer_retain(b);
-    t4a_admission_keep(&adm, (t4a_keepalive){b, t4a_buffer_release_object});
+    t4a_admission_keep(&adm, (t4a_keepalive){b, t4a_buffer_release_object, 0});
     t4a_admission_commit(&adm);
   }
   t4a_lane_read_counters(f->lane, &after);

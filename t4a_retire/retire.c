@@ -42,6 +42,11 @@ struct t4a_retire {
   t4a_keepalive *quarantine;
   size_t quarantine_count, quarantine_capacity;
   release_list deferred; /* keepalives of completed epochs, released after unlock */
+  /* Capture mode (t4a_retire_capture_begin/_end): the lane's stream is being captured into a
+   * graph. Admissions then enqueue nothing that runs now: their keepalives gather in `capture`
+   * (handed to the graph at the end), no epoch is sealed, nothing is observed. */
+  int capturing;
+  epoch capture;
 };
 
 /* A distinct address per thread identifies the lock owner without touching pthread_t racily. */
@@ -299,13 +304,22 @@ oom:
   return T4A_HOST_OUT_OF_MEMORY;
 }
 
+/* How many objects a keepalive stands for in the leak count (t4a_keepalive.objects). */
+static uint64_t weight(t4a_keepalive k) { return k.objects ? k.objects : 1; }
+
+static uint64_t epoch_weight(const epoch *e) {
+  uint64_t n = 0;
+  for (uint32_t i = 0; i < e->count; i++) n += weight(e->items[i]);
+  return n;
+}
+
 static void quarantine_add(t4a_retire *r, t4a_keepalive k) {
   if (r->quarantine_count == r->quarantine_capacity) {
     size_t cap = r->quarantine_capacity ? r->quarantine_capacity * 2 : 8;
     t4a_keepalive *n = realloc(r->quarantine, cap * sizeof *n);
     if (n == NULL) {
       /* Cannot even remember it: leak it (never release on a guess) and count. */
-      t4a_counter_add(r->counters, T4A_COUNTER_leaked, 1);
+      t4a_counter_add(r->counters, T4A_COUNTER_leaked, weight(k));
       return;
     }
     r->quarantine = n;
@@ -339,12 +353,15 @@ t4a_status t4a_retire_destroy(t4a_retire *r) {
     /* Quarantined objects are never released: the work of unknown state may have run on another
      * stream or context than this lane's, which this drain does not cover. They are leaked and
      * counted. */
-    t4a_counter_add(r->counters, T4A_COUNTER_leaked, r->quarantine_count);
+    for (size_t i = 0; i < r->quarantine_count; i++) leaked += weight(r->quarantine[i]);
+    t4a_counter_add(r->counters, T4A_COUNTER_leaked, leaked);
+    leaked = 0;
   } else {
     for (uint32_t i = 0; i < r->sealed_count; i++) {
-      leaked += r->sealed[(r->sealed_head + i) % r->max_sealed].count;
+      leaked += epoch_weight(&r->sealed[(r->sealed_head + i) % r->max_sealed]);
     }
-    leaked += r->open.count + r->quarantine_count;
+    leaked += epoch_weight(&r->open);
+    for (size_t i = 0; i < r->quarantine_count; i++) leaked += weight(r->quarantine[i]);
     t4a_counter_add(r->counters, T4A_COUNTER_leaked, leaked);
     t4a_lane_abandon(r->lane);
   }
@@ -371,6 +388,12 @@ t4a_status t4a_retire_destroy(t4a_retire *r) {
   t4a_counter_add(r->counters, T4A_COUNTER_leaked, events_leaked);
   if (scoped) t4a_ctx_scope_exit_quiet(&scope);
   epoch_free(&r->open);
+  /* A capture never ended: its work was only recorded into a graph that no one will launch. */
+  if (r->capturing) {
+    defer_release(r, &r->capture);
+    t4a_lane_set_capturing(r->lane, 0);
+  }
+  epoch_free(&r->capture);
   unlock_and_release(r);
   free(r->deferred.items);
   pthread_mutex_destroy(&r->lock);
@@ -398,6 +421,13 @@ t4a_status t4a_admission_begin(t4a_retire *r, uint32_t num_keepalives, t4a_admis
       T4A_OK) {
     goto unlock;
   }
+  if (r->capturing) {
+    /* Nothing is sealed or observed during a capture: the keepalives go to the graph. */
+    if ((st = epoch_reserve(&r->capture, num_keepalives)) != T4A_OK) goto fail_scoped;
+    adm->priv_retire = r;
+    adm->priv_reserved = num_keepalives;
+    return T4A_OK;
+  }
   if (r->open.admissions >= r->seal_at) {
     if (r->sealed_count == r->max_sealed) {
       /* The ring is full: retire what finished; if nothing did, wait for the oldest. */
@@ -422,12 +452,13 @@ unlock:
 void t4a_admission_keep(t4a_admission *adm, t4a_keepalive k) {
   if (adm == NULL || adm->priv_retire == NULL || k.release == NULL) return;
   t4a_retire *r = adm->priv_retire;
-  if (adm->priv_kept >= adm->priv_reserved && epoch_reserve(&r->open, 1) != T4A_OK) {
-    t4a_counter_add(r->counters, T4A_COUNTER_leaked, 1);
+  epoch *e = r->capturing ? &r->capture : &r->open;
+  if (adm->priv_kept >= adm->priv_reserved && epoch_reserve(e, 1) != T4A_OK) {
+    t4a_counter_add(r->counters, T4A_COUNTER_leaked, weight(k));
     return;
   }
   adm->priv_kept++;
-  if (epoch_add(&r->open, k)) {
+  if (epoch_add(e, k)) {
     t4a_counter_add(r->counters, T4A_COUNTER_keepalives_held, 1);
   } else {
     /* The open epoch already holds this object until the same completion: drop the extra ref. */
@@ -439,7 +470,11 @@ void t4a_admission_keep(t4a_admission *adm, t4a_keepalive k) {
 static void admission_end(t4a_admission *adm, int enqueued) {
   t4a_retire *r = adm->priv_retire;
   if (enqueued) {
-    r->open.admissions++;
+    if (r->capturing) {
+      r->capture.admissions++;
+    } else {
+      r->open.admissions++;
+    }
     t4a_counter_add(r->counters, T4A_COUNTER_admissions, 1);
   }
   /* A failed restore is counted (ctx_restore_failures); commit and abort have no status for it. */
@@ -474,10 +509,22 @@ t4a_status t4a_admission_fail(t4a_admission *adm, t4a_status status,
 
 /* ---- observation ---- */
 
+static t4a_status refuse_in_capture(t4a_retire *r, const char *what) {
+  return t4a_error_set(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
+                       "lane %llu is capturing a graph: %s cannot be captured (end the capture "
+                       "first)",
+                       (unsigned long long)t4a_lane_domain(r->lane), what);
+}
+
 static t4a_status observe(t4a_retire *r, int wait_all) {
   if (r == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "retire is NULL");
   t4a_status st = lock_enter(r);
   if (st != T4A_OK) return st;
+  if (r->capturing) {
+    st = refuse_in_capture(r, wait_all ? "waiting for the lane's work" : "observing completions");
+    lock_exit(r);
+    return st;
+  }
   t4a_ctx_scope scope;
   if ((st = t4a_ctx_scope_enter(&scope, t4a_lane_holder(r->lane), r->counters)) == T4A_OK) {
     if (wait_all) {
@@ -525,9 +572,125 @@ t4a_status t4a_retire_fence(t4a_retire *r, t4a_witness **out) {
   t4a_admission adm;
   t4a_status st = t4a_admission_begin(r, 0, &adm);
   if (st != T4A_OK) return st;
+  if (r->capturing) return t4a_admission_abort(&adm, refuse_in_capture(r, "a fence (an event)"));
   st = t4a_witness_record_(t4a_retire_lane(r), out);
   if (st != T4A_OK) return t4a_admission_abort(&adm, st);
   t4a_counter_add(r->counters, T4A_COUNTER_events_recorded, 1);
   admission_end(&adm, 0);
   return T4A_OK;
+}
+
+/* ---- capture mode ---- */
+
+int t4a_retire_capturing_(const t4a_retire *r) { return r->capturing; }
+
+t4a_status t4a_retire_capture_begin(t4a_retire *r) {
+  if (r == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "retire is NULL");
+  t4a_admission adm;
+  t4a_status st = t4a_admission_begin(r, 0, &adm); /* the lock, the lane check, the context */
+  if (st != T4A_OK) return st;
+  if (r->capturing) {
+    return t4a_admission_abort(&adm, t4a_error_set(T4A_BUSY, NULL, 0, NULL, 0,
+                                                   "lane %llu is already capturing a graph",
+                                                   (unsigned long long)t4a_lane_domain(r->lane)));
+  }
+  /* What is admitted so far gets its event outside the capture, so its keepalives are not mixed
+   * with the graph's. */
+  if (r->sealed_count == r->max_sealed) st = retire_completed(r, 1);
+  if (st == T4A_OK) st = seal_open(r);
+  /* THREAD_LOCAL: this thread's unsafe calls (host allocations, syncs) fail and invalidate the
+   * capture; every thread's admissions on the lane are captured (the stream is). */
+  if (st == T4A_OK) {
+    st = T4A_CU(r->driver, cuStreamBeginCapture, t4a_lane_stream(r->lane),
+                CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+  }
+  if (st != T4A_OK) return t4a_admission_abort(&adm, st);
+  r->capturing = 1;
+  r->capture.count = 0;
+  r->capture.admissions = 0;
+  epoch_clear_set(&r->capture);
+  t4a_lane_set_capturing(r->lane, 1);
+  t4a_counter_add(r->counters, T4A_COUNTER_captures, 1);
+  admission_end(&adm, 0);
+  return T4A_OK;
+}
+
+t4a_status t4a_retire_capture_end(t4a_retire *r, void **out_graph, t4a_keepalive **out_items,
+                                  size_t *out_count) {
+  if (out_graph != NULL) *out_graph = NULL;
+  if (out_items != NULL) *out_items = NULL;
+  if (out_count != NULL) *out_count = 0;
+  if (r == NULL || out_graph == NULL || out_items == NULL || out_count == NULL) {
+    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "retire or an out is NULL");
+  }
+  t4a_status st = lock_enter(r);
+  if (st != T4A_OK) return st;
+  if (!r->capturing) {
+    lock_exit(r);
+    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                         "lane %llu is not capturing a graph",
+                         (unsigned long long)t4a_lane_domain(r->lane));
+  }
+  t4a_ctx_scope scope;
+  CUgraph graph = NULL;
+  if ((st = t4a_ctx_scope_enter(&scope, t4a_lane_holder(r->lane), r->counters)) != T4A_OK) {
+    /* Not even asked: the stream is still capturing, so the mode stays; the call may be
+     * repeated. */
+    lock_exit(r);
+    return st;
+  }
+  /* From here the capture ends whatever happens: the mode is left, the lane flag cleared. */
+  r->capturing = 0;
+  t4a_lane_set_capturing(r->lane, 0);
+  {
+    CUstream stream = t4a_lane_stream(r->lane);
+    st = T4A_CU(r->driver, cuStreamEndCapture, stream, &graph);
+    CUstreamCaptureStatus still = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (st != T4A_OK && T4A_CU_QUIET(r->driver, cuStreamIsCapturing, stream, &still) == T4A_OK &&
+        still != CU_STREAM_CAPTURE_STATUS_NONE) {
+      /* The end itself failed with the stream still capturing: the lane would be unusable, so
+       * try once more; that answer stands. */
+      graph = NULL;
+      st = T4A_CU(r->driver, cuStreamEndCapture, stream, &graph);
+    }
+    t4a_ctx_scope_exit_quiet(&scope);
+  }
+  t4a_keepalive *items = NULL;
+  size_t n = r->capture.count;
+  if (st == T4A_OK && n > 0 && (items = t4a_host_calloc(n, sizeof *items)) == NULL) {
+    st = T4A_HOST_OUT_OF_MEMORY;
+  }
+  if (st != T4A_OK) {
+    /* No graph (an invalidated capture, or no memory for the list): the captured work will never
+     * run, so its keepalives can go now. A graph that was made is destroyed. */
+    if (graph != NULL && t4a_ctx_scope_enter(&scope, t4a_lane_holder(r->lane), r->counters) ==
+                             T4A_OK) {
+      if (T4A_CU_QUIET(r->driver, cuGraphDestroy, graph) != T4A_OK) {
+        t4a_counter_add(r->counters, T4A_COUNTER_leaked, 1);
+      }
+      t4a_ctx_scope_exit_quiet(&scope);
+    } else if (graph != NULL) {
+      t4a_counter_add(r->counters, T4A_COUNTER_leaked, 1);
+    }
+    defer_release(r, &r->capture);
+    t4a_error saved;
+    t4a_error_last(&saved);
+    unlock_and_release(r);
+    t4a_error_restore(&saved);
+    return t4a_lane_note(r->lane, st);
+  }
+  if (n > 0) memcpy(items, r->capture.items, n * sizeof *items);
+  r->capture.count = 0;
+  r->capture.admissions = 0;
+  epoch_clear_set(&r->capture);
+  lock_exit(r);
+  *out_graph = graph;
+  *out_items = items;
+  *out_count = n;
+  return T4A_OK;
+}
+
+int t4a_retire_is_capturing(t4a_retire *r) {
+  if (r == NULL) return 0;
+  return t4a_lane_is_capturing(r->lane);
 }

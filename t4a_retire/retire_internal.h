@@ -8,4 +8,7 @@
  * lane's context must be current. */
 t4a_status t4a_witness_record_(t4a_lane *lane, t4a_witness **out);
 
+/* Whether the retire is in capture mode (its lock held by the caller, as in an admission). */
+int t4a_retire_capturing_(const t4a_retire *retire);
+
 #endif /* T4A_RETIRE_RETIRE_INTERNAL_H_ */

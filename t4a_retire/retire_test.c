@@ -37,7 +37,7 @@ static void object_release(void *p) {
 }
 static t4a_keepalive keep(object *o) {
   atomic_fetch_add(&o->refs, 1);
-  return (t4a_keepalive){o, object_release};
+  return (t4a_keepalive){o, object_release, 0};
 }
 
 static int setup(void **state) {
@@ -312,7 +312,7 @@ static void test_release_runs_outside_the_lock(void **state) {
   t4a_admission adm;
   assert_int_equal(t4a_admission_begin(g_reentrant, 1, &adm), T4A_OK);
   atomic_fetch_add(&o.refs, 1);
-  t4a_admission_keep(&adm, (t4a_keepalive){&o, polling_release});
+  t4a_admission_keep(&adm, (t4a_keepalive){&o, polling_release, 0});
   /* get_state from inside the admission does not deadlock. */
   t4a_retire_state rs;
   t4a_retire_get_state(g_reentrant, &rs);
@@ -343,7 +343,7 @@ static void test_destroy_proves_the_drain(void **state) {
   assert_int_equal(T4A_CU(f->drv, cuMemsetD8Async, f->mem, 1, 4096, t4a_lane_stream(f->lane)),
                    T4A_OK);
   atomic_fetch_add(&o.refs, 1);
-  t4a_admission_keep(&adm, (t4a_keepalive){&o, checking_release});
+  t4a_admission_keep(&adm, (t4a_keepalive){&o, checking_release, 0});
   t4a_admission_commit(&adm);
   assert_true(t4a_fake_pending(f->fake, t4a_lane_stream(f->lane)) > 0);
   assert_int_equal(t4a_retire_destroy(r), T4A_OK);

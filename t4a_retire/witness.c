@@ -289,6 +289,12 @@ t4a_status t4a_admission_record(t4a_admission *adm, t4a_witness **out) {
                          "no open admission (or out is NULL) to record a witness in");
   }
   t4a_lane *lane = t4a_retire_lane(adm->priv_retire);
+  if (t4a_retire_capturing_(adm->priv_retire)) {
+    return t4a_error_set(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
+                         "lane %llu is capturing a graph: a witness (an event observed from the "
+                         "host) cannot be captured",
+                         (unsigned long long)t4a_lane_domain(lane));
+  }
   t4a_ctx_scope scope; /* another admission of this thread may have made its context current */
   t4a_status st = t4a_ctx_scope_enter(&scope, t4a_lane_holder(lane), t4a_lane_counters(lane));
   if (st != T4A_OK) return st;
@@ -304,6 +310,12 @@ t4a_status t4a_admission_wait(t4a_admission *adm, t4a_witness *w) {
                          "no open admission (or the witness is NULL) to wait in");
   }
   t4a_lane *lane = t4a_retire_lane(adm->priv_retire);
+  if (t4a_retire_capturing_(adm->priv_retire)) {
+    return t4a_error_set(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
+                         "lane %llu is capturing a graph: a wait on work outside the capture "
+                         "cannot be captured",
+                         (unsigned long long)t4a_lane_domain(lane));
+  }
   pthread_mutex_lock(&w->lock);
   int state = w->state;
   t4a_status settled = T4A_OK;

@@ -48,7 +48,7 @@ static void side_end(side *sd) {
   } else if (sd->end == END_FAIL) {
     /* Commits what was enqueued, notes the status against this lane (a sticky error marks its
      * context lost) and quarantines the uncertain buffer, if any. */
-    t4a_keepalive k = {NULL, NULL};
+    t4a_keepalive k = {NULL, NULL, 0};
     if (sd->uncertain != NULL) k = t4a_xfer_buffer_ref_(sd->uncertain);
     (void)t4a_admission_fail(&sd->adm, sd->status, &k, sd->uncertain != NULL);
   } else {
@@ -124,7 +124,7 @@ t4a_status t4a_xfer_copy_plan(t4a_xfer *dx, t4a_xfer *sx, t4a_copy_path path,
 static t4a_status copy_one_lane(t4a_xfer *x, t4a_buffer *dst, size_t doff, t4a_buffer *src,
                                 size_t soff, size_t bytes, t4a_witness **out_witness) {
   t4a_admission adm;
-  t4a_status st = t4a_admission_begin(x->retire, 1, &adm);
+  t4a_status st = t4a_admission_begin(x->retire, 2, &adm);
   if (st != T4A_OK) return st;
   st = T4A_CU_BYTES(x->driver, bytes, cuMemcpyDtoDAsync,
                     (CUdeviceptr)t4a_buffer_devptr(dst) + doff,
@@ -136,6 +136,9 @@ static t4a_status copy_one_lane(t4a_xfer *x, t4a_buffer *dst, size_t doff, t4a_b
   }
   if (out_witness != NULL) st = t4a_admission_record(&adm, out_witness);
   t4a_admission_keep(&adm, t4a_xfer_buffer_ref_(dst));
+  /* Stream order covers the source's later free, except under a graph capture, where the copy
+   * runs at each replay: then this keepalive goes to the graph. (Deduplicated per epoch.) */
+  t4a_admission_keep(&adm, t4a_xfer_buffer_ref_(src));
   t4a_admission_commit(&adm);
   xfer_count(x, T4A_COUNTER_copies_same_device, 1); /* admitted, even if no witness came back */
   return st;

@@ -158,7 +158,7 @@ const char *t4a_file_map_path(const t4a_file_map *m) { return m->path; }
 
 static t4a_keepalive map_ref(t4a_file_map *m) {
   t4a_file_map_retain(m);
-  return (t4a_keepalive){m, t4a_file_map_release_object};
+  return (t4a_keepalive){m, t4a_file_map_release_object, 0};
 }
 
 /* ---- uploads from a mapping ---- */

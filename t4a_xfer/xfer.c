@@ -111,7 +111,9 @@ static t4a_status hold_take(t4a_xfer_holds *h, t4a_pinned *pin, int count, uint6
   return T4A_OK;
 }
 
-static t4a_keepalive hold_keepalive(pin_hold *r) { return (t4a_keepalive){r, pin_hold_release}; }
+static t4a_keepalive hold_keepalive(pin_hold *r) {
+  return (t4a_keepalive){r, pin_hold_release, 0};
+}
 
 /* ---- the ring (x->lock held, the lane's context current) ---- */
 
@@ -563,11 +565,11 @@ static t4a_status check_common(const t4a_xfer *x, const void *host) {
 
 t4a_keepalive t4a_xfer_buffer_ref_(t4a_buffer *b) {
   t4a_buffer_retain(b);
-  return (t4a_keepalive){b, t4a_buffer_release_object};
+  return (t4a_keepalive){b, t4a_buffer_release_object, 0};
 }
 t4a_keepalive t4a_xfer_pinned_ref_(t4a_pinned *p) {
   t4a_pinned_retain(p);
-  return (t4a_keepalive){p, t4a_pinned_release_object};
+  return (t4a_keepalive){p, t4a_pinned_release_object, 0};
 }
 
 /* ---- staging loops (the caller holds the admission; the lane's context current) ---- */
@@ -775,6 +777,15 @@ t4a_status t4a_xfer_download_pinned(t4a_xfer *x, t4a_buffer *src, size_t offset,
     pin_hold_release(hold);
     free(p);
     return st;
+  }
+  if (t4a_lane_is_capturing(x->lane)) {
+    /* Its completion event would be recorded into the graph, never observable from here. */
+    pin_hold_release(hold);
+    free(p);
+    return t4a_admission_abort(
+        &adm, t4a_error_set(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
+                            "the lane's stream is capturing a graph: a download's completion "
+                            "cannot be captured (pinned uploads and slot uploads can)"));
   }
   CUstream stream = t4a_lane_stream(x->lane);
   pthread_mutex_lock(&x->lock);

@@ -79,7 +79,15 @@ extern "C" {
   X(copies_staged, "copies between devices staged through pinned chunks (t4a_xfer_copy)")  \
   X(peer_access_enabled, "context pairs given peer access (cuCtxEnablePeerAccess)")       \
   X(pool_access_granted, "memory pools opened to another device (cuMemPoolSetAccess)")      \
-  X(pools_leaked, "memory pools not destroyed: no proved drain, no context, or a failure")
+  X(pools_leaked, "memory pools not destroyed: no proved drain, no context, or a failure")   \
+  X(captures, "graph captures begun on the lane (t4a_retire_capture_begin)")                 \
+  X(graph_launches, "graph replays admitted (t4a_graph_launch)")                             \
+  X(frees_deferred, "buffer releases during a graph capture whose frees waited for its end") \
+  X(launches, "kernel launches admitted (checked, raw-bytes and descriptor fires)")         \
+  X(module_loads, "modules loaded into a module cache (cuModuleLoadDataEx)")               \
+  X(module_unloads, "modules unloaded at their last reference (cuModuleUnload)")            \
+  X(module_evictions, "modules evicted from a module cache by its bounds (LRU)")            \
+  X(param_info_probes, "cuFuncGetParamInfo calls made to learn kernel parameter lists")
 
 typedef enum t4a_counter_id {
 #define T4A_COUNTER_ENUM_(name, desc) T4A_COUNTER_##name,

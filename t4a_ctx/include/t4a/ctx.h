@@ -209,6 +209,10 @@ void t4a_lane_abandon(t4a_lane *lane);
 /* Whether the lane was abandoned (objects built on it — a memory pool — then leak at their final
  * release too, instead of calling the driver). */
 int t4a_lane_is_abandoned(const t4a_lane *lane);
+/* Whether a graph capture of the lane's stream is in progress (set by t4a_retire's capture mode,
+ * read by the libraries whose operations cannot be captured: one atomic load). */
+void t4a_lane_set_capturing(t4a_lane *lane, int capturing);
+int t4a_lane_is_capturing(const t4a_lane *lane);
 
 int t4a_lane_ordinal(const t4a_lane *lane);
 /* The lane's allocation-domain identity: unique in the process, never 0, never reused. */

@@ -11,6 +11,7 @@
 #define T4A_FAULT_H_
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -50,9 +51,19 @@ const char *t4a_fault_point_name(t4a_fault_point point);
 
 /* Host allocation through the HOST_MALLOC fault point. On failure (real or simulated) returns
  * NULL and records T4A_HOST_OUT_OF_MEMORY with `bytes` in this thread's error detail. Free the
- * result with free(). t4a_host_calloc zero-fills and checks n * size for overflow. */
+ * result with free(). t4a_host_calloc zero-fills and checks n * size for overflow.
+ * t4a_host_realloc resizes `p` (NULL: allocates); on failure `p` is left as it was. Every heap
+ * allocation of t4a's libraries goes through these three, so t4a_heap_allocations() sees them
+ * all. A caller that must not change the thread's error detail (a drop path, a fallback that
+ * absorbs the failure) saves and restores it around the call. */
 void *t4a_host_malloc(size_t bytes);
 void *t4a_host_calloc(size_t n, size_t size);
+void *t4a_host_realloc(void *p, size_t bytes);
+
+/* The number of successful t4a_host_malloc / _calloc / _realloc calls in this process since it
+ * started (relaxed, process-wide). Tests read it before and after a warm path to prove that the
+ * path allocates nothing. */
+uint64_t t4a_heap_allocations(void);
 
 #ifdef __cplusplus
 }

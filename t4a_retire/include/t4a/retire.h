@@ -42,10 +42,13 @@
 extern "C" {
 #endif
 
-/* A reference to keep alive until the work of its epoch completes: release(object) drops it. */
+/* A reference to keep alive until the work of its epoch completes: release(object) drops it.
+ * `objects`: how many objects it stands for when it has to be leaked (a graph version keeps its
+ * buffers and modules alive with it), for the `leaked` count; 0 means 1. */
 typedef struct t4a_keepalive {
   void *object;
   void (*release)(void *object);
+  uint32_t objects;
 } t4a_keepalive;
 
 typedef struct t4a_retire t4a_retire;
@@ -118,6 +121,31 @@ typedef struct t4a_retire_state {
   uint64_t quarantined_held; /* objects held in quarantine */
 } t4a_retire_state;
 void t4a_retire_get_state(t4a_retire *retire, t4a_retire_state *out);
+
+/* ---- capture mode (for graphs: t4a_launch's t4a/graph.h) ---- */
+
+/* Begins a graph capture of the lane's stream (cuStreamBeginCapture, THREAD_LOCAL mode), after
+ * sealing what was admitted before (its event is recorded outside the capture). Until
+ * t4a_retire_capture_end, every admission on this retire — from any thread — is captured: its
+ * work is recorded into the graph instead of running, its keepalives gather for the graph, and
+ * no epoch is sealed. Observation (poll, wait, fence), witnesses (t4a_admission_record / _wait)
+ * and, in t4a_mem and t4a_xfer, allocations and staged transfers are refused with UNSUPPORTED
+ * meanwhile (they cannot be captured). The lane is marked (t4a_lane_is_capturing).
+ * Statuses: BUSY (already capturing), REENTRY, LANE_BROKEN, driver failures. Counted in
+ * `captures`. */
+T4A_MUST_USE t4a_status t4a_retire_capture_begin(t4a_retire *retire);
+/* Ends the capture (cuStreamEndCapture) and leaves capture mode — in every case once the driver
+ * was asked (if the lane's context cannot even be activated, the mode stays and the call may be
+ * repeated; a failed end with the stream still capturing is retried once). On success
+ * *out_graph is the captured CUgraph (as void *, owned by the caller) and *out_items the
+ * keepalives of the captured work (references handed to the caller; the array is the caller's
+ * to free(); NULL when none). On failure (e.g. the capture was invalidated: DRIVER_ERROR with
+ * CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) nothing is returned: the captured work will never run,
+ * so its keepalives are released. Statuses: INVALID_ARGUMENT (not capturing), REENTRY,
+ * HOST_OUT_OF_MEMORY, driver failures. */
+T4A_MUST_USE t4a_status t4a_retire_capture_end(t4a_retire *retire, void **out_graph,
+                                               t4a_keepalive **out_items, size_t *out_count);
+int t4a_retire_is_capturing(t4a_retire *retire);
 
 /* ---- witnesses ---- */
 
