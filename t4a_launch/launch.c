@@ -1,2 +1,292 @@
-/* t4a_launch: filled by a later issue; for now it only proves its dependency edges compile. */
-#include "t4a/launch.h"
+/* Checked launches and raw-bytes launches, and the launch core they share with descriptor fires:
+ * arguments checked against the kernel's parameter list and the lane's domain, the config
+ * against the device's limits, everything before anything is enqueued; then one admission. */
+#include <stdint.h>
+#include <string.h>
+
+#include "t4a_launch/launch_internal.h"
+
+/* ---- checks ------------------------------------------------------------------------------- */
+
+t4a_status t4a_launch_check_config_(const t4a_function *fn, const t4a_launch_config *cfg) {
+  const t4a_launch_limits *l = &fn->module->cache->limits;
+  static const char axis[3] = {'x', 'y', 'z'};
+  for (int i = 0; i < 3; i++) {
+    if (cfg->grid[i] == 0 || cfg->block[i] == 0) {
+      return t4a_error_set(T4A_INVALID_LAUNCH, NULL, 0, NULL, 0,
+                           "kernel '%s': grid (%u, %u, %u) or block (%u, %u, %u) has a zero "
+                           "dimension",
+                           fn->name, cfg->grid[0], cfg->grid[1], cfg->grid[2], cfg->block[0],
+                           cfg->block[1], cfg->block[2]);
+    }
+    if (cfg->block[i] > l->max_block[i]) {
+      return t4a_error_set(T4A_INVALID_LAUNCH, NULL, 0, NULL, 0,
+                           "kernel '%s': block %c = %u exceeds the device's %u", fn->name, axis[i],
+                           cfg->block[i], l->max_block[i]);
+    }
+    if (cfg->grid[i] > l->max_grid[i]) {
+      return t4a_error_set(T4A_INVALID_LAUNCH, NULL, 0, NULL, 0,
+                           "kernel '%s': grid %c = %u exceeds the device's %u", fn->name, axis[i],
+                           cfg->grid[i], l->max_grid[i]);
+    }
+  }
+  uint64_t threads = (uint64_t)cfg->block[0] * cfg->block[1] * cfg->block[2];
+  if (threads > l->max_threads_per_block) {
+    return t4a_error_set(T4A_INVALID_LAUNCH, NULL, 0, NULL, 0,
+                         "kernel '%s': a block of %llu threads exceeds the device's %u per block",
+                         fn->name, (unsigned long long)threads, l->max_threads_per_block);
+  }
+  if (cfg->shared_bytes > l->max_shared_optin) {
+    return t4a_error_set(T4A_INVALID_LAUNCH, NULL, 0, NULL, 0,
+                         "kernel '%s': %u bytes of dynamic shared memory exceed the device's "
+                         "opt-in maximum of %u per block",
+                         fn->name, cfg->shared_bytes, l->max_shared_optin);
+  }
+  return T4A_OK;
+}
+
+t4a_status t4a_launch_expected_params_(t4a_function *fn, uint32_t *out) {
+  if (fn->known) {
+    *out = fn->num_params;
+    return T4A_OK;
+  }
+  uint32_t d = atomic_load_explicit(&fn->declared, memory_order_acquire);
+  if (d == T4A_PARAMS_UNDECLARED) {
+    *out = 0;
+    return t4a_error_set(T4A_ARGUMENT_MISMATCH, NULL, 0, NULL, 0,
+                         "kernel '%s': the driver cannot report its parameters (no "
+                         "cuFuncGetParamInfo); declare their number with "
+                         "t4a_function_declare_params",
+                         fn->name);
+  }
+  *out = d;
+  return T4A_OK;
+}
+
+static t4a_status check_count(const t4a_function *fn, uint32_t expected, uint32_t given) {
+  if (given == expected) return T4A_OK;
+  return t4a_error_set(T4A_ARGUMENT_MISMATCH, NULL, 0, NULL, 0,
+                       "kernel '%s' takes %u parameters%s; %u given", fn->name, expected,
+                       fn->known ? "" : " (declared)", given);
+}
+
+t4a_status t4a_launch_check_arg_(const t4a_function *fn, uint64_t domain, uint32_t i,
+                                 const t4a_arg *a, uint64_t *scratch, const void **out_src,
+                                 uint32_t *out_size, t4a_buffer **out_buffer) {
+  *out_buffer = NULL;
+  uint32_t size;
+  switch (a->kind) {
+    case T4A_ARG_BUFFER: {
+      t4a_buffer *b = a->u.buf.buffer;
+      if (b == NULL) {
+        return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                             "kernel '%s' argument %u: the buffer is NULL", fn->name, i);
+      }
+      if (t4a_buffer_domain(b) != domain) {
+        return t4a_error_set(T4A_FOREIGN_HANDLE, NULL, 0, NULL, 0,
+                             "kernel '%s' argument %u: the buffer belongs to domain %llu, the "
+                             "launch to %llu",
+                             fn->name, i, (unsigned long long)t4a_buffer_domain(b),
+                             (unsigned long long)domain);
+      }
+      if (a->u.buf.offset > t4a_buffer_size(b)) {
+        return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                             "kernel '%s' argument %u: offset %zu is past the %zu-byte buffer",
+                             fn->name, i, a->u.buf.offset, t4a_buffer_size(b));
+      }
+      *scratch = (uint64_t)t4a_buffer_devptr(b) + a->u.buf.offset;
+      *out_src = scratch;
+      *out_buffer = b;
+      size = 8;
+      break;
+    }
+    case T4A_ARG_DEVPTR:
+      *scratch = (uint64_t)a->u.devptr;
+      *out_src = scratch;
+      size = 8;
+      break;
+    case T4A_ARG_SCALAR:
+      if (a->u.value == NULL || a->size == 0) {
+        return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                             "kernel '%s' argument %u: a scalar with no value or size 0", fn->name,
+                             i);
+      }
+      *out_src = a->u.value;
+      size = a->size;
+      break;
+    default:
+      return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                           "kernel '%s' argument %u: unknown kind %d", fn->name, i, (int)a->kind);
+  }
+  if (fn->known && size != fn->sizes[i]) {
+    return t4a_error_set(T4A_ARGUMENT_MISMATCH, NULL, 0, NULL, 0,
+                         "kernel '%s' parameter %u: expected %u bytes, given %u", fn->name, i,
+                         fn->sizes[i], size);
+  }
+  *out_size = size;
+  return T4A_OK;
+}
+
+static t4a_status check_common(t4a_retire *retire, t4a_function *fn, const t4a_launch_config *cfg,
+                               uint64_t *out_domain) {
+  if (retire == NULL || fn == NULL || cfg == NULL) {
+    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                         "retire, function or config is NULL");
+  }
+  uint64_t domain = t4a_lane_domain(t4a_retire_lane(retire));
+  if (t4a_function_domain(fn) != domain) {
+    return t4a_error_set(T4A_FOREIGN_HANDLE, NULL, 0, NULL, 0,
+                         "kernel '%s' belongs to domain %llu, the launch to %llu", fn->name,
+                         (unsigned long long)t4a_function_domain(fn), (unsigned long long)domain);
+  }
+  *out_domain = domain;
+  return t4a_launch_check_config_(fn, cfg);
+}
+
+/* ---- the core ----------------------------------------------------------------------------- */
+
+/* Results with which the driver refuses a launch while validating it, before anything is
+ * queued. Any other failure may have queued the kernel (the driver does not say). */
+static int refused_before_enqueue(CUresult r) {
+  switch (r) {
+    case CUDA_ERROR_INVALID_VALUE:
+    case CUDA_ERROR_INVALID_HANDLE:
+    case CUDA_ERROR_INVALID_CONTEXT:
+    case CUDA_ERROR_CONTEXT_IS_DESTROYED:
+    case CUDA_ERROR_NOT_INITIALIZED:
+    case CUDA_ERROR_DEINITIALIZED:
+    case CUDA_ERROR_NOT_FOUND:
+    case CUDA_ERROR_INVALID_IMAGE:
+    case CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES:
+    case CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE:
+      return 1;
+    default:
+      return 0;
+  }
+}
+
+/* Raises the function's dynamic shared memory limit to `shared` if it is below (memoised: the
+ * highest value set). Context current. */
+static t4a_status raise_shared(t4a_function *fn, uint32_t shared) {
+  if (shared <= atomic_load_explicit(&fn->dyn_shared_max, memory_order_acquire)) return T4A_OK;
+  t4a_status st = T4A_OK;
+  pthread_mutex_lock(&fn->attr_lock);
+  if (shared > atomic_load_explicit(&fn->dyn_shared_max, memory_order_relaxed)) {
+    st = T4A_CU(fn->module->cache->driver, cuFuncSetAttribute, fn->handle,
+                CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)shared);
+    if (st == T4A_OK) atomic_store_explicit(&fn->dyn_shared_max, shared, memory_order_release);
+  }
+  pthread_mutex_unlock(&fn->attr_lock);
+  return st;
+}
+
+t4a_status t4a_launch_enqueue_(t4a_retire *retire, t4a_function *fn, const t4a_launch_config *cfg,
+                               void **params, t4a_buffer *const *buffers, uint32_t num_buffers) {
+  uint32_t keep = 1;
+  for (uint32_t i = 0; i < num_buffers; i++) keep += buffers[i] != NULL;
+  t4a_admission adm;
+  t4a_status st = t4a_admission_begin(retire, keep, &adm);
+  if (st != T4A_OK) return st;
+  t4a_lane *lane = t4a_retire_lane(retire);
+  t4a_driver *drv = fn->module->cache->driver;
+  if ((st = raise_shared(fn, cfg->shared_bytes)) != T4A_OK) return t4a_admission_abort(&adm, st);
+  CUresult r = drv->t.cuLaunchKernel(fn->handle, cfg->grid[0], cfg->grid[1], cfg->grid[2],
+                                     cfg->block[0], cfg->block[1], cfg->block[2], cfg->shared_bytes,
+                                     t4a_lane_stream(lane), params, NULL);
+  if (T4A_UNLIKELY(r != CUDA_SUCCESS)) {
+    st = t4a_cu_fail(drv, r, "cuLaunchKernel", 0);
+    if (refused_before_enqueue(r)) return t4a_admission_abort(&adm, st);
+    /* The kernel may be queued: its module stays kept until the epoch's event proves it ran (or
+     * the lane's teardown leaks it); what it may have written is of unknown state. */
+    t4a_admission_keep(&adm, t4a_module_keepalive_(fn->module));
+    t4a_keepalive uncertain[T4A_MAX_KERNEL_PARAMS];
+    size_t n = 0;
+    for (uint32_t i = 0; i < num_buffers && n < T4A_MAX_KERNEL_PARAMS; i++) {
+      int seen = buffers[i] == NULL;
+      for (size_t j = 0; j < n && !seen; j++) seen = uncertain[j].object == buffers[i];
+      if (seen) continue; /* one quarantined reference per buffer: one leak to count */
+      t4a_buffer_retain(buffers[i]);
+      uncertain[n++] = (t4a_keepalive){.object = buffers[i], .release = t4a_buffer_release_object};
+    }
+    return t4a_admission_fail(&adm, st, uncertain, n);
+  }
+  t4a_admission_keep(&adm, t4a_module_keepalive_(fn->module));
+  for (uint32_t i = 0; i < num_buffers; i++) {
+    if (buffers[i] == NULL) continue;
+    t4a_buffer_retain(buffers[i]);
+    t4a_admission_keep(&adm,
+                       (t4a_keepalive){.object = buffers[i], .release = t4a_buffer_release_object});
+  }
+  t4a_admission_commit(&adm);
+  t4a_counter_add(t4a_lane_counters(lane), T4A_COUNTER_launches, 1);
+  return T4A_OK;
+}
+
+/* ---- public launches ---------------------------------------------------------------------- */
+
+t4a_status t4a_launch(t4a_retire *retire, t4a_function *fn, const t4a_launch_config *config,
+                      const t4a_arg *args, uint32_t num_args) {
+  uint64_t domain = 0;
+  t4a_status st = check_common(retire, fn, config, &domain);
+  if (st != T4A_OK) return st;
+  if (num_args > 0 && args == NULL) {
+    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "args is NULL");
+  }
+  uint32_t expected = 0;
+  if ((st = t4a_launch_expected_params_(fn, &expected)) != T4A_OK) return st;
+  if ((st = check_count(fn, expected, num_args)) != T4A_OK) return st;
+  /* Everything on this stack frame: no heap on the warm path. */
+  void *params[T4A_MAX_KERNEL_PARAMS];
+  uint64_t scratch[T4A_MAX_KERNEL_PARAMS];
+  t4a_buffer *buffers[T4A_MAX_KERNEL_PARAMS];
+  for (uint32_t i = 0; i < num_args; i++) {
+    const void *src = NULL;
+    uint32_t size = 0;
+    st = t4a_launch_check_arg_(fn, domain, i, &args[i], &scratch[i], &src, &size, &buffers[i]);
+    if (st != T4A_OK) return st;
+    params[i] = (void *)(uintptr_t)src;
+  }
+  return t4a_launch_enqueue_(retire, fn, config, num_args > 0 ? params : NULL, buffers, num_args);
+}
+
+t4a_status t4a_launch_raw(t4a_retire *retire, t4a_function *fn, const t4a_launch_config *config,
+                          const void *params, size_t bytes, const uint32_t *offsets,
+                          uint32_t num_params) {
+  uint64_t domain = 0;
+  t4a_status st = check_common(retire, fn, config, &domain);
+  if (st != T4A_OK) return st;
+  if (num_params > 0 && (params == NULL || offsets == NULL)) {
+    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "params or offsets is NULL");
+  }
+  uint32_t expected = 0;
+  if ((st = t4a_launch_expected_params_(fn, &expected)) != T4A_OK) return st;
+  if ((st = check_count(fn, expected, num_params)) != T4A_OK) return st;
+  void *ptrs[T4A_MAX_KERNEL_PARAMS];
+  for (uint32_t i = 0; i < num_params; i++) {
+    size_t off = offsets[i];
+    if (off >= bytes || (i > 0 && off <= offsets[i - 1])) {
+      return t4a_error_set(T4A_ARGUMENT_MISMATCH, NULL, 0, NULL, 0,
+                           "kernel '%s' parameter %u: offset %zu is not ascending inside the "
+                           "%zu packed bytes",
+                           fn->name, i, off, bytes);
+    }
+    if (fn->known && off != fn->offsets[i]) {
+      return t4a_error_set(T4A_ARGUMENT_MISMATCH, NULL, 0, NULL, 0,
+                           "kernel '%s' parameter %u: at offset %zu; the kernel's is at %u",
+                           fn->name, i, off, fn->offsets[i]);
+    }
+    ptrs[i] = (void *)((uintptr_t)params + off);
+  }
+  /* With every offset the kernel's, the sizes they imply are the kernel's too, padding
+   * included; the last parameter's (bytes - its offset) may carry padding up to 8 bytes. */
+  if (fn->known && num_params > 0) {
+    uint32_t last = num_params - 1;
+    size_t size = fn->sizes[last], implied = bytes - offsets[last];
+    if (implied < size || implied > (size + 7) / 8 * 8) {
+      return t4a_error_set(T4A_ARGUMENT_MISMATCH, NULL, 0, NULL, 0,
+                           "kernel '%s' parameter %u: %zu bytes packed for a %zu-byte parameter",
+                           fn->name, last, implied, size);
+    }
+  }
+  return t4a_launch_enqueue_(retire, fn, config, num_params > 0 ? ptrs : NULL, NULL, 0);
+}

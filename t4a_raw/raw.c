@@ -1,2 +1,284 @@
-/* t4a_raw: filled by a later issue; for now it only proves its dependency edges compile. */
+/* Raw scopes: a caller's function run inside one admission, with native handles. See t4a/raw.h. */
 #include "t4a/raw.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "t4a_ctx/driver_table.h"
+
+/* Bindings up to this many unique buffers live on t4a_raw_run's stack: no heap allocation. */
+#define RAW_STACK_BINDINGS 16
+/* The most bindings one scope takes (t4a_retire's bound on one epoch's keepalives). */
+#define RAW_MAX_BINDINGS ((size_t)1 << 24)
+
+/* One open scope, in t4a_raw_run's frame. The handle given to fn is `token`, never this record's
+ * address: a handle is looked up among the scopes open on the calling thread and is never
+ * dereferenced, so a stale one (its scope closed, or a later scope now at the same address) is
+ * refused instead of read. */
+typedef struct raw_rec {
+  uintptr_t token;
+  struct raw_rec *outer; /* the enclosing open scope on this thread, or NULL */
+  t4a_lane *lane;
+  CUcontext ctx;
+  CUstream stream;
+  /* The bound buffers, unique and sorted by address; the scope holds one reference to each,
+   * handed to the epoch (kept) or to quarantine at the end. */
+  t4a_keepalive *items;
+  uint8_t *access;
+  size_t count;
+} raw_rec;
+
+/* The innermost open scope of this thread. */
+static _Thread_local raw_rec *t_open;
+/* Scope tokens: unique in the process, never 0, never reused (2^64 scopes). */
+static _Atomic uint64_t g_next_token = 1;
+
+static t4a_status refuse(const char *what) {
+  return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "%s", what);
+}
+
+static const raw_rec *find_open(const t4a_raw_scope *scope) {
+  uintptr_t token = (uintptr_t)scope;
+  for (const raw_rec *r = t_open; r != NULL; r = r->outer) {
+    if (r->token == token) return r;
+  }
+  return NULL;
+}
+
+static const raw_rec *find_or_refuse(const t4a_raw_scope *scope) {
+  const raw_rec *r = find_open(scope);
+  if (r == NULL) {
+    (void)refuse("raw scope handle is not open on this thread (used after its t4a_raw_run "
+                 "returned, or from another thread)");
+  }
+  return r;
+}
+
+/* Index of `buffer` in the sorted unique list, or -1. Compares addresses only. */
+static long find_buffer(const raw_rec *r, const t4a_buffer *buffer) {
+  size_t lo = 0, hi = r->count;
+  uintptr_t key = (uintptr_t)buffer;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    uintptr_t at = (uintptr_t)r->items[mid].object;
+    if (at == key) return (long)mid;
+    if (at < key) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return -1;
+}
+
+/* ---- accessors (inside fn) ---- */
+
+void *t4a_raw_context(const t4a_raw_scope *scope) {
+  const raw_rec *r = find_or_refuse(scope);
+  return r != NULL ? (void *)r->ctx : NULL;
+}
+
+void *t4a_raw_stream(const t4a_raw_scope *scope) {
+  const raw_rec *r = find_or_refuse(scope);
+  return r != NULL ? (void *)r->stream : NULL;
+}
+
+int t4a_raw_device_ordinal(const t4a_raw_scope *scope) {
+  const raw_rec *r = find_or_refuse(scope);
+  return r != NULL ? t4a_lane_ordinal(r->lane) : -1;
+}
+
+t4a_status t4a_raw_devptr(t4a_raw_scope *scope, const t4a_buffer *buffer, int access,
+                          uint64_t *out) {
+  if (out != NULL) *out = 0;
+  const raw_rec *r = find_or_refuse(scope);
+  if (r == NULL) return T4A_INVALID_ARGUMENT;
+  if (out == NULL) return refuse("t4a_raw_devptr: out is NULL");
+  if (access < T4A_RAW_READ || access > T4A_RAW_READ_WRITE) {
+    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                         "t4a_raw_devptr: unknown access %d", access);
+  }
+  long i = buffer != NULL ? find_buffer(r, buffer) : -1;
+  if (i < 0) {
+    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                         "t4a_raw_devptr: buffer %p is not bound to this raw scope (lane %llu)",
+                         (const void *)buffer, (unsigned long long)t4a_lane_domain(r->lane));
+  }
+  if ((access & T4A_RAW_WRITE) && !(r->access[i] & T4A_RAW_WRITE)) {
+    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                         "t4a_raw_devptr: write access asked of buffer %p, bound READ to this "
+                         "raw scope", (const void *)buffer);
+  }
+  *out = t4a_buffer_devptr(buffer);
+  return T4A_OK;
+}
+
+/* ---- t4a_raw_run ---- */
+
+static int by_address(const void *a, const void *b) {
+  uintptr_t x = (uintptr_t)((const t4a_keepalive *)a)->object;
+  uintptr_t y = (uintptr_t)((const t4a_keepalive *)b)->object;
+  return x < y ? -1 : x > y;
+}
+
+/* Checks the bindings (before anything is taken). */
+static t4a_status check_bindings(t4a_lane *lane, const t4a_raw_binding *bindings, size_t count) {
+  if (count > 0 && bindings == NULL) return refuse("t4a_raw_run: bindings is NULL with a count");
+  if (count > RAW_MAX_BINDINGS) {
+    return t4a_error_set(T4A_LIMIT_EXCEEDED, NULL, 0, NULL, 0,
+                         "t4a_raw_run: %zu bindings (at most %zu)", count, RAW_MAX_BINDINGS);
+  }
+  uint64_t domain = t4a_lane_domain(lane);
+  for (size_t i = 0; i < count; i++) {
+    const t4a_raw_binding *b = &bindings[i];
+    if (b->buffer == NULL) {
+      return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                           "t4a_raw_run: binding %zu has no buffer", i);
+    }
+    if (b->access < T4A_RAW_READ || b->access > T4A_RAW_READ_WRITE) {
+      return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                           "t4a_raw_run: binding %zu has unknown access %d", i, b->access);
+    }
+    if (t4a_buffer_domain(b->buffer) != domain) {
+      return t4a_error_set(T4A_FOREIGN_HANDLE, NULL, 0, NULL, 0,
+                           "t4a_raw_run: binding %zu is a buffer of domain %llu, not of this "
+                           "scope's lane (domain %llu)", i,
+                           (unsigned long long)t4a_buffer_domain(b->buffer),
+                           (unsigned long long)domain);
+    }
+  }
+  return T4A_OK;
+}
+
+/* Fills rec->items/access with the unique bound buffers, sorted by address, accesses joined.
+ * Storage: the caller's stack arrays when they suffice, else one allocation (rec->items). */
+static t4a_status collect(raw_rec *rec, const t4a_raw_binding *bindings, size_t count,
+                          t4a_keepalive *stack_items, uint8_t *stack_access) {
+  t4a_keepalive *items = stack_items;
+  uint8_t *access = stack_access;
+  if (count > RAW_STACK_BINDINGS) {
+    items = t4a_host_calloc(count, sizeof *items + 1);
+    if (items == NULL) return T4A_HOST_OUT_OF_MEMORY;
+    access = (uint8_t *)(items + count);
+  }
+  for (size_t i = 0; i < count; i++) {
+    /* `objects` carries the access while sorting; reset below. */
+    items[i] = (t4a_keepalive){bindings[i].buffer, t4a_buffer_release_object,
+                               (uint32_t)bindings[i].access};
+  }
+  if (count > 1) qsort(items, count, sizeof *items, by_address);
+  size_t n = 0;
+  for (size_t i = 0; i < count; i++) {
+    if (n > 0 && items[n - 1].object == items[i].object) {
+      access[n - 1] |= (uint8_t)items[i].objects;
+      continue;
+    }
+    access[n] = (uint8_t)items[i].objects;
+    items[n] = items[i];
+    items[n].objects = 0;
+    n++;
+  }
+  rec->items = items;
+  rec->access = access;
+  rec->count = n;
+  return T4A_OK;
+}
+
+/* After fn: makes the lane's context current again if fn changed it, so the admission's scope
+ * restores the caller's context from the state it expects. `quiet`: record no detail. */
+static t4a_status reactivate(t4a_driver *d, const raw_rec *rec, int quiet) {
+  CUcontext now = NULL;
+  if (T4A_CU_QUIET(d, cuCtxGetCurrent, &now) == T4A_OK && now == rec->ctx) return T4A_OK;
+  return quiet ? T4A_CU_QUIET(d, cuCtxSetCurrent, rec->ctx)
+               : T4A_CU(d, cuCtxSetCurrent, rec->ctx);
+}
+
+t4a_status t4a_raw_run(t4a_retire *retire, const t4a_raw_binding *bindings, size_t count,
+                       t4a_raw_fn fn, void *user) {
+  if (retire == NULL || fn == NULL) return refuse("t4a_raw_run: retire or fn is NULL");
+  t4a_lane *lane = t4a_retire_lane(retire);
+  t4a_status st = check_bindings(lane, bindings, count);
+  if (st != T4A_OK) return st;
+
+  t4a_keepalive stack_items[RAW_STACK_BINDINGS];
+  uint8_t stack_access[RAW_STACK_BINDINGS];
+  raw_rec rec;
+  memset(&rec, 0, sizeof rec);
+  if ((st = collect(&rec, bindings, count, stack_items, stack_access)) != T4A_OK) return st;
+
+  t4a_admission adm;
+  st = t4a_admission_begin(retire, (uint32_t)rec.count, &adm);
+  if (st != T4A_OK) {
+    if (rec.items != stack_items) free(rec.items);
+    return st;
+  }
+  /* The scope's own references: fn may drop the caller's. */
+  for (size_t i = 0; i < rec.count; i++) t4a_buffer_retain(rec.items[i].object);
+
+  t4a_driver *d = t4a_lane_driver(lane);
+  t4a_counters *counters = t4a_lane_counters(lane);
+  rec.token = (uintptr_t)atomic_fetch_add_explicit(&g_next_token, 1, memory_order_relaxed);
+  rec.lane = lane;
+  rec.ctx = t4a_ctx_holder_native(t4a_lane_holder(lane));
+  rec.stream = t4a_lane_stream(lane);
+  rec.outer = t_open;
+
+  /* fn's failure detail is told apart from an older one by clearing it first; on success the
+   * caller's detail is put back untouched. */
+  t4a_error saved;
+  t4a_error_last(&saved);
+  t4a_error_clear();
+  t_open = &rec;
+  t4a_status fst = fn((t4a_raw_scope *)rec.token, user);
+  t_open = rec.outer;
+  t4a_counter_add(counters, T4A_COUNTER_raw_scopes, 1);
+
+  if (fst == T4A_OK) {
+    st = reactivate(d, &rec, 0);
+    if (st == T4A_OK) {
+      for (size_t i = 0; i < rec.count; i++) t4a_admission_keep(&adm, rec.items[i]);
+      t4a_admission_commit(&adm);
+      if (rec.items != stack_items) free(rec.items);
+      t4a_error_restore(&saved);
+      return T4A_OK;
+    }
+    fst = st; /* the context could not be made current again: treat as a failed scope */
+  } else {
+    t4a_error e;
+    t4a_error_last(&e);
+    if (e.status != fst) {
+      (void)t4a_error_set(fst, "t4a_raw_run", 0, NULL, 0,
+                          "the raw scope's callback failed with %s and left no detail",
+                          t4a_status_name(fst));
+    }
+    (void)reactivate(d, &rec, 1); /* fn's detail is what is reported */
+  }
+
+  /* Poisoned. A sticky error on the lane's context turns the result into CONTEXT_LOST (the
+   * admission's fail then marks the context lost). A capturing stream is not queried: that would
+   * invalidate the capture. */
+  if (fst != T4A_CONTEXT_LOST && !t4a_retire_is_capturing(retire)) {
+    CUresult r = d->t.cuStreamQuery(rec.stream);
+    if (t4a_cu_is_sticky(r)) {
+      fst = t4a_error_set(T4A_CONTEXT_LOST, "cuStreamQuery", (int)r, t4a_cu_name(d, r), 0,
+                          "raw scope: the callback failed (%s) and the lane's stream reports a "
+                          "sticky error: the context is lost", t4a_status_name(fst));
+    }
+  }
+  t4a_counter_add(counters, T4A_COUNTER_raw_scopes_poisoned, 1);
+  /* Read-only buffers are kept as on success; the writable ones go to quarantine. */
+  size_t w = 0;
+  for (size_t i = 0; i < rec.count; i++) {
+    if (rec.access[i] & T4A_RAW_WRITE) {
+      t4a_keepalive k = rec.items[i];
+      rec.items[i] = rec.items[w];
+      rec.items[w++] = k;
+    } else {
+      t4a_admission_keep(&adm, rec.items[i]);
+    }
+  }
+  st = t4a_admission_fail(&adm, fst, rec.items, w);
+  if (rec.items != stack_items) free(rec.items);
+  return st;
+}

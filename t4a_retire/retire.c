@@ -202,10 +202,14 @@ static void defer_release(t4a_retire *r, epoch *e) {
   if (l->count + e->count > l->capacity) {
     size_t cap = l->capacity ? l->capacity : 64;
     while (cap < l->count + e->count) cap *= 2;
-    t4a_keepalive *n = realloc(l->items, cap * sizeof *n);
+    t4a_error saved; /* the fallback below absorbs a failure: keep the caller's detail */
+    t4a_error_last(&saved);
+    t4a_keepalive *n = t4a_host_realloc(l->items, cap * sizeof *n);
     if (n != NULL) {
       l->items = n;
       l->capacity = cap;
+    } else {
+      t4a_error_restore(&saved);
     }
   }
   for (uint32_t i = 0; i < e->count; i++) {
@@ -229,6 +233,17 @@ static void unlock_and_release(t4a_retire *r) {
   if (l.count == 0) return;
   for (size_t i = 0; i < l.count; i++) l.items[i].release(l.items[i].object);
   t4a_counter_add(r->counters, T4A_COUNTER_keepalives_released, l.count);
+  /* Hand the list's storage back for the next retirement, so that a warm chain allocates
+   * nothing. A try-lock: never wait here (callers may hold locks ordered after this one); if the
+   * lock is busy, or another list took the place meanwhile, the storage is freed. */
+  if (pthread_mutex_trylock(&r->lock) == 0) {
+    if (r->deferred.items == NULL) {
+      r->deferred.items = l.items;
+      r->deferred.capacity = l.capacity;
+      l.items = NULL;
+    }
+    pthread_mutex_unlock(&r->lock);
+  }
   free(l.items);
 }
 
@@ -316,8 +331,11 @@ static uint64_t epoch_weight(const epoch *e) {
 static void quarantine_add(t4a_retire *r, t4a_keepalive k) {
   if (r->quarantine_count == r->quarantine_capacity) {
     size_t cap = r->quarantine_capacity ? r->quarantine_capacity * 2 : 8;
-    t4a_keepalive *n = realloc(r->quarantine, cap * sizeof *n);
+    t4a_error saved; /* inside t4a_admission_fail: the failure being reported keeps its detail */
+    t4a_error_last(&saved);
+    t4a_keepalive *n = t4a_host_realloc(r->quarantine, cap * sizeof *n);
     if (n == NULL) {
+      t4a_error_restore(&saved);
       /* Cannot even remember it: leak it (never release on a guess) and count. */
       t4a_counter_add(r->counters, T4A_COUNTER_leaked, weight(k));
       return;

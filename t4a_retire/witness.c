@@ -156,7 +156,10 @@ static void settle(t4a_witness *w, t4a_status st) {
 
 /* Drops the upstream references that are complete (pruning as soon as each is seen complete). */
 static void prune_complete(t4a_witness *w, t4a_witness **done, size_t n) {
-  t4a_witness **drop = n ? calloc(n, sizeof *drop) : NULL;
+  t4a_error saved; /* pruning is best effort: a failed allocation keeps the caller's detail */
+  t4a_error_last(&saved);
+  t4a_witness **drop = n ? t4a_host_calloc(n, sizeof *drop) : NULL;
+  if (n > 0 && drop == NULL) t4a_error_restore(&saved);
   size_t num_drop = 0;
   pthread_mutex_lock(&w->lock);
   for (size_t i = 0; i < n && drop != NULL; i++) {

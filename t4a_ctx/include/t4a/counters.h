@@ -87,7 +87,9 @@ extern "C" {
   X(module_loads, "modules loaded into a module cache (cuModuleLoadDataEx)")               \
   X(module_unloads, "modules unloaded at their last reference (cuModuleUnload)")            \
   X(module_evictions, "modules evicted from a module cache by its bounds (LRU)")            \
-  X(param_info_probes, "cuFuncGetParamInfo calls made to learn kernel parameter lists")
+  X(param_info_probes, "cuFuncGetParamInfo calls made to learn kernel parameter lists")     \
+  X(raw_scopes, "raw scopes run")                                                            \
+  X(raw_scopes_poisoned, "raw scopes whose callback failed: writable bindings quarantined")
 
 typedef enum t4a_counter_id {
 #define T4A_COUNTER_ENUM_(name, desc) T4A_COUNTER_##name,

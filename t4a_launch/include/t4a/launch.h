@@ -9,8 +9,16 @@
  * is FOREIGN_HANDLE, checked before anything is enqueued.
  *
  * Modules. t4a_module_load* loads an image (PTX, CUBIN, fatbin; or an NVRTC artifact) into the
- * cache: content-addressed (the artifact's key, or XXH3-128 over the image bytes and kind), so two
- * loads of one image — for two entry points, say — load it once. The cache holds a strong
+ * cache: content-addressed (the artifact's key, or XXH3-128 of the image bytes seeded with their
+ * kind), so two loads of one image — for two entry points, say — load it once. Keys are compared,
+ * not the bytes (a 128-bit hash; an artifact and the same bytes given as an image are two
+ * entries). The kind is told from the bytes: an ELF (CUBIN), the fatbin magic 0xBA55ED50, or text
+ * with a ".version" directive (PTX). A named kind the bytes contradict is INVALID_ARGUMENT; bytes
+ * of no known kind are refused under AUTO and handed to the driver as they are under a named
+ * kind (the driver judges them: the fake driver's own image format loads this way). The driver
+ * is given no size, so an ELF or fatbin whose headers declare parts beyond `bytes` is refused,
+ * and text without a terminating NUL is copied and terminated. PTX is JIT-compiled by the driver
+ * with an error log, whose first lines go into the detail of a refusal. The cache holds a strong
  * reference to each module, bounded by entries and bytes, least recently used first out. A module
  * handed to the caller, and every function of it, holds the module alive; every launch keeps its
  * module alive through the lane's open epoch (a deduplicated keepalive: no per-launch event, no
@@ -19,10 +27,13 @@
  * activated (or is lost) the module is leaked and counted (`leaked`, audit A5).
  *
  * Functions. t4a_module_get_function looks a kernel up (UNKNOWN_ENTRY_POINT naming it); one
- * function object per (module, name). Its parameter list comes from cuFuncGetParamInfo (probed
- * once per function and cached; counted in `param_info_probes`). Where the driver lacks
- * cuFuncGetParamInfo (T4A_DRIVER_CAP_FUNC_PARAM_INFO absent from t4a_driver_caps) only the count
- * declared with t4a_function_declare_params is checked, and sizes cannot be.
+ * function object per (module, name), which lives as long as its module (a function reference is
+ * a module reference). Its parameter list comes from cuFuncGetParamInfo, probed once when the
+ * function is first looked up (indices until CUDA_ERROR_INVALID_VALUE: the driver has no count
+ * call; counted in `param_info_probes`). Where the driver lacks cuFuncGetParamInfo
+ * (T4A_DRIVER_CAP_FUNC_PARAM_INFO absent from t4a_driver_caps) only the count declared with
+ * t4a_function_declare_params is checked, and sizes cannot be; a function with neither is not
+ * launched (ARGUMENT_MISMATCH).
  *
  * Checked launches. Arguments are typed (t4a_arg): a buffer (domain-checked; kept alive by the
  * epoch), a raw device address, or a scalar by value with its size. Count and each size must
@@ -30,16 +41,24 @@
  * size). Config: any zero dimension, a block above the device's max threads per block (1024 on
  * every current GPU) or above its per-dimension limits, a grid above the device's limits, dynamic
  * shared memory above the device's opt-in maximum -> INVALID_LAUNCH before anything is enqueued.
- * Dynamic shared memory above 48 KiB raises the function's
- * CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES once (memoised per function). A launch the
- * driver refuses synchronously returns the driver's error with the entry (cuLaunchKernel) and code.
+ * Dynamic shared memory above the function's CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+ * (48 KiB less its static shared memory, until raised) raises that attribute to the size asked,
+ * once per new maximum (memoised per function). A launch the driver refuses synchronously
+ * returns the driver's error with the entry (cuLaunchKernel) and code: a refusal of its
+ * validation (CUDA_ERROR_INVALID_VALUE, _INVALID_HANDLE, _LAUNCH_OUT_OF_RESOURCES, ...) enqueued
+ * nothing and leaves everything as it was; after any other failure the kernel may be queued (the
+ * driver does not say), so the module stays kept by the epoch until it provably ran, and the
+ * buffer arguments are quarantined (t4a_admission_fail: what the kernel wrote is unknown; their
+ * memory is never freed on a guess, and leaks, counted, at the retire's teardown).
  * Every launch is one admission on the retire (reserve -> enqueue -> commit). The warm path
  * allocates nothing on the heap (t4a_heap_allocations(), see t4a/fault.h) and records at most one
  * event per 512 launches (`events_recorded`).
  *
  * Descriptors (the FFI seed's launch table): a launch registered once — function, config and a
  * snapshot of the arguments, all checked at registration — and fired by id with no checks and no
- * allocation; one argument can be rebound (checked), or all rebound and fired in one call.
+ * allocation; one argument can be rebound (checked), or all rebound and fired in one call. Each
+ * fire keeps the function's module and the bound buffers in the epoch, so a descriptor can be
+ * rebound or unregistered, and its buffers released, while its fires are queued.
  * Raw-bytes launches take the parameters packed as bytes with their offsets (for struct or half
  * parameters) and check offsets and sizes against the kernel's layout.
  *
@@ -48,7 +67,8 @@
  * persisting lines.
  *
  * Thread-safety: every function may be called from any thread. Launches on one retire serialise
- * on its admission lock; a descriptor table serialises its own updates. */
+ * on its admission lock; a descriptor table serialises its operations, fires included, on its
+ * own lock (taken before the retire's: a keepalive's release must not call back into a table). */
 #ifndef T4A_LAUNCH_H_
 #define T4A_LAUNCH_H_
 
@@ -83,12 +103,14 @@ typedef enum t4a_image_kind {
 } t4a_image_kind;
 
 /* Creates the module cache of `retire`'s lane (retire borrowed: it must outlive the cache and
- * every module and function of it). Statuses: INVALID_ARGUMENT, HOST_OUT_OF_MEMORY, LANE_BROKEN. */
+ * every module and function of it). It reads the device's launch limits once (cuDeviceGetAttribute)
+ * for the config checks. Statuses: INVALID_ARGUMENT, HOST_OUT_OF_MEMORY, LANE_BROKEN, driver
+ * failures, INTERNAL (a lock could not be initialised). */
 T4A_MUST_USE t4a_status t4a_module_cache_create(t4a_retire *retire,
                                                 const t4a_module_cache_options *options,
                                                 t4a_module_cache **out);
-/* Drops the cache's references (modules in use or with queued launches stay until those go).
- * Accepts NULL. */
+/* Drops the cache's references (modules in use or with queued launches stay until those go; they,
+ * and their functions, stay valid after the cache is gone). Accepts NULL. */
 void t4a_module_cache_destroy(t4a_module_cache *cache);
 /* Drops every cached module's cache reference (deferred unloads as above). */
 void t4a_module_cache_clear(t4a_module_cache *cache);
@@ -103,11 +125,14 @@ typedef struct t4a_module_cache_stats {
 } t4a_module_cache_stats;
 void t4a_module_cache_get_stats(t4a_module_cache *cache, t4a_module_cache_stats *out);
 
-/* Loads `bytes` of `image` (copied when loaded; the caller's memory is not kept). On success
- * *out is a new reference. Statuses: INVALID_ARGUMENT (NULL, 0 bytes, an image whose kind cannot
- * be told or does not match `kind`), LIMIT_EXCEEDED (larger than the cache's byte bound), the
- * driver's refusal (cuModuleLoadDataEx, e.g. DRIVER_ERROR with CUDA_ERROR_INVALID_PTX and the JIT
- * log in the detail), REENTRY, LANE_BROKEN, HOST_OUT_OF_MEMORY. */
+/* Loads `bytes` of `image` (the caller's memory is not kept). On success *out is a new
+ * reference. Statuses: INVALID_ARGUMENT (NULL, 0 bytes, an unknown kind value, an image whose
+ * kind cannot be told under AUTO or does not match `kind`, an ELF or fatbin whose headers declare
+ * more than `bytes`), LIMIT_EXCEEDED (larger than the cache's byte bound), the driver's refusal
+ * (cuModuleLoadDataEx, e.g. DRIVER_ERROR with CUDA_ERROR_INVALID_PTX and the JIT log in the
+ * detail), LANE_BROKEN, HOST_OUT_OF_MEMORY, INTERNAL (a lock could not be initialised). Two
+ * threads missing on one image at once may both load it; one module is kept and returned to
+ * both. */
 T4A_MUST_USE t4a_status t4a_module_load(t4a_module_cache *cache, const void *image, size_t bytes,
                                         t4a_image_kind kind, t4a_module **out);
 /* As t4a_module_load, for an NVRTC artifact (PTX or CUBIN; LTO-IR is INVALID_ARGUMENT), keyed by
@@ -120,8 +145,11 @@ void t4a_module_retain(t4a_module *module);
 void t4a_module_release(t4a_module *module);
 void t4a_module_release_object(void *module);
 
-/* Looks up a kernel. On success *out is a new reference (the same function object for the same
- * name). Statuses: INVALID_ARGUMENT, UNKNOWN_ENTRY_POINT (the name in the detail), driver failures. */
+/* Looks up a kernel and, the first time, its parameter list. On success *out is a new reference
+ * (the same function object for the same name). Statuses: INVALID_ARGUMENT, UNKNOWN_ENTRY_POINT
+ * (the name in the detail), LIMIT_EXCEEDED (more than T4A_MAX_KERNEL_PARAMS parameters),
+ * LANE_BROKEN, HOST_OUT_OF_MEMORY, driver failures (cuModuleGetFunction, cuFuncGetParamInfo,
+ * cuFuncGetAttribute). */
 T4A_MUST_USE t4a_status t4a_module_get_function(t4a_module *module, const char *name,
                                                 t4a_function **out);
 void t4a_function_retain(t4a_function *function);
@@ -130,8 +158,10 @@ const char *t4a_function_name(const t4a_function *function);
 /* The allocation domain the function belongs to (its module cache's lane). */
 uint64_t t4a_function_domain(const t4a_function *function);
 
-/* The kernel's parameter list. *out_known is 1 when it came from the driver (cuFuncGetParamInfo),
- * 0 when only a declared count is known (sizes 0). Statuses: driver failures while probing. */
+/* The kernel's parameter list (learnt at lookup: these calls reach no driver). *out_known is 1
+ * when it came from the driver (cuFuncGetParamInfo), 0 when only a declared count is known
+ * (sizes and offsets 0; count 0 before a declaration). Statuses: INVALID_ARGUMENT (NULL, an index
+ * out of range). */
 T4A_MUST_USE t4a_status t4a_function_num_params(t4a_function *function, uint32_t *out_count,
                                                 int *out_known);
 T4A_MUST_USE t4a_status t4a_function_param(t4a_function *function, uint32_t index,
@@ -193,17 +223,22 @@ typedef struct t4a_launch_config {
 } t4a_launch_config;
 
 /* Checks and launches `function` on `retire`'s stream. Statuses: INVALID_ARGUMENT (NULL, a NULL
- * scalar value, a buffer offset past its end), FOREIGN_HANDLE (function or buffer of another
- * domain), ARGUMENT_MISMATCH (count or a size), INVALID_LAUNCH (config), REENTRY, LANE_BROKEN,
- * CONTEXT_LOST, driver failures (entry cuLaunchKernel). */
+ * scalar value or size 0, an unknown kind, a buffer offset past its end), FOREIGN_HANDLE
+ * (function or buffer of another domain), ARGUMENT_MISMATCH (count or a size; a function whose
+ * parameter list is neither known nor declared), INVALID_LAUNCH (config), REENTRY, LANE_BROKEN,
+ * CONTEXT_LOST, driver failures (entry cuLaunchKernel, or cuFuncSetAttribute raising the dynamic
+ * shared memory limit; see the rule above for what a failed cuLaunchKernel leaves). */
 T4A_MUST_USE t4a_status t4a_launch(t4a_retire *retire, t4a_function *function,
                                    const t4a_launch_config *config, const t4a_arg *args,
                                    uint32_t num_args);
 
 /* Launches with the parameters packed in `params` (`bytes` long): parameter i at offsets[i].
  * Offsets and the sizes they imply (the next offset, or `bytes` for the last) must agree with the
- * kernel's layout (ARGUMENT_MISMATCH otherwise; where the layout is unknown, only the count).
- * Statuses as t4a_launch. */
+ * kernel's layout: every offset the driver's, ascending, inside `bytes`, and the last parameter
+ * spanning its size plus at most its padding to 8 bytes (ARGUMENT_MISMATCH otherwise; where the
+ * layout is unknown, only the count and the order). The driver copies the bytes at the call.
+ * Device addresses inside them are not checked and nothing but the module is kept alive: the
+ * caller keeps the memory they name alive until the kernel ran. Statuses as t4a_launch. */
 T4A_MUST_USE t4a_status t4a_launch_raw(t4a_retire *retire, t4a_function *function,
                                        const t4a_launch_config *config, const void *params,
                                        size_t bytes, const uint32_t *offsets,
@@ -214,25 +249,31 @@ T4A_MUST_USE t4a_status t4a_launch_raw(t4a_retire *retire, t4a_function *functio
 typedef struct t4a_launch_table t4a_launch_table;
 
 /* A table of at most `capacity` descriptors (1..65536) for launches on `retire` (borrowed).
- * Statuses: INVALID_ARGUMENT, HOST_OUT_OF_MEMORY. */
+ * Ids name a slot (low 16 bits) and the slot's generation (high 16 bits, never 0): a slot is
+ * reused after unregister, and a stale id is refused until the slot was reused 65,535 times.
+ * Statuses: INVALID_ARGUMENT, HOST_OUT_OF_MEMORY, INTERNAL. */
 T4A_MUST_USE t4a_status t4a_launch_table_create(t4a_retire *retire, uint32_t capacity,
                                                 t4a_launch_table **out);
 /* Releases every descriptor (their functions and buffers) and the table. Accepts NULL. */
 void t4a_launch_table_destroy(t4a_launch_table *table);
 
 /* Checks (as t4a_launch) and stores a launch: the function and buffers are retained, scalars
- * copied. Statuses: as t4a_launch's checks, LIMIT_EXCEEDED (table full), HOST_OUT_OF_MEMORY. */
+ * copied (the descriptor's one allocation). Statuses: as t4a_launch's checks, LIMIT_EXCEEDED
+ * (table full), HOST_OUT_OF_MEMORY. */
 T4A_MUST_USE t4a_status t4a_descriptor_register(t4a_launch_table *table, t4a_function *function,
                                                 const t4a_launch_config *config,
                                                 const t4a_arg *args, uint32_t num_args,
                                                 uint32_t *out_id);
-/* Launches descriptor `id` (no checks beyond the id; no heap allocation). Statuses:
- * INVALID_ARGUMENT (unknown id), REENTRY, LANE_BROKEN, CONTEXT_LOST, driver failures. */
+/* Launches descriptor `id` (no checks beyond the id; no heap allocation), as t4a_launch does
+ * after its checks. Statuses: INVALID_ARGUMENT (unknown or stale id), REENTRY, LANE_BROKEN,
+ * CONTEXT_LOST, driver failures. */
 T4A_MUST_USE t4a_status t4a_descriptor_fire(t4a_launch_table *table, uint32_t id);
-/* Replaces argument `index` (checked against that parameter). */
+/* Replaces argument `index` (checked against that parameter: INVALID_ARGUMENT, FOREIGN_HANDLE,
+ * ARGUMENT_MISMATCH; a refused rebind changes nothing). */
 T4A_MUST_USE t4a_status t4a_descriptor_rebind(t4a_launch_table *table, uint32_t id,
                                               uint32_t index, const t4a_arg *arg);
-/* Replaces every argument (checked) and fires, in one call. */
+/* Replaces every argument and fires, in one call. Every argument is checked before any is
+ * replaced: a refusal changes nothing and fires nothing. */
 T4A_MUST_USE t4a_status t4a_descriptor_rebind_fire(t4a_launch_table *table, uint32_t id,
                                                    const t4a_arg *args, uint32_t num_args);
 /* Frees descriptor `id` (its references go with the epoch of its last launch). */
@@ -241,15 +282,21 @@ T4A_MUST_USE t4a_status t4a_descriptor_unregister(t4a_launch_table *table, uint3
 /* ---- L2 persistence ---- */
 
 /* Sets the persisting-L2 limit of the lane's context to `bytes`, clamped to the device maximum
- * (CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE); *out_applied (optional) gets the value set.
- * UNSUPPORTED where the device has none. */
+ * (CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE); *out_applied (optional) gets the value the
+ * driver applied, read back with cuCtxGetLimit (it rounds: on the H200, 4 MiB asked gave 7.5 MiB).
+ * Statuses: INVALID_ARGUMENT, LANE_BROKEN, UNSUPPORTED (the device has no persisting L2), driver
+ * failures (cuCtxSetLimit, cuCtxGetLimit). */
 T4A_MUST_USE t4a_status t4a_l2_set_persisting_limit(t4a_lane *lane, size_t bytes,
                                                     size_t *out_applied);
 /* Sets an access-policy window on the lane's stream: [base, base + bytes) with `hit_ratio`
- * (0..1) of its lines persisting, the rest streaming. bytes 0 clears the window. */
+ * (0..1) of its lines persisting, the rest streaming; `bytes` is clamped to the device's largest
+ * window (CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE). bytes 0 clears the window.
+ * Statuses: INVALID_ARGUMENT (hit_ratio outside [0, 1] or NaN, base 0 with bytes > 0),
+ * LANE_BROKEN, UNSUPPORTED (no window on this device), driver failures (cuStreamSetAttribute). */
 T4A_MUST_USE t4a_status t4a_l2_set_window(t4a_lane *lane, t4a_devptr base, size_t bytes,
                                           float hit_ratio);
-/* Resets all persisting L2 lines of the lane's context to normal. */
+/* Resets all persisting L2 lines of the lane's context to normal
+ * (cuCtxResetPersistingL2Cache). */
 T4A_MUST_USE t4a_status t4a_l2_reset(t4a_lane *lane);
 
 #ifdef __cplusplus

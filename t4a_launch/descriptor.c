@@ -1,0 +1,306 @@
+/* Launch descriptors: a launch checked and stored once (function, config, packed arguments and
+ * the kernel-parameter pointers into them, the buffers retained), then fired by id through the
+ * launch core with no check and no heap allocation.
+ *
+ * Ids: the low 16 bits are the slot, the high 16 bits the slot's generation (bumped at every
+ * unregister), so a stale id is refused until its slot was reused 65,536 times. Slots are reused
+ * through a free list; the only allocation is the descriptor's own block, at register. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "t4a/fault.h"
+#include "t4a_launch/launch_internal.h"
+
+#define MAX_CAPACITY 65536u
+
+typedef struct desc {
+  t4a_function *fn; /* a reference */
+  t4a_launch_config cfg;
+  uint32_t num_params;
+  void **ptrs;       /* num_params: the kernel-parameter pointers into bytes */
+  t4a_buffer **bufs; /* num_params: the buffer bound to each parameter (a reference) or NULL */
+  uint32_t *offsets; /* num_params: where parameter i lives in bytes */
+  uint32_t *sizes;   /* num_params */
+  unsigned char *bytes;
+} desc;
+
+struct t4a_launch_table {
+  pthread_mutex_t lock;
+  t4a_retire *retire;
+  uint64_t domain;
+  uint32_t capacity;
+  desc **slots;
+  uint16_t *gens;
+  uint32_t *free_ids; /* a stack of free slots */
+  uint32_t num_free;
+  uint32_t next_unused; /* slots below it have been used at least once */
+};
+
+t4a_status t4a_launch_table_create(t4a_retire *retire, uint32_t capacity, t4a_launch_table **out) {
+  if (out == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
+  *out = NULL;
+  if (retire == NULL || capacity == 0 || capacity > MAX_CAPACITY) {
+    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                         "retire is NULL or the capacity %u is outside 1..%u", capacity,
+                         MAX_CAPACITY);
+  }
+  t4a_launch_table *t = t4a_host_calloc(1, sizeof *t);
+  if (t == NULL) return T4A_HOST_OUT_OF_MEMORY;
+  t->slots = t4a_host_calloc(capacity, sizeof *t->slots);
+  t->gens = t->slots != NULL ? t4a_host_calloc(capacity, sizeof *t->gens) : NULL;
+  t->free_ids = t->gens != NULL ? t4a_host_calloc(capacity, sizeof *t->free_ids) : NULL;
+  if (t->free_ids == NULL) goto oom;
+  if (t4a_fault_sim(T4A_FAULT_MUTEX_INIT) || pthread_mutex_init(&t->lock, NULL) != 0) {
+    free(t->free_ids);
+    free(t->gens);
+    free(t->slots);
+    free(t);
+    return t4a_error_set(T4A_INTERNAL, "pthread_mutex_init", 0, NULL, 0,
+                         "cannot initialise the launch table's lock");
+  }
+  t->retire = retire;
+  t->domain = t4a_lane_domain(t4a_retire_lane(retire));
+  t->capacity = capacity;
+  *out = t;
+  return T4A_OK;
+oom:
+  free(t->gens);
+  free(t->slots);
+  free(t);
+  return T4A_HOST_OUT_OF_MEMORY;
+}
+
+/* Drops a descriptor's references and frees it (no lock held: releases may call the driver). */
+static void desc_free(desc *d) {
+  if (d == NULL) return;
+  for (uint32_t i = 0; i < d->num_params; i++) t4a_buffer_release(d->bufs[i]);
+  t4a_function_release(d->fn);
+  free(d);
+}
+
+void t4a_launch_table_destroy(t4a_launch_table *t) {
+  if (t == NULL) return;
+  t4a_error saved;
+  t4a_error_last(&saved);
+  for (uint32_t i = 0; i < t->next_unused; i++) desc_free(t->slots[i]);
+  pthread_mutex_destroy(&t->lock);
+  free(t->free_ids);
+  free(t->gens);
+  free(t->slots);
+  free(t);
+  t4a_error_restore(&saved);
+}
+
+/* The descriptor named by `id` (lock held), or NULL with INVALID_ARGUMENT recorded. */
+static desc *lookup(t4a_launch_table *t, uint32_t id) {
+  uint32_t slot = id & 0xffffu, gen = id >> 16;
+  if (slot < t->next_unused && t->slots[slot] != NULL && t->gens[slot] == gen) {
+    return t->slots[slot];
+  }
+  t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                "descriptor id %u (slot %u, generation %u) is not registered", id, slot, gen);
+  return NULL;
+}
+
+/* Checks argument i against parameter i and writes it into the descriptor, retaining a buffer
+ * (the previous one is handed back in *old for the caller to release unlocked). */
+static t4a_status bind_arg(t4a_launch_table *t, desc *d, uint32_t i, const t4a_arg *a,
+                           t4a_buffer **old) {
+  uint64_t scratch = 0;
+  const void *src = NULL;
+  uint32_t size = 0;
+  t4a_buffer *b = NULL;
+  t4a_status st = t4a_launch_check_arg_(d->fn, t->domain, i, a, &scratch, &src, &size, &b);
+  if (st != T4A_OK) return st;
+  if (size != d->sizes[i]) {
+    /* Only reachable where the layout is unknown: the slot was sized by the first binding. */
+    return t4a_error_set(T4A_ARGUMENT_MISMATCH, NULL, 0, NULL, 0,
+                         "kernel '%s' parameter %u: bound with %u bytes, rebound with %u",
+                         d->fn->name, i, d->sizes[i], size);
+  }
+  memcpy(d->bytes + d->offsets[i], src, size);
+  t4a_buffer_retain(b);
+  *old = d->bufs[i];
+  d->bufs[i] = b;
+  return T4A_OK;
+}
+
+t4a_status t4a_descriptor_register(t4a_launch_table *t, t4a_function *fn,
+                                   const t4a_launch_config *config, const t4a_arg *args,
+                                   uint32_t num_args, uint32_t *out_id) {
+  if (out_id == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
+  *out_id = 0;
+  if (t == NULL || fn == NULL || config == NULL || (num_args > 0 && args == NULL)) {
+    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                         "table, function, config or args is NULL");
+  }
+  if (t4a_function_domain(fn) != t->domain) {
+    return t4a_error_set(T4A_FOREIGN_HANDLE, NULL, 0, NULL, 0,
+                         "kernel '%s' belongs to domain %llu, the table's retire to %llu", fn->name,
+                         (unsigned long long)t4a_function_domain(fn),
+                         (unsigned long long)t->domain);
+  }
+  t4a_status st = t4a_launch_check_config_(fn, config);
+  if (st != T4A_OK) return st;
+  uint32_t expected = 0;
+  if ((st = t4a_launch_expected_params_(fn, &expected)) != T4A_OK) return st;
+  if (num_args != expected) {
+    return t4a_error_set(T4A_ARGUMENT_MISMATCH, NULL, 0, NULL, 0,
+                         "kernel '%s' takes %u parameters%s; %u given", fn->name, expected,
+                         fn->known ? "" : " (declared)", num_args);
+  }
+  /* Check every argument and lay the bytes out: at the driver's offsets when the layout is
+   * known, else each argument 8-byte aligned. */
+  uint32_t offsets[T4A_MAX_KERNEL_PARAMS], sizes[T4A_MAX_KERNEL_PARAMS];
+  size_t total = 0;
+  for (uint32_t i = 0; i < num_args; i++) {
+    uint64_t scratch = 0;
+    const void *src = NULL;
+    uint32_t size = 0;
+    t4a_buffer *b = NULL;
+    st = t4a_launch_check_arg_(fn, t->domain, i, &args[i], &scratch, &src, &size, &b);
+    if (st != T4A_OK) return st;
+    size_t off = fn->known ? fn->offsets[i] : (total + 7) / 8 * 8;
+    offsets[i] = (uint32_t)off;
+    sizes[i] = size;
+    if (off + size > total) total = off + size;
+  }
+  size_t n = num_args;
+  size_t head = (sizeof(desc) + 7) / 8 * 8;
+  size_t block = head + n * (sizeof(void *) + sizeof(t4a_buffer *) + 2 * sizeof(uint32_t)) + total;
+  desc *d = t4a_host_calloc(1, block);
+  if (d == NULL) return T4A_HOST_OUT_OF_MEMORY;
+  unsigned char *p = (unsigned char *)d + head;
+  d->ptrs = (void **)p;
+  d->bufs = (t4a_buffer **)(p + n * sizeof(void *));
+  d->offsets = (uint32_t *)(p + n * (sizeof(void *) + sizeof(t4a_buffer *)));
+  d->sizes = d->offsets + n;
+  d->bytes = (unsigned char *)(d->sizes + n);
+  d->num_params = num_args;
+  d->cfg = *config;
+  t4a_function_retain(fn);
+  d->fn = fn;
+  for (uint32_t i = 0; i < num_args; i++) {
+    d->offsets[i] = offsets[i];
+    d->sizes[i] = sizes[i];
+    d->ptrs[i] = d->bytes + offsets[i];
+    t4a_buffer *old = NULL;
+    st = bind_arg(t, d, i, &args[i], &old); /* checked above: cannot fail */
+    if (st != T4A_OK) {
+      desc_free(d);
+      return st;
+    }
+  }
+
+  pthread_mutex_lock(&t->lock);
+  uint32_t slot;
+  if (t->num_free > 0) {
+    slot = t->free_ids[--t->num_free];
+  } else if (t->next_unused < t->capacity) {
+    slot = t->next_unused++;
+    t->gens[slot] = 1; /* id 0 is never valid */
+  } else {
+    pthread_mutex_unlock(&t->lock);
+    desc_free(d);
+    return t4a_error_set(T4A_LIMIT_EXCEEDED, NULL, 0, NULL, 0,
+                         "the launch table is full (%u descriptors)", t->capacity);
+  }
+  t->slots[slot] = d;
+  *out_id = (uint32_t)t->gens[slot] << 16 | slot;
+  pthread_mutex_unlock(&t->lock);
+  return T4A_OK;
+}
+
+static t4a_status fire_locked(t4a_launch_table *t, desc *d) {
+  return t4a_launch_enqueue_(t->retire, d->fn, &d->cfg, d->num_params > 0 ? d->ptrs : NULL, d->bufs,
+                             d->num_params);
+}
+
+t4a_status t4a_descriptor_fire(t4a_launch_table *t, uint32_t id) {
+  if (t == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "table is NULL");
+  pthread_mutex_lock(&t->lock);
+  desc *d = lookup(t, id);
+  t4a_status st = d != NULL ? fire_locked(t, d) : T4A_INVALID_ARGUMENT;
+  pthread_mutex_unlock(&t->lock);
+  return st;
+}
+
+t4a_status t4a_descriptor_rebind(t4a_launch_table *t, uint32_t id, uint32_t index,
+                                 const t4a_arg *arg) {
+  if (t == NULL || arg == NULL) {
+    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "table or arg is NULL");
+  }
+  t4a_buffer *old = NULL;
+  pthread_mutex_lock(&t->lock);
+  desc *d = lookup(t, id);
+  t4a_status st = T4A_INVALID_ARGUMENT;
+  if (d != NULL && index >= d->num_params) {
+    st = t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                       "kernel '%s' has %u parameters; index %u is out of range", d->fn->name,
+                       d->num_params, index);
+  } else if (d != NULL) {
+    st = bind_arg(t, d, index, arg, &old);
+  }
+  pthread_mutex_unlock(&t->lock);
+  t4a_buffer_release(old); /* queued fires kept it in their epochs */
+  return st;
+}
+
+t4a_status t4a_descriptor_rebind_fire(t4a_launch_table *t, uint32_t id, const t4a_arg *args,
+                                      uint32_t num_args) {
+  if (t == NULL || (num_args > 0 && args == NULL)) {
+    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "table or args is NULL");
+  }
+  t4a_buffer *old[T4A_MAX_KERNEL_PARAMS];
+  uint32_t num_old = 0;
+  pthread_mutex_lock(&t->lock);
+  desc *d = lookup(t, id);
+  t4a_status st = d != NULL ? T4A_OK : T4A_INVALID_ARGUMENT;
+  if (d != NULL && num_args != d->num_params) {
+    st = t4a_error_set(T4A_ARGUMENT_MISMATCH, NULL, 0, NULL, 0,
+                       "kernel '%s' takes %u parameters; %u given", d->fn->name, d->num_params,
+                       num_args);
+  }
+  /* Check every argument before changing any, so a refusal leaves the descriptor as it was. */
+  for (uint32_t i = 0; st == T4A_OK && i < num_args; i++) {
+    uint64_t scratch = 0;
+    const void *src = NULL;
+    uint32_t size = 0;
+    t4a_buffer *b = NULL;
+    st = t4a_launch_check_arg_(d->fn, t->domain, i, &args[i], &scratch, &src, &size, &b);
+    if (st == T4A_OK && size != d->sizes[i]) {
+      st = t4a_error_set(T4A_ARGUMENT_MISMATCH, NULL, 0, NULL, 0,
+                         "kernel '%s' parameter %u: bound with %u bytes, rebound with %u",
+                         d->fn->name, i, d->sizes[i], size);
+    }
+  }
+  for (uint32_t i = 0; st == T4A_OK && i < num_args; i++) {
+    t4a_buffer *prev = NULL;
+    (void)bind_arg(t, d, i, &args[i], &prev); /* checked above */
+    if (prev != NULL) old[num_old++] = prev;
+  }
+  if (st == T4A_OK) st = fire_locked(t, d);
+  pthread_mutex_unlock(&t->lock);
+  for (uint32_t i = 0; i < num_old; i++) t4a_buffer_release(old[i]);
+  return st;
+}
+
+t4a_status t4a_descriptor_unregister(t4a_launch_table *t, uint32_t id) {
+  if (t == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "table is NULL");
+  pthread_mutex_lock(&t->lock);
+  desc *d = lookup(t, id);
+  if (d != NULL) {
+    uint32_t slot = id & 0xffffu;
+    t->slots[slot] = NULL;
+    t->gens[slot] = (uint16_t)(t->gens[slot] + 1 == 0 ? 1 : t->gens[slot] + 1);
+    t->free_ids[t->num_free++] = slot;
+  }
+  pthread_mutex_unlock(&t->lock);
+  if (d == NULL) return T4A_INVALID_ARGUMENT;
+  t4a_error saved;
+  t4a_error_last(&saved);
+  desc_free(d); /* its fires kept the module and the buffers in their epochs */
+  t4a_error_restore(&saved);
+  return T4A_OK;
+}

@@ -1,0 +1,403 @@
+/* t4a_launch on a real GPU (labels: gpu, single). Exits 77 without a driver.
+ * NVRTC compiles real CUDA C (CUBIN and PTX) for the device's architecture; the module cache
+ * loads the artifacts; checked launches run saxpy on 1M floats (checked against the CPU), a
+ * kernel with more than 48 KiB of dynamic shared memory, typed refusals (a 2048-thread block
+ * before anything is enqueued; a launch the driver refuses synchronously), a descriptor and a
+ * raw-bytes launch with a struct argument, the warm chain (no heap allocation, at most 20 events
+ * per 10,000 launches), and the L2 persistence calls. Needs NVRTC (libnvrtc.so.13). */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "t4a/ctx.h"
+#include "t4a/launch.h"
+#include "t4a/mem.h"
+#include "t4a/nvrtc.h"
+#include "t4a/retire.h"
+#include "t4a/xfer.h"
+#include "testing/gpu/gpu_main.h"
+
+#define CK(x) assert_int_equal((x), T4A_OK)
+
+static t4a_driver *g_drv;
+
+static const char k_source[] =
+    "struct S { int a; double b; char c; };\n"
+    "extern \"C\" __global__ void saxpy(int n, float a, const float *x, float *y) {\n"
+    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  if (i < n) y[i] = a * x[i] + y[i];\n"
+    "}\n"
+    "extern \"C\" __global__ void big_shared(const int *in, int *out, int words) {\n"
+    "  extern __shared__ int s[];\n"
+    "  for (int i = threadIdx.x; i < words; i += blockDim.x) s[i] = in[i];\n"
+    "  __syncthreads();\n"
+    "  for (int i = threadIdx.x; i < words; i += blockDim.x) out[i] = s[words - 1 - i];\n"
+    "}\n"
+    "extern \"C\" __global__ void __launch_bounds__(64) bounded(int *p) {\n"
+    "  p[threadIdx.x] = threadIdx.x;\n"
+    "}\n"
+    "extern \"C\" __global__ void affine(long long *out, S s, short k) {\n"
+    "  out[0] = (long long)((s.a + s.b) * k) + s.c;\n"
+    "}\n"
+    "extern \"C\" __global__ void count(unsigned long long *p) { atomicAdd(p, 1ull); }\n";
+
+typedef struct affine_s {
+  int a;
+  double b;
+  char c;
+} affine_s;
+
+typedef struct env {
+  t4a_nvrtc_lib *nvrtc;
+  t4a_lane *lane;
+  t4a_mem_pool *pool;
+  t4a_retire *retire;
+  t4a_xfer *xfer;
+  t4a_module_cache *cache;
+  char target[16];
+} env;
+
+static int env_open(env *e) {
+  memset(e, 0, sizeof *e);
+  t4a_device_info info;
+  if (t4a_device_query(g_drv, 0, &info) != T4A_OK) return 0;
+  snprintf(e->target, sizeof e->target, "sm_%d%d", info.cc_major, info.cc_minor);
+  t4a_status st = t4a_nvrtc_lib_open(NULL, &e->nvrtc);
+  if (st != T4A_OK) {
+    char buf[512];
+    t4a_error err;
+    t4a_error_last(&err);
+    fail_msg("NVRTC did not open: %s", t4a_error_format(&err, buf, sizeof buf));
+  }
+  CK(t4a_lane_create(g_drv, 0, NULL, &e->lane));
+  CK(t4a_mem_pool_create(e->lane, NULL, &e->pool));
+  CK(t4a_retire_create(e->lane, NULL, &e->retire));
+  CK(t4a_xfer_create(e->retire, NULL, &e->xfer));
+  CK(t4a_module_cache_create(e->retire, NULL, &e->cache));
+  return 1;
+}
+
+static void env_close(env *e) {
+  t4a_module_cache_destroy(e->cache);
+  t4a_xfer_destroy(e->xfer);
+  CK(t4a_retire_destroy(e->retire));
+  t4a_mem_pool_release(e->pool);
+  t4a_lane_release(e->lane);
+  t4a_nvrtc_lib_release(e->nvrtc);
+}
+
+static t4a_nvrtc_artifact *compile(env *e, t4a_nvrtc_output output) {
+  t4a_nvrtc_request rq = T4A_NVRTC_REQUEST_INIT;
+  rq.program_name = "launch_gpu_test.cu";
+  rq.source = k_source;
+  rq.target = e->target;
+  rq.output = output;
+  t4a_nvrtc_outcome oc = T4A_NVRTC_OUTCOME_INIT;
+  t4a_nvrtc_artifact *a = NULL;
+  t4a_status st = t4a_nvrtc_compile(e->nvrtc, &rq, &a, &oc);
+  if (st != T4A_OK) fail_msg("compile failed: %s", oc.log != NULL ? oc.log : "(no log)");
+  t4a_nvrtc_outcome_deinit(&oc);
+  return a;
+}
+
+static t4a_function *fn_of(t4a_module *m, const char *name) {
+  t4a_function *f = NULL;
+  CK(t4a_module_get_function(m, name, &f));
+  return f;
+}
+
+static t4a_buffer *upload(env *e, const void *src, size_t bytes) {
+  t4a_buffer *b = NULL;
+  CK(t4a_buffer_create(e->pool, bytes, 0, 0, &b));
+  CK(t4a_xfer_upload(e->xfer, b, 0, src, bytes));
+  return b;
+}
+
+static void download(env *e, t4a_buffer *b, void *dst, size_t bytes) {
+  t4a_xfer_pending *p = NULL;
+  CK(t4a_xfer_download(e->xfer, b, 0, dst, bytes, &p));
+  CK(t4a_xfer_pending_wait(p));
+  t4a_xfer_pending_release(p);
+}
+
+static t4a_launch_config cfg1(uint32_t grid, uint32_t block, uint32_t shared) {
+  t4a_launch_config c = {{grid, 1, 1}, {block, 1, 1}, shared};
+  return c;
+}
+
+/* saxpy on 1M floats from `m`, checked against the CPU. */
+static void run_saxpy(env *e, t4a_module *m) {
+  const int n = 1 << 20;
+  float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y), *back = malloc(n * sizeof *y);
+  for (int i = 0; i < n; i++) {
+    x[i] = (float)(i % 1000) * 0.5f;
+    y[i] = (float)(i % 77) - 3.0f;
+  }
+  t4a_buffer *bx = upload(e, x, n * sizeof *x), *by = upload(e, y, n * sizeof *y);
+  t4a_function *f = fn_of(m, "saxpy");
+  float a = 2.5f;
+  int nn = n;
+  t4a_arg args[4] = {t4a_arg_scalar(&nn, sizeof nn), t4a_arg_scalar(&a, sizeof a),
+                     t4a_arg_buffer(bx, 0), t4a_arg_buffer(by, 0)};
+  t4a_launch_config c = cfg1((uint32_t)(n + 255) / 256, 256, 0);
+  CK(t4a_launch(e->retire, f, &c, args, 4));
+  download(e, by, back, n * sizeof *back);
+  for (int i = 0; i < n; i++) {
+    float want = fmaf(a, x[i], y[i]);
+    if (fabsf(back[i] - want) > 1e-5f * fmaxf(1.0f, fabsf(want))) {
+      fail_msg("saxpy[%d] = %g, want %g", i, (double)back[i], (double)want);
+    }
+  }
+  t4a_function_release(f);
+  t4a_buffer_release(bx);
+  t4a_buffer_release(by);
+  free(x);
+  free(y);
+  free(back);
+}
+
+static void test_saxpy_cubin_and_ptx(void **state) {
+  (void)state;
+  env e;
+  if (!env_open(&e)) fail_msg("device 0 cannot be queried");
+  t4a_nvrtc_artifact *cubin = compile(&e, T4A_NVRTC_OUTPUT_CUBIN);
+  t4a_nvrtc_artifact *ptx = compile(&e, T4A_NVRTC_OUTPUT_PTX);
+  t4a_module *mc = NULL, *mc2 = NULL, *mp = NULL;
+  CK(t4a_module_load_artifact(e.cache, cubin, &mc));
+  CK(t4a_module_load_artifact(e.cache, cubin, &mc2)); /* a hit: one load */
+  assert_ptr_equal(mc, mc2);
+  CK(t4a_module_load_artifact(e.cache, ptx, &mp)); /* the driver JIT-compiles the PTX */
+  t4a_module_cache_stats s;
+  t4a_module_cache_get_stats(e.cache, &s);
+  assert_int_equal(s.loads, 2);
+  assert_int_equal(s.hits, 1);
+  run_saxpy(&e, mc);
+  run_saxpy(&e, mp);
+  /* The PTX's bytes through t4a_module_load: told PTX by their text. */
+  size_t bytes = 0;
+  const void *text = t4a_nvrtc_artifact_data(ptx, &bytes);
+  t4a_module *mt = NULL;
+  CK(t4a_module_load(e.cache, text, bytes, T4A_IMAGE_AUTO, &mt));
+  run_saxpy(&e, mt);
+  /* The parameter list as the driver reports it. */
+  t4a_function *f = fn_of(mc, "saxpy");
+  uint32_t np = 0;
+  int known = 0;
+  CK(t4a_function_num_params(f, &np, &known));
+  assert_int_equal(np, 4);
+  assert_int_equal(known, 1);
+  t4a_function_release(f);
+  t4a_function *missing = NULL;
+  assert_int_equal(t4a_module_get_function(mc, "nope", &missing), T4A_UNKNOWN_ENTRY_POINT);
+  t4a_module_release(mc);
+  t4a_module_release(mc2);
+  t4a_module_release(mp);
+  t4a_module_release(mt);
+  t4a_nvrtc_artifact_release(cubin);
+  t4a_nvrtc_artifact_release(ptx);
+  CK(t4a_retire_wait(e.retire));
+  env_close(&e);
+}
+
+static void test_big_shared_and_refusals(void **state) {
+  (void)state;
+  env e;
+  if (!env_open(&e)) fail_msg("device 0 cannot be queried");
+  t4a_nvrtc_artifact *cubin = compile(&e, T4A_NVRTC_OUTPUT_CUBIN);
+  t4a_module *m = NULL;
+  CK(t4a_module_load_artifact(e.cache, cubin, &m));
+  /* 100 KiB of dynamic shared memory: the function's limit is raised for it. */
+  const int words = 100 * 1024 / 4;
+  int *in = malloc(words * sizeof *in), *out = malloc(words * sizeof *out);
+  for (int i = 0; i < words; i++) in[i] = i * 3 + 1;
+  t4a_buffer *bi = upload(&e, in, words * sizeof *in), *bo = NULL;
+  CK(t4a_buffer_create(e.pool, words * sizeof *out, 0, 0, &bo));
+  t4a_function *big = fn_of(m, "big_shared");
+  int w = words;
+  t4a_arg args[3] = {t4a_arg_buffer(bi, 0), t4a_arg_buffer(bo, 0), t4a_arg_scalar(&w, 4)};
+  t4a_launch_config c = cfg1(1, 256, (uint32_t)(words * 4));
+  CK(t4a_launch(e.retire, big, &c, args, 3));
+  download(&e, bo, out, words * sizeof *out);
+  for (int i = 0; i < words; i++) assert_int_equal(out[i], in[words - 1 - i]);
+
+  /* 2048 threads: refused before anything is enqueued. */
+  t4a_counter_values v0, v1;
+  t4a_lane_read_counters(e.lane, &v0);
+  t4a_launch_config c2048 = cfg1(1, 2048, 0);
+  assert_int_equal(t4a_launch(e.retire, big, &c2048, args, 3), T4A_INVALID_LAUNCH);
+  /* More than __launch_bounds__(64) allows: the driver refuses it synchronously. */
+  t4a_function *bounded = fn_of(m, "bounded");
+  t4a_arg barg = t4a_arg_buffer(bo, 0);
+  t4a_launch_config c1024 = cfg1(1, 1024, 0);
+  assert_int_equal(t4a_launch(e.retire, bounded, &c1024, &barg, 1), T4A_DRIVER_ERROR);
+  t4a_error err;
+  t4a_error_last(&err);
+  printf("# __launch_bounds__(64) with 1024 threads: %s %s (%d)\n", err.entry, err.code_name,
+         err.code);
+  assert_string_equal(err.entry, "cuLaunchKernel");
+  /* CUDA_ERROR_INVALID_VALUE (1) expected; CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES (701) is the
+   * driver's other refusal of a block its kernel cannot run. Both enqueue nothing. */
+  assert_true(err.code == 1 || err.code == 701);
+  t4a_lane_read_counters(e.lane, &v1);
+  assert_int_equal(v1.launches, v0.launches);
+  assert_int_equal(v1.admissions, v0.admissions);
+  t4a_retire_state rs;
+  t4a_retire_get_state(e.retire, &rs);
+  assert_int_equal(rs.quarantined_held, 0);
+  /* The lane is fine afterwards. */
+  t4a_launch_config c64 = cfg1(1, 64, 0);
+  CK(t4a_launch(e.retire, bounded, &c64, &barg, 1));
+  CK(t4a_retire_wait(e.retire));
+  CK(t4a_lane_check(e.lane));
+
+  t4a_function_release(big);
+  t4a_function_release(bounded);
+  t4a_buffer_release(bi);
+  t4a_buffer_release(bo);
+  t4a_module_release(m);
+  t4a_nvrtc_artifact_release(cubin);
+  free(in);
+  free(out);
+  env_close(&e);
+}
+
+static void test_struct_descriptor_and_raw_bytes(void **state) {
+  (void)state;
+  env e;
+  if (!env_open(&e)) fail_msg("device 0 cannot be queried");
+  t4a_nvrtc_artifact *cubin = compile(&e, T4A_NVRTC_OUTPUT_CUBIN);
+  t4a_module *m = NULL;
+  CK(t4a_module_load_artifact(e.cache, cubin, &m));
+  t4a_function *aff = fn_of(m, "affine");
+  size_t off[3], size[3];
+  for (uint32_t i = 0; i < 3; i++) CK(t4a_function_param(aff, i, &off[i], &size[i]));
+  printf("# affine layout: (%zu,%zu) (%zu,%zu) (%zu,%zu)\n", off[0], size[0], off[1], size[1],
+         off[2], size[2]);
+  assert_int_equal(size[1], sizeof(affine_s));
+  t4a_buffer *out = NULL;
+  CK(t4a_buffer_create(e.pool, 8, 0, 0, &out));
+  affine_s s = {3, 0.5, 7};
+  short k = 4;
+  t4a_arg args[3] = {t4a_arg_buffer(out, 0), t4a_arg_scalar(&s, sizeof s),
+                     t4a_arg_scalar(&k, sizeof k)};
+  t4a_launch_table *t = NULL;
+  CK(t4a_launch_table_create(e.retire, 4, &t));
+  uint32_t id = 0;
+  t4a_launch_config c = cfg1(1, 1, 0);
+  CK(t4a_descriptor_register(t, aff, &c, args, 3, &id));
+  CK(t4a_descriptor_fire(t, id));
+  long long got = 0;
+  download(&e, out, &got, 8);
+  assert_int_equal(got, 21);
+  /* Raw bytes at the driver's offsets. */
+  unsigned char raw[64];
+  memset(raw, 0, sizeof raw);
+  t4a_devptr d = t4a_buffer_devptr(out);
+  s.a = 10;
+  memcpy(raw + off[0], &d, 8);
+  memcpy(raw + off[1], &s, sizeof s);
+  memcpy(raw + off[2], &k, 2);
+  const uint32_t offs[3] = {(uint32_t)off[0], (uint32_t)off[1], (uint32_t)off[2]};
+  CK(t4a_launch_raw(e.retire, aff, &c, raw, off[2] + size[2], offs, 3));
+  download(&e, out, &got, 8);
+  assert_int_equal(got, (long long)((10 + 0.5) * 4) + 7);
+  t4a_launch_table_destroy(t);
+  t4a_buffer_release(out);
+  t4a_function_release(aff);
+  t4a_module_release(m);
+  t4a_nvrtc_artifact_release(cubin);
+  env_close(&e);
+}
+
+static void test_warm_chain(void **state) {
+  (void)state;
+  env e;
+  if (!env_open(&e)) fail_msg("device 0 cannot be queried");
+  t4a_nvrtc_artifact *cubin = compile(&e, T4A_NVRTC_OUTPUT_CUBIN);
+  t4a_module *m = NULL;
+  CK(t4a_module_load_artifact(e.cache, cubin, &m));
+  t4a_function *f = fn_of(m, "count");
+  t4a_buffer *b = NULL;
+  CK(t4a_buffer_create(e.pool, 8, 0, T4A_BUFFER_ZERO, &b));
+  t4a_arg arg = t4a_arg_buffer(b, 0);
+  t4a_launch_config c = cfg1(1, 32, 0);
+  t4a_launch_table *t = NULL;
+  CK(t4a_launch_table_create(e.retire, 1, &t));
+  uint32_t id = 0;
+  CK(t4a_descriptor_register(t, f, &c, &arg, 1, &id));
+  for (int i = 0; i < 40000; i++) CK(t4a_launch(e.retire, f, &c, &arg, 1)); /* warm up */
+  for (int phase = 0; phase < 2; phase++) {
+    t4a_counter_values v0, v1;
+    t4a_lane_read_counters(e.lane, &v0);
+    uint64_t heap0 = t4a_heap_allocations();
+    for (int i = 0; i < 10000; i++) {
+      if (phase == 0) {
+        CK(t4a_launch(e.retire, f, &c, &arg, 1));
+      } else {
+        CK(t4a_descriptor_fire(t, id));
+      }
+    }
+    uint64_t heap1 = t4a_heap_allocations();
+    t4a_lane_read_counters(e.lane, &v1);
+    printf("# %s: %llu heap allocations, %llu events, %llu host waits per 10,000\n",
+           phase == 0 ? "checked launches" : "descriptor fires",
+           (unsigned long long)(heap1 - heap0),
+           (unsigned long long)(v1.events_recorded - v0.events_recorded),
+           (unsigned long long)(v1.host_waits - v0.host_waits));
+    assert_int_equal(heap1, heap0);
+    assert_true(v1.events_recorded - v0.events_recorded <= 20);
+    assert_int_equal(v1.launches - v0.launches, 10000);
+  }
+  unsigned long long total = 0;
+  download(&e, b, &total, 8);
+  assert_int_equal(total, 32ull * 60000);
+  t4a_launch_table_destroy(t);
+  t4a_buffer_release(b);
+  t4a_function_release(f);
+  t4a_module_release(m);
+  t4a_nvrtc_artifact_release(cubin);
+  env_close(&e);
+}
+
+static void test_l2_persistence(void **state) {
+  (void)state;
+  env e;
+  if (!env_open(&e)) fail_msg("device 0 cannot be queried");
+  t4a_device_info info;
+  CK(t4a_device_query(g_drv, 0, &info));
+  size_t max = (size_t)info.max_persisting_l2_bytes, applied = 0;
+  /* The driver rounds the limit to its own granularity (the H200 applied 7.5 MiB for 4 MiB). */
+  CK(t4a_l2_set_persisting_limit(e.lane, 4 << 20, &applied));
+  printf("# persisting L2 limit: asked 4 MiB, applied %zu bytes (device maximum %zu)\n", applied,
+         max);
+  assert_true(applied > 0 && applied <= max);
+  CK(t4a_l2_set_persisting_limit(e.lane, (size_t)1 << 40, &applied));
+  printf("# persisting L2 limit: asked 1 TiB, applied %zu bytes\n", applied);
+  assert_true(applied > 0 && applied <= max);
+  t4a_buffer *b = NULL;
+  CK(t4a_buffer_create(e.pool, 8 << 20, 0, 0, &b));
+  CK(t4a_l2_set_window(e.lane, t4a_buffer_devptr(b), 8 << 20, 0.75f));
+  assert_int_equal(t4a_l2_set_window(e.lane, t4a_buffer_devptr(b), 64, 2.0f), T4A_INVALID_ARGUMENT);
+  CK(t4a_l2_set_window(e.lane, 0, 0, 0.0f));
+  CK(t4a_l2_reset(e.lane));
+  t4a_buffer_release(b);
+  env_close(&e);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_saxpy_cubin_and_ptx),
+      cmocka_unit_test(test_big_shared_and_refusals),
+      cmocka_unit_test(test_struct_descriptor_and_raw_bytes),
+      cmocka_unit_test(test_warm_chain),
+      cmocka_unit_test(test_l2_persistence),
+  };
+  return t4a_gpu_test_main("launch_gpu_test", tests, sizeof tests / sizeof tests[0], 1, &g_drv);
+}

@@ -1,0 +1,112 @@
+/* Private to t4a_launch: the layouts of module caches, modules and functions, and the launch
+ * core that checked launches, raw-bytes launches and descriptor fires share.
+ *
+ * Ownership: a function reference IS a reference to its module (t4a_function_retain retains the
+ * module); function objects live in their module and are freed with it. A module holds its cache
+ * object (refcounted: the caller's handle is one reference, every module one more), so modules and
+ * functions outlive t4a_module_cache_destroy safely; the cache object holds the lane. The cache's
+ * table holds one strong reference to each cached module. */
+#ifndef T4A_LAUNCH_LAUNCH_INTERNAL_H_
+#define T4A_LAUNCH_LAUNCH_INTERNAL_H_
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "t4a/launch.h"
+#include "t4a_ctx/driver_table.h"
+
+/* The device's launch limits, read once when the cache is created. */
+typedef struct t4a_launch_limits {
+  uint32_t max_threads_per_block;
+  uint32_t max_block[3];
+  uint32_t max_grid[3];
+  uint32_t max_shared_optin; /* CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN */
+} t4a_launch_limits;
+
+/* A cache key: a tag ('I' an image hashed with its kind, 'A' an NVRTC artifact's key) and 16
+ * bytes of XXH3-128. */
+typedef struct t4a_module_key {
+  uint8_t tag;
+  uint8_t kind;
+  uint8_t hash[16];
+} t4a_module_key;
+
+struct t4a_module_cache {
+  atomic_long refs; /* the caller's handle + one per module */
+  pthread_mutex_t lock;
+  t4a_lane *lane; /* a reference */
+  t4a_driver *driver;
+  t4a_counters *counters; /* the lane's block */
+  uint64_t domain;
+  t4a_launch_limits limits;
+  uint32_t max_entries;
+  uint64_t max_bytes;
+  /* Guarded by lock: the table (chained hash), the LRU list (most recent first), the stats. */
+  t4a_module **buckets;
+  uint32_t num_buckets; /* a power of two */
+  t4a_module *lru_first, *lru_last;
+  uint32_t entries;
+  uint64_t bytes;
+  uint64_t loads, hits, evictions;
+  atomic_uint_fast64_t unloads; /* counted by modules, also after the cache handle is gone */
+};
+
+struct t4a_module {
+  atomic_long refs;        /* callers, the cache's table, functions handed out, keepalives */
+  t4a_module_cache *cache; /* a reference */
+  CUmodule handle;
+  t4a_module_key key;
+  size_t bytes;
+  pthread_mutex_t lock; /* the function list */
+  t4a_function *functions;
+  /* Guarded by the cache's lock. */
+  t4a_module *hash_next, *lru_prev, *lru_next;
+  int cached; /* in the table (holding the cache's reference) */
+};
+
+#define T4A_PARAMS_UNDECLARED UINT32_MAX
+
+struct t4a_function {
+  t4a_function *next; /* in the module's list */
+  t4a_module *module;
+  CUfunction handle;
+  const char *name; /* stored after the struct */
+  int known;        /* the layout came from cuFuncGetParamInfo */
+  uint32_t num_params;
+  const uint32_t *offsets, *sizes; /* num_params each (known only), stored after the struct */
+  _Atomic uint32_t declared;       /* t4a_function_declare_params, or T4A_PARAMS_UNDECLARED */
+  _Atomic uint32_t dyn_shared_max; /* CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES as set */
+  pthread_mutex_t attr_lock;       /* serialises raising it */
+};
+
+/* Checks `config` against the function's device limits: INVALID_LAUNCH naming the dimension. */
+t4a_status t4a_launch_check_config_(const t4a_function *fn, const t4a_launch_config *config);
+
+/* The number of parameters launches must pass: the driver's count, or the declared one.
+ * ARGUMENT_MISMATCH when neither is known. */
+t4a_status t4a_launch_expected_params_(t4a_function *fn, uint32_t *out);
+
+/* Checks argument `index` against the function's parameter `index` (layout known) and the lane's
+ * domain, and says where its bytes are: *out_src (for a buffer or a device address, `scratch`
+ * receives the 8-byte value and is pointed at) and *out_size. *out_buffer is the buffer (NULL for
+ * other kinds). Statuses: INVALID_ARGUMENT, FOREIGN_HANDLE, ARGUMENT_MISMATCH. */
+t4a_status t4a_launch_check_arg_(const t4a_function *fn, uint64_t domain, uint32_t index,
+                                 const t4a_arg *arg, uint64_t *scratch, const void **out_src,
+                                 uint32_t *out_size, t4a_buffer **out_buffer);
+
+/* The shared tail of every launch: an admission on `retire` reserving 1 + (non-NULL buffers)
+ * keepalives, the dynamic shared memory limit raised if needed, cuLaunchKernel with `params`,
+ * then the module and the buffers kept and the admission committed (`launches` counted).
+ * `buffers` has `num_buffers` entries, NULL ones skipped. A refusal by the driver's launch
+ * validation aborts the admission; any other failure of cuLaunchKernel may have enqueued the
+ * kernel: the module is kept by the epoch and the buffers are quarantined. */
+t4a_status t4a_launch_enqueue_(t4a_retire *retire, t4a_function *fn,
+                               const t4a_launch_config *config, void **params,
+                               t4a_buffer *const *buffers, uint32_t num_buffers);
+
+/* A module reference as a keepalive (retains the module). */
+t4a_keepalive t4a_module_keepalive_(t4a_module *module);
+
+#endif /* T4A_LAUNCH_LAUNCH_INTERNAL_H_ */

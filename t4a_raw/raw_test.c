@@ -1,0 +1,994 @@
+/* t4a_raw on the fake driver: native handles and device pointers of bound buffers only; a real
+ * (host) kernel launched through cuLaunchKernel on the scope's stream, in stream order; bound
+ * buffers kept alive after the caller dropped them; poisoning (writable bindings quarantined,
+ * the runtime usable); re-entry; the caller's context restored on every path (fn changing the
+ * current context, a nested scope of a runtime on another device); stale handles; a sticky error
+ * inside the callback; capture; and failure sweeps with exact leak accounting.
+ * The fake runs streams in the order T4A_FAKE_PROGRESS_ORDER says (the suite reruns with reverse
+ * and random orders) and every test checks that it saw no ordering violation. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "t4a/ctx.h"
+#include "t4a/mem.h"
+#include "t4a/raw.h"
+#include "t4a/retire.h"
+#include "t4a/xfer.h"
+#include "t4a_ctx/driver_table.h"
+#include "testing/fake_driver/fake_driver.h"
+#include "testing/sweep/sweep.h"
+
+#define CK(x) assert_int_equal((x), T4A_OK)
+#define CHUNK ((size_t)4096)
+#define NUM_RT 3
+#define N 1000 /* ints per test vector */
+
+/* One runtime: a lane with its pool, retirement state and transfer state, and the test kernel
+ * loaded in its context. */
+typedef struct rt {
+  t4a_lane *lane;
+  t4a_mem_pool *pool;
+  t4a_retire *retire;
+  t4a_xfer *xfer;
+  CUmodule module;
+  CUfunction axpb;
+} rt;
+
+typedef struct fixture {
+  t4a_fake *fake;
+  t4a_driver *drv;
+  const t4a_driver_table *t; /* the fake's raw table (the tests' own driver calls) */
+  rt r[NUM_RT];
+  long baseline;
+} fixture;
+
+/* axpb(const int *in, int *out, int n, int a, int b): out[i] = a * in[i] + b. */
+static const size_t k_axpb_params[] = {8, 8, 4, 4, 4};
+static void k_axpb(t4a_fake_launch *l, void **params, void *user) {
+  (void)user;
+  CUdeviceptr in, out;
+  int n, a, b;
+  memcpy(&in, params[0], 8);
+  memcpy(&out, params[1], 8);
+  memcpy(&n, params[2], 4);
+  memcpy(&a, params[3], 4);
+  memcpy(&b, params[4], 4);
+  const int *x = t4a_fake_deref(l, in, (size_t)n * sizeof(int));
+  int *y = t4a_fake_deref(l, out, (size_t)n * sizeof(int));
+  if (x == NULL || y == NULL) return;
+  for (int i = 0; i < n; i++) y[i] = a * x[i] + b;
+}
+
+static t4a_status rt_open(fixture *f, int ordinal, rt *out) {
+  t4a_mem_pool_options po = T4A_MEM_POOL_OPTIONS_INIT;
+  po.reuse_disabled = 1; /* a released buffer's block goes back at once: live blocks = buffers */
+  t4a_xfer_options xo = T4A_XFER_OPTIONS_INIT;
+  xo.chunk_bytes = CHUNK;
+  xo.num_chunks = 2;
+  t4a_status st = t4a_lane_create(f->drv, ordinal, NULL, &out->lane);
+  if (st == T4A_OK) st = t4a_mem_pool_create(out->lane, &po, &out->pool);
+  if (st == T4A_OK) st = t4a_retire_create(out->lane, NULL, &out->retire);
+  if (st == T4A_OK) st = t4a_xfer_create(out->retire, &xo, &out->xfer);
+  if (st != T4A_OK) return st;
+  /* The kernel's module, loaded in the lane's context (modules belong to a context). */
+  t4a_ctx_scope s;
+  if ((st = t4a_ctx_scope_enter(&s, t4a_lane_holder(out->lane), NULL)) != T4A_OK) return st;
+  if (f->t->cuModuleLoadData(&out->module, "T4AFAKE1\naxpb\n") != CUDA_SUCCESS ||
+      f->t->cuModuleGetFunction(&out->axpb, out->module, "axpb") != CUDA_SUCCESS) {
+    st = T4A_DRIVER_ERROR;
+  }
+  t4a_ctx_scope_exit_quiet(&s);
+  return st;
+}
+
+/* Drops everything but the lane (the frees it enqueued run at the next progress). */
+static t4a_status rt_close(fixture *f, rt *r) {
+  t4a_xfer_destroy(r->xfer);
+  t4a_status st = t4a_retire_destroy(r->retire);
+  if (r->module != NULL) {
+    t4a_ctx_scope s;
+    if (t4a_ctx_scope_enter(&s, t4a_lane_holder(r->lane), NULL) == T4A_OK) {
+      (void)f->t->cuModuleUnload(r->module); /* fails after a sticky error: the fake drops it */
+      t4a_ctx_scope_exit_quiet(&s);
+    }
+  }
+  t4a_mem_pool_release(r->pool);
+  r->xfer = NULL;
+  r->retire = NULL;
+  r->pool = NULL;
+  r->module = NULL;
+  return st;
+}
+
+/* Runtimes 0 and 1 on device 0 (sharing its primary context), runtime 2 on device 1. */
+static fixture *make(void) {
+  fixture *f = calloc(1, sizeof *f);
+  t4a_fake_options o = T4A_FAKE_OPTIONS_INIT;
+  o.num_devices = 2;
+  o.query_policy = T4A_FAKE_QUERY_NEVER; /* nothing runs unless a sync or the test says so */
+  if (t4a_fake_create(&o, &f->fake) != T4A_OK || t4a_fake_driver(f->fake, &f->drv) != T4A_OK) {
+    return NULL;
+  }
+  f->t = t4a_fake_table(f->fake);
+  t4a_fake_register_kernel(f->fake, "axpb", 5, k_axpb_params, k_axpb, NULL);
+  static const int ordinals[NUM_RT] = {0, 0, 1};
+  for (int i = 0; i < NUM_RT; i++) {
+    if (rt_open(f, ordinals[i], &f->r[i]) != T4A_OK) return NULL;
+  }
+  return f;
+}
+
+static int finish(fixture *f, int counted) {
+  t4a_status st = T4A_OK;
+  for (int i = 0; i < NUM_RT; i++) {
+    t4a_status s = f->r[i].retire != NULL ? rt_close(f, &f->r[i]) : T4A_OK;
+    if (st == T4A_OK) st = s;
+  }
+  (void)f->t->cuCtxSetCurrent(NULL);
+  t4a_fake_progress(f->fake);
+  for (int i = 0; i < NUM_RT; i++) t4a_lane_release(f->r[i].lane);
+  int violations = (int)t4a_fake_ordering_violations(f->fake);
+  t4a_driver_release(f->drv);
+  int clean = 1;
+  if (!counted) clean = t4a_fake_nothing_live(f->fake) && st == T4A_OK;
+  if (!clean || violations) {
+    fprintf(stderr, "# teardown: clean %d (status %s), %d ordering violations\n", clean,
+            t4a_status_name(st), violations);
+  }
+  t4a_fake_destroy(f->fake);
+  free(f);
+  return clean && violations == 0 ? 0 : -1;
+}
+
+static int setup(void **state) { return (*state = make()) != NULL ? 0 : -1; }
+static int teardown(void **state) { return finish(*state, 0); }
+
+/* For the tests that leak on purpose (quarantined buffers, a sticky fault): the allocations made
+ * under these frames are suppressed for LeakSanitizer, and teardown_counted checks that what is
+ * left alive is exactly what t4a counted as leaked. */
+__attribute__((noinline)) static fixture *make_leaky(void) {
+  fixture *f = make();
+  __asm__ volatile("" ::: "memory");
+  return f;
+}
+static int setup_leaky(void **state) { return (*state = make_leaky()) != NULL ? 0 : -1; }
+
+static long unaccounted(fixture *f) {
+  t4a_fake_progress(f->fake);
+  t4a_fake_live live;
+  t4a_fake_live_objects(f->fake, &live);
+  t4a_counter_values drv, v;
+  t4a_driver_counters(f->drv, &drv);
+  long counted = (long)drv.leaked;
+  for (int i = 0; i < NUM_RT; i++) {
+    t4a_lane_read_counters(f->r[i].lane, &v);
+    counted += (long)(v.buffers_leaked + v.leaked);
+  }
+  /* Pools are left out on both sides: a pool pinned by a quarantined (leaked) buffer stays alive
+   * uncounted, and t4a_mem counts the pools it leaks apart (pools_leaked). */
+  return (long)(live.device_allocs + live.host_allocs + live.events) - counted - f->baseline;
+}
+
+static int teardown_counted(void **state) {
+  fixture *f = *state;
+  for (int i = 0; i < NUM_RT; i++) (void)rt_close(f, &f->r[i]);
+  f->baseline = 0;
+  long extra = unaccounted(f);
+  if (extra != 0) fprintf(stderr, "# teardown: %ld objects alive uncounted\n", extra);
+  int rc = finish(f, 1);
+  return extra == 0 ? rc : -1;
+}
+
+const char *__lsan_default_suppressions(void);
+const char *__lsan_default_suppressions(void) {
+  /* make_leaky: the fixture of the sticky-fault test; buffer_leaky: buffers a test poisons on
+   * purpose (held by quarantine forever); op_raw: the sweep's steps. All are checked by
+   * unaccounted(): whatever they leave alive is exactly what t4a counted as leaked. */
+  return "leak:make_leaky\nleak:buffer_leaky\nleak:op_raw\n";
+}
+
+/* ---- helpers ---- */
+
+static t4a_buffer *buffer(rt *r, size_t bytes) {
+  t4a_buffer *b = NULL;
+  CK(t4a_buffer_create(r->pool, bytes, 0, 0, &b));
+  return b;
+}
+__attribute__((noinline)) static t4a_buffer *buffer_leaky(rt *r, size_t bytes) {
+  t4a_buffer *b = buffer(r, bytes);
+  __asm__ volatile("" ::: "memory");
+  return b;
+}
+
+static void iota(int *v, int n, int base) {
+  for (int i = 0; i < n; i++) v[i] = base + i;
+}
+
+static void upload(rt *r, t4a_buffer *b, const void *src, size_t n) {
+  CK(t4a_xfer_upload(r->xfer, b, 0, src, n));
+}
+
+static void download(rt *r, t4a_buffer *b, void *dst, size_t n) {
+  t4a_xfer_pending *p = NULL;
+  CK(t4a_xfer_download(r->xfer, b, 0, dst, n, &p));
+  CK(t4a_xfer_pending_wait(p));
+  t4a_xfer_pending_release(p);
+}
+
+static t4a_counter_values counters(rt *r) {
+  t4a_counter_values v;
+  t4a_lane_read_counters(r->lane, &v);
+  return v;
+}
+
+static CUcontext ctx_of(rt *r) { return t4a_ctx_holder_native(t4a_lane_holder(r->lane)); }
+
+static CUcontext current(fixture *f) {
+  CUcontext c = (CUcontext)(uintptr_t)0xdead;
+  assert_int_equal(f->t->cuCtxGetCurrent(&c), CUDA_SUCCESS);
+  return c;
+}
+
+/* What a callback does, configured by the test, and what it saw. */
+typedef struct job {
+  fixture *f;
+  rt *r;
+  t4a_buffer *in, *out; /* out is launched on when `launch` */
+  int launch;
+  int a, b;
+  t4a_status ret;    /* returned after the work */
+  CUcontext set_ctx; /* made current before returning, when set_ctx_do */
+  int set_ctx_do;
+  int ran;
+  t4a_raw_scope *handle;
+  CUcontext seen_ctx, seen_current;
+  CUstream seen_stream;
+  int seen_ordinal;
+} job;
+
+/* Enqueues axpb(in, out) on the scope's stream through the driver table, as a vendor would. */
+static t4a_status launch_axpb(job *j, t4a_raw_scope *scope) {
+  uint64_t in = 0, out = 0;
+  t4a_status st = t4a_raw_devptr(scope, j->in, T4A_RAW_READ, &in);
+  if (st == T4A_OK) st = t4a_raw_devptr(scope, j->out, T4A_RAW_WRITE, &out);
+  if (st != T4A_OK) return st;
+  CUdeviceptr pin = (CUdeviceptr)in, pout = (CUdeviceptr)out;
+  int n = N;
+  void *args[] = {&pin, &pout, &n, &j->a, &j->b};
+  return T4A_CU(j->f->drv, cuLaunchKernel, j->r->axpb, 4, 1, 1, 256, 1, 1, 0,
+                (CUstream)t4a_raw_stream(scope), args, NULL);
+}
+
+static t4a_status job_fn(t4a_raw_scope *scope, void *user) {
+  job *j = user;
+  j->ran++;
+  j->handle = scope;
+  j->seen_ctx = t4a_raw_context(scope);
+  j->seen_stream = t4a_raw_stream(scope);
+  j->seen_ordinal = t4a_raw_device_ordinal(scope);
+  (void)j->f->t->cuCtxGetCurrent(&j->seen_current);
+  if (j->launch) {
+    t4a_status st = launch_axpb(j, scope);
+    if (st != T4A_OK) return st;
+  }
+  if (j->set_ctx_do) (void)j->f->t->cuCtxSetCurrent(j->set_ctx);
+  return j->ret;
+}
+
+static t4a_status run2(job *j) {
+  t4a_raw_binding b[2] = {{j->in, T4A_RAW_READ}, {j->out, T4A_RAW_WRITE}};
+  return t4a_raw_run(j->r->retire, b, 2, job_fn, j);
+}
+
+/* ---- handles and device pointers ---- */
+
+typedef struct ptrs_job {
+  t4a_buffer *rd, *wr, *both, *unbound;
+  t4a_status st[12];
+  uint64_t p[12];
+} ptrs_job;
+
+static t4a_status ptrs_fn(t4a_raw_scope *scope, void *user) {
+  ptrs_job *j = user;
+  int k = 0;
+  j->st[k] = t4a_raw_devptr(scope, j->rd, T4A_RAW_READ, &j->p[k]), k++;       /* 0 ok */
+  j->st[k] = t4a_raw_devptr(scope, j->rd, T4A_RAW_WRITE, &j->p[k]), k++;      /* 1 refused */
+  j->st[k] = t4a_raw_devptr(scope, j->rd, T4A_RAW_READ_WRITE, &j->p[k]), k++; /* 2 refused */
+  j->st[k] = t4a_raw_devptr(scope, j->wr, T4A_RAW_WRITE, &j->p[k]), k++;      /* 3 ok */
+  j->st[k] = t4a_raw_devptr(scope, j->wr, T4A_RAW_READ, &j->p[k]), k++;       /* 4 ok */
+  j->st[k] = t4a_raw_devptr(scope, j->both, T4A_RAW_READ_WRITE, &j->p[k]), k++; /* 5 ok */
+  j->st[k] = t4a_raw_devptr(scope, j->unbound, T4A_RAW_READ, &j->p[k]), k++;  /* 6 refused */
+  j->st[k] = t4a_raw_devptr(scope, NULL, T4A_RAW_READ, &j->p[k]), k++;        /* 7 refused */
+  j->st[k] = t4a_raw_devptr(scope, j->rd, 0, &j->p[k]), k++;                  /* 8 refused */
+  j->st[k] = t4a_raw_devptr(scope, j->rd, 4, &j->p[k]), k++;                  /* 9 refused */
+  j->st[k] = t4a_raw_devptr(scope, j->rd, T4A_RAW_READ, NULL), k++;           /* 10 refused */
+  return T4A_OK;
+}
+
+/* Device pointers only for bound buffers, write only for writable bindings; duplicates join. */
+static void test_devptr_bound_only(void **state) {
+  fixture *f = *state;
+  rt *a = &f->r[0];
+  ptrs_job j = {buffer(a, 64), buffer(a, 64), buffer(a, 64), buffer(a, 64), {0}, {0}};
+  for (int i = 0; i < 12; i++) j.p[i] = 77;
+  t4a_raw_binding b[4] = {{j.rd, T4A_RAW_READ}, {j.both, T4A_RAW_READ}, {j.wr, T4A_RAW_WRITE},
+                          {j.both, T4A_RAW_WRITE}};
+  t4a_counter_values before = counters(a);
+  CK(t4a_raw_run(a->retire, b, 4, ptrs_fn, &j));
+  t4a_status want[11] = {T4A_OK,               T4A_INVALID_ARGUMENT, T4A_INVALID_ARGUMENT,
+                         T4A_OK,               T4A_OK,               T4A_OK,
+                         T4A_INVALID_ARGUMENT, T4A_INVALID_ARGUMENT, T4A_INVALID_ARGUMENT,
+                         T4A_INVALID_ARGUMENT, T4A_INVALID_ARGUMENT};
+  for (int i = 0; i < 11; i++) assert_int_equal(j.st[i], want[i]);
+  assert_int_equal(j.p[0], t4a_buffer_devptr(j.rd));
+  assert_int_equal(j.p[3], t4a_buffer_devptr(j.wr));
+  assert_int_equal(j.p[4], t4a_buffer_devptr(j.wr));
+  assert_int_equal(j.p[5], t4a_buffer_devptr(j.both));
+  for (int i = 1; i < 10; i++) {
+    if (want[i] != T4A_OK) assert_int_equal(j.p[i], 0); /* outputs are 0 on failure */
+  }
+  t4a_counter_values v = counters(a);
+  assert_int_equal(v.raw_scopes - before.raw_scopes, 1);
+  assert_int_equal(v.raw_scopes_poisoned, 0);
+  assert_int_equal(v.keepalives_held - before.keepalives_held, 3); /* three unique buffers */
+  assert_int_equal(v.host_waits, before.host_waits);
+  /* The typed error of an unbound buffer says so. */
+  ptrs_job k = {j.rd, j.wr, j.both, j.unbound, {0}, {0}};
+  CK(t4a_raw_run(a->retire, b, 1, ptrs_fn, &k));
+  assert_int_equal(k.st[3], T4A_INVALID_ARGUMENT); /* wr is not bound in this scope */
+  t4a_buffer_release(j.rd);
+  t4a_buffer_release(j.wr);
+  t4a_buffer_release(j.both);
+  t4a_buffer_release(j.unbound);
+}
+
+typedef struct detail_job {
+  t4a_buffer *unbound;
+  t4a_error e;
+} detail_job;
+static t4a_status detail_fn(t4a_raw_scope *scope, void *user) {
+  detail_job *j = user;
+  uint64_t p;
+  if (t4a_raw_devptr(scope, j->unbound, T4A_RAW_READ, &p) != T4A_INVALID_ARGUMENT) {
+    return T4A_INTERNAL;
+  }
+  t4a_error_last(&j->e);
+  return T4A_OK;
+}
+static void test_unbound_detail(void **state) {
+  fixture *f = *state;
+  rt *a = &f->r[0];
+  detail_job j = {buffer(a, 64), {0}};
+  CK(t4a_raw_run(a->retire, NULL, 0, detail_fn, &j));
+  assert_int_equal(j.e.status, T4A_INVALID_ARGUMENT);
+  assert_non_null(strstr(j.e.message, "not bound to this raw scope"));
+  t4a_buffer_release(j.unbound);
+}
+
+/* The native handles are the lane's, and its context is current inside the scope. */
+static void test_native_handles(void **state) {
+  fixture *f = *state;
+  for (int i = 0; i < NUM_RT; i++) {
+    rt *r = &f->r[i];
+    job j = {.f = f, .r = r, .in = buffer(r, 64), .out = buffer(r, 64)};
+    CK(run2(&j));
+    assert_int_equal(j.ran, 1);
+    assert_ptr_equal(j.seen_ctx, ctx_of(r));
+    assert_ptr_equal(j.seen_current, ctx_of(r));
+    assert_ptr_equal(j.seen_stream, t4a_lane_stream(r->lane));
+    assert_int_equal(j.seen_ordinal, t4a_lane_ordinal(r->lane));
+    assert_int_equal(j.seen_ordinal, i == 2 ? 1 : 0);
+    t4a_buffer_release(j.in);
+    t4a_buffer_release(j.out);
+  }
+}
+
+static int g_fn_runs;
+static t4a_status count_fn(t4a_raw_scope *scope, void *user) {
+  (void)scope;
+  (void)user;
+  g_fn_runs++;
+  return T4A_OK;
+}
+
+/* Arguments are checked before anything is taken; fn does not run. */
+static void test_argument_checks(void **state) {
+  fixture *f = *state;
+  rt *a = &f->r[0], *c = &f->r[2];
+  t4a_buffer *x = buffer(a, 64), *foreign = buffer(&f->r[1], 64), *far = buffer(c, 64);
+  t4a_raw_binding ok = {x, T4A_RAW_READ};
+  g_fn_runs = 0;
+  assert_int_equal(t4a_raw_run(NULL, &ok, 1, count_fn, NULL), T4A_INVALID_ARGUMENT);
+  assert_int_equal(t4a_raw_run(a->retire, &ok, 1, NULL, NULL), T4A_INVALID_ARGUMENT);
+  assert_int_equal(t4a_raw_run(a->retire, NULL, 1, count_fn, NULL), T4A_INVALID_ARGUMENT);
+  t4a_raw_binding nobuf = {NULL, T4A_RAW_READ};
+  assert_int_equal(t4a_raw_run(a->retire, &nobuf, 1, count_fn, NULL), T4A_INVALID_ARGUMENT);
+  t4a_raw_binding bad[2] = {{x, 0}, {x, 4}};
+  assert_int_equal(t4a_raw_run(a->retire, &bad[0], 1, count_fn, NULL), T4A_INVALID_ARGUMENT);
+  assert_int_equal(t4a_raw_run(a->retire, &bad[1], 1, count_fn, NULL), T4A_INVALID_ARGUMENT);
+  /* Another runtime's buffer, on the same device (same context) and on another device. */
+  t4a_raw_binding other[2] = {{x, T4A_RAW_READ}, {foreign, T4A_RAW_WRITE}};
+  assert_int_equal(t4a_raw_run(a->retire, other, 2, count_fn, NULL), T4A_FOREIGN_HANDLE);
+  t4a_error e;
+  t4a_error_last(&e);
+  assert_non_null(strstr(e.message, "binding 1"));
+  t4a_raw_binding remote = {far, T4A_RAW_READ};
+  assert_int_equal(t4a_raw_run(a->retire, &remote, 1, count_fn, NULL), T4A_FOREIGN_HANDLE);
+  assert_int_equal(g_fn_runs, 0);
+  assert_int_equal(counters(a).raw_scopes, 0);
+  assert_int_equal(counters(a).admissions, 0);
+  /* No bindings at all is fine. */
+  CK(t4a_raw_run(a->retire, NULL, 0, count_fn, NULL));
+  assert_int_equal(g_fn_runs, 1);
+  t4a_buffer_release(x);
+  t4a_buffer_release(foreign);
+  t4a_buffer_release(far);
+}
+
+/* ---- a kernel in stream order, keepalives ---- */
+
+/* A host kernel loaded from a fake image and launched with cuLaunchKernel on the scope's stream
+ * runs in stream order: nothing has run when the scope returns (no host wait), and a download
+ * through the same lane afterwards sees its result. */
+static void test_kernel_in_stream_order(void **state) {
+  fixture *f = *state;
+  rt *a = &f->r[0];
+  int host[N], got[N];
+  iota(host, N, 5);
+  job j = {.f = f, .r = a, .in = buffer(a, sizeof host), .out = buffer(a, sizeof host),
+           .launch = 1, .a = 3, .b = -2};
+  upload(a, j.in, host, sizeof host);
+  uint64_t waits = counters(a).host_waits, launches = t4a_fake_calls(f->fake, "cuLaunchKernel");
+  CK(run2(&j));
+  assert_int_equal(t4a_fake_calls(f->fake, "cuLaunchKernel"), launches + 1);
+  assert_int_equal(counters(a).host_waits, waits);
+  assert_true(t4a_fake_pending(f->fake, t4a_lane_stream(a->lane)) > 0); /* not run yet */
+  const int *view = t4a_fake_host_view(f->fake, t4a_buffer_devptr(j.out), sizeof got);
+  assert_non_null(view);
+  assert_int_not_equal(view[1], 3 * host[1] - 2);
+  download(a, j.out, got, sizeof got);
+  for (int i = 0; i < N; i++) assert_int_equal(got[i], 3 * host[i] - 2);
+  t4a_buffer_release(j.in);
+  t4a_buffer_release(j.out);
+}
+
+/* The caller drops both buffers right after t4a_raw_run: the scope's keepalives hold them until
+ * the kernel ran (no free is even enqueued before), then observation releases them. */
+static void test_buffers_kept_until_work_ran(void **state) {
+  fixture *f = *state;
+  rt *a = &f->r[0];
+  int host[N];
+  iota(host, N, 1);
+  job j = {.f = f, .r = a, .in = buffer(a, sizeof host), .out = buffer(a, sizeof host),
+           .launch = 1, .a = 2, .b = 1};
+  upload(a, j.in, host, sizeof host);
+  t4a_counter_values before = counters(a);
+  uint64_t frees = t4a_fake_calls(f->fake, "cuMemFreeAsync");
+  CK(run2(&j));
+  t4a_buffer_release(j.in);
+  t4a_buffer_release(j.out);
+  t4a_counter_values v = counters(a);
+  /* Two keepalives handed over (`in` is also held by its upload, in the same open epoch: that
+   * one is deduplicated, the epoch holding one reference until the same completion). */
+  assert_int_equal(v.keepalives_held + v.keepalives_deduplicated - before.keepalives_held -
+                       before.keepalives_deduplicated,
+                   2);
+  assert_int_equal(v.host_waits, before.host_waits);
+  assert_int_equal(t4a_fake_calls(f->fake, "cuMemFreeAsync"), frees); /* still held */
+  CK(t4a_retire_poll(a->retire)); /* seals the open epoch: its event is not complete yet */
+  assert_int_equal(t4a_fake_calls(f->fake, "cuMemFreeAsync"), frees);
+  t4a_fake_progress(f->fake); /* the kernel (reading and writing both blocks) and the event */
+  CK(t4a_retire_poll(a->retire));
+  assert_int_equal(counters(a).keepalives_released - before.keepalives_released, 2);
+  assert_int_equal(t4a_fake_calls(f->fake, "cuMemFreeAsync"), frees + 2);
+  t4a_fake_progress(f->fake);
+  assert_int_equal(t4a_fake_ordering_violations(f->fake), 0);
+  assert_int_equal(t4a_fake_sticky(f->fake, 0), CUDA_SUCCESS);
+}
+
+/* ---- poisoning ---- */
+
+/* A failing callback: the WRITE binding is quarantined (held forever, leaked and counted at
+ * teardown), the READ one kept as on success, fn's status returned with a detail naming the
+ * scope; the lane stays usable. */
+static void test_failure_quarantines_writes(void **state) {
+  fixture *f = *state;
+  rt *a = &f->r[0];
+  int host[N], got[N];
+  iota(host, N, 9);
+  job j = {.f = f, .r = a, .in = buffer(a, sizeof host), .out = buffer_leaky(a, sizeof host),
+           .launch = 1, .a = 1, .b = 1, .ret = T4A_UNSUPPORTED};
+  upload(a, j.in, host, sizeof host);
+  t4a_fake_live live_before;
+  t4a_fake_live_objects(f->fake, &live_before);
+  t4a_counter_values before = counters(a);
+  /* A stale detail of the same status on this thread must not pass for fn's. */
+  (void)t4a_error_set(T4A_UNSUPPORTED, "stale", 0, NULL, 0, "an older failure");
+  assert_int_equal(run2(&j), T4A_UNSUPPORTED);
+  t4a_error e;
+  t4a_error_last(&e);
+  assert_int_equal(e.status, T4A_UNSUPPORTED);
+  assert_string_equal(e.entry, "t4a_raw_run");
+  assert_non_null(strstr(e.message, "raw scope"));
+  t4a_counter_values v = counters(a);
+  assert_int_equal(v.raw_scopes - before.raw_scopes, 1);
+  assert_int_equal(v.raw_scopes_poisoned - before.raw_scopes_poisoned, 1);
+  assert_int_equal(v.quarantined - before.quarantined, 1);
+  /* The READ binding was kept (deduplicated: its upload holds it in the same epoch). */
+  assert_int_equal(v.keepalives_held + v.keepalives_deduplicated - before.keepalives_held -
+                       before.keepalives_deduplicated,
+                   1);
+  t4a_retire_state rs;
+  t4a_retire_get_state(a->retire, &rs);
+  assert_int_equal(rs.quarantined_held, 1);
+  CK(t4a_lane_check(a->lane));
+  /* The caller drops both; the quarantined block is never freed. */
+  t4a_buffer_release(j.in);
+  t4a_buffer_release(j.out);
+  CK(t4a_retire_wait(a->retire));
+  t4a_fake_progress(f->fake); /* the free of `in`, enqueued when its keepalive went */
+  t4a_fake_live live;
+  t4a_fake_live_objects(f->fake, &live);
+  assert_int_equal(live.device_allocs, live_before.device_allocs - 1); /* only `in` went */
+  /* The runtime is usable: a round trip on the same lane. */
+  t4a_buffer *x = buffer(a, sizeof host);
+  upload(a, x, host, sizeof host);
+  download(a, x, got, sizeof got);
+  assert_memory_equal(got, host, sizeof host);
+  t4a_buffer_release(x);
+}
+
+static t4a_status own_detail_fn(t4a_raw_scope *scope, void *user) {
+  (void)scope;
+  (void)user;
+  return t4a_error_set(T4A_DRIVER_ERROR, "cublasSgemm_v2", 13, "CUBLAS_STATUS_EXECUTION_FAILED",
+                       0, "vendor call failed");
+}
+static t4a_status ok_fn(t4a_raw_scope *scope, void *user) {
+  (void)scope;
+  (void)user;
+  return T4A_OK;
+}
+
+/* fn's own detail is kept; a successful scope leaves the caller's older detail untouched. */
+static void test_details(void **state) {
+  fixture *f = *state;
+  rt *a = &f->r[0];
+  t4a_buffer *w = buffer_leaky(a, 64);
+  t4a_raw_binding b = {w, T4A_RAW_READ_WRITE};
+  assert_int_equal(t4a_raw_run(a->retire, &b, 1, own_detail_fn, NULL), T4A_DRIVER_ERROR);
+  t4a_error e;
+  t4a_error_last(&e);
+  assert_string_equal(e.entry, "cublasSgemm_v2");
+  assert_int_equal(e.code, 13);
+  assert_int_equal(counters(a).quarantined, 1);
+  (void)t4a_error_set(T4A_IO, "older", 0, NULL, 0, "kept");
+  CK(t4a_raw_run(a->retire, NULL, 0, ok_fn, NULL));
+  t4a_error_last(&e);
+  assert_int_equal(e.status, T4A_IO);
+  assert_string_equal(e.entry, "older");
+  t4a_buffer_release(w);
+}
+
+/* ---- re-entry ---- */
+
+typedef struct reentry_job {
+  rt *self, *other;
+  t4a_buffer *x;
+  t4a_status nested_same, poll, upload, nested_other, fence;
+} reentry_job;
+static t4a_status reentry_fn(t4a_raw_scope *scope, void *user) {
+  (void)scope;
+  reentry_job *j = user;
+  int v = 1;
+  j->nested_same = t4a_raw_run(j->self->retire, NULL, 0, ok_fn, NULL);
+  j->poll = t4a_retire_poll(j->self->retire);
+  j->upload = t4a_xfer_upload(j->self->xfer, j->x, 0, &v, sizeof v);
+  t4a_witness *w = NULL;
+  j->fence = t4a_retire_fence(j->self->retire, &w);
+  t4a_witness_release(w);
+  /* Another runtime on the same device (same context) is not re-entry. */
+  j->nested_other = t4a_raw_run(j->other->retire, NULL, 0, ok_fn, NULL);
+  return T4A_OK;
+}
+static void test_reentry(void **state) {
+  fixture *f = *state;
+  rt *a = &f->r[0];
+  reentry_job j = {a, &f->r[1], buffer(a, 64), T4A_OK, T4A_OK, T4A_OK, T4A_OK, T4A_OK};
+  t4a_raw_binding b = {j.x, T4A_RAW_WRITE};
+  CK(t4a_raw_run(a->retire, &b, 1, reentry_fn, &j));
+  assert_int_equal(j.nested_same, T4A_REENTRY);
+  assert_int_equal(j.poll, T4A_REENTRY);
+  assert_int_equal(j.upload, T4A_REENTRY);
+  assert_int_equal(j.fence, T4A_REENTRY);
+  CK(j.nested_other);
+  assert_int_equal(counters(a).admissions_refused_reentry, 4);
+  assert_int_equal(counters(a).raw_scopes, 1); /* the refused nested scope never ran */
+  assert_int_equal(counters(&f->r[1]).raw_scopes, 1);
+  /* Nothing was poisoned: the scope returned OK. */
+  assert_int_equal(counters(a).quarantined, 0);
+  CK(t4a_lane_check(a->lane));
+  t4a_buffer_release(j.x);
+}
+
+/* ---- context restore ---- */
+
+/* Every combination of the caller's context (none, the lane's, another device's), fn's outcome
+ * and what fn leaves current (unchanged, none, another device's). */
+static void test_context_restored(void **state) {
+  fixture *f = *state;
+  rt *a = &f->r[0], *c = &f->r[2];
+  CUcontext callers[3] = {NULL, ctx_of(a), ctx_of(c)};
+  for (int caller = 0; caller < 3; caller++) {
+    for (int outcome = 0; outcome < 2; outcome++) {
+      for (int change = 0; change < 3; change++) {
+        t4a_buffer *in = buffer(a, 64), *out = outcome ? buffer_leaky(a, 64) : buffer(a, 64);
+        job j = {.f = f, .r = a, .in = in, .out = out, .ret = outcome ? T4A_INTERNAL : T4A_OK,
+                 .set_ctx_do = change != 0, .set_ctx = change == 2 ? ctx_of(c) : NULL};
+        assert_int_equal(f->t->cuCtxSetCurrent(callers[caller]), CUDA_SUCCESS);
+        assert_int_equal(run2(&j), j.ret);
+        assert_ptr_equal(j.seen_current, ctx_of(a));
+        assert_ptr_equal(current(f), callers[caller]);
+        t4a_buffer_release(in);
+        t4a_buffer_release(out);
+      }
+    }
+  }
+  (void)f->t->cuCtxSetCurrent(NULL);
+  CK(t4a_lane_check(a->lane));
+  CK(t4a_lane_check(c->lane));
+}
+
+/* A scope of a runtime on another device nested inside fn: its context is current inside, fn's
+ * comes back after it, the caller's after the outer scope; the outer handle stays valid inside
+ * the inner scope, and each scope's work lands. */
+typedef struct nest_job {
+  fixture *f;
+  rt *outer_rt, *inner_rt;
+  t4a_buffer *outer_buf, *inner_buf;
+  t4a_raw_scope *outer;
+  int inner_fail;
+  CUcontext inner_current, after_inner;
+  int outer_ordinal_inside, inner_ordinal;
+  t4a_status inner_st;
+} nest_job;
+static t4a_status nest_inner(t4a_raw_scope *scope, void *user) {
+  nest_job *j = user;
+  (void)j->f->t->cuCtxGetCurrent(&j->inner_current);
+  j->inner_ordinal = t4a_raw_device_ordinal(scope);
+  j->outer_ordinal_inside = t4a_raw_device_ordinal(j->outer);
+  uint64_t p = 0;
+  t4a_status st = t4a_raw_devptr(scope, j->inner_buf, T4A_RAW_WRITE, &p);
+  if (st != T4A_OK) return st;
+  /* The outer scope's buffer is not bound to this one. */
+  uint64_t q = 0;
+  if (t4a_raw_devptr(scope, j->outer_buf, T4A_RAW_READ, &q) != T4A_INVALID_ARGUMENT) {
+    return T4A_INTERNAL;
+  }
+  st = T4A_CU(j->f->drv, cuMemsetD8Async, (CUdeviceptr)p, 0x5a, 256,
+              (CUstream)t4a_raw_stream(scope));
+  if (st != T4A_OK) return st;
+  return j->inner_fail ? T4A_INTERNAL : T4A_OK;
+}
+static t4a_status nest_outer(t4a_raw_scope *scope, void *user) {
+  nest_job *j = user;
+  j->outer = scope;
+  t4a_raw_binding b = {j->inner_buf, T4A_RAW_WRITE};
+  j->inner_st = t4a_raw_run(j->inner_rt->retire, &b, 1, nest_inner, j);
+  (void)j->f->t->cuCtxGetCurrent(&j->after_inner);
+  uint64_t p = 0;
+  t4a_status st = t4a_raw_devptr(scope, j->outer_buf, T4A_RAW_WRITE, &p);
+  if (st != T4A_OK) return st;
+  return T4A_CU(j->f->drv, cuMemsetD8Async, (CUdeviceptr)p, 0x33, 256,
+                (CUstream)t4a_raw_stream(scope));
+}
+static void test_nested_scope_of_another_runtime(void **state) {
+  fixture *f = *state;
+  rt *a = &f->r[0], *c = &f->r[2];
+  CUcontext callers[2] = {NULL, ctx_of(c)};
+  for (int k = 0; k < 4; k++) {
+    nest_job j = {.f = f, .outer_rt = a, .inner_rt = c, .outer_buf = buffer(a, 256),
+                  .inner_buf = (k & 2) ? buffer_leaky(c, 256) : buffer(c, 256),
+                  .inner_fail = (k & 2) != 0};
+    CUcontext caller = callers[k & 1];
+    assert_int_equal(f->t->cuCtxSetCurrent(caller), CUDA_SUCCESS);
+    t4a_raw_binding b = {j.outer_buf, T4A_RAW_WRITE};
+    CK(t4a_raw_run(a->retire, &b, 1, nest_outer, &j));
+    assert_int_equal(j.inner_st, j.inner_fail ? T4A_INTERNAL : T4A_OK);
+    assert_ptr_equal(j.inner_current, ctx_of(c));
+    assert_int_equal(j.inner_ordinal, 1);
+    assert_int_equal(j.outer_ordinal_inside, 0);
+    assert_ptr_equal(j.after_inner, ctx_of(a));
+    assert_ptr_equal(current(f), caller);
+    unsigned char got[256];
+    download(a, j.outer_buf, got, sizeof got);
+    for (int i = 0; i < 256; i++) assert_int_equal(got[i], 0x33);
+    if (!j.inner_fail) {
+      download(c, j.inner_buf, got, sizeof got);
+      for (int i = 0; i < 256; i++) assert_int_equal(got[i], 0x5a);
+    }
+    t4a_buffer_release(j.outer_buf);
+    t4a_buffer_release(j.inner_buf);
+  }
+  (void)f->t->cuCtxSetCurrent(NULL);
+  assert_int_equal(counters(c).raw_scopes_poisoned, 2);
+  assert_int_equal(counters(c).quarantined, 2);
+  assert_int_equal(counters(a).raw_scopes_poisoned, 0);
+  CK(t4a_lane_check(c->lane));
+}
+
+/* ---- handles after the scope ---- */
+
+typedef struct thread_probe {
+  t4a_raw_scope *handle;
+  void *stream;
+  int ordinal;
+} thread_probe;
+static void *probe_main(void *p) {
+  thread_probe *t = p;
+  t->stream = t4a_raw_stream(t->handle);
+  t->ordinal = t4a_raw_device_ordinal(t->handle);
+  return NULL;
+}
+typedef struct stale_job {
+  t4a_buffer *x;
+  t4a_raw_scope *saved;   /* the first scope's handle */
+  t4a_status in_second;   /* the first handle used inside a second scope */
+  uint64_t in_second_ptr;
+  thread_probe probe;     /* the live handle used from another thread */
+} stale_job;
+static t4a_status stale_first(t4a_raw_scope *scope, void *user) {
+  stale_job *j = user;
+  j->saved = scope;
+  j->probe.handle = scope;
+  j->probe.ordinal = 42;
+  pthread_t t;
+  if (pthread_create(&t, NULL, probe_main, &j->probe) != 0) return T4A_INTERNAL;
+  pthread_join(t, NULL);
+  return T4A_OK;
+}
+static t4a_status stale_second(t4a_raw_scope *scope, void *user) {
+  stale_job *j = user;
+  j->in_second_ptr = 99;
+  j->in_second = t4a_raw_devptr(j->saved, j->x, T4A_RAW_READ, &j->in_second_ptr);
+  return scope != j->saved ? T4A_OK : T4A_INTERNAL; /* every scope has a fresh handle */
+}
+static void test_handle_invalid_after_return(void **state) {
+  fixture *f = *state;
+  rt *a = &f->r[0];
+  stale_job j = {.x = buffer(a, 64)};
+  t4a_raw_binding b = {j.x, T4A_RAW_READ};
+  CK(t4a_raw_run(a->retire, &b, 1, stale_first, &j));
+  assert_null(j.probe.stream); /* another thread: not open there */
+  assert_int_equal(j.probe.ordinal, -1);
+  uint64_t p = 5;
+  assert_int_equal(t4a_raw_devptr(j.saved, j.x, T4A_RAW_READ, &p), T4A_INVALID_ARGUMENT);
+  assert_int_equal(p, 0);
+  t4a_error e;
+  t4a_error_last(&e);
+  assert_non_null(strstr(e.message, "not open"));
+  assert_null(t4a_raw_stream(j.saved));
+  assert_null(t4a_raw_context(j.saved));
+  assert_int_equal(t4a_raw_device_ordinal(j.saved), -1);
+  assert_null(t4a_raw_stream(NULL));
+  /* Inside a later scope (likely at the same stack address) the old handle is still refused. */
+  CK(t4a_raw_run(a->retire, &b, 1, stale_second, &j));
+  assert_int_equal(j.in_second, T4A_INVALID_ARGUMENT);
+  assert_int_equal(j.in_second_ptr, 0);
+  t4a_buffer_release(j.x);
+}
+
+/* ---- a sticky error inside the callback ---- */
+
+typedef struct sticky_job {
+  job base;
+  t4a_fake *fake;
+} sticky_job;
+static t4a_status sticky_fn(t4a_raw_scope *scope, void *user) {
+  sticky_job *j = user;
+  t4a_status st = launch_axpb(&j->base, scope);
+  if (st != T4A_OK) return st;
+  /* The vendor's kernel faults; the vendor library reports an error. */
+  t4a_fake_set_sticky(j->fake, 0, CUDA_ERROR_ILLEGAL_ADDRESS);
+  return t4a_error_set(T4A_DRIVER_ERROR, "vendorCall", 14, "VENDOR_STATUS_EXECUTION_FAILED", 0,
+                       "the vendor call failed");
+}
+static void test_sticky_error_in_callback(void **state) {
+  fixture *f = *state;
+  rt *a = &f->r[0], *c = &f->r[2];
+  sticky_job j = {{.f = f, .r = a, .in = buffer_leaky(a, N * sizeof(int)),
+                   .out = buffer_leaky(a, N * sizeof(int)), .a = 1, .b = 0},
+                  f->fake};
+  t4a_raw_binding b[2] = {{j.base.in, T4A_RAW_READ}, {j.base.out, T4A_RAW_WRITE}};
+  assert_int_equal(t4a_raw_run(a->retire, b, 2, sticky_fn, &j), T4A_CONTEXT_LOST);
+  t4a_error e;
+  t4a_error_last(&e);
+  assert_string_equal(e.entry, "cuStreamQuery");
+  assert_int_equal(e.code, CUDA_ERROR_ILLEGAL_ADDRESS);
+  assert_non_null(strstr(e.message, "DRIVER_ERROR"));
+  assert_ptr_equal(current(f), NULL);
+  assert_int_equal(t4a_lane_check(a->lane), T4A_LANE_BROKEN);
+  assert_int_equal(t4a_lane_check(f->r[1].lane), T4A_LANE_BROKEN); /* same device */
+  CK(t4a_lane_check(c->lane));
+  assert_int_equal(t4a_raw_run(a->retire, b, 2, ok_fn, NULL), T4A_LANE_BROKEN);
+  t4a_counter_values v = counters(a);
+  assert_int_equal(v.raw_scopes, 1);
+  assert_int_equal(v.raw_scopes_poisoned, 1);
+  assert_int_equal(v.quarantined, 1);
+  /* The other device carries on. */
+  t4a_buffer *y = buffer(c, 64);
+  t4a_raw_binding by = {y, T4A_RAW_WRITE};
+  CK(t4a_raw_run(c->retire, &by, 1, ok_fn, NULL));
+  t4a_buffer_release(y);
+  t4a_buffer_release(j.base.in);
+  t4a_buffer_release(j.base.out);
+}
+
+/* ---- capture ---- */
+
+/* During a graph capture a raw scope is allowed: its launch is captured, its keepalives go to the
+ * graph; a failing scope is poisoned without querying (and invalidating) the capturing stream.
+ * The graph, launched afterwards, computes the result. */
+static void test_raw_scope_in_capture(void **state) {
+  fixture *f = *state;
+  rt *a = &f->r[0];
+  int host[N], got[N];
+  iota(host, N, 100);
+  job j = {.f = f, .r = a, .in = buffer(a, sizeof host), .out = buffer(a, sizeof host),
+           .launch = 1, .a = -1, .b = 7};
+  t4a_buffer *w = buffer_leaky(a, 64);
+  upload(a, j.in, host, sizeof host);
+  CK(t4a_retire_capture_begin(a->retire));
+  assert_true(t4a_retire_is_capturing(a->retire));
+  uint64_t queries = t4a_fake_calls(f->fake, "cuStreamQuery");
+  CK(run2(&j));
+  t4a_raw_binding bw = {w, T4A_RAW_WRITE};
+  assert_int_equal(t4a_raw_run(a->retire, &bw, 1, own_detail_fn, NULL), T4A_DRIVER_ERROR);
+  assert_int_equal(t4a_fake_calls(f->fake, "cuStreamQuery"), queries);
+  void *graph = NULL;
+  t4a_keepalive *items = NULL;
+  size_t n = 0;
+  CK(t4a_retire_capture_end(a->retire, &graph, &items, &n));
+  assert_non_null(graph);
+  assert_int_equal(n, 2); /* in and out; w went to quarantine */
+  assert_int_equal(counters(a).quarantined, 1);
+  t4a_ctx_scope s;
+  CK(t4a_ctx_scope_enter(&s, t4a_lane_holder(a->lane), NULL));
+  CUgraphExec exec = NULL;
+  assert_int_equal(f->t->cuGraphInstantiateWithFlags(&exec, (CUgraph)graph, 0), CUDA_SUCCESS);
+  assert_int_equal(f->t->cuGraphLaunch(exec, t4a_lane_stream(a->lane)), CUDA_SUCCESS);
+  t4a_ctx_scope_exit_quiet(&s);
+  download(a, j.out, got, sizeof got);
+  for (int i = 0; i < N; i++) assert_int_equal(got[i], -host[i] + 7);
+  CK(t4a_ctx_scope_enter(&s, t4a_lane_holder(a->lane), NULL));
+  assert_int_equal(f->t->cuGraphExecDestroy(exec), CUDA_SUCCESS);
+  assert_int_equal(f->t->cuGraphDestroy((CUgraph)graph), CUDA_SUCCESS);
+  t4a_ctx_scope_exit_quiet(&s);
+  for (size_t i = 0; i < n; i++) items[i].release(items[i].object);
+  free(items);
+  t4a_buffer_release(j.in);
+  t4a_buffer_release(j.out);
+  t4a_buffer_release(w);
+}
+
+/* ---- failure sweeps ---- */
+
+typedef struct sweep_ctx {
+  fixture *f;
+  rt *r;
+} sweep_ctx;
+
+typedef struct op_job {
+  fixture *f;
+  rt *r;
+  t4a_buffer *in, *out, *both;
+} op_job;
+
+/* A vendor-like callback: a fill and a kernel on the scope's stream. */
+static t4a_status op_fn(t4a_raw_scope *scope, void *user) {
+  op_job *j = user;
+  uint64_t in = 0, out = 0, both = 0;
+  t4a_status st = t4a_raw_devptr(scope, j->in, T4A_RAW_READ, &in);
+  if (st == T4A_OK) st = t4a_raw_devptr(scope, j->out, T4A_RAW_WRITE, &out);
+  if (st == T4A_OK) st = t4a_raw_devptr(scope, j->both, T4A_RAW_READ_WRITE, &both);
+  if (st != T4A_OK) return st;
+  CUstream s = t4a_raw_stream(scope);
+  st = T4A_CU(j->f->drv, cuMemsetD8Async, (CUdeviceptr)both, 1, 64, s);
+  if (st != T4A_OK) return st;
+  CUdeviceptr pin = (CUdeviceptr)in, pout = (CUdeviceptr)out;
+  int n = 16, a = 2, b = 3;
+  void *args[] = {&pin, &pout, &n, &a, &b};
+  return T4A_CU(j->f->drv, cuLaunchKernel, j->r->axpb, 1, 1, 1, 32, 1, 1, 0, s, args, NULL);
+}
+
+/* On a fresh retirement state over the fixture's lane and pool: a scope with two bindings (on
+ * the stack) and one with 20 (duplicates joined; heap), a wait, and the teardown (quarantined
+ * buffers are counted as leaked by it). */
+static t4a_status op_raw(void *user) {
+  sweep_ctx *s = user;
+  t4a_retire *retire = NULL;
+  op_job j = {s->f, s->r, NULL, NULL, NULL};
+  t4a_status st = t4a_retire_create(s->r->lane, NULL, &retire);
+  if (st == T4A_OK) st = t4a_buffer_create(s->r->pool, 64, 0, 0, &j.in);
+  if (st == T4A_OK) st = t4a_buffer_create(s->r->pool, 64, 0, 0, &j.out);
+  if (st == T4A_OK) st = t4a_buffer_create(s->r->pool, 64, 0, 0, &j.both);
+  if (st == T4A_OK) {
+    t4a_raw_binding b[3] = {{j.out, T4A_RAW_WRITE}, {j.in, T4A_RAW_READ},
+                            {j.both, T4A_RAW_READ_WRITE}};
+    st = t4a_raw_run(retire, b, 3, op_fn, &j);
+  }
+  if (st == T4A_OK) {
+    t4a_raw_binding b[20];
+    for (int i = 0; i < 20; i++) {
+      t4a_buffer *pick[3] = {j.in, j.out, j.both};
+      int acc[3] = {T4A_RAW_READ, T4A_RAW_WRITE, i % 2 ? T4A_RAW_READ : T4A_RAW_WRITE};
+      b[i] = (t4a_raw_binding){pick[i % 3], acc[i % 3]};
+    }
+    st = t4a_raw_run(retire, b, 20, op_fn, &j);
+  }
+  if (st == T4A_OK) st = t4a_retire_wait(retire);
+  t4a_buffer_release(j.in);
+  t4a_buffer_release(j.out);
+  t4a_buffer_release(j.both);
+  t4a_status d = t4a_retire_destroy(retire);
+  return st != T4A_OK ? st : d;
+}
+
+static long sweep_unaccounted(void *user) { return unaccounted(((sweep_ctx *)user)->f); }
+
+static void test_failure_sweep(void **state) {
+  fixture *f = *state;
+  sweep_ctx c = {f, &f->r[0]};
+  t4a_sweep s = {.name = "raw", .fake = f->fake, .op = op_raw,
+                 .unaccounted = sweep_unaccounted, .user = &c};
+  f->baseline = unaccounted(f);
+  assert_true(t4a_sweep_driver(&s, CUDA_ERROR_UNKNOWN, T4A_DRIVER_ERROR) > 5);
+  /* The callback's enqueueing calls fail after enqueueing their work: typed, the writable
+   * bindings quarantined, nothing leaked uncounted. */
+  static const char *const enqueueing[] = {"cuMemsetD8Async", "cuLaunchKernel"};
+  s.after_enqueue = 1;
+  for (size_t i = 0; i < 2; i++) {
+    s.entry = enqueueing[i];
+    assert_true(t4a_sweep_driver(&s, CUDA_ERROR_UNKNOWN, T4A_DRIVER_ERROR) >= 2);
+  }
+  s.entry = NULL;
+  s.after_enqueue = 0;
+  static const t4a_status host[] = {T4A_HOST_OUT_OF_MEMORY, T4A_INTERNAL};
+  assert_true(t4a_sweep_fault(&s, T4A_FAULT_HOST_MALLOC, host, 2) > 0);
+  t4a_counter_values v = counters(&f->r[0]);
+  assert_true(v.raw_scopes_poisoned > 0);
+  assert_true(v.quarantined > 0);
+  assert_int_equal(t4a_fake_ordering_violations(f->fake), 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_devptr_bound_only, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_unbound_detail, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_native_handles, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_argument_checks, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_kernel_in_stream_order, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_buffers_kept_until_work_ran, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_failure_quarantines_writes, setup_leaky,
+                                      teardown_counted),
+      cmocka_unit_test_setup_teardown(test_details, setup_leaky, teardown_counted),
+      cmocka_unit_test_setup_teardown(test_reentry, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_context_restored, setup_leaky, teardown_counted),
+      cmocka_unit_test_setup_teardown(test_nested_scope_of_another_runtime, setup_leaky,
+                                      teardown_counted),
+      cmocka_unit_test_setup_teardown(test_handle_invalid_after_return, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_sticky_error_in_callback, setup_leaky,
+                                      teardown_counted),
+      cmocka_unit_test_setup_teardown(test_raw_scope_in_capture, setup_leaky, teardown_counted),
+      cmocka_unit_test_setup_teardown(test_failure_sweep, setup_leaky, teardown_counted),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
