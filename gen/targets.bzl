@@ -189,6 +189,18 @@ T4A_TARGETS = {
             "strip_include_prefix": "",
         },
         {
+            "name": "graph_kernel_test",
+            "kind": "test",
+            "srcs": ["graph_kernel_test.c", "launch_testutil.h"],
+            "hdrs": [],
+            "deps": ["//t4a_launch:t4a_launch", "//t4a_xfer:t4a_xfer", "//t4a_nvrtc:t4a_nvrtc", "//t4a_mem:t4a_mem", "//t4a_retire:t4a_retire", "//t4a_ctx:t4a_ctx", "//t4a_ctx:seam", "//t4a_ctx:status", "//testing/fake_driver:fake_driver", "@cmocka//:cmocka"],
+            "linkopts": ["-lpthread"],
+            "tags": ["unit"],
+            "data": [],
+            "visibility": ["//visibility:private"],
+            "strip_include_prefix": "",
+        },
+        {
             "name": "graph_test",
             "kind": "test",
             "srcs": ["graph_test.c"],
