@@ -1,4 +1,5 @@
 /* Lanes: one non-blocking stream on a primary-context holder, with a domain identity. */
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "t4a/fault.h"
@@ -8,6 +9,8 @@ struct t4a_lane {
   atomic_int refs;
   atomic_int abandoned;
   atomic_int capturing; /* a graph capture of the stream is in progress (t4a_retire) */
+  pthread_mutex_t deferred_lock; /* `capturing` transitions and `deferred` */
+  struct deferred_call *deferred; /* to run once the capture ended (t4a_lane_defer_capture) */
   t4a_ctx_holder *holder; /* a reference */
   t4a_driver *driver;     /* borrowed from the holder */
   CUstream stream;
@@ -64,6 +67,7 @@ t4a_status t4a_lane_create(t4a_driver *driver, int ordinal, const t4a_lane_optio
   atomic_init(&lane->refs, 1);
   atomic_init(&lane->abandoned, 0);
   atomic_init(&lane->capturing, 0);
+  pthread_mutex_init(&lane->deferred_lock, NULL); /* default attributes: cannot fail on glibc */
   lane->domain = atomic_fetch_add_explicit(&g_next_domain, 1, memory_order_relaxed);
   /* Lifetime counts live on the driver: the lane's own block dies with the lane. */
   t4a_counter_add(&driver->counters, T4A_COUNTER_streams_created, 1);
@@ -84,8 +88,60 @@ int t4a_lane_is_abandoned(const t4a_lane *lane) {
   return lane != NULL && atomic_load_explicit(&((t4a_lane *)lane)->abandoned, memory_order_relaxed);
 }
 
+typedef struct deferred_call {
+  struct deferred_call *next;
+  void (*fn)(void *object);
+  void *object;
+} deferred_call;
+
 void t4a_lane_set_capturing(t4a_lane *lane, int capturing) {
-  if (lane != NULL) atomic_store_explicit(&lane->capturing, capturing != 0, memory_order_release);
+  if (lane == NULL) return;
+  pthread_mutex_lock(&lane->deferred_lock);
+  atomic_store_explicit(&lane->capturing, capturing != 0, memory_order_release);
+  deferred_call *run = NULL;
+  if (!capturing) {
+    run = lane->deferred;
+    lane->deferred = NULL;
+  }
+  pthread_mutex_unlock(&lane->deferred_lock);
+  /* Oldest first: the list was built newest first. */
+  deferred_call *ordered = NULL;
+  while (run != NULL) {
+    deferred_call *next = run->next;
+    run->next = ordered;
+    ordered = run;
+    run = next;
+  }
+  while (ordered != NULL) {
+    deferred_call *next = ordered->next;
+    ordered->fn(ordered->object);
+    free(ordered);
+    ordered = next;
+  }
+}
+
+int t4a_lane_defer_capture(t4a_lane *lane, void (*fn)(void *object), void *object) {
+  if (lane == NULL || fn == NULL) return 0;
+  if (!atomic_load_explicit(&lane->capturing, memory_order_acquire)) return 0;
+  pthread_mutex_lock(&lane->deferred_lock);
+  int deferred = 0;
+  if (atomic_load_explicit(&lane->capturing, memory_order_relaxed)) {
+    t4a_error saved; /* a drop path: the caller's error detail stays */
+    t4a_error_last(&saved);
+    deferred_call *d = t4a_host_malloc(sizeof *d);
+    t4a_error_restore(&saved);
+    if (d != NULL) {
+      d->fn = fn;
+      d->object = object;
+      d->next = lane->deferred;
+      lane->deferred = d;
+      deferred = 1;
+    } else {
+      deferred = -1; /* cannot remember it: the caller leaks the object (counted) */
+    }
+  }
+  pthread_mutex_unlock(&lane->deferred_lock);
+  return deferred;
 }
 
 int t4a_lane_is_capturing(const t4a_lane *lane) {
@@ -113,6 +169,8 @@ static void lane_destroy(t4a_lane *lane) {
     t4a_counter_add(&d->counters, T4A_COUNTER_streams_leaked, 1);
   }
   t4a_counter_add(&d->counters, T4A_COUNTER_lanes_destroyed, 1);
+  t4a_lane_set_capturing(lane, 0); /* runs anything still deferred (none after a proper end) */
+  pthread_mutex_destroy(&lane->deferred_lock);
   t4a_ctx_holder_release(lane->holder);
   free(lane);
   t4a_error_restore(&saved);

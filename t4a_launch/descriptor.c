@@ -126,6 +126,19 @@ static t4a_status bind_arg(t4a_launch_table *t, desc *d, uint32_t i, const t4a_a
   return T4A_OK;
 }
 
+/* Takes the table's lock, unless this thread holds the retire's operation lock (inside a raw
+ * scope, say): a fire would then wait for that lock while holding the table's, and another
+ * thread firing would wait for the table's while holding the retire's — re-entry instead. */
+static t4a_status table_lock(t4a_launch_table *t) {
+  if (t4a_retire_held_by_this_thread(t->retire)) {
+    return t4a_error_set(T4A_REENTRY, NULL, 0, NULL, 0,
+                         "a launch table was used from inside an admission of its own runtime "
+                         "(a raw scope's callback?)");
+  }
+  pthread_mutex_lock(&t->lock);
+  return T4A_OK;
+}
+
 t4a_status t4a_descriptor_register(t4a_launch_table *t, t4a_function *fn,
                                    const t4a_launch_config *config, const t4a_arg *args,
                                    uint32_t num_args, uint32_t *out_id) {
@@ -193,7 +206,11 @@ t4a_status t4a_descriptor_register(t4a_launch_table *t, t4a_function *fn,
     }
   }
 
-  pthread_mutex_lock(&t->lock);
+  t4a_status locked = table_lock(t);
+  if (locked != T4A_OK) {
+    desc_free(d);
+    return locked;
+  }
   uint32_t slot;
   if (t->num_free > 0) {
     slot = t->free_ids[--t->num_free];
@@ -219,9 +236,10 @@ static t4a_status fire_locked(t4a_launch_table *t, desc *d) {
 
 t4a_status t4a_descriptor_fire(t4a_launch_table *t, uint32_t id) {
   if (t == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "table is NULL");
-  pthread_mutex_lock(&t->lock);
+  t4a_status st = table_lock(t);
+  if (st != T4A_OK) return st;
   desc *d = lookup(t, id);
-  t4a_status st = d != NULL ? fire_locked(t, d) : T4A_INVALID_ARGUMENT;
+  st = d != NULL ? fire_locked(t, d) : T4A_INVALID_ARGUMENT;
   pthread_mutex_unlock(&t->lock);
   return st;
 }
@@ -232,9 +250,10 @@ t4a_status t4a_descriptor_rebind(t4a_launch_table *t, uint32_t id, uint32_t inde
     return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "table or arg is NULL");
   }
   t4a_buffer *old = NULL;
-  pthread_mutex_lock(&t->lock);
+  t4a_status st = table_lock(t);
+  if (st != T4A_OK) return st;
   desc *d = lookup(t, id);
-  t4a_status st = T4A_INVALID_ARGUMENT;
+  st = T4A_INVALID_ARGUMENT;
   if (d != NULL && index >= d->num_params) {
     st = t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
                        "kernel '%s' has %u parameters; index %u is out of range", d->fn->name,
@@ -254,9 +273,10 @@ t4a_status t4a_descriptor_rebind_fire(t4a_launch_table *t, uint32_t id, const t4
   }
   t4a_buffer *old[T4A_MAX_KERNEL_PARAMS];
   uint32_t num_old = 0;
-  pthread_mutex_lock(&t->lock);
+  t4a_status st = table_lock(t);
+  if (st != T4A_OK) return st;
   desc *d = lookup(t, id);
-  t4a_status st = d != NULL ? T4A_OK : T4A_INVALID_ARGUMENT;
+  st = d != NULL ? T4A_OK : T4A_INVALID_ARGUMENT;
   if (d != NULL && num_args != d->num_params) {
     st = t4a_error_set(T4A_ARGUMENT_MISMATCH, NULL, 0, NULL, 0,
                        "kernel '%s' takes %u parameters; %u given", d->fn->name, d->num_params,
@@ -288,7 +308,8 @@ t4a_status t4a_descriptor_rebind_fire(t4a_launch_table *t, uint32_t id, const t4
 
 t4a_status t4a_descriptor_unregister(t4a_launch_table *t, uint32_t id) {
   if (t == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "table is NULL");
-  pthread_mutex_lock(&t->lock);
+  t4a_status locked = table_lock(t);
+  if (locked != T4A_OK) return locked;
   desc *d = lookup(t, id);
   if (d != NULL) {
     uint32_t slot = id & 0xffffu;

@@ -34,9 +34,48 @@ static void release_items(t4a_keepalive *items, size_t n) {
   free(items);
 }
 
+/* An executable graph whose destruction waits for the end of a capture of its lane. */
+typedef struct pending_exec {
+  t4a_lane *lane; /* a reference */
+  CUgraphExec exec;
+} pending_exec;
+static void destroy_native(t4a_lane *lane, CUgraph graph, CUgraphExec exec);
+static void destroy_pending_exec(void *p) {
+  pending_exec *pe = p;
+  destroy_native(pe->lane, NULL, pe->exec);
+  t4a_lane_release(pe->lane);
+  free(pe);
+}
+
 /* Destroys a native object under the lane's context, or leaks and counts it. */
 static void destroy_native(t4a_lane *lane, CUgraph graph, CUgraphExec exec) {
   if (graph == NULL && exec == NULL) return;
+  if (exec != NULL && t4a_lane_is_capturing(lane)) {
+    /* cuGraphExecDestroy during a capture of the lane's stream would break it (measured on the
+     * H200): once the capture ended. (cuGraphDestroy is harmless then.) */
+    t4a_error saved;
+    t4a_error_last(&saved);
+    pending_exec *pe = t4a_host_malloc(sizeof *pe);
+    t4a_error_restore(&saved);
+    int deferred = -1;
+    if (pe != NULL) {
+      pe->lane = lane;
+      t4a_lane_retain(lane);
+      pe->exec = exec;
+      deferred = t4a_lane_defer_capture(lane, destroy_pending_exec, pe);
+      if (deferred != 1) {
+        t4a_lane_release(lane);
+        free(pe);
+      }
+    }
+    if (deferred == 1) {
+      exec = NULL;
+    } else if (deferred < 0) {
+      t4a_counter_add(t4a_lane_counters(lane), T4A_COUNTER_leaked, 1);
+      exec = NULL;
+    }
+    if (graph == NULL && exec == NULL) return;
+  }
   t4a_driver *d = t4a_lane_driver(lane);
   t4a_counters *c = t4a_lane_counters(lane);
   t4a_ctx_scope scope;
@@ -87,6 +126,27 @@ static t4a_status end_capture(t4a_retire *retire, version **out) {
   v->count = count;
   *out = v;
   return T4A_OK;
+}
+
+/* A launch the driver refused before queuing anything (validation, capture rules). */
+static int refused_before_enqueue(CUresult r) {
+  switch (r) {
+    case CUDA_ERROR_INVALID_VALUE:
+    case CUDA_ERROR_INVALID_HANDLE:
+    case CUDA_ERROR_INVALID_CONTEXT:
+    case CUDA_ERROR_CONTEXT_IS_DESTROYED:
+    case CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED:
+    case CUDA_ERROR_STREAM_CAPTURE_INVALIDATED:
+    case CUDA_ERROR_STREAM_CAPTURE_MERGE:
+    case CUDA_ERROR_STREAM_CAPTURE_UNMATCHED:
+    case CUDA_ERROR_STREAM_CAPTURE_UNJOINED:
+    case CUDA_ERROR_STREAM_CAPTURE_ISOLATION:
+    case CUDA_ERROR_STREAM_CAPTURE_IMPLICIT:
+    case CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD:
+      return 1;
+    default:
+      return 0;
+  }
 }
 
 static t4a_status instantiate(t4a_lane *lane, CUgraph graph, CUgraphExec *out) {
@@ -201,17 +261,28 @@ t4a_status t4a_graph_launch(t4a_graph *g) {
   t4a_admission adm;
   t4a_status st = t4a_admission_begin(g->retire, 1, &adm);
   if (st != T4A_OK) return st;
+  if (t4a_lane_is_capturing(g->lane)) {
+    /* A replay into a capture of the same stream breaks it on the real driver (measured). */
+    return t4a_admission_abort(
+        &adm, t4a_error_set(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
+                            "the lane's stream is capturing a graph: replay after the capture"));
+  }
   pthread_mutex_lock(&g->lock);
   version *v = g->current;
   /* If it must be leaked, the version stands for its CUgraph and every reference it holds. */
   t4a_keepalive k = {v, version_unref, (uint32_t)(1 + v->count)};
-  st = T4A_CU(g->driver, cuGraphLaunch, g->exec, t4a_lane_stream(g->lane));
-  if (st == T4A_OK) atomic_fetch_add_explicit(&v->refs, 1, memory_order_relaxed);
+  CUresult r = g->driver->t.cuGraphLaunch(g->exec, t4a_lane_stream(g->lane));
+  /* The reference for the epoch (or the quarantine) is taken under the lock, before an update
+   * could swap the version and drop the graph's own. */
+  if (r == CUDA_SUCCESS || !refused_before_enqueue(r)) {
+    atomic_fetch_add_explicit(&v->refs, 1, memory_order_relaxed);
+  }
   pthread_mutex_unlock(&g->lock);
+  st = t4a_cu_result_(g->driver, r, "cuGraphLaunch", 0);
+  if (st != T4A_OK && refused_before_enqueue(r)) return t4a_admission_abort(&adm, st);
   if (st != T4A_OK) {
     /* The replay may be queued: its version is quarantined, held for good (and counted with
      * what it keeps alive when the retire leaks it). */
-    atomic_fetch_add_explicit(&v->refs, 1, memory_order_relaxed);
     return t4a_admission_fail(&adm, st, &k, 1);
   }
   /* The version lives until this replay completed (deduplicated per epoch: no allocation). */

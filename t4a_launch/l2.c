@@ -40,6 +40,11 @@ static t4a_status leave(t4a_lane *lane, t4a_ctx_scope *scope, t4a_status st) {
 
 t4a_status t4a_l2_set_persisting_limit(t4a_lane *lane, size_t bytes, size_t *out_applied) {
   if (out_applied != NULL) *out_applied = 0;
+  if (t4a_lane_is_capturing(lane)) {
+    /* cuCtxSetLimit during a capture breaks it on the real driver (measured on the H200). */
+    return t4a_error_set(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
+                         "the lane's stream is capturing a graph: set the L2 limit outside it");
+  }
   t4a_ctx_scope scope;
   t4a_status st = enter(lane, &scope);
   if (st != T4A_OK) return st;

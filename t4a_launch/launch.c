@@ -159,6 +159,15 @@ static int refused_before_enqueue(CUresult r) {
     case CUDA_ERROR_INVALID_IMAGE:
     case CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES:
     case CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE:
+    /* Capture rules: nothing queued, and work of an invalidated capture never runs. */
+    case CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED:
+    case CUDA_ERROR_STREAM_CAPTURE_INVALIDATED:
+    case CUDA_ERROR_STREAM_CAPTURE_MERGE:
+    case CUDA_ERROR_STREAM_CAPTURE_UNMATCHED:
+    case CUDA_ERROR_STREAM_CAPTURE_UNJOINED:
+    case CUDA_ERROR_STREAM_CAPTURE_ISOLATION:
+    case CUDA_ERROR_STREAM_CAPTURE_IMPLICIT:
+    case CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD:
       return 1;
     default:
       return 0;

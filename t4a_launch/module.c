@@ -257,10 +257,22 @@ static void table_remove(t4a_module_cache *c, t4a_module *m) {
 
 /* ---- modules ------------------------------------------------------------------------------ */
 
+static void module_destroy(t4a_module *m);
+static void module_destroy_object(void *m) { module_destroy(m); }
+
 static void module_destroy(t4a_module *m) {
   t4a_module_cache *c = m->cache;
+  /* cuModuleUnload during a capture of the lane's stream would break it (measured on the H200:
+   * CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, then INVALIDATED): unload once the capture ended. */
+  int deferred = m->handle != NULL ? t4a_lane_defer_capture(c->lane, module_destroy_object, m)
+                                   : 0;
+  if (deferred == 1) return;
   t4a_error saved;
   t4a_error_last(&saved);
+  if (deferred < 0) { /* cannot even remember it: leaked, counted */
+    t4a_counter_add(c->counters, T4A_COUNTER_leaked, 1);
+    m->handle = NULL;
+  }
   if (m->handle != NULL) {
     /* Audit A5: unload only under the lane's own context, and never when the lane's work cannot
      * be proved finished (abandoned) or its context is lost: leak and count instead. */

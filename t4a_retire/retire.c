@@ -47,6 +47,7 @@ struct t4a_retire {
    * (handed to the graph at the end), no epoch is sealed, nothing is observed. */
   int capturing;
   epoch capture;
+  const void *capture_thread; /* the thread that began it (THREAD_LOCAL: only it may end it) */
 };
 
 /* A distinct address per thread identifies the lock owner without touching pthread_t racily. */
@@ -439,6 +440,14 @@ t4a_status t4a_admission_begin(t4a_retire *r, uint32_t num_keepalives, t4a_admis
       T4A_OK) {
     goto unlock;
   }
+  if (!r->capturing && t4a_lane_is_capturing(r->lane)) {
+    /* Another retire of this lane is capturing its stream: this work would be recorded into
+     * that graph while its keepalives went to this retire's epochs. */
+    st = t4a_error_set(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
+                       "lane %llu is being captured into a graph through another retire",
+                       (unsigned long long)t4a_lane_domain(r->lane));
+    goto fail_scoped;
+  }
   if (r->capturing) {
     /* Nothing is sealed or observed during a capture: the keepalives go to the graph. */
     if ((st = epoch_reserve(&r->capture, num_keepalives)) != T4A_OK) goto fail_scoped;
@@ -538,7 +547,7 @@ static t4a_status observe(t4a_retire *r, int wait_all) {
   if (r == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "retire is NULL");
   t4a_status st = lock_enter(r);
   if (st != T4A_OK) return st;
-  if (r->capturing) {
+  if (r->capturing || t4a_lane_is_capturing(r->lane)) {
     st = refuse_in_capture(r, wait_all ? "waiting for the lane's work" : "observing completions");
     lock_exit(r);
     return st;
@@ -624,6 +633,7 @@ t4a_status t4a_retire_capture_begin(t4a_retire *r) {
   }
   if (st != T4A_OK) return t4a_admission_abort(&adm, st);
   r->capturing = 1;
+  r->capture_thread = &t_thread_id;
   r->capture.count = 0;
   r->capture.admissions = 0;
   epoch_clear_set(&r->capture);
@@ -649,6 +659,13 @@ t4a_status t4a_retire_capture_end(t4a_retire *r, void **out_graph, t4a_keepalive
                          "lane %llu is not capturing a graph",
                          (unsigned long long)t4a_lane_domain(r->lane));
   }
+  if (r->capture_thread != &t_thread_id) {
+    lock_exit(r);
+    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                         "lane %llu's capture was begun on another thread: only that thread can "
+                         "end it (a thread-local capture)",
+                         (unsigned long long)t4a_lane_domain(r->lane));
+  }
   t4a_ctx_scope scope;
   CUgraph graph = NULL;
   if ((st = t4a_ctx_scope_enter(&scope, t4a_lane_holder(r->lane), r->counters)) != T4A_OK) {
@@ -657,22 +674,32 @@ t4a_status t4a_retire_capture_end(t4a_retire *r, void **out_graph, t4a_keepalive
     lock_exit(r);
     return st;
   }
-  /* From here the capture ends whatever happens: the mode is left, the lane flag cleared. */
+  CUstream stream = t4a_lane_stream(r->lane);
+  st = T4A_CU(r->driver, cuStreamEndCapture, stream, &graph);
+  CUstreamCaptureStatus still = CU_STREAM_CAPTURE_STATUS_NONE;
+  int asked = T4A_CU_QUIET(r->driver, cuStreamIsCapturing, stream, &still) == T4A_OK;
+  if (st != T4A_OK && asked && still != CU_STREAM_CAPTURE_STATUS_NONE) {
+    /* The end itself failed with the stream still capturing: try once more. */
+    t4a_error first;
+    t4a_error_last(&first);
+    graph = NULL;
+    if (T4A_CU(r->driver, cuStreamEndCapture, stream, &graph) != T4A_OK) {
+      t4a_error_restore(&first);
+    } else {
+      st = T4A_OK;
+    }
+    asked = T4A_CU_QUIET(r->driver, cuStreamIsCapturing, stream, &still) == T4A_OK;
+  }
+  t4a_ctx_scope_exit_quiet(&scope);
+  if (st != T4A_OK && (!asked || still != CU_STREAM_CAPTURE_STATUS_NONE)) {
+    /* The stream is (or may be) still capturing: the mode stays; the call may be repeated. */
+    lock_exit(r);
+    return st;
+  }
+  /* The capture ended: the mode is left; what was deferred for it (module unloads, executable
+   * graph destructions) runs now. */
   r->capturing = 0;
   t4a_lane_set_capturing(r->lane, 0);
-  {
-    CUstream stream = t4a_lane_stream(r->lane);
-    st = T4A_CU(r->driver, cuStreamEndCapture, stream, &graph);
-    CUstreamCaptureStatus still = CU_STREAM_CAPTURE_STATUS_NONE;
-    if (st != T4A_OK && T4A_CU_QUIET(r->driver, cuStreamIsCapturing, stream, &still) == T4A_OK &&
-        still != CU_STREAM_CAPTURE_STATUS_NONE) {
-      /* The end itself failed with the stream still capturing: the lane would be unusable, so
-       * try once more; that answer stands. */
-      graph = NULL;
-      st = T4A_CU(r->driver, cuStreamEndCapture, stream, &graph);
-    }
-    t4a_ctx_scope_exit_quiet(&scope);
-  }
   t4a_keepalive *items = NULL;
   size_t n = r->capture.count;
   if (st == T4A_OK && n > 0 && (items = t4a_host_calloc(n, sizeof *items)) == NULL) {
@@ -711,4 +738,9 @@ t4a_status t4a_retire_capture_end(t4a_retire *r, void **out_graph, t4a_keepalive
 int t4a_retire_is_capturing(t4a_retire *r) {
   if (r == NULL) return 0;
   return t4a_lane_is_capturing(r->lane);
+}
+
+int t4a_retire_held_by_this_thread(const t4a_retire *r) {
+  return r != NULL && atomic_load_explicit(&((t4a_retire *)r)->owner, memory_order_relaxed) ==
+                          &t_thread_id;
 }

@@ -453,6 +453,7 @@ CUresult fk_cuCtxSetLimit(t4a_fake *f, CUlimit limit, size_t value) {
   fk_ctx *ctx;
   CUresult r = fk_need_current(f, &ctx);
   if (r != CUDA_SUCCESS) return r;
+  if ((r = fk_capture_check_unsafe(f)) != CUDA_SUCCESS) return r; /* measured on the H200 */
   switch (limit) {
     case CU_LIMIT_STACK_SIZE:
     case CU_LIMIT_PRINTF_FIFO_SIZE:

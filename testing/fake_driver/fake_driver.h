@@ -87,9 +87,10 @@
  *    outside the capture) is still pending, and waits that would join another stream into a
  *    capture are refused and invalidate it. Syncing or querying a capturing stream,
  *    cuCtxSynchronize, and the unsafe calls (cuMemAlloc, cuMemFree, cuMemHostAlloc,
- *    cuMemFreeHost, cuMemHostRegister, cuMemHostUnregister) while a GLOBAL capture (or this
- *    thread's THREAD_LOCAL one) is active fail with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and
- *    invalidate it. Querying an event recorded in a capture is CUDA_ERROR_CAPTURED_EVENT.
+ *    cuMemFreeHost, cuMemHostRegister, cuMemHostUnregister, and — as measured on the H200 with
+ *    driver 580 — cuModuleUnload, cuGraphExecDestroy and cuCtxSetLimit) while a GLOBAL capture
+ *    (or this thread's THREAD_LOCAL one) is active fail with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+ *    and invalidate it. So does cuGraphLaunch into a capturing stream (measured likewise). Querying an event recorded in a capture is CUDA_ERROR_CAPTURED_EVENT.
  *  - A cycle of waits (only possible when a kernel synchronizes from inside the engine) is
  *    reported as CUDA_ERROR_ILLEGAL_STATE rather than hanging.
  *  - Ordering (see the model): the host clock joins only what a sync call or a query answering

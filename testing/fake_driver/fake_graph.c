@@ -218,14 +218,11 @@ CUresult fk_cuGraphLaunch(t4a_fake *f, CUgraphExec exec, CUstream h) {
   CUresult r = exec_for_stream(f, exec, h, &e, &s);
   if (r != CUDA_SUCCESS) return r;
   if (s->cap != NULL) {
-    /* Launching into a capture inlines the nodes. */
-    for (size_t i = 0; i < e->num; i++) {
-      fk_op *op = fk_op_clone(&e->nodes[i].op);
-      if (op == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
-      r = fk_submit(f, s, op);
-      if (r != CUDA_SUCCESS) return r;
-    }
-    return CUDA_SUCCESS;
+    /* Measured on the H200 (driver 580, THREAD_LOCAL capture): a replay into the capturing
+     * stream is refused with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and the capture is
+     * invalidated. */
+    s->cap->invalidated = 1;
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   }
   /* Allocate everything first, so a failure enqueues nothing. */
   size_t n = e->num + 2;
@@ -292,6 +289,7 @@ CUresult fk_cuGraphExecDestroy(t4a_fake *f, CUgraphExec exec) {
   if (e == NULL) return CUDA_ERROR_INVALID_VALUE;
   CUresult r = fk_ctx_usable(e->ctx);
   if (r != CUDA_SUCCESS) return r;
+  if ((r = fk_capture_check_unsafe(f)) != CUDA_SUCCESS) return r; /* measured on the H200 */
   fk_exec_free(f, e);
   return CUDA_SUCCESS;
 }

@@ -502,6 +502,9 @@ CUresult fk_cuModuleUnload(t4a_fake *f, CUmodule mod) {
   if (m == NULL) return CUDA_ERROR_INVALID_HANDLE;
   CUresult r = fk_ctx_usable(m->ctx);
   if (r != CUDA_SUCCESS) return r;
+  /* As measured on the H200: an unload during a capture (this thread's, or a global one) is
+   * refused and breaks the capture. */
+  if ((r = fk_capture_check_unsafe(f)) != CUDA_SUCCESS) return r;
   /* Work already queued that uses the module's functions fails when it runs (a sticky
    * CUDA_ERROR_LAUNCH_FAILED): unloading under in-flight launches is a bug the fake reports. */
   fk_module_free(f, m);

@@ -213,6 +213,12 @@ int t4a_lane_is_abandoned(const t4a_lane *lane);
  * read by the libraries whose operations cannot be captured: one atomic load). */
 void t4a_lane_set_capturing(t4a_lane *lane, int capturing);
 int t4a_lane_is_capturing(const t4a_lane *lane);
+/* For drop paths whose driver call would break a capture of the lane's stream (a module unload,
+ * an executable graph's destruction): while the lane is capturing, remembers fn(object) and runs
+ * it right after the capture ended (t4a_lane_set_capturing(lane, 0), on that thread) and returns
+ * 1; returns 0 when the lane is not capturing (the caller goes on now); -1 when it cannot even
+ * remember it (host memory): the caller leaks the object and counts it. */
+int t4a_lane_defer_capture(t4a_lane *lane, void (*fn)(void *object), void *object);
 
 int t4a_lane_ordinal(const t4a_lane *lane);
 /* The lane's allocation-domain identity: unique in the process, never 0, never reused. */

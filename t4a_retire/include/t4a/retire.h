@@ -146,6 +146,10 @@ T4A_MUST_USE t4a_status t4a_retire_capture_begin(t4a_retire *retire);
 T4A_MUST_USE t4a_status t4a_retire_capture_end(t4a_retire *retire, void **out_graph,
                                                t4a_keepalive **out_items, size_t *out_count);
 int t4a_retire_is_capturing(t4a_retire *retire);
+/* Whether the calling thread holds the retire's operation lock (it is inside an admission: a raw
+ * scope's callback, say). Libraries with locks of their own use it to answer REENTRY instead of
+ * waiting in the wrong order. */
+int t4a_retire_held_by_this_thread(const t4a_retire *retire);
 
 /* ---- witnesses ---- */
 
