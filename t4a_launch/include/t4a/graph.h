@@ -20,8 +20,15 @@
  * topology is unchanged (the executable graph is updated in place for later replays), otherwise a
  * new instantiation. Replays already queued keep the references of the version they ran.
  *
+ * While a lane is captured, drop paths whose driver calls would break the capture on the real
+ * driver (measured on an H200: cuModuleUnload, cuGraphExecDestroy) run once it ended; replays and
+ * the persisting-L2 limit are refused (UNSUPPORTED); another retire of the same lane admits
+ * nothing (UNSUPPORTED).
+ *
  * Thread-safety: a graph may be launched from any thread; update and launch of one graph
- * serialise on the graph's lock. Captures of one lane are one at a time (BUSY). */
+ * serialise on the graph's lock. Captures of one lane are one at a time (BUSY). A capture is
+ * thread-local: the thread that began it ends it (another thread's end is INVALID_ARGUMENT and
+ * leaves it as it was); every thread's admissions on the lane are captured meanwhile. */
 #ifndef T4A_GRAPH_H_
 #define T4A_GRAPH_H_
 

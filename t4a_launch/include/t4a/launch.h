@@ -273,7 +273,8 @@ T4A_MUST_USE t4a_status t4a_descriptor_fire(t4a_launch_table *table, uint32_t id
 T4A_MUST_USE t4a_status t4a_descriptor_rebind(t4a_launch_table *table, uint32_t id,
                                               uint32_t index, const t4a_arg *arg);
 /* Replaces every argument and fires, in one call. Every argument is checked before any is
- * replaced: a refusal changes nothing and fires nothing. */
+ * replaced: a refusal changes nothing and fires nothing. If only the fire fails, the new
+ * arguments stay bound. */
 T4A_MUST_USE t4a_status t4a_descriptor_rebind_fire(t4a_launch_table *table, uint32_t id,
                                                    const t4a_arg *args, uint32_t num_args);
 /* Frees descriptor `id` (its references go with the epoch of its last launch). */
