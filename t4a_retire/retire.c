@@ -297,7 +297,15 @@ t4a_status t4a_retire_create(t4a_lane *lane, const t4a_retire_options *options,
   r->spare_capacity = 8;
   r->spare_events = t4a_host_calloc(r->spare_capacity, sizeof *r->spare_events);
   if (r->sealed == NULL || r->spare_events == NULL) goto oom;
+  /* Every epoch of the ring gets its keepalive storage now, so a warm chain allocates nothing
+   * even while the ring makes its first round (an epoch that needs more grows then). */
+  for (uint32_t i = 0; i < o.max_sealed_epochs; i++) {
+    if (epoch_reserve(&r->sealed[i], 16) != T4A_OK) goto oom_epochs;
+  }
+  if (epoch_reserve(&r->open, 16) != T4A_OK) goto oom_epochs;
   if (t4a_fault_sim(T4A_FAULT_MUTEX_INIT) || pthread_mutex_init(&r->lock, NULL) != 0) {
+    for (uint32_t i = 0; i < o.max_sealed_epochs; i++) epoch_free(&r->sealed[i]);
+    epoch_free(&r->open);
     free(r->sealed);
     free(r->spare_events);
     free(r);
@@ -313,6 +321,9 @@ t4a_status t4a_retire_create(t4a_lane *lane, const t4a_retire_options *options,
   r->max_sealed = o.max_sealed_epochs;
   *out = r;
   return T4A_OK;
+oom_epochs:
+  for (uint32_t i = 0; i < o.max_sealed_epochs; i++) epoch_free(&r->sealed[i]);
+  epoch_free(&r->open);
 oom:
   free(r->sealed);
   free(r->spare_events);
