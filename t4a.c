@@ -60,6 +60,12 @@ static t4a_status teardown(t4a_runtime *rt) {
   if (rt->own_artifacts) t4a_nvrtc_cache_destroy(rt->artifacts);
   t4a_status st = t4a_retire_destroy(rt->retire);
   t4a_mem_pool_release(rt->pool);
+  /* After a proved drain, let the pool's last frees run while the context is certainly alive:
+   * the lane's release may release the primary context (one counted host wait). */
+  if (st == T4A_OK && rt->lane != NULL && !t4a_lane_is_abandoned(rt->lane) &&
+      !t4a_lane_is_broken(rt->lane)) {
+    st = t4a_lane_synchronize(rt->lane);
+  }
   t4a_lane_release(rt->lane);
   t4a_driver_release(rt->driver);
   if (rt->lock_ready) pthread_mutex_destroy(&rt->lock);

@@ -222,11 +222,27 @@ t4a_library(NAME t4a
   SRCS t4a.c
   HDRS include/t4a/t4a.h
   INCLUDE_DIR include
-  DEPS t4a_raw t4a_xfer t4a_launch t4a_nvrtc t4a_mem t4a_retire t4a_ctx t4a_ctx_status)
+  DEPS t4a_raw t4a_xfer t4a_launch t4a_nvrtc t4a_mem t4a_retire t4a_ctx t4a_ctx_status Threads::Threads)
+t4a_test(NAME t4a_facade_test
+  SRCS t4a_facade_test.c
+  LABELS unit
+  DEPS t4a fake_driver sweep t4a_ext_cmocka)
+t4a_binary(NAME examples_readme_example
+  SRCS examples/readme_example.c
+  OUTPUT_NAME readme_example
+  DEPS t4a)
+t4a_sh_test(NAME examples_readme_example_test
+  SCRIPT examples/readme_example_test.sh
+  LABELS unit
+  DATA examples_readme_example)
+t4a_library(NAME examples_warm_chain
+  SRCS examples/warm_chain.c
+  HDRS examples/warm_chain.h
+  DEPS t4a t4a_ctx_seam fake_driver t4a_ext_cuda_headers)
 t4a_binary(NAME t4a_cli
   SRCS tools/t4a_main.c tools/compile_cmd.c tools/compile_cmd.h
   OUTPUT_NAME t4a
-  DEPS t4a t4a_ctx t4a_ctx_status t4a_nvrtc fake_driver testing_lsan_nvrtc_suppressions)
+  DEPS t4a examples_warm_chain t4a_ctx t4a_ctx_status t4a_nvrtc fake_driver testing_lsan_nvrtc_suppressions)
 t4a_test(NAME tools_compile_cmd_test
   SRCS tools/compile_cmd_test.c tools/compile_cmd.c tools/compile_cmd.h
   LABELS unit

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The test command (README, .ci/run): deps; the drift check; every public header alone as C11 and
-# C++17 without CUDA on the include path; Bazel (clang, layering_check) build
-# and test of //...; the nvrtc isolation check; an ASan+UBSan lane; then the CMake+gcc -Werror
-# build and `ctest -LE gpu`. When every lane passed, the last line is ctest's closing line
-# ('100% tests passed, 0 tests failed out of N'); if a lane failed, it is a plain
+# The test command (README, .ci/run): deps; the drift check (build lists, README's example);
+# every public header alone as C11 and C++17 without CUDA on the include path; Bazel (clang,
+# layering_check) build and test of //...; the nvrtc isolation check; an ASan+UBSan lane; then the
+# CMake+gcc -Werror build and `ctest -LE gpu`. When every lane passed, the last line is ctest's
+# closing line ('100% tests passed, 0 tests failed out of N'); if a lane failed, it is a plain
 # 'N passed, N failed' over the lanes, and the exit code is 1.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -29,7 +29,8 @@ lane() {
   fi
 }
 
-drift() { python3 scripts/gen_build.py --check; }
+# The build lists match sources.json, and README's example is examples/readme_example.c exactly.
+drift() { python3 scripts/gen_build.py --check && python3 scripts/check_readme.py; }
 
 headers() { python3 scripts/check_headers.py; }
 

@@ -1,8 +1,9 @@
 #!/bin/sh
 # Checks the t4a program: `info --fake` lists the fake devices; `info` without a driver (forced
 # with a bogus T4A_LIBCUDA_PATH) says so and exits non-zero; `compile` compiles, then hits the disk
-# cache from a second process with no NVRTC call, and prints the log of a failing compile; bad
-# usage exits 2.
+# cache from a second process with no NVRTC call, and prints the log of a failing compile;
+# `demo --fake` runs the warm chain on the fake driver, verified, with its counters; bad usage
+# exits 2.
 set -u
 t4a="$1"
 fail() { echo "FAIL: $*"; exit 1; }
@@ -35,6 +36,28 @@ printf 'extern "C" __global__ void k() { undefined_thing(); }\n' > "$dir/bad.cu"
 "$t4a" compile "$dir/bad.cu" --arch sm_90 >/dev/null 2>"$dir/err"
 [ $? -eq 1 ] || fail "a compile error did not exit 1"
 grep -q 'undefined_thing' "$dir/err" || fail "the compile log was not printed"
+
+# t4a demo on the fake driver: NVRTC for real, three ways verified, the warm pass's counters.
+out=$("$t4a" demo --fake --n 1000 --json 2>&1) || fail "demo exited $?: $out"
+echo "$out" | head -1 | grep -q '^t4a demo: --fake: the chain runs on the fake driver' ||
+  fail "the first line does not say fake: $out"
+echo "$out" | grep -q '^result: verified OK (3 ways x 1000 steps match the CPU reference)$' ||
+  fail "not verified: $out"
+echo "$out" | grep -Eq '^  verified against the CPU +OK +OK +OK$' || fail "a way failed: $out"
+echo "$out" | grep -Eq '^  launches +2000 +2000 +0$' || fail "launches: $out"
+echo "$out" | grep -Eq '^  graph replays +0 +0 +1000$' || fail "graph replays: $out"
+echo "$out" | grep -Eq '^  host waits +0 +0 +0$' || fail "host waits on the warm path: $out"
+echo "$out" | grep -Eq '^  NVRTC calls \(compile again\) +0 +0 +0$' || fail "NVRTC calls: $out"
+echo "$out" | grep -Eq '^  module loads \(load again\) +0 +0 +0$' || fail "module loads: $out"
+echo "$out" | grep -Eq '^  heap allocations \(t4a\) +0 +0 +0$' || fail "heap allocations: $out"
+echo "$out" | grep -Eq '^  events recorded +[0-9] +[0-9] +[0-9]$' || fail "events recorded: $out"
+echo "$out" | grep -q 'raw cuLaunchKernel' || fail "no raw baseline: $out"
+echo "$out" | grep -q '^fake driver: nothing left alive after close, 0 stream-ordering' ||
+  fail "the fake saw leaks or ordering violations: $out"
+echo "$out" | grep -q '^    "launches": [0-9]' || fail "no stats JSON: $out"
+"$t4a" demo --help | grep -q '^usage: t4a demo' || fail "demo --help"
+"$t4a" demo --n 0 >/dev/null 2>&1
+[ $? -eq 2 ] || fail "demo --n 0 did not exit 2"
 
 "$t4a" bogus >/dev/null 2>&1
 [ $? -eq 2 ] || fail "unknown command did not exit 2"

@@ -27,7 +27,7 @@
  * driver reference. It returns the retirement state's verdict. Buffers, modules and functions
  * the caller still holds stay valid after close (each holds what it needs: a buffer its pool and
  * lane, a module its cache and lane); graphs, pending downloads and descriptor ids of the runtime
- * must be released before it is closed.
+ * must be released, and a graph capture on its lane ended, before it is closed.
  *
  * Thread-safety: every function may be called from any thread, except that t4a_runtime_close
  * must not overlap any other call on the runtime. Operations on one runtime serialise on its

@@ -1,0 +1,948 @@
+/* The runtime facade (t4a/t4a.h) on the fake driver: open, every accessor, the short paths and
+ * close; a real NVRTC compile (CUBIN and PTX) loaded by the fake and launched as a host kernel
+ * registered under the same name, round-tripped through upload and download; NVRTC asked for only
+ * at the first compile; close from inside the runtime's own raw scope (REENTRY); buffers and
+ * modules that outlive their runtime; the stats JSON (parsed, every counter name present, the
+ * size asked back when the buffer is too small); and failure sweeps over open/close and over a
+ * whole use of the runtime (every driver call, host allocations, lock inits, copy threads) with
+ * exact accounting of what the fake still holds. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "t4a/t4a.h"
+#include "testing/fake_driver/fake_driver.h"
+#include "testing/sweep/sweep.h"
+
+#define CK(x) assert_int_equal((x), T4A_OK)
+
+enum { N = 1000 };
+
+/* The README's kernel, compiled for real by NVRTC. */
+static const char k_scale_src[] =
+    "extern \"C\" __global__ void scale(float *x, float a, int n) {\n"
+    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  if (i < n) x[i] *= a;\n"
+    "}\n";
+
+/* The same kernel as PTX text (the fake reads its .entry names; parameters come from the
+ * registration below). */
+static const char k_scale_ptx[] =
+    ".version 8.0\n.target sm_90\n.address_size 64\n\n"
+    ".visible .entry scale(.param .u64 x, .param .f32 a, .param .u32 n)\n{\n  ret;\n}\n";
+
+/* The host version of `scale`, run by the fake in stream order: every thread of the grid. */
+static void k_scale(t4a_fake_launch *l, void **p, void *user) {
+  (void)user;
+  CUdeviceptr x;
+  float a;
+  int n;
+  memcpy(&x, p[0], 8);
+  memcpy(&a, p[1], 4);
+  memcpy(&n, p[2], 4);
+  unsigned grid[3], block[3];
+  t4a_fake_launch_dims(l, grid, block, NULL);
+  long threads = (long)grid[0] * block[0];
+  long count = n < threads ? n : threads;
+  if (count <= 0) return;
+  float *px = t4a_fake_deref(l, x, (size_t)count * sizeof(float));
+  if (px == NULL) return;
+  for (long i = 0; i < count; i++) px[i] *= a;
+}
+
+typedef struct fixture {
+  t4a_fake *fake;
+  t4a_driver *drv;
+} fixture;
+
+static int setup_devices(void **state, int devices) {
+  fixture *f = calloc(1, sizeof *f);
+  t4a_fake_options o = T4A_FAKE_OPTIONS_INIT;
+  o.num_devices = devices;
+  if (f == NULL || t4a_fake_create(&o, &f->fake) != T4A_OK ||
+      t4a_fake_driver(f->fake, &f->drv) != T4A_OK) {
+    return -1;
+  }
+  static const size_t params[3] = {8, 4, 4};
+  t4a_fake_register_kernel(f->fake, "scale", 3, params, k_scale, NULL);
+  *state = f;
+  return 0;
+}
+static int setup(void **state) { return setup_devices(state, 2); }
+
+static int teardown(void **state) {
+  fixture *f = *state;
+  (void)t4a_fake_table(f->fake)->cuCtxSetCurrent(NULL);
+  t4a_fake_progress(f->fake);
+  t4a_driver_release(f->drv);
+  int clean = t4a_fake_nothing_live(f->fake) && t4a_fake_ordering_violations(f->fake) == 0;
+  if (!clean) {
+    t4a_fake_live l;
+    t4a_fake_live_objects(f->fake, &l);
+    fprintf(stderr, "# teardown: %llu device allocs, %llu host allocs, %llu streams, %llu events, "
+            "%llu pools, %llu modules, primary refs %d; %llu ordering violations\n",
+            (unsigned long long)l.device_allocs, (unsigned long long)l.host_allocs,
+            (unsigned long long)l.streams, (unsigned long long)l.events,
+            (unsigned long long)l.pools, (unsigned long long)l.modules, l.primary_refs[0],
+            (unsigned long long)t4a_fake_ordering_violations(f->fake));
+  }
+  t4a_fake_destroy(f->fake);
+  free(f);
+  return clean ? 0 : -1;
+}
+
+/* Small rings and one copy thread: the tests open many runtimes. */
+static t4a_runtime_options small_options(fixture *f) {
+  t4a_runtime_options o = T4A_RUNTIME_OPTIONS_INIT;
+  o.driver = f->drv;
+  o.xfer.chunk_bytes = 4096;
+  o.xfer.copy_threads = 1;
+  return o;
+}
+
+static t4a_runtime *open_rt(fixture *f) {
+  t4a_runtime_options o = small_options(f);
+  t4a_runtime *rt = NULL;
+  CK(t4a_runtime_open(0, &o, &rt));
+  return rt;
+}
+
+static int nvrtc_available(void) {
+  t4a_nvrtc_lib *lib = NULL;
+  if (t4a_nvrtc_lib_open(NULL, &lib) != T4A_OK) return 0;
+  t4a_nvrtc_lib_release(lib);
+  return 1;
+}
+
+static void fill(float *x, int n) {
+  for (int i = 0; i < n; i++) x[i] = (float)i - 17.5f;
+}
+
+/* upload, scale by `a`, download: the result must be x * a. */
+static void round_trip(t4a_runtime *rt, t4a_function *fn, float a) {
+  float x[N], back[N];
+  int n = N;
+  fill(x, N);
+  t4a_buffer *b = NULL;
+  CK(t4a_runtime_buffer(rt, sizeof x, &b));
+  CK(t4a_runtime_upload(rt, b, 0, x, sizeof x));
+  t4a_arg args[3] = {t4a_arg_buffer(b, 0), t4a_arg_scalar(&a, sizeof a),
+                     t4a_arg_scalar(&n, sizeof n)};
+  CK(t4a_runtime_launch(rt, fn, (N + 255) / 256, 256, args, 3));
+  memset(back, 0, sizeof back);
+  t4a_buffer *c = NULL;
+  CK(t4a_runtime_buffer(rt, sizeof x, &c));
+  CK(t4a_runtime_copy(rt, c, 0, b, 0, sizeof x));
+  t4a_buffer_release(b); /* the launch and the copy keep it until they ran */
+  CK(t4a_runtime_download(rt, c, 0, back, sizeof back));
+  for (int i = 0; i < N; i++) assert_true(back[i] == x[i] * a);
+  t4a_buffer_release(c);
+}
+
+/* ---- open, accessors, short paths, close ---- */
+
+static void test_open_accessors_close(void **state) {
+  fixture *f = *state;
+  t4a_runtime *rt = open_rt(f);
+  assert_ptr_equal(t4a_runtime_driver(rt), f->drv);
+  assert_int_equal(t4a_runtime_ordinal(rt), 0);
+  t4a_lane *lane = t4a_runtime_lane(rt);
+  assert_non_null(lane);
+  assert_int_equal(t4a_lane_ordinal(lane), 0);
+  assert_ptr_equal(t4a_mem_pool_lane(t4a_runtime_pool(rt)), lane);
+  assert_ptr_equal(t4a_retire_lane(t4a_runtime_retire(rt)), lane);
+  assert_ptr_equal(t4a_xfer_lane(t4a_runtime_xfer(rt)), lane);
+  assert_int_equal(t4a_xfer_chunk_bytes(t4a_runtime_xfer(rt)), 4096);
+  assert_non_null(t4a_runtime_module_cache(rt));
+  assert_non_null(t4a_runtime_table(rt));
+  assert_string_equal(t4a_runtime_target(rt), "sm_90"); /* the fake's compute capability 9.0 */
+  assert_null(t4a_runtime_artifact_cache(rt));          /* NVRTC is not opened by open */
+  /* The lower APIs take the pieces as they are: a module through the cache, a launch through
+   * t4a_launch on the retire, a fire through the table. */
+  t4a_module *m = NULL;
+  CK(t4a_module_load(t4a_runtime_module_cache(rt), k_scale_ptx, sizeof k_scale_ptx,
+                     T4A_IMAGE_PTX, &m));
+  t4a_function *fn = NULL;
+  CK(t4a_runtime_function(rt, m, "scale", &fn));
+  round_trip(rt, fn, 2.0f);
+  float x[N], a = 0.5f;
+  int n = N;
+  fill(x, N);
+  t4a_buffer *b = NULL;
+  CK(t4a_runtime_buffer(rt, sizeof x, &b));
+  CK(t4a_runtime_upload(rt, b, 0, x, sizeof x));
+  t4a_arg args[3] = {t4a_arg_buffer(b, 0), t4a_arg_scalar(&a, sizeof a),
+                     t4a_arg_scalar(&n, sizeof n)};
+  t4a_launch_config c = {{4, 1, 1}, {256, 1, 1}, 0};
+  CK(t4a_launch(t4a_runtime_retire(rt), fn, &c, args, 3));
+  uint32_t id = 0;
+  CK(t4a_descriptor_register(t4a_runtime_table(rt), fn, &c, args, 3, &id));
+  CK(t4a_descriptor_fire(t4a_runtime_table(rt), id));
+  CK(t4a_runtime_sync(rt));
+  float back[N];
+  CK(t4a_runtime_download(rt, b, 0, back, sizeof back));
+  for (int i = 0; i < N; i++) assert_true(back[i] == x[i] * 0.25f);
+  CK(t4a_descriptor_unregister(t4a_runtime_table(rt), id));
+  t4a_counter_values v;
+  t4a_runtime_stats(rt, &v);
+  assert_int_equal(v.launches, 3);
+  assert_int_equal(v.module_loads, 1);
+  assert_int_equal(v.copies_same_device, 1);
+  assert_int_equal(v.bytes_uploaded, 2 * sizeof x);
+  assert_int_equal(v.bytes_downloaded, 2 * sizeof x);
+  t4a_counter_values lv;
+  t4a_lane_read_counters(lane, &lv);
+  assert_memory_equal(&v, &lv, sizeof v);
+  t4a_buffer_release(b);
+  t4a_function_release(fn);
+  t4a_module_release(m);
+  CK(t4a_runtime_close(rt));
+}
+
+static void test_defaults_and_refusals(void **state) {
+  fixture *f = *state;
+  t4a_runtime_options o = small_options(f);
+  t4a_runtime *rt = (t4a_runtime *)1;
+  assert_int_equal(t4a_runtime_open(0, &o, NULL), T4A_INVALID_ARGUMENT);
+  assert_int_equal(t4a_runtime_open(7, &o, &rt), T4A_INVALID_DEVICE);
+  assert_null(rt);
+  o.table_capacity = 70000; /* the table's own check */
+  assert_int_equal(t4a_runtime_open(0, &o, &rt), T4A_INVALID_ARGUMENT);
+  assert_null(rt);
+  o.table_capacity = 0;
+  o.target = "sm_90_but_far_longer_than_any_target_name";
+  assert_int_equal(t4a_runtime_open(0, &o, &rt), T4A_INVALID_ARGUMENT);
+  o.target = "sm_80";
+  o.xfer.copy_threads = 0; /* the default pool of copy threads */
+  o.xfer.chunk_bytes = 0;  /* the default ring: 2 x 16 MiB */
+  CK(t4a_runtime_open(1, &o, &rt));
+  assert_string_equal(t4a_runtime_target(rt), "sm_80");
+  assert_int_equal(t4a_runtime_ordinal(rt), 1);
+  assert_int_equal(t4a_xfer_chunk_bytes(t4a_runtime_xfer(rt)), T4A_XFER_DEFAULT_CHUNK_BYTES);
+  assert_int_equal(t4a_xfer_num_chunks(t4a_runtime_xfer(rt)), T4A_XFER_DEFAULT_NUM_CHUNKS);
+  CK(t4a_runtime_close(rt));
+  assert_int_equal(t4a_runtime_close(NULL), T4A_OK);
+  /* NULL runtimes: typed, outputs cleared. */
+  t4a_buffer *b = (t4a_buffer *)1;
+  assert_int_equal(t4a_runtime_buffer(NULL, 16, &b), T4A_INVALID_ARGUMENT);
+  assert_null(b);
+  assert_int_equal(t4a_runtime_upload(NULL, NULL, 0, "x", 1), T4A_INVALID_ARGUMENT);
+  assert_int_equal(t4a_runtime_download(NULL, NULL, 0, &b, 1), T4A_INVALID_ARGUMENT);
+  assert_int_equal(t4a_runtime_copy(NULL, NULL, 0, NULL, 0, 1), T4A_INVALID_ARGUMENT);
+  assert_int_equal(t4a_runtime_sync(NULL), T4A_INVALID_ARGUMENT);
+  assert_int_equal(t4a_runtime_launch(NULL, NULL, 1, 1, NULL, 0), T4A_INVALID_ARGUMENT);
+  t4a_function *fn = (t4a_function *)1;
+  assert_int_equal(t4a_runtime_kernel(NULL, k_scale_src, "scale", &fn), T4A_INVALID_ARGUMENT);
+  assert_null(fn);
+  t4a_nvrtc_artifact *a = (t4a_nvrtc_artifact *)1;
+  assert_int_equal(t4a_runtime_compile(NULL, k_scale_src, NULL, &a), T4A_INVALID_ARGUMENT);
+  assert_null(a);
+  assert_int_equal(t4a_runtime_stats_json(NULL, NULL, 0, NULL), T4A_INVALID_ARGUMENT);
+  t4a_counter_values v;
+  memset(&v, 0xff, sizeof v);
+  t4a_runtime_stats(NULL, &v);
+  assert_int_equal(v.launches, 0);
+  assert_null(t4a_runtime_lane(NULL));
+  assert_null(t4a_runtime_artifact_cache(NULL));
+  assert_int_equal(t4a_runtime_ordinal(NULL), -1);
+  /* Defaults everywhere with NULL options reach for the process's driver: none here. */
+  rt = (t4a_runtime *)1;
+  t4a_status st = t4a_runtime_open(0, NULL, &rt);
+  if (st == T4A_OK) { /* a machine with a GPU */
+    CK(t4a_runtime_close(rt));
+  } else {
+    assert_null(rt);
+    t4a_error e;
+    t4a_error_last(&e);
+    assert_int_equal(e.status, st);
+  }
+}
+
+/* Buffers and modules outlive their runtime: each holds what it needs. */
+static void test_objects_outlive_close(void **state) {
+  fixture *f = *state;
+  t4a_runtime *rt = open_rt(f);
+  t4a_buffer *b = NULL;
+  CK(t4a_runtime_buffer(rt, 4096, &b));
+  t4a_module *m = NULL;
+  CK(t4a_runtime_load_image(rt, k_scale_ptx, sizeof k_scale_ptx, &m));
+  t4a_function *fn = NULL;
+  CK(t4a_runtime_function(rt, m, "scale", &fn));
+  /* The test keeps the lane too, to let the last frees run before the context goes (the
+   * fake drops work still queued when the last holder releases the primary context). */
+  t4a_lane *lane = t4a_runtime_lane(rt);
+  t4a_lane_retain(lane);
+  CK(t4a_runtime_close(rt));
+  assert_int_equal(t4a_buffer_size(b), 4096);
+  assert_string_equal(t4a_function_name(fn), "scale");
+  t4a_fake_live l;
+  t4a_fake_live_objects(f->fake, &l);
+  assert_int_equal(l.modules, 1);
+  t4a_function_release(fn);
+  t4a_module_release(m); /* the last reference: unloaded under the lane's context */
+  t4a_buffer_release(b); /* freed on the lane's stream, with the pool */
+  t4a_fake_live_objects(f->fake, &l);
+  assert_int_equal(l.modules, 0);
+  assert_int_equal(l.pools, 0);
+  CK(t4a_lane_synchronize(lane));
+  t4a_lane_release(lane);
+}
+
+static void test_function_of_another_runtime(void **state) {
+  fixture *f = *state;
+  t4a_runtime *r1 = open_rt(f), *r2 = open_rt(f); /* two lanes on device 0 */
+  t4a_module *m = NULL;
+  CK(t4a_runtime_load_image(r1, k_scale_ptx, sizeof k_scale_ptx, &m));
+  t4a_function *fn = (t4a_function *)1;
+  assert_int_equal(t4a_runtime_function(r2, m, "scale", &fn), T4A_FOREIGN_HANDLE);
+  assert_null(fn);
+  assert_int_equal(t4a_runtime_function(r1, m, "nope", &fn), T4A_UNKNOWN_ENTRY_POINT);
+  CK(t4a_runtime_function(r1, m, "scale", &fn));
+  float x = 1.0f, a = 2.0f;
+  int n = 1;
+  t4a_buffer *b = NULL;
+  CK(t4a_runtime_buffer(r2, sizeof x, &b));
+  t4a_arg args[3] = {t4a_arg_buffer(b, 0), t4a_arg_scalar(&a, sizeof a),
+                     t4a_arg_scalar(&n, sizeof n)};
+  assert_int_equal(t4a_runtime_launch(r2, fn, 1, 1, args, 3), T4A_FOREIGN_HANDLE);
+  assert_int_equal(t4a_runtime_launch(r1, fn, 1, 1, args, 3), T4A_FOREIGN_HANDLE);
+  t4a_buffer_release(b);
+  t4a_function_release(fn);
+  t4a_module_release(m);
+  CK(t4a_runtime_close(r2));
+  CK(t4a_runtime_close(r1));
+}
+
+typedef struct reentry {
+  t4a_runtime *rt;
+  t4a_status close_st, sync_st, upload_st;
+} reentry;
+
+static t4a_status from_inside(t4a_raw_scope *scope, void *user) {
+  (void)scope;
+  reentry *r = user;
+  r->close_st = t4a_runtime_close(r->rt);
+  r->sync_st = t4a_runtime_sync(r->rt);
+  t4a_buffer *b = NULL;
+  r->upload_st = t4a_runtime_buffer(r->rt, 16, &b);
+  if (r->upload_st == T4A_OK) r->upload_st = t4a_runtime_upload(r->rt, b, 0, "0123456789", 10);
+  t4a_buffer_release(b);
+  return T4A_OK;
+}
+
+static void test_close_from_inside_is_reentry(void **state) {
+  fixture *f = *state;
+  t4a_runtime *rt = open_rt(f);
+  reentry r = {rt, T4A_OK, T4A_OK, T4A_OK};
+  CK(t4a_raw_run(t4a_runtime_retire(rt), NULL, 0, from_inside, &r));
+  assert_int_equal(r.close_st, T4A_REENTRY);
+  assert_int_equal(r.sync_st, T4A_REENTRY);
+  assert_int_equal(r.upload_st, T4A_REENTRY);
+  /* Nothing was closed: the runtime works, then closes. */
+  t4a_module *m = NULL;
+  CK(t4a_runtime_load_image(rt, k_scale_ptx, sizeof k_scale_ptx, &m));
+  t4a_function *fn = NULL;
+  CK(t4a_runtime_function(rt, m, "scale", &fn));
+  round_trip(rt, fn, -3.0f);
+  t4a_function_release(fn);
+  t4a_module_release(m);
+  CK(t4a_runtime_close(rt));
+}
+
+/* ---- compile (real NVRTC), load, launch, download ---- */
+
+static void test_compile_load_launch_download(void **state) {
+  fixture *f = *state;
+  if (!nvrtc_available()) {
+    fprintf(stderr, "# NVRTC is not available: skipped\n");
+    skip();
+  }
+  t4a_runtime *rt = open_rt(f);
+  /* The one-call path: NVRTC -> CUBIN -> the fake loads it (its ELF entries) -> the host kernel
+   * registered as "scale" runs it. */
+  t4a_function *fn = NULL;
+  CK(t4a_runtime_kernel(rt, k_scale_src, "scale", &fn));
+  t4a_nvrtc_cache *cache = t4a_runtime_artifact_cache(rt);
+  assert_non_null(cache);
+  round_trip(rt, fn, 1.5f);
+  t4a_function_release(fn);
+  /* The three calls: the compile is a memory hit, the load a module-cache hit. */
+  t4a_nvrtc_artifact *a = NULL;
+  CK(t4a_runtime_compile(rt, k_scale_src, NULL, &a));
+  assert_int_equal(t4a_nvrtc_artifact_output(a), T4A_NVRTC_OUTPUT_CUBIN);
+  assert_string_equal(t4a_nvrtc_artifact_target(a), "sm_90");
+  t4a_module *m = NULL;
+  CK(t4a_runtime_load(rt, a, &m));
+  CK(t4a_runtime_function(rt, m, "scale", &fn));
+  round_trip(rt, fn, 4.0f);
+  t4a_counter_values cv, v;
+  t4a_nvrtc_cache_counters(cache, &cv);
+  assert_int_equal(cv.nvrtc_compile_attempts, 1);
+  assert_int_equal(cv.nvrtc_mem_hits, 1);
+  t4a_runtime_stats(rt, &v);
+  assert_int_equal(v.module_loads, 1);
+  /* A failing compile: typed, the log's headline in the detail, nothing cached. */
+  t4a_nvrtc_artifact *bad = (t4a_nvrtc_artifact *)1;
+  assert_int_equal(t4a_runtime_compile(rt, "__global__ void k() { undefined_thing(); }", "bad.cu",
+                                       &bad),
+                   T4A_COMPILE_FAILED);
+  assert_null(bad);
+  t4a_error e;
+  t4a_error_last(&e);
+  assert_non_null(strstr(e.message, "undefined_thing"));
+  /* A full request: its own name expression, the runtime's target filled in; the log of a
+   * failure in the outcome. */
+  t4a_nvrtc_request rq = T4A_NVRTC_REQUEST_INIT;
+  rq.source = "template <int K> __global__ void twice(float *x) { x[threadIdx.x] *= K; }\n";
+  const char *expr[1] = {"twice<2>"};
+  rq.name_expressions = expr;
+  rq.num_name_expressions = 1;
+  t4a_nvrtc_outcome oc = T4A_NVRTC_OUTCOME_INIT;
+  t4a_nvrtc_artifact *ta = NULL;
+  CK(t4a_runtime_compile_request(rt, &rq, &ta, &oc));
+  assert_int_equal(oc.origin, T4A_NVRTC_ORIGIN_COMPILED);
+  assert_string_equal(t4a_nvrtc_artifact_target(ta), "sm_90");
+  assert_int_equal(t4a_nvrtc_artifact_output(ta), T4A_NVRTC_OUTPUT_PTX); /* as the request says */
+  assert_non_null(t4a_nvrtc_artifact_lowered_name(ta, "twice<2>"));
+  rq.source = "__global__ void k() { also_undefined(); }\n";
+  rq.name_expressions = NULL;
+  rq.num_name_expressions = 0;
+  t4a_nvrtc_artifact *tb = NULL;
+  assert_int_equal(t4a_runtime_compile_request(rt, &rq, &tb, &oc), T4A_COMPILE_FAILED);
+  assert_non_null(oc.log);
+  assert_non_null(strstr(oc.log, "also_undefined"));
+  t4a_nvrtc_outcome_deinit(&oc);
+  t4a_nvrtc_artifact_release(ta);
+  t4a_function_release(fn);
+  t4a_module_release(m);
+  t4a_nvrtc_artifact_release(a);
+  CK(t4a_runtime_close(rt));
+}
+
+/* compile_ptx: the artifact is PTX, the fake reads its .entry, the result is the same. A borrowed
+ * artifact cache is the runtime's cache and is not destroyed by close. */
+static void test_compile_ptx_through_a_borrowed_cache(void **state) {
+  fixture *f = *state;
+  if (!nvrtc_available()) skip();
+  t4a_nvrtc_lib *lib = NULL;
+  t4a_nvrtc_cache *cache = NULL;
+  CK(t4a_nvrtc_lib_open(NULL, &lib));
+  CK(t4a_nvrtc_cache_create(lib, NULL, &cache));
+  t4a_runtime_options o = small_options(f);
+  o.artifact_cache = cache;
+  o.compile_ptx = 1;
+  t4a_runtime *r1 = NULL, *r2 = NULL;
+  CK(t4a_runtime_open(0, &o, &r1));
+  CK(t4a_runtime_open(1, &o, &r2));
+  assert_ptr_equal(t4a_runtime_artifact_cache(r1), cache);
+  t4a_function *f1 = NULL, *f2 = NULL;
+  CK(t4a_runtime_kernel(r1, k_scale_src, "scale", &f1));
+  CK(t4a_runtime_kernel(r2, k_scale_src, "scale", &f2)); /* one compile for both devices */
+  round_trip(r1, f1, 3.0f);
+  round_trip(r2, f2, -1.0f);
+  t4a_counter_values cv;
+  t4a_nvrtc_cache_counters(cache, &cv);
+  assert_int_equal(cv.nvrtc_compile_attempts, 1);
+  t4a_nvrtc_artifact *a = NULL;
+  CK(t4a_runtime_compile(r1, k_scale_src, NULL, &a));
+  assert_int_equal(t4a_nvrtc_artifact_output(a), T4A_NVRTC_OUTPUT_PTX);
+  t4a_nvrtc_artifact_release(a);
+  t4a_function_release(f1);
+  t4a_function_release(f2);
+  CK(t4a_runtime_close(r1));
+  CK(t4a_runtime_close(r2));
+  CK(t4a_nvrtc_cache_compile(cache, &(t4a_nvrtc_request){.source = k_scale_src,
+                                                          .target = "sm_90"},
+                             &a, NULL)); /* still alive after both closes */
+  t4a_nvrtc_artifact_release(a);
+  t4a_nvrtc_cache_destroy(cache);
+  t4a_nvrtc_lib_release(lib);
+}
+
+/* Without NVRTC the runtime opens and runs loaded images; only a compile says NVRTC_NOT_FOUND,
+ * each time it is asked. */
+static void test_nvrtc_missing_only_at_compile(void **state) {
+  fixture *f = *state;
+  t4a_runtime_options o = small_options(f);
+  o.nvrtc.library_path = "/nonexistent/libnvrtc.so.13";
+  t4a_runtime *rt = NULL;
+  CK(t4a_runtime_open(0, &o, &rt));
+  t4a_module *m = NULL;
+  CK(t4a_runtime_load_image(rt, k_scale_ptx, sizeof k_scale_ptx, &m));
+  t4a_function *fn = NULL;
+  CK(t4a_runtime_function(rt, m, "scale", &fn));
+  round_trip(rt, fn, 2.0f);
+  for (int i = 0; i < 2; i++) {
+    t4a_nvrtc_artifact *a = (t4a_nvrtc_artifact *)1;
+    assert_int_equal(t4a_runtime_compile(rt, k_scale_src, NULL, &a), T4A_NVRTC_NOT_FOUND);
+    assert_null(a);
+    t4a_error e;
+    t4a_error_last(&e);
+    assert_non_null(strstr(e.message, "/nonexistent/libnvrtc.so.13"));
+    t4a_function *k = (t4a_function *)1;
+    assert_int_equal(t4a_runtime_kernel(rt, k_scale_src, "scale", &k), T4A_NVRTC_NOT_FOUND);
+    assert_null(k);
+  }
+  assert_null(t4a_runtime_artifact_cache(rt));
+  char json[32768];
+  CK(t4a_runtime_stats_json(rt, json, sizeof json, NULL));
+  assert_non_null(strstr(json, "\"artifact_cache\": null"));
+  t4a_function_release(fn);
+  t4a_module_release(m);
+  CK(t4a_runtime_close(rt));
+}
+
+/* ---- the stats JSON ---- */
+
+/* A validating JSON parser (RFC 8259 grammar, no semantics): objects, arrays, strings with
+ * escapes, numbers, true/false/null. */
+typedef struct jp {
+  const char *s;
+  size_t i, n;
+} jp;
+
+static void jws(jp *p) {
+  while (p->i < p->n && (p->s[p->i] == ' ' || p->s[p->i] == '\t' || p->s[p->i] == '\n' ||
+                         p->s[p->i] == '\r')) {
+    p->i++;
+  }
+}
+static int jchar(jp *p, char c) {
+  jws(p);
+  if (p->i < p->n && p->s[p->i] == c) {
+    p->i++;
+    return 1;
+  }
+  return 0;
+}
+static int jstring(jp *p) {
+  if (!jchar(p, '"')) return 0;
+  while (p->i < p->n) {
+    unsigned char c = (unsigned char)p->s[p->i++];
+    if (c == '"') return 1;
+    if (c < 0x20) return 0;
+    if (c == '\\') {
+      if (p->i >= p->n) return 0;
+      char e = p->s[p->i++];
+      if (e == 'u') {
+        for (int k = 0; k < 4; k++) {
+          if (p->i >= p->n || strchr("0123456789abcdefABCDEF", p->s[p->i]) == NULL) return 0;
+          p->i++;
+        }
+      } else if (strchr("\"\\/bfnrt", e) == NULL || e == '\0') {
+        return 0;
+      }
+    }
+  }
+  return 0;
+}
+static int jdigits(jp *p) {
+  size_t start = p->i;
+  while (p->i < p->n && p->s[p->i] >= '0' && p->s[p->i] <= '9') p->i++;
+  return p->i > start;
+}
+static int jnumber(jp *p) {
+  if (p->i < p->n && p->s[p->i] == '-') p->i++;
+  if (p->i < p->n && p->s[p->i] == '0') {
+    p->i++;
+  } else if (!jdigits(p)) {
+    return 0;
+  }
+  if (p->i < p->n && p->s[p->i] == '.') {
+    p->i++;
+    if (!jdigits(p)) return 0;
+  }
+  if (p->i < p->n && (p->s[p->i] == 'e' || p->s[p->i] == 'E')) {
+    p->i++;
+    if (p->i < p->n && (p->s[p->i] == '+' || p->s[p->i] == '-')) p->i++;
+    if (!jdigits(p)) return 0;
+  }
+  return 1;
+}
+static int jvalue(jp *p, int depth);
+static int jmembers(jp *p, int depth, char close, int object) {
+  if (jchar(p, close)) return 1;
+  for (;;) {
+    if (object && (!jstring(p) || !jchar(p, ':'))) return 0;
+    if (!jvalue(p, depth + 1)) return 0;
+    if (jchar(p, close)) return 1;
+    if (!jchar(p, ',')) return 0;
+    jws(p);
+  }
+}
+static int jvalue(jp *p, int depth) {
+  if (depth > 32) return 0;
+  jws(p);
+  if (p->i >= p->n) return 0;
+  char c = p->s[p->i];
+  if (c == '{') return p->i++, jmembers(p, depth, '}', 1);
+  if (c == '[') return p->i++, jmembers(p, depth, ']', 0);
+  if (c == '"') return jstring(p);
+  static const char *const words[] = {"true", "false", "null"};
+  for (int k = 0; k < 3; k++) {
+    size_t len = strlen(words[k]);
+    if (p->n - p->i >= len && strncmp(p->s + p->i, words[k], len) == 0) {
+      p->i += len;
+      return 1;
+    }
+  }
+  return jnumber(p);
+}
+static int json_valid(const char *s, size_t n) {
+  jp p = {s, 0, n};
+  if (!jvalue(&p, 0)) return 0;
+  jws(&p);
+  return p.i == n;
+}
+
+/* The text of the object that follows `"key": ` (braces balance: no string holds one). */
+static size_t object_of(const char *json, const char *key, const char **out) {
+  char pat[64];
+  snprintf(pat, sizeof pat, "\"%s\": {", key);
+  const char *at = strstr(json, pat);
+  if (at == NULL) return 0;
+  at += strlen(pat) - 1;
+  int depth = 0;
+  for (const char *p = at; *p != '\0'; p++) {
+    depth += *p == '{';
+    depth -= *p == '}';
+    if (depth == 0) {
+      *out = at;
+      return (size_t)(p - at + 1);
+    }
+  }
+  return 0;
+}
+
+/* Every counter whose name starts with `prefix` is a key of the object, with a number. */
+static void expect_counters(const char *obj, size_t len, const char *prefix) {
+  char *copy = malloc(len + 1);
+  memcpy(copy, obj, len);
+  copy[len] = '\0';
+  int found = 0;
+  for (int i = 0; i < T4A_COUNTER_COUNT; i++) {
+    const char *name = t4a_counter_name((t4a_counter_id)i);
+    if (strncmp(name, prefix, strlen(prefix)) != 0) continue;
+    char pat[96];
+    snprintf(pat, sizeof pat, "\"%s\": ", name);
+    const char *at = strstr(copy, pat);
+    if (at == NULL) fail_msg("counter %s missing from %.60s...", name, copy);
+    char next = at[strlen(pat)];
+    if (next < '0' || next > '9') fail_msg("counter %s is not a number", name);
+    found++;
+  }
+  assert_true(found > 0);
+  free(copy);
+}
+
+static void test_stats_json(void **state) {
+  fixture *f = *state;
+  int nvrtc = nvrtc_available();
+  t4a_runtime *rt = open_rt(f);
+  t4a_function *fn = NULL;
+  if (nvrtc) {
+    CK(t4a_runtime_kernel(rt, k_scale_src, "scale", &fn));
+  } else {
+    t4a_module *m = NULL;
+    CK(t4a_runtime_load_image(rt, k_scale_ptx, sizeof k_scale_ptx, &m));
+    CK(t4a_runtime_function(rt, m, "scale", &fn));
+    t4a_module_release(m);
+  }
+  round_trip(rt, fn, 2.0f);
+  /* Ask for the size, then give one byte less: LIMIT_EXCEEDED with the size, in the detail too. */
+  size_t need = 0;
+  assert_int_equal(t4a_runtime_stats_json(rt, NULL, 0, &need), T4A_LIMIT_EXCEEDED);
+  assert_true(need > 1000);
+  char *buf = malloc(need + 256);
+  size_t got = 0;
+  assert_int_equal(t4a_runtime_stats_json(rt, buf, need - 1, &got), T4A_LIMIT_EXCEEDED);
+  assert_int_equal(got, need);
+  assert_string_equal(buf, ""); /* nothing usable is left in a short buffer */
+  t4a_error e;
+  t4a_error_last(&e);
+  assert_int_equal(e.status, T4A_LIMIT_EXCEEDED);
+  assert_int_equal(e.bytes, need);
+  assert_int_equal(t4a_runtime_stats_json(rt, buf, 16, NULL), T4A_LIMIT_EXCEEDED);
+  assert_int_equal(t4a_runtime_stats_json(rt, NULL, 16, &got), T4A_INVALID_ARGUMENT);
+  CK(t4a_runtime_stats_json(rt, buf, need, &got));
+  assert_int_equal(got, need - 1);
+  assert_int_equal(strlen(buf), got);
+  if (!json_valid(buf, got)) fail_msg("not JSON:\n%s", buf);
+  const char *obj = NULL;
+  size_t len = object_of(buf, "lane", &obj);
+  assert_true(len > 0);
+  expect_counters(obj, len, "");
+  assert_non_null(strstr(buf, "\"launches\": 1,")); /* the round trip's launch */
+  len = object_of(buf, "counters", &obj); /* the driver's */
+  assert_true(len > 0);
+  expect_counters(obj, len, "");
+  assert_true(object_of(buf, "module_cache", &obj) > 0);
+  assert_non_null(strstr(obj, "\"loads\": 1,"));
+  assert_true(object_of(buf, "xfer", &obj) > 0);
+  assert_non_null(strstr(obj, "\"chunk_bytes\": 4096,"));
+  assert_true(object_of(buf, "retire", &obj) > 0);
+  assert_non_null(strstr(buf, "\"origin\": \"fake\""));
+  assert_non_null(strstr(buf, "\"target\": \"sm_90\""));
+  assert_non_null(strstr(buf, "\"heap_allocations\": "));
+  if (nvrtc) {
+    len = object_of(buf, "artifact_cache", &obj);
+    assert_true(len > 0);
+    expect_counters(obj, len, "nvrtc_");
+    assert_non_null(strstr(obj, "\"nvrtc_compile_attempts\": 1,"));
+    assert_non_null(strstr(obj, "\"memory_entries\": 1,"));
+  } else {
+    assert_non_null(strstr(buf, "\"artifact_cache\": null"));
+  }
+  /* The checker itself refuses broken text. */
+  static const char *const bad[] = {"{\"a\": 1,}", "{\"a\": [1, 2}", "{\"a\": 01}",
+                                     "{\"a\" 1}", "{\"a\": \"x\\q\"}", "{} {}"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    assert_false(json_valid(bad[i], strlen(bad[i])));
+  }
+  static const char good[] = "{\"a\": [1, -2.5e3, \"x\\u00e9\", null, true], \"b\": {}}";
+  assert_true(json_valid(good, strlen(good)));
+  free(buf);
+  t4a_function_release(fn);
+  CK(t4a_runtime_close(rt));
+}
+
+/* ---- failure sweeps ---- */
+
+typedef struct sweep_ctx {
+  fixture *f;
+  t4a_runtime_options options;
+  int use;                  /* 0: open and close; 1: open, a whole use, close */
+  t4a_nvrtc_cache *cache;   /* a warm artifact cache for the use (NULL: PTX text instead) */
+  uint64_t lane_leaked;     /* leaked + buffers_leaked of the lanes of closed runtimes */
+  uint64_t lane_pools_leaked;
+} sweep_ctx;
+
+static t4a_status use(sweep_ctx *c, t4a_runtime *rt) {
+  enum { M = 300 };
+  float x[M], back[M], a = 3.0f;
+  int n = M;
+  fill(x, M);
+  t4a_buffer *b = NULL, *d = NULL;
+  t4a_nvrtc_artifact *art = NULL;
+  t4a_module *m = NULL;
+  t4a_function *fn = NULL;
+  uint32_t id = 0;
+  char json[32768];
+  t4a_status st = t4a_runtime_buffer(rt, sizeof x, &b);
+  if (st == T4A_OK) st = t4a_runtime_buffer(rt, sizeof x, &d);
+  if (st == T4A_OK) st = t4a_runtime_upload(rt, b, 0, x, sizeof x);
+  if (st == T4A_OK && c->cache != NULL) st = t4a_runtime_compile(rt, k_scale_src, NULL, &art);
+  if (st == T4A_OK && art != NULL) st = t4a_runtime_load(rt, art, &m);
+  if (st == T4A_OK && art == NULL) {
+    st = t4a_runtime_load_image(rt, k_scale_ptx, sizeof k_scale_ptx, &m);
+  }
+  if (st == T4A_OK) st = t4a_runtime_function(rt, m, "scale", &fn);
+  t4a_arg args[3] = {t4a_arg_buffer(b, 0), t4a_arg_scalar(&a, sizeof a),
+                     t4a_arg_scalar(&n, sizeof n)};
+  if (st == T4A_OK) st = t4a_runtime_launch(rt, fn, 2, 256, args, 3);
+  t4a_launch_config cfg = {{2, 1, 1}, {256, 1, 1}, 0};
+  if (st == T4A_OK) st = t4a_descriptor_register(t4a_runtime_table(rt), fn, &cfg, args, 3, &id);
+  if (st == T4A_OK) st = t4a_descriptor_fire(t4a_runtime_table(rt), id);
+  if (id != 0) {
+    t4a_status un = t4a_descriptor_unregister(t4a_runtime_table(rt), id);
+    if (st == T4A_OK) st = un;
+  }
+  if (st == T4A_OK) st = t4a_runtime_copy(rt, d, 0, b, 0, sizeof x);
+  if (st == T4A_OK) st = t4a_runtime_download(rt, d, 0, back, sizeof back);
+  if (st == T4A_OK) {
+    for (int i = 0; i < M; i++) {
+      if (back[i] != x[i] * 9.0f) st = t4a_error_set(T4A_INTERNAL, NULL, 0, NULL, 0, "wrong");
+    }
+  }
+  if (st == T4A_OK) st = t4a_runtime_sync(rt);
+  if (st == T4A_OK) st = t4a_runtime_stats_json(rt, json, sizeof json, NULL);
+  t4a_function_release(fn);
+  t4a_module_release(m);
+  t4a_nvrtc_artifact_release(art);
+  t4a_buffer_release(b);
+  t4a_buffer_release(d);
+  return st;
+}
+
+static t4a_status run_once(sweep_ctx *c) {
+  t4a_runtime *rt = (t4a_runtime *)1;
+  t4a_status st = t4a_runtime_open(0, &c->options, &rt);
+  if (st != T4A_OK) {
+    if (rt != NULL) return t4a_error_set(T4A_INTERNAL, NULL, 0, NULL, 0, "out not cleared");
+    return st;
+  }
+  /* Keep the lane to read its leak counts after close (then release it: the stream goes). */
+  t4a_lane *lane = t4a_runtime_lane(rt);
+  t4a_lane_retain(lane);
+  if (c->use) st = use(c, rt);
+  t4a_error saved;
+  t4a_error_last(&saved);
+  t4a_status closed = t4a_runtime_close(rt);
+  if (st == T4A_OK) {
+    st = closed;
+  } else {
+    t4a_error_restore(&saved);
+  }
+  t4a_counter_values v;
+  t4a_lane_read_counters(lane, &v);
+  c->lane_leaked += v.leaked + v.buffers_leaked;
+  c->lane_pools_leaked += v.pools_leaked;
+  t4a_lane_release(lane);
+  return st;
+}
+
+/* The sweeps' steps: open and close leak nothing on the host (LeakSanitizer checks it); a use
+ * that failed after enqueueing leaks its quarantined buffers (and what they hold) on purpose. */
+__attribute__((noinline)) static t4a_status op_open_close(void *user) {
+  t4a_status st = run_once(user);
+  __asm__ volatile("" ::: "memory");
+  return st;
+}
+__attribute__((noinline)) static t4a_status op_use(void *user) {
+  t4a_status st = run_once(user);
+  __asm__ volatile("" ::: "memory");
+  return st;
+}
+
+/* Open and close: everything the fake holds is exactly what t4a counted as leaked — device and
+ * pinned memory, events, modules, streams, pools and primary-context retains. */
+static long unaccounted_strict(void *user) {
+  sweep_ctx *c = user;
+  t4a_fake_progress(c->f->fake);
+  t4a_fake_live l;
+  t4a_fake_live_objects(c->f->fake, &l);
+  t4a_counter_values drv;
+  t4a_driver_counters(c->f->drv, &drv);
+  long refs = 0;
+  for (int i = 0; i < T4A_FAKE_MAX_DEVICES; i++) refs += l.primary_refs[i];
+  long live = (long)(l.device_allocs + l.host_allocs + l.host_registrations + l.events +
+                     l.modules + l.streams + l.pools) + refs;
+  long counted = (long)(drv.leaked + drv.streams_leaked + drv.ctx_release_failures +
+                        c->lane_leaked + c->lane_pools_leaked);
+  return live - counted;
+}
+
+/* A whole use: a buffer quarantined by a launch that may have run keeps its pool, lane and
+ * context alive, so streams, pools and retains are left out (t4a_ctx's and t4a_mem's own sweeps
+ * count those); memory, events and modules must match what t4a counted. */
+static long unaccounted_use(void *user) {
+  sweep_ctx *c = user;
+  t4a_fake_progress(c->f->fake);
+  t4a_fake_live l;
+  t4a_fake_live_objects(c->f->fake, &l);
+  t4a_counter_values drv;
+  t4a_driver_counters(c->f->drv, &drv);
+  long live = (long)(l.device_allocs + l.host_allocs + l.host_registrations + l.events +
+                     l.modules);
+  return live - (long)(drv.leaked + c->lane_leaked);
+}
+
+/* `second`: another code to fail every call with (a use probes kernel parameters until
+ * CUDA_ERROR_INVALID_VALUE, which there means "no more parameters"). */
+static void sweep_all(sweep_ctx *c, const char *name, t4a_sweep_unaccounted unaccounted,
+                      CUresult second) {
+  t4a_sweep s = {.name = name, .fake = c->f->fake, .op = c->use ? op_use : op_open_close,
+                 .unaccounted = unaccounted, .user = c, .max_steps = 3000};
+  assert_true(t4a_sweep_driver(&s, CUDA_ERROR_UNKNOWN, T4A_DRIVER_ERROR) > 20);
+  assert_true(t4a_sweep_driver(&s, second, T4A_DRIVER_ERROR) > 20);
+  if (c->use) {
+    /* Enqueueing calls that fail after their work was queued: the buffers they touch are
+     * quarantined (leaked and counted at close), never freed on a guess. */
+    static const char *const enqueueing[] = {"cuLaunchKernel", "cuMemcpyDtoDAsync",
+                                             "cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync"};
+    s.after_enqueue = 1;
+    for (size_t i = 0; i < sizeof enqueueing / sizeof enqueueing[0]; i++) {
+      s.entry = enqueueing[i];
+      assert_true(t4a_sweep_driver(&s, CUDA_ERROR_UNKNOWN, T4A_DRIVER_ERROR) > 0);
+    }
+    s.after_enqueue = 0;
+    s.entry = NULL;
+  }
+  const t4a_status oom[] = {T4A_HOST_OUT_OF_MEMORY};
+  assert_true(t4a_sweep_fault(&s, T4A_FAULT_HOST_MALLOC, oom, 1) > 5);
+  const t4a_status internal[] = {T4A_INTERNAL, T4A_HOST_OUT_OF_MEMORY};
+  assert_true(t4a_sweep_fault(&s, T4A_FAULT_MUTEX_INIT, internal, 2) > 2);
+  assert_true(t4a_sweep_fault(&s, T4A_FAULT_THREAD_CREATE, internal, 2) > 0);
+  assert_int_equal(t4a_fake_ordering_violations(c->f->fake), 0);
+}
+
+static void test_open_close_sweep(void **state) {
+  fixture *f = *state;
+  sweep_ctx c = {.f = f, .options = small_options(f)};
+  c.options.xfer.copy_threads = 2; /* one copy thread to start (THREAD_CREATE) */
+  sweep_all(&c, "open/close", unaccounted_strict, CUDA_ERROR_INVALID_VALUE);
+}
+
+static void test_use_sweep(void **state) {
+  fixture *f = *state;
+  sweep_ctx c = {.f = f, .options = small_options(f), .use = 1};
+  c.options.xfer.copy_threads = 2;
+  /* No reuse cache: a pool kept alive by a quarantined buffer would keep its cached blocks
+   * alive uncounted; without it the fake's live blocks are the buffers t4a holds. */
+  c.options.pool.reuse_disabled = 1;
+  t4a_nvrtc_lib *lib = NULL;
+  if (nvrtc_available()) {
+    /* A warm artifact cache: the sweep's compiles are memory hits (NVRTC runs once, here). */
+    CK(t4a_nvrtc_lib_open(NULL, &lib));
+    CK(t4a_nvrtc_cache_create(lib, NULL, &c.cache));
+    c.options.artifact_cache = c.cache;
+    t4a_runtime *rt = NULL;
+    CK(t4a_runtime_open(0, &c.options, &rt));
+    t4a_nvrtc_artifact *a = NULL;
+    CK(t4a_runtime_compile(rt, k_scale_src, NULL, &a));
+    t4a_nvrtc_artifact_release(a);
+    CK(t4a_runtime_close(rt));
+  }
+  sweep_all(&c, "use", unaccounted_use, CUDA_ERROR_INVALID_HANDLE);
+  t4a_nvrtc_cache_destroy(c.cache);
+  t4a_nvrtc_lib_release(lib);
+}
+
+/* The use sweep's quarantined buffers (a launch or copy that failed after it may have been
+ * enqueued) are held forever with their pool, lane and context, as t4a must: LeakSanitizer is
+ * told about the sweep's frames only, and unaccounted_use checks that what stays alive is exactly
+ * what t4a counted. The fixture's fake and driver go with them (the driver's last reference is
+ * held by those lanes). */
+const char *__lsan_default_suppressions(void);
+const char *__lsan_default_suppressions(void) { return "leak:op_use\nleak:setup_leaky\n"; }
+
+__attribute__((noinline)) static int setup_leaky(void **state) {
+  int rc = setup(state);
+  __asm__ volatile("" ::: "memory");
+  return rc;
+}
+
+/* The sweeps leak on purpose (counted); teardown checks the fake's ordering only. */
+static int teardown_counted(void **state) {
+  fixture *f = *state;
+  (void)t4a_fake_table(f->fake)->cuCtxSetCurrent(NULL);
+  t4a_fake_progress(f->fake);
+  uint64_t violations = t4a_fake_ordering_violations(f->fake);
+  t4a_driver_release(f->drv);
+  t4a_fake_destroy(f->fake);
+  free(f);
+  return violations == 0 ? 0 : -1;
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_open_accessors_close, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_defaults_and_refusals, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_objects_outlive_close, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_function_of_another_runtime, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_close_from_inside_is_reentry, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_compile_load_launch_download, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_compile_ptx_through_a_borrowed_cache, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_nvrtc_missing_only_at_compile, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_stats_json, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_open_close_sweep, setup, teardown_counted),
+      cmocka_unit_test_setup_teardown(test_use_sweep, setup_leaky, teardown_counted),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
