@@ -120,6 +120,14 @@ t4a_test(NAME t4a_xfer_copy_multi_gpu_test
   SRCS t4a_xfer/copy_multi_gpu_test.c t4a_xfer/copy_gpu_common.h
   LABELS gpu multi
   DEPS testing_gpu_gpu_main t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_status t4a_ext_cmocka Threads::Threads)
+t4a_test(NAME t4a_xfer_copy_fault_multi_gpu_test
+  SRCS t4a_xfer/copy_fault_multi_gpu_test.c
+  LABELS gpu multi faults
+  DEPS testing_gpu_gpu_main t4a_xfer t4a_raw t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status testing_gpu_kernels t4a_ext_cmocka Threads::Threads)
+t4a_binary(NAME t4a_xfer_copy_bench
+  SRCS t4a_xfer/copy_bench.c
+  OUTPUT_NAME copy_bench
+  DEPS t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status)
 t4a_binary(NAME t4a_xfer_xfer_bench
   SRCS t4a_xfer/xfer_bench.c
   OUTPUT_NAME xfer_bench
@@ -218,6 +226,10 @@ t4a_test(NAME t4a_raw_raw_gpu_test
   SRCS t4a_raw/raw_gpu_test.c
   LABELS gpu single
   DEPS testing_gpu_gpu_main t4a_raw t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status testing_gpu_kernels t4a_ext_cmocka ${CMAKE_DL_LIBS} m)
+t4a_test(NAME t4a_raw_nccl_multi_gpu_test
+  SRCS t4a_raw/nccl_multi_gpu_test.c
+  LABELS gpu multi
+  DEPS testing_gpu_gpu_main t4a_raw t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status t4a_ext_cmocka ${CMAKE_DL_LIBS})
 t4a_library(NAME t4a
   SRCS t4a.c
   HDRS include/t4a/t4a.h

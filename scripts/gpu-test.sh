@@ -47,6 +47,7 @@ with open(os.path.join(out, "tests.tsv"), "w") as f:
 PY
   cp build/gpu/t4a "$out/t4a"   # `t4a info` on the GPU machine
   cp build/gpu/xfer_bench "$out/xfer_bench"   # docs/performance.md
+  cp build/gpu/copy_bench "$out/copy_bench"   # docs/performance.md (two GPUs)
   cmocka=$(ldconfig -p | awk '/libcmocka\.so\.0 /{print $NF; exit}')
   cp -L "$cmocka" "$out/libcmocka.so.0"
   echo "gpu-test: built $(wc -l < "$out/tests.tsv") test binaries into $out/ (carry it to the GPU machine)"
