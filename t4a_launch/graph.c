@@ -8,6 +8,7 @@
 
 #include "t4a/fault.h"
 #include "t4a_ctx/driver_table.h"
+#include "t4a_launch/launch_internal.h"
 
 /* What one capture referenced: the captured CUgraph and the keepalives of its work. Replays keep
  * the version they ran alive through the lane's epochs; the graph holds its current one. */
@@ -126,27 +127,6 @@ static t4a_status end_capture(t4a_retire *retire, version **out) {
   v->count = count;
   *out = v;
   return T4A_OK;
-}
-
-/* A launch the driver refused before queuing anything (validation, capture rules). */
-static int refused_before_enqueue(CUresult r) {
-  switch (r) {
-    case CUDA_ERROR_INVALID_VALUE:
-    case CUDA_ERROR_INVALID_HANDLE:
-    case CUDA_ERROR_INVALID_CONTEXT:
-    case CUDA_ERROR_CONTEXT_IS_DESTROYED:
-    case CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED:
-    case CUDA_ERROR_STREAM_CAPTURE_INVALIDATED:
-    case CUDA_ERROR_STREAM_CAPTURE_MERGE:
-    case CUDA_ERROR_STREAM_CAPTURE_UNMATCHED:
-    case CUDA_ERROR_STREAM_CAPTURE_UNJOINED:
-    case CUDA_ERROR_STREAM_CAPTURE_ISOLATION:
-    case CUDA_ERROR_STREAM_CAPTURE_IMPLICIT:
-    case CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD:
-      return 1;
-    default:
-      return 0;
-  }
 }
 
 static t4a_status instantiate(t4a_lane *lane, CUgraph graph, CUgraphExec *out) {
@@ -274,12 +254,12 @@ t4a_status t4a_graph_launch(t4a_graph *g) {
   CUresult r = g->driver->t.cuGraphLaunch(g->exec, t4a_lane_stream(g->lane));
   /* The reference for the epoch (or the quarantine) is taken under the lock, before an update
    * could swap the version and drop the graph's own. */
-  if (r == CUDA_SUCCESS || !refused_before_enqueue(r)) {
+  if (r == CUDA_SUCCESS || !t4a_launch_refused_before_enqueue_(r)) {
     atomic_fetch_add_explicit(&v->refs, 1, memory_order_relaxed);
   }
   pthread_mutex_unlock(&g->lock);
   st = t4a_cu_result_(g->driver, r, "cuGraphLaunch", 0);
-  if (st != T4A_OK && refused_before_enqueue(r)) return t4a_admission_abort(&adm, st);
+  if (st != T4A_OK && t4a_launch_refused_before_enqueue_(r)) return t4a_admission_abort(&adm, st);
   if (st != T4A_OK) {
     /* The replay may be queued: its version is quarantined, held for good (and counted with
      * what it keeps alive when the retire leaks it). */

@@ -147,7 +147,7 @@ static t4a_status check_common(t4a_retire *retire, t4a_function *fn, const t4a_l
 
 /* Results with which the driver refuses a launch while validating it, before anything is
  * queued. Any other failure may have queued the kernel (the driver does not say). */
-static int refused_before_enqueue(CUresult r) {
+int t4a_launch_refused_before_enqueue_(CUresult r) {
   switch (r) {
     case CUDA_ERROR_INVALID_VALUE:
     case CUDA_ERROR_INVALID_HANDLE:
@@ -204,7 +204,7 @@ t4a_status t4a_launch_enqueue_(t4a_retire *retire, t4a_function *fn, const t4a_l
                                      t4a_lane_stream(lane), params, NULL);
   if (T4A_UNLIKELY(r != CUDA_SUCCESS)) {
     st = t4a_cu_fail(drv, r, "cuLaunchKernel", 0);
-    if (refused_before_enqueue(r)) return t4a_admission_abort(&adm, st);
+    if (t4a_launch_refused_before_enqueue_(r)) return t4a_admission_abort(&adm, st);
     /* The kernel may be queued: its module stays kept until the epoch's event proves it ran (or
      * the lane's teardown leaks it); what it may have written is of unknown state. */
     t4a_admission_keep(&adm, t4a_module_keepalive_(fn->module));

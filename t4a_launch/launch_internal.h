@@ -109,4 +109,9 @@ t4a_status t4a_launch_enqueue_(t4a_retire *retire, t4a_function *fn,
 /* A module reference as a keepalive (retains the module). */
 t4a_keepalive t4a_module_keepalive_(t4a_module *module);
 
+/* Whether a failed cuLaunchKernel / cuGraphLaunch queued nothing: validation refusals and the
+ * stream-capture codes (work of an invalidated capture never runs). Otherwise the work may be
+ * queued and what it touches is of unknown state. */
+int t4a_launch_refused_before_enqueue_(CUresult r);
+
 #endif /* T4A_LAUNCH_LAUNCH_INTERNAL_H_ */
