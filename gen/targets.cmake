@@ -239,6 +239,10 @@ t4a_test(NAME t4a_facade_test
   SRCS t4a_facade_test.c
   LABELS unit
   DEPS t4a fake_driver sweep t4a_ext_cmocka)
+t4a_test(NAME faults_gpu_test
+  SRCS faults_gpu_test.c
+  LABELS gpu faults
+  DEPS t4a t4a_ctx_seam testing_gpu_gpu_main fake_driver t4a_ext_cuda_headers t4a_ext_cmocka Threads::Threads m)
 t4a_binary(NAME examples_readme_example
   SRCS examples/readme_example.c
   OUTPUT_NAME readme_example
@@ -263,3 +267,11 @@ t4a_sh_test(NAME tools_cli_test
   SCRIPT tools/cli_test.sh
   LABELS unit
   DATA t4a_cli)
+t4a_binary(NAME bench_t4a_bench
+  SRCS bench/t4a_bench.c
+  OUTPUT_NAME t4a_bench
+  DEPS t4a t4a_ctx_seam fake_driver testing_lsan_nvrtc_suppressions t4a_ext_cuda_headers)
+t4a_sh_test(NAME bench_bench_smoke_test
+  SCRIPT bench/bench_smoke_test.sh
+  LABELS unit
+  DATA bench_t4a_bench)

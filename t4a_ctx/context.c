@@ -10,6 +10,9 @@ struct t4a_ctx_holder {
   int ordinal;
   CUdevice device;
   CUcontext ctx;
+  /* The device's healthy fault state in the generation this holder was made in (driver_table.h):
+   * the context is usable through this holder only while the device's state equals it. */
+  unsigned healthy;
   t4a_driver *driver; /* a reference */
   /* Bit i: this context may access device i's primary context's memory (enabled once; peer
    * access lives as long as the context, which this holder keeps alive). */
@@ -43,6 +46,7 @@ t4a_status t4a_ctx_holder_create(t4a_driver *driver, int ordinal, t4a_ctx_holder
     return st;
   }
   atomic_init(&h->refs, 1);
+  h->healthy = atomic_load(&driver->faults[ordinal].state) & ~3u;
   h->ordinal = ordinal;
   h->driver = driver;
   t4a_driver_retain(driver);
@@ -100,18 +104,43 @@ CUdevice t4a_ctx_holder_device(const t4a_ctx_holder *holder) { return holder->de
 void t4a_ctx_holder_mark_lost(const t4a_ctx_holder *holder, const t4a_error *cause) {
   if (holder == NULL) return;
   t4a_ctx_fault *f = &holder->driver->faults[holder->ordinal];
-  int expected = 0;
-  if (!atomic_compare_exchange_strong_explicit(&f->state, &expected, 1, memory_order_acq_rel,
-                                               memory_order_relaxed)) {
-    return; /* the first fault is the one reported */
+  /* Only from the holder's own generation, healthy: the first fault is the one reported, and a
+   * holder made before a reset (t4a_device_recover) cannot mark the new context lost. */
+  unsigned expected = holder->healthy;
+  if (!atomic_compare_exchange_strong_explicit(&f->state, &expected,
+                                               holder->healthy | T4A_CTX_RECORDING,
+                                               memory_order_acq_rel, memory_order_relaxed)) {
+    return;
   }
   if (cause != NULL) {
     f->cause = *cause;
   } else {
     f->cause = (t4a_error){.status = T4A_CONTEXT_LOST, .entry = "", .code_name = ""};
   }
-  atomic_store_explicit(&f->state, 2, memory_order_release);
+  atomic_store_explicit(&f->state, holder->healthy | T4A_CTX_LOST, memory_order_release);
   t4a_counter_add(&holder->driver->counters, T4A_COUNTER_ctx_faults, 1);
+}
+
+/* Whether the device was reset (t4a_device_recover) since the holder was made. */
+static int holder_is_stale(const t4a_ctx_holder *holder, unsigned state) {
+  return (state >> 2) != (holder->healthy >> 2);
+}
+
+int t4a_ctx_holder_is_lost(const t4a_ctx_holder *holder) {
+  if (holder == NULL) return 0;
+  return atomic_load_explicit(&holder->driver->faults[holder->ordinal].state,
+                              memory_order_acquire) != holder->healthy;
+}
+
+t4a_status t4a_ctx_device_check(t4a_driver *driver, int ordinal) {
+  const t4a_ctx_fault *f = &driver->faults[ordinal];
+  unsigned state = atomic_load_explicit(&f->state, memory_order_acquire);
+  if (T4A_LIKELY(T4A_CTX_PHASE(state) != T4A_CTX_LOST)) return T4A_OK;
+  const t4a_error *c = &f->cause;
+  return t4a_error_set(T4A_LANE_BROKEN, c->entry, c->code, c->code_name, 0,
+                       "device %d's context is lost since %s failed with %s (%d): %.120s",
+                       ordinal, c->entry[0] ? c->entry : "an operation",
+                       c->code_name[0] ? c->code_name : "a sticky error", c->code, c->message);
 }
 
 t4a_status t4a_ctx_holder_check(const t4a_ctx_holder *holder) {
@@ -119,12 +148,18 @@ t4a_status t4a_ctx_holder_check(const t4a_ctx_holder *holder) {
     return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "holder is NULL");
   }
   const t4a_ctx_fault *f = &holder->driver->faults[holder->ordinal];
-  int state = atomic_load_explicit(&f->state, memory_order_acquire);
-  if (T4A_LIKELY(state == 0)) return T4A_OK;
-  if (state != 2) {
+  unsigned state = atomic_load_explicit(&f->state, memory_order_acquire);
+  if (T4A_LIKELY(state == holder->healthy)) return T4A_OK;
+  if (holder_is_stale(holder, state)) {
     return t4a_error_set(T4A_LANE_BROKEN, NULL, 0, NULL, 0,
-                         "device %d's context took a sticky error (being recorded)",
+                         "device %d's primary context was reset (t4a_device_recover) after this "
+                         "object was made: it belongs to the context before the reset",
                          holder->ordinal);
+  }
+  if (T4A_CTX_PHASE(state) != T4A_CTX_LOST) {
+    return t4a_error_set(T4A_LANE_BROKEN, NULL, 0, NULL, 0,
+                         "device %d's context took a sticky error (being recorded) or is being "
+                         "reset", holder->ordinal);
   }
   const t4a_error *c = &f->cause;
   return t4a_error_set(T4A_LANE_BROKEN, c->entry, c->code, c->code_name, 0,
@@ -140,6 +175,12 @@ t4a_status t4a_ctx_scope_enter(t4a_ctx_scope *scope, t4a_ctx_holder *holder,
   }
   memset(scope, 0, sizeof *scope);
   t4a_driver *d = holder->driver;
+  if (T4A_UNLIKELY(holder_is_stale(
+          holder, atomic_load_explicit(&d->faults[holder->ordinal].state, memory_order_acquire)))) {
+    /* The objects of a context that was reset never call the driver under it again: their drop
+     * paths find no scope and leak (counted), as after any failed activation. */
+    return t4a_ctx_holder_check(holder);
+  }
   if (counters == NULL) counters = &d->counters;
   CUcontext prev = NULL;
   t4a_status st = T4A_CU(d, cuCtxGetCurrent, &prev);
@@ -208,4 +249,82 @@ t4a_status t4a_ctx_holder_enable_peer(t4a_ctx_holder *holder, t4a_ctx_holder *pe
   t4a_ctx_scope_exit_quiet(&scope);
   if (st == T4A_OK) atomic_fetch_or_explicit(&holder->peers, bit, memory_order_acq_rel);
   return st;
+}
+
+/* ---- Recovery ---- */
+
+int t4a_device_open_lanes(const t4a_driver *driver, int ordinal) {
+  if (driver == NULL || ordinal < 0 || ordinal >= T4A_MAX_DEVICES) return 0;
+  return atomic_load(&((t4a_driver *)driver)->faults[ordinal].lanes_open);
+}
+
+t4a_status t4a_device_recover(t4a_driver *driver, int ordinal) {
+  if (driver == NULL) {
+    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "driver is NULL");
+  }
+  int count = 0;
+  t4a_status st = T4A_CU(driver, cuDeviceGetCount, &count);
+  if (st != T4A_OK) return st;
+  if (ordinal < 0 || ordinal >= count || ordinal >= T4A_MAX_DEVICES) {
+    return t4a_error_set(T4A_INVALID_DEVICE, NULL, 0, NULL, 0,
+                         "device ordinal %d is out of range (the driver sees %d devices)",
+                         ordinal, count);
+  }
+  t4a_ctx_fault *f = &driver->faults[ordinal];
+  unsigned state = atomic_load(&f->state);
+  unsigned phase = T4A_CTX_PHASE(state);
+  /* Claim the device (RESETTING), then look for open lanes: t4a_lane_create counts itself open
+   * before it reads the state, so either it sees RESETTING and refuses, or this sees it (both
+   * sequentially consistent). */
+  if (phase == T4A_CTX_RECORDING || phase == T4A_CTX_RESETTING ||
+      !atomic_compare_exchange_strong(&f->state, &state, (state & ~3u) | T4A_CTX_RESETTING)) {
+    t4a_counter_add(&driver->counters, T4A_COUNTER_device_recoveries_refused, 1);
+    return t4a_error_set(T4A_BUSY, NULL, 0, NULL, 0,
+                         "device %d: a fault is being recorded or another recovery is running",
+                         ordinal);
+  }
+  int open = atomic_load(&f->lanes_open);
+  if (open > 0) {
+    atomic_store(&f->state, state);
+    t4a_counter_add(&driver->counters, T4A_COUNTER_device_recoveries_refused, 1);
+    return t4a_error_set(T4A_BUSY, NULL, 0, NULL, 0,
+                         "device %d still has %d open lane%s (a runtime not closed, or a lane "
+                         "neither released nor abandoned): its primary context was not reset",
+                         ordinal, open, open == 1 ? "" : "s");
+  }
+  CUdevice dev = 0;
+  st = T4A_CU(driver, cuDeviceGet, &dev, ordinal);
+  if (st == T4A_OK) st = T4A_CU(driver, cuDevicePrimaryCtxReset, dev);
+  if (st != T4A_OK) {
+    atomic_store(&f->state, state); /* not reset: the record stays as it was */
+    return st;
+  }
+  /* The next generation: holders made before it (kept by objects t4a leaked, or by the caller)
+   * stay broken and never call the driver under their context again. Whether the new context is
+   * usable is the driver's answer to a retain: on the H200 with driver 580 an illegal address
+   * stays the process's error after the reset (the retain answers CUDA_ERROR_ILLEGAL_ADDRESS),
+   * and then the new generation starts lost, with that answer as its cause. */
+  unsigned next = ((state >> 2) + 1u) << 2;
+  CUcontext probe = NULL;
+  CUresult r = driver->t.cuDevicePrimaryCtxRetain(&probe, dev);
+  if (r == CUDA_SUCCESS) {
+    if (T4A_CU_QUIET(driver, cuDevicePrimaryCtxRelease, dev) != T4A_OK) {
+      t4a_counter_add(&driver->counters, T4A_COUNTER_ctx_release_failures, 1);
+    }
+    atomic_store(&f->state, next);
+    t4a_counter_add(&driver->counters, T4A_COUNTER_device_recoveries, 1);
+    return T4A_OK;
+  }
+  st = t4a_cu_fail(driver, r, "cuDevicePrimaryCtxRetain", 0);
+  if (st != T4A_CONTEXT_LOST) {
+    atomic_store(&f->state, next); /* reset; not proved usable, not proved lost either */
+    return st;
+  }
+  t4a_error_last(&f->cause); /* RESETTING: no reader of this generation's cause yet */
+  atomic_store(&f->state, next | T4A_CTX_LOST);
+  t4a_counter_add(&driver->counters, T4A_COUNTER_ctx_faults, 1);
+  return t4a_error_set(T4A_CONTEXT_LOST, f->cause.entry, f->cause.code, f->cause.code_name, 0,
+                       "device %d's primary context was reset, but a new retain still answers "
+                       "%s (%d): the driver keeps the sticky error for this process; only a new "
+                       "process can use the device", ordinal, f->cause.code_name, f->cause.code);
 }

@@ -382,6 +382,130 @@ static void test_sticky_fault_breaks_lanes_of_that_device(void **state) {
   assert_int_equal(v.streams_destroyed, 1);
 }
 
+/* t4a_device_recover: refused (BUSY, no driver call) while a lane of the device is open; once
+ * every lane was abandoned or released, one cuDevicePrimaryCtxReset clears the sticky error and
+ * t4a's record, so a new lane works; the lanes made before stay broken for good (checks, scopes
+ * and the mark of a new fault), and their drop paths call nothing under the reset context. */
+static void test_device_recover_after_sticky_fault(void **state) {
+  fixture *f = *state;
+  t4a_lane *a = NULL, *b = NULL, *c = NULL, *d = NULL;
+  assert_int_equal(t4a_lane_create(f->drv, 0, NULL, &a), T4A_OK);
+  assert_int_equal(t4a_lane_create(f->drv, 0, NULL, &b), T4A_OK);
+  assert_int_equal(t4a_lane_create(f->drv, 1, NULL, &c), T4A_OK);
+  assert_int_equal(t4a_device_open_lanes(f->drv, 0), 2);
+  assert_int_equal(t4a_device_open_lanes(f->drv, 1), 1);
+  t4a_fake_set_sticky(f->fake, 0, CUDA_ERROR_ILLEGAL_ADDRESS);
+  assert_int_equal(t4a_lane_synchronize(a), T4A_CONTEXT_LOST);
+  assert_int_equal(t4a_lane_check(b), T4A_LANE_BROKEN);
+  /* A new lane on the lost device is refused at once, naming the fault, no driver call. */
+  t4a_fake_reset_calls(f->fake);
+  assert_int_equal(t4a_lane_create(f->drv, 0, NULL, &d), T4A_LANE_BROKEN);
+  assert_int_equal(t4a_fake_calls(f->fake, NULL), 0);
+  assert_int_equal(t4a_device_open_lanes(f->drv, 0), 2);
+
+  /* Refused while lanes are open: typed, counted, no driver call. */
+  t4a_fake_reset_calls(f->fake);
+  assert_int_equal(t4a_device_recover(f->drv, 0), T4A_BUSY);
+  t4a_error e;
+  t4a_error_last(&e);
+  assert_non_null(strstr(e.message, "2 open lanes"));
+  assert_int_equal(t4a_fake_calls(f->fake, "cuDevicePrimaryCtxReset"), 0);
+  assert_int_equal(t4a_fake_sticky(f->fake, 0), CUDA_ERROR_ILLEGAL_ADDRESS);
+  assert_int_equal(t4a_lane_check(b), T4A_LANE_BROKEN);
+  /* Teardown after the fault abandons the lanes (t4a_retire); `a` stays referenced, as a lane
+   * kept by a leaked object is. One open lane still refuses. */
+  t4a_lane_abandon(a);
+  assert_int_equal(t4a_device_open_lanes(f->drv, 0), 1);
+  assert_int_equal(t4a_device_recover(f->drv, 0), T4A_BUSY);
+  t4a_error_last(&e);
+  assert_non_null(strstr(e.message, "1 open lane "));
+  t4a_lane_abandon(b);
+  t4a_lane_abandon(b); /* counted once */
+  t4a_lane_release(b);
+  assert_int_equal(t4a_device_open_lanes(f->drv, 0), 0);
+  t4a_counter_values v;
+  t4a_driver_counters(f->drv, &v);
+  assert_int_equal(v.device_recoveries_refused, 2);
+  assert_int_equal(v.device_recoveries, 0);
+
+  /* A driver that keeps the fault for the process (driver 580 after an illegal address): the
+   * reset succeeds but a new retain answers the sticky error; the new generation starts lost. */
+  t4a_fake_inject(f->fake, "cuDevicePrimaryCtxRetain", 0, 1, CUDA_ERROR_ILLEGAL_ADDRESS, 0);
+  assert_int_equal(t4a_device_recover(f->drv, 0), T4A_CONTEXT_LOST);
+  t4a_error_last(&e);
+  assert_string_equal(e.entry, "cuDevicePrimaryCtxRetain");
+  assert_int_equal(e.code, CUDA_ERROR_ILLEGAL_ADDRESS);
+  assert_non_null(strstr(e.message, "new process"));
+  t4a_fake_clear_injections(f->fake);
+  t4a_fake_reset_calls(f->fake);
+  assert_int_equal(t4a_lane_create(f->drv, 0, NULL, &d), T4A_LANE_BROKEN); /* at once */
+  assert_null(d);
+  assert_int_equal(t4a_fake_calls(f->fake, NULL), 0);
+  t4a_error_last(&e);
+  assert_string_equal(e.entry, "cuDevicePrimaryCtxRetain");
+  assert_int_equal(t4a_lane_check(a), T4A_LANE_BROKEN); /* stale: the first generation's */
+  assert_int_equal(t4a_device_open_lanes(f->drv, 0), 0);
+  t4a_driver_counters(f->drv, &v);
+  assert_int_equal(v.device_recoveries, 0);
+  assert_int_equal(v.ctx_faults, 2);
+
+  /* Recovered: one reset, the sticky error gone, a new lane works. */
+  assert_int_equal(t4a_device_recover(f->drv, 0), T4A_OK);
+  assert_int_equal(t4a_fake_calls(f->fake, "cuDevicePrimaryCtxReset"), 1);
+  assert_int_equal(t4a_fake_sticky(f->fake, 0), CUDA_SUCCESS);
+  t4a_driver_counters(f->drv, &v);
+  assert_int_equal(v.device_recoveries, 1);
+  assert_int_equal(v.ctx_faults, 2);
+  assert_int_equal(t4a_lane_create(f->drv, 0, NULL, &d), T4A_OK);
+  assert_int_equal(t4a_lane_check(d), T4A_OK);
+  assert_int_equal(t4a_lane_synchronize(d), T4A_OK);
+  assert_false(t4a_lane_is_broken(d));
+
+  /* The lane made before the reset stays broken, without a driver call. */
+  t4a_fake_reset_calls(f->fake);
+  assert_int_equal(t4a_lane_check(a), T4A_LANE_BROKEN);
+  t4a_error_last(&e);
+  assert_non_null(strstr(e.message, "was reset"));
+  assert_true(t4a_lane_is_broken(a));
+  t4a_ctx_scope scope;
+  assert_int_equal(t4a_ctx_scope_enter(&scope, t4a_lane_holder(a), NULL), T4A_LANE_BROKEN);
+  assert_int_equal(t4a_ctx_scope_exit(&scope), T4A_OK); /* cleared: a no-op */
+  assert_int_equal(t4a_fake_calls(f->fake, NULL), 0);
+  /* A fault reported through an old holder does not mark the new context lost. */
+  t4a_error other = {.status = T4A_CONTEXT_LOST, .entry = "cuOld", .code = 700,
+                     .code_name = "CUDA_ERROR_ILLEGAL_ADDRESS"};
+  t4a_ctx_holder_mark_lost(t4a_lane_holder(a), &other);
+  assert_int_equal(t4a_lane_check(d), T4A_OK);
+  t4a_driver_counters(f->drv, &v);
+  assert_int_equal(v.ctx_faults, 2);
+  /* A new fault in the new generation is recorded and reported as before. */
+  t4a_fake_set_sticky(f->fake, 0, CUDA_ERROR_LAUNCH_FAILED);
+  assert_int_equal(t4a_lane_synchronize(d), T4A_CONTEXT_LOST);
+  assert_int_equal(t4a_lane_check(d), T4A_LANE_BROKEN);
+  t4a_error_last(&e);
+  assert_string_equal(e.code_name, "CUDA_ERROR_LAUNCH_FAILED");
+  t4a_driver_counters(f->drv, &v);
+  assert_int_equal(v.ctx_faults, 3);
+  /* Device 1 was never involved. */
+  assert_int_equal(t4a_lane_check(c), T4A_OK);
+  assert_int_equal(t4a_device_recover(f->drv, 1), T4A_BUSY);
+  assert_int_equal(t4a_device_recover(f->drv, 2), T4A_INVALID_DEVICE);
+  assert_int_equal(t4a_device_recover(NULL, 0), T4A_INVALID_ARGUMENT);
+
+  /* The old lanes' final releases destroy nothing under the reset context (their streams went
+   * with the reset): a second recovery while d is abandoned but still referenced. */
+  t4a_lane_abandon(d);
+  assert_int_equal(t4a_device_recover(f->drv, 0), T4A_OK);
+  t4a_fake_reset_calls(f->fake);
+  t4a_lane_release(a);
+  t4a_lane_release(d);
+  assert_int_equal(t4a_fake_calls(f->fake, "cuStreamDestroy"), 0);
+  t4a_lane_release(c);
+  t4a_driver_counters(f->drv, &v);
+  assert_int_equal(v.device_recoveries, 2);
+  assert_int_equal(v.device_recoveries_refused, 3);
+}
+
 static void test_lane_refcount(void **state) {
   fixture *f = *state;
   t4a_lane *a = NULL;
@@ -592,6 +716,7 @@ int main(void) {
                                       teardown_counted_leaks),
       cmocka_unit_test_setup_teardown(test_sticky_fault_breaks_lanes_of_that_device, setup,
                                       teardown_counted_leaks),
+      cmocka_unit_test_setup_teardown(test_device_recover_after_sticky_fault, setup, teardown),
       cmocka_unit_test_setup_teardown(test_lane_refcount, setup, teardown),
       cmocka_unit_test_setup_teardown(test_lane_create_restore_failure, setup, teardown),
       cmocka_unit_test_setup_teardown(test_cleanup_keeps_first_failure, setup,

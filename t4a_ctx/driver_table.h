@@ -56,10 +56,23 @@ extern const size_t t4a_driver_entry_count;
 /* Devices t4a can address in one process (ordinals 0 .. T4A_MAX_DEVICES-1). */
 #define T4A_MAX_DEVICES 64
 
-/* The first sticky fault of one device's primary context (write-once). */
+/* One device's primary context as t4a sees it: its first sticky fault (write-once per
+ * generation) and the lanes that may still use it. `state` is (generation << 2) | phase, phase
+ * T4A_CTX_HEALTHY, _RECORDING, _LOST or _RESETTING; t4a_device_recover moves it to the next
+ * generation, healthy. A holder remembers the healthy state of the generation it was made in, so
+ * its check is one load and one compare, and a holder of an older generation (made before a
+ * reset) is broken for good. */
+#define T4A_CTX_HEALTHY 0u
+#define T4A_CTX_RECORDING 1u
+#define T4A_CTX_LOST 2u
+#define T4A_CTX_RESETTING 3u
+#define T4A_CTX_PHASE(state) ((state) & 3u)
 typedef struct t4a_ctx_fault {
-  atomic_int state; /* 0 healthy, 1 being recorded, 2 recorded */
+  atomic_uint state;
   t4a_error cause;
+  /* Lanes of this device created and neither destroyed nor abandoned (t4a_device_recover
+   * refuses while any is). */
+  atomic_int lanes_open;
 } t4a_ctx_fault;
 
 struct t4a_driver {
@@ -111,6 +124,12 @@ static inline t4a_status t4a_cu_result_(const t4a_driver *driver, CUresult r, co
  * failure a caller is being told about is not overwritten by a later cleanup step. Leaks that
  * follow from a failed cleanup are counted by the caller. */
 #define T4A_CU_QUIET(driver, name, ...) t4a_status_from_cu((driver)->t.name(__VA_ARGS__))
+
+/* T4A_OK, or LANE_BROKEN naming the recorded fault when device `ordinal` (valid) is marked lost in
+ * its current generation. One atomic load; no driver call. */
+t4a_status t4a_ctx_device_check(t4a_driver *driver, int ordinal);
+/* Whether the holder's context was marked lost, or reset since the holder was made (no detail). */
+int t4a_ctx_holder_is_lost(const t4a_ctx_holder *holder);
 
 /* Native handles, for t4a's own libraries. */
 CUcontext t4a_ctx_holder_native(const t4a_ctx_holder *holder);

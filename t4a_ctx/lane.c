@@ -8,6 +8,7 @@
 struct t4a_lane {
   atomic_int refs;
   atomic_int abandoned;
+  atomic_int counted_open; /* 1 while counted in the device's lanes_open */
   atomic_int capturing; /* a graph capture of the stream is in progress (t4a_retire) */
   pthread_mutex_t deferred_lock; /* `capturing` transitions and `deferred` */
   struct deferred_call *deferred; /* to run once the capture ended (t4a_lane_defer_capture) */
@@ -28,10 +29,32 @@ t4a_status t4a_lane_create(t4a_driver *driver, int ordinal, const t4a_lane_optio
   *out = NULL;
   t4a_lane_options opts = T4A_LANE_OPTIONS_INIT;
   if (options != NULL) opts = *options;
+  /* Counted open before the device's state is read (t4a_device_recover reads them the other way
+   * round), so a recovery never resets a context under a lane being made. */
+  t4a_ctx_fault *fault = driver != NULL && ordinal >= 0 && ordinal < T4A_MAX_DEVICES
+                             ? &driver->faults[ordinal]
+                             : NULL;
+  if (fault != NULL) {
+    atomic_fetch_add(&fault->lanes_open, 1);
+    if (T4A_CTX_PHASE(atomic_load(&fault->state)) == T4A_CTX_RESETTING) {
+      atomic_fetch_sub(&fault->lanes_open, 1);
+      return t4a_error_set(T4A_BUSY, NULL, 0, NULL, 0,
+                           "device %d's primary context is being reset (t4a_device_recover)",
+                           ordinal);
+    }
+    /* A device already marked lost: refused at once, naming the fault, without a driver call
+     * (a new stream on it would meet the same sticky error). */
+    t4a_status lost = t4a_ctx_device_check(driver, ordinal);
+    if (lost != T4A_OK) {
+      atomic_fetch_sub(&fault->lanes_open, 1);
+      return lost;
+    }
+  }
   t4a_lane *lane = t4a_host_calloc(1, sizeof *lane);
-  if (lane == NULL) return T4A_HOST_OUT_OF_MEMORY;
-  t4a_status st = t4a_ctx_holder_create(driver, ordinal, &lane->holder);
+  t4a_status st = lane != NULL ? t4a_ctx_holder_create(driver, ordinal, &lane->holder)
+                               : T4A_HOST_OUT_OF_MEMORY;
   if (st != T4A_OK) {
+    if (fault != NULL) atomic_fetch_sub(&fault->lanes_open, 1);
     free(lane);
     return st;
   }
@@ -61,11 +84,13 @@ t4a_status t4a_lane_create(t4a_driver *driver, int ordinal, const t4a_lane_optio
   }
   if (st != T4A_OK) {
     t4a_ctx_holder_release(lane->holder); /* a drop path: keeps this thread's detail */
+    atomic_fetch_sub(&fault->lanes_open, 1);
     free(lane);
     return st;
   }
   atomic_init(&lane->refs, 1);
   atomic_init(&lane->abandoned, 0);
+  atomic_init(&lane->counted_open, 1);
   atomic_init(&lane->capturing, 0);
   pthread_mutex_init(&lane->deferred_lock, NULL); /* default attributes: cannot fail on glibc */
   lane->domain = atomic_fetch_add_explicit(&g_next_domain, 1, memory_order_relaxed);
@@ -80,8 +105,17 @@ void t4a_lane_retain(t4a_lane *lane) {
   if (lane != NULL) atomic_fetch_add_explicit(&lane->refs, 1, memory_order_relaxed);
 }
 
+/* The lane stops counting as open on its device (once): abandoned or destroyed. */
+static void lane_uncount(t4a_lane *lane) {
+  if (atomic_exchange(&lane->counted_open, 0)) {
+    atomic_fetch_sub(&lane->driver->faults[lane->ordinal].lanes_open, 1);
+  }
+}
+
 void t4a_lane_abandon(t4a_lane *lane) {
-  if (lane != NULL) atomic_store_explicit(&lane->abandoned, 1, memory_order_relaxed);
+  if (lane == NULL) return;
+  atomic_store_explicit(&lane->abandoned, 1, memory_order_relaxed);
+  lane_uncount(lane);
 }
 
 int t4a_lane_is_abandoned(const t4a_lane *lane) {
@@ -169,6 +203,7 @@ static void lane_destroy(t4a_lane *lane) {
     t4a_counter_add(&d->counters, T4A_COUNTER_streams_leaked, 1);
   }
   t4a_counter_add(&d->counters, T4A_COUNTER_lanes_destroyed, 1);
+  lane_uncount(lane);
   t4a_lane_set_capturing(lane, 0); /* runs anything still deferred (none after a proper end) */
   pthread_mutex_destroy(&lane->deferred_lock);
   t4a_ctx_holder_release(lane->holder);
@@ -204,9 +239,7 @@ t4a_status t4a_lane_check(const t4a_lane *lane) {
 
 int t4a_lane_is_broken(const t4a_lane *lane) {
   if (lane == NULL) return 0;
-  const t4a_driver *d = lane->driver;
-  int ordinal = t4a_ctx_holder_ordinal(lane->holder);
-  return atomic_load_explicit(&d->faults[ordinal].state, memory_order_acquire) != 0;
+  return t4a_ctx_holder_is_lost(lane->holder);
 }
 
 t4a_status t4a_lane_note(const t4a_lane *lane, t4a_status status) {

@@ -189,6 +189,9 @@ static t4a_status raise_shared(t4a_function *fn, uint32_t shared) {
   return st;
 }
 
+static void module_retain_object(void *m) { t4a_module_retain(m); }
+static void buffer_retain_object(void *b) { t4a_buffer_retain(b); }
+
 t4a_status t4a_launch_enqueue_(t4a_retire *retire, t4a_function *fn, const t4a_launch_config *cfg,
                                void **params, t4a_buffer *const *buffers, uint32_t num_buffers) {
   uint32_t keep = 1;
@@ -219,12 +222,17 @@ t4a_status t4a_launch_enqueue_(t4a_retire *retire, t4a_function *fn, const t4a_l
     }
     return t4a_admission_fail(&adm, st, uncertain, n);
   }
-  t4a_admission_keep(&adm, t4a_module_keepalive_(fn->module));
+  /* Borrowed keepalives: the caller holds the function (so its module) and the buffers through
+   * this call; the epoch takes a reference only to what it does not hold yet, so the warm path
+   * (the same module and buffers again) does no reference counting. */
+  t4a_admission_keep_borrowed(
+      &adm, (t4a_keepalive){.object = fn->module, .release = t4a_module_release_object},
+      module_retain_object);
   for (uint32_t i = 0; i < num_buffers; i++) {
     if (buffers[i] == NULL) continue;
-    t4a_buffer_retain(buffers[i]);
-    t4a_admission_keep(&adm,
-                       (t4a_keepalive){.object = buffers[i], .release = t4a_buffer_release_object});
+    t4a_admission_keep_borrowed(
+        &adm, (t4a_keepalive){.object = buffers[i], .release = t4a_buffer_release_object},
+        buffer_retain_object);
   }
   t4a_admission_commit(&adm);
   t4a_counter_add(t4a_lane_counters(lane), T4A_COUNTER_launches, 1);

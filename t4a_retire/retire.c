@@ -501,12 +501,35 @@ void t4a_admission_keep(t4a_admission *adm, t4a_keepalive k) {
   } else {
     /* The open epoch already holds this object until the same completion: drop the extra ref. */
     k.release(k.object);
-    t4a_counter_add(r->counters, T4A_COUNTER_keepalives_deduplicated, 1);
+    adm->priv_deduplicated++;
+  }
+}
+
+void t4a_admission_keep_borrowed(t4a_admission *adm, t4a_keepalive k, void (*retain)(void *)) {
+  if (adm == NULL || adm->priv_retire == NULL || k.release == NULL || retain == NULL) return;
+  t4a_retire *r = adm->priv_retire;
+  epoch *e = r->capturing ? &r->capture : &r->open;
+  if (adm->priv_kept >= adm->priv_reserved && epoch_reserve(e, 1) != T4A_OK) {
+    retain(k.object); /* leaked: the work may use it, so it is never released */
+    t4a_counter_add(r->counters, T4A_COUNTER_leaked, weight(k));
+    return;
+  }
+  adm->priv_kept++;
+  /* The caller's reference keeps the object alive through this call, and the lock is held: the
+   * epoch's own reference can be taken after the insertion. */
+  if (epoch_add(e, k)) {
+    retain(k.object);
+    t4a_counter_add(r->counters, T4A_COUNTER_keepalives_held, 1);
+  } else {
+    adm->priv_deduplicated++;
   }
 }
 
 static void admission_end(t4a_admission *adm, int enqueued) {
   t4a_retire *r = adm->priv_retire;
+  if (adm->priv_deduplicated > 0) {
+    t4a_counter_add(r->counters, T4A_COUNTER_keepalives_deduplicated, adm->priv_deduplicated);
+  }
   if (enqueued) {
     if (r->capturing) {
       r->capture.admissions++;

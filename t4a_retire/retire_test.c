@@ -123,6 +123,40 @@ static void test_warm_chain_records_one_event_per_512(void **state) {
   assert_int_equal(t4a_retire_destroy(r), T4A_OK);
 }
 
+static void object_retain(void *p) { atomic_fetch_add(&((object *)p)->refs, 1); }
+
+/* A borrowed keepalive: the epoch takes its own reference only for an object it does not hold
+ * yet; the caller's reference is never touched; everything goes once the epochs completed. */
+static void test_borrowed_keepalive_retains_once_per_epoch(void **state) {
+  fixture *f = *state;
+  t4a_retire_options opt = T4A_RETIRE_OPTIONS_INIT;
+  opt.max_pending_records = 8; /* seal every 4 admissions */
+  t4a_retire *r = NULL;
+  assert_int_equal(t4a_retire_create(f->lane, &opt, &r), T4A_OK);
+  object o = {0};
+  atomic_store(&o.refs, 1); /* the caller's own reference */
+  for (int i = 0; i < 10; i++) {
+    t4a_admission adm;
+    assert_int_equal(t4a_admission_begin(r, 1, &adm), T4A_OK);
+    assert_int_equal(T4A_CU(f->drv, cuMemsetD8Async, f->mem, 1, 64, t4a_lane_stream(f->lane)),
+                     T4A_OK);
+    t4a_admission_keep_borrowed(&adm, (t4a_keepalive){&o, object_release, 0}, object_retain);
+    t4a_admission_commit(&adm);
+  }
+  t4a_counter_values v;
+  t4a_lane_read_counters(f->lane, &v);
+  /* Epochs of 4, 4 and 2 admissions (two sealed): one reference each, the rest deduplicated
+   * with no reference taken or dropped. */
+  assert_int_equal(v.keepalives_held, 3);
+  assert_int_equal(v.keepalives_deduplicated, 7);
+  assert_int_equal(atomic_load(&o.refs), 1 + 3);
+  assert_int_equal(atomic_load(&o.releases), 0);
+  assert_int_equal(t4a_retire_wait(r), T4A_OK);
+  assert_int_equal(atomic_load(&o.refs), 1);
+  assert_int_equal(atomic_load(&o.releases), 3);
+  assert_int_equal(t4a_retire_destroy(r), T4A_OK);
+}
+
 static void test_keepalive_released_only_after_completion(void **state) {
   fixture *f = *state;
   t4a_retire_options opt = T4A_RETIRE_OPTIONS_INIT;
@@ -642,6 +676,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_warm_chain_records_one_event_per_512, setup, teardown),
       cmocka_unit_test_setup_teardown(test_keepalive_released_only_after_completion, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_borrowed_keepalive_retains_once_per_epoch, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_reentry_is_typed, setup, teardown),
       cmocka_unit_test_setup_teardown(test_threads_share_a_lane, setup, teardown),

@@ -89,7 +89,9 @@ extern "C" {
   X(module_evictions, "modules evicted from a module cache by its bounds (LRU)")            \
   X(param_info_probes, "cuFuncGetParamInfo calls made to learn kernel parameter lists")     \
   X(raw_scopes, "raw scopes run")                                                            \
-  X(raw_scopes_poisoned, "raw scopes whose callback failed: writable bindings quarantined")
+  X(raw_scopes_poisoned, "raw scopes whose callback failed: writable bindings quarantined") \
+  X(device_recoveries, "primary contexts reset by t4a_device_recover (cuDevicePrimaryCtxReset)") \
+  X(device_recoveries_refused, "t4a_device_recover calls refused (BUSY): lanes still open")
 
 typedef enum t4a_counter_id {
 #define T4A_COUNTER_ENUM_(name, desc) T4A_COUNTER_##name,

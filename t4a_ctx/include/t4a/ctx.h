@@ -21,7 +21,9 @@
  * for every holder. The first such fault seen by any t4a library is recorded once per device
  * (t4a_ctx_holder_mark_lost / t4a_lane_note); from then on t4a_ctx_holder_check and
  * t4a_lane_check fail fast with T4A_LANE_BROKEN naming that original fault. Lanes on other
- * devices carry on.
+ * devices carry on (as far as t4a is concerned: on driver 580 the driver itself poisoned the
+ * other devices' contexts of the process too, docs/validation.md). t4a_device_recover resets the
+ * device's primary context once no lane on it is open, and lanes made afterwards work.
  *
  * Thread-safety: drivers, holders and lanes may be used and released from any thread. A scope
  * belongs to the thread that entered it. Counters are atomic.
@@ -172,7 +174,8 @@ typedef struct t4a_ctx_scope {
  * set ~22 ns), remembering the previous one, and holds a reference to the holder until exit (so
  * the scope stays valid even if the caller drops its own last reference inside it). `counters`
  * (may be NULL: the driver's) receives the activation counts. On failure nothing changed, the
- * scope is cleared, and exit is a no-op. */
+ * scope is cleared, and exit is a no-op. A holder made before its device was reset
+ * (t4a_device_recover) is refused with LANE_BROKEN, without a driver call. */
 T4A_MUST_USE t4a_status t4a_ctx_scope_enter(t4a_ctx_scope *scope, t4a_ctx_holder *holder,
                                             t4a_counters *counters);
 /* Restores the context that was current at enter, then drops the scope's holder reference.
@@ -182,6 +185,34 @@ t4a_status t4a_ctx_scope_exit(t4a_ctx_scope *scope);
 /* Same, for cleanup after another failure: a failed restore is counted but does not overwrite
  * this thread's error detail. */
 void t4a_ctx_scope_exit_quiet(t4a_ctx_scope *scope);
+
+/* ---- Recovery after a sticky fault ------------------------------------------------------ */
+
+/* Resets device `ordinal`'s primary context (cuDevicePrimaryCtxReset: the driver destroys every
+ * stream, event, module, allocation and pinned host allocation made in it and clears its sticky
+ * error) and starts a new generation of t4a's record for the device: lanes and runtimes created
+ * afterwards work, while every holder made before the reset — kept alive by objects t4a leaked
+ * after the fault (quarantined buffers, abandoned lanes, staging chunks in flight) or by the
+ * caller — stays broken for good: its checks answer LANE_BROKEN, no scope activates it, and its
+ * drop paths leak (counted) instead of calling the driver with handles the reset destroyed.
+ * Refused with BUSY (nothing done; counted in device_recoveries_refused) while any lane of the
+ * device is open: created and neither destroyed nor abandoned (a runtime not yet closed; closing
+ * a runtime after a fault abandons its lane). Pinned memory, slots and host registrations the
+ * caller made on the device's holders are not counted: release them first (the reset frees and
+ * unregisters them). Only this driver object's lanes are seen; anything else in the process using
+ * the primary context (another t4a_driver, a vendor library) must be done with it. Counted in
+ * device_recoveries. A lane created while the reset runs is refused with BUSY.
+ * After the reset, one retain and release of the primary context asks the driver whether the
+ * device is usable again. Where the driver keeps the sticky error for the whole process — the
+ * H200 with driver 580 after an illegal address (CUDA documents that the process must be
+ * relaunched; docs/validation.md) — the retain answers it: the call returns CONTEXT_LOST naming
+ * cuDevicePrimaryCtxRetain and its CUresult, and the new generation starts lost with that cause
+ * (new lanes answer LANE_BROKEN at once). Only a new process can use the device then.
+ * Statuses: INVALID_ARGUMENT, INVALID_DEVICE, BUSY, CONTEXT_LOST (reset, still lost for this
+ * process), DRIVER_ERROR (the reset failed: the record is left as it was). */
+T4A_MUST_USE t4a_status t4a_device_recover(t4a_driver *driver, int ordinal);
+/* Lanes of device `ordinal` that are open in the sense above (0 for a bad ordinal). */
+int t4a_device_open_lanes(const t4a_driver *driver, int ordinal);
 
 /* ---- Lanes ------------------------------------------------------------------------------- */
 
@@ -194,7 +225,9 @@ typedef struct t4a_lane_options {
 
 /* Creates a lane on device `ordinal`: a holder of its primary context, one non-blocking stream
  * and a process-unique domain identity. options may be NULL.
- * Statuses: INVALID_DEVICE, DRIVER_ERROR, CONTEXT_LOST, HOST_OUT_OF_MEMORY. */
+ * Statuses: INVALID_DEVICE, DRIVER_ERROR, CONTEXT_LOST, HOST_OUT_OF_MEMORY, LANE_BROKEN (the
+ * device is marked lost: refused without a driver call, naming the recorded fault), BUSY (the
+ * device's primary context is being reset by t4a_device_recover). */
 T4A_MUST_USE t4a_status t4a_lane_create(t4a_driver *driver, int ordinal,
                                         const t4a_lane_options *options, t4a_lane **out);
 void t4a_lane_retain(t4a_lane *lane);
@@ -204,7 +237,8 @@ void t4a_lane_retain(t4a_lane *lane);
  * completes it. Accepts NULL. Never aborts. */
 void t4a_lane_release(t4a_lane *lane);
 /* Marks the lane's stream as not provably drained: its final release leaks the stream (counted)
- * instead of calling the driver. For teardown after a fault (t4a_retire). */
+ * instead of calling the driver. For teardown after a fault (t4a_retire). The lane no longer
+ * counts as open for t4a_device_recover. */
 void t4a_lane_abandon(t4a_lane *lane);
 /* Whether the lane was abandoned (objects built on it — a memory pool — then leak at their final
  * release too, instead of calling the driver). */
@@ -233,8 +267,8 @@ void t4a_lane_read_counters(const t4a_lane *lane, t4a_counter_values *out);
 T4A_MUST_USE t4a_status t4a_lane_synchronize(t4a_lane *lane);
 /* t4a_ctx_holder_check on the lane's holder. */
 T4A_MUST_USE t4a_status t4a_lane_check(const t4a_lane *lane);
-/* Whether the lane's context was marked lost, without touching this thread's error detail (for
- * drop paths). */
+/* Whether the lane's context was marked lost (or reset since the lane was made), without touching
+ * this thread's error detail (for drop paths). */
 int t4a_lane_is_broken(const t4a_lane *lane);
 /* For libraries reporting a failed driver call on the lane: if `status` is T4A_CONTEXT_LOST, marks
  * the lane's context lost with this thread's error detail. Returns `status`. */

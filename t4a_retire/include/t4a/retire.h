@@ -81,6 +81,7 @@ typedef struct t4a_admission {
   t4a_ctx_scope priv_scope;
   uint32_t priv_reserved;
   uint32_t priv_kept;
+  uint32_t priv_deduplicated; /* counted once, at the end of the admission */
 } t4a_admission;
 
 /* Reserve: lock (REENTRY if this thread holds it), check the lane (LANE_BROKEN), activate the
@@ -92,6 +93,13 @@ T4A_MUST_USE t4a_status t4a_admission_begin(t4a_retire *retire, uint32_t num_kee
  * reserved count it cannot fail. Beyond it (a caller bug), room is grown if possible; if not, the
  * reference is leaked and counted in `leaked` — never released before its work completes. */
 void t4a_admission_keep(t4a_admission *admission, t4a_keepalive keepalive);
+/* As t4a_admission_keep, for an object the caller holds and keeps holding (borrowed): the epoch
+ * takes its own reference, `retain(keepalive.object)`, only when it does not hold the object yet,
+ * so a keepalive the open epoch already has (the same module and buffers, launch after launch)
+ * costs no reference-count traffic. Beyond the reservation, as above: if no room can be made the
+ * object is retained and that reference leaked (counted), never released early. */
+void t4a_admission_keep_borrowed(t4a_admission *admission, t4a_keepalive keepalive,
+                                 void (*retain)(void *object));
 /* The work was enqueued: count it in the open epoch, restore the context, unlock. */
 void t4a_admission_commit(t4a_admission *admission);
 /* Nothing was enqueued: restore the context, unlock. `status` (returned) may be CONTEXT_LOST, in

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The paired benchmarks of issue 9 (bench/t4a_bench.c; results in docs/performance.md).
+#
+#   scripts/bench.sh              (on the CPU machine) build the GPU binaries into .gpu/ with
+#                                 scripts/gpu-test.sh (static xxHash and jemalloc; .gpu/t4a_bench
+#                                 and .gpu/nvrtc_bench among them) and say how to run them.
+#   scripts/bench.sh --run [DIR]  (on the GPU machine) build nothing; run, each under a time
+#                                 limit so the whole stays well under 10 minutes (42 s on an H200,
+#                                 2026-11-29):
+#                                   .gpu/t4a_bench --json-file DIR/bench.json  > DIR/bench.txt
+#                                   .gpu/nvrtc_bench --repeats 7 --batch 2000  > DIR/nvrtc.txt
+#                                   .gpu/t4a_bench --json-file DIR/bench2.json > DIR/bench2.txt
+#                                 (the second t4a_bench run shows the spread between runs), and
+#                                 DIR/env.txt (date, nvidia-smi, CPUs). DIR defaults to .gpu/bench.
+#                                 Exit 1 if a run failed or timed out.
+# Extra arguments after DIR go to both t4a_bench runs (e.g. a group: launch, pageable...).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+if [ "${1:-}" != "--run" ]; then
+  scripts/gpu-test.sh || exit 1
+  for b in t4a_bench nvrtc_bench; do
+    [ -x ".gpu/$b" ] || { echo "bench: .gpu/$b was not built" >&2; exit 1; }
+  done
+  echo "bench: built .gpu/t4a_bench and .gpu/nvrtc_bench; on the GPU machine (carry .gpu):"
+  echo "  scripts/bench.sh --run [DIR]     (DIR defaults to .gpu/bench)"
+  echo "  or one path: .gpu/t4a_bench launch  (groups: .gpu/t4a_bench --list)"
+  exit 0
+fi
+
+shift
+dir=${1:-.gpu/bench}
+[ $# -gt 0 ] && shift
+[ -x .gpu/t4a_bench ] || { echo "bench: .gpu/t4a_bench missing: run scripts/bench.sh here first" >&2; exit 2; }
+mkdir -p "$dir" || exit 2
+{
+  echo "# scripts/bench.sh --run $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>/dev/null ||
+    echo "no nvidia-smi"
+  echo "cpus: $(nproc 2>/dev/null)"
+  uname -r
+} > "$dir/env.txt"
+cat "$dir/env.txt"
+rc=0
+run() { # run LIMIT_S OUTFILE CMD...: the command's stdout to OUTFILE and to the terminal
+  local limit=$1 outfile=$2
+  shift 2
+  echo "==== $* (limit ${limit} s)"
+  timeout "$limit" "$@" 2>&1 | tee "$outfile"
+  local st=${PIPESTATUS[0]}
+  [ "$st" -eq 0 ] || { echo "==== exit $st: $*"; rc=1; }
+}
+run 170 "$dir/bench.txt" .gpu/t4a_bench --json-file "$dir/bench.json" "$@"
+if [ -x .gpu/nvrtc_bench ]; then
+  run 60 "$dir/nvrtc.txt" .gpu/nvrtc_bench --repeats 7 --batch 2000
+fi
+run 120 "$dir/bench2.txt" .gpu/t4a_bench --json-file "$dir/bench2.json" "$@"
+exit $rc
