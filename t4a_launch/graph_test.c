@@ -194,7 +194,7 @@ static void test_refused_during_capture(void **state) {
   CK(t4a_graph_capture_end(f->retire, &g)); /* the capture survived every refusal */
   CK(t4a_graph_launch(g));
   CK(t4a_retire_wait(f->retire));
-  /* The deferred free runs with the next allocation (outside the capture). */
+  /* The deferred free ran right after the capture ended (the lane's deferral list). */
   t4a_buffer *later = buffer(f, 64);
   assert_int_equal(t4a_fake_calls(f->fake, "cuMemFreeAsync"), frees + 1);
   t4a_buffer_release(later);

@@ -41,7 +41,6 @@ struct t4a_mem_pool {
   block *spare; /* recycled block records (no malloc on the warm path) */
   uint32_t num_spare;
   _Atomic uint64_t granted; /* bit i: device ordinal i may access the pool (memoised) */
-  block *deferred; /* blocks released during a graph capture: freed once it ended (lock) */
 };
 
 struct t4a_buffer {
@@ -122,7 +121,6 @@ static void record_put(t4a_mem_pool *p, block *b) {
 }
 
 static void free_one(t4a_mem_pool *p, block *blk);
-static void flush_deferred(t4a_mem_pool *p);
 
 /* Frees a list of blocks in stream order (context active, lock not held) and recycles their
  * records. */
@@ -248,12 +246,6 @@ void t4a_mem_pool_release(t4a_mem_pool *p) {
   t4a_error saved; /* a drop path never changes the caller's error detail */
   t4a_error_last(&saved);
   block *cached = cache_detach(p, 1);
-  while (p->deferred != NULL) { /* released during a capture: freed with the cache */
-    block *next = p->deferred->next_in_class;
-    p->deferred->next_in_class = cached;
-    cached = p->deferred;
-    p->deferred = next;
-  }
   t4a_ctx_scope scope;
   /* During a capture the frees would be recorded into the graph: leaked (counted) instead. */
   if (!atomic_load_explicit(&p->abandoned, memory_order_relaxed) &&
@@ -303,7 +295,6 @@ t4a_status t4a_mem_pool_trim(t4a_mem_pool *p) {
   if ((st = t4a_ctx_scope_enter(&scope, t4a_lane_holder(p->lane), p->counters)) != T4A_OK) {
     return st;
   }
-  if (p->deferred != NULL) flush_deferred(p);
   pthread_mutex_lock(&p->lock);
   block *cached = cache_detach(p, 1);
   pthread_mutex_unlock(&p->lock);
@@ -419,19 +410,6 @@ static t4a_status pool_alloc(t4a_mem_pool *p, size_t bytes, size_t requested, CU
   return st;
 }
 
-/* Frees the blocks released during a capture that has ended (the caller checked). */
-static void flush_deferred(t4a_mem_pool *p) {
-  pthread_mutex_lock(&p->lock);
-  block *list = p->deferred;
-  p->deferred = NULL;
-  pthread_mutex_unlock(&p->lock);
-  while (list != NULL) {
-    block *next = list->next_in_class;
-    free_one(p, list);
-    list = next;
-  }
-}
-
 t4a_status t4a_buffer_create(t4a_mem_pool *p, size_t bytes, size_t alignment, uint32_t flags,
                              t4a_buffer **out) {
   if (out == NULL || p == NULL) {
@@ -468,7 +446,6 @@ t4a_status t4a_buffer_create(t4a_mem_pool *p, size_t bytes, size_t alignment, ui
                          "lane %llu is capturing a graph: create buffers before the capture",
                          (unsigned long long)t4a_lane_domain(p->lane));
   }
-  if (p->deferred != NULL) flush_deferred(p); /* racy peek: a miss is freed next time */
 
   size_t class_bytes = 0;
   uint32_t cls = size_class(bytes + extra, &class_bytes);
@@ -578,6 +555,62 @@ static void free_one(t4a_mem_pool *p, block *blk) {
   }
 }
 
+/* Frees handed to the lane during a capture: a free enqueued then would be recorded into the
+ * graph, so they run in stream order right after the capture ended (t4a_lane_defer_capture). */
+typedef struct deferred_frees {
+  t4a_mem_pool *pool; /* a reference */
+  block *list;        /* linked through next_in_class */
+} deferred_frees;
+
+static void run_deferred_frees(void *object) {
+  deferred_frees *df = object;
+  t4a_error saved; /* a drop path never changes the caller's error detail */
+  t4a_error_last(&saved);
+  while (df->list != NULL) {
+    block *next = df->list->next_in_class;
+    free_one(df->pool, df->list);
+    df->list = next;
+  }
+  t4a_error_restore(&saved);
+  t4a_mem_pool_release(df->pool);
+  free(df);
+}
+
+/* Hands blk and the `over` list to the lane while it captures. Returns 1 if they were taken (run
+ * later, or leaked and counted when even that could not be remembered), 0 if the capture ended
+ * meanwhile (the caller frees them now). */
+static int defer_frees(t4a_mem_pool *p, block *blk, block *over) {
+  t4a_error saved;
+  t4a_error_last(&saved);
+  deferred_frees *df = t4a_host_malloc(sizeof *df);
+  t4a_error_restore(&saved);
+  if (blk != NULL) {
+    blk->next_in_class = over;
+    over = blk;
+  }
+  int deferred = -1;
+  if (df != NULL) {
+    df->pool = p;
+    t4a_mem_pool_retain(p);
+    df->list = over;
+    deferred = t4a_lane_defer_capture(p->lane, run_deferred_frees, df);
+    if (deferred == 1) {
+      t4a_counter_add(p->counters, T4A_COUNTER_frees_deferred, 1);
+      return 1;
+    }
+    t4a_mem_pool_release(p); /* the caller still holds its own reference */
+    free(df);
+  }
+  if (deferred == 0) return 0;
+  while (over != NULL) { /* cannot remember them: never freed into a capture, leaked */
+    block *next = over->next_in_class;
+    free(over);
+    t4a_counter_add(p->counters, T4A_COUNTER_buffers_leaked, 1);
+    over = next;
+  }
+  return 1;
+}
+
 void t4a_buffer_release(t4a_buffer *b) {
   if (b == NULL || atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) != 1) return;
   t4a_mem_pool *p = b->pool;
@@ -601,23 +634,9 @@ void t4a_buffer_release(t4a_buffer *b) {
     pthread_mutex_unlock(&p->lock);
     blk = NULL;
   }
-  if ((blk != NULL || over != NULL) && t4a_lane_is_capturing(p->lane)) {
-    /* A free enqueued now would be captured into the graph: hold the blocks until the capture
-     * ended (the next create, trim or the pool's release frees them, in stream order). */
-    pthread_mutex_lock(&p->lock);
-    if (blk != NULL) {
-      blk->next_in_class = p->deferred;
-      p->deferred = blk;
-    }
-    while (over != NULL) {
-      block *next = over->next_in_class;
-      over->next_in_class = p->deferred;
-      p->deferred = over;
-      over = next;
-    }
-    pthread_mutex_unlock(&p->lock);
-    t4a_counter_add(p->counters, T4A_COUNTER_frees_deferred, 1);
-    blk = NULL;
+  if ((blk != NULL || over != NULL) && t4a_lane_is_capturing(p->lane) &&
+      defer_frees(p, blk, over)) {
+    blk = over = NULL;
   }
   if (blk != NULL || over != NULL) {
     t4a_error saved; /* a drop path never changes the caller's error detail */
