@@ -47,6 +47,8 @@
 #include "t4a_ctx/driver_table.h"
 #include "testing/fake_driver/fake_driver.h"
 #include "testing/lsan/nvrtc_suppressions.h"
+#define T4A_BENCH_NAME "t4a_bench"
+#include "testing/bench/bench_util.h"
 
 /* The kernels: an empty one, and one with four arguments (ptr, int, float, ptr) that touches
  * nothing (n is never negative), as in the anchors' raw figures. */
@@ -60,17 +62,6 @@ enum { BLOCK_THREADS = 32, SMALL_BYTES = 4096, MAX_SIZES = 4, MAX_RESULTS = 96 }
 #define MIB ((size_t)1 << 20)
 
 /* ---- time, counters, the window ---- */
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
 
 /* What a window (or a side's blocks) did, from t4a's counters. */
 typedef struct counts {
@@ -172,11 +163,11 @@ static void take_snap(bench *b, snap *s) {
 /* The timed window: counters are read outside it, before its start and after its end. */
 static void win_begin(bench *b) {
   take_snap(b, &b->w0);
-  b->t0 = now_s();
+  b->t0 = t4a_bench_now();
 }
 
 static double win_end(bench *b) {
-  double t = now_s() - b->t0;
+  double t = t4a_bench_now() - b->t0;
   snap s1;
   take_snap(b, &s1);
   counts d;
@@ -616,7 +607,7 @@ static stats stats_of(const double *v, uint32_t n) {
     return r;
   }
   memcpy(s, v, n * sizeof *s);
-  qsort(s, n, sizeof *s, cmp_double);
+  qsort(s, n, sizeof *s, t4a_bench_cmp_double);
   r.min = s[0];
   r.max = s[n - 1];
   r.med = n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;

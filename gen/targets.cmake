@@ -46,6 +46,9 @@ t4a_library(NAME fake_driver
   SRCS testing/fake_driver/fake_driver.c testing/fake_driver/fake_entries.c testing/fake_driver/fake_device.c testing/fake_driver/fake_stream.c testing/fake_driver/fake_memory.c testing/fake_driver/fake_module.c testing/fake_driver/fake_graph.c testing/fake_driver/fake_internal.h testing/fake_driver/fake_errors.h
   HDRS testing/fake_driver/fake_driver.h
   DEPS t4a_ctx_seam t4a_ctx t4a_ctx_status t4a_ext_cuda_headers Threads::Threads)
+t4a_library(NAME testing_bench_bench_util
+  HDRS testing/bench/bench_util.h
+  DEPS t4a_ctx_status)
 t4a_library(NAME testing_gpu_gpu_main
   HDRS testing/gpu/gpu_main.h
   DEPS t4a_ctx t4a_ctx_status t4a_ext_cmocka)
@@ -127,11 +130,11 @@ t4a_test(NAME t4a_xfer_copy_fault_multi_gpu_test
 t4a_binary(NAME t4a_xfer_copy_bench
   SRCS t4a_xfer/copy_bench.c
   OUTPUT_NAME copy_bench
-  DEPS t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status)
+  DEPS testing_bench_bench_util t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status)
 t4a_binary(NAME t4a_xfer_xfer_bench
   SRCS t4a_xfer/xfer_bench.c
   OUTPUT_NAME xfer_bench
-  DEPS t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status)
+  DEPS testing_bench_bench_util t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status)
 t4a_test(NAME t4a_xfer_xfer_gpu_test
   SRCS t4a_xfer/xfer_gpu_test.c
   LABELS gpu single
@@ -270,7 +273,7 @@ t4a_sh_test(NAME tools_cli_test
 t4a_binary(NAME bench_t4a_bench
   SRCS bench/t4a_bench.c
   OUTPUT_NAME t4a_bench
-  DEPS t4a t4a_ctx_seam fake_driver testing_lsan_nvrtc_suppressions t4a_ext_cuda_headers)
+  DEPS testing_bench_bench_util t4a t4a_ctx_seam fake_driver testing_lsan_nvrtc_suppressions t4a_ext_cuda_headers)
 t4a_sh_test(NAME bench_bench_smoke_test
   SCRIPT bench/bench_smoke_test.sh
   LABELS unit

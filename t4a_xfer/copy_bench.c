@@ -29,33 +29,12 @@
 #include "t4a/xfer.h"
 #include "t4a/xfer_copy.h"
 #include "t4a_ctx/driver_table.h"
+#define T4A_BENCH_NAME "copy_bench"
+#include "testing/bench/bench_util.h"
 
 enum { V_RAW = 0, V_PEER, V_STAGED, NUM_V };
 static const char *const k_names[NUM_V] = {"raw cuMemcpyPeerAsync", "t4a peer", "t4a staged"};
 static const char *const k_keys[NUM_V] = {"raw_peer_async", "t4a_peer", "t4a_staged"};
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-#define CHECK(call)                                                                             \
-  do {                                                                                          \
-    t4a_status st_ = (call);                                                                    \
-    if (st_ != T4A_OK) {                                                                        \
-      char buf_[512];                                                                           \
-      t4a_error e_;                                                                             \
-      t4a_error_last(&e_);                                                                      \
-      fprintf(stderr, "copy_bench: %s: %s\n", #call, t4a_error_format(&e_, buf_, sizeof buf_)); \
-      exit(1);                                                                                  \
-    }                                                                                           \
-  } while (0)
 
 typedef struct rt {
   t4a_lane *lane;
@@ -71,23 +50,23 @@ static size_t g_bytes;
 
 static void rt_open(int ordinal, rt *r) {
   memset(r, 0, sizeof *r);
-  CHECK(t4a_lane_create(g_drv, ordinal, NULL, &r->lane));
-  CHECK(t4a_mem_pool_create(r->lane, NULL, &r->pool));
-  CHECK(t4a_retire_create(r->lane, NULL, &r->retire));
-  CHECK(t4a_xfer_create(r->retire, NULL, &r->xfer));
+  T4A_BENCH_CHECK(t4a_lane_create(g_drv, ordinal, NULL, &r->lane));
+  T4A_BENCH_CHECK(t4a_mem_pool_create(r->lane, NULL, &r->pool));
+  T4A_BENCH_CHECK(t4a_retire_create(r->lane, NULL, &r->retire));
+  T4A_BENCH_CHECK(t4a_xfer_create(r->retire, NULL, &r->xfer));
   t4a_ctx_scope s;
-  CHECK(t4a_ctx_scope_enter(&s, t4a_lane_holder(r->lane), NULL));
-  CHECK(T4A_CU(g_drv, cuCtxGetCurrent, &r->ctx));
-  CHECK(t4a_ctx_scope_exit(&s));
-  CHECK(t4a_buffer_create(r->pool, g_bytes, 0, 0, &r->src));
-  CHECK(t4a_buffer_create(r->pool, g_bytes, 0, 0, &r->dst));
+  T4A_BENCH_CHECK(t4a_ctx_scope_enter(&s, t4a_lane_holder(r->lane), NULL));
+  T4A_BENCH_CHECK(T4A_CU(g_drv, cuCtxGetCurrent, &r->ctx));
+  T4A_BENCH_CHECK(t4a_ctx_scope_exit(&s));
+  T4A_BENCH_CHECK(t4a_buffer_create(r->pool, g_bytes, 0, 0, &r->src));
+  T4A_BENCH_CHECK(t4a_buffer_create(r->pool, g_bytes, 0, 0, &r->dst));
 }
 
 static void rt_close(rt *r) {
   t4a_buffer_release(r->src);
   t4a_buffer_release(r->dst);
   t4a_xfer_destroy(r->xfer);
-  CHECK(t4a_retire_destroy(r->retire));
+  T4A_BENCH_CHECK(t4a_retire_destroy(r->retire));
   t4a_mem_pool_release(r->pool);
   t4a_lane_release(r->lane);
 }
@@ -96,19 +75,19 @@ static void rt_close(rt *r) {
 static void copy_once(rt *to, rt *from, int v) {
   if (v == V_RAW) {
     t4a_ctx_scope s;
-    CHECK(t4a_ctx_scope_enter(&s, t4a_lane_holder(to->lane), NULL));
+    T4A_BENCH_CHECK(t4a_ctx_scope_enter(&s, t4a_lane_holder(to->lane), NULL));
     CUstream stream = t4a_lane_stream(to->lane);
-    CHECK(T4A_CU(g_drv, cuMemcpyPeerAsync, (CUdeviceptr)t4a_buffer_devptr(to->dst), to->ctx,
+    T4A_BENCH_CHECK(T4A_CU(g_drv, cuMemcpyPeerAsync, (CUdeviceptr)t4a_buffer_devptr(to->dst), to->ctx,
                  (CUdeviceptr)t4a_buffer_devptr(from->src), from->ctx, g_bytes, stream));
-    CHECK(T4A_CU(g_drv, cuStreamSynchronize, stream));
-    CHECK(t4a_ctx_scope_exit(&s));
+    T4A_BENCH_CHECK(T4A_CU(g_drv, cuStreamSynchronize, stream));
+    T4A_BENCH_CHECK(t4a_ctx_scope_exit(&s));
     return;
   }
   t4a_witness *w = NULL;
   t4a_copy_path taken = T4A_COPY_AUTO;
   t4a_copy_path want = v == V_PEER ? T4A_COPY_PEER : T4A_COPY_STAGED;
-  CHECK(t4a_xfer_copy(to->xfer, to->dst, 0, from->xfer, from->src, 0, g_bytes, want, &taken, &w));
-  CHECK(t4a_witness_wait(w));
+  T4A_BENCH_CHECK(t4a_xfer_copy(to->xfer, to->dst, 0, from->xfer, from->src, 0, g_bytes, want, &taken, &w));
+  T4A_BENCH_CHECK(t4a_witness_wait(w));
   t4a_witness_release(w);
   if (taken != want) {
     fprintf(stderr, "copy_bench: %s took path %d\n", k_names[v], (int)taken);
@@ -118,18 +97,18 @@ static void copy_once(rt *to, rt *from, int v) {
 
 static void zero_dst(rt *r) {
   t4a_ctx_scope s;
-  CHECK(t4a_ctx_scope_enter(&s, t4a_lane_holder(r->lane), NULL));
+  T4A_BENCH_CHECK(t4a_ctx_scope_enter(&s, t4a_lane_holder(r->lane), NULL));
   CUstream stream = t4a_lane_stream(r->lane);
-  CHECK(T4A_CU(g_drv, cuMemsetD8Async, (CUdeviceptr)t4a_buffer_devptr(r->dst), 0, g_bytes,
+  T4A_BENCH_CHECK(T4A_CU(g_drv, cuMemsetD8Async, (CUdeviceptr)t4a_buffer_devptr(r->dst), 0, g_bytes,
                stream));
-  CHECK(T4A_CU(g_drv, cuStreamSynchronize, stream));
-  CHECK(t4a_ctx_scope_exit(&s));
+  T4A_BENCH_CHECK(T4A_CU(g_drv, cuStreamSynchronize, stream));
+  T4A_BENCH_CHECK(t4a_ctx_scope_exit(&s));
 }
 
 static void verify(rt *r, const unsigned char *want, unsigned char *back, const char *what) {
   t4a_xfer_pending *p = NULL;
-  CHECK(t4a_xfer_download(r->xfer, r->dst, 0, back, g_bytes, &p));
-  CHECK(t4a_xfer_pending_wait(p));
+  T4A_BENCH_CHECK(t4a_xfer_download(r->xfer, r->dst, 0, back, g_bytes, &p));
+  T4A_BENCH_CHECK(t4a_xfer_pending_wait(p));
   t4a_xfer_pending_release(p);
   if (memcmp(back, want, g_bytes) != 0) {
     fprintf(stderr, "copy_bench: %s is not byte-exact\n", what);
@@ -187,7 +166,7 @@ int main(int argc, char **argv) {
     printf("SKIP: no CUDA driver\n");
     return 77;
   }
-  CHECK(st);
+  T4A_BENCH_CHECK(st);
   int devices = 0;
   if (t4a_device_count(g_drv, &devices) != T4A_OK || devices < 2) {
     printf("FAIL: copy_bench needs 2 GPUs and the host has %d; nothing was measured\n", devices);
@@ -195,14 +174,14 @@ int main(int argc, char **argv) {
     return 1;
   }
   int can[2] = {0, 0}; /* can[d]: device d can access the other device's memory */
-  CHECK(t4a_device_can_access_peer(g_drv, 0, 1, &can[0]));
-  CHECK(t4a_device_can_access_peer(g_drv, 1, 0, &can[1]));
+  T4A_BENCH_CHECK(t4a_device_can_access_peer(g_drv, 0, 1, &can[0]));
+  T4A_BENCH_CHECK(t4a_device_can_access_peer(g_drv, 1, 0, &can[1]));
   rt r[2];
   rt_open(0, &r[0]);
   rt_open(1, &r[1]);
   t4a_copy_path plan[2]; /* plan[dir]: dir 0 is 0 -> 1 (destination 1), dir 1 is 1 -> 0 */
-  CHECK(t4a_xfer_copy_plan(r[1].xfer, r[0].xfer, T4A_COPY_AUTO, &plan[0]));
-  CHECK(t4a_xfer_copy_plan(r[0].xfer, r[1].xfer, T4A_COPY_AUTO, &plan[1]));
+  T4A_BENCH_CHECK(t4a_xfer_copy_plan(r[1].xfer, r[0].xfer, T4A_COPY_AUTO, &plan[0]));
+  T4A_BENCH_CHECK(t4a_xfer_copy_plan(r[0].xfer, r[1].xfer, T4A_COPY_AUTO, &plan[1]));
   int peer_ok[2] = {can[1], can[0]}; /* dir 0's destination is device 1 */
   for (int dir = 0; dir < 2; dir++) {
     t4a_copy_path want = peer_ok[dir] ? T4A_COPY_PEER : T4A_COPY_STAGED;
@@ -226,8 +205,8 @@ int main(int argc, char **argv) {
     pat[d] = malloc(bytes);
     if (pat[d] == NULL || back == NULL) return 1;
     for (size_t i = 0; i < bytes; i++) pat[d][i] = (unsigned char)(i * (5u + 2u * d) + (i >> 13));
-    CHECK(t4a_xfer_upload(r[d].xfer, r[d].src, 0, pat[d], bytes));
-    CHECK(t4a_retire_wait(r[d].retire));
+    T4A_BENCH_CHECK(t4a_xfer_upload(r[d].xfer, r[d].src, 0, pat[d], bytes));
+    T4A_BENCH_CHECK(t4a_retire_wait(r[d].retire));
   }
   snap s0 = take_snap(r);
   /* The first copy of each path and direction (peer access, pool access), each result checked,
@@ -255,9 +234,9 @@ int main(int argc, char **argv) {
       for (int k = 0; k < NUM_V; k++) {
         int v = (k + (rep < 0 ? 0 : rep)) % NUM_V;
         if (v == V_PEER && !peer_ok[dir]) continue;
-        double t0 = now_s();
+        double t0 = t4a_bench_now();
         copy_once(to, from, v);
-        double dt = now_s() - t0;
+        double dt = t4a_bench_now() - t0;
         if (rep >= 0) t[dir][v][rep] = dt;
       }
     }
@@ -286,7 +265,7 @@ int main(int argc, char **argv) {
         if (!json) printf("%-8s %-22s (no peer access)\n", dirs[dir], k_names[v]);
         continue;
       }
-      qsort(t[dir][v], (size_t)repeats, sizeof(double), cmp_double);
+      qsort(t[dir][v], (size_t)repeats, sizeof(double), t4a_bench_cmp_double);
       double mn = t[dir][v][0], md = t[dir][v][repeats / 2], mx = t[dir][v][repeats - 1];
       if (v == V_RAW) med_raw = md;
       double gb = (double)bytes / 1e9;

@@ -21,33 +21,12 @@
 #include "t4a/retire.h"
 #include "t4a/xfer.h"
 #include "t4a_ctx/driver_table.h"
+#define T4A_BENCH_NAME "xfer_bench"
+#include "testing/bench/bench_util.h"
 
 enum { V_RAW = 0, V_ONE, V_POOL, NUM_V };
 static const char *const k_names[NUM_V] = {"raw pageable", "t4a, 1 copy thread",
                                            "t4a, copy pool"};
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-#define CHECK(call)                                                                             \
-  do {                                                                                          \
-    t4a_status st_ = (call);                                                                    \
-    if (st_ != T4A_OK) {                                                                        \
-      char buf_[512];                                                                           \
-      t4a_error e_;                                                                             \
-      t4a_error_last(&e_);                                                                      \
-      fprintf(stderr, "xfer_bench: %s: %s\n", #call, t4a_error_format(&e_, buf_, sizeof buf_)); \
-      exit(1);                                                                                  \
-    }                                                                                           \
-  } while (0)
 
 int main(int argc, char **argv) {
   size_t bytes = (size_t)256 << 20;
@@ -74,22 +53,22 @@ int main(int argc, char **argv) {
     printf("SKIP: no CUDA driver\n");
     return 77;
   }
-  CHECK(st);
+  T4A_BENCH_CHECK(st);
   t4a_lane *lane = NULL;
   t4a_mem_pool *pool = NULL;
   t4a_retire *retire = NULL;
   t4a_xfer *x[NUM_V] = {NULL};
-  CHECK(t4a_lane_create(drv, 0, NULL, &lane));
-  CHECK(t4a_mem_pool_create(lane, NULL, &pool));
-  CHECK(t4a_retire_create(lane, NULL, &retire));
+  T4A_BENCH_CHECK(t4a_lane_create(drv, 0, NULL, &lane));
+  T4A_BENCH_CHECK(t4a_mem_pool_create(lane, NULL, &pool));
+  T4A_BENCH_CHECK(t4a_retire_create(lane, NULL, &retire));
   t4a_xfer_options o = T4A_XFER_OPTIONS_INIT;
   o.copy_threads = 1;
-  CHECK(t4a_xfer_create(retire, &o, &x[V_ONE]));
-  CHECK(t4a_xfer_create(retire, NULL, &x[V_POOL]));
+  T4A_BENCH_CHECK(t4a_xfer_create(retire, &o, &x[V_ONE]));
+  T4A_BENCH_CHECK(t4a_xfer_create(retire, NULL, &x[V_POOL]));
   t4a_xfer_state xs;
   t4a_xfer_get_state(x[V_POOL], &xs);
   t4a_buffer *buf = NULL;
-  CHECK(t4a_buffer_create(pool, bytes, 0, 0, &buf));
+  T4A_BENCH_CHECK(t4a_buffer_create(pool, bytes, 0, 0, &buf));
   unsigned char *host = malloc(bytes), *back = malloc(bytes);
   if (host == NULL || back == NULL) return 1;
   for (size_t i = 0; i < bytes; i++) host[i] = (unsigned char)(i * 7u + (i >> 12));
@@ -105,28 +84,28 @@ int main(int argc, char **argv) {
     for (int dir = 0; dir < 2; dir++) {
       for (int k = 0; k < NUM_V; k++) {
         int v = (k + (r < 0 ? 0 : r)) % NUM_V;
-        double t0 = now_s();
+        double t0 = t4a_bench_now();
         if (v == V_RAW) {
           t4a_ctx_scope scope;
-          CHECK(t4a_ctx_scope_enter(&scope, t4a_lane_holder(lane), NULL));
+          T4A_BENCH_CHECK(t4a_ctx_scope_enter(&scope, t4a_lane_holder(lane), NULL));
           CUstream s = t4a_lane_stream(lane);
           if (dir == 0) {
-            CHECK(T4A_CU(d, cuMemcpyHtoDAsync, dptr, host, bytes, s));
+            T4A_BENCH_CHECK(T4A_CU(d, cuMemcpyHtoDAsync, dptr, host, bytes, s));
           } else {
-            CHECK(T4A_CU(d, cuMemcpyDtoHAsync, back, dptr, bytes, s));
+            T4A_BENCH_CHECK(T4A_CU(d, cuMemcpyDtoHAsync, back, dptr, bytes, s));
           }
-          CHECK(T4A_CU(d, cuStreamSynchronize, s));
-          CHECK(t4a_ctx_scope_exit(&scope));
+          T4A_BENCH_CHECK(T4A_CU(d, cuStreamSynchronize, s));
+          T4A_BENCH_CHECK(t4a_ctx_scope_exit(&scope));
         } else if (dir == 0) {
-          CHECK(t4a_xfer_upload(x[v], buf, 0, host, bytes));
-          CHECK(t4a_retire_wait(retire));
+          T4A_BENCH_CHECK(t4a_xfer_upload(x[v], buf, 0, host, bytes));
+          T4A_BENCH_CHECK(t4a_retire_wait(retire));
         } else {
           t4a_xfer_pending *p = NULL;
-          CHECK(t4a_xfer_download(x[v], buf, 0, back, bytes, &p));
-          CHECK(t4a_xfer_pending_wait(p));
+          T4A_BENCH_CHECK(t4a_xfer_download(x[v], buf, 0, back, bytes, &p));
+          T4A_BENCH_CHECK(t4a_xfer_pending_wait(p));
           t4a_xfer_pending_release(p);
         }
-        double dt = now_s() - t0;
+        double dt = t4a_bench_now() - t0;
         if (dir == 1 && memcmp(back, host, bytes) != 0) {
           fprintf(stderr, "xfer_bench: %s download is not byte-exact\n", k_names[v]);
           return 1;
@@ -148,7 +127,7 @@ int main(int argc, char **argv) {
   }
   for (int dir = 0; dir < 2; dir++) {
     for (int v = 0; v < NUM_V; v++) {
-      qsort(t[dir][v], (size_t)repeats, sizeof(double), cmp_double);
+      qsort(t[dir][v], (size_t)repeats, sizeof(double), t4a_bench_cmp_double);
       double mn = t[dir][v][0], md = t[dir][v][repeats / 2], mx = t[dir][v][repeats - 1];
       if (v == V_RAW) med_raw[dir] = md;
       double gbs = (double)bytes / 1e9;
@@ -173,7 +152,7 @@ int main(int argc, char **argv) {
   t4a_buffer_release(buf);
   t4a_xfer_destroy(x[V_ONE]);
   t4a_xfer_destroy(x[V_POOL]);
-  CHECK(t4a_retire_destroy(retire));
+  T4A_BENCH_CHECK(t4a_retire_destroy(retire));
   t4a_mem_pool_release(pool);
   t4a_lane_release(lane);
   t4a_driver_release(drv);
