@@ -23,6 +23,7 @@ typedef struct desc {
   uint32_t *offsets; /* num_params: where parameter i lives in bytes */
   uint32_t *sizes;   /* num_params */
   unsigned char *bytes;
+  t4a_launch_graph_ graph; /* GRAPH strategy: its one-node executable graph */
 } desc;
 
 struct t4a_launch_table {
@@ -35,15 +36,56 @@ struct t4a_launch_table {
   uint32_t *free_ids; /* a stack of free slots */
   uint32_t num_free;
   uint32_t next_unused; /* slots below it have been used at least once */
+  t4a_launch_strategy strategy; /* resolved: PLAIN or GRAPH */
+  uint32_t graph_after;
+  /* Guarded by lock. */
+  uint32_t descriptors, graphs;
+  uint64_t plain_fires, graph_fires, graph_builds, graph_updates, graph_fallbacks;
 };
 
+#define DEFAULT_CAPACITY 256u
+#define DEFAULT_GRAPH_AFTER 16u
+
 t4a_status t4a_launch_table_create(t4a_retire *retire, uint32_t capacity, t4a_launch_table **out) {
+  if (capacity == 0) {
+    if (out != NULL) *out = NULL;
+    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                         "the capacity 0 is outside 1..%u", MAX_CAPACITY);
+  }
+  t4a_launch_table_options o = T4A_LAUNCH_TABLE_OPTIONS_INIT;
+  o.capacity = capacity;
+  o.strategy = T4A_LAUNCH_STRATEGY_PLAIN;
+  return t4a_launch_table_create_ex(retire, &o, out);
+}
+
+t4a_status t4a_launch_table_create_ex(t4a_retire *retire, const t4a_launch_table_options *options,
+                                      t4a_launch_table **out) {
   if (out == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
   *out = NULL;
-  if (retire == NULL || capacity == 0 || capacity > MAX_CAPACITY) {
+  t4a_launch_table_options o = T4A_LAUNCH_TABLE_OPTIONS_INIT;
+  if (options != NULL) o = *options;
+  uint32_t capacity = o.capacity != 0 ? o.capacity : DEFAULT_CAPACITY;
+  if (retire == NULL || capacity > MAX_CAPACITY) {
     return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
                          "retire is NULL or the capacity %u is outside 1..%u", capacity,
                          MAX_CAPACITY);
+  }
+  if (o.strategy != T4A_LAUNCH_STRATEGY_AUTO && o.strategy != T4A_LAUNCH_STRATEGY_PLAIN &&
+      o.strategy != T4A_LAUNCH_STRATEGY_GRAPH) {
+    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "unknown launch strategy %d",
+                         (int)o.strategy);
+  }
+  t4a_launch_strategy strategy = o.strategy;
+  if (strategy == T4A_LAUNCH_STRATEGY_AUTO) {
+    strategy = o.calibration != NULL && o.calibration->strategy == T4A_LAUNCH_STRATEGY_GRAPH
+                   ? T4A_LAUNCH_STRATEGY_GRAPH
+                   : T4A_LAUNCH_STRATEGY_PLAIN;
+  }
+  uint32_t graph_after = o.graph_after;
+  if (graph_after == 0) {
+    graph_after = o.calibration != NULL && o.calibration->graph_after != 0
+                      ? o.calibration->graph_after
+                      : DEFAULT_GRAPH_AFTER;
   }
   t4a_launch_table *t = t4a_host_calloc(1, sizeof *t);
   if (t == NULL) return T4A_HOST_OUT_OF_MEMORY;
@@ -62,6 +104,8 @@ t4a_status t4a_launch_table_create(t4a_retire *retire, uint32_t capacity, t4a_la
   t->retire = retire;
   t->domain = t4a_lane_domain(t4a_retire_lane(retire));
   t->capacity = capacity;
+  t->strategy = strategy;
+  t->graph_after = graph_after;
   *out = t;
   return T4A_OK;
 oom:
@@ -71,9 +115,14 @@ oom:
   return T4A_HOST_OUT_OF_MEMORY;
 }
 
-/* Drops a descriptor's references and frees it (no lock held: releases may call the driver). */
-static void desc_free(desc *d) {
+/* Drops a descriptor's graph and references and frees it (no lock held: releases may call the
+ * driver). Queued launches of its graph finish before the driver frees it; the epochs keep the
+ * module and the buffers for them. */
+static void desc_free(t4a_launch_table *t, desc *d) {
   if (d == NULL) return;
+  if (d->graph.graph != NULL || d->graph.exec != NULL) {
+    t4a_launch_destroy_native_(t4a_retire_lane(t->retire), d->graph.graph, d->graph.exec);
+  }
   for (uint32_t i = 0; i < d->num_params; i++) t4a_buffer_release(d->bufs[i]);
   t4a_function_release(d->fn);
   free(d);
@@ -83,7 +132,7 @@ void t4a_launch_table_destroy(t4a_launch_table *t) {
   if (t == NULL) return;
   t4a_error saved;
   t4a_error_last(&saved);
-  for (uint32_t i = 0; i < t->next_unused; i++) desc_free(t->slots[i]);
+  for (uint32_t i = 0; i < t->next_unused; i++) desc_free(t, t->slots[i]);
   pthread_mutex_destroy(&t->lock);
   free(t->free_ids);
   free(t->gens);
@@ -120,6 +169,7 @@ static t4a_status bind_arg(t4a_launch_table *t, desc *d, uint32_t i, const t4a_a
                          d->fn->name, i, d->sizes[i], size);
   }
   memcpy(d->bytes + d->offsets[i], src, size);
+  d->graph.dirty = 1; /* the graph's node holds the old arguments until the next fire */
   t4a_buffer_retain(b);
   *old = d->bufs[i];
   d->bufs[i] = b;
@@ -192,6 +242,8 @@ t4a_status t4a_descriptor_register(t4a_launch_table *t, t4a_function *fn,
   d->bytes = (unsigned char *)(d->sizes + n);
   d->num_params = num_args;
   d->cfg = *config;
+  d->graph.enabled = t->strategy == T4A_LAUNCH_STRATEGY_GRAPH;
+  d->graph.fires_left = t->graph_after - 1;
   t4a_function_retain(fn);
   d->fn = fn;
   for (uint32_t i = 0; i < num_args; i++) {
@@ -201,14 +253,14 @@ t4a_status t4a_descriptor_register(t4a_launch_table *t, t4a_function *fn,
     t4a_buffer *old = NULL;
     st = bind_arg(t, d, i, &args[i], &old); /* checked above: cannot fail */
     if (st != T4A_OK) {
-      desc_free(d);
+      desc_free(t, d);
       return st;
     }
   }
 
   t4a_status locked = table_lock(t);
   if (locked != T4A_OK) {
-    desc_free(d);
+    desc_free(t, d);
     return locked;
   }
   uint32_t slot;
@@ -219,19 +271,35 @@ t4a_status t4a_descriptor_register(t4a_launch_table *t, t4a_function *fn,
     t->gens[slot] = 1; /* id 0 is never valid */
   } else {
     pthread_mutex_unlock(&t->lock);
-    desc_free(d);
+    desc_free(t, d);
     return t4a_error_set(T4A_LIMIT_EXCEEDED, NULL, 0, NULL, 0,
                          "the launch table is full (%u descriptors)", t->capacity);
   }
   t->slots[slot] = d;
+  t->descriptors++;
   *out_id = (uint32_t)t->gens[slot] << 16 | slot;
   pthread_mutex_unlock(&t->lock);
   return T4A_OK;
 }
 
 static t4a_status fire_locked(t4a_launch_table *t, desc *d) {
-  return t4a_launch_enqueue_(t->retire, d->fn, &d->cfg, d->num_params > 0 ? d->ptrs : NULL, d->bufs,
-                             d->num_params);
+  t4a_launch_graph_ *g = &d->graph;
+  g->used = g->built = g->updated = g->fell_back = 0;
+  t4a_status st = t4a_launch_enqueue_(t->retire, d->fn, &d->cfg,
+                                      d->num_params > 0 ? d->ptrs : NULL, d->bufs, d->num_params,
+                                      g->enabled ? g : NULL);
+  t->graph_builds += g->built;
+  t->graphs += g->built;
+  t->graph_updates += g->updated;
+  t->graph_fallbacks += g->fell_back;
+  if (st == T4A_OK) {
+    if (g->used) {
+      t->graph_fires++;
+    } else {
+      t->plain_fires++;
+    }
+  }
+  return st;
 }
 
 t4a_status t4a_descriptor_fire(t4a_launch_table *t, uint32_t id) {
@@ -316,12 +384,40 @@ t4a_status t4a_descriptor_unregister(t4a_launch_table *t, uint32_t id) {
     t->slots[slot] = NULL;
     t->gens[slot] = (uint16_t)(t->gens[slot] + 1 == 0 ? 1 : t->gens[slot] + 1);
     t->free_ids[t->num_free++] = slot;
+    t->descriptors--;
+    t->graphs -= d->graph.exec != NULL;
   }
   pthread_mutex_unlock(&t->lock);
   if (d == NULL) return T4A_INVALID_ARGUMENT;
   t4a_error saved;
   t4a_error_last(&saved);
-  desc_free(d); /* its fires kept the module and the buffers in their epochs */
+  desc_free(t, d); /* its fires kept the module and the buffers in their epochs */
   t4a_error_restore(&saved);
   return T4A_OK;
+}
+
+void t4a_launch_table_touch_(t4a_launch_table *t, uint32_t id) {
+  pthread_mutex_lock(&t->lock);
+  uint32_t slot = id & 0xffffu;
+  if (slot < t->next_unused && t->slots[slot] != NULL && t->gens[slot] == id >> 16) {
+    t->slots[slot]->graph.dirty = 1;
+  }
+  pthread_mutex_unlock(&t->lock);
+}
+
+void t4a_launch_table_get_stats(t4a_launch_table *t, t4a_launch_table_stats *out) {
+  if (out == NULL) return;
+  memset(out, 0, sizeof *out);
+  if (t == NULL) return;
+  pthread_mutex_lock(&t->lock);
+  out->strategy = t->strategy;
+  out->graph_after = t->graph_after;
+  out->descriptors = t->descriptors;
+  out->graphs = t->graphs;
+  out->plain_fires = t->plain_fires;
+  out->graph_fires = t->graph_fires;
+  out->graph_builds = t->graph_builds;
+  out->graph_updates = t->graph_updates;
+  out->graph_fallbacks = t->graph_fallbacks;
+  pthread_mutex_unlock(&t->lock);
 }

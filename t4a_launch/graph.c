@@ -40,16 +40,14 @@ typedef struct pending_exec {
   t4a_lane *lane; /* a reference */
   CUgraphExec exec;
 } pending_exec;
-static void destroy_native(t4a_lane *lane, CUgraph graph, CUgraphExec exec);
 static void destroy_pending_exec(void *p) {
   pending_exec *pe = p;
-  destroy_native(pe->lane, NULL, pe->exec);
+  t4a_launch_destroy_native_(pe->lane, NULL, pe->exec);
   t4a_lane_release(pe->lane);
   free(pe);
 }
 
-/* Destroys a native object under the lane's context, or leaks and counts it. */
-static void destroy_native(t4a_lane *lane, CUgraph graph, CUgraphExec exec) {
+void t4a_launch_destroy_native_(t4a_lane *lane, CUgraph graph, CUgraphExec exec) {
   if (graph == NULL && exec == NULL) return;
   if (exec != NULL && t4a_lane_is_capturing(lane)) {
     /* cuGraphExecDestroy during a capture of the lane's stream would break it (measured on the
@@ -96,7 +94,7 @@ static void version_unref(void *p) {
   if (v == NULL || atomic_fetch_sub_explicit(&v->refs, 1, memory_order_acq_rel) != 1) return;
   t4a_error saved; /* a drop path never changes the caller's error detail */
   t4a_error_last(&saved);
-  destroy_native(v->lane, v->graph, NULL);
+  t4a_launch_destroy_native_(v->lane, v->graph, NULL);
   /* Every replay of this version completed (each held a reference): its work is done. */
   release_items(v->items, v->count);
   t4a_lane_release(v->lane);
@@ -115,7 +113,7 @@ static t4a_status end_capture(t4a_retire *retire, version **out) {
   version *v = t4a_host_calloc(1, sizeof *v);
   if (v == NULL) {
     t4a_lane *lane = t4a_retire_lane(retire);
-    destroy_native(lane, (CUgraph)graph, NULL);
+    t4a_launch_destroy_native_(lane, (CUgraph)graph, NULL);
     release_items(items, count); /* never instantiated: the captured work cannot run */
     return T4A_HOST_OUT_OF_MEMORY;
   }
@@ -228,7 +226,7 @@ t4a_status t4a_graph_capture_update(t4a_retire *retire, t4a_graph *g, int *out_i
   t4a_ctx_scope_exit_quiet(&scope);
   /* Queued replays of the old executable graph finish before the driver frees it; queued replays
    * of the old version hold their own references. */
-  if (old_exec != NULL) destroy_native(g->lane, NULL, old_exec);
+  if (old_exec != NULL) t4a_launch_destroy_native_(g->lane, NULL, old_exec);
   version_unref(old);
   version_unref(v); /* the new capture, when it could not be used */
   if (st != T4A_OK) return t4a_lane_note(g->lane, st);
@@ -280,7 +278,7 @@ void t4a_graph_release(t4a_graph *g) {
   if (g == NULL || atomic_fetch_sub_explicit(&g->refs, 1, memory_order_acq_rel) != 1) return;
   t4a_error saved;
   t4a_error_last(&saved);
-  destroy_native(g->lane, NULL, g->exec);
+  t4a_launch_destroy_native_(g->lane, NULL, g->exec);
   version_unref(g->current);
   pthread_mutex_destroy(&g->lock);
   t4a_lane_release(g->lane);

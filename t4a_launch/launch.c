@@ -192,8 +192,94 @@ static t4a_status raise_shared(t4a_function *fn, uint32_t shared) {
 static void module_retain_object(void *m) { t4a_module_retain(m); }
 static void buffer_retain_object(void *b) { t4a_buffer_retain(b); }
 
+static void node_params(const t4a_function *fn, const t4a_launch_config *cfg, void **params,
+                        CUDA_KERNEL_NODE_PARAMS *out) {
+  CUDA_KERNEL_NODE_PARAMS p;
+  memset(&p, 0, sizeof p);
+  p.func = fn->handle;
+  p.gridDimX = cfg->grid[0];
+  p.gridDimY = cfg->grid[1];
+  p.gridDimZ = cfg->grid[2];
+  p.blockDimX = cfg->block[0];
+  p.blockDimY = cfg->block[1];
+  p.blockDimZ = cfg->block[2];
+  p.sharedMemBytes = cfg->shared_bytes;
+  p.kernelParams = params;
+  *out = p;
+}
+
+/* Builds the descriptor's one-node graph from the launch (context current, lane not captured).
+ * On failure nothing is left behind (what cannot be destroyed is counted leaked). */
+static t4a_status build_graph(t4a_driver *drv, t4a_counters *c, t4a_function *fn,
+                              const t4a_launch_config *cfg, void **params, CUstream stream,
+                              t4a_launch_graph_ *g) {
+  CUDA_KERNEL_NODE_PARAMS p;
+  node_params(fn, cfg, params, &p);
+  CUgraph graph = NULL;
+  CUgraphNode node = NULL;
+  CUgraphExec exec = NULL;
+  t4a_status st = T4A_CU(drv, cuGraphCreate, &graph, 0);
+  if (st == T4A_OK) st = T4A_CU(drv, cuGraphAddKernelNode, &node, graph, NULL, 0, &p);
+  if (st == T4A_OK) st = T4A_CU(drv, cuGraphInstantiateWithFlags, &exec, graph, 0);
+  if (st == T4A_OK) st = T4A_CU(drv, cuGraphUpload, exec, stream);
+  if (st != T4A_OK) {
+    uint64_t leaked = 0;
+    if (exec != NULL) leaked += T4A_CU_QUIET(drv, cuGraphExecDestroy, exec) != T4A_OK;
+    if (graph != NULL) leaked += T4A_CU_QUIET(drv, cuGraphDestroy, graph) != T4A_OK;
+    t4a_counter_add(c, T4A_COUNTER_leaked, leaked);
+    return st;
+  }
+  g->graph = graph;
+  g->node = node;
+  g->exec = exec;
+  g->dirty = 0;
+  return T4A_OK;
+}
+
+/* Whether this fire goes through the descriptor's graph: builds it when its plain fires ran out,
+ * updates its node when the arguments changed. A failure of either is absorbed: the descriptor
+ * fires plain from then on, and the caller's error detail is kept. Context current. */
+static int use_graph(t4a_driver *drv, t4a_lane *lane, t4a_function *fn,
+                     const t4a_launch_config *cfg, void **params, t4a_launch_graph_ *g) {
+  g->used = g->built = g->updated = g->fell_back = 0;
+  if (!g->enabled || g->failed || t4a_lane_is_capturing(lane)) return 0;
+  t4a_counters *c = t4a_lane_counters(lane);
+  if (g->exec == NULL) {
+    if (g->fires_left > 0) {
+      g->fires_left--;
+      return 0;
+    }
+    t4a_error saved;
+    t4a_error_last(&saved);
+    t4a_status st = build_graph(drv, c, fn, cfg, params, t4a_lane_stream(lane), g);
+    t4a_error_restore(&saved);
+    if (st != T4A_OK) {
+      g->failed = g->fell_back = 1;
+      t4a_counter_add(c, T4A_COUNTER_launch_graph_fallbacks, 1);
+      return 0;
+    }
+    g->built = 1;
+    t4a_counter_add(c, T4A_COUNTER_launch_graphs_built, 1);
+  } else if (g->dirty) {
+    CUDA_KERNEL_NODE_PARAMS p;
+    node_params(fn, cfg, params, &p);
+      if (drv->t.cuGraphExecKernelNodeSetParams(g->exec, g->node, &p) != CUDA_SUCCESS) {
+      /* The executable graph still holds the old arguments: never launched again. */
+      g->failed = g->fell_back = 1;
+      t4a_counter_add(c, T4A_COUNTER_launch_graph_fallbacks, 1);
+      return 0;
+    }
+    g->dirty = 0;
+    g->updated = 1;
+    t4a_counter_add(c, T4A_COUNTER_launch_graph_updates, 1);
+  }
+  g->used = 1;
+  return 1;
+}
+
 t4a_status t4a_launch_enqueue_(t4a_retire *retire, t4a_function *fn, const t4a_launch_config *cfg,
-                               void **params, t4a_buffer *const *buffers, uint32_t num_buffers) {
+                               void **params, t4a_buffer *const *buffers, uint32_t num_buffers,
+                               t4a_launch_graph_ *graph) {
   uint32_t keep = 1;
   for (uint32_t i = 0; i < num_buffers; i++) keep += buffers[i] != NULL;
   t4a_admission adm;
@@ -202,11 +288,19 @@ t4a_status t4a_launch_enqueue_(t4a_retire *retire, t4a_function *fn, const t4a_l
   t4a_lane *lane = t4a_retire_lane(retire);
   t4a_driver *drv = fn->module->cache->driver;
   if ((st = raise_shared(fn, cfg->shared_bytes)) != T4A_OK) return t4a_admission_abort(&adm, st);
-  CUresult r = drv->t.cuLaunchKernel(fn->handle, cfg->grid[0], cfg->grid[1], cfg->grid[2],
-                                     cfg->block[0], cfg->block[1], cfg->block[2], cfg->shared_bytes,
-                                     t4a_lane_stream(lane), params, NULL);
+  CUresult r;
+  const char *entry;
+  if (graph != NULL && use_graph(drv, lane, fn, cfg, params, graph)) {
+    r = drv->t.cuGraphLaunch(graph->exec, t4a_lane_stream(lane));
+    entry = "cuGraphLaunch";
+  } else {
+    r = drv->t.cuLaunchKernel(fn->handle, cfg->grid[0], cfg->grid[1], cfg->grid[2], cfg->block[0],
+                              cfg->block[1], cfg->block[2], cfg->shared_bytes,
+                              t4a_lane_stream(lane), params, NULL);
+    entry = "cuLaunchKernel";
+  }
   if (T4A_UNLIKELY(r != CUDA_SUCCESS)) {
-    st = t4a_cu_fail(drv, r, "cuLaunchKernel", 0);
+    st = t4a_cu_fail(drv, r, entry, 0);
     if (t4a_launch_refused_before_enqueue_(r)) return t4a_admission_abort(&adm, st);
     /* The kernel may be queued: its module stays kept until the epoch's event proves it ran (or
      * the lane's teardown leaks it); what it may have written is of unknown state. */
@@ -236,6 +330,9 @@ t4a_status t4a_launch_enqueue_(t4a_retire *retire, t4a_function *fn, const t4a_l
   }
   t4a_admission_commit(&adm);
   t4a_counter_add(t4a_lane_counters(lane), T4A_COUNTER_launches, 1);
+  if (graph != NULL && graph->used) {
+    t4a_counter_add(t4a_lane_counters(lane), T4A_COUNTER_launch_graph_fires, 1);
+  }
   return T4A_OK;
 }
 
@@ -263,7 +360,8 @@ t4a_status t4a_launch(t4a_retire *retire, t4a_function *fn, const t4a_launch_con
     if (st != T4A_OK) return st;
     params[i] = (void *)(uintptr_t)src;
   }
-  return t4a_launch_enqueue_(retire, fn, config, num_args > 0 ? params : NULL, buffers, num_args);
+  return t4a_launch_enqueue_(retire, fn, config, num_args > 0 ? params : NULL, buffers, num_args,
+                             NULL);
 }
 
 t4a_status t4a_launch_raw(t4a_retire *retire, t4a_function *fn, const t4a_launch_config *config,
@@ -305,5 +403,5 @@ t4a_status t4a_launch_raw(t4a_retire *retire, t4a_function *fn, const t4a_launch
                            fn->name, last, implied, size);
     }
   }
-  return t4a_launch_enqueue_(retire, fn, config, num_params > 0 ? ptrs : NULL, NULL, 0);
+  return t4a_launch_enqueue_(retire, fn, config, num_params > 0 ? ptrs : NULL, NULL, 0, NULL);
 }

@@ -96,15 +96,45 @@ t4a_status t4a_launch_check_arg_(const t4a_function *fn, uint64_t domain, uint32
                                  const t4a_arg *arg, uint64_t *scratch, const void **out_src,
                                  uint32_t *out_size, t4a_buffer **out_buffer);
 
+/* A descriptor's one-node executable graph (GRAPH strategy). The descriptor's table owns it and
+ * its lock guards it; t4a_launch_enqueue_ builds, updates and launches it inside the admission
+ * (the lane's context current). */
+typedef struct t4a_launch_graph_ {
+  CUgraph graph;
+  CUgraphNode node;
+  CUgraphExec exec;
+  uint32_t fires_left; /* plain fires before the graph is built */
+  uint8_t enabled;     /* the table fires GRAPH */
+  uint8_t dirty;       /* arguments rebound since the node's parameters were set */
+  uint8_t failed;      /* a build or an update failed: plain fires from then on */
+  uint8_t used;        /* set by enqueue: this fire went through the graph */
+  uint8_t built;       /* set by enqueue: this fire built the graph */
+  uint8_t updated;     /* set by enqueue: this fire updated the node */
+  uint8_t fell_back;   /* set by enqueue: this fire's build or update failed */
+} t4a_launch_graph_;
+
 /* The shared tail of every launch: an admission on `retire` reserving 1 + (non-NULL buffers)
- * keepalives, the dynamic shared memory limit raised if needed, cuLaunchKernel with `params`,
- * then the module and the buffers kept and the admission committed (`launches` counted).
- * `buffers` has `num_buffers` entries, NULL ones skipped. A refusal by the driver's launch
- * validation aborts the admission; any other failure of cuLaunchKernel may have enqueued the
- * kernel: the module is kept by the epoch and the buffers are quarantined. */
+ * keepalives, the dynamic shared memory limit raised if needed, the submission, then the module
+ * and the buffers kept and the admission committed (`launches` counted). `buffers` has
+ * `num_buffers` entries, NULL ones skipped. The submission is cuLaunchKernel with `params`, or,
+ * when `graph` is given, enabled, not failed and the lane not captured, cuGraphLaunch of its
+ * executable graph (built when its plain fires ran out, its node updated first when dirty). A
+ * refusal by the driver's launch validation aborts the admission; any other failure of the
+ * submission may have enqueued the kernel: the module is kept by the epoch and the buffers are
+ * quarantined. */
 t4a_status t4a_launch_enqueue_(t4a_retire *retire, t4a_function *fn,
                                const t4a_launch_config *config, void **params,
-                               t4a_buffer *const *buffers, uint32_t num_buffers);
+                               t4a_buffer *const *buffers, uint32_t num_buffers,
+                               t4a_launch_graph_ *graph);
+
+/* Marks descriptor `id`'s graph node stale, as a rebind does (calibration's rebind figure; an
+ * unknown id is ignored). */
+void t4a_launch_table_touch_(t4a_launch_table *table, uint32_t id);
+
+/* Destroys a graph and an executable graph (either may be NULL) under the lane's context, after
+ * the end of a capture of the lane for an executable graph; what cannot be destroyed is leaked
+ * and counted. The driver finishes queued launches of an executable graph before freeing it. */
+void t4a_launch_destroy_native_(t4a_lane *lane, CUgraph graph, CUgraphExec exec);
 
 /* A module reference as a keepalive (retains the module). */
 t4a_keepalive t4a_module_keepalive_(t4a_module *module);

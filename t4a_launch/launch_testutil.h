@@ -145,7 +145,7 @@ static inline long unaccounted(void *user) {
   t4a_counter_values lane, drv;
   t4a_lane_read_counters(f->lane, &lane);
   t4a_driver_counters(f->drv, &drv);
-  return (long)(live.device_allocs + live.events + live.modules) -
+  return (long)(live.device_allocs + live.events + live.modules + live.graphs + live.graph_execs) -
          (long)(lane.buffers_leaked + lane.leaked + drv.leaked) - f->baseline;
 }
 

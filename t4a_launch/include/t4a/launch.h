@@ -58,7 +58,11 @@
  * snapshot of the arguments, all checked at registration — and fired by id with no checks and no
  * allocation; one argument can be rebound (checked), or all rebound and fired in one call. Each
  * fire keeps the function's module and the bound buffers in the epoch, so a descriptor can be
- * rebound or unregistered, and its buffers released, while its fires are queued.
+ * rebound or unregistered, and its buffers released, while its fires are queued. A table fires
+ * its descriptors plain (cuLaunchKernel) or each as its own one-node executable graph
+ * (cuGraphLaunch; t4a_launch_strategy below), chosen by a measurement (t4a_launch_calibrate) or
+ * by the caller; both keep the same guarantees (checks at registration, no heap allocation per
+ * fire, keepalives through epochs, at most one event per 512 admissions).
  * Raw-bytes launches take the parameters packed as bytes with their offsets (for struct or half
  * parameters) and check offsets and sizes against the kernel's layout.
  *
@@ -248,12 +252,80 @@ T4A_MUST_USE t4a_status t4a_launch_raw(t4a_retire *retire, t4a_function *functio
 
 typedef struct t4a_launch_table t4a_launch_table;
 
-/* A table of at most `capacity` descriptors (1..65536) for launches on `retire` (borrowed).
- * Ids name a slot (low 16 bits) and the slot's generation (high 16 bits, never 0): a slot is
- * reused after unregister, and a stale id is refused until the slot was reused 65,535 times.
+/* How a table's descriptors are fired.
+ * PLAIN: one cuLaunchKernel per fire.
+ * GRAPH: each descriptor gets its own one-node executable graph (cuGraphCreate +
+ *   cuGraphAddKernelNode + cuGraphInstantiateWithFlags + cuGraphUpload on the lane's stream),
+ *   built at its `graph_after`-th fire (the fires before are plain: a descriptor fired once is not
+ *   worth a graph); a fire is then one cuGraphLaunch on the lane's stream, ordered with every
+ *   other operation of the lane exactly as a launch is. A rebind marks the node stale; the next
+ *   fire updates it in place (cuGraphExecKernelNodeSetParams) before its launch. A fire while the
+ *   lane is captured (t4a/graph.h) is a plain launch: it adds a kernel node to the captured graph.
+ *   If building or updating a descriptor's graph fails, that descriptor fires plain from then on
+ *   (counted in launch_graph_fallbacks; the fire itself does not fail for it).
+ * AUTO: the strategy a calibration chose (t4a_launch_calibrate), PLAIN without one. */
+typedef enum t4a_launch_strategy {
+  T4A_LAUNCH_STRATEGY_AUTO = 0,
+  T4A_LAUNCH_STRATEGY_PLAIN = 1,
+  T4A_LAUNCH_STRATEGY_GRAPH = 2,
+} t4a_launch_strategy;
+
+/* What t4a_launch_calibrate measured on one lane (host time per fire: the submitting thread's
+ * wall clock, medians over blocks). */
+typedef struct t4a_launch_calibration {
+  uint32_t fires;                /* fires per strategy measured */
+  double plain_ns;               /* a plain fire (cuLaunchKernel) */
+  double graph_ns;               /* a graph fire (cuGraphLaunch of the descriptor's graph) */
+  double graph_rebind_ns;        /* a rebind, then a graph fire (node update + cuGraphLaunch) */
+  double build_ns;               /* building one descriptor's graph (create, add, instantiate,
+                                    upload) */
+  uint64_t device_bytes_per_graph; /* device memory taken per executable graph (cuMemGetInfo
+                                      over the built graphs; 0 when none was seen) */
+  t4a_launch_strategy strategy;  /* GRAPH when graph_rebind_ns < 0.9 * plain_ns, else PLAIN */
+  uint32_t graph_after;          /* fires after which a graph has paid for its build:
+                                    ceil(build_ns / (plain_ns - graph_ns)), within 2..4096 */
+} t4a_launch_calibration;
+
+/* Measures plain and graph fires of `empty_kernel` (a function of the retire's lane taking no
+ * parameters) on `retire`'s stream: `fires` fires per strategy (0: 2048; at least 64), in
+ * alternating blocks after a warm-up, plus 8 graph builds, then waits for the lane (a host wait).
+ * Chooses a strategy as documented above. Statuses: INVALID_ARGUMENT (NULL, a kernel with
+ * parameters), FOREIGN_HANDLE, REENTRY, LANE_BROKEN, CONTEXT_LOST, HOST_OUT_OF_MEMORY, driver
+ * failures. */
+T4A_MUST_USE t4a_status t4a_launch_calibrate(t4a_retire *retire, t4a_function *empty_kernel,
+                                             uint32_t fires, t4a_launch_calibration *out);
+
+typedef struct t4a_launch_table_options {
+  uint32_t capacity;            /* descriptors, 1..65536; 0: 256 */
+  t4a_launch_strategy strategy; /* AUTO (the calibration's choice, PLAIN without one) */
+  uint32_t graph_after;         /* GRAPH: the fire that builds a descriptor's graph (1: the
+                                   first); 0: the calibration's figure, or 16 without one */
+  const t4a_launch_calibration *calibration; /* read at create (copied); NULL: none */
+} t4a_launch_table_options;
+#define T4A_LAUNCH_TABLE_OPTIONS_INIT {0, T4A_LAUNCH_STRATEGY_AUTO, 0, NULL}
+
+/* A table of at most `capacity` descriptors (1..65536) for launches on `retire` (borrowed), fired
+ * PLAIN. Ids name a slot (low 16 bits) and the slot's generation (high 16 bits, never 0): a slot
+ * is reused after unregister, and a stale id is refused until the slot was reused 65,535 times.
  * Statuses: INVALID_ARGUMENT, HOST_OUT_OF_MEMORY, INTERNAL. */
 T4A_MUST_USE t4a_status t4a_launch_table_create(t4a_retire *retire, uint32_t capacity,
                                                 t4a_launch_table **out);
+/* As t4a_launch_table_create, with a strategy. options may be NULL (every default). Statuses:
+ * INVALID_ARGUMENT (also an unknown strategy value), HOST_OUT_OF_MEMORY, INTERNAL. */
+T4A_MUST_USE t4a_status t4a_launch_table_create_ex(t4a_retire *retire,
+                                                   const t4a_launch_table_options *options,
+                                                   t4a_launch_table **out);
+
+typedef struct t4a_launch_table_stats {
+  t4a_launch_strategy strategy; /* as resolved at create: PLAIN or GRAPH */
+  uint32_t graph_after;
+  uint32_t descriptors; /* registered now */
+  uint32_t graphs;      /* descriptors holding an executable graph now */
+  uint64_t plain_fires, graph_fires;
+  uint64_t graph_builds, graph_updates, graph_fallbacks;
+} t4a_launch_table_stats;
+/* A snapshot (all zero for NULL). */
+void t4a_launch_table_get_stats(t4a_launch_table *table, t4a_launch_table_stats *out);
 /* Releases every descriptor (their functions and buffers) and the table. Accepts NULL. */
 void t4a_launch_table_destroy(t4a_launch_table *table);
 

@@ -1,0 +1,501 @@
+/* Descriptors fired as one-node executable graphs (GRAPH strategy) on the fake driver: the
+ * plain fires before the build, results in stream order with checked launches in between,
+ * rebinds seen by the next fire (node updates), the warm chain (no heap allocation, one event per
+ * 512 fires), fires during a capture (kernel nodes of the captured graph), graphs destroyed after
+ * unregister with their fires queued, build and update failures falling back to plain fires,
+ * calibration, options, failure sweeps. */
+#include "t4a/graph.h"
+#include "t4a_launch/launch_testutil.h"
+#include "testing/sweep/sweep.h"
+
+static void k_nop(t4a_fake_launch *l, void **p, void *user) {
+  (void)l;
+  (void)p;
+  (*(int *)user)++;
+}
+static int nop_runs;
+
+static int setup(void **state) {
+  int rc = fixture_setup(state, T4A_FAKE_QUERY_NEVER, 0);
+  if (rc == 0) {
+    fixture *f = *state;
+    t4a_fake_register_kernel(f->fake, "nop", 0, NULL, k_nop, &nop_runs);
+  }
+  return rc;
+}
+static int setup_progressing(void **state) {
+  return fixture_setup(state, T4A_FAKE_QUERY_PROGRESSES, 0);
+}
+static int teardown(void **state) { return fixture_teardown(state, 1); }
+static int teardown_counted(void **state) { return fixture_teardown(state, 0); }
+
+__attribute__((noinline)) static int setup_leaky(void **state) {
+  int rc = setup(state);
+  __asm__ volatile("" ::: "memory");
+  return rc;
+}
+const char *__lsan_default_suppressions(void);
+const char *__lsan_default_suppressions(void) {
+  return "leak:setup_leaky\nleak:test_failure_sweep\n";
+}
+
+static uint64_t calls(fixture *f, const char *entry) { return t4a_fake_calls(f->fake, entry); }
+
+static t4a_launch_table *graph_table(fixture *f, uint32_t graph_after) {
+  t4a_launch_table_options o = T4A_LAUNCH_TABLE_OPTIONS_INIT;
+  o.capacity = 8;
+  o.strategy = T4A_LAUNCH_STRATEGY_GRAPH;
+  o.graph_after = graph_after;
+  t4a_launch_table *t = NULL;
+  CK(t4a_launch_table_create_ex(f->retire, &o, &t));
+  return t;
+}
+
+static void fill(fixture *f, t4a_buffer *b, int n, int scale) {
+  int *p = view(f, b);
+  for (int i = 0; i < n; i++) p[i] = scale * i;
+}
+
+/* Every element of b is `scale` * i. */
+static int holds(fixture *f, t4a_buffer *b, int n, int scale) {
+  int *p = view(f, b);
+  for (int i = 0; i < n; i++) {
+    if (p[i] != scale * i) return 0;
+  }
+  return 1;
+}
+
+/* add(a, b, out, n) through a GRAPH descriptor built at its third fire, interleaved with checked
+ * launches that read what the fires wrote and with rebinds between fires. */
+static void test_graph_fires_in_order_and_see_rebinds(void **state) {
+  fixture *f = *state;
+  t4a_module *m = load_ptx(f);
+  t4a_function *fn = get_fn(m, "add");
+  enum { N = 64 };
+  t4a_buffer *a = make_buffer(f, N * 4), *b = make_buffer(f, N * 4);
+  t4a_buffer *o[6];
+  for (int i = 0; i < 6; i++) o[i] = make_buffer(f, N * 4);
+  fill(f, a, N, 1);
+  fill(f, b, N, 1);
+  int n = N;
+  t4a_launch_config cfg = config_1d(1, N, 0);
+  t4a_launch_table *t = graph_table(f, 3);
+  t4a_arg args[4] = {t4a_arg_buffer(a, 0), t4a_arg_buffer(b, 0), t4a_arg_buffer(o[0], 0),
+                     t4a_arg_scalar(&n, 4)};
+  uint32_t id = 0;
+  CK(t4a_descriptor_register(t, fn, &cfg, args, 4, &id));
+  /* Fire k writes o[k] = in + b, its input being the previous output (rebound each time), and a
+   * checked launch in between doubles nothing but proves order: o[k] read by the next fire. */
+  for (int k = 0; k < 5; k++) {
+    if (k > 0) {
+      t4a_arg in = t4a_arg_buffer(o[k - 1], 0), out = t4a_arg_buffer(o[k], 0);
+      CK(t4a_descriptor_rebind(t, id, 0, &in));
+      CK(t4a_descriptor_rebind(t, id, 2, &out));
+    }
+    CK(t4a_descriptor_fire(t, id));
+  }
+  /* A checked launch after them, ordered after the last fire: o[5] = o[4] + b. */
+  t4a_arg last[4] = {t4a_arg_buffer(o[4], 0), t4a_arg_buffer(b, 0), t4a_arg_buffer(o[5], 0),
+                     t4a_arg_scalar(&n, 4)};
+  CK(t4a_launch(f->retire, fn, &cfg, last, 4));
+  assert_int_equal(((int *)view(f, o[0]))[1], 0); /* queued, not run */
+  CK(t4a_retire_wait(f->retire));
+  for (int k = 0; k < 6; k++) assert_true(holds(f, o[k], N, k + 2));
+  assert_int_equal(calls(f, "cuLaunchKernel"), 3); /* two plain fires, the checked launch */
+  assert_int_equal(calls(f, "cuGraphLaunch"), 3);
+  assert_int_equal(calls(f, "cuGraphInstantiateWithFlags"), 1);
+  assert_int_equal(calls(f, "cuGraphUpload"), 1);
+  assert_int_equal(calls(f, "cuGraphExecKernelNodeSetParams"), 2); /* fires 3 and 4 */
+  t4a_launch_table_stats s;
+  t4a_launch_table_get_stats(t, &s);
+  assert_int_equal(s.strategy, T4A_LAUNCH_STRATEGY_GRAPH);
+  assert_int_equal(s.graph_after, 3);
+  assert_int_equal(s.descriptors, 1);
+  assert_int_equal(s.graphs, 1);
+  assert_int_equal(s.plain_fires, 2);
+  assert_int_equal(s.graph_fires, 3);
+  assert_int_equal(s.graph_builds, 1);
+  assert_int_equal(s.graph_updates, 2);
+  assert_int_equal(s.graph_fallbacks, 0);
+  t4a_counter_values v = lane_counters(f);
+  assert_int_equal(v.launches, 6);
+  assert_int_equal(v.launch_graph_fires, 3);
+  assert_int_equal(v.launch_graphs_built, 1);
+  assert_int_equal(v.launch_graph_updates, 2);
+  t4a_fake_live live;
+  t4a_fake_live_objects(f->fake, &live);
+  assert_int_equal(live.graph_execs, 1);
+  t4a_launch_table_destroy(t);
+  t4a_fake_live_objects(f->fake, &live);
+  assert_int_equal(live.graph_execs, 0);
+  assert_int_equal(live.graphs, 0);
+  for (int i = 0; i < 6; i++) t4a_buffer_release(o[i]);
+  t4a_buffer_release(a);
+  t4a_buffer_release(b);
+  t4a_function_release(fn);
+  t4a_module_release(m);
+}
+
+/* Warm: fires and rebind-fires through the graph allocate nothing in t4a and record at most one
+ * event per 512; the rebind-fires update the node every time. */
+static void test_graph_warm_chain(void **state) {
+  fixture *f = *state;
+  t4a_module *m = load_ptx(f);
+  t4a_function *fn = get_fn(m, "add");
+  enum { N = 16 };
+  t4a_buffer *a = make_buffer(f, N * 4), *o1 = make_buffer(f, N * 4), *o2 = make_buffer(f, N * 4);
+  fill(f, a, N, 1);
+  int n = N;
+  t4a_launch_config cfg = config_1d(1, N, 0);
+  t4a_launch_table *t = graph_table(f, 1);
+  t4a_arg x1[4] = {t4a_arg_buffer(a, 0), t4a_arg_buffer(a, 0), t4a_arg_buffer(o1, 0),
+                   t4a_arg_scalar(&n, 4)};
+  t4a_arg x2[4] = {t4a_arg_buffer(a, 0), t4a_arg_buffer(a, 0), t4a_arg_buffer(o2, 0),
+                   t4a_arg_scalar(&n, 4)};
+  uint32_t id = 0;
+  CK(t4a_descriptor_register(t, fn, &cfg, x1, 4, &id));
+  for (int i = 0; i < 2000; i++) CK(t4a_descriptor_fire(t, id));
+  for (int phase = 0; phase < 2; phase++) {
+    t4a_counter_values v0 = lane_counters(f);
+    uint64_t heap0 = t4a_heap_allocations();
+    for (int i = 0; i < 10000; i++) {
+      if (phase == 0) {
+        CK(t4a_descriptor_fire(t, id));
+      } else {
+        CK(t4a_descriptor_rebind_fire(t, id, (i & 1) ? x1 : x2, 4));
+      }
+    }
+    uint64_t heap1 = t4a_heap_allocations();
+    t4a_counter_values v1 = lane_counters(f);
+    if (heap1 != heap0 || v1.events_recorded - v0.events_recorded > 20) {
+      fail_msg("phase %d: %llu heap allocations, %llu events for 10,000", phase,
+               (unsigned long long)(heap1 - heap0),
+               (unsigned long long)(v1.events_recorded - v0.events_recorded));
+    }
+    assert_int_equal(v1.launch_graph_fires - v0.launch_graph_fires, 10000);
+    assert_int_equal(v1.launch_graph_updates - v0.launch_graph_updates, phase ? 10000 : 0);
+    assert_int_equal(v1.host_waits - v0.host_waits, 0);
+  }
+  assert_int_equal(calls(f, "cuLaunchKernel"), 0);
+  CK(t4a_retire_wait(f->retire));
+  assert_true(holds(f, o1, N, 2));
+  assert_true(holds(f, o2, N, 2));
+  t4a_launch_table_destroy(t);
+  t4a_buffer_release(a);
+  t4a_buffer_release(o1);
+  t4a_buffer_release(o2);
+  t4a_function_release(fn);
+  t4a_module_release(m);
+}
+
+/* A fire while the lane is captured is a plain launch recorded as a kernel node of the captured
+ * graph (the descriptor's own graph is not launched into a capture); its replay runs it. */
+static void test_fire_during_capture_adds_a_node(void **state) {
+  fixture *f = *state;
+  t4a_module *m = load_ptx(f);
+  t4a_function *fn = get_fn(m, "add");
+  enum { N = 16 };
+  t4a_buffer *a = make_buffer(f, N * 4), *o = make_buffer(f, N * 4);
+  fill(f, a, N, 1);
+  int n = N;
+  t4a_launch_config cfg = config_1d(1, N, 0);
+  t4a_launch_table *t = graph_table(f, 1);
+  t4a_arg x[4] = {t4a_arg_buffer(a, 0), t4a_arg_buffer(a, 0), t4a_arg_buffer(o, 0),
+                  t4a_arg_scalar(&n, 4)};
+  uint32_t id = 0;
+  CK(t4a_descriptor_register(t, fn, &cfg, x, 4, &id));
+  CK(t4a_descriptor_fire(t, id)); /* builds its graph */
+  CK(t4a_retire_wait(f->retire));
+  fill(f, o, N, 0);
+  CK(t4a_graph_capture_begin(f->retire));
+  CK(t4a_descriptor_fire(t, id));
+  t4a_graph *g = NULL;
+  CK(t4a_graph_capture_end(f->retire, &g));
+  assert_int_equal(calls(f, "cuGraphLaunch"), 1);  /* only the first fire */
+  assert_int_equal(calls(f, "cuLaunchKernel"), 1); /* the captured one */
+  CK(t4a_retire_wait(f->retire));
+  assert_true(holds(f, o, N, 0)); /* captured, not run */
+  CK(t4a_graph_launch(g));
+  CK(t4a_retire_wait(f->retire));
+  assert_true(holds(f, o, N, 2));
+  t4a_launch_table_stats s;
+  t4a_launch_table_get_stats(t, &s);
+  assert_int_equal(s.graph_fires, 1);
+  assert_int_equal(s.plain_fires, 1);
+  t4a_graph_release(g);
+  t4a_launch_table_destroy(t);
+  t4a_buffer_release(a);
+  t4a_buffer_release(o);
+  t4a_function_release(fn);
+  t4a_module_release(m);
+}
+
+/* Unregistered and every reference dropped while graph fires are queued: the executable graph
+ * goes at once (the driver finishes its queued launches), the module and buffers with the
+ * epoch. */
+static void test_unregister_while_graph_fires_queued(void **state) {
+  fixture *f = *state;
+  t4a_module *m = load_ptx(f);
+  t4a_function *fn = get_fn(m, "add");
+  enum { N = 16 };
+  t4a_buffer *a = make_buffer(f, N * 4), *o = make_buffer(f, N * 4);
+  fill(f, a, N, 1);
+  int n = N;
+  t4a_launch_config cfg = config_1d(1, N, 0);
+  t4a_launch_table *t = graph_table(f, 1);
+  t4a_arg x[4] = {t4a_arg_buffer(a, 0), t4a_arg_buffer(a, 0), t4a_arg_buffer(o, 0),
+                  t4a_arg_scalar(&n, 4)};
+  uint32_t id = 0;
+  CK(t4a_descriptor_register(t, fn, &cfg, x, 4, &id));
+  CK(t4a_descriptor_fire(t, id));
+  CK(t4a_descriptor_fire(t, id));
+  CK(t4a_descriptor_unregister(t, id));
+  t4a_launch_table_stats s;
+  t4a_launch_table_get_stats(t, &s);
+  assert_int_equal(s.descriptors, 0);
+  assert_int_equal(s.graphs, 0);
+  t4a_launch_table_destroy(t);
+  t4a_buffer_release(a);
+  t4a_function_release(fn);
+  t4a_module_release(m);
+  t4a_module_cache_clear(f->cache);
+  assert_int_equal(calls(f, "cuGraphExecDestroy"), 1);
+  assert_int_equal(calls(f, "cuModuleUnload"), 0);
+  CK(t4a_retire_wait(f->retire));
+  assert_true(holds(f, o, N, 2));
+  assert_int_equal(calls(f, "cuModuleUnload"), 1);
+  t4a_buffer_release(o);
+}
+
+/* A graph that cannot be built or updated: the fire still runs, plain, and the descriptor stays
+ * plain; nothing is left behind. */
+static void test_build_and_update_failures_fall_back(void **state) {
+  fixture *f = *state;
+  t4a_module *m = load_ptx(f);
+  t4a_function *fn = get_fn(m, "add");
+  enum { N = 16 };
+  t4a_buffer *a = make_buffer(f, N * 4), *o = make_buffer(f, N * 4), *o2 = make_buffer(f, N * 4);
+  fill(f, a, N, 1);
+  int n = N;
+  t4a_launch_config cfg = config_1d(1, N, 0);
+  t4a_launch_table *t = graph_table(f, 1);
+  t4a_arg x[4] = {t4a_arg_buffer(a, 0), t4a_arg_buffer(a, 0), t4a_arg_buffer(o, 0),
+                  t4a_arg_scalar(&n, 4)};
+  uint32_t id = 0, id2 = 0;
+  CK(t4a_descriptor_register(t, fn, &cfg, x, 4, &id));
+  CK(t4a_descriptor_register(t, fn, &cfg, x, 4, &id2));
+  /* The build fails at instantiation: the fire is plain, the error detail untouched. */
+  t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "the caller's own detail");
+  t4a_fake_inject(f->fake, "cuGraphInstantiateWithFlags", 0, 1, CUDA_ERROR_OUT_OF_MEMORY, 0);
+  CK(t4a_descriptor_fire(t, id));
+  assert_string_equal(last_error().message, "the caller's own detail");
+  CK(t4a_descriptor_fire(t, id));
+  t4a_fake_live live;
+  t4a_fake_live_objects(f->fake, &live);
+  assert_int_equal(live.graphs, 0);
+  assert_int_equal(live.graph_execs, 0);
+  assert_int_equal(calls(f, "cuLaunchKernel"), 2);
+  /* The other descriptor builds, then its update fails: plain from then on, the new argument
+   * used (never the stale node). */
+  CK(t4a_descriptor_fire(t, id2));
+  t4a_fake_inject(f->fake, "cuGraphExecKernelNodeSetParams", 0, 1, CUDA_ERROR_INVALID_VALUE, 0);
+  t4a_arg out2 = t4a_arg_buffer(o2, 0);
+  CK(t4a_descriptor_rebind(t, id2, 2, &out2));
+  CK(t4a_descriptor_fire(t, id2));
+  CK(t4a_descriptor_fire(t, id2));
+  CK(t4a_retire_wait(f->retire));
+  assert_true(holds(f, o, N, 2));
+  assert_true(holds(f, o2, N, 2));
+  assert_int_equal(calls(f, "cuGraphLaunch"), 1);
+  assert_int_equal(calls(f, "cuLaunchKernel"), 4);
+  t4a_launch_table_stats s;
+  t4a_launch_table_get_stats(t, &s);
+  assert_int_equal(s.graph_fallbacks, 2);
+  assert_int_equal(s.graph_builds, 1);
+  assert_int_equal(lane_counters(f).launch_graph_fallbacks, 2);
+  t4a_launch_table_destroy(t);
+  t4a_fake_live_objects(f->fake, &live);
+  assert_int_equal(live.graph_execs, 0);
+  t4a_buffer_release(a);
+  t4a_buffer_release(o);
+  t4a_buffer_release(o2);
+  t4a_function_release(fn);
+  t4a_module_release(m);
+}
+
+/* Options: strategies resolved at create (AUTO follows a calibration, PLAIN without one),
+ * unknown values refused. */
+static void test_options(void **state) {
+  fixture *f = *state;
+  t4a_launch_table *t = NULL;
+  t4a_launch_table_options o = T4A_LAUNCH_TABLE_OPTIONS_INIT;
+  t4a_launch_table_stats s;
+  CK(t4a_launch_table_create_ex(f->retire, NULL, &t));
+  t4a_launch_table_get_stats(t, &s);
+  assert_int_equal(s.strategy, T4A_LAUNCH_STRATEGY_PLAIN);
+  assert_int_equal(s.graph_after, 16);
+  t4a_launch_table_destroy(t);
+  t4a_launch_calibration cal;
+  memset(&cal, 0, sizeof cal);
+  cal.strategy = T4A_LAUNCH_STRATEGY_GRAPH;
+  cal.graph_after = 9;
+  o.calibration = &cal;
+  CK(t4a_launch_table_create_ex(f->retire, &o, &t));
+  t4a_launch_table_get_stats(t, &s);
+  assert_int_equal(s.strategy, T4A_LAUNCH_STRATEGY_GRAPH);
+  assert_int_equal(s.graph_after, 9);
+  t4a_launch_table_destroy(t);
+  o.strategy = T4A_LAUNCH_STRATEGY_PLAIN; /* explicit beats the calibration */
+  CK(t4a_launch_table_create_ex(f->retire, &o, &t));
+  t4a_launch_table_get_stats(t, &s);
+  assert_int_equal(s.strategy, T4A_LAUNCH_STRATEGY_PLAIN);
+  t4a_launch_table_destroy(t);
+  o.strategy = (t4a_launch_strategy)7;
+  assert_int_equal(t4a_launch_table_create_ex(f->retire, &o, &t), T4A_INVALID_ARGUMENT);
+  assert_null(t);
+  o.strategy = T4A_LAUNCH_STRATEGY_AUTO;
+  o.capacity = 65537;
+  assert_int_equal(t4a_launch_table_create_ex(f->retire, &o, &t), T4A_INVALID_ARGUMENT);
+  assert_int_equal(t4a_launch_table_create_ex(NULL, NULL, &t), T4A_INVALID_ARGUMENT);
+  assert_int_equal(t4a_launch_table_create_ex(f->retire, NULL, NULL), T4A_INVALID_ARGUMENT);
+  t4a_launch_table_get_stats(NULL, &s);
+  assert_int_equal(s.descriptors, 0);
+}
+
+/* Calibration runs both strategies on the fake (its times mean nothing; the shape is checked):
+ * fires counted, a strategy and a threshold within bounds, the kernel run every time, nothing
+ * left behind. */
+static void test_calibrate(void **state) {
+  fixture *f = *state;
+  size_t bytes = 0;
+  const char *names[1] = {"nop"};
+  char *image = fake_image(names, 1, &bytes);
+  t4a_module *m = NULL;
+  CK(t4a_module_load(f->cache, image, bytes, T4A_IMAGE_CUBIN, &m));
+  free(image);
+  t4a_function *nop = get_fn(m, "nop"), *add = NULL;
+  t4a_module *pm = load_ptx(f);
+  add = get_fn(pm, "add");
+  t4a_launch_calibration c;
+  assert_int_equal(t4a_launch_calibrate(f->retire, add, 64, &c), T4A_INVALID_ARGUMENT);
+  assert_int_equal(t4a_launch_calibrate(NULL, nop, 64, &c), T4A_INVALID_ARGUMENT);
+  nop_runs = 0;
+  uint64_t heap0 = t4a_heap_allocations();
+  CK(t4a_launch_calibrate(f->retire, nop, 10, &c)); /* raised to 64 */
+  (void)heap0;
+  assert_int_equal(c.fires, 64);
+  assert_true(c.plain_ns > 0 && c.graph_ns > 0 && c.graph_rebind_ns > 0);
+  assert_true(c.strategy == T4A_LAUNCH_STRATEGY_PLAIN || c.strategy == T4A_LAUNCH_STRATEGY_GRAPH);
+  assert_true(c.graph_after >= 2 && c.graph_after <= 4096);
+  /* Warm-up (8 + 8), 3 × 64 measured, 8 builds. */
+  assert_int_equal(nop_runs, 16 + 3 * 64 + 8);
+  assert_int_equal(lane_counters(f).launch_graphs_built, 9);
+  t4a_fake_live live;
+  t4a_fake_live_objects(f->fake, &live);
+  assert_int_equal(live.graph_execs, 0);
+  assert_int_equal(live.graphs, 0);
+  /* A failure inside is the calibration's status, and leaves nothing behind. */
+  t4a_fake_inject(f->fake, "cuLaunchKernel", 3, 1, CUDA_ERROR_INVALID_VALUE, 0);
+  assert_int_equal(t4a_launch_calibrate(f->retire, nop, 64, &c), T4A_DRIVER_ERROR);
+  assert_int_equal(c.fires, 0);
+  t4a_fake_clear_injections(f->fake);
+  /* Graphs that cannot be built: UNSUPPORTED. */
+  t4a_fake_inject(f->fake, "cuGraphCreate", 0, 100, CUDA_ERROR_NOT_SUPPORTED, 0);
+  assert_int_equal(t4a_launch_calibrate(f->retire, nop, 64, &c), T4A_UNSUPPORTED);
+  t4a_fake_clear_injections(f->fake);
+  CK(t4a_retire_wait(f->retire));
+  t4a_function_release(nop);
+  t4a_function_release(add);
+  t4a_module_release(m);
+  t4a_module_release(pm);
+}
+
+/* ---- failure sweeps ---- */
+
+/* On a retire and module cache of its own: register, fire (plain, then the build), rebind,
+ * fire, rebind-fire, unregister, destroy. */
+static t4a_status op_graph_fires(void *user) {
+  fixture *f = user;
+  t4a_retire *r = NULL;
+  t4a_module_cache *c = NULL;
+  t4a_module *m = NULL;
+  t4a_function *fn = NULL;
+  t4a_buffer *a = NULL, *o = NULL;
+  t4a_launch_table *t = NULL;
+  uint32_t id = 0;
+  int n = 16;
+  t4a_launch_table_options opts = T4A_LAUNCH_TABLE_OPTIONS_INIT;
+  opts.capacity = 2;
+  opts.strategy = T4A_LAUNCH_STRATEGY_GRAPH;
+  opts.graph_after = 2;
+  t4a_status st = t4a_retire_create(f->lane, NULL, &r);
+  if (st == T4A_OK) st = t4a_module_cache_create(r, NULL, &c);
+  if (st == T4A_OK) st = t4a_module_load(c, k_ptx, sizeof k_ptx, T4A_IMAGE_AUTO, &m);
+  if (st == T4A_OK) st = t4a_module_get_function(m, "add", &fn);
+  if (st == T4A_OK) st = t4a_buffer_create(f->pool, 64, 0, 0, &a);
+  if (st == T4A_OK) st = t4a_buffer_create(f->pool, 64, 0, 0, &o);
+  if (st == T4A_OK) fill(f, a, n, 1);
+  t4a_arg x[4] = {t4a_arg_buffer(a, 0), t4a_arg_buffer(a, 0), t4a_arg_buffer(o, 0),
+                  t4a_arg_scalar(&n, 4)};
+  t4a_launch_config cfg = config_1d(1, 16, 0);
+  if (st == T4A_OK) st = t4a_launch_table_create_ex(r, &opts, &t);
+  if (st == T4A_OK) st = t4a_descriptor_register(t, fn, &cfg, x, 4, &id);
+  if (st == T4A_OK) st = t4a_descriptor_fire(t, id);
+  if (st == T4A_OK) st = t4a_descriptor_fire(t, id);
+  if (st == T4A_OK) {
+    t4a_arg in = t4a_arg_buffer(o, 0);
+    st = t4a_descriptor_rebind(t, id, 1, &in); /* o = a + o */
+  }
+  if (st == T4A_OK) st = t4a_descriptor_fire(t, id);
+  if (st == T4A_OK) st = t4a_descriptor_rebind_fire(t, id, x, 4);
+  if (st == T4A_OK) st = t4a_retire_wait(r);
+  if (st == T4A_OK && !holds(f, o, n, 2)) {
+    st = t4a_error_set(T4A_INTERNAL, NULL, 0, NULL, 0, "wrong result");
+  }
+  if (st == T4A_OK) st = t4a_descriptor_unregister(t, id);
+  t4a_launch_table_destroy(t);
+  t4a_buffer_release(a);
+  t4a_buffer_release(o);
+  t4a_function_release(fn);
+  t4a_module_release(m);
+  t4a_module_cache_destroy(c);
+  t4a_status dst = t4a_retire_destroy(r);
+  if (st == T4A_OK) st = dst;
+  return st;
+}
+
+static void test_failure_sweep(void **state) {
+  fixture *f = *state;
+  t4a_sweep s = {.name = "graph fires",
+                 .fake = f->fake,
+                 .op = op_graph_fires,
+                 .unaccounted = unaccounted,
+                 .user = f};
+  f->baseline = 0;
+  assert_int_equal(unaccounted(f), 0);
+  assert_true(t4a_sweep_driver(&s, CUDA_ERROR_UNKNOWN, T4A_DRIVER_ERROR) > 10);
+  assert_true(t4a_sweep_driver(&s, CUDA_ERROR_INVALID_HANDLE, T4A_DRIVER_ERROR) > 10);
+  /* The graph launch reports failure with the replay queued: typed, quarantined, counted. */
+  s.entry = "cuGraphLaunch";
+  s.after_enqueue = 1;
+  assert_true(t4a_sweep_driver(&s, CUDA_ERROR_UNKNOWN, T4A_DRIVER_ERROR) >= 1);
+  s.entry = NULL;
+  s.after_enqueue = 0;
+  const t4a_status allowed[] = {T4A_HOST_OUT_OF_MEMORY};
+  assert_true(t4a_sweep_fault(&s, T4A_FAULT_HOST_MALLOC, allowed, 1) > 3);
+  assert_int_equal(t4a_fake_ordering_violations(f->fake), 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_graph_fires_in_order_and_see_rebinds, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_graph_warm_chain, setup_progressing, teardown),
+      cmocka_unit_test_setup_teardown(test_fire_during_capture_adds_a_node, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_unregister_while_graph_fires_queued, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_build_and_update_failures_fall_back, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_options, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_calibrate, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_failure_sweep, setup_leaky, teardown_counted),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
