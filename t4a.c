@@ -24,6 +24,8 @@ struct t4a_runtime {
   t4a_xfer *xfer;
   t4a_module_cache *modules;
   t4a_launch_table *table;
+  int calibrated; /* 1: `calibration` holds what the table was created with */
+  t4a_launch_calibration calibration;
   char target[32];
   int compile_ptx;
   /* Compilation, opened at the first compile. `lock` guards `artifacts` (and its creation). */
@@ -93,15 +95,63 @@ static t4a_status set_target(t4a_runtime *rt, const t4a_runtime_options *o) {
   return T4A_OK;
 }
 
+/* The empty kernel calibration fires: PTX for any device the driver can JIT for. */
+static const char k_nop_ptx[] =
+    ".version 7.0\n.target sm_70\n.address_size 64\n\n.visible .entry t4a_nop()\n{\n  ret;\n}\n";
+
+/* Calibrations made in this process, by driver and device (a later runtime reuses them). */
+static pthread_mutex_t g_calibration_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+  const t4a_driver *driver;
+  int ordinal;
+  t4a_launch_calibration c;
+} g_calibrations[16];
+static unsigned g_num_calibrations;
+
+/* Calibrates once per driver and device (the lock held across the measurement: two runtimes
+ * opening at once measure once). */
+static t4a_status calibrate(t4a_runtime *rt) {
+  pthread_mutex_lock(&g_calibration_lock);
+  for (unsigned i = 0; i < g_num_calibrations; i++) {
+    if (g_calibrations[i].driver == rt->driver && g_calibrations[i].ordinal == rt->ordinal) {
+      rt->calibration = g_calibrations[i].c;
+      rt->calibrated = 1;
+      pthread_mutex_unlock(&g_calibration_lock);
+      return T4A_OK;
+    }
+  }
+  t4a_module *m = NULL;
+  t4a_function *fn = NULL;
+  t4a_status st = t4a_module_load(rt->modules, k_nop_ptx, sizeof k_nop_ptx, T4A_IMAGE_PTX, &m);
+  if (st == T4A_OK) st = t4a_module_get_function(m, "t4a_nop", &fn);
+  if (st == T4A_OK) st = t4a_launch_calibrate(rt->retire, fn, 0, &rt->calibration);
+  t4a_function_release(fn);
+  t4a_module_release(m);
+  if (st == T4A_OK) {
+    rt->calibrated = 1;
+    unsigned slot = g_num_calibrations < 16 ? g_num_calibrations++ : 15;
+    g_calibrations[slot].driver = rt->driver;
+    g_calibrations[slot].ordinal = rt->ordinal;
+    g_calibrations[slot].c = rt->calibration;
+  }
+  pthread_mutex_unlock(&g_calibration_lock);
+  return st;
+}
+
 static t4a_status open_pieces(t4a_runtime *rt, const t4a_runtime_options *o) {
   t4a_status st = t4a_lane_create(rt->driver, rt->ordinal, &o->lane, &rt->lane);
   if (st == T4A_OK) st = t4a_mem_pool_create(rt->lane, &o->pool, &rt->pool);
   if (st == T4A_OK) st = t4a_retire_create(rt->lane, &o->retire, &rt->retire);
   if (st == T4A_OK) st = t4a_xfer_create(rt->retire, &o->xfer, &rt->xfer);
   if (st == T4A_OK) st = t4a_module_cache_create(rt->retire, &o->modules, &rt->modules);
+  if (st == T4A_OK && o->calibrate_launches) st = calibrate(rt);
   if (st == T4A_OK) {
-    uint32_t cap = o->table_capacity != 0 ? o->table_capacity : T4A_RUNTIME_DEFAULT_TABLE_CAPACITY;
-    st = t4a_launch_table_create(rt->retire, cap, &rt->table);
+    t4a_launch_table_options to = T4A_LAUNCH_TABLE_OPTIONS_INIT;
+    to.capacity = o->table_capacity != 0 ? o->table_capacity : T4A_RUNTIME_DEFAULT_TABLE_CAPACITY;
+    to.strategy = o->launch_strategy;
+    to.graph_after = o->graph_after;
+    to.calibration = rt->calibrated ? &rt->calibration : NULL;
+    st = t4a_launch_table_create_ex(rt->retire, &to, &rt->table);
   }
   if (st == T4A_OK) st = set_target(rt, o);
   if (st == T4A_OK) st = copy_string(o->nvrtc.library_path, &rt->nvrtc_path);
@@ -179,6 +229,12 @@ t4a_module_cache *t4a_runtime_module_cache(const t4a_runtime *rt) {
 }
 t4a_launch_table *t4a_runtime_table(const t4a_runtime *rt) {
   return rt != NULL ? rt->table : NULL;
+}
+
+int t4a_runtime_launch_calibration(const t4a_runtime *rt, t4a_launch_calibration *out) {
+  if (rt == NULL || !rt->calibrated) return 0;
+  if (out != NULL) *out = rt->calibration;
+  return 1;
 }
 const char *t4a_runtime_target(const t4a_runtime *rt) { return rt != NULL ? rt->target : NULL; }
 
@@ -423,6 +479,30 @@ t4a_status t4a_runtime_stats_json(t4a_runtime *rt, char *buf, size_t size, size_
       "  \"retire\": {\n    \"open_admissions\": %" PRIu32 ",\n    \"open_keepalives\": %" PRIu32
       ",\n    \"sealed_epochs\": %" PRIu32 ",\n    \"quarantined_held\": %" PRIu64 "\n  },\n",
       rs.open_admissions, rs.open_keepalives, rs.sealed_epochs, rs.quarantined_held);
+  t4a_launch_table_stats ts;
+  t4a_launch_table_get_stats(rt->table, &ts);
+  put(&j,
+      "  \"launch_table\": {\n    \"strategy\": \"%s\",\n    \"graph_after\": %" PRIu32
+      ",\n    \"descriptors\": %" PRIu32 ",\n    \"graphs\": %" PRIu32
+      ",\n    \"plain_fires\": %" PRIu64 ",\n    \"graph_fires\": %" PRIu64
+      ",\n    \"graph_builds\": %" PRIu64 ",\n    \"graph_updates\": %" PRIu64
+      ",\n    \"graph_fallbacks\": %" PRIu64 ",\n    \"calibration\": ",
+      ts.strategy == T4A_LAUNCH_STRATEGY_GRAPH ? "graph" : "plain", ts.graph_after,
+      ts.descriptors, ts.graphs, ts.plain_fires, ts.graph_fires, ts.graph_builds,
+      ts.graph_updates, ts.graph_fallbacks);
+  if (!rt->calibrated) {
+    put(&j, "null\n  },\n");
+  } else {
+    const t4a_launch_calibration *c = &rt->calibration;
+    put(&j,
+        "{\n      \"fires\": %" PRIu32 ",\n      \"plain_ns\": %.1f,\n      \"graph_ns\": %.1f"
+        ",\n      \"graph_rebind_ns\": %.1f,\n      \"build_ns\": %.1f"
+        ",\n      \"device_bytes_per_graph\": %" PRIu64 ",\n      \"strategy\": \"%s\""
+        ",\n      \"graph_after\": %" PRIu32 "\n    }\n  },\n",
+        c->fires, c->plain_ns, c->graph_ns, c->graph_rebind_ns, c->build_ns,
+        c->device_bytes_per_graph, c->strategy == T4A_LAUNCH_STRATEGY_GRAPH ? "graph" : "plain",
+        c->graph_after);
+  }
   t4a_xfer_state xs;
   t4a_xfer_get_state(rt->xfer, &xs);
   put(&j,

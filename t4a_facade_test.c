@@ -56,6 +56,12 @@ static void k_scale(t4a_fake_launch *l, void **p, void *user) {
   for (long i = 0; i < count; i++) px[i] *= a;
 }
 
+static void k_nop(t4a_fake_launch *l, void **p, void *user) {
+  (void)l;
+  (void)p;
+  (void)user;
+}
+
 typedef struct fixture {
   t4a_fake *fake;
   t4a_driver *drv;
@@ -71,6 +77,7 @@ static int setup_devices(void **state, int devices) {
   }
   static const size_t params[3] = {8, 4, 4};
   t4a_fake_register_kernel(f->fake, "scale", 3, params, k_scale, NULL);
+  t4a_fake_register_kernel(f->fake, "t4a_nop", 0, NULL, k_nop, NULL);
   *state = f;
   return 0;
 }
@@ -930,6 +937,76 @@ static int teardown_counted(void **state) {
   return violations == 0 ? 0 : -1;
 }
 
+
+/* calibrate_launches: open measures once per driver and device (a second runtime reuses the
+ * figures: no second calibration), the table follows the result, the stats show both; an
+ * explicit strategy wins over the calibration. Descriptor fires through the facade's table give
+ * the same results either way. */
+static void test_launch_calibration(void **state) {
+  fixture *f = *state;
+  t4a_runtime_options o = small_options(f);
+  t4a_runtime *plain = open_rt(f);
+  t4a_launch_calibration c;
+  assert_int_equal(t4a_runtime_launch_calibration(plain, &c), 0);
+  assert_int_equal(t4a_runtime_launch_calibration(NULL, &c), 0);
+  o.calibrate_launches = 1;
+  t4a_runtime *a = NULL, *b = NULL;
+  CK(t4a_runtime_open(0, &o, &a));
+  assert_int_equal(t4a_runtime_launch_calibration(a, &c), 1);
+  assert_true(c.fires >= 64 && c.plain_ns > 0 && c.graph_ns > 0);
+  uint64_t built = t4a_fake_calls(f->fake, "cuGraphInstantiateWithFlags");
+  assert_true(built >= 9);
+  o.launch_strategy = T4A_LAUNCH_STRATEGY_GRAPH; /* explicit */
+  o.graph_after = 1;
+  CK(t4a_runtime_open(0, &o, &b));
+  assert_int_equal(t4a_fake_calls(f->fake, "cuGraphInstantiateWithFlags"), built); /* reused */
+  t4a_launch_calibration c2;
+  assert_int_equal(t4a_runtime_launch_calibration(b, &c2), 1);
+  assert_memory_equal(&c, &c2, sizeof c);
+  t4a_launch_table_stats ts;
+  t4a_launch_table_get_stats(t4a_runtime_table(a), &ts);
+  assert_int_equal(ts.strategy, c.strategy);
+  assert_int_equal(ts.graph_after, c.graph_after);
+  t4a_launch_table_get_stats(t4a_runtime_table(b), &ts);
+  assert_int_equal(ts.strategy, T4A_LAUNCH_STRATEGY_GRAPH);
+  assert_int_equal(ts.graph_after, 1);
+  t4a_launch_table_get_stats(t4a_runtime_table(plain), &ts);
+  assert_int_equal(ts.strategy, T4A_LAUNCH_STRATEGY_PLAIN);
+  /* b's table fires through graphs; the results are the plain path's. */
+  t4a_module *m = NULL;
+  t4a_function *fn = NULL;
+  CK(t4a_runtime_load_image(b, k_scale_ptx, sizeof k_scale_ptx, &m));
+  CK(t4a_runtime_function(b, m, "scale", &fn));
+  t4a_buffer *buf = NULL;
+  float x[N], back[N], s = 2.0f;
+  int n = N;
+  fill(x, N);
+  CK(t4a_runtime_buffer(b, sizeof x, &buf));
+  CK(t4a_runtime_upload(b, buf, 0, x, sizeof x));
+  t4a_arg args[3] = {t4a_arg_buffer(buf, 0), t4a_arg_scalar(&s, 4), t4a_arg_scalar(&n, 4)};
+  t4a_launch_config cfg = {{(N + 63) / 64, 1, 1}, {64, 1, 1}, 0};
+  uint32_t id = 0;
+  CK(t4a_descriptor_register(t4a_runtime_table(b), fn, &cfg, args, 3, &id));
+  for (int i = 0; i < 3; i++) CK(t4a_descriptor_fire(t4a_runtime_table(b), id));
+  CK(t4a_runtime_download(b, buf, 0, back, sizeof back));
+  for (int i = 0; i < N; i++) assert_float_equal(back[i], x[i] * 8.0f, 0);
+  t4a_launch_table_get_stats(t4a_runtime_table(b), &ts);
+  assert_int_equal(ts.graph_fires, 3);
+  char json[16384];
+  CK(t4a_runtime_stats_json(b, json, sizeof json, NULL));
+  assert_non_null(strstr(json, "\"launch_table\": {\n    \"strategy\": \"graph\""));
+  assert_non_null(strstr(json, "\"graph_fires\": 3"));
+  assert_non_null(strstr(json, "\"calibration\": {"));
+  CK(t4a_runtime_stats_json(plain, json, sizeof json, NULL));
+  assert_non_null(strstr(json, "\"calibration\": null"));
+  t4a_buffer_release(buf);
+  t4a_function_release(fn);
+  t4a_module_release(m);
+  CK(t4a_runtime_close(b));
+  CK(t4a_runtime_close(a));
+  CK(t4a_runtime_close(plain));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_open_accessors_close, setup, teardown),
@@ -941,6 +1018,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_compile_ptx_through_a_borrowed_cache, setup, teardown),
       cmocka_unit_test_setup_teardown(test_nvrtc_missing_only_at_compile, setup, teardown),
       cmocka_unit_test_setup_teardown(test_stats_json, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_launch_calibration, setup, teardown),
       cmocka_unit_test_setup_teardown(test_open_close_sweep, setup, teardown_counted),
       cmocka_unit_test_setup_teardown(test_use_sweep, setup_leaky, teardown_counted),
   };

@@ -109,12 +109,22 @@ typedef struct t4a_runtime_options {
   /* Nonzero: t4a_runtime_compile produces PTX (the driver JIT-compiles it at load) instead of a
    * CUBIN. A "compute_NN" target always produces PTX. */
   int compile_ptx;
+  /* How the descriptor table fires (t4a/launch.h, t4a_launch_strategy): AUTO follows the
+   * calibration when there is one, else PLAIN. */
+  t4a_launch_strategy launch_strategy;
+  /* GRAPH: the fire that builds a descriptor's graph; 0: the calibration's figure, or 16. */
+  uint32_t graph_after;
+  /* Nonzero: open measures plain against graph fires (t4a_launch_calibrate) with an empty kernel
+   * (PTX, JIT-compiled by the driver; no NVRTC) once per process and device — a later runtime
+   * on the same driver and device reuses the figures — and its table uses the result. */
+  int calibrate_launches;
 } t4a_runtime_options;
 #define T4A_RUNTIME_OPTIONS_INIT                                                                  \
   {                                                                                               \
     NULL, T4A_LANE_OPTIONS_INIT, T4A_MEM_POOL_OPTIONS_INIT, T4A_RETIRE_OPTIONS_INIT,              \
         T4A_XFER_OPTIONS_INIT, T4A_MODULE_CACHE_OPTIONS_INIT, 0, NULL,                            \
-        T4A_NVRTC_LIB_OPTIONS_INIT, T4A_NVRTC_CACHE_OPTIONS_INIT, NULL, 0                         \
+        T4A_NVRTC_LIB_OPTIONS_INIT, T4A_NVRTC_CACHE_OPTIONS_INIT, NULL, 0,                        \
+        T4A_LAUNCH_STRATEGY_AUTO, 0, 0                                                            \
   }
 
 /* Opens a runtime on device `ordinal`: takes a driver reference, creates the lane, the pool, the
@@ -148,6 +158,9 @@ t4a_retire *t4a_runtime_retire(const t4a_runtime *rt);
 t4a_xfer *t4a_runtime_xfer(const t4a_runtime *rt);
 t4a_module_cache *t4a_runtime_module_cache(const t4a_runtime *rt);
 t4a_launch_table *t4a_runtime_table(const t4a_runtime *rt);
+/* The launch calibration this runtime's table was created with: 1 and *out filled, or 0 (none
+ * asked, or NULL). */
+int t4a_runtime_launch_calibration(const t4a_runtime *rt, t4a_launch_calibration *out);
 /* The compile target ("sm_90"). */
 const char *t4a_runtime_target(const t4a_runtime *rt);
 /* The artifact cache compiles go through: the caller's (options), or the runtime's own once the
@@ -249,6 +262,11 @@ void t4a_runtime_stats(const t4a_runtime *rt, t4a_counter_values *out);
  *    "driver": {"origin": "...", "version": 13000, "counters": {<every counter by name>}},
  *    "module_cache": {"entries", "bytes", "loads", "hits", "evictions", "unloads"},
  *    "retire": {"open_admissions", "open_keepalives", "sealed_epochs", "quarantined_held"},
+ *    "launch_table": {"strategy": "plain"|"graph", "graph_after", "descriptors", "graphs",
+ *                     "plain_fires", "graph_fires", "graph_builds", "graph_updates",
+ *                     "graph_fallbacks", "calibration": null, or {"fires", "plain_ns",
+ *                     "graph_ns", "graph_rebind_ns", "build_ns", "device_bytes_per_graph",
+ *                     "strategy", "graph_after"}},
  *    "xfer": {"chunk_bytes", "num_chunks", "free_chunks", "busy_chunks", "quarantined_chunks",
  *             "spare_events", "chunks_reclaimed", "pinned_hold_bytes", "pinned_fallbacks",
  *             "copy_threads", "parallel_copies"},
