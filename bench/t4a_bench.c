@@ -124,6 +124,9 @@ typedef struct bench {
   t4a_arg args4[4];
   void *params4[4];
   uint32_t fire0_id, fire4_id;
+  /* the same descriptors in a table that fires GRAPH from the first fire (issue 14) */
+  t4a_launch_table *gtable;
+  uint32_t gfire0_id, gfire4_id;
   /* graphs: t4a captures, raw captures of the same launches, instantiated alike */
   t4a_graph *g1, *g1000;
   CUgraph rg1_graph, rg1000_graph;
@@ -234,6 +237,8 @@ typedef struct launch_arg {
   int kernel4;    /* 0: empty, 1: args4 */
   int no_ctx;     /* t4a side: no current context during the window */
   uint32_t *fire; /* descriptor id (fire blocks) */
+  int graph;      /* fire blocks: the GRAPH table */
+  int rebind;     /* fire blocks: t4a_descriptor_rebind_fire with args4 (every argument) */
 } launch_arg;
 
 static t4a_status blk_t4a_launch(bench *b, const void *arg, uint32_t ops, double *out_s) {
@@ -266,8 +271,15 @@ static t4a_status blk_t4a_fire(bench *b, const void *arg, uint32_t ops, double *
   t4a_status st = ctx_enter(b, la->no_ctx);
   if (st != T4A_OK) return st;
   uint32_t id = *la->fire;
+  t4a_launch_table *t = la->graph ? b->gtable : b->table;
   win_begin(b);
-  for (uint32_t i = 0; i < ops && st == T4A_OK; i++) st = t4a_descriptor_fire(b->table, id);
+  if (la->rebind) {
+    for (uint32_t i = 0; i < ops && st == T4A_OK; i++) {
+      st = t4a_descriptor_rebind_fire(t, id, b->args4, 4);
+    }
+  } else {
+    for (uint32_t i = 0; i < ops && st == T4A_OK; i++) st = t4a_descriptor_fire(t, id);
+  }
   *out_s = win_end(b);
   ctx_exit(b);
   t4a_status s2 = t4a_runtime_sync(b->rt);
@@ -900,6 +912,13 @@ static int open_all(bench *b) {
   t4a_launch_config cfg = {{1, 1, 1}, {BLOCK_THREADS, 1, 1}, 0};
   st = t4a_descriptor_register(b->table, b->f_empty, &cfg, NULL, 0, &b->fire0_id);
   if (st == T4A_OK) st = t4a_descriptor_register(b->table, b->f_args4, &cfg, b->args4, 4, &b->fire4_id);
+  t4a_launch_table_options go = T4A_LAUNCH_TABLE_OPTIONS_INIT;
+  go.capacity = 4;
+  go.strategy = T4A_LAUNCH_STRATEGY_GRAPH;
+  go.graph_after = 1;
+  if (st == T4A_OK) st = t4a_launch_table_create_ex(b->retire, &go, &b->gtable);
+  if (st == T4A_OK) st = t4a_descriptor_register(b->gtable, b->f_empty, &cfg, NULL, 0, &b->gfire0_id);
+  if (st == T4A_OK) st = t4a_descriptor_register(b->gtable, b->f_args4, &cfg, b->args4, 4, &b->gfire4_id);
   if (st != T4A_OK) return fail_setup(b, "descriptors", st);
 
   /* Graphs through t4a: one launch of args4, and big_graph_nodes launches. */
@@ -972,6 +991,7 @@ static void close_all(bench *b) {
       }
     }
   }
+  t4a_launch_table_destroy(b->gtable);
   if (b->lane != NULL) {
     t4a_ctx_scope scope;
     if (t4a_ctx_scope_enter(&scope, t4a_lane_holder(b->lane), NULL) == T4A_OK) {
@@ -1018,14 +1038,18 @@ static void close_all(bench *b) {
 
 /* ---- the groups of measurements ---- */
 
-static launch_arg k_launch0 = {0, 0, NULL}, k_launch4 = {1, 0, NULL},
-                  k_launch0_noctx = {0, 1, NULL};
+static launch_arg k_launch0 = {0, 0, NULL, 0, 0}, k_launch4 = {1, 0, NULL, 0, 0},
+                  k_launch0_noctx = {0, 1, NULL, 0, 0};
 
 static void run_launches(bench *b) {
   uint32_t ops = b->fake ? 20 : 5000, reps = 21, warm = 2;
-  static launch_arg fire0 = {0, 0, NULL}, fire4 = {1, 0, NULL};
+  static launch_arg fire0 = {0, 0, NULL, 0, 0}, fire4 = {1, 0, NULL, 0, 0};
+  static launch_arg fire4_rb = {1, 0, NULL, 0, 1}, gfire0 = {0, 0, NULL, 1, 0},
+                    gfire4 = {1, 0, NULL, 1, 0}, gfire4_rb = {1, 0, NULL, 1, 1};
   fire0.fire = &b->fire0_id;
-  fire4.fire = &b->fire4_id;
+  fire4.fire = fire4_rb.fire = &b->fire4_id;
+  gfire0.fire = &b->gfire0_id;
+  gfire4.fire = gfire4_rb.fire = &b->gfire4_id;
   spec specs[] = {
       {"launch0", "launch",
        "checked launch of an empty kernel (t4a_runtime_launch, 0 args) vs cuLaunchKernel, grid 1 x 32",
@@ -1046,8 +1070,55 @@ static void run_launches(bench *b) {
       {"fire4", "fire", "descriptor fire of args4 (2 buffers, 2 scalars bound) vs cuLaunchKernel",
        "submit", ops, reps, warm, 0, 0, GOAL_RATIO_LE, 1.02, "<= 1.02x raw",
        {blk_t4a_fire, &fire4, "t4a_descriptor_fire"}, {blk_raw_launch, &k_launch4, "cuLaunchKernel"}},
+      {"fire4_rebind", "fire",
+       "plain descriptor, every argument rebound before each fire (t4a_descriptor_rebind_fire) vs cuLaunchKernel",
+       "submit", ops, reps, warm, 0, 0, GOAL_NONE, 0, "",
+       {blk_t4a_fire, &fire4_rb, "t4a_descriptor_rebind_fire"}, {blk_raw_launch, &k_launch4, "cuLaunchKernel"}},
+      {"gfire0", "fire",
+       "descriptor fired as its own 1-node graph (GRAPH strategy), empty kernel, vs cuLaunchKernel",
+       "submit", ops, reps, warm, 0, 0, GOAL_RATIO_LE, 0.6, "<= 0.6x raw",
+       {blk_t4a_fire, &gfire0, "t4a_descriptor_fire (GRAPH)"}, {blk_raw_launch, &k_launch0, "cuLaunchKernel"}},
+      {"gfire4", "fire", "args4 descriptor fired as its own 1-node graph (GRAPH) vs cuLaunchKernel",
+       "submit", ops, reps, warm, 0, 0, GOAL_RATIO_LE, 0.6, "<= 0.6x raw",
+       {blk_t4a_fire, &gfire4, "t4a_descriptor_fire (GRAPH)"}, {blk_raw_launch, &k_launch4, "cuLaunchKernel"}},
+      {"gfire4_rebind", "fire",
+       "GRAPH args4 descriptor, every argument rebound before each fire (node update + cuGraphLaunch) vs cuLaunchKernel",
+       "submit", ops, reps, warm, 0, 0, GOAL_RATIO_LE, 0.6, "<= 0.6x raw",
+       {blk_t4a_fire, &gfire4_rb, "t4a_descriptor_rebind_fire (GRAPH)"}, {blk_raw_launch, &k_launch4, "cuLaunchKernel"}},
   };
   for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) measure(b, &specs[i]);
+  /* What t4a_launch_calibrate decides on this machine (its own blocks; not a paired figure). */
+  int any = 0;
+  for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) any |= selected(b, &specs[i]);
+  if (!any) return;
+  t4a_launch_calibration c;
+  t4a_status st = t4a_launch_calibrate(b->retire, b->f_empty, b->fake ? 64 : 8192, &c);
+  if (st != T4A_OK) {
+    print_failure(b, "t4a_launch_calibrate", st);
+    b->failures++;
+    return;
+  }
+  if (b->out && !b->fake) {
+    fprintf(b->out,
+            "calibration (t4a_launch_calibrate, %u fires per strategy): plain %.0f ns, graph %.0f "
+            "ns, graph with a rebind %.0f ns, build %.0f ns, %llu device bytes per graph -> %s, "
+            "graph after %u fires\n",
+            c.fires, c.plain_ns, c.graph_ns, c.graph_rebind_ns, c.build_ns,
+            (unsigned long long)c.device_bytes_per_graph,
+            c.strategy == T4A_LAUNCH_STRATEGY_GRAPH ? "GRAPH" : "PLAIN", c.graph_after);
+  } else if (b->out) {
+    fprintf(b->out, "smoke: ok calibration\n");
+  }
+  if (b->json && !b->fake) {
+    fprintf(b->json,
+            "{\"name\":\"calibration\",\"fires\":%u,\"plain_ns\":%.1f,\"graph_ns\":%.1f,"
+            "\"graph_rebind_ns\":%.1f,\"build_ns\":%.1f,\"device_bytes_per_graph\":%llu,"
+            "\"strategy\":\"%s\",\"graph_after\":%u}\n",
+            c.fires, c.plain_ns, c.graph_ns, c.graph_rebind_ns, c.build_ns,
+            (unsigned long long)c.device_bytes_per_graph,
+            c.strategy == T4A_LAUNCH_STRATEGY_GRAPH ? "graph" : "plain", c.graph_after);
+    fflush(b->json);
+  }
 }
 
 static void run_graphs(bench *b) {
@@ -1323,7 +1394,7 @@ static void usage(FILE *f) {
 }
 
 static void list_names(void) {
-  printf("launch: launch0 launch4 launch0_noctx\nfire: fire0 fire4\ngraph: graph1 graph1000\n"
+  printf("launch: launch0 launch4 launch0_noctx\nfire: fire0 fire4 fire4_rebind gfire0 gfire4 gfire4_rebind\ngraph: graph1 graph1000\n"
          "alloc: alloc\nmodule: modhit modhit_fn\nchain: chain\n"
          "pinned: pinned_{up,down}_{4K,1M,64M,256M}\npageable: pageable_{up,down}_{4K,1M,64M,256M}\n"
          "copy: copy1g\nscale: launch4_live_buffers_{1,100,10000} launch4_live_modules_{1,100,1000}\n");

@@ -168,8 +168,8 @@ t4a_status t4a_ctx_holder_check(const t4a_ctx_holder *holder) {
                        c->code_name[0] ? c->code_name : "a sticky error", c->code, c->message);
 }
 
-t4a_status t4a_ctx_scope_enter(t4a_ctx_scope *scope, t4a_ctx_holder *holder,
-                               t4a_counters *counters) {
+static t4a_status scope_enter(t4a_ctx_scope *scope, t4a_ctx_holder *holder,
+                              t4a_counters *counters, int borrowed) {
   if (scope == NULL || holder == NULL) {
     return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "scope or holder is NULL");
   }
@@ -192,12 +192,23 @@ t4a_status t4a_ctx_scope_enter(t4a_ctx_scope *scope, t4a_ctx_holder *holder,
   } else {
     t4a_counter_add(counters, T4A_COUNTER_ctx_activations_skipped, 1);
   }
-  atomic_fetch_add_explicit(&holder->refs, 1, memory_order_relaxed);
+  if (!borrowed) atomic_fetch_add_explicit(&holder->refs, 1, memory_order_relaxed);
+  scope->priv_borrowed = borrowed;
   scope->priv_prev = prev;
   scope->priv_ctx = holder->ctx;
   scope->priv_holder = holder;
   scope->priv_switched = switched;
   return T4A_OK;
+}
+
+t4a_status t4a_ctx_scope_enter(t4a_ctx_scope *scope, t4a_ctx_holder *holder,
+                               t4a_counters *counters) {
+  return scope_enter(scope, holder, counters, 0);
+}
+
+t4a_status t4a_ctx_scope_enter_borrowed(t4a_ctx_scope *scope, t4a_ctx_holder *holder,
+                                        t4a_counters *counters) {
+  return scope_enter(scope, holder, counters, 1);
 }
 
 static t4a_status scope_exit(t4a_ctx_scope *scope, int quiet) {
@@ -211,10 +222,11 @@ static t4a_status scope_exit(t4a_ctx_scope *scope, int quiet) {
     t4a_counter_add(&d->counters,
                     st == T4A_OK ? T4A_COUNTER_ctx_restores : T4A_COUNTER_ctx_restore_failures, 1);
   }
+  int borrowed = scope->priv_borrowed;
   memset(scope, 0, sizeof *scope);
   /* After the restore: if this was the last reference, the A1 rule runs against the context the
    * thread now has current. */
-  t4a_ctx_holder_release(h);
+  if (!borrowed) t4a_ctx_holder_release(h);
   return st;
 }
 

@@ -89,6 +89,10 @@ void t4a_launch_destroy_native_(t4a_lane *lane, CUgraph graph, CUgraphExec exec)
   t4a_counter_add(c, T4A_COUNTER_leaked, leaked);
 }
 
+static void version_retain(void *p) {
+  atomic_fetch_add_explicit(&((version *)p)->refs, 1, memory_order_relaxed);
+}
+
 static void version_unref(void *p) {
   version *v = p;
   if (v == NULL || atomic_fetch_sub_explicit(&v->refs, 1, memory_order_acq_rel) != 1) return;
@@ -250,21 +254,22 @@ t4a_status t4a_graph_launch(t4a_graph *g) {
   /* If it must be leaked, the version stands for its CUgraph and every reference it holds. */
   t4a_keepalive k = {v, version_unref, (uint32_t)(1 + v->count)};
   CUresult r = g->driver->t.cuGraphLaunch(g->exec, t4a_lane_stream(g->lane));
-  /* The reference for the epoch (or the quarantine) is taken under the lock, before an update
-   * could swap the version and drop the graph's own. */
-  if (r == CUDA_SUCCESS || !t4a_launch_refused_before_enqueue_(r)) {
-    atomic_fetch_add_explicit(&v->refs, 1, memory_order_relaxed);
-  }
-  pthread_mutex_unlock(&g->lock);
-  st = t4a_cu_result_(g->driver, r, "cuGraphLaunch", 0);
-  if (st != T4A_OK && t4a_launch_refused_before_enqueue_(r)) return t4a_admission_abort(&adm, st);
-  if (st != T4A_OK) {
+  st = r == CUDA_SUCCESS ? T4A_OK : t4a_cu_result_(g->driver, r, "cuGraphLaunch", 0);
+  if (st != T4A_OK && !t4a_launch_refused_before_enqueue_(r)) {
     /* The replay may be queued: its version is quarantined, held for good (and counted with
-     * what it keeps alive when the retire leaks it). */
+     * what it keeps alive when the retire leaks it). The reference is taken under the lock,
+     * before an update could swap the version and drop the graph's own. */
+    atomic_fetch_add_explicit(&v->refs, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&g->lock);
     return t4a_admission_fail(&adm, st, &k, 1);
   }
-  /* The version lives until this replay completed (deduplicated per epoch: no allocation). */
-  t4a_admission_keep(&adm, k);
+  if (st == T4A_OK) {
+    /* The version lives until this replay completed: the epoch takes its own reference only
+     * when it does not hold this version yet (under the lock: the graph's reference covers it). */
+    t4a_admission_keep_borrowed(&adm, k, version_retain);
+  }
+  pthread_mutex_unlock(&g->lock);
+  if (st != T4A_OK) return t4a_admission_abort(&adm, st);
   t4a_admission_commit(&adm);
   t4a_counter_add(t4a_lane_counters(g->lane), T4A_COUNTER_graph_launches, 1);
   return T4A_OK;

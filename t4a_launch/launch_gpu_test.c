@@ -50,6 +50,11 @@ static const char k_source[] =
     "  out[0] = (long long)((s.a + s.b) * k) + s.c;\n"
     "}\n"
     "extern \"C\" __global__ void count(unsigned long long *p) { atomicAdd(p, 1ull); }\n"
+    "extern \"C\" __global__ void noop() {}\n"
+    "extern \"C\" __global__ void add_const(int *p, int a, int n) {\n"
+    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  if (i < n) p[i] += a + i;\n"
+    "}\n"
     "extern \"C\" __global__ void add_slot(int *p, const int *v, int n) {\n"
     "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
     "  if (i < n) p[i] += *v;\n"
@@ -373,6 +378,117 @@ static void test_warm_chain(void **state) {
   env_close(&e);
 }
 
+
+/* A descriptor fired as its own one-node graph (GRAPH strategy) 10,000 times with its
+ * arguments changed before every fire (output buffer and scalar), plain checked launches of the
+ * same kernel interleaved every 100 fires: every fire sees its own arguments, in stream order;
+ * no heap allocation; at most one event per 512 admissions. */
+static void test_graph_fires_with_changing_arguments(void **state) {
+  (void)state;
+  env e;
+  if (!env_open(&e)) fail_msg("device 0 cannot be queried");
+  t4a_nvrtc_artifact *cubin = compile(&e, T4A_NVRTC_OUTPUT_CUBIN);
+  t4a_module *m = NULL;
+  CK(t4a_module_load_artifact(e.cache, cubin, &m));
+  t4a_function *f = fn_of(m, "add_const");
+  enum { N = 1024, FIRES = 10000 };
+  t4a_buffer *p[2] = {NULL, NULL};
+  CK(t4a_buffer_create(e.pool, N * 4, 0, T4A_BUFFER_ZERO, &p[0]));
+  CK(t4a_buffer_create(e.pool, N * 4, 0, T4A_BUFFER_ZERO, &p[1]));
+  int n = N, a = 0, one = 1;
+  t4a_arg args[3] = {t4a_arg_buffer(p[0], 0), t4a_arg_scalar(&a, 4), t4a_arg_scalar(&n, 4)};
+  t4a_launch_config c = cfg1(N / 256, 256, 0);
+  t4a_launch_table_options o = T4A_LAUNCH_TABLE_OPTIONS_INIT;
+  o.capacity = 1;
+  o.strategy = T4A_LAUNCH_STRATEGY_GRAPH;
+  o.graph_after = 1;
+  t4a_launch_table *t = NULL;
+  CK(t4a_launch_table_create_ex(e.retire, &o, &t));
+  uint32_t id = 0;
+  CK(t4a_descriptor_register(t, f, &c, args, 3, &id));
+  long long want[2] = {0, 0}, calls[2] = {0, 0};
+  t4a_counter_values v0, v1;
+  t4a_lane_read_counters(e.lane, &v0);
+  uint64_t heap0 = t4a_heap_allocations();
+  for (int i = 0; i < FIRES; i++) {
+    int k = (i * 7 / 3) & 1;
+    a = i % 1000;
+    args[0] = t4a_arg_buffer(p[k], 0);
+    CK(t4a_descriptor_rebind_fire(t, id, args, 3));
+    want[k] += a;
+    calls[k]++;
+    if (i % 100 == 99) {
+      t4a_arg plain[3] = {t4a_arg_buffer(p[0], 0), t4a_arg_scalar(&one, 4),
+                          t4a_arg_scalar(&n, 4)};
+      CK(t4a_launch(e.retire, f, &c, plain, 3));
+      want[0] += 1;
+      calls[0]++;
+    }
+  }
+  uint64_t heap1 = t4a_heap_allocations();
+  t4a_lane_read_counters(e.lane, &v1);
+  int back[2][N];
+  download(&e, p[0], back[0], sizeof back[0]);
+  download(&e, p[1], back[1], sizeof back[1]);
+  for (int k = 0; k < 2; k++) {
+    for (int i = 0; i < N; i++) {
+      long long expect = want[k] + calls[k] * i;
+      if (back[k][i] != (int)expect) {
+        fail_msg("buffer %d [%d] = %d, want %lld", k, i, back[k][i], expect);
+      }
+    }
+  }
+  t4a_launch_table_stats s;
+  t4a_launch_table_get_stats(t, &s);
+  printf("# GRAPH fires with a rebind each: %llu graph fires, %llu node updates, %llu builds, "
+         "%llu fallbacks; %llu heap allocations, %llu events, %llu host waits for %d admissions\n",
+         (unsigned long long)s.graph_fires, (unsigned long long)s.graph_updates,
+         (unsigned long long)s.graph_builds, (unsigned long long)s.graph_fallbacks,
+         (unsigned long long)(heap1 - heap0),
+         (unsigned long long)(v1.events_recorded - v0.events_recorded),
+         (unsigned long long)(v1.host_waits - v0.host_waits), FIRES + FIRES / 100);
+  assert_int_equal(s.graph_fires, FIRES);
+  assert_int_equal(s.graph_builds, 1);
+  assert_int_equal(s.graph_updates, FIRES - 1);
+  assert_int_equal(s.graph_fallbacks, 0);
+  assert_int_equal(heap1, heap0);
+  assert_true(v1.events_recorded - v0.events_recorded <= (FIRES + FIRES / 100) / 512 + 1);
+  assert_int_equal(v1.host_waits - v0.host_waits, 0);
+  t4a_launch_table_destroy(t);
+  t4a_buffer_release(p[0]);
+  t4a_buffer_release(p[1]);
+  t4a_function_release(f);
+  t4a_module_release(m);
+  t4a_nvrtc_artifact_release(cubin);
+  env_close(&e);
+}
+
+/* What t4a_launch_calibrate measures and chooses on this device (printed; the choice is the
+ * calibration's to make, so only its shape is asserted). */
+static void test_calibration(void **state) {
+  (void)state;
+  env e;
+  if (!env_open(&e)) fail_msg("device 0 cannot be queried");
+  t4a_nvrtc_artifact *cubin = compile(&e, T4A_NVRTC_OUTPUT_CUBIN);
+  t4a_module *m = NULL;
+  CK(t4a_module_load_artifact(e.cache, cubin, &m));
+  t4a_function *f = fn_of(m, "noop");
+  t4a_launch_calibration c;
+  CK(t4a_launch_calibrate(e.retire, f, 4096, &c));
+  printf("# calibration: plain %.0f ns, graph %.0f ns, graph + rebind %.0f ns, build %.0f ns, "
+         "%llu device bytes per graph -> %s after %u fires\n",
+         c.plain_ns, c.graph_ns, c.graph_rebind_ns, c.build_ns,
+         (unsigned long long)c.device_bytes_per_graph,
+         c.strategy == T4A_LAUNCH_STRATEGY_GRAPH ? "GRAPH" : "PLAIN", c.graph_after);
+  assert_int_equal(c.fires, 4096);
+  assert_true(c.plain_ns > 0 && c.graph_ns > 0 && c.build_ns >= 0);
+  assert_true(c.graph_after >= 2 && c.graph_after <= 4096);
+  t4a_function_release(f);
+  t4a_module_release(m);
+  t4a_nvrtc_artifact_release(cubin);
+  env_close(&e);
+}
+
 static void test_l2_persistence(void **state) {
   (void)state;
   env e;
@@ -468,6 +584,8 @@ int main(void) {
       cmocka_unit_test(test_big_shared_and_refusals),
       cmocka_unit_test(test_struct_descriptor_and_raw_bytes),
       cmocka_unit_test(test_warm_chain),
+      cmocka_unit_test(test_graph_fires_with_changing_arguments),
+      cmocka_unit_test(test_calibration),
       cmocka_unit_test(test_l2_persistence),
       cmocka_unit_test(test_graph_replayed_1000_times),
   };

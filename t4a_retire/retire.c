@@ -447,8 +447,9 @@ t4a_status t4a_admission_begin(t4a_retire *r, uint32_t num_keepalives, t4a_admis
   t4a_status st = lock_enter(r);
   if (st != T4A_OK) return st;
   if ((st = t4a_lane_check(r->lane)) != T4A_OK) goto unlock;
-  if ((st = t4a_ctx_scope_enter(&adm->priv_scope, t4a_lane_holder(r->lane), r->counters)) !=
-      T4A_OK) {
+  /* The retire holds its lane, and the lane its holder, past the admission's end. */
+  if ((st = t4a_ctx_scope_enter_borrowed(&adm->priv_scope, t4a_lane_holder(r->lane),
+                                         r->counters)) != T4A_OK) {
     goto unlock;
   }
   if (!r->capturing && t4a_lane_is_capturing(r->lane)) {

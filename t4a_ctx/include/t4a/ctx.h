@@ -168,8 +168,9 @@ T4A_MUST_USE t4a_status t4a_ctx_holder_check(const t4a_ctx_holder *holder);
 typedef struct t4a_ctx_scope {
   void *priv_prev;
   void *priv_ctx;
-  t4a_ctx_holder *priv_holder; /* a reference while the scope is open */
+  t4a_ctx_holder *priv_holder; /* a reference while the scope is open (unless borrowed) */
   int priv_switched;
+  int priv_borrowed; /* t4a_ctx_scope_enter_borrowed: no reference of its own */
 } t4a_ctx_scope;
 
 /* Makes the holder's context current on this thread unless it already is (a get costs ~10 ns, a
@@ -180,6 +181,11 @@ typedef struct t4a_ctx_scope {
  * (t4a_device_recover) is refused with LANE_BROKEN, without a driver call. */
 T4A_MUST_USE t4a_status t4a_ctx_scope_enter(t4a_ctx_scope *scope, t4a_ctx_holder *holder,
                                             t4a_counters *counters);
+/* As t4a_ctx_scope_enter, without a reference of its own: for a caller that holds the holder
+ * (through a lane, say) until after the exit — the hot path's admissions, which save the two
+ * atomic read-modify-writes of a reference. */
+T4A_MUST_USE t4a_status t4a_ctx_scope_enter_borrowed(t4a_ctx_scope *scope, t4a_ctx_holder *holder,
+                                                     t4a_counters *counters);
 /* Restores the context that was current at enter, then drops the scope's holder reference.
  * Returns the mapped driver status if the restore failed (counted as ctx_restore_failures on the
  * driver). A second exit does nothing. */
