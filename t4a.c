@@ -120,13 +120,17 @@ static t4a_status calibrate(t4a_runtime *rt) {
       return T4A_OK;
     }
   }
+  /* A module cache of its own, gone before the runtime's is made: nothing of this stays. */
+  t4a_module_cache *cache = NULL;
   t4a_module *m = NULL;
   t4a_function *fn = NULL;
-  t4a_status st = t4a_module_load(rt->modules, k_nop_ptx, sizeof k_nop_ptx, T4A_IMAGE_PTX, &m);
+  t4a_status st = t4a_module_cache_create(rt->retire, NULL, &cache);
+  if (st == T4A_OK) st = t4a_module_load(cache, k_nop_ptx, sizeof k_nop_ptx, T4A_IMAGE_PTX, &m);
   if (st == T4A_OK) st = t4a_module_get_function(m, "t4a_nop", &fn);
   if (st == T4A_OK) st = t4a_launch_calibrate(rt->retire, fn, 0, &rt->calibration);
   t4a_function_release(fn);
   t4a_module_release(m);
+  t4a_module_cache_destroy(cache);
   if (st == T4A_OK) {
     rt->calibrated = 1;
     unsigned slot = g_num_calibrations < 16 ? g_num_calibrations++ : 15;
@@ -142,9 +146,16 @@ static t4a_status open_pieces(t4a_runtime *rt, const t4a_runtime_options *o) {
   t4a_status st = t4a_lane_create(rt->driver, rt->ordinal, &o->lane, &rt->lane);
   if (st == T4A_OK) st = t4a_mem_pool_create(rt->lane, &o->pool, &rt->pool);
   if (st == T4A_OK) st = t4a_retire_create(rt->lane, &o->retire, &rt->retire);
-  if (st == T4A_OK) st = t4a_xfer_create(rt->retire, &o->xfer, &rt->xfer);
-  if (st == T4A_OK) st = t4a_module_cache_create(rt->retire, &o->modules, &rt->modules);
   if (st == T4A_OK && o->calibrate_launches) st = calibrate(rt);
+  if (st == T4A_OK) st = t4a_xfer_create(rt->retire, &o->xfer, &rt->xfer);
+  if (st == T4A_OK) {
+    /* Checked launches follow the runtime's strategy unless the cache's options name one. */
+    t4a_module_cache_options mo = o->modules;
+    if (mo.launch_strategy == T4A_LAUNCH_STRATEGY_AUTO) mo.launch_strategy = o->launch_strategy;
+    if (mo.graph_after == 0) mo.graph_after = o->graph_after;
+    if (mo.calibration == NULL && rt->calibrated) mo.calibration = &rt->calibration;
+    st = t4a_module_cache_create(rt->retire, &mo, &rt->modules);
+  }
   if (st == T4A_OK) {
     t4a_launch_table_options to = T4A_LAUNCH_TABLE_OPTIONS_INIT;
     to.capacity = o->table_capacity != 0 ? o->table_capacity : T4A_RUNTIME_DEFAULT_TABLE_CAPACITY;

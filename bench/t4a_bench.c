@@ -114,6 +114,10 @@ typedef struct bench {
   size_t image_bytes;
   t4a_module *mod;
   t4a_function *f_empty, *f_args4;
+  /* the same kernels in a GRAPH module cache: checked launches through their own graphs */
+  t4a_module_cache *gmodules;
+  t4a_module *gmod;
+  t4a_function *g_empty, *g_args4;
   CUmodule raw_mod;
   CUfunction r_empty, r_args4;
   /* arguments of args4, both ways (p, n, a, q) */
@@ -122,6 +126,7 @@ typedef struct bench {
   int32_t n;
   float a;
   t4a_arg args4[4];
+  t4a_arg args4b[4]; /* args4 with c in place of q: rebinds alternate the two */
   void *params4[4];
   uint32_t fire0_id, fire4_id;
   /* the same descriptors in a table that fires GRAPH from the first fire (issue 14) */
@@ -238,7 +243,9 @@ typedef struct launch_arg {
   int no_ctx;     /* t4a side: no current context during the window */
   uint32_t *fire; /* descriptor id (fire blocks) */
   int graph;      /* fire blocks: the GRAPH table */
-  int rebind;     /* fire blocks: t4a_descriptor_rebind_fire with args4 (every argument) */
+  int glaunch;    /* launch blocks: the GRAPH cache's functions (t4a_launch on the retire) */
+  int rebind;     /* fire blocks: t4a_descriptor_rebind_fire, every argument, alternating
+                     args4 and args4b (so every fire changes the output pointer) */
 } launch_arg;
 
 static t4a_status blk_t4a_launch(bench *b, const void *arg, uint32_t ops, double *out_s) {
@@ -257,8 +264,18 @@ static t4a_status blk_t4a_launch(bench *b, const void *arg, uint32_t ops, double
   const t4a_arg *args = la->kernel4 ? b->args4 : NULL;
   uint32_t nargs = la->kernel4 ? 4 : 0;
   win_begin(b);
-  for (uint32_t i = 0; i < ops && st == T4A_OK; i++) {
-    st = t4a_runtime_launch(b->rt, f, 1, BLOCK_THREADS, args, nargs);
+  if (la->glaunch) {
+    /* The same call as t4a_runtime_launch makes, with the GRAPH cache's function. */
+    const t4a_launch_config cfg = {{1, 1, 1}, {BLOCK_THREADS, 1, 1}, 0};
+    f = la->kernel4 ? b->g_args4 : b->g_empty;
+    for (uint32_t i = 0; i < ops && st == T4A_OK; i++) {
+      const t4a_arg *x = la->rebind && (i & 1) ? b->args4b : args;
+      st = t4a_launch(b->retire, f, &cfg, x, nargs);
+    }
+  } else {
+    for (uint32_t i = 0; i < ops && st == T4A_OK; i++) {
+      st = t4a_runtime_launch(b->rt, f, 1, BLOCK_THREADS, args, nargs);
+    }
   }
   *out_s = win_end(b);
   ctx_exit(b);
@@ -275,7 +292,7 @@ static t4a_status blk_t4a_fire(bench *b, const void *arg, uint32_t ops, double *
   win_begin(b);
   if (la->rebind) {
     for (uint32_t i = 0; i < ops && st == T4A_OK; i++) {
-      st = t4a_descriptor_rebind_fire(t, id, b->args4, 4);
+      st = t4a_descriptor_rebind_fire(t, id, (i & 1) ? b->args4b : b->args4, 4);
     }
   } else {
     for (uint32_t i = 0; i < ops && st == T4A_OK; i++) st = t4a_descriptor_fire(t, id);
@@ -890,6 +907,13 @@ static int open_all(bench *b) {
   st = t4a_runtime_load(b->rt, b->art, &b->mod);
   if (st == T4A_OK) st = t4a_runtime_function(b->rt, b->mod, "empty", &b->f_empty);
   if (st == T4A_OK) st = t4a_runtime_function(b->rt, b->mod, "args4", &b->f_args4);
+  t4a_module_cache_options gmo = T4A_MODULE_CACHE_OPTIONS_INIT;
+  gmo.launch_strategy = T4A_LAUNCH_STRATEGY_GRAPH;
+  gmo.graph_after = 1;
+  if (st == T4A_OK) st = t4a_module_cache_create(b->retire, &gmo, &b->gmodules);
+  if (st == T4A_OK) st = t4a_module_load_artifact(b->gmodules, b->art, &b->gmod);
+  if (st == T4A_OK) st = t4a_module_get_function(b->gmod, "empty", &b->g_empty);
+  if (st == T4A_OK) st = t4a_module_get_function(b->gmod, "args4", &b->g_args4);
   if (st != T4A_OK) return fail_setup(b, "loading the kernels", st);
   st = t4a_runtime_buffer(b->rt, SMALL_BYTES, &b->p);
   if (st == T4A_OK) st = t4a_runtime_buffer(b->rt, SMALL_BYTES, &b->q);
@@ -905,6 +929,8 @@ static int open_all(bench *b) {
   b->args4[1] = t4a_arg_scalar(&b->n, sizeof b->n);
   b->args4[2] = t4a_arg_scalar(&b->a, sizeof b->a);
   b->args4[3] = t4a_arg_buffer(b->q, 0);
+  memcpy(b->args4b, b->args4, sizeof b->args4b);
+  b->args4b[3] = t4a_arg_buffer(b->c, 0);
   b->params4[0] = &b->dp;
   b->params4[1] = &b->n;
   b->params4[2] = &b->a;
@@ -1008,6 +1034,10 @@ static void close_all(bench *b) {
   t4a_buffer_release(b->p);
   t4a_buffer_release(b->q);
   t4a_buffer_release(b->c);
+  t4a_function_release(b->g_empty);
+  t4a_function_release(b->g_args4);
+  t4a_module_release(b->gmod);
+  t4a_module_cache_destroy(b->gmodules);
   t4a_function_release(b->f_empty);
   t4a_function_release(b->f_args4);
   t4a_module_release(b->mod);
@@ -1038,14 +1068,16 @@ static void close_all(bench *b) {
 
 /* ---- the groups of measurements ---- */
 
-static launch_arg k_launch0 = {0, 0, NULL, 0, 0}, k_launch4 = {1, 0, NULL, 0, 0},
-                  k_launch0_noctx = {0, 1, NULL, 0, 0};
+static launch_arg k_glaunch0 = {0, 0, NULL, 0, 1, 0}, k_glaunch4 = {1, 0, NULL, 0, 1, 0},
+                  k_glaunch4_alt = {1, 0, NULL, 0, 1, 1};
+static launch_arg k_launch0 = {0, 0, NULL, 0, 0, 0}, k_launch4 = {1, 0, NULL, 0, 0, 0},
+                  k_launch0_noctx = {0, 1, NULL, 0, 0, 0};
 
 static void run_launches(bench *b) {
   uint32_t ops = b->fake ? 20 : 5000, reps = 21, warm = 2;
-  static launch_arg fire0 = {0, 0, NULL, 0, 0}, fire4 = {1, 0, NULL, 0, 0};
-  static launch_arg fire4_rb = {1, 0, NULL, 0, 1}, gfire0 = {0, 0, NULL, 1, 0},
-                    gfire4 = {1, 0, NULL, 1, 0}, gfire4_rb = {1, 0, NULL, 1, 1};
+  static launch_arg fire0 = {0, 0, NULL, 0, 0, 0}, fire4 = {1, 0, NULL, 0, 0, 0};
+  static launch_arg fire4_rb = {1, 0, NULL, 0, 0, 1}, gfire0 = {0, 0, NULL, 1, 0, 0},
+                    gfire4 = {1, 0, NULL, 1, 0, 0}, gfire4_rb = {1, 0, NULL, 1, 0, 1};
   fire0.fire = &b->fire0_id;
   fire4.fire = fire4_rb.fire = &b->fire4_id;
   gfire0.fire = &b->gfire0_id;
@@ -1064,6 +1096,18 @@ static void run_launches(bench *b) {
        "submit", ops, reps, warm, 0, 0, GOAL_NONE, 0, "",
        {blk_t4a_launch, &k_launch0_noctx, "t4a_runtime_launch, no current context"},
        {blk_raw_launch, &k_launch0, "cuLaunchKernel"}},
+      {"glaunch0", "launch",
+       "checked launch of the empty kernel through its own 1-node graph (GRAPH module cache) vs cuLaunchKernel",
+       "submit", ops, reps, warm, 0, 0, GOAL_RATIO_LE, 1.05, "<= 1.05x raw",
+       {blk_t4a_launch, &k_glaunch0, "t4a_launch (GRAPH cache)"}, {blk_raw_launch, &k_launch0, "cuLaunchKernel"}},
+      {"glaunch4", "launch",
+       "checked launch of args4 through its own 1-node graph, same arguments each time, vs cuLaunchKernel",
+       "submit", ops, reps, warm, 0, 0, GOAL_RATIO_LE, 1.05, "<= 1.05x raw",
+       {blk_t4a_launch, &k_glaunch4, "t4a_launch (GRAPH cache)"}, {blk_raw_launch, &k_launch4, "cuLaunchKernel"}},
+      {"glaunch4_alt", "launch",
+       "glaunch4 with the output alternating every launch (a node update each time) vs cuLaunchKernel",
+       "submit", ops, reps, warm, 0, 0, GOAL_RATIO_LE, 1.05, "<= 1.05x raw",
+       {blk_t4a_launch, &k_glaunch4_alt, "t4a_launch (GRAPH cache)"}, {blk_raw_launch, &k_launch4, "cuLaunchKernel"}},
       {"fire0", "fire", "descriptor fire of the empty kernel (t4a_descriptor_fire) vs cuLaunchKernel",
        "submit", ops, reps, warm, 0, 0, GOAL_RATIO_LE, 1.02, "<= 1.02x raw",
        {blk_t4a_fire, &fire0, "t4a_descriptor_fire"}, {blk_raw_launch, &k_launch0, "cuLaunchKernel"}},
@@ -1071,7 +1115,7 @@ static void run_launches(bench *b) {
        "submit", ops, reps, warm, 0, 0, GOAL_RATIO_LE, 1.02, "<= 1.02x raw",
        {blk_t4a_fire, &fire4, "t4a_descriptor_fire"}, {blk_raw_launch, &k_launch4, "cuLaunchKernel"}},
       {"fire4_rebind", "fire",
-       "plain descriptor, every argument rebound before each fire (t4a_descriptor_rebind_fire) vs cuLaunchKernel",
+       "plain descriptor, every argument rebound before each fire (output alternating) vs cuLaunchKernel",
        "submit", ops, reps, warm, 0, 0, GOAL_NONE, 0, "",
        {blk_t4a_fire, &fire4_rb, "t4a_descriptor_rebind_fire"}, {blk_raw_launch, &k_launch4, "cuLaunchKernel"}},
       {"gfire0", "fire",
@@ -1082,7 +1126,7 @@ static void run_launches(bench *b) {
        "submit", ops, reps, warm, 0, 0, GOAL_RATIO_LE, 0.6, "<= 0.6x raw",
        {blk_t4a_fire, &gfire4, "t4a_descriptor_fire (GRAPH)"}, {blk_raw_launch, &k_launch4, "cuLaunchKernel"}},
       {"gfire4_rebind", "fire",
-       "GRAPH args4 descriptor, every argument rebound before each fire (node update + cuGraphLaunch) vs cuLaunchKernel",
+       "GRAPH args4 descriptor, every argument rebound before each fire, output alternating (node update + cuGraphLaunch) vs cuLaunchKernel",
        "submit", ops, reps, warm, 0, 0, GOAL_RATIO_LE, 0.6, "<= 0.6x raw",
        {blk_t4a_fire, &gfire4_rb, "t4a_descriptor_rebind_fire (GRAPH)"}, {blk_raw_launch, &k_launch4, "cuLaunchKernel"}},
   };
@@ -1394,7 +1438,7 @@ static void usage(FILE *f) {
 }
 
 static void list_names(void) {
-  printf("launch: launch0 launch4 launch0_noctx\nfire: fire0 fire4 fire4_rebind gfire0 gfire4 gfire4_rebind\ngraph: graph1 graph1000\n"
+  printf("launch: launch0 launch4 launch0_noctx glaunch0 glaunch4 glaunch4_alt\nfire: fire0 fire4 fire4_rebind gfire0 gfire4 gfire4_rebind\ngraph: graph1 graph1000\n"
          "alloc: alloc\nmodule: modhit modhit_fn\nchain: chain\n"
          "pinned: pinned_{up,down}_{4K,1M,64M,256M}\npageable: pageable_{up,down}_{4K,1M,64M,256M}\n"
          "copy: copy1g\nscale: launch4_live_buffers_{1,100,10000} launch4_live_modules_{1,100,1000}\n");

@@ -152,6 +152,24 @@ static desc *lookup(t4a_launch_table *t, uint32_t id) {
   return NULL;
 }
 
+/* Writes checked argument i (`size` bytes at `src`, buffer `b` or NULL) into the descriptor. Only
+ * changed bytes mark its graph node stale, and only a changed buffer is retained (the previous
+ * one handed back in *old for the caller to release unlocked; else *old is NULL). */
+static void apply_arg(desc *d, uint32_t i, const void *src, uint32_t size, t4a_buffer *b,
+                      t4a_buffer **old) {
+  unsigned char *dst = d->bytes + d->offsets[i];
+  if (memcmp(dst, src, size) != 0) {
+    memcpy(dst, src, size);
+    d->graph.dirty = 1; /* the graph's node holds the old arguments until the next fire */
+  }
+  *old = NULL;
+  if (b != d->bufs[i]) {
+    t4a_buffer_retain(b);
+    *old = d->bufs[i];
+    d->bufs[i] = b;
+  }
+}
+
 /* Checks argument i against parameter i and writes it into the descriptor, retaining a buffer
  * (the previous one is handed back in *old for the caller to release unlocked). */
 static t4a_status bind_arg(t4a_launch_table *t, desc *d, uint32_t i, const t4a_arg *a,
@@ -168,11 +186,7 @@ static t4a_status bind_arg(t4a_launch_table *t, desc *d, uint32_t i, const t4a_a
                          "kernel '%s' parameter %u: bound with %u bytes, rebound with %u",
                          d->fn->name, i, d->sizes[i], size);
   }
-  memcpy(d->bytes + d->offsets[i], src, size);
-  d->graph.dirty = 1; /* the graph's node holds the old arguments until the next fire */
-  t4a_buffer_retain(b);
-  *old = d->bufs[i];
-  d->bufs[i] = b;
+  apply_arg(d, i, src, size, b, old);
   return T4A_OK;
 }
 
@@ -351,21 +365,22 @@ t4a_status t4a_descriptor_rebind_fire(t4a_launch_table *t, uint32_t id, const t4
                        num_args);
   }
   /* Check every argument before changing any, so a refusal leaves the descriptor as it was. */
+  uint64_t scratch[T4A_MAX_KERNEL_PARAMS];
+  const void *src[T4A_MAX_KERNEL_PARAMS];
+  uint32_t size[T4A_MAX_KERNEL_PARAMS];
+  t4a_buffer *bufs[T4A_MAX_KERNEL_PARAMS];
   for (uint32_t i = 0; st == T4A_OK && i < num_args; i++) {
-    uint64_t scratch = 0;
-    const void *src = NULL;
-    uint32_t size = 0;
-    t4a_buffer *b = NULL;
-    st = t4a_launch_check_arg_(d->fn, t->domain, i, &args[i], &scratch, &src, &size, &b);
-    if (st == T4A_OK && size != d->sizes[i]) {
+    st = t4a_launch_check_arg_(d->fn, t->domain, i, &args[i], &scratch[i], &src[i], &size[i],
+                               &bufs[i]);
+    if (st == T4A_OK && size[i] != d->sizes[i]) {
       st = t4a_error_set(T4A_ARGUMENT_MISMATCH, NULL, 0, NULL, 0,
                          "kernel '%s' parameter %u: bound with %u bytes, rebound with %u",
-                         d->fn->name, i, d->sizes[i], size);
+                         d->fn->name, i, d->sizes[i], size[i]);
     }
   }
   for (uint32_t i = 0; st == T4A_OK && i < num_args; i++) {
     t4a_buffer *prev = NULL;
-    (void)bind_arg(t, d, i, &args[i], &prev); /* checked above */
+    apply_arg(d, i, src[i], size[i], bufs[i], &prev);
     if (prev != NULL) old[num_old++] = prev;
   }
   if (st == T4A_OK) st = fire_locked(t, d);

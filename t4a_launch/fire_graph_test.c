@@ -410,6 +410,121 @@ static void test_calibrate(void **state) {
   t4a_module_release(pm);
 }
 
+
+/* ---- checked launches through a function's graph (a GRAPH module cache) ---- */
+
+static t4a_module_cache *graph_cache(fixture *f, t4a_retire *r, uint32_t graph_after) {
+  t4a_module_cache_options o = T4A_MODULE_CACHE_OPTIONS_INIT;
+  o.launch_strategy = T4A_LAUNCH_STRATEGY_GRAPH;
+  o.graph_after = graph_after;
+  t4a_module_cache *c = NULL;
+  CK(t4a_module_cache_create(r != NULL ? r : f->retire, &o, &c));
+  return c;
+}
+
+/* add through checked launches: the second builds the function's graph; a launch with the same
+ * arguments launches it as it is, changed arguments or config update its node first; results in
+ * stream order with descriptor fires in between; a launch during a capture is a node of the
+ * captured graph; the module's unload destroys the function's graph. */
+static void test_checked_launches_through_function_graphs(void **state) {
+  fixture *f = *state;
+  t4a_module_cache *c = graph_cache(f, NULL, 2);
+  t4a_module *m = NULL;
+  CK(t4a_module_load(c, k_ptx, sizeof k_ptx, T4A_IMAGE_AUTO, &m));
+  t4a_function *fn = get_fn(m, "add");
+  enum { N = 32 };
+  t4a_buffer *a = make_buffer(f, N * 4), *o1 = make_buffer(f, N * 4), *o2 = make_buffer(f, N * 4);
+  fill(f, a, N, 1);
+  int n = N;
+  t4a_launch_config cfg = config_1d(1, N, 0), cfg2 = config_1d(2, N / 2, 0);
+  t4a_arg x1[4] = {t4a_arg_buffer(a, 0), t4a_arg_buffer(a, 0), t4a_arg_buffer(o1, 0),
+                   t4a_arg_scalar(&n, 4)};
+  t4a_arg x2[4] = {t4a_arg_buffer(o1, 0), t4a_arg_buffer(a, 0), t4a_arg_buffer(o2, 0),
+                   t4a_arg_scalar(&n, 4)};
+  CK(t4a_launch(f->retire, fn, &cfg, x1, 4));  /* plain: o1 = 2a */
+  CK(t4a_launch(f->retire, fn, &cfg, x1, 4));  /* builds the graph */
+  CK(t4a_launch(f->retire, fn, &cfg, x1, 4));  /* as it is */
+  CK(t4a_launch(f->retire, fn, &cfg, x2, 4));  /* updated: o2 = o1 + a = 3a */
+  CK(t4a_launch(f->retire, fn, &cfg2, x2, 4)); /* config changed: updated */
+  assert_int_equal(calls(f, "cuLaunchKernel"), 1);
+  assert_int_equal(calls(f, "cuGraphLaunch"), 4);
+  assert_int_equal(calls(f, "cuGraphInstantiateWithFlags"), 1);
+  assert_int_equal(calls(f, "cuGraphExecKernelNodeSetParams"), 2);
+  CK(t4a_retire_wait(f->retire));
+  assert_true(holds(f, o1, N, 2));
+  assert_true(holds(f, o2, N, 3));
+  /* During a capture: plain, a node of the captured graph. */
+  fill(f, o2, N, 0);
+  CK(t4a_graph_capture_begin(f->retire));
+  CK(t4a_launch(f->retire, fn, &cfg, x2, 4));
+  t4a_graph *g = NULL;
+  CK(t4a_graph_capture_end(f->retire, &g));
+  assert_int_equal(calls(f, "cuLaunchKernel"), 2);
+  CK(t4a_graph_launch(g));
+  CK(t4a_retire_wait(f->retire));
+  assert_true(holds(f, o2, N, 3));
+  t4a_graph_release(g);
+  t4a_counter_values v = lane_counters(f);
+  assert_int_equal(v.launch_graphs_built, 1);
+  assert_int_equal(v.launch_graph_fires, 4);
+  assert_int_equal(v.launch_graph_updates, 2);
+  /* The unload destroys the function's graph. */
+  t4a_buffer_release(a);
+  t4a_buffer_release(o1);
+  t4a_buffer_release(o2);
+  t4a_function_release(fn);
+  t4a_module_release(m);
+  t4a_module_cache_destroy(c);
+  assert_int_equal(calls(f, "cuModuleUnload"), 1);
+  assert_int_equal(calls(f, "cuGraphExecDestroy"), 2); /* the captured graph's, the function's */
+  t4a_fake_live live;
+  t4a_fake_live_objects(f->fake, &live);
+  assert_int_equal(live.graph_execs, 0);
+  assert_int_equal(live.graphs, 0);
+  t4a_module_cache_options bad = T4A_MODULE_CACHE_OPTIONS_INIT;
+  bad.launch_strategy = (t4a_launch_strategy)9;
+  assert_int_equal(t4a_module_cache_create(f->retire, &bad, &c), T4A_INVALID_ARGUMENT);
+}
+
+/* Warm checked launches through the function's graph with the arguments alternating: no heap
+ * allocation, at most one event per 512, every launch an update. */
+static void test_function_graph_warm_chain(void **state) {
+  fixture *f = *state;
+  t4a_module_cache *c = graph_cache(f, NULL, 1);
+  t4a_module *m = NULL;
+  CK(t4a_module_load(c, k_ptx, sizeof k_ptx, T4A_IMAGE_AUTO, &m));
+  t4a_function *fn = get_fn(m, "add");
+  enum { N = 16 };
+  t4a_buffer *a = make_buffer(f, N * 4), *o1 = make_buffer(f, N * 4), *o2 = make_buffer(f, N * 4);
+  fill(f, a, N, 1);
+  int n = N;
+  t4a_launch_config cfg = config_1d(1, N, 0);
+  t4a_arg x1[4] = {t4a_arg_buffer(a, 0), t4a_arg_buffer(a, 0), t4a_arg_buffer(o1, 0),
+                   t4a_arg_scalar(&n, 4)};
+  t4a_arg x2[4] = {t4a_arg_buffer(a, 0), t4a_arg_buffer(a, 0), t4a_arg_buffer(o2, 0),
+                   t4a_arg_scalar(&n, 4)};
+  for (int i = 0; i < 2000; i++) CK(t4a_launch(f->retire, fn, &cfg, (i & 1) ? x1 : x2, 4));
+  t4a_counter_values v0 = lane_counters(f);
+  uint64_t heap0 = t4a_heap_allocations();
+  for (int i = 0; i < 10000; i++) CK(t4a_launch(f->retire, fn, &cfg, (i & 1) ? x1 : x2, 4));
+  uint64_t heap1 = t4a_heap_allocations();
+  t4a_counter_values v1 = lane_counters(f);
+  assert_int_equal(heap1, heap0);
+  assert_true(v1.events_recorded - v0.events_recorded <= 20);
+  assert_int_equal(v1.launch_graph_fires - v0.launch_graph_fires, 10000);
+  assert_int_equal(v1.launch_graph_updates - v0.launch_graph_updates, 10000);
+  assert_int_equal(calls(f, "cuLaunchKernel"), 0);
+  CK(t4a_retire_wait(f->retire));
+  assert_true(holds(f, o1, N, 2));
+  assert_true(holds(f, o2, N, 2));
+  t4a_buffer_release(a);
+  t4a_buffer_release(o1);
+  t4a_buffer_release(o2);
+  t4a_function_release(fn);
+  t4a_module_release(m);
+  t4a_module_cache_destroy(c);
+}
+
 /* ---- failure sweeps ---- */
 
 /* On a retire and module cache of its own: register, fire (plain, then the build), rebind,
@@ -464,6 +579,48 @@ static t4a_status op_graph_fires(void *user) {
   return st;
 }
 
+
+/* On a retire and a GRAPH module cache of its own: checked launches (plain, the build, as it is,
+ * an update), a wait, the unload. */
+static t4a_status op_function_graph(void *user) {
+  fixture *f = user;
+  t4a_retire *r = NULL;
+  t4a_module_cache *c = NULL;
+  t4a_module *m = NULL;
+  t4a_function *fn = NULL;
+  t4a_buffer *a = NULL, *o = NULL;
+  int n = 16;
+  t4a_module_cache_options co = T4A_MODULE_CACHE_OPTIONS_INIT;
+  co.launch_strategy = T4A_LAUNCH_STRATEGY_GRAPH;
+  co.graph_after = 2;
+  t4a_status st = t4a_retire_create(f->lane, NULL, &r);
+  if (st == T4A_OK) st = t4a_module_cache_create(r, &co, &c);
+  if (st == T4A_OK) st = t4a_module_load(c, k_ptx, sizeof k_ptx, T4A_IMAGE_AUTO, &m);
+  if (st == T4A_OK) st = t4a_module_get_function(m, "add", &fn);
+  if (st == T4A_OK) st = t4a_buffer_create(f->pool, 64, 0, 0, &a);
+  if (st == T4A_OK) st = t4a_buffer_create(f->pool, 64, 0, 0, &o);
+  if (st == T4A_OK) fill(f, a, n, 1);
+  t4a_arg x[4] = {t4a_arg_buffer(a, 0), t4a_arg_buffer(a, 0), t4a_arg_buffer(o, 0),
+                  t4a_arg_scalar(&n, 4)};
+  t4a_arg y[4] = {t4a_arg_buffer(a, 0), t4a_arg_buffer(o, 0), t4a_arg_buffer(o, 0),
+                  t4a_arg_scalar(&n, 4)};
+  t4a_launch_config cfg = config_1d(1, 16, 0);
+  for (int i = 0; i < 3 && st == T4A_OK; i++) st = t4a_launch(r, fn, &cfg, x, 4);
+  if (st == T4A_OK) st = t4a_launch(r, fn, &cfg, y, 4); /* o = a + o = 3a */
+  if (st == T4A_OK) st = t4a_retire_wait(r);
+  if (st == T4A_OK && !holds(f, o, n, 3)) {
+    st = t4a_error_set(T4A_INTERNAL, NULL, 0, NULL, 0, "wrong result");
+  }
+  t4a_buffer_release(a);
+  t4a_buffer_release(o);
+  t4a_function_release(fn);
+  t4a_module_release(m);
+  t4a_module_cache_destroy(c);
+  t4a_status dst = t4a_retire_destroy(r);
+  if (st == T4A_OK) st = dst;
+  return st;
+}
+
 static void test_failure_sweep(void **state) {
   fixture *f = *state;
   t4a_sweep s = {.name = "graph fires",
@@ -483,6 +640,18 @@ static void test_failure_sweep(void **state) {
   s.after_enqueue = 0;
   const t4a_status allowed[] = {T4A_HOST_OUT_OF_MEMORY};
   assert_true(t4a_sweep_fault(&s, T4A_FAULT_HOST_MALLOC, allowed, 1) > 3);
+  /* Checked launches through a function's graph. */
+  s.name = "function graph";
+  s.op = op_function_graph;
+  assert_true(t4a_sweep_driver(&s, CUDA_ERROR_UNKNOWN, T4A_DRIVER_ERROR) > 10);
+  s.entry = "cuGraphLaunch";
+  s.after_enqueue = 1;
+  assert_true(t4a_sweep_driver(&s, CUDA_ERROR_UNKNOWN, T4A_DRIVER_ERROR) >= 1);
+  s.entry = NULL;
+  s.after_enqueue = 0;
+  assert_true(t4a_sweep_fault(&s, T4A_FAULT_HOST_MALLOC, allowed, 1) > 3);
+  const t4a_status mutex[] = {T4A_INTERNAL};
+  assert_true(t4a_sweep_fault(&s, T4A_FAULT_MUTEX_INIT, mutex, 1) > 3);
   assert_int_equal(t4a_fake_ordering_violations(f->fake), 0);
 }
 
@@ -495,6 +664,10 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_build_and_update_failures_fall_back, setup, teardown),
       cmocka_unit_test_setup_teardown(test_options, setup, teardown),
       cmocka_unit_test_setup_teardown(test_calibrate, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_checked_launches_through_function_graphs, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_function_graph_warm_chain, setup_progressing,
+                                      teardown),
       cmocka_unit_test_setup_teardown(test_failure_sweep, setup_leaky, teardown_counted),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

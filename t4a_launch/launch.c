@@ -277,6 +277,21 @@ static int use_graph(t4a_driver *drv, t4a_lane *lane, t4a_function *fn,
   return 1;
 }
 
+/* Marks the function's graph node stale when this launch's config or parameter bytes differ from
+ * what it holds (graph_lock held; the layout is known). */
+static void note_function_args(t4a_function *fn, const t4a_launch_config *cfg, void **params) {
+  int changed = memcmp(&fn->graph_cfg, cfg, sizeof *cfg) != 0;
+  if (changed) fn->graph_cfg = *cfg;
+  for (uint32_t i = 0; i < fn->num_params; i++) {
+    unsigned char *held = fn->graph_bytes + fn->offsets[i];
+    if (memcmp(held, params[i], fn->sizes[i]) != 0) {
+      memcpy(held, params[i], fn->sizes[i]);
+      changed = 1;
+    }
+  }
+  if (changed) fn->graph.dirty = 1;
+}
+
 t4a_status t4a_launch_enqueue_(t4a_retire *retire, t4a_function *fn, const t4a_launch_config *cfg,
                                void **params, t4a_buffer *const *buffers, uint32_t num_buffers,
                                t4a_launch_graph_ *graph) {
@@ -288,17 +303,28 @@ t4a_status t4a_launch_enqueue_(t4a_retire *retire, t4a_function *fn, const t4a_l
   t4a_lane *lane = t4a_retire_lane(retire);
   t4a_driver *drv = fn->module->cache->driver;
   if ((st = raise_shared(fn, cfg->shared_bytes)) != T4A_OK) return t4a_admission_abort(&adm, st);
+  /* A checked launch of a function of a GRAPH cache: its own graph, unless another thread is
+   * launching it now (its node must not change between the update and the launch). */
+  int fn_locked = 0;
+  if (graph == NULL && fn->graph.enabled && pthread_mutex_trylock(&fn->graph_lock) == 0) {
+    fn_locked = 1;
+    graph = &fn->graph;
+    note_function_args(fn, cfg, params);
+  }
   CUresult r;
   const char *entry;
+  int used = 0;
   if (graph != NULL && use_graph(drv, lane, fn, cfg, params, graph)) {
     r = drv->t.cuGraphLaunch(graph->exec, t4a_lane_stream(lane));
     entry = "cuGraphLaunch";
+    used = 1;
   } else {
     r = drv->t.cuLaunchKernel(fn->handle, cfg->grid[0], cfg->grid[1], cfg->grid[2], cfg->block[0],
                               cfg->block[1], cfg->block[2], cfg->shared_bytes,
                               t4a_lane_stream(lane), params, NULL);
     entry = "cuLaunchKernel";
   }
+  if (fn_locked) pthread_mutex_unlock(&fn->graph_lock);
   if (T4A_UNLIKELY(r != CUDA_SUCCESS)) {
     st = t4a_cu_fail(drv, r, entry, 0);
     if (t4a_launch_refused_before_enqueue_(r)) return t4a_admission_abort(&adm, st);
@@ -330,9 +356,7 @@ t4a_status t4a_launch_enqueue_(t4a_retire *retire, t4a_function *fn, const t4a_l
   }
   t4a_admission_commit(&adm);
   t4a_counter_add(t4a_lane_counters(lane), T4A_COUNTER_launches, 1);
-  if (graph != NULL && graph->used) {
-    t4a_counter_add(t4a_lane_counters(lane), T4A_COUNTER_launch_graph_fires, 1);
-  }
+  if (used) t4a_counter_add(t4a_lane_counters(lane), T4A_COUNTER_launch_graph_fires, 1);
   return T4A_OK;
 }
 

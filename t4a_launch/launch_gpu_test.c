@@ -463,6 +463,66 @@ static void test_graph_fires_with_changing_arguments(void **state) {
   env_close(&e);
 }
 
+
+/* Checked launches through the function's own one-node graph (a GRAPH module cache): 10,000
+ * launches alternating output buffers and scalars (a node update each), correct in order. */
+static void test_checked_launches_through_function_graph(void **state) {
+  (void)state;
+  env e;
+  if (!env_open(&e)) fail_msg("device 0 cannot be queried");
+  t4a_nvrtc_artifact *cubin = compile(&e, T4A_NVRTC_OUTPUT_CUBIN);
+  t4a_module_cache_options mo = T4A_MODULE_CACHE_OPTIONS_INIT;
+  mo.launch_strategy = T4A_LAUNCH_STRATEGY_GRAPH;
+  mo.graph_after = 2;
+  t4a_module_cache *gc = NULL;
+  CK(t4a_module_cache_create(e.retire, &mo, &gc));
+  t4a_module *m = NULL;
+  CK(t4a_module_load_artifact(gc, cubin, &m));
+  t4a_function *f = fn_of(m, "add_const");
+  enum { N = 1024, LAUNCHES = 10000 };
+  t4a_buffer *p[2] = {NULL, NULL};
+  CK(t4a_buffer_create(e.pool, N * 4, 0, T4A_BUFFER_ZERO, &p[0]));
+  CK(t4a_buffer_create(e.pool, N * 4, 0, T4A_BUFFER_ZERO, &p[1]));
+  int n = N, a = 0;
+  t4a_launch_config c = cfg1(N / 256, 256, 0);
+  long long want[2] = {0, 0}, calls[2] = {0, 0};
+  t4a_counter_values v0, v1;
+  t4a_lane_read_counters(e.lane, &v0);
+  for (int i = 0; i < LAUNCHES; i++) {
+    int k = (i / 3) & 1;
+    a = (i * 13) % 777;
+    t4a_arg args[3] = {t4a_arg_buffer(p[k], 0), t4a_arg_scalar(&a, 4), t4a_arg_scalar(&n, 4)};
+    CK(t4a_launch(e.retire, f, &c, args, 3));
+    want[k] += a;
+    calls[k]++;
+  }
+  t4a_lane_read_counters(e.lane, &v1);
+  int back[2][N];
+  download(&e, p[0], back[0], sizeof back[0]);
+  download(&e, p[1], back[1], sizeof back[1]);
+  for (int k = 0; k < 2; k++) {
+    for (int i = 0; i < N; i++) {
+      long long expect = want[k] + calls[k] * i;
+      if (back[k][i] != (int)expect) fail_msg("buffer %d [%d] = %d, want %lld", k, i, back[k][i], expect);
+    }
+  }
+  printf("# checked launches through the function's graph: %llu graph launches, %llu updates, "
+         "%llu builds, %llu fallbacks of %d\n",
+         (unsigned long long)(v1.launch_graph_fires - v0.launch_graph_fires),
+         (unsigned long long)(v1.launch_graph_updates - v0.launch_graph_updates),
+         (unsigned long long)(v1.launch_graphs_built - v0.launch_graphs_built),
+         (unsigned long long)(v1.launch_graph_fallbacks - v0.launch_graph_fallbacks), LAUNCHES);
+  assert_int_equal(v1.launch_graph_fires - v0.launch_graph_fires, LAUNCHES - 1);
+  assert_int_equal(v1.launch_graph_fallbacks - v0.launch_graph_fallbacks, 0);
+  t4a_buffer_release(p[0]);
+  t4a_buffer_release(p[1]);
+  t4a_function_release(f);
+  t4a_module_release(m);
+  t4a_module_cache_destroy(gc);
+  t4a_nvrtc_artifact_release(cubin);
+  env_close(&e);
+}
+
 /* What t4a_launch_calibrate measures and chooses on this device (printed; the choice is the
  * calibration's to make, so only its shape is asserted). */
 static void test_calibration(void **state) {
@@ -585,6 +645,7 @@ int main(void) {
       cmocka_unit_test(test_struct_descriptor_and_raw_bytes),
       cmocka_unit_test(test_warm_chain),
       cmocka_unit_test(test_graph_fires_with_changing_arguments),
+      cmocka_unit_test(test_checked_launches_through_function_graph),
       cmocka_unit_test(test_calibration),
       cmocka_unit_test(test_l2_persistence),
       cmocka_unit_test(test_graph_replayed_1000_times),

@@ -33,6 +33,24 @@ typedef struct t4a_module_key {
   uint8_t hash[16];
 } t4a_module_key;
 
+/* A one-node executable graph (GRAPH strategy) of a descriptor (its table owns it, the table's
+ * lock guards it) or of a function (for checked launches: the function owns it, its graph_lock
+ * guards it). t4a_launch_enqueue_ builds, updates and launches it inside the admission (the
+ * lane's context current). */
+typedef struct t4a_launch_graph_ {
+  CUgraph graph;
+  CUgraphNode node;
+  CUgraphExec exec;
+  uint32_t fires_left; /* plain fires before the graph is built */
+  uint8_t enabled;     /* the table fires GRAPH */
+  uint8_t dirty;       /* arguments rebound since the node's parameters were set */
+  uint8_t failed;      /* a build or an update failed: plain fires from then on */
+  uint8_t used;        /* set by enqueue: this fire went through the graph */
+  uint8_t built;       /* set by enqueue: this fire built the graph */
+  uint8_t updated;     /* set by enqueue: this fire updated the node */
+  uint8_t fell_back;   /* set by enqueue: this fire's build or update failed */
+} t4a_launch_graph_;
+
 struct t4a_module_cache {
   atomic_long refs; /* the caller's handle + one per module */
   pthread_mutex_t lock;
@@ -43,6 +61,8 @@ struct t4a_module_cache {
   t4a_launch_limits limits;
   uint32_t max_entries;
   uint64_t max_bytes;
+  t4a_launch_strategy strategy; /* resolved for checked launches: PLAIN or GRAPH */
+  uint32_t graph_after;
   /* Guarded by lock: the table (chained hash), the LRU list (most recent first), the stats. */
   t4a_module **buckets;
   uint32_t num_buckets; /* a power of two */
@@ -79,6 +99,11 @@ struct t4a_function {
   _Atomic uint32_t declared;       /* t4a_function_declare_params, or T4A_PARAMS_UNDECLARED */
   _Atomic uint32_t dyn_shared_max; /* CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES as set */
   pthread_mutex_t attr_lock;       /* serialises raising it */
+  /* Checked launches as a one-node graph (the cache's GRAPH strategy, known layouts only). */
+  pthread_mutex_t graph_lock; /* try-locked by a launch: graph, graph_cfg, graph_bytes */
+  t4a_launch_graph_ graph;
+  t4a_launch_config graph_cfg; /* the config the node holds (valid once built) */
+  unsigned char *graph_bytes;  /* the parameter bytes the node holds, at the layout's offsets */
 };
 
 /* Checks `config` against the function's device limits: INVALID_LAUNCH naming the dimension. */
@@ -96,22 +121,6 @@ t4a_status t4a_launch_check_arg_(const t4a_function *fn, uint64_t domain, uint32
                                  const t4a_arg *arg, uint64_t *scratch, const void **out_src,
                                  uint32_t *out_size, t4a_buffer **out_buffer);
 
-/* A descriptor's one-node executable graph (GRAPH strategy). The descriptor's table owns it and
- * its lock guards it; t4a_launch_enqueue_ builds, updates and launches it inside the admission
- * (the lane's context current). */
-typedef struct t4a_launch_graph_ {
-  CUgraph graph;
-  CUgraphNode node;
-  CUgraphExec exec;
-  uint32_t fires_left; /* plain fires before the graph is built */
-  uint8_t enabled;     /* the table fires GRAPH */
-  uint8_t dirty;       /* arguments rebound since the node's parameters were set */
-  uint8_t failed;      /* a build or an update failed: plain fires from then on */
-  uint8_t used;        /* set by enqueue: this fire went through the graph */
-  uint8_t built;       /* set by enqueue: this fire built the graph */
-  uint8_t updated;     /* set by enqueue: this fire updated the node */
-  uint8_t fell_back;   /* set by enqueue: this fire's build or update failed */
-} t4a_launch_graph_;
 
 /* The shared tail of every launch: an admission on `retire` reserving 1 + (non-NULL buffers)
  * keepalives, the dynamic shared memory limit raised if needed, the submission, then the module

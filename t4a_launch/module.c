@@ -153,6 +153,12 @@ t4a_status t4a_module_cache_create(t4a_retire *retire, const t4a_module_cache_op
   *out = NULL;
   t4a_module_cache_options o = T4A_MODULE_CACHE_OPTIONS_INIT;
   if (options != NULL) o = *options;
+  if (o.launch_strategy != T4A_LAUNCH_STRATEGY_AUTO &&
+      o.launch_strategy != T4A_LAUNCH_STRATEGY_PLAIN &&
+      o.launch_strategy != T4A_LAUNCH_STRATEGY_GRAPH) {
+    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "unknown launch strategy %d",
+                         (int)o.launch_strategy);
+  }
   if (o.max_entries == 0) o.max_entries = DEFAULT_MAX_ENTRIES;
   if (o.max_bytes == 0) o.max_bytes = DEFAULT_MAX_BYTES;
   t4a_lane *lane = t4a_retire_lane(retire);
@@ -188,6 +194,16 @@ t4a_status t4a_module_cache_create(t4a_retire *retire, const t4a_module_cache_op
   c->limits = limits;
   c->max_entries = o.max_entries;
   c->max_bytes = o.max_bytes;
+  c->strategy = o.launch_strategy;
+  if (c->strategy == T4A_LAUNCH_STRATEGY_AUTO) {
+    c->strategy = o.calibration != NULL && o.calibration->strategy == T4A_LAUNCH_STRATEGY_GRAPH
+                      ? T4A_LAUNCH_STRATEGY_GRAPH
+                      : T4A_LAUNCH_STRATEGY_PLAIN;
+  }
+  c->graph_after = o.graph_after != 0 ? o.graph_after
+                   : o.calibration != NULL && o.calibration->graph_after != 0
+                       ? o.calibration->graph_after
+                       : 16;
   *out = c;
   return T4A_OK;
 }
@@ -280,6 +296,17 @@ static void module_destroy(t4a_module *m) {
     if (!t4a_lane_is_broken(c->lane) && !t4a_lane_is_abandoned(c->lane)) {
       t4a_ctx_scope scope;
       if (t4a_ctx_scope_enter(&scope, t4a_lane_holder(c->lane), c->counters) == T4A_OK) {
+        /* The functions' graphs first (the driver finishes their queued launches). */
+        for (t4a_function *f = m->functions; f != NULL; f = f->next) {
+          if (f->graph.exec != NULL &&
+              T4A_CU_QUIET(c->driver, cuGraphExecDestroy, f->graph.exec) == T4A_OK) {
+            f->graph.exec = NULL;
+          }
+          if (f->graph.graph != NULL &&
+              T4A_CU_QUIET(c->driver, cuGraphDestroy, f->graph.graph) == T4A_OK) {
+            f->graph.graph = NULL;
+          }
+        }
         unloaded = T4A_CU_QUIET(c->driver, cuModuleUnload, m->handle) == T4A_OK;
         t4a_ctx_scope_exit_quiet(&scope);
       }
@@ -294,7 +321,11 @@ static void module_destroy(t4a_module *m) {
   while (m->functions != NULL) {
     t4a_function *f = m->functions;
     m->functions = f->next;
+    /* Graphs that could not be destroyed (no context, a refusal) are leaked and counted. */
+    t4a_counter_add(c->counters, T4A_COUNTER_leaked,
+                    (uint64_t)(f->graph.exec != NULL) + (f->graph.graph != NULL));
     pthread_mutex_destroy(&f->attr_lock);
+    pthread_mutex_destroy(&f->graph_lock);
     free(f);
   }
   pthread_mutex_destroy(&m->lock);
@@ -660,9 +691,21 @@ t4a_status t4a_module_get_function(t4a_module *m, const char *name, t4a_function
 
   size_t name_len = strlen(name);
   size_t arrays = p.known ? 2 * (size_t)p.num * sizeof(uint32_t) : 0;
-  f = t4a_host_calloc(1, sizeof *f + arrays + name_len + 1);
+  /* The bytes a GRAPH node's parameters were set from: the layout's extent. */
+  size_t extent = 0;
+  int graphed = c->strategy == T4A_LAUNCH_STRATEGY_GRAPH && p.known;
+  for (uint32_t i = 0; graphed && i < p.num; i++) {
+    if ((size_t)p.offsets[i] + p.sizes[i] > extent) extent = (size_t)p.offsets[i] + p.sizes[i];
+  }
+  f = t4a_host_calloc(1, sizeof *f + arrays + extent + name_len + 1);
   if (f == NULL) return T4A_HOST_OUT_OF_MEMORY;
   if (t4a_fault_sim(T4A_FAULT_MUTEX_INIT) || pthread_mutex_init(&f->attr_lock, NULL) != 0) {
+    free(f);
+    return t4a_error_set(T4A_INTERNAL, "pthread_mutex_init", 0, NULL, 0,
+                         "cannot initialise a function's lock");
+  }
+  if (t4a_fault_sim(T4A_FAULT_MUTEX_INIT) || pthread_mutex_init(&f->graph_lock, NULL) != 0) {
+    pthread_mutex_destroy(&f->attr_lock);
     free(f);
     return t4a_error_set(T4A_INTERNAL, "pthread_mutex_init", 0, NULL, 0,
                          "cannot initialise a function's lock");
@@ -673,7 +716,10 @@ t4a_status t4a_module_get_function(t4a_module *m, const char *name, t4a_function
     memcpy(offsets, p.offsets, p.num * sizeof *offsets);
     memcpy(sizes, p.sizes, p.num * sizeof *sizes);
   }
-  char *stored = (char *)(tail + arrays);
+  f->graph_bytes = tail + arrays;
+  f->graph.enabled = (uint8_t)graphed;
+  f->graph.fires_left = c->graph_after - 1;
+  char *stored = (char *)(tail + arrays + extent);
   memcpy(stored, name, name_len + 1);
   f->module = m;
   f->handle = p.handle;
@@ -695,6 +741,7 @@ t4a_status t4a_module_get_function(t4a_module *m, const char *name, t4a_function
   pthread_mutex_unlock(&m->lock);
   if (other != NULL) { /* another thread looked it up meanwhile */
     pthread_mutex_destroy(&f->attr_lock);
+    pthread_mutex_destroy(&f->graph_lock);
     free(f);
     f = other;
   }

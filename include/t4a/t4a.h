@@ -89,7 +89,7 @@ typedef struct t4a_runtime_options {
   /* The staging ring: 2 chunks of 16 MiB, min(online CPUs, 8) copy threads, no bound on the
    * callers' pinned memory held by direct uploads. */
   t4a_xfer_options xfer;
-  /* The module cache: 64 modules, 256 MiB of images. */
+  /* The module cache: 64 modules, 256 MiB of images; launch strategy as below. */
   t4a_module_cache_options modules;
   /* The descriptor table: T4A_RUNTIME_DEFAULT_TABLE_CAPACITY descriptors (at most 65536). */
   uint32_t table_capacity;
@@ -109,8 +109,9 @@ typedef struct t4a_runtime_options {
   /* Nonzero: t4a_runtime_compile produces PTX (the driver JIT-compiles it at load) instead of a
    * CUBIN. A "compute_NN" target always produces PTX. */
   int compile_ptx;
-  /* How the descriptor table fires (t4a/launch.h, t4a_launch_strategy): AUTO follows the
-   * calibration when there is one, else PLAIN. */
+  /* How the descriptor table fires, and the module cache's checked launches unless
+   * `modules.launch_strategy` names another (t4a/launch.h, t4a_launch_strategy): AUTO follows
+   * the calibration when there is one, else PLAIN. */
   t4a_launch_strategy launch_strategy;
   /* GRAPH: the fire that builds a descriptor's graph; 0: the calibration's figure, or 16. */
   uint32_t graph_after;

@@ -92,10 +92,10 @@ extern "C" {
   X(raw_scopes_poisoned, "raw scopes whose callback failed: writable bindings quarantined") \
   X(device_recoveries, "primary contexts reset by t4a_device_recover (cuDevicePrimaryCtxReset)") \
   X(device_recoveries_refused, "t4a_device_recover calls refused (BUSY): lanes still open") \
-  X(launch_graphs_built, "one-node executable graphs built for descriptors (GRAPH strategy)") \
-  X(launch_graph_fires, "descriptor fires submitted as cuGraphLaunch of their own graph")   \
-  X(launch_graph_updates, "descriptor graph nodes updated after a rebind (SetParams)")      \
-  X(launch_graph_fallbacks, "descriptor graphs that failed to build or update: plain fires")
+  X(launch_graphs_built, "one-node executable graphs built (GRAPH strategy: descriptors, functions)") \
+  X(launch_graph_fires, "launches submitted as cuGraphLaunch of their own one-node graph")   \
+  X(launch_graph_updates, "one-node graphs updated for changed arguments (SetParams)")      \
+  X(launch_graph_fallbacks, "one-node graphs that failed to build or update: plain launches")
 
 typedef enum t4a_counter_id {
 #define T4A_COUNTER_ENUM_(name, desc) T4A_COUNTER_##name,

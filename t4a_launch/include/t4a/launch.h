@@ -93,11 +93,56 @@ typedef struct t4a_module_cache t4a_module_cache;
 typedef struct t4a_module t4a_module;
 typedef struct t4a_function t4a_function;
 
+/* How launches are submitted: a descriptor table's fires (t4a_launch_table_options), and the
+ * checked and raw-bytes launches of a module cache's functions (t4a_module_cache_options).
+ * PLAIN: one cuLaunchKernel per launch.
+ * GRAPH: each descriptor — or each function, for checked launches — gets its own one-node
+ *   executable graph (cuGraphCreate + cuGraphAddKernelNode + cuGraphInstantiateWithFlags +
+ *   cuGraphUpload on the lane's stream), built at its `graph_after`-th launch (the launches before
+ *   are plain: one launched once is not worth a graph); a launch is then one cuGraphLaunch on the
+ *   lane's stream, ordered with every other operation of the lane exactly as cuLaunchKernel is.
+ *   Changed arguments or config (a rebind, or a checked launch with other values than the last)
+ *   update the node in place first (cuGraphExecKernelNodeSetParams; unchanged ones do not). A
+ *   launch while the lane is captured (t4a/graph.h) is plain: it adds a kernel node to the
+ *   captured graph. If building or updating a graph fails, that descriptor or function launches
+ *   plain from then on (counted in launch_graph_fallbacks; the launch itself does not fail for
+ *   it). Checked launches use a function's graph only when its parameter layout is known (not
+ *   declared) and no other thread is launching it at that instant (else plain: a try-lock). One
+ *   executable graph's launches are ordered after each other even across streams (the driver's
+ *   rule): two retires of one lane launching one function through GRAPH serialise.
+ * AUTO: the strategy a calibration chose (t4a_launch_calibrate), PLAIN without one. */
+typedef enum t4a_launch_strategy {
+  T4A_LAUNCH_STRATEGY_AUTO = 0,
+  T4A_LAUNCH_STRATEGY_PLAIN = 1,
+  T4A_LAUNCH_STRATEGY_GRAPH = 2,
+} t4a_launch_strategy;
+
+/* What t4a_launch_calibrate measured on one lane (host time per fire: the submitting thread's
+ * wall clock, medians over blocks). */
+typedef struct t4a_launch_calibration {
+  uint32_t fires;                /* fires per strategy measured */
+  double plain_ns;               /* a plain fire (cuLaunchKernel) */
+  double graph_ns;               /* a graph fire (cuGraphLaunch of the descriptor's graph) */
+  double graph_rebind_ns;        /* a rebind, then a graph fire (node update + cuGraphLaunch) */
+  double build_ns;               /* building one descriptor's graph (create, add, instantiate,
+                                    upload) */
+  uint64_t device_bytes_per_graph; /* device memory taken per executable graph (cuMemGetInfo
+                                      over the built graphs; 0 when none was seen) */
+  t4a_launch_strategy strategy;  /* GRAPH when graph_rebind_ns < 0.9 * plain_ns, else PLAIN */
+  uint32_t graph_after;          /* fires after which a graph has paid for its build:
+                                    ceil(build_ns / (plain_ns - graph_ns)), within 2..4096 */
+} t4a_launch_calibration;
+
 typedef struct t4a_module_cache_options {
   uint32_t max_entries; /* 0: 64 */
   uint64_t max_bytes;   /* image bytes; 0: 256 MiB */
+  /* Checked and raw-bytes launches of the cache's functions (see t4a_launch_strategy): AUTO
+   * follows `calibration` (NULL: PLAIN); graph_after 0: the calibration's figure, or 16. */
+  t4a_launch_strategy launch_strategy;
+  uint32_t graph_after;
+  const t4a_launch_calibration *calibration; /* read at create (copied) */
 } t4a_module_cache_options;
-#define T4A_MODULE_CACHE_OPTIONS_INIT {0, 0}
+#define T4A_MODULE_CACHE_OPTIONS_INIT {0, 0, T4A_LAUNCH_STRATEGY_AUTO, 0, NULL}
 
 typedef enum t4a_image_kind {
   T4A_IMAGE_AUTO = 0, /* PTX if it is text with ".version", CUBIN if ELF, fatbin if its magic */
@@ -251,40 +296,6 @@ T4A_MUST_USE t4a_status t4a_launch_raw(t4a_retire *retire, t4a_function *functio
 /* ---- descriptors ---- */
 
 typedef struct t4a_launch_table t4a_launch_table;
-
-/* How a table's descriptors are fired.
- * PLAIN: one cuLaunchKernel per fire.
- * GRAPH: each descriptor gets its own one-node executable graph (cuGraphCreate +
- *   cuGraphAddKernelNode + cuGraphInstantiateWithFlags + cuGraphUpload on the lane's stream),
- *   built at its `graph_after`-th fire (the fires before are plain: a descriptor fired once is not
- *   worth a graph); a fire is then one cuGraphLaunch on the lane's stream, ordered with every
- *   other operation of the lane exactly as a launch is. A rebind marks the node stale; the next
- *   fire updates it in place (cuGraphExecKernelNodeSetParams) before its launch. A fire while the
- *   lane is captured (t4a/graph.h) is a plain launch: it adds a kernel node to the captured graph.
- *   If building or updating a descriptor's graph fails, that descriptor fires plain from then on
- *   (counted in launch_graph_fallbacks; the fire itself does not fail for it).
- * AUTO: the strategy a calibration chose (t4a_launch_calibrate), PLAIN without one. */
-typedef enum t4a_launch_strategy {
-  T4A_LAUNCH_STRATEGY_AUTO = 0,
-  T4A_LAUNCH_STRATEGY_PLAIN = 1,
-  T4A_LAUNCH_STRATEGY_GRAPH = 2,
-} t4a_launch_strategy;
-
-/* What t4a_launch_calibrate measured on one lane (host time per fire: the submitting thread's
- * wall clock, medians over blocks). */
-typedef struct t4a_launch_calibration {
-  uint32_t fires;                /* fires per strategy measured */
-  double plain_ns;               /* a plain fire (cuLaunchKernel) */
-  double graph_ns;               /* a graph fire (cuGraphLaunch of the descriptor's graph) */
-  double graph_rebind_ns;        /* a rebind, then a graph fire (node update + cuGraphLaunch) */
-  double build_ns;               /* building one descriptor's graph (create, add, instantiate,
-                                    upload) */
-  uint64_t device_bytes_per_graph; /* device memory taken per executable graph (cuMemGetInfo
-                                      over the built graphs; 0 when none was seen) */
-  t4a_launch_strategy strategy;  /* GRAPH when graph_rebind_ns < 0.9 * plain_ns, else PLAIN */
-  uint32_t graph_after;          /* fires after which a graph has paid for its build:
-                                    ceil(build_ns / (plain_ns - graph_ns)), within 2..4096 */
-} t4a_launch_calibration;
 
 /* Measures plain and graph fires of `empty_kernel` (a function of the retire's lane taking no
  * parameters) on `retire`'s stream: `fires` fires per strategy (0: 2048; at least 64), in
