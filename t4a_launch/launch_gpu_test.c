@@ -503,7 +503,9 @@ static void test_checked_launches_through_function_graph(void **state) {
   for (int k = 0; k < 2; k++) {
     for (int i = 0; i < N; i++) {
       long long expect = want[k] + calls[k] * i;
-      if (back[k][i] != (int)expect) fail_msg("buffer %d [%d] = %d, want %lld", k, i, back[k][i], expect);
+      if (back[k][i] != (int)expect) {
+        fail_msg("buffer %d [%d] = %d, want %lld", k, i, back[k][i], expect);
+      }
     }
   }
   printf("# checked launches through the function's graph: %llu graph launches, %llu updates, "
