@@ -135,6 +135,12 @@ typedef struct bench {
   /* graphs: t4a captures, raw captures of the same launches, instantiated alike */
   t4a_graph *g1, *g1000;
   CUgraph rg1_graph, rg1000_graph;
+  /* a raw one-node graph of args4 built explicitly (its node known): the driver's own floor for
+     a node update + launch */
+  CUgraph rn_graph;
+  CUgraphNode rn_node;
+  CUgraphExec rn_exec;
+  void *params4b[4]; /* params4 with dc in place of dq */
   CUgraphExec rg1, rg1000;
   uint32_t big_graph_nodes;
   /* a raw pool like t4a's (release threshold UINT64_MAX) on the same device */
@@ -353,6 +359,31 @@ static t4a_status blk_raw_graph(bench *b, const void *arg, uint32_t ops, double 
   if (ga->with_sync) s2 = raw_sync(b, s);
   *out_s = win_end(b);
   if (!ga->with_sync) s2 = raw_sync(b, s);
+  ctx_exit(b);
+  return st != T4A_OK ? st : s2;
+}
+
+/* The driver's floor for a rebind per fire: cuGraphExecKernelNodeSetParams (args4, the output
+ * alternating as in gfire4_rebind) then cuGraphLaunch of a raw one-node graph. */
+static t4a_status blk_raw_update_launch(bench *b, const void *arg, uint32_t ops, double *out_s) {
+  (void)arg;
+  t4a_status st = ctx_enter(b, 0);
+  if (st != T4A_OK) return st;
+  CUDA_KERNEL_NODE_PARAMS p;
+  memset(&p, 0, sizeof p);
+  p.func = b->r_args4;
+  p.gridDimX = p.gridDimY = p.gridDimZ = 1;
+  p.blockDimX = BLOCK_THREADS;
+  p.blockDimY = p.blockDimZ = 1;
+  CUstream s = b->stream;
+  win_begin(b);
+  for (uint32_t i = 0; i < ops && st == T4A_OK; i++) {
+    p.kernelParams = (i & 1) ? b->params4b : b->params4;
+    st = T4A_CU(b->drv, cuGraphExecKernelNodeSetParams, b->rn_exec, b->rn_node, &p);
+    if (st == T4A_OK) st = T4A_CU(b->drv, cuGraphLaunch, b->rn_exec, s);
+  }
+  *out_s = win_end(b);
+  t4a_status s2 = raw_sync(b, s);
   ctx_exit(b);
   return st != T4A_OK ? st : s2;
 }
@@ -935,6 +966,8 @@ static int open_all(bench *b) {
   b->params4[1] = &b->n;
   b->params4[2] = &b->a;
   b->params4[3] = &b->dq;
+  memcpy(b->params4b, b->params4, sizeof b->params4b);
+  b->params4b[3] = &b->dc;
   t4a_launch_config cfg = {{1, 1, 1}, {BLOCK_THREADS, 1, 1}, 0};
   st = t4a_descriptor_register(b->table, b->f_empty, &cfg, NULL, 0, &b->fire0_id);
   if (st == T4A_OK) st = t4a_descriptor_register(b->table, b->f_args4, &cfg, b->args4, 4, &b->fire4_id);
@@ -985,6 +1018,19 @@ static int open_all(bench *b) {
   }
   if (cs != NULL) (void)T4A_CU_QUIET(b->drv, cuStreamDestroy, cs);
   if (st == T4A_OK) {
+    CUDA_KERNEL_NODE_PARAMS p;
+    memset(&p, 0, sizeof p);
+    p.func = b->r_args4;
+    p.gridDimX = p.gridDimY = p.gridDimZ = 1;
+    p.blockDimX = BLOCK_THREADS;
+    p.blockDimY = p.blockDimZ = 1;
+    p.kernelParams = b->params4;
+    st = T4A_CU(b->drv, cuGraphCreate, &b->rn_graph, 0);
+    if (st == T4A_OK) st = T4A_CU(b->drv, cuGraphAddKernelNode, &b->rn_node, b->rn_graph, NULL, 0, &p);
+    if (st == T4A_OK) st = T4A_CU(b->drv, cuGraphInstantiateWithFlags, &b->rn_exec, b->rn_graph, 0);
+    if (st == T4A_OK) st = T4A_CU(b->drv, cuGraphUpload, b->rn_exec, b->stream);
+  }
+  if (st == T4A_OK) {
     CUmemPoolProps props;
     memset(&props, 0, sizeof props);
     props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
@@ -1025,6 +1071,8 @@ static void close_all(bench *b) {
       if (b->rg1) (void)T4A_CU_QUIET(b->drv, cuGraphExecDestroy, b->rg1);
       if (b->rg1000) (void)T4A_CU_QUIET(b->drv, cuGraphExecDestroy, b->rg1000);
       if (b->rg1_graph) (void)T4A_CU_QUIET(b->drv, cuGraphDestroy, b->rg1_graph);
+      if (b->rn_exec) (void)T4A_CU_QUIET(b->drv, cuGraphExecDestroy, b->rn_exec);
+      if (b->rn_graph) (void)T4A_CU_QUIET(b->drv, cuGraphDestroy, b->rn_graph);
       if (b->rg1000_graph) (void)T4A_CU_QUIET(b->drv, cuGraphDestroy, b->rg1000_graph);
       if (b->raw_mod) (void)T4A_CU_QUIET(b->drv, cuModuleUnload, b->raw_mod);
       if (b->raw_pool) (void)T4A_CU_QUIET(b->drv, cuMemPoolDestroy, b->raw_pool);
@@ -1129,6 +1177,11 @@ static void run_launches(bench *b) {
        "GRAPH args4 descriptor, every argument rebound before each fire, output alternating (node update + cuGraphLaunch) vs cuLaunchKernel",
        "submit", ops, reps, warm, 0, 0, GOAL_RATIO_LE, 0.6, "<= 0.6x raw",
        {blk_t4a_fire, &gfire4_rb, "t4a_descriptor_rebind_fire (GRAPH)"}, {blk_raw_launch, &k_launch4, "cuLaunchKernel"}},
+      {"gfire4_rebind_floor", "fire",
+       "gfire4_rebind against the driver's floor: cuGraphExecKernelNodeSetParams + cuGraphLaunch of a raw 1-node graph",
+       "submit", ops, reps, warm, 0, 0, GOAL_NONE, 0, "",
+       {blk_t4a_fire, &gfire4_rb, "t4a_descriptor_rebind_fire (GRAPH)"},
+       {blk_raw_update_launch, NULL, "cuGraphExecKernelNodeSetParams + cuGraphLaunch"}},
   };
   for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) measure(b, &specs[i]);
   /* What t4a_launch_calibrate decides on this machine (its own blocks; not a paired figure). */
@@ -1438,7 +1491,7 @@ static void usage(FILE *f) {
 }
 
 static void list_names(void) {
-  printf("launch: launch0 launch4 launch0_noctx glaunch0 glaunch4 glaunch4_alt\nfire: fire0 fire4 fire4_rebind gfire0 gfire4 gfire4_rebind\ngraph: graph1 graph1000\n"
+  printf("launch: launch0 launch4 launch0_noctx glaunch0 glaunch4 glaunch4_alt\nfire: fire0 fire4 fire4_rebind gfire0 gfire4 gfire4_rebind gfire4_rebind_floor\ngraph: graph1 graph1000\n"
          "alloc: alloc\nmodule: modhit modhit_fn\nchain: chain\n"
          "pinned: pinned_{up,down}_{4K,1M,64M,256M}\npageable: pageable_{up,down}_{4K,1M,64M,256M}\n"
          "copy: copy1g\nscale: launch4_live_buffers_{1,100,10000} launch4_live_modules_{1,100,1000}\n");
