@@ -22,7 +22,9 @@ typedef struct version {
 
 struct t4a_graph {
   atomic_int refs;
-  pthread_mutex_t lock; /* exec and current */
+  /* exec and current change only under this lock AND inside an admission of `retire`: replays
+   * (admissions) read them without the lock, other readers take it. */
+  pthread_mutex_t lock;
   t4a_retire *retire;   /* borrowed */
   t4a_lane *lane;       /* a reference */
   t4a_driver *driver;   /* borrowed from the lane */
@@ -200,9 +202,11 @@ t4a_status t4a_graph_capture_update(t4a_retire *retire, t4a_graph *g, int *out_i
   version *v = NULL;
   t4a_status st = end_capture(retire, &v);
   if (st != T4A_OK) return st;
-  t4a_ctx_scope scope;
-  if ((st = t4a_ctx_scope_enter(&scope, t4a_lane_holder(g->lane), t4a_lane_counters(g->lane))) !=
-      T4A_OK) {
+  /* The swap happens inside an admission of the graph's retire (which enqueues nothing): a
+   * replay, itself an admission, then reads the executable graph and the version without the
+   * graph's lock. The admission also makes the lane's context current. */
+  t4a_admission adm;
+  if ((st = t4a_admission_begin(g->retire, 0, &adm)) != T4A_OK) {
     version_unref(v);
     return st;
   }
@@ -227,7 +231,7 @@ t4a_status t4a_graph_capture_update(t4a_retire *retire, t4a_graph *g, int *out_i
     v = NULL;
   }
   pthread_mutex_unlock(&g->lock);
-  t4a_ctx_scope_exit_quiet(&scope);
+  (void)t4a_admission_abort(&adm, T4A_OK);
   /* Queued replays of the old executable graph finish before the driver frees it; queued replays
    * of the old version hold their own references. */
   if (old_exec != NULL) t4a_launch_destroy_native_(g->lane, NULL, old_exec);
@@ -249,7 +253,8 @@ t4a_status t4a_graph_launch(t4a_graph *g) {
         &adm, t4a_error_set(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
                             "the lane's stream is capturing a graph: replay after the capture"));
   }
-  pthread_mutex_lock(&g->lock);
+  /* No graph lock: an update swaps the executable graph and the version only inside an admission
+   * of this retire, which this replay's admission excludes. */
   version *v = g->current;
   /* If it must be leaked, the version stands for its CUgraph and every reference it holds. */
   t4a_keepalive k = {v, version_unref, (uint32_t)(1 + v->count)};
@@ -257,19 +262,14 @@ t4a_status t4a_graph_launch(t4a_graph *g) {
   st = r == CUDA_SUCCESS ? T4A_OK : t4a_cu_result_(g->driver, r, "cuGraphLaunch", 0);
   if (st != T4A_OK && !t4a_launch_refused_before_enqueue_(r)) {
     /* The replay may be queued: its version is quarantined, held for good (and counted with
-     * what it keeps alive when the retire leaks it). The reference is taken under the lock,
-     * before an update could swap the version and drop the graph's own. */
+     * what it keeps alive when the retire leaks it). */
     atomic_fetch_add_explicit(&v->refs, 1, memory_order_relaxed);
-    pthread_mutex_unlock(&g->lock);
     return t4a_admission_fail(&adm, st, &k, 1);
   }
-  if (st == T4A_OK) {
-    /* The version lives until this replay completed: the epoch takes its own reference only
-     * when it does not hold this version yet (under the lock: the graph's reference covers it). */
-    t4a_admission_keep_borrowed(&adm, k, version_retain);
-  }
-  pthread_mutex_unlock(&g->lock);
   if (st != T4A_OK) return t4a_admission_abort(&adm, st);
+  /* The version lives until this replay completed: the epoch takes its own reference only when
+   * it does not hold this version yet (the graph's reference covers it meanwhile). */
+  t4a_admission_keep_borrowed(&adm, k, version_retain);
   t4a_admission_commit(&adm);
   t4a_counter_add(t4a_lane_counters(g->lane), T4A_COUNTER_graph_launches, 1);
   return T4A_OK;

@@ -26,7 +26,8 @@
  * nothing (UNSUPPORTED).
  *
  * Thread-safety: a graph may be launched from any thread; update and launch of one graph
- * serialise on the graph's lock. Captures of one lane are one at a time (BUSY). A capture is
+ * serialise on its retire's admission lock (an update swaps the executable graph inside an
+ * admission, so a replay takes no lock of the graph's own). Captures of one lane are one at a time (BUSY). A capture is
  * thread-local: the thread that began it ends it (another thread's end is INVALID_ARGUMENT and
  * leaves it as it was); every thread's admissions on the lane are captured meanwhile. */
 #ifndef T4A_GRAPH_H_
