@@ -1,8 +1,10 @@
 /* Pageable transfers: t4a's staging ring (one copy thread, and the default pool of copy threads)
  * against the raw driver's pageable cuMemcpyHtoD / cuMemcpyDtoH, in one process, interleaved.
  *
- *   xfer_bench [--bytes N] [--repeats R] [--json]
+ *   xfer_bench [--bytes N] [--repeats R] [--json] [--copy-threads T] [--chunks C] [--chunk-mib M]
  *
+ * The last three set the copy-pool variant's options (default: the library's defaults), to tune
+ * them on a machine.
  * Each repeat runs every variant once, in an order rotated by the repeat number, on the same
  * pageable host memory (touched beforehand) and the same device buffer; each variant's time runs
  * from the call to the moment the bytes are in place (raw: the stream synchronisation returns; t4a
@@ -31,6 +33,7 @@ static const char *const k_names[NUM_V] = {"raw pageable", "t4a, 1 copy thread",
 int main(int argc, char **argv) {
   size_t bytes = (size_t)256 << 20;
   int repeats = 7, json = 0;
+  t4a_xfer_options pool_options = T4A_XFER_OPTIONS_INIT;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--bytes") == 0 && i + 1 < argc) {
       bytes = (size_t)strtoull(argv[++i], NULL, 0);
@@ -38,8 +41,15 @@ int main(int argc, char **argv) {
       repeats = atoi(argv[++i]);
     } else if (strcmp(argv[i], "--json") == 0) {
       json = 1;
+    } else if (strcmp(argv[i], "--copy-threads") == 0 && i + 1 < argc) {
+      pool_options.copy_threads = (uint32_t)atoi(argv[++i]);
+    } else if (strcmp(argv[i], "--chunks") == 0 && i + 1 < argc) {
+      pool_options.num_chunks = (uint32_t)atoi(argv[++i]);
+    } else if (strcmp(argv[i], "--chunk-mib") == 0 && i + 1 < argc) {
+      pool_options.chunk_bytes = (size_t)atoi(argv[++i]) << 20;
     } else {
-      fprintf(stderr, "usage: xfer_bench [--bytes N] [--repeats R] [--json]\n");
+      fprintf(stderr, "usage: xfer_bench [--bytes N] [--repeats R] [--json] [--copy-threads T] "
+                      "[--chunks C] [--chunk-mib M]\n");
       return 2;
     }
   }
@@ -64,7 +74,7 @@ int main(int argc, char **argv) {
   t4a_xfer_options o = T4A_XFER_OPTIONS_INIT;
   o.copy_threads = 1;
   T4A_BENCH_CHECK(t4a_xfer_create(retire, &o, &x[V_ONE]));
-  T4A_BENCH_CHECK(t4a_xfer_create(retire, NULL, &x[V_POOL]));
+  T4A_BENCH_CHECK(t4a_xfer_create(retire, &pool_options, &x[V_POOL]));
   t4a_xfer_state xs;
   t4a_xfer_get_state(x[V_POOL], &xs);
   t4a_buffer *buf = NULL;
