@@ -50,6 +50,7 @@ struct t4a_buffer {
   block *blk;         /* the allocation (its base and class size) */
   CUdeviceptr ptr;    /* aligned address handed out */
   size_t bytes;       /* requested size */
+  uint64_t domain;    /* the pool's lane's (read by every launch check: one load) */
 };
 
 static uint32_t size_class(size_t bytes, size_t *out_class_bytes) {
@@ -526,6 +527,7 @@ t4a_status t4a_buffer_create(t4a_mem_pool *p, size_t bytes, size_t alignment, ui
   atomic_init(&b->refs, 1);
   atomic_init(&b->quarantined, 0);
   b->pool = p;
+  b->domain = t4a_lane_domain(p->lane);
   t4a_mem_pool_retain(p);
   b->blk = blk;
   b->ptr = aligned;
@@ -656,5 +658,5 @@ void t4a_buffer_release(t4a_buffer *b) {
 void t4a_buffer_release_object(void *b) { t4a_buffer_release(b); }
 t4a_devptr t4a_buffer_devptr(const t4a_buffer *b) { return b->ptr; }
 size_t t4a_buffer_size(const t4a_buffer *b) { return b->bytes; }
-uint64_t t4a_buffer_domain(const t4a_buffer *b) { return t4a_lane_domain(b->pool->lane); }
+uint64_t t4a_buffer_domain(const t4a_buffer *b) { return b->domain; }
 t4a_mem_pool *t4a_buffer_pool(const t4a_buffer *b) { return b->pool; }
