@@ -912,7 +912,7 @@ static int open_all(bench *b) {
   }
   t4a_runtime_options o = T4A_RUNTIME_OPTIONS_INIT;
   o.driver = b->drv;
-  o.modules.max_entries = 4096; /* the live-modules scaling keeps 1000 modules cached */
+  o.modules.max_entries = 12000; /* the live-modules scaling keeps 10,000 modules cached */
   st = t4a_runtime_open(0, &o, &b->rt);
   if (st != T4A_OK) return fail_setup(b, "t4a_runtime_open", st);
   t4a_runtime_options o2 = T4A_RUNTIME_OPTIONS_INIT;
@@ -1393,10 +1393,10 @@ static void run_copy(bench *b) {
   memset(&g_copy, 0, sizeof g_copy);
 }
 
-/* Per-launch cost (launch4) with 1, 100 and 10,000 live buffers, and with 1, 100 and 1,000 live
+/* Per-launch cost (launch4) with 1, 100 and 10,000 live buffers, and with 1, 100 and 10,000 live
  * modules in the cache. */
 static void run_scale(bench *b) {
-  static const uint32_t real_bufs[3] = {1, 100, 10000}, real_mods[3] = {1, 100, 1000};
+  static const uint32_t real_bufs[3] = {1, 100, 10000}, real_mods[3] = {1, 100, 10000};
   static const uint32_t fake_bufs[3] = {1, 10, 100}, fake_mods[3] = {1, 5, 10};
   const uint32_t *nb = b->fake ? fake_bufs : real_bufs, *nm = b->fake ? fake_mods : real_mods;
   static char names[6][48];
@@ -1494,7 +1494,7 @@ static void list_names(void) {
   printf("launch: launch0 launch4 launch0_noctx glaunch0 glaunch4 glaunch4_alt\nfire: fire0 fire4 fire4_rebind gfire0 gfire4 gfire4_rebind gfire4_rebind_floor\ngraph: graph1 graph1000\n"
          "alloc: alloc\nmodule: modhit modhit_fn\nchain: chain\n"
          "pinned: pinned_{up,down}_{4K,1M,64M,256M}\npageable: pageable_{up,down}_{4K,1M,64M,256M}\n"
-         "copy: copy1g\nscale: launch4_live_buffers_{1,100,10000} launch4_live_modules_{1,100,1000}\n");
+         "copy: copy1g\nscale: launch4_live_buffers_{1,100,10000} launch4_live_modules_{1,100,10000}\n");
 }
 
 int main(int argc, char **argv) {
