@@ -277,14 +277,18 @@ t4a_library(NAME examples_warm_chain
   HDRS examples/warm_chain.h
   DEPS t4a t4a_ctx_seam fake_driver t4a_ext_cuda_headers)
 t4a_binary(NAME t4a_cli
-  SRCS tools/t4a_main.c tools/compile_cmd.c tools/compile_cmd.h
+  SRCS tools/t4a_main.c tools/compile_cmd.c tools/compile_cmd.h tools/run_cmd.c tools/run_cmd.h tools/progress.c tools/progress.h
   OUTPUT_NAME t4a
   INSTALL
-  DEPS t4a examples_warm_chain t4a_ctx t4a_ctx_status t4a_nvrtc fake_driver testing_lsan_nvrtc_suppressions)
+  DEPS t4a examples_warm_chain t4a_ctx t4a_ctx_status t4a_nvrtc fake_driver testing_lsan_nvrtc_suppressions Threads::Threads)
 t4a_test(NAME tools_compile_cmd_test
-  SRCS tools/compile_cmd_test.c tools/compile_cmd.c tools/compile_cmd.h
+  SRCS tools/compile_cmd_test.c tools/compile_cmd.c tools/compile_cmd.h tools/progress.c tools/progress.h
   LABELS unit
-  DEPS t4a_nvrtc t4a_ctx_status testing_lsan_nvrtc_suppressions t4a_ext_cmocka)
+  DEPS t4a_nvrtc t4a_ctx_status testing_lsan_nvrtc_suppressions t4a_ext_cmocka Threads::Threads)
+t4a_test(NAME tools_progress_test
+  SRCS tools/progress_test.c tools/progress.c tools/progress.h
+  LABELS unit
+  DEPS t4a_ext_cmocka Threads::Threads)
 t4a_sh_test(NAME tools_cli_test
   SCRIPT tools/cli_test.sh
   LABELS unit
