@@ -52,7 +52,8 @@ nvrtc_alone() {
 
 api_docs() {
   # docs/Doxyfile fails on any warning: an undocumented public declaration, a broken reference.
-  rm -rf build/apidocs && doxygen docs/Doxyfile && test -s build/apidocs/html/index.html
+  rm -rf build/apidocs && mkdir -p build/apidocs && doxygen docs/Doxyfile &&
+    test -s build/apidocs/html/index.html
 }
 
 bazel_consumer() { scripts/check_consumers.sh bazel; }
