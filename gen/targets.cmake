@@ -5,7 +5,8 @@ set(T4A_COPTS -std=c11 -Wall -Wextra -Werror -Wstrict-prototypes -Wmissing-proto
 t4a_library(NAME t4a_ctx_status
   SRCS t4a_ctx/status.c t4a_ctx/fault.c t4a_ctx/counters.c t4a_ctx/counters_block.h
   HDRS t4a_ctx/include/t4a/status.h t4a_ctx/include/t4a/fault.h t4a_ctx/include/t4a/counters.h
-  INCLUDE_DIR t4a_ctx/include)
+  INCLUDE_DIR t4a_ctx/include
+  INSTALL status)
 t4a_library(NAME t4a_ctx_counters_internal
   HDRS t4a_ctx/counters_block.h
   DEPS t4a_ctx_status)
@@ -13,7 +14,9 @@ t4a_library(NAME t4a_ctx
   SRCS t4a_ctx/loader.c t4a_ctx/device.c t4a_ctx/context.c t4a_ctx/lane.c t4a_ctx/driver_table.h t4a_ctx/driver_catalog.h
   HDRS t4a_ctx/include/t4a/ctx.h
   INCLUDE_DIR t4a_ctx/include
-  DEPS t4a_ctx_status t4a_ctx_counters_internal t4a_ext_cuda_headers ${CMAKE_DL_LIBS} Threads::Threads)
+  INSTALL ctx
+  DEPS t4a_ctx_status ${CMAKE_DL_LIBS} Threads::Threads
+  BUILD_DEPS t4a_ctx_counters_internal t4a_ext_cuda_headers)
 t4a_library(NAME t4a_ctx_seam
   HDRS t4a_ctx/driver_table.h t4a_ctx/driver_catalog.h
   DEPS t4a_ctx t4a_ctx_status t4a_ctx_counters_internal t4a_ext_cuda_headers)
@@ -71,7 +74,9 @@ t4a_library(NAME t4a_mem
   SRCS t4a_mem/mem.c t4a_mem/pinned.c
   HDRS t4a_mem/include/t4a/mem.h
   INCLUDE_DIR t4a_mem/include
-  DEPS t4a_ctx t4a_ctx_seam t4a_ctx_status t4a_ext_cuda_headers Threads::Threads)
+  INSTALL mem
+  DEPS t4a_ctx t4a_ctx_status Threads::Threads
+  BUILD_DEPS t4a_ctx_seam t4a_ext_cuda_headers)
 t4a_test(NAME t4a_mem_mem_test
   SRCS t4a_mem/mem_test.c
   LABELS unit
@@ -80,7 +85,9 @@ t4a_library(NAME t4a_mem_pinned_arena
   SRCS t4a_mem/pinned_arena.c
   HDRS t4a_mem/include/t4a/pinned_arena.h
   INCLUDE_DIR t4a_mem/include
-  DEPS t4a_ctx t4a_ctx_seam t4a_ctx_status t4a_ext_jemalloc t4a_ext_cuda_headers Threads::Threads)
+  INSTALL pinned_arena
+  DEPS t4a_ctx t4a_ctx_status t4a_ext_jemalloc Threads::Threads
+  BUILD_DEPS t4a_ctx_seam t4a_ext_cuda_headers)
 t4a_test(NAME t4a_mem_pinned_arena_test
   SRCS t4a_mem/pinned_arena_test.c
   LABELS unit
@@ -93,7 +100,9 @@ t4a_library(NAME t4a_retire
   SRCS t4a_retire/retire.c t4a_retire/witness.c t4a_retire/retire_internal.h
   HDRS t4a_retire/include/t4a/retire.h
   INCLUDE_DIR t4a_retire/include
-  DEPS t4a_ctx t4a_ctx_seam t4a_ctx_status t4a_ext_cuda_headers Threads::Threads)
+  INSTALL retire
+  DEPS t4a_ctx t4a_ctx_status Threads::Threads
+  BUILD_DEPS t4a_ctx_seam t4a_ext_cuda_headers)
 t4a_test(NAME t4a_retire_retire_test
   SRCS t4a_retire/retire_test.c
   LABELS unit
@@ -106,7 +115,9 @@ t4a_library(NAME t4a_xfer
   SRCS t4a_xfer/xfer.c t4a_xfer/copier.c t4a_xfer/copy.c t4a_xfer/file.c t4a_xfer/xfer_internal.h
   HDRS t4a_xfer/include/t4a/xfer.h t4a_xfer/include/t4a/xfer_copy.h t4a_xfer/include/t4a/xfer_file.h
   INCLUDE_DIR t4a_xfer/include
-  DEPS t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status)
+  INSTALL xfer
+  DEPS t4a_mem t4a_retire t4a_ctx t4a_ctx_status
+  BUILD_DEPS t4a_ctx_seam)
 t4a_test(NAME t4a_xfer_xfer_test
   SRCS t4a_xfer/xfer_test.c
   LABELS unit
@@ -151,7 +162,9 @@ t4a_library(NAME t4a_nvrtc
   SRCS t4a_nvrtc/nvrtc_loader.c t4a_nvrtc/nvrtc_request.c t4a_nvrtc/nvrtc_cacheable.c t4a_nvrtc/nvrtc_compile.c t4a_nvrtc/nvrtc_cache.c t4a_nvrtc/nvrtc_disk.c t4a_nvrtc/nvrtc_internal.h t4a_nvrtc/nvrtc_table.h t4a_nvrtc/nvrtc_catalog.h
   HDRS t4a_nvrtc/include/t4a/nvrtc.h
   INCLUDE_DIR t4a_nvrtc/include
-  DEPS t4a_ctx_status t4a_ctx_counters_internal t4a_ext_cuda_headers t4a_ext_xxhash ${CMAKE_DL_LIBS} Threads::Threads)
+  INSTALL nvrtc
+  DEPS t4a_ctx_status t4a_ext_xxhash ${CMAKE_DL_LIBS} Threads::Threads
+  BUILD_DEPS t4a_ctx_counters_internal t4a_ext_cuda_headers)
 t4a_library(NAME t4a_nvrtc_internal
   HDRS t4a_nvrtc/nvrtc_table.h t4a_nvrtc/nvrtc_catalog.h t4a_nvrtc/nvrtc_internal.h
   DEPS t4a_nvrtc t4a_ctx_status t4a_ctx_counters_internal t4a_ext_cuda_headers t4a_ext_xxhash Threads::Threads)
@@ -195,7 +208,9 @@ t4a_library(NAME t4a_launch
   SRCS t4a_launch/module.c t4a_launch/launch.c t4a_launch/descriptor.c t4a_launch/calibrate.c t4a_launch/l2.c t4a_launch/launch_internal.h t4a_launch/graph.c
   HDRS t4a_launch/include/t4a/launch.h t4a_launch/include/t4a/graph.h
   INCLUDE_DIR t4a_launch/include
-  DEPS t4a_nvrtc t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status t4a_ext_cuda_headers t4a_ext_xxhash Threads::Threads m)
+  INSTALL launch
+  DEPS t4a_nvrtc t4a_mem t4a_retire t4a_ctx t4a_ctx_status t4a_ext_xxhash Threads::Threads m
+  BUILD_DEPS t4a_ctx_seam t4a_ext_cuda_headers)
 t4a_test(NAME t4a_launch_module_test
   SRCS t4a_launch/module_test.c t4a_launch/launch_testutil.h
   LABELS unit
@@ -224,7 +239,9 @@ t4a_library(NAME t4a_raw
   SRCS t4a_raw/raw.c
   HDRS t4a_raw/include/t4a/raw.h
   INCLUDE_DIR t4a_raw/include
-  DEPS t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status)
+  INSTALL raw
+  DEPS t4a_mem t4a_retire t4a_ctx t4a_ctx_status
+  BUILD_DEPS t4a_ctx_seam)
 t4a_test(NAME t4a_raw_raw_test
   SRCS t4a_raw/raw_test.c
   LABELS unit
@@ -241,6 +258,7 @@ t4a_library(NAME t4a
   SRCS t4a.c
   HDRS include/t4a/t4a.h
   INCLUDE_DIR include
+  INSTALL t4a
   DEPS t4a_raw t4a_xfer t4a_launch t4a_nvrtc t4a_mem t4a_retire t4a_ctx t4a_ctx_status Threads::Threads)
 t4a_test(NAME t4a_facade_test
   SRCS t4a_facade_test.c
@@ -263,13 +281,18 @@ t4a_library(NAME examples_warm_chain
   HDRS examples/warm_chain.h
   DEPS t4a t4a_ctx_seam fake_driver t4a_ext_cuda_headers)
 t4a_binary(NAME t4a_cli
-  SRCS tools/t4a_main.c tools/compile_cmd.c tools/compile_cmd.h
+  SRCS tools/t4a_main.c tools/compile_cmd.c tools/compile_cmd.h tools/run_cmd.c tools/run_cmd.h tools/progress.c tools/progress.h
   OUTPUT_NAME t4a
-  DEPS t4a examples_warm_chain t4a_ctx t4a_ctx_status t4a_nvrtc fake_driver testing_lsan_nvrtc_suppressions)
+  INSTALL
+  DEPS t4a examples_warm_chain t4a_ctx t4a_ctx_status t4a_nvrtc fake_driver testing_lsan_nvrtc_suppressions Threads::Threads)
 t4a_test(NAME tools_compile_cmd_test
-  SRCS tools/compile_cmd_test.c tools/compile_cmd.c tools/compile_cmd.h
+  SRCS tools/compile_cmd_test.c tools/compile_cmd.c tools/compile_cmd.h tools/progress.c tools/progress.h
   LABELS unit
-  DEPS t4a_nvrtc t4a_ctx_status testing_lsan_nvrtc_suppressions t4a_ext_cmocka)
+  DEPS t4a_nvrtc t4a_ctx_status testing_lsan_nvrtc_suppressions t4a_ext_cmocka Threads::Threads)
+t4a_test(NAME tools_progress_test
+  SRCS tools/progress_test.c tools/progress.c tools/progress.h
+  LABELS unit
+  DEPS t4a_ext_cmocka Threads::Threads)
 t4a_sh_test(NAME tools_cli_test
   SCRIPT tools/cli_test.sh
   LABELS unit

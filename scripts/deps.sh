@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(bazel-bootstrap bazel-rules-java libxxhash-dev libjemalloc-dev libcmocka-dev clang
-          libclang-rt-14-dev valgrind cmake ninja-build pkgconf python3 gcc g++ make)
+          libclang-rt-14-dev valgrind cmake ninja-build pkgconf python3 gcc g++ make doxygen)
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then

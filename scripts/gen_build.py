@@ -122,6 +122,20 @@ def gen_cmake(manifest, by_label):
                 deps.append(SYSLIBS[d][1])
             else:
                 deps.append(cmake_name(by_label[normalize(d, pkg)]))
+        build_deps = []
+        if t.get("install") and t["kind"] == "library":
+            # An installed library exports only what a consumer links: other installed libraries,
+            # xxHash, jemalloc and system libraries. Internal header-only targets and the CUDA
+            # headers are needed to build it, never by its users (BUILD_DEPS).
+            exported, build_deps = [], []
+            for d, c in zip(t.get("deps", []), deps):
+                full = None if (d in EXTERNALS or d in SYSLIBS) else normalize(d, pkg)
+                if (d in SYSLIBS or d in ("@xxhash", "@jemalloc")
+                        or (full is not None and by_label[full].get("install"))):
+                    exported.append(c)
+                else:
+                    build_deps.append(c)
+            deps = exported
         srcs = [prefix + s for s in t.get("srcs", [])]
         hdrs = [prefix + h for h in t.get("hdrs", [])]
         kind = t["kind"]
@@ -132,6 +146,10 @@ def gen_cmake(manifest, by_label):
             args.append("HDRS %s" % " ".join(hdrs) if hdrs else "")
             if inc:
                 args.append("INCLUDE_DIR %s" % (prefix + inc))
+            if t.get("install"):
+                if not inc:
+                    raise SystemExit("%s: an installed library needs strip_include_prefix" % t["label"])
+                args.append("INSTALL %s" % t["install"])
             fn = "t4a_library"
         elif kind == "test":
             args.append("SRCS %s" % " ".join(srcs))
@@ -146,6 +164,8 @@ def gen_cmake(manifest, by_label):
         elif kind == "binary":
             args.append("SRCS %s" % " ".join(srcs))
             args.append("OUTPUT_NAME %s" % split_label(t["label"])[1])
+            if t.get("install"):
+                args.append("INSTALL")
             fn = "t4a_binary"
         elif kind == "sh_test":
             args.append("SCRIPT %s" % srcs[0])
@@ -157,6 +177,8 @@ def gen_cmake(manifest, by_label):
             raise SystemExit("unknown kind %s" % kind)
         if deps:
             args.append("DEPS %s" % " ".join(deps))
+        if build_deps:
+            args.append("BUILD_DEPS %s" % " ".join(build_deps))
         out.append("%s(%s)" % (fn, "\n  ".join(a for a in args if a)))
     return "\n".join(out) + "\n"
 
@@ -182,8 +204,12 @@ def orphans(manifest):
             rel_dir = os.path.relpath(dirpath, ROOT)
             rel_dir = "" if rel_dir == "." else rel_dir
             # a subdirectory that is its own package is checked on its own
+            # a subdirectory with its own WORKSPACE or CMakeLists.txt is a separate project
+            # (examples/bazel_consumer, examples/cmake_consumer): not part of this source list
             dirnames[:] = [d for d in dirnames
                            if not d.startswith((".", "bazel-", "build"))
+                           and not any(os.path.exists(os.path.join(dirpath, d, f))
+                                       for f in ("WORKSPACE", "CMakeLists.txt"))
                            and (os.path.join(rel_dir, d) if rel_dir else d) not in pkgs
                            and not (pkg == "" and (os.path.join(rel_dir, d) if rel_dir else d)
                                     not in ("include", "include/t4a"))]

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # The test command (README, .ci/run): deps; the drift check (build lists, README's example);
-# every public header alone as C11 and C++17 without CUDA on the include path; Bazel (clang,
-# layering_check) build and test of //...; the nvrtc isolation check; an ASan+UBSan lane; then the
-# CMake+gcc -Werror build and `ctest -LE gpu`. When every lane passed, the last line is ctest's
+# every public header alone as C11 and C++17 without CUDA on the include path; the API reference
+# (Doxygen, warnings are errors); Bazel (clang, layering_check) build and test of //...; the nvrtc
+# isolation check; the Bazel consumer workspace (examples/bazel_consumer); an ASan+UBSan lane;
+# the CMake+gcc -Werror build; the CMake consumers (install, find_package, add_subdirectory,
+# pkg-config); GPU test selection by tag in both builds (built, not run); fake-driver stream
+# orders; then `ctest -LE gpu`. When every lane passed, the last line is ctest's
 # closing line ('100% tests passed, 0 tests failed out of N'); if a lane failed, it is a plain
 # 'N passed, N failed' over the lanes, and the exit code is 1.
 set -uo pipefail
@@ -47,6 +50,33 @@ nvrtc_alone() {
   echo "$deps" | grep -q '^//t4a_ctx:status$'
 }
 
+api_docs() {
+  # docs/Doxyfile fails on any warning: an undocumented public declaration, a broken reference.
+  rm -rf build/apidocs && mkdir -p build/apidocs && doxygen docs/Doxyfile &&
+    test -s build/apidocs/html/index.html
+}
+
+bazel_consumer() { scripts/check_consumers.sh bazel; }
+
+cmake_consumer() { scripts/check_consumers.sh cmake build/gcc; }
+
+gpu_tags() {
+  # README's GPU commands select the same tests in both builds: for each label, the tests that
+  # `bazel test --config=gpu --test_tag_filters=TAG //...` selects (built, and run under
+  # /bin/true: there is no GPU here) are the ones `ctest -L TAG` lists, and there are some.
+  local tag bazel_names ctest_names
+  for tag in single multi faults; do
+    bazel_names=$(bazel test --config=gpu --test_tag_filters="$tag" --run_under=/bin/true //... 2>&1 |
+      sed -nE 's#^//([^ ]*) +(\(cached\) )?PASSED.*#\1#p' | sed -E 's#^:##; s#[/:]#_#g' | sort) || return 1
+    ctest_names=$(cd build/gcc && ctest -N -L "^$tag\$" | sed -nE 's/^ +Test +#[0-9]+: //p' | sort)
+    if [ -z "$bazel_names" ] || [ "$bazel_names" != "$ctest_names" ]; then
+      echo "gpu tag $tag: Bazel selects [$(echo $bazel_names)], CTest [$(echo $ctest_names)]" >&2
+      return 1
+    fi
+    echo "gpu tag $tag: $(echo "$bazel_names" | wc -l) tests, the same in Bazel and CTest"
+  done
+}
+
 bazel_asan() { bazel test --config=ci --config=asan //... ; }
 
 fake_orders() {
@@ -65,10 +95,14 @@ cmake_gcc() {
 
 lane drift drift
 lane public-headers headers
+lane api-docs api_docs
 lane bazel-clang-layering bazel_test
 lane nvrtc-standalone nvrtc_alone
+lane bazel-consumer bazel_consumer
 lane asan-ubsan bazel_asan
 lane cmake-gcc-build cmake_gcc
+lane cmake-consumer cmake_consumer
+lane gpu-tags gpu_tags
 lane fake-progress-orders fake_orders
 
 echo "==== lane: ctest (CMake, gcc, -LE gpu)"

@@ -29,19 +29,21 @@ cuda_headers_repository = repository_rule(
 )
 
 def t4a_system_repositories():
+    """Declares @cmocka, @xxhash, @jemalloc and @cuda. The build files are str(Label())s, so a workspace
+    that takes t4a as a dependency (examples/bazel_consumer) can call this from @t4a too."""
     native.new_local_repository(
         name = "cmocka",
         path = "/usr",
-        build_file = "//third_party:cmocka.BUILD",
+        build_file = str(Label("//third_party:cmocka.BUILD")),
     )
     native.new_local_repository(
         name = "xxhash",
         path = "/usr",
-        build_file = "//third_party:xxhash.BUILD",
+        build_file = str(Label("//third_party:xxhash.BUILD")),
     )
     native.new_local_repository(
         name = "jemalloc",
         path = "/usr",
-        build_file = "//third_party:jemalloc.BUILD",
+        build_file = str(Label("//third_party:jemalloc.BUILD")),
     )
     cuda_headers_repository(name = "cuda")

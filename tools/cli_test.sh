@@ -2,8 +2,8 @@
 # Checks the t4a program: `info --fake` lists the fake devices; `info` without a driver (forced
 # with a bogus T4A_LIBCUDA_PATH) says so and exits non-zero; `compile` compiles, then hits the disk
 # cache from a second process with no NVRTC call, and prints the log of a failing compile;
-# `demo --fake` runs the warm chain on the fake driver, verified, with its counters; bad usage
-# exits 2.
+# `demo --fake` runs the warm chain on the fake driver, verified, with its counters; `stats` prints
+# JSON only; `bench` shows progress on stderr; every command has --help; bad usage exits 2.
 set -u
 t4a="$1"
 fail() { echo "FAIL: $*"; exit 1; }
@@ -58,6 +58,45 @@ echo "$out" | grep -q '^    "launches": [0-9]' || fail "no stats JSON: $out"
 "$t4a" demo --help | grep -q '^usage: t4a demo' || fail "demo --help"
 "$t4a" demo --n 0 >/dev/null 2>&1
 [ $? -eq 2 ] || fail "demo --n 0 did not exit 2"
+
+# Help for every command, on stdout, exit 0; the top-level help documents the exit codes.
+for c in info compile demo bench stats version; do
+  "$t4a" "$c" --help | grep -q "^usage: t4a $c" || fail "$c --help"
+  "$t4a" help "$c" | grep -q "^usage: t4a $c" || fail "help $c"
+done
+"$t4a" --help | grep -q '^Exit codes: 0 success; 1 ' || fail "--help does not document exit codes"
+"$t4a" help bogus >/dev/null 2>&1
+[ $? -eq 2 ] || fail "help of an unknown command did not exit 2"
+
+# t4a stats: JSON only on stdout, with the launches it made; notes on stderr.
+"$t4a" stats --fake --n 7 >"$dir/stats.json" 2>"$dir/stats.err" || fail "stats exited $?"
+head -c 1 "$dir/stats.json" | grep -q '{' || fail "stats did not start with JSON: $(cat "$dir/stats.json")"
+grep -q '^    "launches": 7,' "$dir/stats.json" || fail "stats JSON has no 7 launches"
+if command -v python3 >/dev/null; then
+  python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$dir/stats.json" || fail "stats is not JSON"
+fi
+grep -q 'fake driver' "$dir/stats.err" || fail "stats did not say fake on stderr"
+"$t4a" stats --n 0 >/dev/null 2>&1
+[ $? -eq 2 ] || fail "stats --n 0 did not exit 2"
+
+# t4a bench: the table, a verified result, and progress lines on stderr (forced with a 1 ms tick).
+T4A_PROGRESS_MS=1 "$t4a" bench --fake --rounds 3 --n 50 >"$dir/bench.out" 2>"$dir/bench.err" ||
+  fail "bench exited $?: $(cat "$dir/bench.out" "$dir/bench.err")"
+grep -q '^result: verified (150 launches)$' "$dir/bench.out" || fail "bench: $(cat "$dir/bench.out")"
+grep -Eq '^  t4a_runtime_launch \(submit\) +[0-9.]+ +[0-9.]+ +[0-9.]+$' "$dir/bench.out" ||
+  fail "bench: no launch row: $(cat "$dir/bench.out")"
+grep -Eq '^t4a bench [a-z].*: [0-9]+/3, [0-9.]+ s$' "$dir/bench.err" ||
+  fail "bench: no progress line on stderr: $(cat "$dir/bench.err")"
+! grep -q '^t4a bench [a-z].*/3, ' "$dir/bench.out" || fail "bench: progress on stdout"
+"$t4a" bench --rounds x >/dev/null 2>&1
+[ $? -eq 2 ] || fail "bench --rounds x did not exit 2"
+
+# t4a compile: a compile longer than the tick shows progress on stderr, never on stdout.
+T4A_PROGRESS_MS=1 "$t4a" compile "$dir/k.cu" --arch sm_90 >"$dir/c.out" 2>"$dir/c.err" ||
+  fail "compile with progress exited $?"
+grep -Eq '^t4a compile k\.cu for sm_90: [0-9.]+ s$' "$dir/c.err" ||
+  fail "compile: no progress line: $(cat "$dir/c.err")"
+! grep -q '^t4a compile k' "$dir/c.out" || fail "compile: progress on stdout"
 
 "$t4a" bogus >/dev/null 2>&1
 [ $? -eq 2 ] || fail "unknown command did not exit 2"

@@ -10,6 +10,7 @@
 #include "t4a/counters.h"
 #include "t4a/nvrtc.h"
 #include "t4a/status.h"
+#include "tools/progress.h"
 
 #define EXIT_COMPILE 1
 #define EXIT_USAGE 2
@@ -18,6 +19,23 @@ static const char k_usage[] =
     "usage: t4a compile FILE.cu --arch ARCH [--ptx | --cubin | --ltoir] [-o OUT] [--cache DIR]\n"
     "                   [--header NAME=PATH]... [--name-expr EXPR]... [--repeat N]\n"
     "                   [NVRTC options: -DNAME=VALUE, --std=c++17, ...]\n";
+
+static const char k_help[] =
+    "  Compiles one CUDA C++ source with NVRTC through t4a's artifact cache and says where the\n"
+    "  artifact came from (compiled, memory, disk), its kind, target, size and cache key, and\n"
+    "  the cache's counters. Output kind: CUBIN for sm_NN, PTX for compute_NN, unless given.\n"
+    "  --arch ARCH        sm_90, compute_90, sm_90a, ... (required)\n"
+    "  -o OUT             write the artifact there (PTX without its NUL)\n"
+    "  --cache DIR        a disk cache (shared by processes): a second run is a disk hit\n"
+    "  --header NAME=PATH a named header for #include \"NAME\" (repeatable)\n"
+    "  --name-expr EXPR   a name expression (e.g. k<int>) whose lowered name is printed\n"
+    "  --repeat N         compile N times through the cache (the first compiles, then hits)\n"
+    "  Any other argument starting with '-' goes to NVRTC, in order.\n"
+    "  A compile that runs longer than a second prints a progress line on stderr every second\n"
+    "  (T4A_PROGRESS_MS=N: every N ms, 0: none).\n"
+    "  Exit: 0 compiled (or hit), 1 compile error (the log is printed on stderr) or an NVRTC,\n"
+    "  cache or output-file failure, 2 bad usage (unknown or missing arguments, an unreadable\n"
+    "  input, an option NVRTC or the cache rejects, an unsupported architecture).\n";
 
 static int usage(const char *fmt, const char *arg) {
   fprintf(stderr, "t4a compile: ");
@@ -131,6 +149,10 @@ static int parse(int argc, char **argv, compile_args *a) {
     const char *s = argv[i];
     const char *next = i + 1 < argc ? argv[i + 1] : NULL;
     int takes = 0;
+    if (strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0) {
+      printf("%s%s", k_usage, k_help);
+      return -1; /* done: exit 0 */
+    }
     if (strcmp(s, "--arch") == 0 || strcmp(s, "-o") == 0 || strcmp(s, "--cache") == 0 ||
         strcmp(s, "--header") == 0 || strcmp(s, "--name-expr") == 0 || strcmp(s, "--repeat") == 0) {
       if (next == NULL) return usage("%s needs a value", s);
@@ -232,7 +254,10 @@ int t4a_cmd_compile(int argc, char **argv) {
     rc = EXIT_COMPILE;
     goto done;
   }
-  if ((rc = parse(argc, argv, &a)) != 0) goto done;
+  if ((rc = parse(argc, argv, &a)) != 0) {
+    if (rc < 0) rc = 0; /* --help */
+    goto done;
+  }
   size_t source_bytes = 0;
   source = read_file(a.file, &source_bytes);
   if (source == NULL) {
@@ -268,16 +293,24 @@ int t4a_cmd_compile(int argc, char **argv) {
   r.num_name_expressions = a.num_exprs;
 
   t4a_nvrtc_artifact *art = NULL;
+  char label[200];
+  snprintf(label, sizeof label, "compile %s for %s", r.program_name, a.arch);
+  tool_progress progress; /* quiet unless a compile takes longer than the interval */
+  (void)tool_progress_start(&progress, stderr, tool_progress_interval(), label,
+                            a.repeat > 1 ? (uint64_t)a.repeat : 0);
   for (long i = 0; i < a.repeat; i++) {
     t4a_nvrtc_artifact_release(art);
     art = NULL;
+    if (a.repeat > 1) tool_progress_set(&progress, NULL, (uint64_t)i, (uint64_t)a.repeat);
     st = t4a_nvrtc_cache_compile(cache, &r, &art, &outcome);
     if (st != T4A_OK) {
+      tool_progress_stop(&progress);
       rc = report_failure(st, &outcome);
       goto done;
     }
     printf("artifact: %s\n", t4a_nvrtc_origin_name(outcome.origin));
   }
+  tool_progress_stop(&progress);
   size_t bytes = 0;
   int major = 0, minor = 0;
   (void)t4a_nvrtc_artifact_data(art, &bytes);

@@ -10,7 +10,15 @@
  *                           (checked launches, descriptors, a graph), verified on the CPU, with
  *                           counters and host times next to raw cuLaunchKernel. Without a driver
  *                           (or with --fake) on the fake driver. Exit 0 when verified.
- *   t4a version             the t4a version. */
+ *   t4a bench [--fake] [--rounds R] [--n N]  a short benchmark of the facade, progress on
+ *                           stderr (tools/run_cmd.h).
+ *   t4a stats [--fake] [--n N]  a short run of the facade, then its counters as JSON on stdout
+ *                           (tools/run_cmd.h).
+ *   t4a version             the t4a version.
+ *   t4a help [COMMAND], t4a COMMAND --help  what a command does, its options and exit codes.
+ *
+ * Exit codes, every command: 0 success, 1 the command ran and failed (printed on stderr or in
+ * its report), 2 bad usage. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +31,7 @@
 #include "testing/fake_driver/fake_driver.h"
 #include "testing/lsan/nvrtc_suppressions.h"
 #include "tools/compile_cmd.h"
+#include "tools/run_cmd.h"
 
 static void print_error(const char *what) {
   t4a_error e;
@@ -94,9 +103,24 @@ static int print_devices(t4a_driver *drv) {
   return 0;
 }
 
+static void info_usage(FILE *f) {
+  fprintf(f,
+          "usage: t4a info [--fake [N]]\n"
+          "  Prints the t4a version, the NVRTC that loads (version, origin, capabilities, target\n"
+          "  architectures), the CUDA driver's version and each device: name, UUID, compute\n"
+          "  capability, SMs, memory, L2, shared memory, PCI address, peer access.\n"
+          "  --fake [N]  the fake driver of the tests with N devices (1..%d, default 2)\n"
+          "  Exit: 0 listed, 1 no CUDA driver loads (or a device query failed), 2 bad usage.\n",
+          T4A_FAKE_MAX_DEVICES);
+}
+
 static int cmd_info(int argc, char **argv) {
   int fake_devices = 0;
   for (int i = 0; i < argc; i++) {
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      info_usage(stdout);
+      return 0;
+    }
     if (strcmp(argv[i], "--fake") == 0) {
       fake_devices = 2;
       if (i + 1 < argc && argv[i + 1][0] != '-') fake_devices = atoi(argv[++i]);
@@ -106,6 +130,7 @@ static int cmd_info(int argc, char **argv) {
       }
     } else {
       fprintf(stderr, "t4a info: unknown option %s\n", argv[i]);
+      info_usage(stderr);
       return 2;
     }
   }
@@ -152,7 +177,8 @@ static void demo_usage(FILE *f) {
           "  --fake   run on the fake driver of the tests (host kernels) even with a GPU; it is\n"
           "           used anyway when no CUDA driver loads\n"
           "  --json   also print the runtime's counters as JSON (t4a_runtime_stats_json)\n"
-          "  Exit 0 when every way matched the CPU and the runtime closed after a proved drain.\n");
+          "  Exit: 0 every way matched the CPU and the runtime closed after a proved drain,\n"
+          "  1 a step failed or a result was wrong, 2 bad usage.\n");
 }
 
 static int cmd_demo(int argc, char **argv) {
@@ -184,13 +210,48 @@ static int cmd_demo(int argc, char **argv) {
 
 static void usage(FILE *f) {
   fprintf(f,
-          "usage: t4a info [--fake [N]]   driver, NVRTC and devices\n"
-          "       t4a compile FILE.cu --arch ARCH [--ptx|--cubin] [-o OUT] [--cache DIR]\n"
-          "                               compile with NVRTC (t4a compile --help)\n"
-          "       t4a demo [--n N] [--fake] [--json]\n"
-          "                               the warm chain, verified, with counters and times\n"
-          "                               (t4a demo --help)\n"
-          "       t4a version             the t4a version\n");
+          "usage: t4a COMMAND [OPTIONS]   (t4a help COMMAND, or t4a COMMAND --help, for more)\n"
+          "  info [--fake [N]]             driver, NVRTC and devices\n"
+          "  compile FILE.cu --arch ARCH [--ptx|--cubin] [-o OUT] [--cache DIR] ...\n"
+          "                                compile with NVRTC through the artifact cache\n"
+          "  demo [--n N] [--fake] [--json]\n"
+          "                                the warm chain, verified, with counters and times\n"
+          "  bench [--fake] [--rounds R] [--n N]\n"
+          "                                a short benchmark of the runtime (progress on stderr)\n"
+          "  stats [--fake] [--n N]        a short run, then the runtime's counters as JSON\n"
+          "  version                       the t4a version\n"
+          "Without a CUDA driver, demo, bench and stats run on the fake driver of the tests\n"
+          "(NVRTC compiles for real); info says there is no driver.\n"
+          "Exit codes: 0 success; 1 the command ran and failed (no CUDA driver for info, a\n"
+          "compile error, a failed step or a wrong result: the reason is printed); 2 bad usage.\n");
+}
+
+/* `t4a help COMMAND` and `t4a COMMAND --help`. Returns the exit code. */
+static int help(const char *cmd) {
+  if (cmd == NULL) {
+    usage(stdout);
+    return 0;
+  }
+  if (strcmp(cmd, "info") == 0) {
+    info_usage(stdout);
+  } else if (strcmp(cmd, "compile") == 0) {
+    char h[] = "--help";
+    char *args[] = {h, NULL};
+    return t4a_cmd_compile(1, args);
+  } else if (strcmp(cmd, "demo") == 0) {
+    demo_usage(stdout);
+  } else if (strcmp(cmd, "bench") == 0) {
+    t4a_cmd_bench_usage(stdout);
+  } else if (strcmp(cmd, "stats") == 0) {
+    t4a_cmd_stats_usage(stdout);
+  } else if (strcmp(cmd, "version") == 0) {
+    printf("usage: t4a version\n  Prints the t4a version (MAJOR.MINOR.PATCH). Exit 0.\n");
+  } else {
+    fprintf(stderr, "t4a help: unknown command %s\n", cmd);
+    usage(stderr);
+    return 2;
+  }
+  return 0;
 }
 
 int main(int argc, char **argv) {
@@ -198,18 +259,26 @@ int main(int argc, char **argv) {
     usage(stderr);
     return 2;
   }
-  if (strcmp(argv[1], "info") == 0) return cmd_info(argc - 2, argv + 2);
-  if (strcmp(argv[1], "compile") == 0) return t4a_cmd_compile(argc - 2, argv + 2);
-  if (strcmp(argv[1], "demo") == 0) return cmd_demo(argc - 2, argv + 2);
-  if (strcmp(argv[1], "version") == 0) {
+  const char *cmd = argv[1];
+  if (strcmp(cmd, "info") == 0) return cmd_info(argc - 2, argv + 2);
+  if (strcmp(cmd, "compile") == 0) return t4a_cmd_compile(argc - 2, argv + 2);
+  if (strcmp(cmd, "demo") == 0) return cmd_demo(argc - 2, argv + 2);
+  if (strcmp(cmd, "bench") == 0) return t4a_cmd_bench(argc - 2, argv + 2);
+  if (strcmp(cmd, "stats") == 0) return t4a_cmd_stats(argc - 2, argv + 2);
+  if (strcmp(cmd, "version") == 0) {
+    if (argc > 2 && (strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0)) {
+      return help("version");
+    }
+    if (argc > 2) {
+      fprintf(stderr, "t4a version: takes no arguments\n");
+      return 2;
+    }
     printf("%s\n", t4a_version_string());
     return 0;
   }
-  if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-    usage(stdout);
-    return 0;
-  }
-  fprintf(stderr, "t4a: unknown command %s\n", argv[1]);
+  if (strcmp(cmd, "help") == 0) return help(argc > 2 ? argv[2] : NULL);
+  if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) return help(NULL);
+  fprintf(stderr, "t4a: unknown command %s\n", cmd);
   usage(stderr);
   return 2;
 }

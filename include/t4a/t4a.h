@@ -1,4 +1,5 @@
-/* t4a/t4a.h — the facade: one include for the whole of t4a, and the composed runtime.
+/** @file
+ * t4a/t4a.h — the facade: one include for the whole of t4a, and the composed runtime.
  *
  * Layer: //:t4a, on top of every library. A program that wants one piece only (say the NVRTC
  * loader) includes that library's header and depends on that library alone; this header is for
@@ -58,68 +59,74 @@
 extern "C" {
 #endif
 
+/** @{ */
+/** The version of these headers: MAJOR.MINOR.PATCH (t4a_version_string() is the linked one's). */
 #define T4A_VERSION_MAJOR 0
 #define T4A_VERSION_MINOR 1
 #define T4A_VERSION_PATCH 0
+/** @} */
 
-/* Returns "MAJOR.MINOR.PATCH" of the t4a that was linked (static string). */
+/** Returns "MAJOR.MINOR.PATCH" of the t4a that was linked (static string). */
 const char *t4a_version_string(void);
 
 /* ---- The runtime ------------------------------------------------------------------------- */
 
+/** One device's worth of t4a put together (see the top of this file). Opaque. */
 typedef struct t4a_runtime t4a_runtime;
 
-/* The descriptor table's capacity when the option is 0. */
+/** The descriptor table's capacity when the option is 0. */
 #define T4A_RUNTIME_DEFAULT_TABLE_CAPACITY 256u
 
-/* Options of t4a_runtime_open. Zero everywhere means the default; each piece's defaults are
+/** Options of t4a_runtime_open. Zero everywhere means the default; each piece's defaults are
  * documented in its own header and repeated here. The options are read during open only (strings
  * are copied). */
 typedef struct t4a_runtime_options {
-  /* The driver. NULL: t4a_driver_get_default() (libcuda.so.1, or $T4A_LIBCUDA_PATH). Borrowed:
+  /** The driver. NULL: t4a_driver_get_default() (libcuda.so.1, or $T4A_LIBCUDA_PATH). Borrowed:
    * the runtime takes its own reference. Tests pass the fake driver's. */
   t4a_driver *driver;
-  /* The lane's stream priority: 0, the default priority. */
+  /** The lane's stream priority: 0, the default priority. */
   t4a_lane_options lane;
-  /* The pool: release threshold UINT64_MAX (keep everything), a reuse cache of at most 256 MiB
+  /** The pool: release threshold UINT64_MAX (keep everything), a reuse cache of at most 256 MiB
    * and 1024 blocks. */
   t4a_mem_pool_options pool;
-  /* Retirement: 1024 pending records (one event per 512 admissions), 64 sealed epochs. */
+  /** Retirement: 1024 pending records (one event per 512 admissions), 64 sealed epochs. */
   t4a_retire_options retire;
-  /* The staging ring: 2 chunks of 16 MiB, min(online CPUs, 8) copy threads, no bound on the
+  /** The staging ring: 2 chunks of 16 MiB, min(online CPUs, 8) copy threads, no bound on the
    * callers' pinned memory held by direct uploads. */
   t4a_xfer_options xfer;
-  /* The module cache: 64 modules, 256 MiB of images; launch strategy as below. */
+  /** The module cache: 64 modules, 256 MiB of images; launch strategy as below. */
   t4a_module_cache_options modules;
-  /* The descriptor table: T4A_RUNTIME_DEFAULT_TABLE_CAPACITY descriptors (at most 65536). */
+  /** The descriptor table: T4A_RUNTIME_DEFAULT_TABLE_CAPACITY descriptors (at most 65536). */
   uint32_t table_capacity;
   /* Compilation (t4a_runtime_compile*). NVRTC is never opened by t4a_runtime_open: only the
    * first compile opens it, so a program that never compiles runs without NVRTC installed. */
-  /* An artifact cache to compile through, borrowed: it must outlive the runtime. Several
+  /** An artifact cache to compile through, borrowed: it must outlive the runtime. Several
    * runtimes (one per device, say) may share one. NULL: at the first compile the runtime opens
    * NVRTC with `nvrtc` and creates its own cache with `artifacts`. */
   t4a_nvrtc_cache *artifact_cache;
-  /* The runtime's own NVRTC: library_path NULL searches as t4a_nvrtc_lib_open documents. */
+  /** The runtime's own NVRTC: library_path NULL searches as t4a_nvrtc_lib_open documents. */
   t4a_nvrtc_lib_options nvrtc;
-  /* The runtime's own artifact cache: memory only (disk_dir NULL), 512 artifacts, 256 MiB. */
+  /** The runtime's own artifact cache: memory only (disk_dir NULL), 512 artifacts, 256 MiB. */
   t4a_nvrtc_cache_options artifacts;
-  /* The compile target. NULL: the device's real architecture, "sm_<major><minor>" (sm_90 on an
+  /** The compile target. NULL: the device's real architecture, "sm_<major><minor>" (sm_90 on an
    * H100 or H200, and on the fake driver). */
   const char *target;
-  /* Nonzero: t4a_runtime_compile produces PTX (the driver JIT-compiles it at load) instead of a
+  /** Nonzero: t4a_runtime_compile produces PTX (the driver JIT-compiles it at load) instead of a
    * CUBIN. A "compute_NN" target always produces PTX. */
   int compile_ptx;
-  /* How the descriptor table fires, and the module cache's checked launches unless
+  /** How the descriptor table fires, and the module cache's checked launches unless
    * `modules.launch_strategy` names another (t4a/launch.h, t4a_launch_strategy): AUTO follows
    * the calibration when there is one, else PLAIN. */
   t4a_launch_strategy launch_strategy;
-  /* GRAPH: the fire that builds a descriptor's graph; 0: the calibration's figure, or 16. */
+  /** GRAPH: the launch that builds a descriptor's or function's graph; 0: the calibration's
+   * figure, or 16. */
   uint32_t graph_after;
-  /* Nonzero: open measures plain against graph fires (t4a_launch_calibrate) with an empty kernel
+  /** Nonzero: open measures plain against graph fires (t4a_launch_calibrate) with an empty kernel
    * (PTX, JIT-compiled by the driver; no NVRTC) once per process and device — a later runtime
    * on the same driver and device reuses the figures — and its table uses the result. */
   int calibrate_launches;
 } t4a_runtime_options;
+/** Every option at its default (zero). */
 #define T4A_RUNTIME_OPTIONS_INIT                                                                  \
   {                                                                                               \
     NULL, T4A_LANE_OPTIONS_INIT, T4A_MEM_POOL_OPTIONS_INIT, T4A_RETIRE_OPTIONS_INIT,              \
@@ -128,7 +135,7 @@ typedef struct t4a_runtime_options {
         T4A_LAUNCH_STRATEGY_AUTO, 0, 0                                                            \
   }
 
-/* Opens a runtime on device `ordinal`: takes a driver reference, creates the lane, the pool, the
+/** Opens a runtime on device `ordinal`: takes a driver reference, creates the lane, the pool, the
  * retirement state, the transfer state (its staging ring is allocated now: pinned chunks and
  * events), the module cache and the descriptor table, and works out the compile target.
  * options may be NULL (every default).
@@ -142,7 +149,7 @@ typedef struct t4a_runtime_options {
 T4A_MUST_USE t4a_status t4a_runtime_open(int ordinal, const t4a_runtime_options *options,
                                          t4a_runtime **out);
 
-/* Closes the runtime in the order given at the top of this file and frees it. Returns T4A_OK
+/** Closes the runtime in the order given at the top of this file and frees it. Returns T4A_OK
  * after a proved drain; otherwise the retirement state's failure (CONTEXT_LOST, LANE_BROKEN, a
  * driver error…), everything it could not prove finished having been leaked and counted — never
  * freed on a guess. Called from inside one of this runtime's own callbacks (a raw scope on its
@@ -151,6 +158,9 @@ t4a_status t4a_runtime_close(t4a_runtime *rt);
 
 /* ---- Accessors (borrowed; valid until close) ---- */
 
+/** @{ */
+/** Accessors of the runtime's pieces: its driver, device ordinal, lane, pool, retirement state,
+ * transfer state, module cache and descriptor table. Borrowed; valid until close. */
 t4a_driver *t4a_runtime_driver(const t4a_runtime *rt);
 int t4a_runtime_ordinal(const t4a_runtime *rt);
 t4a_lane *t4a_runtime_lane(const t4a_runtime *rt);
@@ -159,42 +169,43 @@ t4a_retire *t4a_runtime_retire(const t4a_runtime *rt);
 t4a_xfer *t4a_runtime_xfer(const t4a_runtime *rt);
 t4a_module_cache *t4a_runtime_module_cache(const t4a_runtime *rt);
 t4a_launch_table *t4a_runtime_table(const t4a_runtime *rt);
-/* The launch calibration this runtime's table was created with: 1 and *out filled, or 0 (none
+/** @} */
+/** The launch calibration this runtime's table was created with: 1 and *out filled, or 0 (none
  * asked, or NULL). */
 int t4a_runtime_launch_calibration(const t4a_runtime *rt, t4a_launch_calibration *out);
-/* The compile target ("sm_90"). */
+/** The compile target ("sm_90"). */
 const char *t4a_runtime_target(const t4a_runtime *rt);
-/* The artifact cache compiles go through: the caller's (options), or the runtime's own once the
+/** The artifact cache compiles go through: the caller's (options), or the runtime's own once the
  * first compile created it; NULL before that. */
 t4a_nvrtc_cache *t4a_runtime_artifact_cache(t4a_runtime *rt);
 
 /* ---- Short paths ---- */
 
-/* A device buffer of `bytes` from the runtime's pool (t4a_buffer_create, default alignment, no
+/** A device buffer of `bytes` from the runtime's pool (t4a_buffer_create, default alignment, no
  * zero fill; stream-ordered on the runtime's lane). Statuses as t4a_buffer_create, and
  * INVALID_ARGUMENT for a NULL rt. */
 T4A_MUST_USE t4a_status t4a_runtime_buffer(t4a_runtime *rt, size_t bytes, t4a_buffer **out);
 
-/* Copies `bytes` of pageable host memory `src` into `dst` at `offset` (t4a_xfer_upload through
+/** Copies `bytes` of pageable host memory `src` into `dst` at `offset` (t4a_xfer_upload through
  * the staging ring): `src` may be reused when the call returns; no host wait unless the ring
  * must recycle a chunk. Statuses as t4a_xfer_upload. */
 T4A_MUST_USE t4a_status t4a_runtime_upload(t4a_runtime *rt, t4a_buffer *dst, size_t offset,
                                            const void *src, size_t bytes);
 
-/* Copies `bytes` of `src` from `offset` into host memory `dst` and waits for them (download,
+/** Copies `bytes` of `src` from `offset` into host memory `dst` and waits for them (download,
  * wait, release: one counted host wait). Statuses as t4a_xfer_download and
  * t4a_xfer_pending_wait; on failure `dst` may hold part of the bytes. */
 T4A_MUST_USE t4a_status t4a_runtime_download(t4a_runtime *rt, t4a_buffer *src, size_t offset,
                                              void *dst, size_t bytes);
 
-/* Copies `bytes` from `src` at `src_offset` to `dst` at `dst_offset`, both buffers of this
+/** Copies `bytes` from `src` at `src_offset` to `dst` at `dst_offset`, both buffers of this
  * runtime, on its stream (t4a_xfer_copy within one lane: no host wait, no event). Statuses as
  * t4a_xfer_copy (FOREIGN_HANDLE for a buffer of another runtime: use t4a_xfer_copy with both
  * runtimes' t4a_xfer). */
 T4A_MUST_USE t4a_status t4a_runtime_copy(t4a_runtime *rt, t4a_buffer *dst, size_t dst_offset,
                                          t4a_buffer *src, size_t src_offset, size_t bytes);
 
-/* Compiles CUDA C++ `source` for the runtime's target through the artifact cache (a request
+/** Compiles CUDA C++ `source` for the runtime's target through the artifact cache (a request
  * compiled before comes back from memory or disk with no NVRTC call). `program_name` (NULL:
  * "t4a_program.cu") names it in diagnostics. Output: a CUBIN, or PTX (compile_ptx, or a
  * compute_NN target). The first compile opens NVRTC and creates the runtime's own cache (unless
@@ -207,7 +218,7 @@ T4A_MUST_USE t4a_status t4a_runtime_compile(t4a_runtime *rt, const char *source,
                                             const char *program_name,
                                             t4a_nvrtc_artifact **out);
 
-/* Compiles a full request (headers, options, name expressions) through the artifact cache.
+/** Compiles a full request (headers, options, name expressions) through the artifact cache.
  * request->target NULL means the runtime's target; request->output is taken as given (zero is
  * PTX). out_outcome (may be NULL) receives where the artifact came from and a failure's full
  * log. Statuses as t4a_runtime_compile, with the cache's checks of what the key can see. */
@@ -216,29 +227,29 @@ T4A_MUST_USE t4a_status t4a_runtime_compile_request(t4a_runtime *rt,
                                                     t4a_nvrtc_artifact **out,
                                                     t4a_nvrtc_outcome *out_outcome);
 
-/* Loads an artifact (PTX or CUBIN) into the runtime's module cache (t4a_module_load_artifact: a
+/** Loads an artifact (PTX or CUBIN) into the runtime's module cache (t4a_module_load_artifact: a
  * second load of one artifact is a cache hit). Statuses as t4a_module_load_artifact. */
 T4A_MUST_USE t4a_status t4a_runtime_load(t4a_runtime *rt, const t4a_nvrtc_artifact *artifact,
                                          t4a_module **out);
 
-/* Loads an image (PTX text, CUBIN or fatbin, told from its bytes) into the module cache
+/** Loads an image (PTX text, CUBIN or fatbin, told from its bytes) into the module cache
  * (t4a_module_load with T4A_IMAGE_AUTO; the caller's bytes are not kept). Statuses as
  * t4a_module_load. */
 T4A_MUST_USE t4a_status t4a_runtime_load_image(t4a_runtime *rt, const void *image, size_t bytes,
                                                t4a_module **out);
 
-/* Looks kernel `name` up in `module` (t4a_module_get_function). Statuses as
+/** Looks kernel `name` up in `module` (t4a_module_get_function). Statuses as
  * t4a_module_get_function, and FOREIGN_HANDLE for a module of another runtime. */
 T4A_MUST_USE t4a_status t4a_runtime_function(t4a_runtime *rt, t4a_module *module,
                                              const char *name, t4a_function **out);
 
-/* Compile, load and look up in one call: kernel `name` (an extern "C" name, or a lowered one)
+/** Compile, load and look up in one call: kernel `name` (an extern "C" name, or a lowered one)
  * of `source`. The function holds its module; the artifact is not kept (the cache has it).
  * Statuses as the three calls. */
 T4A_MUST_USE t4a_status t4a_runtime_kernel(t4a_runtime *rt, const char *source, const char *name,
                                            t4a_function **out);
 
-/* A checked launch of `function` on the runtime's stream with a 1-D config: `grid` blocks of
+/** A checked launch of `function` on the runtime's stream with a 1-D config: `grid` blocks of
  * `block` threads, no dynamic shared memory (t4a_launch; for 2-D/3-D or shared memory call
  * t4a_launch with t4a_runtime_retire(rt)). Arguments are checked against the kernel's
  * parameters; buffers stay alive until the kernel ran. Statuses as t4a_launch. */
@@ -246,21 +257,21 @@ T4A_MUST_USE t4a_status t4a_runtime_launch(t4a_runtime *rt, t4a_function *functi
                                            uint32_t grid, uint32_t block, const t4a_arg *args,
                                            uint32_t num_args);
 
-/* Waits for all work admitted on the runtime (t4a_retire_wait: one counted host wait) and
+/** Waits for all work admitted on the runtime (t4a_retire_wait: one counted host wait) and
  * releases what it kept alive. Statuses as t4a_retire_wait (a device error of that work,
  * REENTRY, LANE_BROKEN…). */
 T4A_MUST_USE t4a_status t4a_runtime_sync(t4a_runtime *rt);
 
 /* ---- Stats ---- */
 
-/* Copies the lane's counters (every name of T4A_COUNTER_LIST: launches, events, host waits,
+/** Copies the lane's counters (every name of T4A_COUNTER_LIST: launches, events, host waits,
  * transfers, module loads… of this runtime). All zero for NULL. */
 void t4a_runtime_stats(const t4a_runtime *rt, t4a_counter_values *out);
 
-/* Writes every counter of the runtime as JSON text into buf (NUL-terminated):
+/** Writes every counter of the runtime as JSON text into buf (NUL-terminated):
  *   {"t4a_version": "0.1.0", "ordinal": 0, "target": "sm_90",
- *    "lane": {<every counter of T4A_COUNTER_LIST by name>: <number>, ...},
- *    "driver": {"origin": "...", "version": 13000, "counters": {<every counter by name>}},
+ *    "lane": {\<every counter of T4A_COUNTER_LIST by name\>: \<number\>, ...},
+ *    "driver": {"origin": "...", "version": 13000, "counters": {\<every counter by name\>}},
  *    "module_cache": {"entries", "bytes", "loads", "hits", "evictions", "unloads"},
  *    "retire": {"open_admissions", "open_keepalives", "sealed_epochs", "quarantined_held"},
  *    "launch_table": {"strategy": "plain"|"graph", "graph_after", "descriptors", "graphs",
@@ -285,4 +296,4 @@ T4A_MUST_USE t4a_status t4a_runtime_stats_json(t4a_runtime *rt, char *buf, size_
 #ifdef __cplusplus
 }
 #endif
-#endif /* T4A_T4A_H_ */
+#endif /**< T4A_T4A_H_ */

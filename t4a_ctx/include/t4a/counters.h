@@ -1,4 +1,5 @@
-/* t4a/counters.h — the named counters that prove t4a's performance and lifetime claims.
+/** @file
+ * t4a/counters.h — the named counters that prove t4a's performance and lifetime claims.
  *
  * Layer: t4a_ctx:status (no driver). One list names every counter of every library; a counter
  * block (t4a_counters, opaque) holds one relaxed atomic per name. Each object that counts (a
@@ -16,7 +17,7 @@
 extern "C" {
 #endif
 
-/* X(name, description). Append only. */
+/** X(name, description). Append only. */
 #define T4A_COUNTER_LIST(X)                                                                   \
   X(ctx_activations, "context scopes that made a context current (cuCtxSetCurrent)")         \
   X(ctx_activations_skipped, "context scopes that found the context already current")        \
@@ -97,6 +98,7 @@ extern "C" {
   X(launch_graph_updates, "one-node graphs updated for changed arguments (SetParams)")      \
   X(launch_graph_fallbacks, "one-node graphs that failed to build or update: plain launches")
 
+/** One id per counter of T4A_COUNTER_LIST (T4A_COUNTER_<name>), then T4A_COUNTER_COUNT. */
 typedef enum t4a_counter_id {
 #define T4A_COUNTER_ENUM_(name, desc) T4A_COUNTER_##name,
   T4A_COUNTER_LIST(T4A_COUNTER_ENUM_)
@@ -104,28 +106,30 @@ typedef enum t4a_counter_id {
   T4A_COUNTER_COUNT
 } t4a_counter_id;
 
-/* A block of live counters (opaque: its relaxed atomics are private to t4a's libraries, which
+/** A block of live counters (opaque: its relaxed atomics are private to t4a's libraries, which
  * reach them through t4a_ctx/counters_block.h). Users read a block with t4a_counters_read. */
 typedef struct t4a_counters t4a_counters;
 
-/* A snapshot: one plain field per counter name. */
+/** A snapshot: one plain field per counter name. */
 typedef struct t4a_counter_values {
 #define T4A_COUNTER_FIELD_(name, desc) uint64_t name;
   T4A_COUNTER_LIST(T4A_COUNTER_FIELD_)
 #undef T4A_COUNTER_FIELD_
 } t4a_counter_values;
 
-/* Copies every counter of *c into *out. */
+/** Copies every counter of *c into *out. */
 void t4a_counters_read(const t4a_counters *c, t4a_counter_values *out);
 
-/* Returns the counter's name ("host_waits") or description; static strings, NULL if out of range. */
+/** @{ */
+/** Returns the counter's name ("host_waits") or description; static strings, NULL if out of range. */
 const char *t4a_counter_name(t4a_counter_id id);
 const char *t4a_counter_description(t4a_counter_id id);
+/** @} */
 
-/* Returns the value of counter `id` in a snapshot. */
+/** Returns the value of counter `id` in a snapshot. */
 uint64_t t4a_counter_value(const t4a_counter_values *values, t4a_counter_id id);
 
 #ifdef __cplusplus
 }
 #endif
-#endif /* T4A_COUNTERS_H_ */
+#endif /**< T4A_COUNTERS_H_ */

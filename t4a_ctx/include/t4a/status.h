@@ -1,4 +1,5 @@
-/* t4a/status.h — the status vocabulary shared by every t4a library.
+/** @file
+ * t4a/status.h — the status vocabulary shared by every t4a library.
  *
  * Layer: t4a_ctx:status, the bottom of the stack. It opens no library and needs no CUDA header,
  * so t4a_nvrtc (and any user that wants only the vocabulary) can take it alone.
@@ -21,15 +22,20 @@
 extern "C" {
 #endif
 
+/** T4A_MUST_USE marks a function whose result must be used (warn_unused_result); T4A_PRINTF(f,
+ * a) checks a printf-style format (argument f, values from a). Empty for compilers other than
+ * gcc and clang. */
 #if defined(__GNUC__) || defined(__clang__)
 #define T4A_MUST_USE __attribute__((warn_unused_result))
 #define T4A_PRINTF(f, a) __attribute__((format(printf, f, a)))
 #else
+/** Result must be used (warn_unused_result with gcc and clang). */
 #define T4A_MUST_USE
+/** printf-style format check of argument f with values from a (gcc and clang). */
 #define T4A_PRINTF(f, a)
 #endif
 
-/* X(name, value, message). Values are part of the ABI: append, never renumber. */
+/** X(name, value, message). Values are part of the ABI: append, never renumber. */
 #define T4A_STATUS_MAP(X)                                                                          \
   X(OK, 0, "success")                                                                              \
   X(INVALID_ARGUMENT, 1, "an argument is invalid")                                                 \
@@ -63,45 +69,47 @@ extern "C" {
   X(BUSY, 29, "the object is still in use")                                                      \
   X(UPSTREAM_FAILED, 30, "work this operation depends on failed on another lane or device")
 
+/** Every status of t4a: T4A_<name> = value for each entry of T4A_STATUS_MAP (T4A_OK = 0);
+ * values are never renumbered. */
 typedef enum t4a_status {
 #define T4A_STATUS_ENUM_(name, value, msg) T4A_##name = value,
   T4A_STATUS_MAP(T4A_STATUS_ENUM_)
 #undef T4A_STATUS_ENUM_
 } t4a_status;
 
-/* Returns the status's name without the T4A_ prefix ("DEVICE_OUT_OF_MEMORY"), or "UNKNOWN" for a
+/** Returns the status's name without the T4A_ prefix ("DEVICE_OUT_OF_MEMORY"), or "UNKNOWN" for a
  * value outside the table. The string is static. */
 const char *t4a_status_name(t4a_status status);
 
-/* Returns a one-line English description of the status. The string is static. */
+/** Returns a one-line English description of the status. The string is static. */
 const char *t4a_status_str(t4a_status status);
 
-/* The detail of one failure. Strings are static or copied into the struct, so a copy stays valid. */
+/** The detail of one failure. Strings are static or copied into the struct, so a copy stays valid. */
 typedef struct t4a_error {
-  t4a_status status;     /* the status that was returned */
-  const char *entry;     /* driver/NVRTC entry point or t4a operation that failed; "" if none */
-  int code;              /* the native result (CUresult, nvrtcResult); 0 if none */
-  const char *code_name; /* its name ("CUDA_ERROR_OUT_OF_MEMORY"); "" if none */
-  uint64_t bytes;        /* bytes requested when the failure is an allocation; 0 otherwise */
-  char message[256];     /* human-readable detail, NUL-terminated */
+  t4a_status status;     /**< the status that was returned */
+  const char *entry;     /**< driver/NVRTC entry point or t4a operation that failed; "" if none */
+  int code;              /**< the native result (CUresult, nvrtcResult); 0 if none */
+  const char *code_name; /**< its name ("CUDA_ERROR_OUT_OF_MEMORY"); "" if none */
+  uint64_t bytes;        /**< bytes requested when the failure is an allocation; 0 otherwise */
+  char message[256];     /**< human-readable detail, NUL-terminated */
 } t4a_error;
 
-/* Copies this thread's most recent failure detail into *out. If no t4a call on this thread has
+/** Copies this thread's most recent failure detail into *out. If no t4a call on this thread has
  * failed yet, *out has status T4A_OK and empty strings. */
 void t4a_error_last(t4a_error *out);
 
-/* Forgets this thread's failure detail. */
+/** Forgets this thread's failure detail. */
 void t4a_error_clear(void);
 
-/* Puts back a detail saved with t4a_error_last(). t4a's drop and cleanup paths use the pair so
+/** Puts back a detail saved with t4a_error_last(). t4a's drop and cleanup paths use the pair so
  * that a failure inside cleanup never replaces the detail of the failure being reported. */
 void t4a_error_restore(const t4a_error *saved);
 
-/* Formats "STATUS_NAME: message [entry -> CODE_NAME (code)] (N bytes)" into buf (always
+/** Formats "STATUS_NAME: message [entry -> CODE_NAME (code)] (N bytes)" into buf (always
  * NUL-terminated when size > 0). Returns buf. */
 char *t4a_error_format(const t4a_error *err, char *buf, size_t size);
 
-/* For t4a libraries: records a failure on this thread and returns `status` (so a caller can write
+/** For t4a libraries: records a failure on this thread and returns `status` (so a caller can write
  * `return t4a_error_set(...)`). entry and code_name must be static strings or NULL. */
 t4a_status t4a_error_set(t4a_status status, const char *entry, int code, const char *code_name,
                          uint64_t bytes, const char *fmt, ...) T4A_PRINTF(6, 7);
@@ -109,4 +117,4 @@ t4a_status t4a_error_set(t4a_status status, const char *entry, int code, const c
 #ifdef __cplusplus
 }
 #endif
-#endif /* T4A_STATUS_H_ */
+#endif /**< T4A_STATUS_H_ */

@@ -1,4 +1,5 @@
-/* t4a/graph.h — CUDA graphs captured from a runtime's stream: capture, instantiate, replay,
+/** @file
+ * t4a/graph.h — CUDA graphs captured from a runtime's stream: capture, instantiate, replay,
  * update.
  *
  * Layer: t4a_launch (on t4a_retire's capture mode).
@@ -39,40 +40,42 @@
 extern "C" {
 #endif
 
+/** A captured, instantiated graph bound to one retirement state. Refcounted, opaque. */
 typedef struct t4a_graph t4a_graph;
 
-/* Begins capturing `retire`'s lane. Statuses: as t4a_retire_capture_begin (BUSY, REENTRY,
+/** Begins capturing `retire`'s lane. Statuses: as t4a_retire_capture_begin (BUSY, REENTRY,
  * LANE_BROKEN, driver failures). */
 T4A_MUST_USE t4a_status t4a_graph_capture_begin(t4a_retire *retire);
 
-/* Ends the capture and instantiates it. On success *out is a new graph (one reference) bound to
+/** Ends the capture and instantiates it. On success *out is a new graph (one reference) bound to
  * `retire` (borrowed: it must outlive the graph). The capture ends in every case; on failure the
  * captured work is dropped with its references. Statuses: INVALID_ARGUMENT (not capturing),
  * DRIVER_ERROR (e.g. CUDA_ERROR_STREAM_CAPTURE_INVALIDATED; the instantiation's refusal),
  * REENTRY, HOST_OUT_OF_MEMORY, CONTEXT_LOST. */
 T4A_MUST_USE t4a_status t4a_graph_capture_end(t4a_retire *retire, t4a_graph **out);
 
-/* Ends the capture into `graph` (captured on the same retire): updated in place when the driver
+/** Ends the capture into `graph` (captured on the same retire): updated in place when the driver
  * accepts it (*out_in_place 1), re-instantiated otherwise (0). On failure the graph is unchanged.
  * Statuses: as t4a_graph_capture_end, plus INVALID_ARGUMENT for a graph of another retire. */
 T4A_MUST_USE t4a_status t4a_graph_capture_update(t4a_retire *retire, t4a_graph *graph,
                                                  int *out_in_place);
 
-/* Replays the graph on its lane's stream (an admission; counted in graph_launches). Statuses:
+/** Replays the graph on its lane's stream (an admission; counted in graph_launches). Statuses:
  * REENTRY, LANE_BROKEN, CONTEXT_LOST, driver failures (cuGraphLaunch). */
 T4A_MUST_USE t4a_status t4a_graph_launch(t4a_graph *graph);
 
+/** Adds a reference. Accepts NULL. */
 void t4a_graph_retain(t4a_graph *graph);
-/* Drops a reference. The last one destroys the executable graph (the driver finishes queued
+/** Drops a reference. The last one destroys the executable graph (the driver finishes queued
  * replays first) and drops the current version, whose references go once its last queued
  * replay completed. Without the lane's context the native objects are leaked and counted.
  * Accepts NULL. */
 void t4a_graph_release(t4a_graph *graph);
 
-/* How many references (modules, buffers, pinned memory...) the current version holds. */
+/** How many references (modules, buffers, pinned memory...) the current version holds. */
 size_t t4a_graph_num_keepalives(t4a_graph *graph);
 
 #ifdef __cplusplus
 }
 #endif
-#endif /* T4A_GRAPH_H_ */
+#endif /**< T4A_GRAPH_H_ */

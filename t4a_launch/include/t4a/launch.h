@@ -1,4 +1,5 @@
-/* t4a/launch.h — module cache, checked launches, launch descriptors, L2 persistence.
+/** @file
+ * t4a/launch.h — module cache, checked launches, launch descriptors, L2 persistence.
  *
  * Layer: t4a_launch (on t4a_nvrtc, t4a_ctx, t4a_mem and t4a_retire). Graphs are in
  * t4a/graph.h (same library).
@@ -89,11 +90,14 @@ extern "C" {
 
 /* ---- modules and functions ---- */
 
+/** A lane's content-addressed LRU cache of loaded modules. Opaque. */
 typedef struct t4a_module_cache t4a_module_cache;
+/** A loaded module of a module cache. Refcounted, opaque. */
 typedef struct t4a_module t4a_module;
+/** A kernel of a module, with its parameter list. Refcounted, opaque. */
 typedef struct t4a_function t4a_function;
 
-/* How launches are submitted: a descriptor table's fires (t4a_launch_table_options), and the
+/** How launches are submitted: a descriptor table's fires (t4a_launch_table_options), and the
  * checked and raw-bytes launches of a module cache's functions (t4a_module_cache_options).
  * PLAIN: one cuLaunchKernel per launch.
  * GRAPH: each descriptor — or each function, for checked launches — gets its own one-node
@@ -117,64 +121,70 @@ typedef enum t4a_launch_strategy {
   T4A_LAUNCH_STRATEGY_GRAPH = 2,
 } t4a_launch_strategy;
 
-/* What t4a_launch_calibrate measured on one lane (host time per fire: the submitting thread's
+/** What t4a_launch_calibrate measured on one lane (host time per fire: the submitting thread's
  * wall clock, medians over blocks). */
 typedef struct t4a_launch_calibration {
-  uint32_t fires;                /* fires per strategy measured */
-  double plain_ns;               /* a plain fire (cuLaunchKernel) */
-  double graph_ns;               /* a graph fire (cuGraphLaunch of the descriptor's graph) */
-  double graph_rebind_ns;        /* a rebind, then a graph fire (node update + cuGraphLaunch) */
-  double build_ns;               /* building one descriptor's graph (create, add, instantiate,
+  uint32_t fires;                /**< fires per strategy measured */
+  double plain_ns;               /**< a plain fire (cuLaunchKernel) */
+  double graph_ns;               /**< a graph fire (cuGraphLaunch of the descriptor's graph) */
+  double graph_rebind_ns;        /**< a rebind, then a graph fire (node update + cuGraphLaunch) */
+  double build_ns;               /**< building one descriptor's graph (create, add, instantiate,
                                     upload) */
-  uint64_t device_bytes_per_graph; /* device memory taken per executable graph (cuMemGetInfo
+  uint64_t device_bytes_per_graph; /**< device memory taken per executable graph (cuMemGetInfo
                                       over the built graphs; 0 when none was seen) */
-  t4a_launch_strategy strategy;  /* GRAPH when graph_rebind_ns < 0.9 * plain_ns, else PLAIN */
-  uint32_t graph_after;          /* fires after which a graph has paid for its build:
+  t4a_launch_strategy strategy;  /**< GRAPH when graph_rebind_ns < 0.9 * plain_ns, else PLAIN */
+  uint32_t graph_after;          /**< fires after which a graph has paid for its build:
                                     ceil(build_ns / (plain_ns - graph_ns)), within 2..4096 */
 } t4a_launch_calibration;
 
+/** Options of t4a_module_cache_create; zero means the default. */
 typedef struct t4a_module_cache_options {
-  uint32_t max_entries; /* 0: 64 */
-  uint64_t max_bytes;   /* image bytes; 0: 256 MiB */
-  /* Checked and raw-bytes launches of the cache's functions (see t4a_launch_strategy): AUTO
-   * follows `calibration` (NULL: PLAIN); graph_after 0: the calibration's figure, or 16. */
+  uint32_t max_entries; /**< 0: 64 */
+  uint64_t max_bytes;   /**< image bytes; 0: 256 MiB */
+  /** Checked and raw-bytes launches of the cache's functions (see t4a_launch_strategy): AUTO
+   * follows `calibration` (NULL: PLAIN). */
   t4a_launch_strategy launch_strategy;
-  uint32_t graph_after;
-  const t4a_launch_calibration *calibration; /* read at create (copied) */
+  uint32_t graph_after; /**< GRAPH: the launch that builds a function's graph (1: the first); 0:
+                             the calibration's figure, or 16 */
+  const t4a_launch_calibration *calibration; /**< read at create (copied) */
 } t4a_module_cache_options;
+/** Every option at its default (zero). */
 #define T4A_MODULE_CACHE_OPTIONS_INIT {0, 0, T4A_LAUNCH_STRATEGY_AUTO, 0, NULL}
 
+/** The kind of a module image given to t4a_module_load. */
 typedef enum t4a_image_kind {
-  T4A_IMAGE_AUTO = 0, /* PTX if it is text with ".version", CUBIN if ELF, fatbin if its magic */
-  T4A_IMAGE_PTX = 1,
-  T4A_IMAGE_CUBIN = 2,
-  T4A_IMAGE_FATBIN = 3,
+  T4A_IMAGE_AUTO = 0, /**< PTX if it is text with ".version", CUBIN if ELF, fatbin if its magic */
+  T4A_IMAGE_PTX = 1, /**< PTX text (the driver JIT-compiles it) */
+  T4A_IMAGE_CUBIN = 2, /**< an ELF CUBIN */
+  T4A_IMAGE_FATBIN = 3, /**< a fatbin */
 } t4a_image_kind;
 
-/* Creates the module cache of `retire`'s lane (retire borrowed: it must outlive the cache and
+/** Creates the module cache of `retire`'s lane (retire borrowed: it must outlive the cache and
  * every module and function of it). It reads the device's launch limits once (cuDeviceGetAttribute)
  * for the config checks. Statuses: INVALID_ARGUMENT, HOST_OUT_OF_MEMORY, LANE_BROKEN, driver
  * failures, INTERNAL (a lock could not be initialised). */
 T4A_MUST_USE t4a_status t4a_module_cache_create(t4a_retire *retire,
                                                 const t4a_module_cache_options *options,
                                                 t4a_module_cache **out);
-/* Drops the cache's references (modules in use or with queued launches stay until those go; they,
+/** Drops the cache's references (modules in use or with queued launches stay until those go; they,
  * and their functions, stay valid after the cache is gone). Accepts NULL. */
 void t4a_module_cache_destroy(t4a_module_cache *cache);
-/* Drops every cached module's cache reference (deferred unloads as above). */
+/** Drops every cached module's cache reference (deferred unloads as above). */
 void t4a_module_cache_clear(t4a_module_cache *cache);
 
+/** A snapshot of a module cache (t4a_module_cache_get_stats). */
 typedef struct t4a_module_cache_stats {
-  uint32_t entries;
-  uint64_t bytes;
-  uint64_t loads;     /* cuModuleLoadData* calls that succeeded */
-  uint64_t hits;      /* loads answered from the cache */
-  uint64_t evictions; /* modules evicted (LRU, entries or bytes) */
-  uint64_t unloads;   /* cuModuleUnload calls that succeeded */
+  uint32_t entries; /**< modules held now */
+  uint64_t bytes; /**< image bytes held now */
+  uint64_t loads;     /**< cuModuleLoadData* calls that succeeded */
+  uint64_t hits;      /**< loads answered from the cache */
+  uint64_t evictions; /**< modules evicted (LRU, entries or bytes) */
+  uint64_t unloads;   /**< cuModuleUnload calls that succeeded */
 } t4a_module_cache_stats;
+/** Copies the cache's stats into *out. */
 void t4a_module_cache_get_stats(t4a_module_cache *cache, t4a_module_cache_stats *out);
 
-/* Loads `bytes` of `image` (the caller's memory is not kept). On success *out is a new
+/** Loads `bytes` of `image` (the caller's memory is not kept). On success *out is a new
  * reference. Statuses: INVALID_ARGUMENT (NULL, 0 bytes, an unknown kind value, an image whose
  * kind cannot be told under AUTO or does not match `kind`, an ELF or fatbin whose headers declare
  * more than `bytes`), LIMIT_EXCEEDED (larger than the cache's byte bound), the driver's refusal
@@ -184,30 +194,36 @@ void t4a_module_cache_get_stats(t4a_module_cache *cache, t4a_module_cache_stats 
  * both. */
 T4A_MUST_USE t4a_status t4a_module_load(t4a_module_cache *cache, const void *image, size_t bytes,
                                         t4a_image_kind kind, t4a_module **out);
-/* As t4a_module_load, for an NVRTC artifact (PTX or CUBIN; LTO-IR is INVALID_ARGUMENT), keyed by
+/** As t4a_module_load, for an NVRTC artifact (PTX or CUBIN; LTO-IR is INVALID_ARGUMENT), keyed by
  * the artifact's key. */
 T4A_MUST_USE t4a_status t4a_module_load_artifact(t4a_module_cache *cache,
                                                  const t4a_nvrtc_artifact *artifact,
                                                  t4a_module **out);
+/** Adds a reference. Accepts NULL. */
 void t4a_module_retain(t4a_module *module);
-/* Drops a reference; the last one unloads (see above). Accepts NULL. */
+/** Drops a reference; the last one unloads (see above). Accepts NULL. */
 void t4a_module_release(t4a_module *module);
+/** t4a_module_release with a void * argument, for keepalive lists. */
 void t4a_module_release_object(void *module);
 
-/* Looks up a kernel and, the first time, its parameter list. On success *out is a new reference
+/** Looks up a kernel and, the first time, its parameter list. On success *out is a new reference
  * (the same function object for the same name). Statuses: INVALID_ARGUMENT, UNKNOWN_ENTRY_POINT
  * (the name in the detail), LIMIT_EXCEEDED (more than T4A_MAX_KERNEL_PARAMS parameters),
  * LANE_BROKEN, HOST_OUT_OF_MEMORY, driver failures (cuModuleGetFunction, cuFuncGetParamInfo,
  * cuFuncGetAttribute). */
 T4A_MUST_USE t4a_status t4a_module_get_function(t4a_module *module, const char *name,
                                                 t4a_function **out);
+/** Adds a reference. Accepts NULL. */
 void t4a_function_retain(t4a_function *function);
+/** Drops a reference (a function's references are its module's). Accepts NULL. */
 void t4a_function_release(t4a_function *function);
+/** The kernel's name, as looked up. Owned by the function. */
 const char *t4a_function_name(const t4a_function *function);
-/* The allocation domain the function belongs to (its module cache's lane). */
+/** The allocation domain the function belongs to (its module cache's lane). */
 uint64_t t4a_function_domain(const t4a_function *function);
 
-/* The kernel's parameter list (learnt at lookup: these calls reach no driver). *out_known is 1
+/** @{ */
+/** The kernel's parameter list (learnt at lookup: these calls reach no driver). *out_known is 1
  * when it came from the driver (cuFuncGetParamInfo), 0 when only a declared count is known
  * (sizes and offsets 0; count 0 before a declaration). Statuses: INVALID_ARGUMENT (NULL, an index
  * out of range). */
@@ -215,23 +231,26 @@ T4A_MUST_USE t4a_status t4a_function_num_params(t4a_function *function, uint32_t
                                                 int *out_known);
 T4A_MUST_USE t4a_status t4a_function_param(t4a_function *function, uint32_t index,
                                            size_t *out_offset, size_t *out_size);
-/* Where the driver has no cuFuncGetParamInfo: the number of parameters launches must pass.
+/** @} */
+/** Where the driver has no cuFuncGetParamInfo: the number of parameters launches must pass.
  * INVALID_ARGUMENT where the driver knows the list and it differs. */
 T4A_MUST_USE t4a_status t4a_function_declare_params(t4a_function *function, uint32_t count);
 
 /* ---- checked launches ---- */
 
-#define T4A_MAX_KERNEL_PARAMS 64u /* parameters per kernel t4a checks and packs */
+#define T4A_MAX_KERNEL_PARAMS 64u /**< parameters per kernel t4a checks and packs */
 
+/** What a launch argument is. */
 typedef enum t4a_arg_kind {
-  T4A_ARG_BUFFER = 1, /* a t4a_buffer of the launch's domain (its device address + offset) */
-  T4A_ARG_DEVPTR = 2, /* a raw device address (8 bytes), unchecked */
-  T4A_ARG_SCALAR = 3, /* `size` bytes at `value`, copied at the call */
+  T4A_ARG_BUFFER = 1, /**< a t4a_buffer of the launch's domain (its device address + offset) */
+  T4A_ARG_DEVPTR = 2, /**< a raw device address (8 bytes), unchecked */
+  T4A_ARG_SCALAR = 3, /**< `size` bytes at `value`, copied at the call */
 } t4a_arg_kind;
 
+/** One launch argument; build it with t4a_arg_buffer, t4a_arg_devptr or t4a_arg_scalar. */
 typedef struct t4a_arg {
-  t4a_arg_kind kind;
-  uint32_t size; /* SCALAR: bytes at value; BUFFER and DEVPTR: 8 (set by the helpers) */
+  t4a_arg_kind kind; /**< what the argument is */
+  uint32_t size; /**< SCALAR: bytes at value; BUFFER and DEVPTR: 8 (set by the helpers) */
   union {
     struct {
       t4a_buffer *buffer;
@@ -239,9 +258,11 @@ typedef struct t4a_arg {
     } buf;
     t4a_devptr devptr;
     const void *value;
-  } u;
+  } u; /**< the value, by kind: buf (buffer and offset), devptr or value */
 } t4a_arg;
 
+/** An argument: the device address of `buffer` plus `offset` (checked at the launch; borrowed:
+ * the launch keeps the buffer alive). */
 static inline t4a_arg t4a_arg_buffer(t4a_buffer *buffer, size_t offset) {
   t4a_arg a;
   a.kind = T4A_ARG_BUFFER;
@@ -250,6 +271,7 @@ static inline t4a_arg t4a_arg_buffer(t4a_buffer *buffer, size_t offset) {
   a.u.buf.offset = offset;
   return a;
 }
+/** An argument: a raw device address, unchecked (the caller keeps its memory alive). */
 static inline t4a_arg t4a_arg_devptr(t4a_devptr devptr) {
   t4a_arg a;
   a.kind = T4A_ARG_DEVPTR;
@@ -257,6 +279,7 @@ static inline t4a_arg t4a_arg_devptr(t4a_devptr devptr) {
   a.u.devptr = devptr;
   return a;
 }
+/** An argument: `size` bytes at `value`, copied at the launch call. */
 static inline t4a_arg t4a_arg_scalar(const void *value, uint32_t size) {
   t4a_arg a;
   a.kind = T4A_ARG_SCALAR;
@@ -265,13 +288,14 @@ static inline t4a_arg t4a_arg_scalar(const void *value, uint32_t size) {
   return a;
 }
 
+/** A launch configuration: grid, block and dynamic shared memory. */
 typedef struct t4a_launch_config {
-  uint32_t grid[3];      /* blocks; every dimension >= 1 */
-  uint32_t block[3];     /* threads; every dimension >= 1 */
-  uint32_t shared_bytes; /* dynamic shared memory */
+  uint32_t grid[3];      /**< blocks; every dimension >= 1 */
+  uint32_t block[3];     /**< threads; every dimension >= 1 */
+  uint32_t shared_bytes; /**< dynamic shared memory */
 } t4a_launch_config;
 
-/* Checks and launches `function` on `retire`'s stream. Statuses: INVALID_ARGUMENT (NULL, a NULL
+/** Checks and launches `function` on `retire`'s stream. Statuses: INVALID_ARGUMENT (NULL, a NULL
  * scalar value or size 0, an unknown kind, a buffer offset past its end), FOREIGN_HANDLE
  * (function or buffer of another domain), ARGUMENT_MISMATCH (count or a size; a function whose
  * parameter list is neither known nor declared), INVALID_LAUNCH (config), REENTRY, LANE_BROKEN,
@@ -281,7 +305,7 @@ T4A_MUST_USE t4a_status t4a_launch(t4a_retire *retire, t4a_function *function,
                                    const t4a_launch_config *config, const t4a_arg *args,
                                    uint32_t num_args);
 
-/* Launches with the parameters packed in `params` (`bytes` long): parameter i at offsets[i].
+/** Launches with the parameters packed in `params` (`bytes` long): parameter i at offsets[i].
  * Offsets and the sizes they imply (the next offset, or `bytes` for the last) must agree with the
  * kernel's layout: every offset the driver's, ascending, inside `bytes`, and the last parameter
  * spanning its size plus at most its padding to 8 bytes (ARGUMENT_MISMATCH otherwise; where the
@@ -295,9 +319,10 @@ T4A_MUST_USE t4a_status t4a_launch_raw(t4a_retire *retire, t4a_function *functio
 
 /* ---- descriptors ---- */
 
+/** A table of launch descriptors on one retirement state. Opaque. */
 typedef struct t4a_launch_table t4a_launch_table;
 
-/* Measures plain and graph fires of `empty_kernel` (a function of the retire's lane taking no
+/** Measures plain and graph fires of `empty_kernel` (a function of the retire's lane taking no
  * parameters) on `retire`'s stream: `fires` fires per strategy (0: 2048; at least 64), in
  * alternating blocks after a warm-up, plus 8 graph builds, then waits for the lane (a host wait).
  * Chooses a strategy as documented above. Statuses: INVALID_ARGUMENT (NULL, a kernel with
@@ -306,84 +331,90 @@ typedef struct t4a_launch_table t4a_launch_table;
 T4A_MUST_USE t4a_status t4a_launch_calibrate(t4a_retire *retire, t4a_function *empty_kernel,
                                              uint32_t fires, t4a_launch_calibration *out);
 
+/** Options of t4a_launch_table_create_ex; zero means the default. */
 typedef struct t4a_launch_table_options {
-  uint32_t capacity;            /* descriptors, 1..65536; 0: 256 */
-  t4a_launch_strategy strategy; /* AUTO (the calibration's choice, PLAIN without one) */
-  uint32_t graph_after;         /* GRAPH: the fire that builds a descriptor's graph (1: the
+  uint32_t capacity;            /**< descriptors, 1..65536; 0: 256 */
+  t4a_launch_strategy strategy; /**< AUTO (the calibration's choice, PLAIN without one) */
+  uint32_t graph_after;         /**< GRAPH: the fire that builds a descriptor's graph (1: the
                                    first); 0: the calibration's figure, or 16 without one */
-  const t4a_launch_calibration *calibration; /* read at create (copied); NULL: none */
+  const t4a_launch_calibration *calibration; /**< read at create (copied); NULL: none */
 } t4a_launch_table_options;
+/** Every option at its default (zero). */
 #define T4A_LAUNCH_TABLE_OPTIONS_INIT {0, T4A_LAUNCH_STRATEGY_AUTO, 0, NULL}
 
-/* A table of at most `capacity` descriptors (1..65536) for launches on `retire` (borrowed), fired
+/** A table of at most `capacity` descriptors (1..65536) for launches on `retire` (borrowed), fired
  * PLAIN. Ids name a slot (low 16 bits) and the slot's generation (high 16 bits, never 0): a slot
  * is reused after unregister, and a stale id is refused until the slot was reused 65,535 times.
  * Statuses: INVALID_ARGUMENT, HOST_OUT_OF_MEMORY, INTERNAL. */
 T4A_MUST_USE t4a_status t4a_launch_table_create(t4a_retire *retire, uint32_t capacity,
                                                 t4a_launch_table **out);
-/* As t4a_launch_table_create, with a strategy. options may be NULL (every default). Statuses:
+/** As t4a_launch_table_create, with a strategy. options may be NULL (every default). Statuses:
  * INVALID_ARGUMENT (also an unknown strategy value), HOST_OUT_OF_MEMORY, INTERNAL. */
 T4A_MUST_USE t4a_status t4a_launch_table_create_ex(t4a_retire *retire,
                                                    const t4a_launch_table_options *options,
                                                    t4a_launch_table **out);
 
+/** A snapshot of a descriptor table (t4a_launch_table_get_stats). */
 typedef struct t4a_launch_table_stats {
-  t4a_launch_strategy strategy; /* as resolved at create: PLAIN or GRAPH */
-  uint32_t graph_after;
-  uint32_t descriptors; /* registered now */
-  uint32_t graphs;      /* descriptors holding an executable graph now */
-  uint64_t plain_fires, graph_fires;
-  uint64_t graph_builds, graph_updates, graph_fallbacks;
+  t4a_launch_strategy strategy; /**< as resolved at create: PLAIN or GRAPH */
+  uint32_t graph_after;         /**< the fire that builds a descriptor's graph */
+  uint32_t descriptors;         /**< registered now */
+  uint32_t graphs;              /**< descriptors holding an executable graph now */
+  uint64_t plain_fires;         /**< fires submitted with cuLaunchKernel */
+  uint64_t graph_fires;         /**< fires submitted with cuGraphLaunch of their graph */
+  uint64_t graph_builds;        /**< graphs built */
+  uint64_t graph_updates;       /**< node updates after rebinds */
+  uint64_t graph_fallbacks;     /**< builds or updates the driver refused (plain since) */
 } t4a_launch_table_stats;
-/* A snapshot (all zero for NULL). */
+/** A snapshot (all zero for NULL). */
 void t4a_launch_table_get_stats(t4a_launch_table *table, t4a_launch_table_stats *out);
-/* Releases every descriptor (their functions and buffers) and the table. Accepts NULL. */
+/** Releases every descriptor (their functions and buffers) and the table. Accepts NULL. */
 void t4a_launch_table_destroy(t4a_launch_table *table);
 
-/* Checks (as t4a_launch) and stores a launch: the function and buffers are retained, scalars
+/** Checks (as t4a_launch) and stores a launch: the function and buffers are retained, scalars
  * copied (the descriptor's one allocation). Statuses: as t4a_launch's checks, LIMIT_EXCEEDED
  * (table full), HOST_OUT_OF_MEMORY. */
 T4A_MUST_USE t4a_status t4a_descriptor_register(t4a_launch_table *table, t4a_function *function,
                                                 const t4a_launch_config *config,
                                                 const t4a_arg *args, uint32_t num_args,
                                                 uint32_t *out_id);
-/* Launches descriptor `id` (no checks beyond the id; no heap allocation), as t4a_launch does
+/** Launches descriptor `id` (no checks beyond the id; no heap allocation), as t4a_launch does
  * after its checks. Statuses: INVALID_ARGUMENT (unknown or stale id), REENTRY, LANE_BROKEN,
  * CONTEXT_LOST, driver failures. */
 T4A_MUST_USE t4a_status t4a_descriptor_fire(t4a_launch_table *table, uint32_t id);
-/* Replaces argument `index` (checked against that parameter: INVALID_ARGUMENT, FOREIGN_HANDLE,
+/** Replaces argument `index` (checked against that parameter: INVALID_ARGUMENT, FOREIGN_HANDLE,
  * ARGUMENT_MISMATCH; a refused rebind changes nothing). */
 T4A_MUST_USE t4a_status t4a_descriptor_rebind(t4a_launch_table *table, uint32_t id,
                                               uint32_t index, const t4a_arg *arg);
-/* Replaces every argument and fires, in one call. Every argument is checked before any is
+/** Replaces every argument and fires, in one call. Every argument is checked before any is
  * replaced: a refusal changes nothing and fires nothing. If only the fire fails, the new
  * arguments stay bound. */
 T4A_MUST_USE t4a_status t4a_descriptor_rebind_fire(t4a_launch_table *table, uint32_t id,
                                                    const t4a_arg *args, uint32_t num_args);
-/* Frees descriptor `id` (its references go with the epoch of its last launch). */
+/** Frees descriptor `id` (its references go with the epoch of its last launch). */
 T4A_MUST_USE t4a_status t4a_descriptor_unregister(t4a_launch_table *table, uint32_t id);
 
 /* ---- L2 persistence ---- */
 
-/* Sets the persisting-L2 limit of the lane's context to `bytes`, clamped to the device maximum
+/** Sets the persisting-L2 limit of the lane's context to `bytes`, clamped to the device maximum
  * (CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE); *out_applied (optional) gets the value the
  * driver applied, read back with cuCtxGetLimit (it rounds: on the H200, 4 MiB asked gave 7.5 MiB).
  * Statuses: INVALID_ARGUMENT, LANE_BROKEN, UNSUPPORTED (the device has no persisting L2), driver
  * failures (cuCtxSetLimit, cuCtxGetLimit). */
 T4A_MUST_USE t4a_status t4a_l2_set_persisting_limit(t4a_lane *lane, size_t bytes,
                                                     size_t *out_applied);
-/* Sets an access-policy window on the lane's stream: [base, base + bytes) with `hit_ratio`
+/** Sets an access-policy window on the lane's stream: [base, base + bytes) with `hit_ratio`
  * (0..1) of its lines persisting, the rest streaming; `bytes` is clamped to the device's largest
  * window (CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE). bytes 0 clears the window.
  * Statuses: INVALID_ARGUMENT (hit_ratio outside [0, 1] or NaN, base 0 with bytes > 0),
  * LANE_BROKEN, UNSUPPORTED (no window on this device), driver failures (cuStreamSetAttribute). */
 T4A_MUST_USE t4a_status t4a_l2_set_window(t4a_lane *lane, t4a_devptr base, size_t bytes,
                                           float hit_ratio);
-/* Resets all persisting L2 lines of the lane's context to normal
+/** Resets all persisting L2 lines of the lane's context to normal
  * (cuCtxResetPersistingL2Cache). */
 T4A_MUST_USE t4a_status t4a_l2_reset(t4a_lane *lane);
 
 #ifdef __cplusplus
 }
 #endif
-#endif /* T4A_LAUNCH_H_ */
+#endif /**< T4A_LAUNCH_H_ */

@@ -1,4 +1,5 @@
-/* t4a/pinned_arena.h — a pinned host allocator for arbitrary sizes, on a jemalloc arena.
+/** @file
+ * t4a/pinned_arena.h — a pinned host allocator for arbitrary sizes, on a jemalloc arena.
  *
  * Layer: t4a_mem, target //t4a_mem:pinned_arena (on t4a_ctx). It is its own target, apart from
  * //t4a_mem, for one reason:
@@ -96,26 +97,29 @@
 extern "C" {
 #endif
 
-/* The largest alignment t4a_pinned_arena_alloc accepts. */
+/** The largest alignment t4a_pinned_arena_alloc accepts. */
 #define T4A_PINNED_ARENA_MAX_ALIGNMENT ((size_t)64 * 1024)
-/* The alignment given when the caller passes 0 (that of max_align_t on x86-64 and aarch64). */
+/** The alignment given when the caller passes 0 (that of max_align_t on x86-64 and aarch64). */
 #define T4A_PINNED_ARENA_DEFAULT_ALIGNMENT ((size_t)16)
-/* The default smallest cuMemHostAlloc request. */
+/** The default smallest cuMemHostAlloc request. */
 #define T4A_PINNED_ARENA_DEFAULT_MIN_EXTENT ((size_t)2 * 1024 * 1024)
 
+/** A jemalloc arena over pinned host memory. Opaque. */
 typedef struct t4a_pinned_arena t4a_pinned_arena;
 
+/** Options of t4a_pinned_arena_create; zero means the default. */
 typedef struct t4a_pinned_arena_options {
-  /* Most bytes the arena may pin in all (regions, jemalloc's metadata included). 0: no cap.
+  /** Most bytes the arena may pin in all (regions, jemalloc's metadata included). 0: no cap.
    * A cap below about 4 MiB cannot hold the arena's first region (jemalloc's metadata). */
   uint64_t max_pinned_bytes;
-  /* Smallest cuMemHostAlloc request, rounded up to 4 KiB. 0: 2 MiB. Larger values mean fewer,
+  /** Smallest cuMemHostAlloc request, rounded up to 4 KiB. 0: 2 MiB. Larger values mean fewer,
    * larger regions (one 64 MiB region serves many small arenas' worth of allocations). */
   size_t min_extent_bytes;
 } t4a_pinned_arena_options;
+/** Every option at its default (zero). */
 #define T4A_PINNED_ARENA_OPTIONS_INIT {0, 0}
 
-/* Creates an arena whose memory is pinned with the primary context of `holder` current
+/** Creates an arena whose memory is pinned with the primary context of `holder` current
  * (CU_MEMHOSTALLOC_PORTABLE: the memory is pinned for every context, not only that one). Takes a
  * reference to `holder`. options may be NULL (defaults). Pins the first region at once (about
  * 4 MiB: jemalloc's metadata for the arena, and room for the first extents).
@@ -129,7 +133,7 @@ T4A_MUST_USE t4a_status t4a_pinned_arena_create(t4a_ctx_holder *holder,
                                                 const t4a_pinned_arena_options *options,
                                                 t4a_pinned_arena **out);
 
-/* Destroys the jemalloc arena (ending every live allocation), then returns every region to the
+/** Destroys the jemalloc arena (ending every live allocation), then returns every region to the
  * driver with cuMemFreeHost under the holder's scope, and releases the holder. Never aborts: if
  * the context cannot be activated, or a cuMemFreeHost fails, those regions are leaked and counted
  * in the process totals (regions_leaked, bytes_leaked); if jemalloc refuses to destroy the arena,
@@ -137,7 +141,7 @@ T4A_MUST_USE t4a_status t4a_pinned_arena_create(t4a_ctx_holder *holder,
  * (arenas_leaked), because jemalloc still points into it. Accepts NULL. */
 void t4a_pinned_arena_destroy(t4a_pinned_arena *arena);
 
-/* Allocates `bytes` of pinned host memory aligned to `alignment` (a power of two up to
+/** Allocates `bytes` of pinned host memory aligned to `alignment` (a power of two up to
  * T4A_PINNED_ARENA_MAX_ALIGNMENT; 0 means T4A_PINNED_ARENA_DEFAULT_ALIGNMENT) and stores it in
  * *out. The contents are unspecified. Usually no driver call: only when no cached memory fits
  * does the arena pin a new region.
@@ -149,47 +153,47 @@ void t4a_pinned_arena_destroy(t4a_pinned_arena *arena);
 T4A_MUST_USE t4a_status t4a_pinned_arena_alloc(t4a_pinned_arena *arena, size_t bytes,
                                                size_t alignment, void **out);
 
-/* Frees an allocation of this arena, from any thread. The memory stays pinned and cached for
+/** Frees an allocation of this arena, from any thread. The memory stays pinned and cached for
  * later allocations. NULL is ignored. A pointer that is not a live allocation of this arena
  * (never allocated here, already freed, or pointing inside an allocation) is ignored and counted
  * in foreign_frees: it never crashes and never corrupts the arena. */
 void t4a_pinned_arena_free(t4a_pinned_arena *arena, void *ptr);
 
-/* Returns 1 if `ptr` points anywhere inside memory this arena has pinned (a live allocation,
+/** Returns 1 if `ptr` points anywhere inside memory this arena has pinned (a live allocation,
  * cached free memory, or jemalloc's metadata), else 0 (also for NULL arguments). Use it to ask
  * "is this host pointer pinned by this arena?", e.g. before choosing a copy path. */
 int t4a_pinned_arena_owns(const t4a_pinned_arena *arena, const void *ptr);
 
-/* A snapshot of one arena's counters. Each field is read atomically; fields are not read as one
+/** A snapshot of one arena's counters. Each field is read atomically; fields are not read as one
  * consistent set while other threads allocate. */
 typedef struct t4a_pinned_arena_stats {
-  uint64_t bytes_pinned;     /* bytes of the pinned regions held now (metadata included) */
-  uint64_t bytes_in_use;     /* bytes requested by the live allocations (before rounding) */
-  uint64_t extents;          /* pinned regions held now: one cuMemHostAlloc each */
-  uint64_t hook_extents;     /* extents the alloc hook handed to jemalloc (cumulative) */
-  uint64_t host_alloc_calls; /* cuMemHostAlloc calls made, failed ones included */
-  uint64_t allocations;      /* successful t4a_pinned_arena_alloc calls */
-  uint64_t frees;            /* allocations freed */
-  uint64_t foreign_frees;    /* t4a_pinned_arena_free calls ignored (see there) */
+  uint64_t bytes_pinned;     /**< bytes of the pinned regions held now (metadata included) */
+  uint64_t bytes_in_use;     /**< bytes requested by the live allocations (before rounding) */
+  uint64_t extents;          /**< pinned regions held now: one cuMemHostAlloc each */
+  uint64_t hook_extents;     /**< extents the alloc hook handed to jemalloc (cumulative) */
+  uint64_t host_alloc_calls; /**< cuMemHostAlloc calls made, failed ones included */
+  uint64_t allocations;      /**< successful t4a_pinned_arena_alloc calls */
+  uint64_t frees;            /**< allocations freed */
+  uint64_t foreign_frees;    /**< t4a_pinned_arena_free calls ignored (see there) */
 } t4a_pinned_arena_stats;
 
-/* Copies the arena's counters into *out (all zero for a NULL arena). */
+/** Copies the arena's counters into *out (all zero for a NULL arena). */
 void t4a_pinned_arena_read_stats(const t4a_pinned_arena *arena, t4a_pinned_arena_stats *out);
 
-/* Process-wide totals, for what outlives one arena: its teardown. */
+/** Process-wide totals, for what outlives one arena: its teardown. */
 typedef struct t4a_pinned_arena_totals {
-  uint64_t arenas_created;
-  uint64_t arenas_destroyed; /* destroyed, whether or not every region could be returned */
-  uint64_t arenas_leaked;    /* jemalloc refused arena.<i>.destroy: everything kept (leak) */
-  uint64_t regions_freed;    /* regions returned with cuMemFreeHost */
-  uint64_t regions_leaked;   /* regions never returned (activation or cuMemFreeHost failed) */
-  uint64_t bytes_leaked;     /* their bytes */
+  uint64_t arenas_created; /**< arenas created */
+  uint64_t arenas_destroyed; /**< destroyed, whether or not every region could be returned */
+  uint64_t arenas_leaked;    /**< jemalloc refused arena.\<i\>.destroy: everything kept (leak) */
+  uint64_t regions_freed;    /**< regions returned with cuMemFreeHost */
+  uint64_t regions_leaked;   /**< regions never returned (activation or cuMemFreeHost failed) */
+  uint64_t bytes_leaked;     /**< their bytes */
 } t4a_pinned_arena_totals;
 
-/* Copies the process-wide totals into *out. Thread-safe. */
+/** Copies the process-wide totals into *out. Thread-safe. */
 void t4a_pinned_arena_read_totals(t4a_pinned_arena_totals *out);
 
 #ifdef __cplusplus
 }
 #endif
-#endif /* T4A_PINNED_ARENA_H_ */
+#endif /**< T4A_PINNED_ARENA_H_ */

@@ -1,4 +1,5 @@
-/* t4a/nvrtc.h — NVRTC loaded at run time, compile requests, context-free artifacts and a
+/** @file
+ * t4a/nvrtc.h — NVRTC loaded at run time, compile requests, context-free artifacts and a
  * two-level (memory, disk) artifact cache.
  *
  * Layer: t4a_nvrtc, standalone. It depends only on the status vocabulary (t4a_ctx:status),
@@ -48,24 +49,27 @@ extern "C" {
 
 /* ---- The library ------------------------------------------------------------------------- */
 
+/** A loaded NVRTC (see the top of this file). Refcounted, opaque. */
 typedef struct t4a_nvrtc_lib t4a_nvrtc_lib;
 
-/* Capabilities: optional NVRTC entry points that resolved. */
-#define T4A_NVRTC_CAP_CUBIN (1u << 0)           /* nvrtcGetCUBIN: CUBIN output */
-#define T4A_NVRTC_CAP_LTOIR (1u << 1)           /* nvrtcGetLTOIR: LTO-IR output */
-#define T4A_NVRTC_CAP_PCH (1u << 2)             /* precompiled-header heap controls */
-#define T4A_NVRTC_CAP_SUPPORTED_ARCHS (1u << 3) /* nvrtcGetSupportedArchs: targets are checked */
+/** Capabilities: optional NVRTC entry points that resolved. */
+#define T4A_NVRTC_CAP_CUBIN (1u << 0)           /**< nvrtcGetCUBIN: CUBIN output */
+#define T4A_NVRTC_CAP_LTOIR (1u << 1)           /**< nvrtcGetLTOIR: LTO-IR output */
+#define T4A_NVRTC_CAP_PCH (1u << 2)             /**< precompiled-header heap controls */
+#define T4A_NVRTC_CAP_SUPPORTED_ARCHS (1u << 3) /**< nvrtcGetSupportedArchs: targets are checked */
 
+/** Options of t4a_nvrtc_lib_open; zero means the default. */
 typedef struct t4a_nvrtc_lib_options {
-  /* Library to dlopen. NULL: $T4A_LIBNVRTC_PATH if set, else the exact sonames libnvrtc.so.13,
+  /** Library to dlopen. NULL: $T4A_LIBNVRTC_PATH if set, else the exact sonames libnvrtc.so.13,
    * then libnvrtc.so.12, each first on the loader's path and then under $CUDA_PATH/lib64 and
    * /usr/local/cuda/lib64. Never the .alt variant unless named here. */
   const char *library_path;
 } t4a_nvrtc_lib_options;
+/** Every option at its default. */
 #define T4A_NVRTC_LIB_OPTIONS_INIT \
   { NULL }
 
-/* Loads NVRTC, resolves its catalogue, reads its version, its supported architectures and its
+/** Loads NVRTC, resolves its catalogue, reads its version, its supported architectures and its
  * build identity (see t4a_nvrtc_lib_build_identity). Returns a new reference in *out.
  * Statuses: NVRTC_NOT_FOUND (every candidate failed; the message lists them),
  * NVRTC_SYMBOL_MISSING (a required entry is missing: named), NVRTC_ERROR (nvrtcVersion failed),
@@ -73,56 +77,56 @@ typedef struct t4a_nvrtc_lib_options {
  * optional architecture query fails, the lib opens without T4A_NVRTC_CAP_SUPPORTED_ARCHS. */
 T4A_MUST_USE t4a_status t4a_nvrtc_lib_open(const t4a_nvrtc_lib_options *options,
                                            t4a_nvrtc_lib **out);
-/* Adds a reference. Accepts NULL. */
+/** Adds a reference. Accepts NULL. */
 void t4a_nvrtc_lib_retain(t4a_nvrtc_lib *lib);
-/* Drops a reference; the last unloads the library. Artifacts do not hold the lib. Accepts NULL. */
+/** Drops a reference; the last unloads the library. Artifacts do not hold the lib. Accepts NULL. */
 void t4a_nvrtc_lib_release(t4a_nvrtc_lib *lib);
 
-/* NVRTC's version (nvrtcVersion). 0.0 for NULL. */
+/** NVRTC's version (nvrtcVersion). 0.0 for NULL. */
 void t4a_nvrtc_lib_version(const t4a_nvrtc_lib *lib, int *out_major, int *out_minor);
-/* T4A_NVRTC_CAP_* bits. */
+/** T4A_NVRTC_CAP_* bits. */
 uint32_t t4a_nvrtc_lib_caps(const t4a_nvrtc_lib *lib);
-/* The path that was opened (or the origin given to an injected table). Owned by the lib. */
+/** The path that was opened (or the origin given to an injected table). Owned by the lib. */
 const char *t4a_nvrtc_lib_origin(const t4a_nvrtc_lib *lib);
-/* What identifies this exact NVRTC build in cache keys: the GNU build-id of the loaded libnvrtc
+/** What identifies this exact NVRTC build in cache keys: the GNU build-id of the loaded libnvrtc
  * and of the libnvrtc-builtins it will use (or, for a library without a build-id, its resolved
  * path, size and modification time). Printable, owned by the lib. */
 const char *t4a_nvrtc_lib_build_identity(const t4a_nvrtc_lib *lib);
-/* The SM architectures this NVRTC can target (e.g. 75, 80, 90). Writes at most `capacity`
+/** The SM architectures this NVRTC can target (e.g. 75, 80, 90). Writes at most `capacity`
  * values into out and their total number into *out_num. UNSUPPORTED without
  * T4A_NVRTC_CAP_SUPPORTED_ARCHS; INVALID_ARGUMENT for NULL arguments. */
 T4A_MUST_USE t4a_status t4a_nvrtc_lib_supported_archs(const t4a_nvrtc_lib *lib, int *out,
                                                       size_t capacity, size_t *out_num);
-/* Copies the lib's counters: nvrtc_compile_attempts, nvrtc_compile_successes and
+/** Copies the lib's counters: nvrtc_compile_attempts, nvrtc_compile_successes and
  * nvrtc_empty_outputs over every compilation made with it, cached or not. The other fields are
  * 0. */
 void t4a_nvrtc_lib_counters(const t4a_nvrtc_lib *lib, t4a_counter_values *out);
 
 /* ---- Requests ---------------------------------------------------------------------------- */
 
-/* What NVRTC should produce. Zero is PTX. */
+/** What NVRTC should produce. Zero is PTX. */
 typedef enum t4a_nvrtc_output {
-  T4A_NVRTC_OUTPUT_PTX = 0, /* PTX text; needs nothing optional */
+  T4A_NVRTC_OUTPUT_PTX = 0, /**< PTX text; needs nothing optional */
   T4A_NVRTC_OUTPUT_CUBIN =
-      1, /* an ELF CUBIN for a real architecture (sm_XX); T4A_NVRTC_CAP_CUBIN */
-  T4A_NVRTC_OUTPUT_LTOIR = 2, /* LTO-IR for nvJitLink (t4a adds -dlto); T4A_NVRTC_CAP_LTOIR */
+      1, /**< an ELF CUBIN for a real architecture (sm_XX); T4A_NVRTC_CAP_CUBIN */
+  T4A_NVRTC_OUTPUT_LTOIR = 2, /**< LTO-IR for nvJitLink (t4a adds -dlto); T4A_NVRTC_CAP_LTOIR */
 } t4a_nvrtc_output;
 
-/* Returns "ptx", "cubin", "lto-ir", or "unknown". Static string. */
+/** Returns "ptx", "cubin", "lto-ir", or "unknown". Static string. */
 const char *t4a_nvrtc_output_name(t4a_nvrtc_output output);
 
-/* One named header: what `#include "name"` in the source (or another header) resolves to.
+/** One named header: what `\#include "name"` in the source (or another header) resolves to.
  * Text fields with a byte count of 0 are NUL-terminated strings; with a count, they may contain
  * no NUL byte within it (an embedded NUL is rejected, since NVRTC would silently cut the text
  * there). */
 typedef struct t4a_nvrtc_header {
-  const char *name;     /* non-empty; no NUL, newline or other control character */
-  const char *content;  /* the header's text */
-  size_t name_bytes;    /* 0: strlen(name) */
-  size_t content_bytes; /* 0: strlen(content) */
+  const char *name;     /**< non-empty; no NUL, newline or other control character */
+  const char *content;  /**< the header's text */
+  size_t name_bytes;    /**< 0: strlen(name) */
+  size_t content_bytes; /**< 0: strlen(content) */
 } t4a_nvrtc_header;
 
-/* One compilation. Zero-initialise it (T4A_NVRTC_REQUEST_INIT) and fill what you need; zero means
+/** One compilation. Zero-initialise it (T4A_NVRTC_REQUEST_INIT) and fill what you need; zero means
  * the default. Every pointer is borrowed for the duration of the call.
  *
  * Validation (every failure is INVALID_ARGUMENT with a message naming the field and index, or
@@ -153,17 +157,17 @@ typedef struct t4a_nvrtc_header {
  *       -diag-error -diag-suppress -diag-warn -brief-diag -split-compile -minimal
  *     and their long forms. Everything else is refused: include paths (-I), pre-includes
  *     (-include), precompiled headers (every pch option), --time and --fdevice-time-trace (they
- *     write files a hit would not write), response files (@file), and any option t4a does not
+ *     write files a hit would not write), response files (\@file), and any option t4a does not
  *     know. The value given to ptxas (-Xptxas, --ptxas-options) must be one ptxas option known
  *     to read no file: --options-file / -optf (ptxas reads the file) and --output-file / -o are
  *     refused, and so is anything not on ptxas's own list;
- *   - includes: every #include, #include_next, #import and #embed, and every __has_include,
+ *   - includes: every \#include, \#include_next, \#import and \#embed, and every __has_include,
  *     __has_include_next and __has_embed, in the source, in every header and in every -D
  *     definition, must name one of the request's headers by a literal ("name.h" or <name.h>,
  *     compared byte for byte with the header names). An absolute path (NVRTC opens it), a macro
  *     operand or a name that is no header of the request is refused, naming the text, the line
  *     and the include. NVRTC 13 given no -I resolves no system header, so every header a cached
- *     compile uses is a named header. The check is lexical: an include in a group that #if skips
+ *     compile uses is a named header. The check is lexical: an include in a group that \#if skips
  *     counts too (supply a named header for it, even an empty one), and a request that pastes
  *     tokens with ## may not also spell a piece of __has_include such as `__has_`.
  * The options are checked when a request is not in memory, the includes only before NVRTC would
@@ -171,64 +175,67 @@ typedef struct t4a_nvrtc_header {
  * cache level is a request that passed both. Supply headers as named headers, or compile without
  * the cache.
  *
- * t4a adds its own options after the caller's: --gpu-architecture=<target>, --no-source-include
+ * t4a adds its own options after the caller's: --gpu-architecture=\<target\>, --no-source-include
  * (so the directory of the program name is never searched: a request's output depends only on
  * what it names), and -dlto for LTO-IR. */
 typedef struct t4a_nvrtc_request {
-  const char *program_name; /* NULL: "t4a_program.cu". Appears in diagnostics and debug info */
-  const char *source;       /* CUDA C++ source */
-  size_t source_bytes;      /* 0: strlen(source) */
-  const t4a_nvrtc_header *headers;
-  size_t num_headers;
-  const char *const *options; /* NVRTC options, in order */
-  const size_t *option_bytes; /* NULL, or the byte count of each option (0: NUL-terminated) */
-  size_t num_options;
-  const char *target;                  /* "sm_90", "compute_90", "sm_90a", ... */
-  t4a_nvrtc_output output;             /* PTX, CUBIN or LTO-IR */
-  const char *const *name_expressions; /* e.g. "k<int>": their lowered names come back */
-  size_t num_name_expressions;
+  const char *program_name; /**< NULL: "t4a_program.cu". Appears in diagnostics and debug info */
+  const char *source;       /**< CUDA C++ source */
+  size_t source_bytes;      /**< 0: strlen(source) */
+  const t4a_nvrtc_header *headers; /**< named headers, num_headers of them */
+  size_t num_headers; /**< how many headers */
+  const char *const *options; /**< NVRTC options, in order */
+  const size_t *option_bytes; /**< NULL, or the byte count of each option (0: NUL-terminated) */
+  size_t num_options; /**< how many options */
+  const char *target;                  /**< "sm_90", "compute_90", "sm_90a", ... */
+  t4a_nvrtc_output output;             /**< PTX, CUBIN or LTO-IR */
+  const char *const *name_expressions; /**< e.g. "k<int>": their lowered names come back */
+  size_t num_name_expressions; /**< how many name expressions */
 } t4a_nvrtc_request;
+/** An empty request (every field zero). */
 #define T4A_NVRTC_REQUEST_INIT \
   { 0 }
 
 /* ---- Outcomes ---------------------------------------------------------------------------- */
 
-/* Where an artifact came from. */
+/** Where an artifact came from. */
 typedef enum t4a_nvrtc_origin {
-  T4A_NVRTC_ORIGIN_NONE = 0,     /* no artifact: the call failed */
-  T4A_NVRTC_ORIGIN_COMPILED = 1, /* this call ran NVRTC */
-  T4A_NVRTC_ORIGIN_MEMORY = 2,   /* the cache's memory level */
-  T4A_NVRTC_ORIGIN_DISK = 3,     /* the cache's directory */
-  T4A_NVRTC_ORIGIN_JOINED = 4,   /* another thread's in-flight lookup or compile of the request */
+  T4A_NVRTC_ORIGIN_NONE = 0,     /**< no artifact: the call failed */
+  T4A_NVRTC_ORIGIN_COMPILED = 1, /**< this call ran NVRTC */
+  T4A_NVRTC_ORIGIN_MEMORY = 2,   /**< the cache's memory level */
+  T4A_NVRTC_ORIGIN_DISK = 3,     /**< the cache's directory */
+  T4A_NVRTC_ORIGIN_JOINED = 4,   /**< another thread's in-flight lookup or compile of the request */
 } t4a_nvrtc_origin;
 
-/* Returns "none", "compiled", "memory", "disk", "joined" or "unknown". Static string. */
+/** Returns "none", "compiled", "memory", "disk", "joined" or "unknown". Static string. */
 const char *t4a_nvrtc_origin_name(t4a_nvrtc_origin origin);
 
-/* Caller storage for what a compile call reports besides its status. Initialise it with
+/** Caller storage for what a compile call reports besides its status. Initialise it with
  * T4A_NVRTC_OUTCOME_INIT; each compile call first frees what it held, then fills it; release it
  * with t4a_nvrtc_outcome_deinit. */
 typedef struct t4a_nvrtc_outcome {
-  t4a_nvrtc_origin origin;
-  /* When nvrtcCompileProgram failed (COMPILE_FAILED; INVALID_ARGUMENT for an option NVRTC
+  t4a_nvrtc_origin origin; /**< where the artifact came from; NONE when the call failed */
+  /** When nvrtcCompileProgram failed (COMPILE_FAILED; INVALID_ARGUMENT for an option NVRTC
    * rejected; any other status it mapped to) or produced an empty output (COMPILE_FAILED): NVRTC's
    * full log, NUL-terminated (for an empty output, followed by a line from t4a saying so). NULL
    * otherwise, and NULL if the log itself could not be retrieved or copied. A successful
    * compilation's log (warnings) is in the artifact instead. */
   char *log;
-  size_t log_bytes; /* strlen(log) */
+  size_t log_bytes; /**< strlen(log) */
 } t4a_nvrtc_outcome;
+/** An empty outcome: no origin, no log. */
 #define T4A_NVRTC_OUTCOME_INIT \
   { T4A_NVRTC_ORIGIN_NONE, NULL, 0 }
 
-/* Frees the log and resets *outcome to T4A_NVRTC_OUTCOME_INIT. Accepts NULL. */
+/** Frees the log and resets *outcome to T4A_NVRTC_OUTCOME_INIT. Accepts NULL. */
 void t4a_nvrtc_outcome_deinit(t4a_nvrtc_outcome *outcome);
 
 /* ---- Artifacts --------------------------------------------------------------------------- */
 
+/** A compiled artifact (see the top of this file). Immutable, refcounted, opaque. */
 typedef struct t4a_nvrtc_artifact t4a_nvrtc_artifact;
 
-/* Compiles one request with NVRTC, with no cache. On success *out is a new artifact (origin
+/** Compiles one request with NVRTC, with no cache. On success *out is a new artifact (origin
  * COMPILED). nvrtcDestroyProgram runs on every path.
  * out_outcome may be NULL (the log of a failure is then dropped).
  * Statuses: the validation statuses of t4a_nvrtc_request (file-reading options are allowed
@@ -240,74 +247,82 @@ typedef struct t4a_nvrtc_artifact t4a_nvrtc_artifact;
 T4A_MUST_USE t4a_status t4a_nvrtc_compile(t4a_nvrtc_lib *lib, const t4a_nvrtc_request *request,
                                           t4a_nvrtc_artifact **out, t4a_nvrtc_outcome *out_outcome);
 
-/* Adds a reference. Accepts NULL. */
+/** Adds a reference. Accepts NULL. */
 void t4a_nvrtc_artifact_retain(t4a_nvrtc_artifact *artifact);
-/* Drops a reference; the last frees the artifact. Accepts NULL. */
+/** Drops a reference; the last frees the artifact. Accepts NULL. */
 void t4a_nvrtc_artifact_release(t4a_nvrtc_artifact *artifact);
 
-/* The compiled bytes and their count. For PTX the count includes the terminating NUL (as
+/** The compiled bytes and their count. For PTX the count includes the terminating NUL (as
  * nvrtcGetPTXSize reports it); every kind is followed by a NUL byte beyond the count, so the data
  * can be handed to cuModuleLoadData as is. Never empty. Owned by the artifact. */
 const void *t4a_nvrtc_artifact_data(const t4a_nvrtc_artifact *artifact, size_t *out_bytes);
+/** The output kind (PTX, CUBIN or LTO-IR). */
 t4a_nvrtc_output t4a_nvrtc_artifact_output(const t4a_nvrtc_artifact *artifact);
-/* The target it was compiled for ("sm_90"). Owned by the artifact. */
+/** The target it was compiled for ("sm_90"). Owned by the artifact. */
 const char *t4a_nvrtc_artifact_target(const t4a_nvrtc_artifact *artifact);
-/* The program name of the request. Owned by the artifact. */
+/** The program name of the request. Owned by the artifact. */
 const char *t4a_nvrtc_artifact_program_name(const t4a_nvrtc_artifact *artifact);
-/* The NVRTC version and build identity that produced it. */
+/** @{ */
+/** The NVRTC version and build identity that produced it. */
 void t4a_nvrtc_artifact_compiler_version(const t4a_nvrtc_artifact *artifact, int *out_major,
                                          int *out_minor);
 const char *t4a_nvrtc_artifact_build_identity(const t4a_nvrtc_artifact *artifact);
-/* NVRTC's log of the successful compilation (warnings), NUL-terminated, possibly empty. */
+/** @} */
+/** NVRTC's log of the successful compilation (warnings), NUL-terminated, possibly empty. */
 const char *t4a_nvrtc_artifact_log(const t4a_nvrtc_artifact *artifact, size_t *out_bytes);
-/* The request's key: XXH3-128 of its full identity, as 16 bytes (big-endian high half first)
+/** @{ */
+/** The request's key: XXH3-128 of its full identity, as 16 bytes (big-endian high half first)
  * and as 32 lowercase hex digits (the disk cache's file name). */
 void t4a_nvrtc_artifact_key(const t4a_nvrtc_artifact *artifact, uint8_t out_key[16]);
 const char *t4a_nvrtc_artifact_key_hex(const t4a_nvrtc_artifact *artifact);
-/* Name expressions and their lowered (mangled) names, in request order. */
+/** @} */
+/** Name expressions and their lowered (mangled) names, in request order. */
 size_t t4a_nvrtc_artifact_num_lowered_names(const t4a_nvrtc_artifact *artifact);
-/* Writes the i-th expression and its lowered name; INVALID_ARGUMENT if i is out of range. The
+/** Writes the i-th expression and its lowered name; INVALID_ARGUMENT if i is out of range. The
  * strings are owned by the artifact. */
 T4A_MUST_USE t4a_status t4a_nvrtc_artifact_lowered_name_at(const t4a_nvrtc_artifact *artifact,
                                                            size_t i, const char **out_expression,
                                                            const char **out_lowered);
-/* The lowered name of `expression` as given in the request, or NULL if it was not one. */
+/** The lowered name of `expression` as given in the request, or NULL if it was not one. */
 const char *t4a_nvrtc_artifact_lowered_name(const t4a_nvrtc_artifact *artifact,
                                             const char *expression);
 
 /* ---- The artifact cache ------------------------------------------------------------------ */
 
+/** An artifact cache: memory and, optionally, disk (see the top of this file). Opaque. */
 typedef struct t4a_nvrtc_cache t4a_nvrtc_cache;
 
+/** Options of t4a_nvrtc_cache_create; zero means the default. */
 typedef struct t4a_nvrtc_cache_options {
-  size_t max_entries;      /* memory level: most artifacts kept; 0: 512 */
-  size_t max_bytes;        /* memory level: most bytes kept (artifacts + identities); 0: 256 MiB */
-  const char *disk_dir;    /* NULL: memory only. Created (with parents) if missing */
-  uint64_t disk_max_bytes; /* disk level: most bytes of entries kept; 0: 1 GiB. Enforced by a
+  size_t max_entries;      /**< memory level: most artifacts kept; 0: 512 */
+  size_t max_bytes;        /**< memory level: most bytes kept (artifacts + identities); 0: 256 MiB */
+  const char *disk_dir;    /**< NULL: memory only. Created (with parents) if missing */
+  uint64_t disk_max_bytes; /**< disk level: most bytes of entries kept; 0: 1 GiB. Enforced by a
                               scan that runs at this cache's first write, when its estimate
                               (the last scan's total plus its own writes since) passes the
                               bound, and every 64 writes; a scan
                               evicts the least recently used entries down to 90% of it. Other
                               processes' writes are seen at the next scan. */
-  int disk_fsync;          /* nonzero: fsync each entry before its rename and the directory
+  int disk_fsync;          /**< nonzero: fsync each entry before its rename and the directory
                               after it (durability across power loss; correctness never needs
                               it, since every entry is checksummed) */
 } t4a_nvrtc_cache_options;
+/** Every option at its default (memory only). */
 #define T4A_NVRTC_CACHE_OPTIONS_INIT \
   { 0, 0, NULL, 0, 0 }
 
-/* Creates a cache over `lib` (retained). options may be NULL (memory only, defaults).
+/** Creates a cache over `lib` (retained). options may be NULL (memory only, defaults).
  * Statuses: INVALID_ARGUMENT (lib or out NULL, an unusable path), IO (the directory cannot be
  * created or is not a writable directory: path and errno in the message), HOST_OUT_OF_MEMORY
  * (also when the mutex or condition variable cannot be initialised). */
 T4A_MUST_USE t4a_status t4a_nvrtc_cache_create(t4a_nvrtc_lib *lib,
                                                const t4a_nvrtc_cache_options *options,
                                                t4a_nvrtc_cache **out);
-/* Destroys the cache: drops its references to artifacts (those handed out stay valid) and to the
+/** Destroys the cache: drops its references to artifacts (those handed out stay valid) and to the
  * lib. No call on the cache may be in progress. Leaves the directory as it is. Accepts NULL. */
 void t4a_nvrtc_cache_destroy(t4a_nvrtc_cache *cache);
 
-/* Returns the artifact for a request: from memory, from disk, from another thread's in-flight
+/** Returns the artifact for a request: from memory, from disk, from another thread's in-flight
  * compilation of the same request, or by compiling it (then kept in memory and written to disk).
  * A failed compilation is never cached: the next call compiles again. A disk problem (I/O error,
  * corrupt or foreign entry) is counted and never fails the call: a corrupt entry is recompiled
@@ -320,15 +335,15 @@ T4A_MUST_USE t4a_status t4a_nvrtc_cache_compile(t4a_nvrtc_cache *cache,
                                                 t4a_nvrtc_artifact **out,
                                                 t4a_nvrtc_outcome *out_outcome);
 
-/* Copies this cache's counters (the nvrtc_* fields; the others are 0): NVRTC attempts and
+/** Copies this cache's counters (the nvrtc_* fields; the others are 0): NVRTC attempts and
  * successes made for this cache, memory hits, misses, joins and evictions, disk hits, misses,
  * writes, corrupt entries, I/O errors and evictions. */
 void t4a_nvrtc_cache_counters(const t4a_nvrtc_cache *cache, t4a_counter_values *out);
 
-/* How many artifacts and bytes the memory level holds now. */
+/** How many artifacts and bytes the memory level holds now. */
 void t4a_nvrtc_cache_memory_usage(t4a_nvrtc_cache *cache, size_t *out_entries, size_t *out_bytes);
 
 #ifdef __cplusplus
 }
 #endif
-#endif /* T4A_NVRTC_H_ */
+#endif /**< T4A_NVRTC_H_ */

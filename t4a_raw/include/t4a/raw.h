@@ -1,4 +1,5 @@
-/* t4a/raw.h — scoped raw access to a runtime's context and stream, for vendor libraries.
+/** @file
+ * t4a/raw.h — scoped raw access to a runtime's context and stream, for vendor libraries.
  *
  * Layer: t4a_raw, on t4a_retire and t4a_mem. A raw scope runs a caller's function with the lane's
  * context current, hands it the lane's native stream and the device addresses of the buffers the
@@ -63,28 +64,31 @@
 extern "C" {
 #endif
 
-/* Access of a binding, and the access asked of t4a_raw_devptr. A writable binding may also be
+/** @{ */
+/** Access of a binding, and the access asked of t4a_raw_devptr. A writable binding may also be
  * read: T4A_RAW_WRITE and T4A_RAW_READ_WRITE bind the same way. */
 #define T4A_RAW_READ 1
 #define T4A_RAW_WRITE 2
 #define T4A_RAW_READ_WRITE 3
+/** @} */
 
-/* A buffer bound to a scope. The same buffer may be bound more than once: its accesses join. */
+/** A buffer bound to a scope. The same buffer may be bound more than once: its accesses join. */
+/** One buffer a raw scope binds, and the access it needs. */
 typedef struct t4a_raw_binding {
-  t4a_buffer *buffer;
-  int access; /* T4A_RAW_READ, T4A_RAW_WRITE or T4A_RAW_READ_WRITE */
+  t4a_buffer *buffer; /**< the buffer (borrowed for the call) */
+  int access; /**< T4A_RAW_READ, T4A_RAW_WRITE or T4A_RAW_READ_WRITE */
 } t4a_raw_binding;
 
-/* An open raw scope (opaque; valid only inside its callback). */
+/** An open raw scope (opaque; valid only inside its callback). */
 typedef struct t4a_raw_scope t4a_raw_scope;
 
-/* The caller's function. Returns T4A_OK when everything it meant to enqueue was enqueued; any
+/** The caller's function. Returns T4A_OK when everything it meant to enqueue was enqueued; any
  * other status poisons the scope (see above), even if nothing was enqueued (t4a cannot tell). It
  * may record a detail with t4a_error_set. It must return normally (no longjmp or exit through
  * it): the lane's operation lock and the open scope are released when it returns. */
 typedef t4a_status (*t4a_raw_fn)(t4a_raw_scope *scope, void *user);
 
-/* Runs fn(scope, user) inside a raw scope on `retire`'s lane with `count` bindings (bindings may
+/** Runs fn(scope, user) inside a raw scope on `retire`'s lane with `count` bindings (bindings may
  * be NULL when count is 0). Statuses: INVALID_ARGUMENT (NULL retire or fn, NULL bindings with a
  * count, a NULL buffer, an unknown access), FOREIGN_HANDLE (a buffer of another domain), and
  * before fn runs: REENTRY, LANE_BROKEN, HOST_OUT_OF_MEMORY, LIMIT_EXCEEDED, driver failures (fn
@@ -92,14 +96,14 @@ typedef t4a_status (*t4a_raw_fn)(t4a_raw_scope *scope, void *user);
 T4A_MUST_USE t4a_status t4a_raw_run(t4a_retire *retire, const t4a_raw_binding *bindings,
                                     size_t count, t4a_raw_fn fn, void *user);
 
-/* Inside fn: the lane's CUcontext (current on this thread while fn runs), as void *. NULL (with
+/** Inside fn: the lane's CUcontext (current on this thread while fn runs), as void *. NULL (with
  * an INVALID_ARGUMENT detail) for a handle that is not open on this thread. */
 void *t4a_raw_context(const t4a_raw_scope *scope);
-/* Inside fn: the lane's CUstream (non-blocking), as void *. NULL for a handle not open here. */
+/** Inside fn: the lane's CUstream (non-blocking), as void *. NULL for a handle not open here. */
 void *t4a_raw_stream(const t4a_raw_scope *scope);
-/* Inside fn: the lane's device ordinal; -1 for a handle not open here. */
+/** Inside fn: the lane's device ordinal; -1 for a handle not open here. */
 int t4a_raw_device_ordinal(const t4a_raw_scope *scope);
-/* Inside fn: the device address (CUdeviceptr) of a buffer bound to this scope, for `access`
+/** Inside fn: the device address (CUdeviceptr) of a buffer bound to this scope, for `access`
  * (T4A_RAW_READ, T4A_RAW_WRITE or T4A_RAW_READ_WRITE). Statuses: INVALID_ARGUMENT — a handle not
  * open on this thread, a NULL out, an unknown access, a buffer not bound to this scope, or write
  * access asked of a READ binding. On failure *out is 0. */
@@ -109,4 +113,4 @@ T4A_MUST_USE t4a_status t4a_raw_devptr(t4a_raw_scope *scope, const t4a_buffer *b
 #ifdef __cplusplus
 }
 #endif
-#endif /* T4A_RAW_H_ */
+#endif /**< T4A_RAW_H_ */

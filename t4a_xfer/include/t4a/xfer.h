@@ -1,4 +1,5 @@
-/* t4a/xfer.h — uploads, downloads and the staging ring (host <-> device on one lane).
+/** @file
+ * t4a/xfer.h — uploads, downloads and the staging ring (host <-> device on one lane).
  *
  * Layer: t4a_xfer, on t4a_mem (buffers, pinned chunks) and t4a_retire (admission, keepalives).
  *
@@ -68,40 +69,50 @@
 extern "C" {
 #endif
 
-/* Default staging chunk size and ring depth (measured on an H200, see above). */
+/** @{ */
+/** Default staging chunk size and ring depth (measured on an H200, see above). */
 #define T4A_XFER_DEFAULT_CHUNK_BYTES ((size_t)16 << 20)
 #define T4A_XFER_DEFAULT_NUM_CHUNKS 2u
-/* Bounds on the options. */
+/** @} */
+/** @{ */
+/** Bounds on the options. */
 #define T4A_XFER_MIN_CHUNK_BYTES ((size_t)4096)
 #define T4A_XFER_MAX_NUM_CHUNKS 64u
+/** @} */
 
+/** A lane's transfer state: its staging ring of pinned chunks and its copy threads. Opaque. */
 typedef struct t4a_xfer t4a_xfer;
 
+/** Options of t4a_xfer_create; zero means the default. */
 typedef struct t4a_xfer_options {
-  size_t chunk_bytes;  /* 0: T4A_XFER_DEFAULT_CHUNK_BYTES; at least T4A_XFER_MIN_CHUNK_BYTES */
-  uint32_t num_chunks; /* 0: T4A_XFER_DEFAULT_NUM_CHUNKS; at most T4A_XFER_MAX_NUM_CHUNKS */
-  /* The most of the callers' pinned memory that direct pinned uploads may keep alive at once, in
+  size_t chunk_bytes;  /**< 0: T4A_XFER_DEFAULT_CHUNK_BYTES; at least T4A_XFER_MIN_CHUNK_BYTES */
+  uint32_t num_chunks; /**< 0: T4A_XFER_DEFAULT_NUM_CHUNKS; at most T4A_XFER_MAX_NUM_CHUNKS */
+  /** The most of the callers' pinned memory that direct pinned uploads may keep alive at once, in
    * bytes; 0: unlimited. A t4a_pinned is held whole, so it counts with its full size, once, from
    * the first direct upload that uses it until the last keepalive on it is released (its epoch
    * completed). An upload that would go over goes through the staging ring instead. */
   uint64_t max_pinned_hold_bytes;
-  /* Threads that copy pageable bytes into chunks (uploads) and out of them (downloads), the
+  /** Threads that copy pageable bytes into chunks (uploads) and out of them (downloads), the
    * calling thread included: 0 = min(online CPUs, T4A_XFER_DEFAULT_COPY_THREADS); 1 = the
    * calling thread alone; at most T4A_XFER_MAX_COPY_THREADS. Only chunk copies of 2 MiB or more
    * are split; a caller that finds the threads busy (another thread's transfer) copies alone. */
   uint32_t copy_threads;
 } t4a_xfer_options;
+/** Every option at its default (zero). */
 #define T4A_XFER_OPTIONS_INIT {0, 0, 0, 0}
+/** @{ */
+/** The cap on the default number of copy threads, and the most copy_threads may ask for. */
 #define T4A_XFER_DEFAULT_COPY_THREADS 8u
 #define T4A_XFER_MAX_COPY_THREADS 64u
+/** @} */
 
-/* Creates the transfer state of `retire`'s lane (the lane is retained; `retire` is borrowed and
+/** Creates the transfer state of `retire`'s lane (the lane is retained; `retire` is borrowed and
  * must outlive every operation: destroy the t4a_xfer before the t4a_retire). Allocates the ring
  * (num_chunks portable pinned chunks and events) at once. options may be NULL.
  * Statuses: INVALID_ARGUMENT, LANE_BROKEN, HOST_OUT_OF_MEMORY, driver failures. */
 T4A_MUST_USE t4a_status t4a_xfer_create(t4a_retire *retire, const t4a_xfer_options *options,
                                         t4a_xfer **out);
-/* Drops the caller's reference (pending handles hold their own; the last one tears down). The
+/** Drops the caller's reference (pending handles hold their own; the last one tears down). The
  * teardown synchronises the lane's stream if any chunk is still in flight or quarantined (a
  * counted host wait) and frees the ring after that proved drain (except a chunk quarantined
  * after work on another lane's stream, which that drain does not cover: leaked and counted);
@@ -112,29 +123,32 @@ T4A_MUST_USE t4a_status t4a_xfer_create(t4a_retire *retire, const t4a_xfer_optio
  * detail is kept. Accepts NULL. */
 void t4a_xfer_destroy(t4a_xfer *xfer);
 
+/** @{ */
+/** The ring's chunk size and number of chunks, and the lane (borrowed). */
 size_t t4a_xfer_chunk_bytes(const t4a_xfer *xfer);
 uint32_t t4a_xfer_num_chunks(const t4a_xfer *xfer);
 t4a_lane *t4a_xfer_lane(const t4a_xfer *xfer);
-/* Borrowed: the host address of staging chunk `index` (< num_chunks), for diagnostics and tests
+/** @} */
+/** Borrowed: the host address of staging chunk `index` (< num_chunks), for diagnostics and tests
  * (e.g. checking that the chunks are portable pinned memory). */
 void *t4a_xfer_chunk_host(const t4a_xfer *xfer, uint32_t index);
 
-/* A snapshot of one t4a_xfer, for diagnostics and tests. */
+/** A snapshot of one t4a_xfer, for diagnostics and tests. */
 typedef struct t4a_xfer_state {
-  uint32_t free_chunks;        /* reusable now */
-  uint32_t busy_chunks;        /* in flight, being filled, or being delivered */
-  uint32_t quarantined_chunks; /* held back after a failure */
-  uint32_t spare_events;       /* recycled events of pinned downloads */
-  uint64_t chunks_reclaimed;   /* quarantined chunks returned to the ring by a later completion */
-  uint64_t pinned_hold_bytes;  /* callers' pinned memory held by direct uploads now */
-  uint64_t pinned_fallbacks;   /* pinned uploads sent through the ring (over the budget) */
-  uint32_t copy_threads;       /* host copy threads, the caller included (1: no pool) */
-  uint64_t parallel_copies;    /* chunk copies split across the copy threads */
+  uint32_t free_chunks;        /**< reusable now */
+  uint32_t busy_chunks;        /**< in flight, being filled, or being delivered */
+  uint32_t quarantined_chunks; /**< held back after a failure */
+  uint32_t spare_events;       /**< recycled events of pinned downloads */
+  uint64_t chunks_reclaimed;   /**< quarantined chunks returned to the ring by a later completion */
+  uint64_t pinned_hold_bytes;  /**< callers' pinned memory held by direct uploads now */
+  uint64_t pinned_fallbacks;   /**< pinned uploads sent through the ring (over the budget) */
+  uint32_t copy_threads;       /**< host copy threads, the caller included (1: no pool) */
+  uint64_t parallel_copies;    /**< chunk copies split across the copy threads */
 } t4a_xfer_state;
-/* Fills *out (all zero for a NULL xfer). Takes the ring's lock briefly. */
+/** Fills *out (all zero for a NULL xfer). Takes the ring's lock briefly. */
 void t4a_xfer_get_state(t4a_xfer *xfer, t4a_xfer_state *out);
 
-/* Copies `bytes` (> 0) from pageable host memory `src` to `dst` at `offset`, through the ring.
+/** Copies `bytes` (> 0) from pageable host memory `src` to `dst` at `offset`, through the ring.
  * Returns once every byte is in a chunk and every DMA is enqueued: `src` may be reused at once.
  * Statuses: INVALID_ARGUMENT (NULL, 0 bytes, range outside the buffer), FOREIGN_HANDLE (a buffer of
  * another lane's domain), REENTRY, LANE_BROKEN, CONTEXT_LOST, DRIVER_ERROR (the detail names the
@@ -144,7 +158,7 @@ void t4a_xfer_get_state(t4a_xfer *xfer, t4a_xfer_state *out);
 T4A_MUST_USE t4a_status t4a_xfer_upload(t4a_xfer *xfer, t4a_buffer *dst, size_t offset,
                                         const void *src, size_t bytes);
 
-/* Copies `bytes` of the caller's pinned memory `src` from `src_offset` straight to `dst` at
+/** Copies `bytes` of the caller's pinned memory `src` from `src_offset` straight to `dst` at
  * `offset` (no staging). `src` is kept alive until the DMA completes; the caller must not write
  * those bytes until it observed completion (e.g. t4a_retire_wait). If holding `src` would exceed
  * max_pinned_hold_bytes, the bytes go through the ring as t4a_xfer_upload does (src is then not
@@ -153,23 +167,23 @@ T4A_MUST_USE t4a_status t4a_xfer_upload(t4a_xfer *xfer, t4a_buffer *dst, size_t 
 T4A_MUST_USE t4a_status t4a_xfer_upload_pinned(t4a_xfer *xfer, t4a_buffer *dst, size_t offset,
                                                t4a_pinned *src, size_t src_offset, size_t bytes);
 
-/* A download in flight. */
+/** A download in flight. */
 typedef struct t4a_xfer_pending t4a_xfer_pending;
 
-/* Copies `bytes` of `src` from `offset` into pageable `dst` through the ring and returns a pending
+/** Copies `bytes` of `src` from `offset` into pageable `dst` through the ring and returns a pending
  * handle. `dst` is written only after the DMA of the bytes concerned completed, and must stay
  * valid until the handle was waited, polled to OK or released. Statuses as t4a_xfer_upload, plus
  * HOST_OUT_OF_MEMORY. */
 T4A_MUST_USE t4a_status t4a_xfer_download(t4a_xfer *xfer, t4a_buffer *src, size_t offset,
                                           void *dst, size_t bytes, t4a_xfer_pending **out);
 
-/* Copies `bytes` of `src` from `offset` straight into the caller's pinned `dst` at `dst_offset`.
+/** Copies `bytes` of `src` from `offset` straight into the caller's pinned `dst` at `dst_offset`.
  * Both are kept alive until the DMA completes. Statuses as t4a_xfer_download. */
 T4A_MUST_USE t4a_status t4a_xfer_download_pinned(t4a_xfer *xfer, t4a_buffer *src, size_t offset,
                                                  t4a_pinned *dst, size_t dst_offset, size_t bytes,
                                                  t4a_xfer_pending **out);
 
-/* Non-blocking: never waits for the device, nor behind another thread's wait or copy. T4A_OK
+/** Non-blocking: never waits for the device, nor behind another thread's wait or copy. T4A_OK
  * the first time completion is observed (the bytes are then in the caller's destination;
  * bytes_downloaded counts them now), T4A_NOT_READY before (also while another thread is still
  * copying some of this download's completed bytes into the destination), T4A_ALREADY_CONSUMED
@@ -178,11 +192,11 @@ T4A_MUST_USE t4a_status t4a_xfer_download_pinned(t4a_xfer *xfer, t4a_buffer *src
  * later sticky error never turns a delivered download into a failure (seed item 1), and a failed
  * one keeps returning its failure. */
 T4A_MUST_USE t4a_status t4a_xfer_pending_poll(t4a_xfer_pending *pending);
-/* Blocks until the download completed or failed, then as poll. A staged download waits on the
+/** Blocks until the download completed or failed, then as poll. A staged download waits on the
  * event of its newest chunk only (one counted host wait: stream order proves the older chunks),
  * then settles the others with queries. */
 T4A_MUST_USE t4a_status t4a_xfer_pending_wait(t4a_xfer_pending *pending);
-/* Drops the handle, waited or not, from any thread. Nothing is written to the destination after
+/** Drops the handle, waited or not, from any thread. Nothing is written to the destination after
  * this returns (if another thread is copying some of its bytes into the destination right now,
  * it waits for that copy first); a chunk still in flight goes back to the ring only once its DMA
  * completed. A pinned download's event is kept for reuse. Accepts NULL. */
@@ -191,4 +205,4 @@ void t4a_xfer_pending_release(t4a_xfer_pending *pending);
 #ifdef __cplusplus
 }
 #endif
-#endif /* T4A_XFER_H_ */
+#endif /**< T4A_XFER_H_ */

@@ -1,4 +1,5 @@
-/* t4a/xfer_copy.h — copies between device buffers of two lanes (two runtimes on one device, or
+/** @file
+ * t4a/xfer_copy.h — copies between device buffers of two lanes (two runtimes on one device, or
  * two devices), and within one lane.
  *
  * Layer: t4a_xfer. Each side is a t4a_xfer (its lane, its retirement state, and for the
@@ -63,14 +64,15 @@
 extern "C" {
 #endif
 
+/** How a copy between buffers goes (requested, or taken and reported). */
 typedef enum t4a_copy_path {
-  T4A_COPY_AUTO = 0,        /* request only: pick as described above */
-  T4A_COPY_SAME_DEVICE = 1, /* both buffers on one device (one lane or two) */
-  T4A_COPY_PEER = 2,        /* two devices, peer access */
-  T4A_COPY_STAGED = 3,      /* two devices, through the destination's staging chunks */
+  T4A_COPY_AUTO = 0,        /**< request only: pick as described above */
+  T4A_COPY_SAME_DEVICE = 1, /**< both buffers on one device (one lane or two) */
+  T4A_COPY_PEER = 2,        /**< two devices, peer access */
+  T4A_COPY_STAGED = 3,      /**< two devices, through the destination's staging chunks */
 } t4a_copy_path;
 
-/* Copies `bytes` (> 0) of `src` from `src_offset` (a buffer of src_xfer's lane) to `dst` at
+/** Copies `bytes` (> 0) of `src` from `src_offset` (a buffer of src_xfer's lane) to `dst` at
  * `dst_offset` (a buffer of dst_xfer's lane), by `path`. On success *out_path (optional) is the
  * path taken, and *out_witness (optional; the caller releases it) completes once the bytes are in
  * `dst`; observing it queries each event under its own context (the source's and the
@@ -85,7 +87,7 @@ T4A_MUST_USE t4a_status t4a_xfer_copy(t4a_xfer *dst_xfer, t4a_buffer *dst, size_
                                       size_t bytes, t4a_copy_path path, t4a_copy_path *out_path,
                                       t4a_witness **out_witness);
 
-/* The path `path` would take between these two lanes (AUTO resolved), without copying.
+/** The path `path` would take between these two lanes (AUTO resolved), without copying.
  * Statuses as t4a_xfer_copy's argument checks. */
 T4A_MUST_USE t4a_status t4a_xfer_copy_plan(t4a_xfer *dst_xfer, t4a_xfer *src_xfer,
                                            t4a_copy_path path, t4a_copy_path *out_path);
@@ -93,4 +95,4 @@ T4A_MUST_USE t4a_status t4a_xfer_copy_plan(t4a_xfer *dst_xfer, t4a_xfer *src_xfe
 #ifdef __cplusplus
 }
 #endif
-#endif /* T4A_XFER_COPY_H_ */
+#endif /**< T4A_XFER_COPY_H_ */

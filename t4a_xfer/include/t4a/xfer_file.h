@@ -1,4 +1,5 @@
-/* t4a/xfer_file.h — pinned scalar slots uploaded in one call, uploads straight from a mapped
+/** @file
+ * t4a/xfer_file.h — pinned scalar slots uploaded in one call, uploads straight from a mapped
  * file, and zero-copy registration of a mapped file range.
  *
  * Layer: t4a_xfer (this header extends t4a/xfer.h), on t4a_mem and t4a_retire.
@@ -60,7 +61,7 @@ extern "C" {
 
 /* ---- pinned slots ---- */
 
-/* Copies `bytes` (1 .. the slot size, t4a_slots_slot_bytes) of `value` into slot `index` of
+/** Copies `bytes` (1 .. the slot size, t4a_slots_slot_bytes) of `value` into slot `index` of
  * `slots` (acquired with t4a_slot_acquire), then enqueues a copy of those bytes from the slot to
  * `dst` at `dst_offset` on the lane's stream (see the file comment for what the caller must not
  * do until it ran). `dst` is kept alive until the copy completed. No host heap allocation.
@@ -74,27 +75,29 @@ T4A_MUST_USE t4a_status t4a_xfer_slot_upload(t4a_xfer *xfer, t4a_slots *slots, u
 
 /* ---- file mappings ---- */
 
+/** A regular file mapped read-only and shared. Refcounted, opaque. */
 typedef struct t4a_file_map t4a_file_map;
 
-/* Opens `path` (O_RDONLY | O_CLOEXEC | O_NONBLOCK, so a FIFO does not block) and maps the whole
+/** Opens `path` (O_RDONLY | O_CLOEXEC | O_NONBLOCK, so a FIFO does not block) and maps the whole
  * regular file read-only and shared; the descriptor is closed again before returning.
  * Statuses: INVALID_ARGUMENT (NULL, not a regular file), IO (open, fstat or mmap failed: the
  * path and errno in the detail), LIMIT_EXCEEDED (larger than the address space),
  * HOST_OUT_OF_MEMORY. */
 T4A_MUST_USE t4a_status t4a_file_map_open(const char *path, t4a_file_map **out);
+/** Adds a reference. Accepts NULL. */
 void t4a_file_map_retain(t4a_file_map *map);
-/* Drops a reference; the last one unmaps the file. Accepts NULL. */
+/** Drops a reference; the last one unmaps the file. Accepts NULL. */
 void t4a_file_map_release(t4a_file_map *map);
-/* t4a_file_map_release with a void * argument, for keepalive lists. */
+/** t4a_file_map_release with a void * argument, for keepalive lists. */
 void t4a_file_map_release_object(void *map);
-/* The file's size in bytes when it was mapped. */
+/** The file's size in bytes when it was mapped. */
 uint64_t t4a_file_map_size(const t4a_file_map *map);
-/* The mapping's first byte (NULL for an empty file). Read-only: writing faults. */
+/** The mapping's first byte (NULL for an empty file). Read-only: writing faults. */
 const void *t4a_file_map_host(const t4a_file_map *map);
-/* The path the map was opened with (a copy, for messages). */
+/** The path the map was opened with (a copy, for messages). */
 const char *t4a_file_map_path(const t4a_file_map *map);
 
-/* Enqueues a copy of `bytes` (> 0) of the mapping from `map_offset` to `dst` at `dst_offset`,
+/** Enqueues a copy of `bytes` (> 0) of the mapping from `map_offset` to `dst` at `dst_offset`,
  * straight from the mapped pages. The map and `dst` are kept alive until the copy completed (the
  * caller may release both at once). Statuses: INVALID_ARGUMENT (NULL, 0 bytes, a range beyond the
  * end of the file — the detail names the file, its size and the range — or outside the buffer,
@@ -105,7 +108,7 @@ T4A_MUST_USE t4a_status t4a_xfer_upload_mapped(t4a_xfer *xfer, t4a_buffer *dst, 
                                                t4a_file_map *map, uint64_t map_offset,
                                                size_t bytes);
 
-/* Convenience: t4a_file_map_open(path), t4a_xfer_upload_mapped(), release. The buffer is checked
+/** Convenience: t4a_file_map_open(path), t4a_xfer_upload_mapped(), release. The buffer is checked
  * before the file is opened. Statuses: those of both. */
 T4A_MUST_USE t4a_status t4a_xfer_upload_file(t4a_xfer *xfer, t4a_buffer *dst, size_t dst_offset,
                                              const char *path, uint64_t file_offset,
@@ -113,9 +116,11 @@ T4A_MUST_USE t4a_status t4a_xfer_upload_file(t4a_xfer *xfer, t4a_buffer *dst, si
 
 /* ---- registered ranges ---- */
 
+/** A page-locked (registered) range of a file mapping, usable by device work. Refcounted,
+ * opaque. */
 typedef struct t4a_file_range t4a_file_range;
 
-/* Registers [offset, offset + bytes) of `map` for device access with `holder`'s context active
+/** Registers [offset, offset + bytes) of `map` for device access with `holder`'s context active
  * (the holder and the map are retained). `offset` and `bytes` (> 0) must be multiples of the host
  * page size (sysconf(_SC_PAGESIZE)); the range may cover the file's last partial page (the bytes
  * past the end of the file read as zero) but no page beyond it. The device must report
@@ -128,20 +133,22 @@ typedef struct t4a_file_range t4a_file_range;
 T4A_MUST_USE t4a_status t4a_file_map_register(t4a_file_map *map, t4a_ctx_holder *holder,
                                               uint64_t offset, size_t bytes,
                                               t4a_file_range **out);
+/** Adds a reference. Accepts NULL. */
 void t4a_file_range_retain(t4a_file_range *range);
-/* Drops a reference; the last one unregisters the range under its holder's context and then
+/** Drops a reference; the last one unregisters the range under its holder's context and then
  * drops the map reference (see the file comment for a failed unregistration). The caller must not
  * drop the last reference while device work reading the range may still run: make the range an
  * admission keepalive (t4a_file_range_release_object) instead. Accepts NULL. */
 void t4a_file_range_release(t4a_file_range *range);
+/** t4a_file_range_release with a void * argument, for keepalive lists. */
 void t4a_file_range_release_object(void *range);
-/* The device address of the range's first byte (valid in every context: PORTABLE). */
+/** The device address of the range's first byte (valid in every context: PORTABLE). */
 t4a_devptr t4a_file_range_devptr(const t4a_file_range *range);
-/* The host address of the range's first byte, and its size. */
+/** The host address of the range's first byte, and its size. */
 const void *t4a_file_range_host(const t4a_file_range *range);
 size_t t4a_file_range_size(const t4a_file_range *range);
 
 #ifdef __cplusplus
 }
 #endif
-#endif /* T4A_XFER_FILE_H_ */
+#endif /**< T4A_XFER_FILE_H_ */
