@@ -192,8 +192,8 @@ static t4a_status raise_shared(t4a_function *fn, uint32_t shared) {
 static void module_retain_object(void *m) { t4a_module_retain(m); }
 static void buffer_retain_object(void *b) { t4a_buffer_retain(b); }
 
-static void node_params(const t4a_function *fn, const t4a_launch_config *cfg, void **params,
-                        CUDA_KERNEL_NODE_PARAMS *out) {
+void t4a_launch_node_params_(const t4a_function *fn, const t4a_launch_config *cfg, void **params,
+                             CUDA_KERNEL_NODE_PARAMS *out) {
   CUDA_KERNEL_NODE_PARAMS p;
   memset(&p, 0, sizeof p);
   p.func = fn->handle;
@@ -214,7 +214,7 @@ static t4a_status build_graph(t4a_driver *drv, t4a_counters *c, t4a_function *fn
                               const t4a_launch_config *cfg, void **params, CUstream stream,
                               t4a_launch_graph_ *g) {
   CUDA_KERNEL_NODE_PARAMS p;
-  node_params(fn, cfg, params, &p);
+  t4a_launch_node_params_(fn, cfg, params, &p);
   CUgraph graph = NULL;
   CUgraphNode node = NULL;
   CUgraphExec exec = NULL;
@@ -262,8 +262,8 @@ static int use_graph(t4a_driver *drv, t4a_lane *lane, t4a_function *fn,
     t4a_counter_add(c, T4A_COUNTER_launch_graphs_built, 1);
   } else if (g->dirty) {
     CUDA_KERNEL_NODE_PARAMS p;
-    node_params(fn, cfg, params, &p);
-      if (drv->t.cuGraphExecKernelNodeSetParams(g->exec, g->node, &p) != CUDA_SUCCESS) {
+    t4a_launch_node_params_(fn, cfg, params, &p);
+    if (drv->t.cuGraphExecKernelNodeSetParams(g->exec, g->node, &p) != CUDA_SUCCESS) {
       /* The executable graph still holds the old arguments: never launched again. */
       g->failed = g->fell_back = 1;
       t4a_counter_add(c, T4A_COUNTER_launch_graph_fallbacks, 1);
@@ -275,6 +275,39 @@ static int use_graph(t4a_driver *drv, t4a_lane *lane, t4a_function *fn,
   }
   g->used = 1;
   return 1;
+}
+
+/* A chain is being recorded: the kernel node this fire just added to the capture (the stream's
+ * one dependency now), or why it cannot be known. Context current, inside the admission. */
+static void captured_node(t4a_driver *drv, t4a_lane *lane, t4a_launch_graph_ *g) {
+  g->captured_node = NULL;
+  g->node_status = T4A_OK;
+  if (!t4a_lane_is_capturing(lane)) {
+    g->node_status = t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                                   "a fire during a chain recording was not captured (the capture "
+                                   "was ended by another call?)");
+    return;
+  }
+  if (drv->t.cuStreamGetCaptureInfo == NULL) {
+    g->node_status = t4a_error_set(T4A_UNSUPPORTED, "cuStreamGetCaptureInfo", 0, NULL, 0,
+                                   "the driver lacks cuStreamGetCaptureInfo (needs 12.3)");
+    return;
+  }
+  CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+  cuuint64_t id = 0;
+  CUgraph graph = NULL;
+  const CUgraphNode *deps = NULL;
+  size_t n = 0;
+  t4a_status st = T4A_CU(drv, cuStreamGetCaptureInfo, t4a_lane_stream(lane), &cs, &id, &graph,
+                         &deps, NULL, &n);
+  if (st == T4A_OK && (cs != CU_STREAM_CAPTURE_STATUS_ACTIVE || n != 1 || deps == NULL)) {
+    st = t4a_error_set(T4A_INTERNAL, "cuStreamGetCaptureInfo", 0, NULL, 0,
+                       "after a captured fire the capture is %s with %zu dependencies (expected "
+                       "active, 1: the fire's kernel node)",
+                       cs == CU_STREAM_CAPTURE_STATUS_ACTIVE ? "active" : "not active", n);
+  }
+  if (st == T4A_OK) g->captured_node = deps[0];
+  g->node_status = st;
 }
 
 t4a_status t4a_launch_enqueue_(t4a_retire *retire, t4a_function *fn, const t4a_launch_config *cfg,
@@ -316,6 +349,7 @@ t4a_status t4a_launch_enqueue_(t4a_retire *retire, t4a_function *fn, const t4a_l
     }
     return t4a_admission_fail(&adm, st, uncertain, n);
   }
+  if (graph != NULL && graph->want_node) captured_node(drv, lane, graph);
   /* Borrowed keepalives: the caller holds the function (so its module) and the buffers through
    * this call; the epoch takes a reference only to what it does not hold yet, so the warm path
    * (the same module and buffers again) does no reference counting. */

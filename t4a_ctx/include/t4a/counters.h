@@ -95,7 +95,10 @@ extern "C" {
   X(launch_graphs_built, "one-node executable graphs built for descriptors (GRAPH strategy)") \
   X(launch_graph_fires, "descriptor fires submitted as cuGraphLaunch of their own graph")   \
   X(launch_graph_updates, "descriptor graph nodes updated after a rebind (SetParams)")      \
-  X(launch_graph_fallbacks, "descriptor graphs that failed to build or update: plain fires")
+  X(launch_graph_fallbacks, "descriptor graphs that failed to build or update: plain fires") \
+  X(chain_replays, "launch-chain replays submitted (cuGraphLaunch of the chain's graph)")    \
+  X(chain_node_updates, "chain kernel nodes updated in place after a rebind (SetParams)")  \
+  X(chain_reinstantiations, "chains re-recorded into a new executable graph")
 
 typedef enum t4a_counter_id {
 #define T4A_COUNTER_ENUM_(name, desc) T4A_COUNTER_##name,
