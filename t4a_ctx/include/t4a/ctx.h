@@ -53,6 +53,8 @@ typedef struct t4a_driver t4a_driver;
 
 /* Driver capabilities: optional entry points that resolved. */
 #define T4A_DRIVER_CAP_FUNC_PARAM_INFO (1u << 0) /* cuFuncGetParamInfo (driver >= 12.4) */
+#define T4A_DRIVER_CAP_CAPTURE_INFO (1u << 1)    /* cuStreamGetCaptureInfo v3 (driver >= 12.3):
+                                                    launch chains (t4a/chain.h) */
 
 typedef struct t4a_driver_options {
   /* Library to dlopen. NULL: $T4A_LIBCUDA_PATH if set, else "libcuda.so.1". */
