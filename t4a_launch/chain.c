@@ -52,9 +52,13 @@ typedef struct core {
 struct t4a_chain {
   t4a_launch_table *table; /* borrowed */
   core *cur;               /* a reference */
-  uint64_t seen_binds;     /* the table's binds when every node was last brought up to date */
+  uint64_t seen_binds;     /* the table's binds when every node was last brought up to date;
+                              NEVER_SEEN after a recording (a descriptor may have been rebound
+                              after its recorded fire: the first replay looks at every node) */
   uint64_t replays, node_updates, reinstantiations;
 };
+
+#define NEVER_SEEN UINT64_MAX
 
 /* ---- nodes and recordings ------------------------------------------------------------------ */
 
@@ -258,7 +262,7 @@ t4a_status t4a_chain_end(t4a_launch_table *t, t4a_chain **out) {
   } else if (k != NULL) {
     c->table = t;
     c->cur = k;
-    c->seen_binds = t->binds;
+    c->seen_binds = NEVER_SEEN;
     t->chains++;
     *out = c;
     c = NULL;
@@ -293,7 +297,7 @@ t4a_status t4a_chain_end_update(t4a_launch_table *t, t4a_chain *c) {
     old = c->cur;
     unpin_descriptors(old->nodes, old->num_nodes);
     c->cur = k;
-    c->seen_binds = t->binds;
+    c->seen_binds = NEVER_SEEN;
     c->reinstantiations++;
   }
   pthread_mutex_unlock(&t->lock);

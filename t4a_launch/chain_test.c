@@ -337,6 +337,37 @@ static void test_end_update_reinstantiates(void **state) {
   t4a_module_release(m);
 }
 
+/* A rebind made during the recording, after the fire was recorded: the first replay sees it. */
+static void test_rebind_while_recording(void **state) {
+  fixture *f = *state;
+  t4a_module *m = load_ptx(f);
+  t4a_function *fn = get_fn(m, "add");
+  t4a_buffer *a = make_buffer(f, N * 4), *a2 = make_buffer(f, N * 4), *o = make_buffer(f, N * 4);
+  fill(f, a, N, 1);
+  fill(f, a2, N, 5);
+  int n = N;
+  t4a_launch_table *t = table(f);
+  uint32_t d = reg_add(t, fn, a, a, o, &n);
+  CK(t4a_chain_begin(t));
+  CK(t4a_descriptor_fire(t, d));
+  t4a_arg in = t4a_arg_buffer(a2, 0);
+  CK(t4a_descriptor_rebind(t, d, 1, &in));
+  t4a_chain *c = NULL;
+  CK(t4a_chain_end(t, &c));
+  t4a_buffer_release(a); /* recorded: the chain keeps it */
+  CK(t4a_chain_replay(t, c));
+  CK(t4a_retire_wait(f->retire));
+  assert_true(holds(f, o, N, 6)); /* a + a2 */
+  assert_int_equal(calls(f, "cuGraphExecKernelNodeSetParams"), 1);
+  t4a_chain_destroy(c);
+  t4a_launch_table_destroy(t);
+  CK(t4a_retire_wait(f->retire));
+  t4a_buffer_release(a2);
+  t4a_buffer_release(o);
+  t4a_function_release(fn);
+  t4a_module_release(m);
+}
+
 /* Warm replays of a 100-fire chain allocate nothing and record at most one event per 512
  * admissions, with no host wait; rebind-then-replay too (each rebind one admission that
  * enqueues nothing). */
@@ -509,6 +540,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_slot_written_between_replays, setup, teardown),
       cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
       cmocka_unit_test_setup_teardown(test_end_update_reinstantiates, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_rebind_while_recording, setup, teardown),
       cmocka_unit_test_setup_teardown(test_warm_replay, setup_progressing, teardown),
       cmocka_unit_test_setup_teardown(test_failure_sweep, setup_leaky, teardown_counted),
   };

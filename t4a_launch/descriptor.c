@@ -145,7 +145,9 @@ static t4a_status bind_arg(t4a_launch_table *t, desc *d, uint32_t i, const t4a_a
   memcpy(d->bytes + d->offsets[i], src, size);
   d->graph.dirty = 1; /* the graph's node holds the old arguments until the next fire */
   d->bind_gen++;      /* chains' nodes hold them until their next replay */
-  t->binds++;
+  /* Chains skip their scan while this figure stands. Only a descriptor chains name can matter
+   * (and only such a one is bound under the lock: registration binds before taking it). */
+  if (d->chain_nodes > 0) t->binds++;
   t4a_buffer_retain(b);
   *old = d->bufs[i];
   d->bufs[i] = b;
