@@ -11,10 +11,9 @@
  * Recording. t4a_chain_begin(table) puts the table's runtime (its retire) in capture mode
  * (t4a/retire.h, t4a/graph.h): until t4a_chain_end, every operation admitted on the lane is
  * recorded instead of run — descriptor fires of `table`, uploads from pinned memory and slots
- * (t4a_xfer_upload_pinned, t4a_xfer_slot_upload), copies within
- * the lane (t4a_xfer_copy), checked and raw launches —
- * and the references each would keep alive (modules, buffers, pinned memory) gather for the
- * chain. What cannot be captured is refused with UNSUPPORTED and the recording goes on (buffer
+ * (t4a_xfer_upload_pinned, t4a_xfer_slot_upload), copies within the lane (t4a_xfer_copy),
+ * checked and raw launches — and the references each would keep alive (modules, buffers, pinned
+ * memory) gather for the chain. What cannot be captured is refused with UNSUPPORTED and the recording goes on (buffer
  * creation, staged transfers, downloads, copies between lanes, fences, observing the lane). t4a
  * has no memset operation, so a chain has none either. For each fire of `table`'s descriptors the
  * chain learns the kernel node it added (cuStreamGetCaptureInfo, driver 12.3) and remembers
@@ -32,12 +31,14 @@
  * 512 admissions, as every admission). t4a_chain_end_update re-records an existing chain: a new
  * executable graph replaces the old (chain_reinstantiations), for sequences whose shape changes.
  *
- * Ownership and lifetime. A chain holds the executable graph, the captured graph, every reference
- * the recording gathered, and a reference to each buffer its kernel nodes currently name. Each
- * replay keeps the chain's state alive through the lane's epoch, and a node update hands the
- * buffers the node named before to that replay's epoch, so the caller may release buffers,
- * rebind descriptors to new ones and drop the old ones, and destroy the chain, with replays
- * queued: everything goes only after the last replay that used it completed. A descriptor named
+ * Ownership and lifetime. A chain holds the executable graph, the captured graph and every
+ * reference the recording gathered; the buffers its kernel nodes name now are their descriptors'
+ * (which hold them). Each replay keeps the chain's state alive through the lane's epoch; a rebind
+ * of a descriptor a chain names hands the buffer it replaces to the lane's open epoch (an
+ * admission that enqueues nothing), and destroying a chain does the same for its descriptors'
+ * current buffers. So the caller may release buffers, rebind descriptors to new ones and drop the
+ * old ones, destroy the chain, then unregister the descriptors, with replays queued: everything
+ * goes only after the last replay that used it completed. A descriptor named
  * by a live chain (or by a recording in progress) cannot be unregistered: BUSY. The table is
  * borrowed: destroy every chain of a table before the table (a recording still open when the
  * table is destroyed is dropped with it, the capture left to the retire's teardown).
