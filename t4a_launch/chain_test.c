@@ -4,6 +4,8 @@
  * (another table, a recording in progress, unregistering a chained descriptor, a replay during a
  * capture), re-recording, the warm replay (no heap allocation, one event per 512), and failure
  * sweeps over record, replay, rebind and destroy with exact leak accounting. */
+#include <pthread.h>
+
 #include "t4a/chain.h"
 #include "t4a/graph.h"
 #include "t4a/xfer.h"
@@ -298,6 +300,51 @@ static void test_refusals(void **state) {
   t4a_module_release(m);
 }
 
+typedef struct end_arg {
+  t4a_launch_table *t;
+  t4a_chain *c;
+  t4a_status st;
+} end_arg;
+static void *end_elsewhere(void *p) {
+  end_arg *e = p;
+  e->st = t4a_chain_end(e->t, &e->c);
+  return NULL;
+}
+
+/* The recording is THREAD_LOCAL: another thread's end is INVALID_ARGUMENT and leaves it open;
+ * the recording thread then ends it and the chain works. */
+static void test_end_on_another_thread(void **state) {
+  fixture *f = *state;
+  t4a_module *m = load_ptx(f);
+  t4a_function *fn = get_fn(m, "add");
+  t4a_buffer *a = make_buffer(f, N * 4), *o = make_buffer(f, N * 4);
+  fill(f, a, N, 1);
+  int n = N;
+  t4a_launch_table *t = table(f);
+  uint32_t d = reg_add(t, fn, a, a, o, &n);
+  CK(t4a_chain_begin(t));
+  CK(t4a_descriptor_fire(t, d));
+  end_arg e = {t, NULL, T4A_OK};
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, end_elsewhere, &e), 0);
+  pthread_join(th, NULL);
+  assert_int_equal(e.st, T4A_INVALID_ARGUMENT);
+  assert_null(e.c);
+  assert_true(t4a_lane_is_capturing(f->lane));
+  t4a_chain *c = NULL;
+  CK(t4a_chain_end(t, &c));
+  CK(t4a_chain_replay(t, c));
+  CK(t4a_retire_wait(f->retire));
+  assert_true(holds(f, o, N, 2));
+  t4a_chain_destroy(c);
+  t4a_launch_table_destroy(t);
+  CK(t4a_retire_wait(f->retire));
+  t4a_buffer_release(a);
+  t4a_buffer_release(o);
+  t4a_function_release(fn);
+  t4a_module_release(m);
+}
+
 /* Re-recording a chain with a different shape: a new instantiation (counted), the old graph's
  * queued replay unaffected. */
 static void test_end_update_reinstantiates(void **state) {
@@ -539,6 +586,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_keepalives_after_the_caller_released, setup, teardown),
       cmocka_unit_test_setup_teardown(test_slot_written_between_replays, setup, teardown),
       cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_end_on_another_thread, setup, teardown),
       cmocka_unit_test_setup_teardown(test_end_update_reinstantiates, setup, teardown),
       cmocka_unit_test_setup_teardown(test_rebind_while_recording, setup, teardown),
       cmocka_unit_test_setup_teardown(test_warm_replay, setup_progressing, teardown),
