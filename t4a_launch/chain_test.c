@@ -345,6 +345,69 @@ static void test_end_on_another_thread(void **state) {
   t4a_module_release(m);
 }
 
+typedef struct replayer {
+  t4a_launch_table *t;
+  t4a_chain *c;
+  int count;
+  t4a_status st;
+} replayer;
+static void *replay_many(void *p) {
+  replayer *r = p;
+  for (int i = 0; i < r->count && r->st == T4A_OK; i++) r->st = t4a_chain_replay(r->t, r->c);
+  return NULL;
+}
+
+/* Replays on two threads while a third rebinds the fire's output between two buffers and drops
+ * a fresh input buffer after each rebind: every call succeeds, nothing is freed under a queued
+ * replay (the fake would fault), and every written element is right. */
+static void test_replays_and_rebinds_from_threads(void **state) {
+  fixture *f = *state;
+  t4a_module *m = load_ptx(f);
+  t4a_function *fn = get_fn(m, "add");
+  t4a_buffer *a = make_buffer(f, N * 4), *o1 = make_buffer(f, N * 4), *o2 = make_buffer(f, N * 4);
+  fill(f, a, N, 1);
+  fill(f, o1, N, 2);
+  fill(f, o2, N, 2);
+  int n = N;
+  t4a_launch_table *t = table(f);
+  uint32_t d = reg_add(t, fn, a, a, o1, &n);
+  CK(t4a_chain_begin(t));
+  CK(t4a_descriptor_fire(t, d));
+  t4a_chain *c = NULL;
+  CK(t4a_chain_end(t, &c));
+  replayer r[2] = {{t, c, 500, T4A_OK}, {t, c, 500, T4A_OK}};
+  pthread_t th[2];
+  for (int i = 0; i < 2; i++) assert_int_equal(pthread_create(&th[i], NULL, replay_many, &r[i]), 0);
+  for (int i = 0; i < 300; i++) {
+    t4a_arg out = t4a_arg_buffer((i & 1) ? o1 : o2, 0);
+    CK(t4a_descriptor_rebind(t, d, 2, &out));
+    t4a_buffer *in = make_buffer(f, N * 4);
+    fill(f, in, N, 1);
+    t4a_arg x = t4a_arg_buffer(in, 0);
+    CK(t4a_descriptor_rebind(t, d, 0, &x));
+    t4a_buffer_release(in); /* the descriptor holds it; queued replays read it */
+  }
+  for (int i = 0; i < 2; i++) {
+    pthread_join(th[i], NULL);
+    CK(r[i].st);
+  }
+  CK(t4a_retire_wait(f->retire));
+  assert_true(holds(f, o1, N, 2));
+  assert_true(holds(f, o2, N, 2));
+  t4a_chain_stats s;
+  t4a_chain_get_stats(c, &s);
+  assert_int_equal(s.replays, 1000);
+  assert_int_equal(t4a_fake_ordering_violations(f->fake), 0);
+  t4a_chain_destroy(c);
+  t4a_launch_table_destroy(t);
+  CK(t4a_retire_wait(f->retire));
+  t4a_buffer_release(a);
+  t4a_buffer_release(o1);
+  t4a_buffer_release(o2);
+  t4a_function_release(fn);
+  t4a_module_release(m);
+}
+
 /* Re-recording a chain with a different shape: a new instantiation (counted), the old graph's
  * queued replay unaffected. */
 static void test_end_update_reinstantiates(void **state) {
@@ -587,6 +650,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_slot_written_between_replays, setup, teardown),
       cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
       cmocka_unit_test_setup_teardown(test_end_on_another_thread, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_replays_and_rebinds_from_threads, setup_progressing,
+                                      teardown),
       cmocka_unit_test_setup_teardown(test_end_update_reinstantiates, setup, teardown),
       cmocka_unit_test_setup_teardown(test_rebind_while_recording, setup, teardown),
       cmocka_unit_test_setup_teardown(test_warm_replay, setup_progressing, teardown),
