@@ -58,7 +58,7 @@ static const char k_source[] =
     "  if (n < 0) { p[threadIdx.x] = a; q[threadIdx.x] = a; }\n"
     "}\n";
 
-enum { BLOCK_THREADS = 32, SMALL_BYTES = 4096, MAX_SIZES = 4, MAX_RESULTS = 96 };
+enum { BLOCK_THREADS = 32, SMALL_BYTES = 4096, MAX_SIZES = 4, MAX_RESULTS = 96, CHAIN_FIRES = 100 };
 #define MIB ((size_t)1 << 20)
 
 /* ---- time, counters, the window ---- */
@@ -132,6 +132,11 @@ typedef struct bench {
   /* the same descriptors in a table that fires GRAPH from the first fire (issue 14) */
   t4a_launch_table *gtable;
   uint32_t gfire0_id, gfire4_id;
+  /* a launch chain (issue 13): CHAIN_FIRES descriptors of args4 in a table of their own, each
+   * fired once into the chain; the rebind measurement flips the first one's p between p and c */
+  t4a_launch_table *ctable;
+  uint32_t chain_ids[CHAIN_FIRES];
+  t4a_chain *chain;
   /* graphs: t4a captures, raw captures of the same launches, instantiated alike */
   t4a_graph *g1, *g1000;
   CUgraph rg1_graph, rg1000_graph;
@@ -617,6 +622,44 @@ static t4a_status blk_raw_chain(bench *b, const void *arg, uint32_t ops, double 
   return st != T4A_OK ? st : s2;
 }
 
+/* A launch chain of CHAIN_FIRES args4 fires, replayed (t4a_chain_replay) vs the same kernels
+ * launched raw (CHAIN_FIRES cuLaunchKernel per op); `rebind`: t4a rebinds the first fire's p
+ * (alternating p and c) before each replay, so each replay updates one kernel node. */
+
+static t4a_status blk_t4a_chain_replay(bench *b, const void *arg, uint32_t ops, double *out_s) {
+  int rebind = *(const int *)arg;
+  t4a_status st = ctx_enter(b, 0);
+  if (st != T4A_OK) return st;
+  t4a_arg alt[2] = {t4a_arg_buffer(b->p, 0), t4a_arg_buffer(b->c, 0)};
+  win_begin(b);
+  for (uint32_t i = 0; i < ops && st == T4A_OK; i++) {
+    if (rebind) st = t4a_descriptor_rebind(b->ctable, b->chain_ids[0], 0, &alt[i & 1]);
+    if (st == T4A_OK) st = t4a_chain_replay(b->ctable, b->chain);
+  }
+  *out_s = win_end(b);
+  ctx_exit(b);
+  t4a_status s2 = t4a_runtime_sync(b->rt);
+  return st != T4A_OK ? st : s2;
+}
+
+static t4a_status blk_raw_chain_launches(bench *b, const void *arg, uint32_t ops, double *out_s) {
+  (void)arg;
+  t4a_status st = ctx_enter(b, 0);
+  if (st != T4A_OK) return st;
+  CUstream s = b->stream;
+  win_begin(b);
+  for (uint32_t i = 0; i < ops && st == T4A_OK; i++) {
+    for (uint32_t k = 0; k < CHAIN_FIRES && st == T4A_OK; k++) {
+      st = T4A_CU(b->drv, cuLaunchKernel, b->r_args4, 1, 1, 1, BLOCK_THREADS, 1, 1, 0, s,
+                  b->params4, NULL);
+    }
+  }
+  *out_s = win_end(b);
+  t4a_status s2 = raw_sync(b, s);
+  ctx_exit(b);
+  return st != T4A_OK ? st : s2;
+}
+
 /* ---- measurements ---- */
 
 typedef enum goal_kind {
@@ -980,6 +1023,21 @@ static int open_all(bench *b) {
   if (st == T4A_OK) st = t4a_descriptor_register(b->gtable, b->f_args4, &cfg, b->args4, 4, &b->gfire4_id);
   if (st != T4A_OK) return fail_setup(b, "descriptors", st);
 
+  /* The launch chain: CHAIN_FIRES descriptors of args4, each fired once into it. */
+  st = t4a_launch_table_create(b->retire, CHAIN_FIRES, &b->ctable);
+  for (uint32_t i = 0; i < CHAIN_FIRES && st == T4A_OK; i++) {
+    st = t4a_descriptor_register(b->ctable, b->f_args4, &cfg, b->args4, 4, &b->chain_ids[i]);
+  }
+  if (st != T4A_OK) return fail_setup(b, "the chain's descriptors", st);
+  st = t4a_chain_begin(b->ctable);
+  if (st != T4A_OK) return fail_setup(b, "t4a_chain_begin", st);
+  for (uint32_t i = 0; i < CHAIN_FIRES && st == T4A_OK; i++) {
+    st = t4a_descriptor_fire(b->ctable, b->chain_ids[i]);
+  }
+  t4a_status chain_end = t4a_chain_end(b->ctable, &b->chain);
+  if (st != T4A_OK) return fail_setup(b, "a fire recorded into the chain", st);
+  if (chain_end != T4A_OK) return fail_setup(b, "t4a_chain_end", chain_end);
+
   /* Graphs through t4a: one launch of args4, and big_graph_nodes launches. */
   b->big_graph_nodes = b->fake ? 10 : 1000;
   for (int g = 0; g < 2; g++) {
@@ -1064,6 +1122,8 @@ static void close_all(bench *b) {
     }
   }
   t4a_launch_table_destroy(b->gtable);
+  t4a_chain_destroy(b->chain); /* before its table; its replays' references go with the epochs */
+  t4a_launch_table_destroy(b->ctable);
   if (b->lane != NULL) {
     t4a_ctx_scope scope;
     if (t4a_ctx_scope_enter(&scope, t4a_lane_holder(b->lane), NULL) == T4A_OK) {
@@ -1274,6 +1334,26 @@ static void run_chain(bench *b) {
             "events/admission <= 1/512, host waits 0, heap allocations 0",
             {blk_t4a_chain, NULL, "t4a chain"}, {blk_raw_chain, NULL, "raw chain"}};
   measure(b, &s);
+}
+
+static void run_chains(bench *b) {
+  static const int plain = 0, rebind = 1;
+  uint32_t ops = b->fake ? 5 : 500;
+  spec specs[] = {
+      {"chain100", "chains",
+       "replay of a launch chain of 100 args4 descriptor fires (t4a_chain_replay) vs 100 "
+       "cuLaunchKernel of the same kernel and arguments; per kernel",
+       "submit", ops, 21, 2, CHAIN_FIRES, 0, GOAL_RATIO_LE, 0.15, "<= 0.15x raw per kernel",
+       {blk_t4a_chain_replay, &plain, "t4a_chain_replay"},
+       {blk_raw_chain_launches, NULL, "100 cuLaunchKernel"}},
+      {"chain100_rebind", "chains",
+       "chain100 with one argument rebound before each replay (t4a_descriptor_rebind + "
+       "t4a_chain_replay: one kernel-node update); per kernel",
+       "submit", ops, 21, 2, CHAIN_FIRES, 0, GOAL_NONE, 0, "",
+       {blk_t4a_chain_replay, &rebind, "t4a_descriptor_rebind + t4a_chain_replay"},
+       {blk_raw_chain_launches, NULL, "100 cuLaunchKernel"}},
+  };
+  for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) measure(b, &specs[i]);
 }
 
 /* Pinned and pageable transfers at several sizes. */
@@ -1487,12 +1567,12 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: t4a_bench [--fake] [--quick] [--json] [--json-file PATH] [--repeats R] [--list]\n"
           "                 [--only NAME]... [NAME|GROUP]...\n"
-          "groups: launch fire graph alloc module chain pinned pageable copy scale\n");
+          "groups: launch fire graph alloc module chain chains pinned pageable copy scale\n");
 }
 
 static void list_names(void) {
   printf("launch: launch0 launch4 launch0_noctx glaunch0 glaunch4 glaunch4_alt\nfire: fire0 fire4 fire4_rebind gfire0 gfire4 gfire4_rebind gfire4_rebind_floor\ngraph: graph1 graph1000\n"
-         "alloc: alloc\nmodule: modhit modhit_fn\nchain: chain\n"
+         "alloc: alloc\nmodule: modhit modhit_fn\nchain: chain\nchains: chain100 chain100_rebind\n"
          "pinned: pinned_{up,down}_{4K,1M,64M,256M}\npageable: pageable_{up,down}_{4K,1M,64M,256M}\n"
          "copy: copy1g\nscale: launch4_live_buffers_{1,100,10000} launch4_live_modules_{1,100,10000}\n");
 }
@@ -1593,6 +1673,7 @@ int main(int argc, char **argv) {
     run_alloc(b);
     run_modules(b);
     run_chain(b);
+    run_chains(b);
     int want_xfer = b->num_only == 0;
     for (int i = 0; i < b->num_only && !want_xfer; i++) {
       want_xfer = strncmp(b->only[i], "pinned", 6) == 0 || strncmp(b->only[i], "pageable", 8) == 0;

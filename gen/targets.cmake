@@ -205,8 +205,8 @@ t4a_binary(NAME t4a_nvrtc_nvrtc_bench
   OUTPUT_NAME nvrtc_bench
   DEPS t4a_nvrtc t4a_ctx_status testing_lsan_nvrtc_suppressions)
 t4a_library(NAME t4a_launch
-  SRCS t4a_launch/module.c t4a_launch/launch.c t4a_launch/descriptor.c t4a_launch/calibrate.c t4a_launch/l2.c t4a_launch/launch_internal.h t4a_launch/graph.c
-  HDRS t4a_launch/include/t4a/launch.h t4a_launch/include/t4a/graph.h
+  SRCS t4a_launch/module.c t4a_launch/launch.c t4a_launch/descriptor.c t4a_launch/calibrate.c t4a_launch/l2.c t4a_launch/launch_internal.h t4a_launch/graph.c t4a_launch/chain.c
+  HDRS t4a_launch/include/t4a/launch.h t4a_launch/include/t4a/graph.h t4a_launch/include/t4a/chain.h
   INCLUDE_DIR t4a_launch/include
   INSTALL launch
   DEPS t4a_nvrtc t4a_mem t4a_retire t4a_ctx t4a_ctx_status t4a_ext_xxhash Threads::Threads m
@@ -223,6 +223,10 @@ t4a_test(NAME t4a_launch_fire_graph_test
   SRCS t4a_launch/fire_graph_test.c t4a_launch/launch_testutil.h
   LABELS unit
   DEPS t4a_launch t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
+t4a_test(NAME t4a_launch_chain_test
+  SRCS t4a_launch/chain_test.c t4a_launch/launch_testutil.h
+  LABELS unit
+  DEPS t4a_launch t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
 t4a_test(NAME t4a_launch_launch_gpu_test
   SRCS t4a_launch/launch_gpu_test.c
   LABELS gpu single

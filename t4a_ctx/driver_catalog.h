@@ -107,7 +107,9 @@
   X(cuGraphExecDestroy, 10000, REQUIRED)             \
   X(cuGraphExecUpdate, 12000, REQUIRED)              \
   X(cuGraphExecKernelNodeSetParams, 12000, REQUIRED) \
-  X(cuGraphGetNodes, 10000, REQUIRED)
+  X(cuGraphGetNodes, 10000, REQUIRED)               \
+  /* capture introspection (launch chains: the node a captured fire added) */ \
+  X(cuStreamGetCaptureInfo, 12030, OPTIONAL)
 
 /* The oldest driver t4a accepts: cuGetProcAddress_v2 (the resolver) first shipped with CUDA 12.0. */
 #define T4A_DRIVER_MIN_VERSION 12000

@@ -104,8 +104,12 @@ static void test_catalogue(void **state) {
     if (strcmp(e->name, "cuStreamGetCtx") == 0) assert_int_equal(e->version, 9020);
     if (strcmp(e->name, "cuMemAlloc") == 0) assert_int_equal(e->version, 3020);
     if (strcmp(e->name, "cuFuncGetParamInfo") == 0) assert_false(e->required);
+    if (strcmp(e->name, "cuStreamGetCaptureInfo") == 0) {
+      assert_false(e->required); /* launch chains only */
+      assert_int_equal(e->version, 12030);
+    }
   }
-  assert_int_equal(optional, 1);
+  assert_int_equal(optional, 2);
 }
 
 static void test_fake_table_resolves_every_entry(void **state) {
@@ -121,6 +125,7 @@ static void test_fake_table_resolves_every_entry(void **state) {
   assert_int_equal(t4a_fake_driver(fake, &d), T4A_OK);
   assert_int_equal(t4a_driver_version(d), 13000);
   assert_true(t4a_driver_caps(d) & T4A_DRIVER_CAP_FUNC_PARAM_INFO);
+  assert_true(t4a_driver_caps(d) & T4A_DRIVER_CAP_CAPTURE_INFO);
   assert_string_equal(t4a_driver_origin(d), "fake");
   t4a_driver_release(d);
   t4a_fake_destroy(fake);

@@ -14,34 +14,7 @@
 
 #define MAX_CAPACITY 65536u
 
-typedef struct desc {
-  t4a_function *fn; /* a reference */
-  t4a_launch_config cfg;
-  uint32_t num_params;
-  void **ptrs;       /* num_params: the kernel-parameter pointers into bytes */
-  t4a_buffer **bufs; /* num_params: the buffer bound to each parameter (a reference) or NULL */
-  uint32_t *offsets; /* num_params: where parameter i lives in bytes */
-  uint32_t *sizes;   /* num_params */
-  unsigned char *bytes;
-  t4a_launch_graph_ graph; /* GRAPH strategy: its one-node executable graph */
-} desc;
-
-struct t4a_launch_table {
-  pthread_mutex_t lock;
-  t4a_retire *retire;
-  uint64_t domain;
-  uint32_t capacity;
-  desc **slots;
-  uint16_t *gens;
-  uint32_t *free_ids; /* a stack of free slots */
-  uint32_t num_free;
-  uint32_t next_unused; /* slots below it have been used at least once */
-  t4a_launch_strategy strategy; /* resolved: PLAIN or GRAPH */
-  uint32_t graph_after;
-  /* Guarded by lock. */
-  uint32_t descriptors, graphs;
-  uint64_t plain_fires, graph_fires, graph_builds, graph_updates, graph_fallbacks;
-};
+typedef t4a_launch_desc_ desc;
 
 #define DEFAULT_CAPACITY 256u
 #define DEFAULT_GRAPH_AFTER 16u
@@ -132,6 +105,7 @@ void t4a_launch_table_destroy(t4a_launch_table *t) {
   if (t == NULL) return;
   t4a_error saved;
   t4a_error_last(&saved);
+  t4a_chain_rec_drop_(t); /* a recording left open: its references go */
   for (uint32_t i = 0; i < t->next_unused; i++) desc_free(t, t->slots[i]);
   pthread_mutex_destroy(&t->lock);
   free(t->free_ids);
@@ -142,7 +116,7 @@ void t4a_launch_table_destroy(t4a_launch_table *t) {
 }
 
 /* The descriptor named by `id` (lock held), or NULL with INVALID_ARGUMENT recorded. */
-static desc *lookup(t4a_launch_table *t, uint32_t id) {
+desc *t4a_launch_table_lookup_(t4a_launch_table *t, uint32_t id) {
   uint32_t slot = id & 0xffffu, gen = id >> 16;
   if (slot < t->next_unused && t->slots[slot] != NULL && t->gens[slot] == gen) {
     return t->slots[slot];
@@ -153,14 +127,19 @@ static desc *lookup(t4a_launch_table *t, uint32_t id) {
 }
 
 /* Writes checked argument i (`size` bytes at `src`, buffer `b` or NULL) into the descriptor. Only
- * changed bytes mark its graph node stale, and only a changed buffer is retained (the previous
- * one handed back in *old for the caller to release unlocked; else *old is NULL). */
-static void apply_arg(desc *d, uint32_t i, const void *src, uint32_t size, t4a_buffer *b,
-                      t4a_buffer **old) {
+ * changed bytes mark its graph node and its chains' nodes stale, and only a changed buffer is
+ * retained (the previous one handed back in *old for the caller to release unlocked; else *old
+ * is NULL). */
+static void apply_arg(t4a_launch_table *t, desc *d, uint32_t i, const void *src, uint32_t size,
+                      t4a_buffer *b, t4a_buffer **old) {
   unsigned char *dst = d->bytes + d->offsets[i];
   if (memcmp(dst, src, size) != 0) {
     memcpy(dst, src, size);
     d->graph.dirty = 1; /* the graph's node holds the old arguments until the next fire */
+    d->bind_gen++;      /* chains' nodes hold them until their next replay */
+    /* Chains skip their scan while this figure stands. Only a descriptor chains name can matter
+     * (and only such a one is bound under the lock: registration binds before taking it). */
+    if (d->chain_nodes > 0) t->binds++;
   }
   *old = NULL;
   if (b != d->bufs[i]) {
@@ -186,14 +165,14 @@ static t4a_status bind_arg(t4a_launch_table *t, desc *d, uint32_t i, const t4a_a
                          "kernel '%s' parameter %u: bound with %u bytes, rebound with %u",
                          d->fn->name, i, d->sizes[i], size);
   }
-  apply_arg(d, i, src, size, b, old);
+  apply_arg(t, d, i, src, size, b, old);
   return T4A_OK;
 }
 
 /* Takes the table's lock, unless this thread holds the retire's operation lock (inside a raw
  * scope, say): a fire would then wait for that lock while holding the table's, and another
  * thread firing would wait for the table's while holding the retire's — re-entry instead. */
-static t4a_status table_lock(t4a_launch_table *t) {
+t4a_status t4a_launch_table_lock_(t4a_launch_table *t) {
   if (t4a_retire_held_by_this_thread(t->retire)) {
     return t4a_error_set(T4A_REENTRY, NULL, 0, NULL, 0,
                          "a launch table was used from inside an admission of its own runtime "
@@ -272,7 +251,7 @@ t4a_status t4a_descriptor_register(t4a_launch_table *t, t4a_function *fn,
     }
   }
 
-  t4a_status locked = table_lock(t);
+  t4a_status locked = t4a_launch_table_lock_(t);
   if (locked != T4A_OK) {
     desc_free(t, d);
     return locked;
@@ -299,9 +278,15 @@ t4a_status t4a_descriptor_register(t4a_launch_table *t, t4a_function *fn,
 static t4a_status fire_locked(t4a_launch_table *t, desc *d) {
   t4a_launch_graph_ *g = &d->graph;
   g->used = g->built = g->updated = g->fell_back = 0;
+  g->want_node = t->rec != NULL; /* a chain is being recorded: learn the captured node */
   t4a_status st = t4a_launch_enqueue_(t->retire, d->fn, &d->cfg,
                                       d->num_params > 0 ? d->ptrs : NULL, d->bufs, d->num_params,
-                                      g->enabled ? g : NULL);
+                                      g->enabled || g->want_node ? g : NULL);
+  if (g->want_node) {
+    if (st != T4A_OK) g->node_status = st; /* the recording cannot be trusted either */
+    t4a_chain_note_fire_(t, d);
+    g->want_node = 0;
+  }
   t->graph_builds += g->built;
   t->graphs += g->built;
   t->graph_updates += g->updated;
@@ -318,9 +303,9 @@ static t4a_status fire_locked(t4a_launch_table *t, desc *d) {
 
 t4a_status t4a_descriptor_fire(t4a_launch_table *t, uint32_t id) {
   if (t == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "table is NULL");
-  t4a_status st = table_lock(t);
+  t4a_status st = t4a_launch_table_lock_(t);
   if (st != T4A_OK) return st;
-  desc *d = lookup(t, id);
+  desc *d = t4a_launch_table_lookup_(t, id);
   st = d != NULL ? fire_locked(t, d) : T4A_INVALID_ARGUMENT;
   pthread_mutex_unlock(&t->lock);
   return st;
@@ -332,9 +317,9 @@ t4a_status t4a_descriptor_rebind(t4a_launch_table *t, uint32_t id, uint32_t inde
     return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "table or arg is NULL");
   }
   t4a_buffer *old = NULL;
-  t4a_status st = table_lock(t);
+  t4a_status st = t4a_launch_table_lock_(t);
   if (st != T4A_OK) return st;
-  desc *d = lookup(t, id);
+  desc *d = t4a_launch_table_lookup_(t, id);
   st = T4A_INVALID_ARGUMENT;
   if (d != NULL && index >= d->num_params) {
     st = t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
@@ -342,6 +327,8 @@ t4a_status t4a_descriptor_rebind(t4a_launch_table *t, uint32_t id, uint32_t inde
                        d->num_params, index);
   } else if (d != NULL) {
     st = bind_arg(t, d, index, arg, &old);
+    /* Queued chain replays read the old buffer: the epoch keeps it for them. */
+    if (old != NULL && d->chain_nodes > 0) t4a_chain_hold_buffers_(t, &old, 1);
   }
   pthread_mutex_unlock(&t->lock);
   t4a_buffer_release(old); /* queued fires kept it in their epochs */
@@ -355,9 +342,9 @@ t4a_status t4a_descriptor_rebind_fire(t4a_launch_table *t, uint32_t id, const t4
   }
   t4a_buffer *old[T4A_MAX_KERNEL_PARAMS];
   uint32_t num_old = 0;
-  t4a_status st = table_lock(t);
+  t4a_status st = t4a_launch_table_lock_(t);
   if (st != T4A_OK) return st;
-  desc *d = lookup(t, id);
+  desc *d = t4a_launch_table_lookup_(t, id);
   st = d != NULL ? T4A_OK : T4A_INVALID_ARGUMENT;
   if (d != NULL && num_args != d->num_params) {
     st = t4a_error_set(T4A_ARGUMENT_MISMATCH, NULL, 0, NULL, 0,
@@ -380,9 +367,10 @@ t4a_status t4a_descriptor_rebind_fire(t4a_launch_table *t, uint32_t id, const t4
   }
   for (uint32_t i = 0; st == T4A_OK && i < num_args; i++) {
     t4a_buffer *prev = NULL;
-    apply_arg(d, i, src[i], size[i], bufs[i], &prev);
+    apply_arg(t, d, i, src[i], size[i], bufs[i], &prev);
     if (prev != NULL) old[num_old++] = prev;
   }
+  if (num_old > 0 && d->chain_nodes > 0) t4a_chain_hold_buffers_(t, old, num_old);
   if (st == T4A_OK) st = fire_locked(t, d);
   pthread_mutex_unlock(&t->lock);
   for (uint32_t i = 0; i < num_old; i++) t4a_buffer_release(old[i]);
@@ -391,9 +379,17 @@ t4a_status t4a_descriptor_rebind_fire(t4a_launch_table *t, uint32_t id, const t4
 
 t4a_status t4a_descriptor_unregister(t4a_launch_table *t, uint32_t id) {
   if (t == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "table is NULL");
-  t4a_status locked = table_lock(t);
+  t4a_status locked = t4a_launch_table_lock_(t);
   if (locked != T4A_OK) return locked;
-  desc *d = lookup(t, id);
+  desc *d = t4a_launch_table_lookup_(t, id);
+  if (d != NULL && d->chain_nodes > 0) {
+    uint32_t nodes = d->chain_nodes;
+    pthread_mutex_unlock(&t->lock);
+    return t4a_error_set(T4A_BUSY, NULL, 0, NULL, 0,
+                         "descriptor %u is fired by %u kernel node(s) of live launch chains: "
+                         "destroy those chains first",
+                         id, nodes);
+  }
   if (d != NULL) {
     uint32_t slot = id & 0xffffu;
     t->slots[slot] = NULL;

@@ -192,8 +192,8 @@ static t4a_status raise_shared(t4a_function *fn, uint32_t shared) {
 static void module_retain_object(void *m) { t4a_module_retain(m); }
 static void buffer_retain_object(void *b) { t4a_buffer_retain(b); }
 
-static void node_params(const t4a_function *fn, const t4a_launch_config *cfg, void **params,
-                        CUDA_KERNEL_NODE_PARAMS *out) {
+void t4a_launch_node_params_(const t4a_function *fn, const t4a_launch_config *cfg, void **params,
+                             CUDA_KERNEL_NODE_PARAMS *out) {
   CUDA_KERNEL_NODE_PARAMS p;
   memset(&p, 0, sizeof p);
   p.func = fn->handle;
@@ -214,7 +214,7 @@ static t4a_status build_graph(t4a_driver *drv, t4a_counters *c, t4a_function *fn
                               const t4a_launch_config *cfg, void **params, CUstream stream,
                               t4a_launch_graph_ *g) {
   CUDA_KERNEL_NODE_PARAMS p;
-  node_params(fn, cfg, params, &p);
+  t4a_launch_node_params_(fn, cfg, params, &p);
   CUgraph graph = NULL;
   CUgraphNode node = NULL;
   CUgraphExec exec = NULL;
@@ -262,8 +262,8 @@ static int use_graph(t4a_driver *drv, t4a_lane *lane, t4a_function *fn,
     t4a_counter_add(c, T4A_COUNTER_launch_graphs_built, 1);
   } else if (g->dirty) {
     CUDA_KERNEL_NODE_PARAMS p;
-    node_params(fn, cfg, params, &p);
-      if (drv->t.cuGraphExecKernelNodeSetParams(g->exec, g->node, &p) != CUDA_SUCCESS) {
+    t4a_launch_node_params_(fn, cfg, params, &p);
+    if (drv->t.cuGraphExecKernelNodeSetParams(g->exec, g->node, &p) != CUDA_SUCCESS) {
       /* The executable graph still holds the old arguments: never launched again. */
       g->failed = g->fell_back = 1;
       t4a_counter_add(c, T4A_COUNTER_launch_graph_fallbacks, 1);
@@ -292,6 +292,39 @@ static void note_function_args(t4a_function *fn, const t4a_launch_config *cfg, v
   if (changed) fn->graph.dirty = 1;
 }
 
+/* A chain is being recorded: the kernel node this fire just added to the capture (the stream's
+ * one dependency now), or why it cannot be known. Context current, inside the admission. */
+static void captured_node(t4a_driver *drv, t4a_lane *lane, t4a_launch_graph_ *g) {
+  g->captured_node = NULL;
+  g->node_status = T4A_OK;
+  if (!t4a_lane_is_capturing(lane)) {
+    g->node_status = t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                                   "a fire during a chain recording was not captured (the capture "
+                                   "was ended by another call?)");
+    return;
+  }
+  if (drv->t.cuStreamGetCaptureInfo == NULL) {
+    g->node_status = t4a_error_set(T4A_UNSUPPORTED, "cuStreamGetCaptureInfo", 0, NULL, 0,
+                                   "the driver lacks cuStreamGetCaptureInfo (needs 12.3)");
+    return;
+  }
+  CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+  cuuint64_t id = 0;
+  CUgraph graph = NULL;
+  const CUgraphNode *deps = NULL;
+  size_t n = 0;
+  t4a_status st = T4A_CU(drv, cuStreamGetCaptureInfo, t4a_lane_stream(lane), &cs, &id, &graph,
+                         &deps, NULL, &n);
+  if (st == T4A_OK && (cs != CU_STREAM_CAPTURE_STATUS_ACTIVE || n != 1 || deps == NULL)) {
+    st = t4a_error_set(T4A_INTERNAL, "cuStreamGetCaptureInfo", 0, NULL, 0,
+                       "after a captured fire the capture is %s with %zu dependencies (expected "
+                       "active, 1: the fire's kernel node)",
+                       cs == CU_STREAM_CAPTURE_STATUS_ACTIVE ? "active" : "not active", n);
+  }
+  if (st == T4A_OK) g->captured_node = deps[0];
+  g->node_status = st;
+}
+
 t4a_status t4a_launch_enqueue_(t4a_retire *retire, t4a_function *fn, const t4a_launch_config *cfg,
                                void **params, t4a_buffer *const *buffers, uint32_t num_buffers,
                                t4a_launch_graph_ *graph) {
@@ -305,17 +338,18 @@ t4a_status t4a_launch_enqueue_(t4a_retire *retire, t4a_function *fn, const t4a_l
   if ((st = raise_shared(fn, cfg->shared_bytes)) != T4A_OK) return t4a_admission_abort(&adm, st);
   /* A checked launch of a function of a GRAPH cache: its own graph, unless another thread is
    * launching it now (its node must not change between the update and the launch). */
+  t4a_launch_graph_ *g = graph; /* the descriptor's graph, or the function's */
   int fn_locked = 0;
-  if (graph == NULL && fn->graph.enabled && pthread_mutex_trylock(&fn->graph_lock) == 0) {
+  if (g == NULL && fn->graph.enabled && pthread_mutex_trylock(&fn->graph_lock) == 0) {
     fn_locked = 1;
-    graph = &fn->graph;
+    g = &fn->graph;
     note_function_args(fn, cfg, params);
   }
   CUresult r;
   const char *entry;
   int used = 0;
-  if (graph != NULL && use_graph(drv, lane, fn, cfg, params, graph)) {
-    r = drv->t.cuGraphLaunch(graph->exec, t4a_lane_stream(lane));
+  if (g != NULL && use_graph(drv, lane, fn, cfg, params, g)) {
+    r = drv->t.cuGraphLaunch(g->exec, t4a_lane_stream(lane));
     entry = "cuGraphLaunch";
     used = 1;
   } else {
@@ -342,6 +376,7 @@ t4a_status t4a_launch_enqueue_(t4a_retire *retire, t4a_function *fn, const t4a_l
     }
     return t4a_admission_fail(&adm, st, uncertain, n);
   }
+  if (graph != NULL && graph->want_node) captured_node(drv, lane, graph);
   /* Borrowed keepalives: the caller holds the function (so its module) and the buffers through
    * this call; the epoch takes a reference only to what it does not hold yet, so the warm path
    * (the same module and buffers again) does no reference counting. */

@@ -4,7 +4,8 @@
  * kernel with more than 48 KiB of dynamic shared memory, typed refusals (a 2048-thread block
  * before anything is enqueued; a launch the driver refuses synchronously), a descriptor and a
  * raw-bytes launch with a struct argument, the warm chain (no heap allocation, at most 20 events
- * per 10,000 launches), and the L2 persistence calls. Needs NVRTC (libnvrtc.so.13). */
+ * per 10,000 launches), the L2 persistence calls, and a 100-kernel launch chain replayed 10,000
+ * times with rebinds and slot writes between replays. Needs NVRTC (libnvrtc.so.13). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "t4a/chain.h"
 #include "t4a/ctx.h"
 #include "t4a/graph.h"
 #include "t4a/launch.h"
@@ -640,6 +642,136 @@ static void test_graph_replayed_1000_times(void **state) {
   env_close(&e);
 }
 
+/* A launch chain of a slot upload and 100 descriptor fires (add_slot, then add_const into one of
+ * two buffers), replayed 10,000 times. Between replays: every 7th replay rebinds one fire's
+ * scalar, every 13th moves one fire to the other buffer (each a kernel-node update at the next
+ * replay, never a re-instantiation), and every 2,500th replay waits and writes a new value into
+ * the slot. Every element of both buffers is checked against the CPU's account. The caller drops
+ * its module and the recorded buffers' handles it does not need right after recording. */
+static void test_chain_100_kernels_10000_replays(void **state) {
+  (void)state;
+  env e;
+  if (!env_open(&e)) fail_msg("env");
+  t4a_nvrtc_artifact *art = compile(&e, T4A_NVRTC_OUTPUT_CUBIN);
+  t4a_module *m = NULL;
+  CK(t4a_module_load_artifact(e.cache, art, &m));
+  t4a_function *add = fn_of(m, "add_const"), *adds = fn_of(m, "add_slot");
+  enum { N = 1024, K = 100, REPLAYS = 10000 };
+  t4a_buffer *p[2] = {NULL, NULL}, *v = NULL;
+  CK(t4a_buffer_create(e.pool, N * 4, 0, T4A_BUFFER_ZERO, &p[0]));
+  CK(t4a_buffer_create(e.pool, N * 4, 0, T4A_BUFFER_ZERO, &p[1]));
+  CK(t4a_buffer_create(e.pool, sizeof(int), 0, 0, &v));
+  t4a_slots *slots = NULL;
+  uint32_t slot = 0;
+  CK(t4a_slots_create(t4a_lane_holder(e.lane), sizeof(int), 1, &slots));
+  CK(t4a_slot_acquire(slots, &slot));
+  int n = N, slot_value = 2;
+  t4a_launch_config c = cfg1(N / 256, 256, 0);
+  t4a_launch_table *t = NULL;
+  CK(t4a_launch_table_create(e.retire, K + 1, &t));
+  uint32_t sid = 0, ids[K];
+  int target[K], scalar[K];
+  t4a_arg sargs[3] = {t4a_arg_buffer(p[0], 0), t4a_arg_buffer(v, 0), t4a_arg_scalar(&n, 4)};
+  CK(t4a_descriptor_register(t, adds, &c, sargs, 3, &sid));
+  for (int k = 0; k < K; k++) {
+    target[k] = k % 2;
+    scalar[k] = k % 10;
+    t4a_arg args[3] = {t4a_arg_buffer(p[target[k]], 0), t4a_arg_scalar(&scalar[k], 4),
+                       t4a_arg_scalar(&n, 4)};
+    CK(t4a_descriptor_register(t, add, &c, args, 3, &ids[k]));
+  }
+  CK(t4a_retire_wait(e.retire)); /* the zero fills ran: the recording starts on a quiet lane */
+  CK(t4a_chain_begin(t));
+  CK(t4a_xfer_slot_upload(e.xfer, slots, slot, &slot_value, sizeof slot_value, v, 0));
+  CK(t4a_descriptor_fire(t, sid));
+  for (int k = 0; k < K; k++) CK(t4a_descriptor_fire(t, ids[k]));
+  t4a_chain *ch = NULL;
+  CK(t4a_chain_end(t, &ch));
+  t4a_buffer_release(v); /* the chain keeps it */
+  t4a_function_release(add);
+  t4a_function_release(adds);
+  t4a_module_release(m);
+  t4a_module_cache_clear(e.cache);
+  long long want[2] = {0, 0}, calls[2] = {0, 0};
+  uint64_t expected_updates = 0, waits = 0;
+  t4a_counter_values v0, v1;
+  t4a_lane_read_counters(e.lane, &v0);
+  for (int r = 0; r < REPLAYS; r++) {
+    int touched = -1;
+    if (r % 7 == 3) {
+      int k = (r / 7) % K;
+      scalar[k] = (scalar[k] + 3) % 10;
+      t4a_arg a = t4a_arg_scalar(&scalar[k], 4);
+      CK(t4a_descriptor_rebind(t, ids[k], 1, &a));
+      touched = k;
+      expected_updates++;
+    }
+    if (r % 13 == 5) {
+      int k = (r * 5) % K;
+      target[k] ^= 1;
+      t4a_arg b = t4a_arg_buffer(p[target[k]], 0);
+      CK(t4a_descriptor_rebind(t, ids[k], 0, &b));
+      if (k != touched) expected_updates++;
+    }
+    if (r > 0 && r % 2500 == 0) {
+      CK(t4a_retire_wait(e.retire)); /* no replay reads the slot now */
+      waits++;
+      slot_value = r / 2500 + 2;
+      memcpy(t4a_slot_host(slots, slot), &slot_value, sizeof slot_value);
+    }
+    CK(t4a_chain_replay(t, ch));
+    want[0] += slot_value;
+    for (int k = 0; k < K; k++) {
+      want[target[k]] += scalar[k];
+      calls[target[k]]++;
+    }
+  }
+  t4a_lane_read_counters(e.lane, &v1);
+  /* A warm stretch: no rebind, no allocation. */
+  uint64_t heap0 = t4a_heap_allocations();
+  for (int r = 0; r < 1000; r++) CK(t4a_chain_replay(t, ch));
+  uint64_t heap1 = t4a_heap_allocations();
+  want[0] += 1000LL * slot_value;
+  for (int k = 0; k < K; k++) {
+    want[target[k]] += 1000LL * scalar[k];
+    calls[target[k]] += 1000;
+  }
+  int back[2][N];
+  download(&e, p[0], back[0], sizeof back[0]);
+  download(&e, p[1], back[1], sizeof back[1]);
+  for (int b = 0; b < 2; b++) {
+    for (int i = 0; i < N; i++) {
+      long long expect = want[b] + calls[b] * i;
+      if (back[b][i] != (int)expect) fail_msg("p%d[%d] = %d, want %lld", b, i, back[b][i], expect);
+    }
+  }
+  t4a_chain_stats cs;
+  t4a_chain_get_stats(ch, &cs);
+  printf("# chain of %u kernel nodes: %llu replays, %llu node updates, %llu re-instantiations; "
+         "%llu events, %llu host waits (%llu asked) over %d replays; %llu heap allocations over "
+         "1000 warm replays\n",
+         cs.kernel_nodes, (unsigned long long)cs.replays, (unsigned long long)cs.node_updates,
+         (unsigned long long)cs.reinstantiations,
+         (unsigned long long)(v1.events_recorded - v0.events_recorded),
+         (unsigned long long)(v1.host_waits - v0.host_waits), (unsigned long long)waits, REPLAYS,
+         (unsigned long long)(heap1 - heap0));
+  assert_int_equal(cs.kernel_nodes, K + 1);
+  assert_int_equal(cs.replays, REPLAYS + 1000);
+  assert_int_equal(cs.node_updates, expected_updates);
+  assert_int_equal(cs.reinstantiations, 0);
+  assert_int_equal(v1.host_waits - v0.host_waits, waits);
+  assert_int_equal(heap1, heap0);
+  t4a_chain_destroy(ch);
+  t4a_launch_table_destroy(t);
+  CK(t4a_retire_wait(e.retire));
+  t4a_buffer_release(p[0]);
+  t4a_buffer_release(p[1]);
+  t4a_slot_release(slots, slot);
+  t4a_slots_destroy(slots);
+  t4a_nvrtc_artifact_release(art);
+  env_close(&e);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_saxpy_cubin_and_ptx),
@@ -651,6 +783,7 @@ int main(void) {
       cmocka_unit_test(test_calibration),
       cmocka_unit_test(test_l2_persistence),
       cmocka_unit_test(test_graph_replayed_1000_times),
+      cmocka_unit_test(test_chain_100_kernels_10000_replays),
   };
   return t4a_gpu_test_main("launch_gpu_test", tests, sizeof tests / sizeof tests[0], 1, &g_drv);
 }

@@ -49,6 +49,12 @@ typedef struct t4a_launch_graph_ {
   uint8_t built;       /* set by enqueue: this fire built the graph */
   uint8_t updated;     /* set by enqueue: this fire updated the node */
   uint8_t fell_back;   /* set by enqueue: this fire's build or update failed */
+  /* Chain recording (chain.c): when want_node is set and the fire was captured, enqueue asks the
+   * capture for the kernel node it just added (cuStreamGetCaptureInfo, inside the admission):
+   * captured_node, or node_status (the detail recorded) when that failed. */
+  uint8_t want_node;
+  CUgraphNode captured_node;
+  t4a_status node_status;
 } t4a_launch_graph_;
 
 struct t4a_module_cache {
@@ -121,6 +127,68 @@ t4a_status t4a_launch_check_arg_(const t4a_function *fn, uint64_t domain, uint32
                                  const t4a_arg *arg, uint64_t *scratch, const void **out_src,
                                  uint32_t *out_size, t4a_buffer **out_buffer);
 
+
+/* A registered descriptor (descriptor.c; chain.c reads it under the table's lock). */
+typedef struct t4a_launch_desc_ {
+  t4a_function *fn; /* a reference */
+  t4a_launch_config cfg;
+  uint32_t num_params;
+  void **ptrs;       /* num_params: the kernel-parameter pointers into bytes */
+  t4a_buffer **bufs; /* num_params: the buffer bound to each parameter (a reference) or NULL */
+  uint32_t *offsets; /* num_params: where parameter i lives in bytes */
+  uint32_t *sizes;   /* num_params */
+  unsigned char *bytes;
+  t4a_launch_graph_ graph; /* GRAPH strategy: its one-node executable graph */
+  uint64_t bind_gen;       /* bumped by every (re)bind: chains compare it with their node's */
+  uint32_t chain_nodes;    /* kernel nodes of live chains (and of a recording) naming it:
+                              unregister is refused (BUSY) while it is not 0 */
+} t4a_launch_desc_;
+
+typedef struct t4a_chain_rec_ t4a_chain_rec_; /* a recording in progress (chain.c) */
+
+struct t4a_launch_table {
+  pthread_mutex_t lock;
+  t4a_retire *retire;
+  uint64_t domain;
+  uint32_t capacity;
+  t4a_launch_desc_ **slots;
+  uint16_t *gens;
+  uint32_t *free_ids; /* a stack of free slots */
+  uint32_t num_free;
+  uint32_t next_unused; /* slots below it have been used at least once */
+  t4a_launch_strategy strategy; /* resolved: PLAIN or GRAPH */
+  uint32_t graph_after;
+  /* Guarded by lock. */
+  uint32_t descriptors, graphs;
+  uint64_t plain_fires, graph_fires, graph_builds, graph_updates, graph_fallbacks;
+  uint64_t binds;       /* every (re)bind of any descriptor: a chain whose figure matches skips
+                           its scan for rebound nodes */
+  uint32_t chains;      /* live chains recorded on this table */
+  t4a_chain_rec_ *rec;  /* the chain being recorded, or NULL */
+};
+
+/* Takes the table's lock: REENTRY (recorded) if this thread holds the retire's operation lock. */
+t4a_status t4a_launch_table_lock_(t4a_launch_table *table);
+
+/* The descriptor named by `id` (lock held), or NULL with INVALID_ARGUMENT recorded. */
+t4a_launch_desc_ *t4a_launch_table_lookup_(t4a_launch_table *table, uint32_t id);
+
+/* Called by a fire (lock held) whose enqueue asked for its captured node (a recording is in
+ * progress): records the node, or the failure to learn it, in the recording (chain.c). */
+void t4a_chain_note_fire_(t4a_launch_table *table, t4a_launch_desc_ *d);
+
+/* Hands `bufs` (NULL entries skipped; borrowed) to the lane's open epoch through an admission
+ * that enqueues nothing, so work queued before — replays of chains that read them — completes
+ * before they go (lock held: the retire's lock is taken after the table's). If no admission can
+ * be made they are held for good and counted in `leaked`. The caller's error detail is kept. */
+void t4a_chain_hold_buffers_(t4a_launch_table *table, t4a_buffer *const *bufs, uint32_t n);
+
+/* Drops a recording left behind by a table destroyed mid-recording (chain.c; no lock needed). */
+void t4a_chain_rec_drop_(t4a_launch_table *table);
+
+/* The kernel-node parameters of a launch (pointers into `params`: the driver copies them). */
+void t4a_launch_node_params_(const t4a_function *fn, const t4a_launch_config *cfg, void **params,
+                             CUDA_KERNEL_NODE_PARAMS *out);
 
 /* The shared tail of every launch: an admission on `retire` reserving 1 + (non-NULL buffers)
  * keepalives, the dynamic shared memory limit raised if needed, the submission, then the module

@@ -42,6 +42,7 @@
 #include <stdint.h>
 
 #include "t4a/counters.h"
+#include "t4a/chain.h"
 #include "t4a/ctx.h"
 #include "t4a/fault.h"
 #include "t4a/graph.h"

@@ -1252,9 +1252,24 @@ static void test_graph_capture_and_replay(void **state) {
   assert_int_equal(st, CU_STREAM_CAPTURE_STATUS_ACTIVE);
   CK(t->cuMemcpyHtoDAsync(a, in, sizeof in, x->s));
   CK(launch1(x, add, x->s, args));
+  /* The capture's one dependency is the node just added (linear graphs): launch chains learn
+   * each fire's kernel node this way. Edge data is not asked. */
+  cuuint64_t cap_id = 0;
+  CUgraph cap_graph = NULL;
+  const CUgraphNode *deps = NULL;
+  size_t num_deps = 0;
+  CK(t->cuStreamGetCaptureInfo(x->s, &st, &cap_id, &cap_graph, &deps, NULL, &num_deps));
+  assert_int_equal(st, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  assert_int_equal(num_deps, 1);
+  assert_non_null(deps);
+  assert_non_null(cap_graph);
+  assert_true(cap_id != 0);
+  CUgraphNode launched = deps[0];
   CK(t->cuMemcpyDtoHAsync(out, b, sizeof out, x->s));
   CUgraph g;
   CK(t->cuStreamEndCapture(x->s, &g));
+  CK(t->cuStreamGetCaptureInfo(x->s, &st, NULL, NULL, NULL, NULL, NULL));
+  assert_int_equal(st, CU_STREAM_CAPTURE_STATUS_NONE);
   assert_int_equal(t4a_fake_pending(x->fake, x->s), 0); /* captured, not queued */
   size_t num = 0;
   CK(t->cuGraphGetNodes(g, NULL, &num));
@@ -1264,6 +1279,7 @@ static void test_graph_capture_and_replay(void **state) {
   CK(t->cuGraphGetNodes(g, nodes, &num));
   assert_int_equal(num, 3);
   assert_null(nodes[3]);
+  assert_ptr_equal(nodes[1], launched);
 
   CUgraphExec ge;
   CK(t->cuGraphInstantiateWithFlags(&ge, g, 0));

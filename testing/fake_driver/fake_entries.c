@@ -75,6 +75,10 @@ FK_ENTRY(cuStreamGetFlags, (CUstream h, unsigned int *flags), (c_.f, h, flags))
 FK_ENTRY(cuStreamBeginCapture, (CUstream h, CUstreamCaptureMode mode), (c_.f, h, mode))
 FK_ENTRY(cuStreamEndCapture, (CUstream h, CUgraph *graph), (c_.f, h, graph))
 FK_ENTRY(cuStreamIsCapturing, (CUstream h, CUstreamCaptureStatus *status), (c_.f, h, status))
+FK_ENTRY(cuStreamGetCaptureInfo,
+         (CUstream h, CUstreamCaptureStatus *status, cuuint64_t *id, CUgraph *graph,
+          const CUgraphNode **deps, const CUgraphEdgeData **edges, size_t *num_deps),
+         (c_.f, h, status, id, graph, deps, edges, num_deps))
 
 /* ---- events ---- */
 FK_ENTRY(cuEventCreate, (CUevent * ph, unsigned int flags), (c_.f, ph, flags))

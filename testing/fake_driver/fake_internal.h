@@ -213,6 +213,8 @@ typedef struct fk_capture {
   CUstreamCaptureMode mode;
   int invalidated;
   pthread_t owner;
+  uint64_t id;     /* unique per capture (cuStreamGetCaptureInfo) */
+  CUgraphNode dep; /* the capture's last node, as cuStreamGetCaptureInfo hands it out */
 } fk_capture;
 
 #define FK_STREAM_ATTR_SLOTS 32
@@ -642,6 +644,9 @@ CUresult fk_cuStreamGetFlags(t4a_fake *f, CUstream h, unsigned int *flags);
 CUresult fk_cuStreamBeginCapture(t4a_fake *f, CUstream h, CUstreamCaptureMode mode);
 CUresult fk_cuStreamEndCapture(t4a_fake *f, CUstream h, CUgraph *graph);
 CUresult fk_cuStreamIsCapturing(t4a_fake *f, CUstream h, CUstreamCaptureStatus *status);
+CUresult fk_cuStreamGetCaptureInfo(t4a_fake *f, CUstream h, CUstreamCaptureStatus *status,
+                                   cuuint64_t *id, CUgraph *graph, const CUgraphNode **deps,
+                                   const CUgraphEdgeData **edges, size_t *num_deps);
 CUresult fk_cuEventCreate(t4a_fake *f, CUevent *ph, unsigned int flags);
 CUresult fk_cuEventDestroy(t4a_fake *f, CUevent e);
 CUresult fk_cuEventRecord(t4a_fake *f, CUevent e, CUstream h);

@@ -721,6 +721,7 @@ CUresult fk_cuStreamBeginCapture(t4a_fake *f, CUstream h, CUstreamCaptureMode mo
   }
   c->mode = mode;
   c->owner = pthread_self();
+  c->id = c->graph->o.handle;
   s->cap = c;
   return CUDA_SUCCESS;
 }
@@ -749,6 +750,34 @@ CUresult fk_cuStreamEndCapture(t4a_fake *f, CUstream h, CUgraph *graph) {
   g->counted = 1;
   f->live.graphs++;
   *graph = (CUgraph)(uintptr_t)g->o.handle;
+  return CUDA_SUCCESS;
+}
+
+/* Graphs are linear: the stream's one dependency is the capture's last node (none before the
+ * first). Edge data is always default (NULL is accepted, as on the driver). */
+CUresult fk_cuStreamGetCaptureInfo(t4a_fake *f, CUstream h, CUstreamCaptureStatus *status,
+                                   cuuint64_t *id, CUgraph *graph, const CUgraphNode **deps,
+                                   const CUgraphEdgeData **edges, size_t *num_deps) {
+  if (status == NULL || (edges != NULL && deps == NULL)) return CUDA_ERROR_INVALID_VALUE;
+  fk_stream *s;
+  CUresult r = fk_stream_lookup(f, h, &s);
+  if (r != CUDA_SUCCESS) return r;
+  r = fk_ctx_usable(s->ctx);
+  if (r != CUDA_SUCCESS) return r;
+  if (s->cap == NULL) {
+    *status = CU_STREAM_CAPTURE_STATUS_NONE;
+    return CUDA_SUCCESS;
+  }
+  fk_capture *c = s->cap;
+  *status = c->invalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED : CU_STREAM_CAPTURE_STATUS_ACTIVE;
+  if (c->invalidated) return CUDA_SUCCESS;
+  if (id != NULL) *id = c->id;
+  if (graph != NULL) *graph = (CUgraph)(uintptr_t)c->graph->o.handle;
+  size_t n = c->graph->num;
+  c->dep = n > 0 ? (CUgraphNode)(uintptr_t)c->graph->nodes[n - 1]->o.handle : NULL;
+  if (deps != NULL) *deps = n > 0 ? &c->dep : NULL;
+  if (edges != NULL) *edges = NULL;
+  if (num_deps != NULL) *num_deps = n > 0 ? 1 : 0;
   return CUDA_SUCCESS;
 }
 

@@ -96,7 +96,10 @@ extern "C" {
   X(launch_graphs_built, "one-node executable graphs built (GRAPH strategy: descriptors, functions)") \
   X(launch_graph_fires, "launches submitted as cuGraphLaunch of their own one-node graph")   \
   X(launch_graph_updates, "one-node graphs updated for changed arguments (SetParams)")      \
-  X(launch_graph_fallbacks, "one-node graphs that failed to build or update: plain launches")
+  X(launch_graph_fallbacks, "one-node graphs that failed to build or update: plain launches") \
+  X(chain_replays, "launch-chain replays submitted (cuGraphLaunch of the chain's graph)")    \
+  X(chain_node_updates, "chain kernel nodes updated in place after a rebind (SetParams)")  \
+  X(chain_reinstantiations, "chains re-recorded into a new executable graph")
 
 /** One id per counter of T4A_COUNTER_LIST (T4A_COUNTER_<name>), then T4A_COUNTER_COUNT. */
 typedef enum t4a_counter_id {

@@ -56,6 +56,8 @@ typedef struct t4a_driver t4a_driver;
 
 /** Driver capabilities: optional entry points that resolved. */
 #define T4A_DRIVER_CAP_FUNC_PARAM_INFO (1u << 0) /**< cuFuncGetParamInfo (driver >= 12.4) */
+#define T4A_DRIVER_CAP_CAPTURE_INFO (1u << 1)    /**< cuStreamGetCaptureInfo v3 (driver >= 12.3):
+                                                    launch chains (t4a/chain.h) */
 
 /** Options of t4a_driver_open; zero means the default. */
 typedef struct t4a_driver_options {

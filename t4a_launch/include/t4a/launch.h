@@ -383,7 +383,9 @@ T4A_MUST_USE t4a_status t4a_descriptor_register(t4a_launch_table *table, t4a_fun
  * CONTEXT_LOST, driver failures. */
 T4A_MUST_USE t4a_status t4a_descriptor_fire(t4a_launch_table *table, uint32_t id);
 /** Replaces argument `index` (checked against that parameter: INVALID_ARGUMENT, FOREIGN_HANDLE,
- * ARGUMENT_MISMATCH; a refused rebind changes nothing). */
+ * ARGUMENT_MISMATCH; a refused rebind changes nothing). Launch chains that name the descriptor
+ * see it at their next replay (t4a/chain.h); the buffer it replaces is then handed to the lane's
+ * open epoch, since queued replays may read it. */
 T4A_MUST_USE t4a_status t4a_descriptor_rebind(t4a_launch_table *table, uint32_t id,
                                               uint32_t index, const t4a_arg *arg);
 /** Replaces every argument and fires, in one call. Every argument is checked before any is
@@ -391,7 +393,9 @@ T4A_MUST_USE t4a_status t4a_descriptor_rebind(t4a_launch_table *table, uint32_t 
  * arguments stay bound. */
 T4A_MUST_USE t4a_status t4a_descriptor_rebind_fire(t4a_launch_table *table, uint32_t id,
                                                    const t4a_arg *args, uint32_t num_args);
-/** Frees descriptor `id` (its references go with the epoch of its last launch). */
+/** Frees descriptor `id` (its references go with the epoch of its last launch). Statuses:
+ * INVALID_ARGUMENT (unknown or stale id), BUSY (a live launch chain, or a recording in progress,
+ * names it: t4a/chain.h), REENTRY. */
 T4A_MUST_USE t4a_status t4a_descriptor_unregister(t4a_launch_table *table, uint32_t id);
 
 /* ---- L2 persistence ---- */
