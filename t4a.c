@@ -25,6 +25,7 @@ struct t4a_runtime {
   t4a_module_cache *modules;
   t4a_launch_table *table;
   int calibrated; /* 1: `calibration` holds what the table was created with */
+  t4a_status calibration_failed; /* why calibrate_launches gave no figures (T4A_OK: it did) */
   t4a_launch_calibration calibration;
   char target[32];
   int compile_ptx;
@@ -120,18 +121,35 @@ static t4a_status calibrate(t4a_runtime *rt) {
       return T4A_OK;
     }
   }
-  /* A module cache of its own, gone before the runtime's is made: nothing of this stays. */
+  /* A lane, retirement state and module cache of its own on the same device, gone before the
+   * runtime's pieces are used: the runtime's counters see none of the calibration's launches,
+   * waits or module load. */
+  t4a_lane *lane = NULL;
+  t4a_retire *retire = NULL;
   t4a_module_cache *cache = NULL;
   t4a_module *m = NULL;
   t4a_function *fn = NULL;
-  t4a_status st = t4a_module_cache_create(rt->retire, NULL, &cache);
+  t4a_status st = t4a_lane_create(rt->driver, rt->ordinal, NULL, &lane);
+  if (st == T4A_OK) st = t4a_retire_create(lane, NULL, &retire);
+  if (st == T4A_OK) st = t4a_module_cache_create(retire, NULL, &cache);
   if (st == T4A_OK) st = t4a_module_load(cache, k_nop_ptx, sizeof k_nop_ptx, T4A_IMAGE_PTX, &m);
   if (st == T4A_OK) st = t4a_module_get_function(m, "t4a_nop", &fn);
-  if (st == T4A_OK) st = t4a_launch_calibrate(rt->retire, fn, 0, &rt->calibration);
+  if (st == T4A_OK) st = t4a_launch_calibrate(retire, fn, 0, &rt->calibration);
+  t4a_error saved;
+  t4a_error_last(&saved);
   t4a_function_release(fn);
   t4a_module_release(m);
   t4a_module_cache_destroy(cache);
-  if (st == T4A_OK) {
+  t4a_status dst = retire != NULL ? t4a_retire_destroy(retire) : T4A_OK;
+  t4a_lane_release(lane);
+  t4a_error_restore(&saved);
+  if (st == T4A_OK) st = dst;
+  if (st != T4A_OK) {
+    /* No figures: the runtime opens with PLAIN (AUTO's choice without a calibration), and the
+     * stats say why. */
+    rt->calibration_failed = st;
+    memset(&rt->calibration, 0, sizeof rt->calibration);
+  } else {
     rt->calibrated = 1;
     unsigned slot = g_num_calibrations < 16 ? g_num_calibrations++ : 15;
     g_calibrations[slot].driver = rt->driver;
@@ -139,7 +157,7 @@ static t4a_status calibrate(t4a_runtime *rt) {
     g_calibrations[slot].c = rt->calibration;
   }
   pthread_mutex_unlock(&g_calibration_lock);
-  return st;
+  return T4A_OK;
 }
 
 static t4a_status open_pieces(t4a_runtime *rt, const t4a_runtime_options *o) {
@@ -501,7 +519,10 @@ t4a_status t4a_runtime_stats_json(t4a_runtime *rt, char *buf, size_t size, size_
       ts.strategy == T4A_LAUNCH_STRATEGY_GRAPH ? "graph" : "plain", ts.graph_after,
       ts.descriptors, ts.graphs, ts.plain_fires, ts.graph_fires, ts.graph_builds,
       ts.graph_updates, ts.graph_fallbacks);
-  if (!rt->calibrated) {
+  if (!rt->calibrated && rt->calibration_failed != T4A_OK) {
+    put(&j, "null,\n    \"calibration_failed\": \"%s\"\n  },\n",
+        t4a_status_name(rt->calibration_failed));
+  } else if (!rt->calibrated) {
     put(&j, "null\n  },\n");
   } else {
     const t4a_launch_calibration *c = &rt->calibration;

@@ -951,7 +951,25 @@ static void test_launch_calibration(void **state) {
   assert_int_equal(t4a_runtime_launch_calibration(NULL, &c), 0);
   o.calibrate_launches = 1;
   t4a_runtime *a = NULL, *b = NULL;
+  /* No graph can be built: the runtime opens all the same, PLAIN, and says why. */
+  t4a_fake_inject(f->fake, "cuGraphCreate", 0, 1000, CUDA_ERROR_NOT_SUPPORTED, 0);
   CK(t4a_runtime_open(0, &o, &a));
+  t4a_fake_clear_injections(f->fake);
+  assert_int_equal(t4a_runtime_launch_calibration(a, &c), 0);
+  t4a_launch_table_stats fs;
+  t4a_launch_table_get_stats(t4a_runtime_table(a), &fs);
+  assert_int_equal(fs.strategy, T4A_LAUNCH_STRATEGY_PLAIN);
+  char fjson[16384];
+  CK(t4a_runtime_stats_json(a, fjson, sizeof fjson, NULL));
+  assert_non_null(strstr(fjson, "\"calibration_failed\": \"UNSUPPORTED\""));
+  CK(t4a_runtime_close(a));
+  a = NULL;
+  CK(t4a_runtime_open(0, &o, &a));
+  /* The measurement ran on a lane of its own: this runtime's counters saw none of it. */
+  t4a_counter_values fresh;
+  t4a_runtime_stats(a, &fresh);
+  assert_int_equal(fresh.launches, 0);
+  assert_int_equal(fresh.module_loads, 0);
   assert_int_equal(t4a_runtime_launch_calibration(a, &c), 1);
   assert_true(c.fires >= 64 && c.plain_ns > 0 && c.graph_ns > 0);
   uint64_t built = t4a_fake_calls(f->fake, "cuGraphInstantiateWithFlags");

@@ -128,8 +128,36 @@ typedef struct deferred_call {
   void *object;
 } deferred_call;
 
+/* The lane this thread is capturing (a reference), if any. Stream captures are THREAD_LOCAL: while
+ * one is open, the driver refuses unsafe calls (cuModuleUnload, cuGraphExecDestroy…) made on the
+ * capturing thread whatever lane they concern, and invalidates the capture; so drop paths of
+ * other lanes defer onto this one too. A capture ended on another thread (a retire destroyed
+ * mid-capture) leaves this reference until the thread next looks (released then). */
+static _Thread_local t4a_lane *t_capturing;
+
+/* This thread's capturing lane, or NULL (a stale entry is dropped). */
+static t4a_lane *thread_capturing(void) {
+  t4a_lane *l = t_capturing;
+  if (l != NULL && !atomic_load_explicit(&l->capturing, memory_order_acquire)) {
+    t_capturing = NULL;
+    t4a_lane_release(l);
+    l = NULL;
+  }
+  return l;
+}
+
 void t4a_lane_set_capturing(t4a_lane *lane, int capturing) {
   if (lane == NULL) return;
+  if (capturing) {
+    (void)thread_capturing();
+    if (t_capturing == NULL) {
+      t4a_lane_retain(lane);
+      t_capturing = lane;
+    }
+  } else if (t_capturing == lane) {
+    t_capturing = NULL;
+    t4a_lane_release(lane); /* the caller (the retire) holds the lane: never the last */
+  }
   pthread_mutex_lock(&lane->deferred_lock);
   atomic_store_explicit(&lane->capturing, capturing != 0, memory_order_release);
   deferred_call *run = NULL;
@@ -156,7 +184,13 @@ void t4a_lane_set_capturing(t4a_lane *lane, int capturing) {
 
 int t4a_lane_defer_capture(t4a_lane *lane, void (*fn)(void *object), void *object) {
   if (lane == NULL || fn == NULL) return 0;
-  if (!atomic_load_explicit(&lane->capturing, memory_order_acquire)) return 0;
+  if (!atomic_load_explicit(&lane->capturing, memory_order_acquire)) {
+    /* Not this lane's capture; but a capture open on this thread (of another lane) would break
+     * as well: run it after that one. */
+    t4a_lane *other = thread_capturing();
+    if (other == NULL || other == lane) return 0;
+    lane = other;
+  }
   pthread_mutex_lock(&lane->deferred_lock);
   int deferred = 0;
   if (atomic_load_explicit(&lane->capturing, memory_order_relaxed)) {
@@ -176,6 +210,12 @@ int t4a_lane_defer_capture(t4a_lane *lane, void (*fn)(void *object), void *objec
   }
   pthread_mutex_unlock(&lane->deferred_lock);
   return deferred;
+}
+
+int t4a_lane_capture_blocks_drops(const t4a_lane *lane) {
+  if (lane == NULL) return 0;
+  if (atomic_load_explicit(&((t4a_lane *)lane)->capturing, memory_order_acquire)) return 1;
+  return thread_capturing() != NULL;
 }
 
 int t4a_lane_is_capturing(const t4a_lane *lane) {

@@ -35,6 +35,7 @@ struct t4a_chain_rec_ {
   uint32_t num, cap;
   t4a_status failed; /* the first failure to record a fire (its detail in `error`) */
   t4a_error error;
+  uint64_t capture_seq; /* the retire's capture this recording is (t4a_retire_capture_seq) */
 };
 
 /* What one recording produced: the graphs, the gathered references and the nodes. */
@@ -78,6 +79,13 @@ void t4a_chain_note_fire_(t4a_launch_table *t, t4a_launch_desc_ *d) {
   t4a_error saved;
   t4a_error_last(&saved);
   t4a_status st = d->graph.node_status;
+  if (st == T4A_OK && t4a_retire_capture_seq(t->retire) != rec->capture_seq) {
+    /* The recording's capture was ended (t4a_graph_capture_end, say) and another began: this
+     * node belongs to another graph. */
+    st = t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                       "a fire during a chain recording was captured into another capture (the "
+                       "chain's was ended by another call)");
+  }
   if (st == T4A_OK && rec->num == rec->cap) {
     uint32_t cap = rec->cap ? rec->cap * 2 : 16;
     chain_node *v = t4a_host_realloc(rec->nodes, (size_t)cap * sizeof *v);
@@ -114,7 +122,6 @@ static void rec_free(t4a_chain_rec_ *rec) {
   free(rec);
 }
 
-void t4a_chain_rec_drop_(t4a_launch_table *t) { rec_free(rec_detach(t)); }
 
 /* ---- cores --------------------------------------------------------------------------------- */
 
@@ -152,6 +159,14 @@ static t4a_status end_recording(t4a_launch_table *t, core **out, dropped *drop) 
   void *graph = NULL;
   t4a_keepalive *items = NULL;
   size_t count = 0;
+  if (t4a_retire_capture_seq(t->retire) != t->rec->capture_seq) {
+    /* The chain's capture was ended by another call and another capture began (or none is
+     * open): that one is not the chain's to end. The recording is dropped. */
+    drop->rec = rec_detach(t);
+    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                         "the chain's capture was ended by another call (t4a_graph_capture_end?) "
+                         "before t4a_chain_end");
+  }
   t4a_status st = t4a_retire_capture_end(t->retire, &graph, &items, &count);
   if (st != T4A_OK && t4a_retire_is_capturing(t->retire)) return st; /* still open */
   t4a_chain_rec_ *rec = t->rec;
@@ -203,6 +218,28 @@ static void drop_release(t4a_lane *lane, dropped *drop) {
   t4a_error_restore(&saved);
 }
 
+/* The table is being destroyed with a recording open: the recording's references go, and the
+ * capture is ended and its work dropped when this thread began it (another thread's capture is
+ * left to that thread or to the retire's teardown, as documented). */
+void t4a_chain_rec_drop_(t4a_launch_table *t) {
+  t4a_chain_rec_ *rec = t->rec;
+  if (rec == NULL) return;
+  t4a_error saved;
+  t4a_error_last(&saved);
+  dropped drop;
+  memset(&drop, 0, sizeof drop);
+  if (t4a_retire_is_capturing(t->retire) &&
+      t4a_retire_capture_seq(t->retire) == rec->capture_seq) {
+    void *graph = NULL;
+    if (t4a_retire_capture_end(t->retire, &graph, &drop.items, &drop.count) == T4A_OK) {
+      drop.graph = (CUgraph)graph;
+    }
+  }
+  drop.rec = rec_detach(t);
+  drop_release(t4a_retire_lane(t->retire), &drop);
+  t4a_error_restore(&saved);
+}
+
 /* ---- public -------------------------------------------------------------------------------- */
 
 t4a_status t4a_chain_begin(t4a_launch_table *t) {
@@ -224,6 +261,7 @@ t4a_status t4a_chain_begin(t4a_launch_table *t) {
   }
   st = t4a_retire_capture_begin(t->retire);
   if (st == T4A_OK) {
+    rec->capture_seq = t4a_retire_capture_seq(t->retire);
     t->rec = rec;
     rec = NULL;
   }
@@ -397,7 +435,8 @@ t4a_status t4a_chain_replay(t4a_launch_table *t, t4a_chain *c) {
 void t4a_chain_get_stats(t4a_chain *c, t4a_chain_stats *out) {
   if (out == NULL) return;
   memset(out, 0, sizeof *out);
-  if (c == NULL) return;
+  /* Inside an admission of the runtime the table's lock could deadlock: all zero. */
+  if (c == NULL || t4a_retire_held_by_this_thread(c->table->retire)) return;
   pthread_mutex_lock(&c->table->lock);
   out->kernel_nodes = c->cur->num_nodes;
   out->keepalives = (uint32_t)c->cur->count;
@@ -477,6 +516,13 @@ void t4a_chain_hold_buffers_(t4a_launch_table *t, t4a_buffer *const *bufs, uint3
 void t4a_chain_destroy(t4a_chain *c) {
   if (c == NULL) return;
   t4a_launch_table *t = c->table;
+  if (t4a_retire_held_by_this_thread(t->retire)) {
+    /* Inside an admission of the runtime (a raw scope's callback): the table's lock could
+     * deadlock against a fire waiting for that admission, and the hand-over of the buffers needs
+     * an admission of its own. The chain is kept for good (counted), as REENTRY would leave it. */
+    t4a_counter_add(t4a_lane_counters(t4a_retire_lane(t->retire)), T4A_COUNTER_leaked, 1);
+    return;
+  }
   pthread_mutex_lock(&t->lock);
   core *k = c->cur;
   /* Queued replays read the descriptors' current buffers: the epoch keeps them, so the

@@ -276,19 +276,32 @@ static void test_refusals(void **state) {
   t4a_chain_destroy(c);
   t4a_chain_destroy(NULL);
   CK(t4a_descriptor_unregister(t, d));
-  /* A recording left open when its table goes: dropped; the retire ends the capture. */
+  /* A recording left open when its table goes (on the recording thread): the capture is ended
+   * and its work dropped with the recording; the lane records nothing more. */
   uint32_t d2 = reg_add(t2, fn, a, a, o, &n);
   CK(t4a_chain_begin(t2));
   CK(t4a_descriptor_fire(t2, d2));
   t4a_launch_table_destroy(t2);
+  assert_false(t4a_lane_is_capturing(f->lane));
   void *graph = NULL;
   t4a_keepalive *items = NULL;
   size_t count = 0;
-  CK(t4a_retire_capture_end(f->retire, &graph, &items, &count));
-  for (size_t i = 0; i < count; i++) items[i].release(items[i].object);
-  free(items);
-  CK(t4a_fake_table(f->fake)->cuGraphDestroy((CUgraph)graph) == CUDA_SUCCESS ? T4A_OK
-                                                                             : T4A_INTERNAL);
+  assert_int_equal(t4a_retire_capture_end(f->retire, &graph, &items, &count),
+                   T4A_INVALID_ARGUMENT);
+  /* A recording whose capture another call ended: its end refuses, typed, and drops it. */
+  d = reg_add(t, fn, a, a, o, &n);
+  CK(t4a_chain_begin(t));
+  CK(t4a_descriptor_fire(t, d));
+  CK(t4a_graph_capture_end(f->retire, &g));
+  t4a_graph_release(g);
+  CK(t4a_graph_capture_begin(f->retire));
+  CK(t4a_descriptor_fire(t, d)); /* into the other capture: the recording is failed */
+  assert_int_equal(t4a_chain_end(t, &c), T4A_INVALID_ARGUMENT);
+  assert_null(c);
+  assert_true(t4a_lane_is_capturing(f->lane)); /* the other capture is not the chain's to end */
+  CK(t4a_graph_capture_end(f->retire, &g));
+  t4a_graph_release(g);
+  CK(t4a_descriptor_unregister(t, d)); /* no chain names it any more */
   t4a_chain_stats s;
   t4a_chain_get_stats(NULL, &s);
   assert_int_equal(s.replays, 0);

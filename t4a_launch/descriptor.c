@@ -281,7 +281,8 @@ static t4a_status fire_locked(t4a_launch_table *t, desc *d) {
   g->want_node = t->rec != NULL; /* a chain is being recorded: learn the captured node */
   t4a_status st = t4a_launch_enqueue_(t->retire, d->fn, &d->cfg,
                                       d->num_params > 0 ? d->ptrs : NULL, d->bufs, d->num_params,
-                                      g->enabled || g->want_node ? g : NULL);
+                                      g); /* always the descriptor's: a PLAIN table's fires never
+                                             go through the function's own graph */
   if (g->want_node) {
     if (st != T4A_OK) g->node_status = st; /* the recording cannot be trusted either */
     t4a_chain_note_fire_(t, d);
@@ -419,7 +420,9 @@ void t4a_launch_table_touch_(t4a_launch_table *t, uint32_t id) {
 void t4a_launch_table_get_stats(t4a_launch_table *t, t4a_launch_table_stats *out) {
   if (out == NULL) return;
   memset(out, 0, sizeof *out);
-  if (t == NULL) return;
+  /* Inside an admission of the table's runtime (a raw scope's callback) the table's lock could
+   * deadlock against a fire waiting for the admission: all zero. */
+  if (t == NULL || t4a_retire_held_by_this_thread(t->retire)) return;
   pthread_mutex_lock(&t->lock);
   out->strategy = t->strategy;
   out->graph_after = t->graph_after;

@@ -525,6 +525,100 @@ static void test_function_graph_warm_chain(void **state) {
   t4a_module_cache_destroy(c);
 }
 
+
+/* A PLAIN table fires plain even when its function belongs to a GRAPH module cache (the
+ * function's own graph serves checked launches only), and says so in its counts. */
+static void test_plain_table_with_a_graph_cache_fires_plain(void **state) {
+  fixture *f = *state;
+  t4a_module_cache *c = graph_cache(f, NULL, 1);
+  t4a_module *m = NULL;
+  CK(t4a_module_load(c, k_ptx, sizeof k_ptx, T4A_IMAGE_AUTO, &m));
+  t4a_function *fn = get_fn(m, "add");
+  enum { N = 16 };
+  t4a_buffer *a = make_buffer(f, N * 4), *o = make_buffer(f, N * 4);
+  fill(f, a, N, 1);
+  int n = N;
+  t4a_launch_config cfg = config_1d(1, N, 0);
+  t4a_arg x[4] = {t4a_arg_buffer(a, 0), t4a_arg_buffer(a, 0), t4a_arg_buffer(o, 0),
+                  t4a_arg_scalar(&n, 4)};
+  t4a_launch_table *t = NULL;
+  CK(t4a_launch_table_create(f->retire, 2, &t));
+  uint32_t id = 0;
+  CK(t4a_descriptor_register(t, fn, &cfg, x, 4, &id));
+  for (int i = 0; i < 4; i++) CK(t4a_descriptor_fire(t, id));
+  CK(t4a_retire_wait(f->retire));
+  assert_true(holds(f, o, N, 2));
+  assert_int_equal(calls(f, "cuGraphLaunch"), 0);
+  assert_int_equal(calls(f, "cuLaunchKernel"), 4);
+  t4a_launch_table_stats s;
+  t4a_launch_table_get_stats(t, &s);
+  assert_int_equal(s.plain_fires, 4);
+  assert_int_equal(lane_counters(f).launch_graph_fires, 0);
+  /* Inside an admission of the runtime the stats read nothing (no lock taken: all zero). */
+  t4a_admission adm;
+  CK(t4a_admission_begin(f->retire, 0, &adm));
+  t4a_launch_table_get_stats(t, &s);
+  assert_int_equal(s.descriptors, 0);
+  (void)t4a_admission_abort(&adm, T4A_OK);
+  t4a_launch_table_get_stats(t, &s);
+  assert_int_equal(s.descriptors, 1);
+  t4a_launch_table_destroy(t);
+  t4a_buffer_release(a);
+  t4a_buffer_release(o);
+  t4a_function_release(fn);
+  t4a_module_release(m);
+  t4a_module_cache_destroy(c);
+}
+
+/* Captures are THREAD_LOCAL: while this thread captures lane A, destroying another lane's
+ * executable graph on it would break A's capture (the fake refuses the call and invalidates the
+ * capture, as the H200 does). The destruction waits for the end of A's capture. */
+static void test_drops_wait_for_this_threads_capture_of_another_lane(void **state) {
+  fixture *f = *state;
+  t4a_lane *lane2 = NULL;
+  t4a_retire *r2 = NULL;
+  t4a_module_cache *c2 = NULL;
+  CK(t4a_lane_create(f->drv, 0, NULL, &lane2));
+  CK(t4a_retire_create(lane2, NULL, &r2));
+  CK(t4a_module_cache_create(r2, NULL, &c2));
+  t4a_module *m = NULL;
+  CK(t4a_module_load(c2, k_ptx, sizeof k_ptx, T4A_IMAGE_AUTO, &m));
+  t4a_function *fn = get_fn(m, "add");
+  t4a_mem_pool *pool2 = NULL;
+  CK(t4a_mem_pool_create(lane2, NULL, &pool2));
+  t4a_buffer *a = NULL;
+  CK(t4a_buffer_create(pool2, 64, 0, 0, &a));
+  int n = 16;
+  t4a_launch_config cfg = config_1d(1, 16, 0);
+  t4a_arg x[4] = {t4a_arg_buffer(a, 0), t4a_arg_buffer(a, 0), t4a_arg_buffer(a, 0),
+                  t4a_arg_scalar(&n, 4)};
+  t4a_launch_table_options o = T4A_LAUNCH_TABLE_OPTIONS_INIT;
+  o.capacity = 2;
+  o.strategy = T4A_LAUNCH_STRATEGY_GRAPH;
+  o.graph_after = 1;
+  t4a_launch_table *t2 = NULL;
+  CK(t4a_launch_table_create_ex(r2, &o, &t2));
+  uint32_t id = 0;
+  CK(t4a_descriptor_register(t2, fn, &cfg, x, 4, &id));
+  CK(t4a_descriptor_fire(t2, id)); /* its graph exists */
+  CK(t4a_retire_wait(r2));
+  CK(t4a_graph_capture_begin(f->retire)); /* this thread captures lane A */
+  CK(t4a_descriptor_unregister(t2, id)); /* lane B's executable graph: deferred */
+  assert_int_equal(calls(f, "cuGraphExecDestroy"), 0);
+  t4a_graph *g = NULL;
+  CK(t4a_graph_capture_end(f->retire, &g)); /* intact; the deferred destruction ran */
+  assert_int_equal(calls(f, "cuGraphExecDestroy"), 1);
+  t4a_graph_release(g);
+  t4a_launch_table_destroy(t2);
+  t4a_buffer_release(a);
+  t4a_function_release(fn);
+  t4a_module_release(m);
+  t4a_module_cache_destroy(c2);
+  CK(t4a_retire_destroy(r2));
+  t4a_mem_pool_release(pool2);
+  t4a_lane_release(lane2);
+}
+
 /* ---- failure sweeps ---- */
 
 /* On a retire and module cache of its own: register, fire (plain, then the build), rebind,
@@ -668,6 +762,10 @@ int main(void) {
                                       teardown),
       cmocka_unit_test_setup_teardown(test_function_graph_warm_chain, setup_progressing,
                                       teardown),
+      cmocka_unit_test_setup_teardown(test_plain_table_with_a_graph_cache_fires_plain, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_drops_wait_for_this_threads_capture_of_another_lane,
+                                      setup, teardown),
       cmocka_unit_test_setup_teardown(test_failure_sweep, setup_leaky, teardown_counted),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

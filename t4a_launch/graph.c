@@ -51,9 +51,10 @@ static void destroy_pending_exec(void *p) {
 
 void t4a_launch_destroy_native_(t4a_lane *lane, CUgraph graph, CUgraphExec exec) {
   if (graph == NULL && exec == NULL) return;
-  if (exec != NULL && t4a_lane_is_capturing(lane)) {
-    /* cuGraphExecDestroy during a capture of the lane's stream would break it (measured on the
-     * H200): once the capture ended. (cuGraphDestroy is harmless then.) */
+  if (exec != NULL && t4a_lane_capture_blocks_drops(lane)) {
+    /* cuGraphExecDestroy during a capture of the lane's stream, or of any stream on this thread,
+     * would break it (measured on the H200): once the capture ended. (cuGraphDestroy is harmless
+     * then.) */
     t4a_error saved;
     t4a_error_last(&saved);
     pending_exec *pe = t4a_host_malloc(sizeof *pe);

@@ -48,6 +48,7 @@ struct t4a_retire {
   int capturing;
   epoch capture;
   const void *capture_thread; /* the thread that began it (THREAD_LOCAL: only it may end it) */
+  _Atomic uint64_t capture_seq; /* captures begun so far (t4a_retire_capture_seq) */
 };
 
 /* A distinct address per thread identifies the lock owner without touching pthread_t racily. */
@@ -668,6 +669,7 @@ t4a_status t4a_retire_capture_begin(t4a_retire *r) {
   }
   if (st != T4A_OK) return t4a_admission_abort(&adm, st);
   r->capturing = 1;
+  atomic_fetch_add_explicit(&r->capture_seq, 1, memory_order_relaxed);
   r->capture_thread = &t_thread_id;
   r->capture.count = 0;
   r->capture.admissions = 0;
@@ -773,6 +775,10 @@ t4a_status t4a_retire_capture_end(t4a_retire *r, void **out_graph, t4a_keepalive
 int t4a_retire_is_capturing(t4a_retire *r) {
   if (r == NULL) return 0;
   return t4a_lane_is_capturing(r->lane);
+}
+
+uint64_t t4a_retire_capture_seq(const t4a_retire *r) {
+  return r != NULL ? atomic_load_explicit(&((t4a_retire *)r)->capture_seq, memory_order_relaxed) : 0;
 }
 
 int t4a_retire_held_by_this_thread(const t4a_retire *r) {

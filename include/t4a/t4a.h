@@ -124,7 +124,10 @@ typedef struct t4a_runtime_options {
   uint32_t graph_after;
   /** Nonzero: open measures plain against graph fires (t4a_launch_calibrate) with an empty kernel
    * (PTX, JIT-compiled by the driver; no NVRTC) once per process and device — a later runtime
-   * on the same driver and device reuses the figures — and its table uses the result. */
+   * on the same driver and device reuses the figures — and its table uses the result. The
+   * measurement runs on a lane of its own (the runtime's counters do not see it); if it fails
+   * (no graph could be built, say), the runtime opens with PLAIN and the stats JSON says why
+   * ("calibration_failed"). */
   int calibrate_launches;
 } t4a_runtime_options;
 /** Every option at its default (zero). */
@@ -277,7 +280,8 @@ void t4a_runtime_stats(const t4a_runtime *rt, t4a_counter_values *out);
  *    "retire": {"open_admissions", "open_keepalives", "sealed_epochs", "quarantined_held"},
  *    "launch_table": {"strategy": "plain"|"graph", "graph_after", "descriptors", "graphs",
  *                     "plain_fires", "graph_fires", "graph_builds", "graph_updates",
- *                     "graph_fallbacks", "calibration": null, or {"fires", "plain_ns",
+ *                     "graph_fallbacks", "calibration": null (then "calibration_failed":
+ *                     "STATUS" when the measurement failed), or {"fires", "plain_ns",
  *                     "graph_ns", "graph_rebind_ns", "build_ns", "device_bytes_per_graph",
  *                     "strategy", "graph_after"}},
  *    "xfer": {"chunk_bytes", "num_chunks", "free_chunks", "busy_chunks", "quarantined_chunks",

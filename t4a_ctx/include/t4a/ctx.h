@@ -280,11 +280,16 @@ void t4a_lane_set_capturing(t4a_lane *lane, int capturing);
 int t4a_lane_is_capturing(const t4a_lane *lane);
 /** @} */
 /** For drop paths whose driver call would break a capture of the lane's stream (a module unload,
- * an executable graph's destruction): while the lane is capturing, remembers fn(object) and runs
- * it right after the capture ended (t4a_lane_set_capturing(lane, 0), on that thread) and returns
- * 1; returns 0 when the lane is not capturing (the caller goes on now); -1 when it cannot even
- * remember it (host memory): the caller leaks the object and counts it. */
+ * an executable graph's destruction): while the lane is capturing — or the calling thread is
+ * capturing another lane's stream (captures are THREAD_LOCAL: the driver refuses such calls on
+ * the capturing thread whatever they concern) — remembers fn(object) and runs it right after
+ * that capture ended (t4a_lane_set_capturing(lane, 0), on that thread) and returns 1; returns 0
+ * when neither is capturing (the caller goes on now); -1 when it cannot even remember it (host
+ * memory): the caller leaks the object and counts it. */
 int t4a_lane_defer_capture(t4a_lane *lane, void (*fn)(void *object), void *object);
+/** Whether t4a_lane_defer_capture would defer now (the lane is capturing, or this thread is
+ * capturing another lane): lets a drop path allocate its deferral record only when needed. */
+int t4a_lane_capture_blocks_drops(const t4a_lane *lane);
 
 /** The lane's device ordinal. */
 int t4a_lane_ordinal(const t4a_lane *lane);

@@ -161,6 +161,9 @@ T4A_MUST_USE t4a_status t4a_retire_capture_end(t4a_retire *retire, void **out_gr
                                                t4a_keepalive **out_items, size_t *out_count);
 /** Whether a capture begun by t4a_retire_capture_begin is in progress. */
 int t4a_retire_is_capturing(t4a_retire *retire);
+/** How many captures were begun on the retire so far: a capture in progress is the one whose
+ * number this was when it began (a recording that must stay within one capture compares it). */
+uint64_t t4a_retire_capture_seq(const t4a_retire *retire);
 /** Whether the calling thread holds the retire's operation lock (it is inside an admission: a raw
  * scope's callback, say). Libraries with locks of their own use it to answer REENTRY instead of
  * waiting in the wrong order. */
