@@ -381,6 +381,25 @@ static void test_warm_chain(void **state) {
 }
 
 
+/* add_const accumulates into two 1024-int buffers: after the launches, element i of buffer k is
+ * want[k] + calls[k] * i (each launch adds its scalar plus the element's index). Downloads both
+ * and checks every element. */
+static void check_accumulated(env *e, t4a_buffer *const p[2], const long long want[2],
+                              const long long calls[2]) {
+  enum { N = 1024 };
+  int back[2][N];
+  download(e, p[0], back[0], sizeof back[0]);
+  download(e, p[1], back[1], sizeof back[1]);
+  for (int k = 0; k < 2; k++) {
+    for (int i = 0; i < N; i++) {
+      long long expect = want[k] + calls[k] * i;
+      if (back[k][i] != (int)expect) {
+        fail_msg("buffer %d [%d] = %d, want %lld", k, i, back[k][i], expect);
+      }
+    }
+  }
+}
+
 /* A descriptor fired as its own one-node graph (GRAPH strategy) 10,000 times with its
  * arguments changed before every fire (output buffer and scalar), plain checked launches of the
  * same kernel interleaved every 100 fires: every fire sees its own arguments, in stream order;
@@ -429,17 +448,7 @@ static void test_graph_fires_with_changing_arguments(void **state) {
   }
   uint64_t heap1 = t4a_heap_allocations();
   t4a_lane_read_counters(e.lane, &v1);
-  int back[2][N];
-  download(&e, p[0], back[0], sizeof back[0]);
-  download(&e, p[1], back[1], sizeof back[1]);
-  for (int k = 0; k < 2; k++) {
-    for (int i = 0; i < N; i++) {
-      long long expect = want[k] + calls[k] * i;
-      if (back[k][i] != (int)expect) {
-        fail_msg("buffer %d [%d] = %d, want %lld", k, i, back[k][i], expect);
-      }
-    }
-  }
+  check_accumulated(&e, p, want, calls);
   t4a_launch_table_stats s;
   t4a_launch_table_get_stats(t, &s);
   printf("# GRAPH fires with a rebind each: %llu graph fires, %llu node updates, %llu builds, "
@@ -499,17 +508,7 @@ static void test_checked_launches_through_function_graph(void **state) {
     calls[k]++;
   }
   t4a_lane_read_counters(e.lane, &v1);
-  int back[2][N];
-  download(&e, p[0], back[0], sizeof back[0]);
-  download(&e, p[1], back[1], sizeof back[1]);
-  for (int k = 0; k < 2; k++) {
-    for (int i = 0; i < N; i++) {
-      long long expect = want[k] + calls[k] * i;
-      if (back[k][i] != (int)expect) {
-        fail_msg("buffer %d [%d] = %d, want %lld", k, i, back[k][i], expect);
-      }
-    }
-  }
+  check_accumulated(&e, p, want, calls);
   printf("# checked launches through the function's graph: %llu graph launches, %llu updates, "
          "%llu builds, %llu fallbacks of %d\n",
          (unsigned long long)(v1.launch_graph_fires - v0.launch_graph_fires),
@@ -742,15 +741,7 @@ static void test_chain_100_kernels_10000_replays(void **state) {
     want[target[k]] += 1000LL * scalar[k];
     calls[target[k]] += 1000;
   }
-  int back[2][N];
-  download(&e, p[0], back[0], sizeof back[0]);
-  download(&e, p[1], back[1], sizeof back[1]);
-  for (int b = 0; b < 2; b++) {
-    for (int i = 0; i < N; i++) {
-      long long expect = want[b] + calls[b] * i;
-      if (back[b][i] != (int)expect) fail_msg("p%d[%d] = %d, want %lld", b, i, back[b][i], expect);
-    }
-  }
+  check_accumulated(&e, p, want, calls);
   t4a_chain_stats cs;
   t4a_chain_get_stats(ch, &cs);
   printf("# chain of %u kernel nodes: %llu replays, %llu node updates, %llu re-instantiations; "
