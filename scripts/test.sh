@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The test command (README, .ci/run): deps; the drift check (build lists, README's example);
 # every public header alone as C11 and C++17 without CUDA on the include path; Bazel (clang,
-# layering_check) build and test of //...; the nvrtc isolation check; an ASan+UBSan lane; then the
-# CMake+gcc -Werror build and `ctest -LE gpu`. When every lane passed, the last line is ctest's
+# layering_check) build and test of //...; the nvrtc isolation check; an ASan+UBSan lane; the
+# CMake+gcc -Werror build; the unit suite in two fake-driver stream orders and under valgrind
+# memcheck; then `ctest -LE gpu`. When every lane passed, the last line is ctest's
 # closing line ('100% tests passed, 0 tests failed out of N'); if a lane failed, it is a plain
 # 'N passed, N failed' over the lanes, and the exit code is 1.
 set -uo pipefail
@@ -58,6 +59,12 @@ fake_orders() {
       --output-on-failure >/dev/null)
 }
 
+valgrind_memcheck() {
+  # Every CPU unit test of the CMake build under valgrind memcheck: no invalid access, no definite
+  # leak beyond the deliberate ones a test names for LeakSanitizer (scripts/valgrind_lane.py).
+  python3 scripts/valgrind_lane.py --build build/gcc -j "$jobs"
+}
+
 cmake_gcc() {
   CC=gcc cmake -S . -B build/gcc -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null &&
     cmake --build build/gcc -j "$jobs"
@@ -70,6 +77,13 @@ lane nvrtc-standalone nvrtc_alone
 lane asan-ubsan bazel_asan
 lane cmake-gcc-build cmake_gcc
 lane fake-progress-orders fake_orders
+if [[ " ${failed_lanes[*]} " == *" cmake-gcc-build "* ]]; then
+  echo "==== lane valgrind-memcheck: skipped (the CMake build failed)"
+  failed=$((failed + 1))
+  failed_lanes+=(valgrind-memcheck)
+else
+  lane valgrind-memcheck valgrind_memcheck
+fi
 
 echo "==== lane: ctest (CMake, gcc, -LE gpu)"
 ctest_log=build/gcc/ctest-lane.log
