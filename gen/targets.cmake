@@ -159,6 +159,10 @@ t4a_library(NAME t4a_nvrtc_test_support
   SRCS t4a_nvrtc/nvrtc_testutil.c
   HDRS t4a_nvrtc/nvrtc_testutil.h
   DEPS t4a_nvrtc_internal t4a_nvrtc t4a_ctx_status testing_lsan_nvrtc_suppressions t4a_ext_cuda_headers)
+t4a_library(NAME t4a_nvrtc_fake_nvrtc
+  SRCS t4a_nvrtc/fake_nvrtc.c
+  HDRS t4a_nvrtc/fake_nvrtc.h
+  DEPS t4a_nvrtc_internal t4a_nvrtc t4a_ctx_status t4a_ext_cuda_headers Threads::Threads)
 t4a_test(NAME t4a_nvrtc_nvrtc_test
   SRCS t4a_nvrtc/nvrtc_test.c
   LABELS unit
@@ -242,6 +246,10 @@ t4a_test(NAME t4a_facade_test
   SRCS t4a_facade_test.c
   LABELS unit
   DEPS t4a fake_driver sweep t4a_ext_cmocka)
+t4a_test(NAME stress_test
+  SRCS stress_test.c
+  LABELS unit stress
+  DEPS t4a t4a_nvrtc_fake_nvrtc fake_driver t4a_ext_cmocka Threads::Threads)
 t4a_test(NAME faults_gpu_test
   SRCS faults_gpu_test.c
   LABELS gpu faults
