@@ -6,7 +6,7 @@
  * cache (a fake NVRTC). First, all threads compile one request at once: NVRTC must run once.
  * At the end: every operation returned T4A_OK, every download matched the bytes the host expected,
  * the fake holds nothing, no ordering violation, no NVRTC program alive.
- * Run under ThreadSanitizer by scripts/tsan.sh (Bazel config tsan). */
+ * ThreadSanitizer runs it in the tsan lane of scripts/test.sh (Bazel config tsan). */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <setjmp.h>

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test command (README, .ci/run): deps; the drift check (build lists, README's example);
 # every public header alone as C11 and C++17 without CUDA on the include path; Bazel (clang,
-# layering_check) build and test of //...; the nvrtc isolation check; an ASan+UBSan lane; the
+# layering_check) build and test of //...; the nvrtc isolation check; ASan+UBSan and TSan lanes; the
 # CMake+gcc -Werror build; the unit suite in two fake-driver stream orders and under valgrind
 # memcheck; then `ctest -LE gpu`. When every lane passed, the last line is ctest's
 # closing line ('100% tests passed, 0 tests failed out of N'); if a lane failed, it is a plain
@@ -50,6 +50,10 @@ nvrtc_alone() {
 
 bazel_asan() { bazel test --config=ci --config=asan //... ; }
 
+# ThreadSanitizer over every CPU test, the thread stress test (//:stress_test: 8 threads x 10,000
+# mixed operations on shared runtimes) included; any report fails the test (halt_on_error).
+bazel_tsan() { bazel test --config=ci --config=tsan //... ; }
+
 fake_orders() {
   # The unit suite again with the fake driver running streams in reverse and in a seeded random
   # order: a missing cross-stream wait shows up as an ordering violation (a sticky fault).
@@ -75,6 +79,7 @@ lane public-headers headers
 lane bazel-clang-layering bazel_test
 lane nvrtc-standalone nvrtc_alone
 lane asan-ubsan bazel_asan
+lane tsan bazel_tsan
 lane cmake-gcc-build cmake_gcc
 lane fake-progress-orders fake_orders
 if [[ " ${failed_lanes[*]} " == *" cmake-gcc-build "* ]]; then
