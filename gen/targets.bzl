@@ -797,6 +797,32 @@ T4A_TARGETS = {
             "strip_include_prefix": "",
         },
     ],
+    "testing/fuzz": [
+        {
+            "name": "ops_fuzz",
+            "kind": "fuzzer",
+            "srcs": ["ops_fuzz.c", "ops_fuzz_regressions.h", "fuzz_replay.h"],
+            "hdrs": [],
+            "deps": ["//:t4a", "//t4a_nvrtc:fake_nvrtc", "//testing/fake_driver:fake_driver", "@cuda//:headers"],
+            "linkopts": ["-lpthread"],
+            "tags": [],
+            "data": [],
+            "visibility": ["//visibility:private"],
+            "strip_include_prefix": "",
+        },
+        {
+            "name": "ops_fuzz_replay_test",
+            "kind": "test",
+            "srcs": ["ops_fuzz.c", "ops_fuzz_regressions.h", "fuzz_replay.h", "fuzz_replay_main.c"],
+            "hdrs": [],
+            "deps": ["//:t4a", "//t4a_nvrtc:fake_nvrtc", "//testing/fake_driver:fake_driver", "@cuda//:headers"],
+            "linkopts": ["-lpthread"],
+            "tags": ["unit"],
+            "data": [],
+            "visibility": ["//visibility:private"],
+            "strip_include_prefix": "",
+        },
+    ],
     "testing/gpu": [
         {
             "name": "gpu_main",

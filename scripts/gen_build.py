@@ -147,6 +147,9 @@ def gen_cmake(manifest, by_label):
             args.append("SRCS %s" % " ".join(srcs))
             args.append("OUTPUT_NAME %s" % split_label(t["label"])[1])
             fn = "t4a_binary"
+        elif kind == "fuzzer":
+            args.append("SRCS %s" % " ".join(srcs))
+            fn = "t4a_fuzzer"
         elif kind == "sh_test":
             args.append("SCRIPT %s" % srcs[0])
             args.append("LABELS %s" % " ".join(t.get("labels", [])))
