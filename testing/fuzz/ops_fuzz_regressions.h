@@ -11,6 +11,10 @@
 static const uint8_t k_buffer_outlives_runtime[] = {
     0x00, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x01, 0x01, 0x00,};
 
+static const uint8_t k_cached_block_of_a_lost_lane[] = {
+    0x25, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x00, 0x02, 0x00, 0x72, 0x30, 0x5f, 0x2b, 0xb2,
+    0x10,};
+
 static const uint8_t k_capture_end_release[] = {
     0x00, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x01, 0x0c, 0x00, 0x00, 0x0c, 0x00, 0x01, 0x03,
     0x00,};
@@ -45,6 +49,7 @@ static const uint8_t k_sticky_after_outliving_release[] = {
 
 static const t4a_fuzz_input k_regressions[] = {
     {"buffer_outlives_runtime", k_buffer_outlives_runtime, sizeof k_buffer_outlives_runtime},
+    {"cached_block_of_a_lost_lane", k_cached_block_of_a_lost_lane, sizeof k_cached_block_of_a_lost_lane},
     {"capture_end_release", k_capture_end_release, sizeof k_capture_end_release},
     {"capture_release_end", k_capture_release_end, sizeof k_capture_release_end},
     {"close_other_runtime_while_capturing", k_close_other_runtime_while_capturing, sizeof k_close_other_runtime_while_capturing},
