@@ -70,6 +70,13 @@ t4a_test(NAME testing_fuzz_ops_fuzz_replay_test
   SRCS testing/fuzz/ops_fuzz.c testing/fuzz/ops_fuzz_regressions.h testing/fuzz/fuzz_replay.h testing/fuzz/fuzz_replay_main.c
   LABELS unit
   DEPS t4a t4a_nvrtc_fake_nvrtc fake_driver t4a_ext_cuda_headers Threads::Threads)
+t4a_fuzzer(NAME testing_fuzz_bytes_fuzz
+  SRCS testing/fuzz/bytes_fuzz.c testing/fuzz/bytes_fuzz_regressions.h testing/fuzz/fuzz_replay.h
+  DEPS t4a t4a_nvrtc_fake_nvrtc fake_driver t4a_ext_cuda_headers)
+t4a_test(NAME testing_fuzz_bytes_fuzz_replay_test
+  SRCS testing/fuzz/bytes_fuzz.c testing/fuzz/bytes_fuzz_regressions.h testing/fuzz/fuzz_replay.h testing/fuzz/fuzz_replay_main.c
+  LABELS unit
+  DEPS t4a t4a_nvrtc_fake_nvrtc fake_driver t4a_ext_cuda_headers)
 t4a_test(NAME testing_fake_driver_fake_driver_test
   SRCS testing/fake_driver/fake_driver_test.c
   LABELS unit

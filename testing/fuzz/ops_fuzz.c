@@ -7,13 +7,14 @@
  *   operations: open/close a runtime (3 slots), create/release buffers (8 slots), uploads and
  *   downloads of byte ranges, copies within a runtime and between runtimes, compiles (through the
  *   fake NVRTC, one failing source), launches, descriptors (register, fire, unregister), graph
- *   capture/update/launch/release, raw scopes (succeeding or poisoned), syncs, stats JSON; in
+ *   launch/release, raw scopes (succeeding or poisoned), syncs, stats JSON; in
  *   faults mode also injected driver failures (any entry or a named one, before or after the
- *   work was enqueued), injected NVRTC failures, host fault points and sticky device faults.
+ *   work was enqueued), injected NVRTC failures, host fault points, sticky device faults and graph
+ *   captures (a THREAD_LOCAL capture makes this thread's frees on other runtimes fail).
  * Invariants (a violation aborts: a crash for libFuzzer):
  *   - every failure is typed: a status of the table, and the thread's detail carries that status;
- *   - in clean mode, outside captures, no status a correct call cannot get (no driver error,
- *     lost context, broken lane, internal error);
+ *   - in clean mode (no injection, no sticky fault, no capture) no status a correct call cannot
+ *     get (no driver error, lost context, broken lane, internal error, out of memory);
  *   - every download that succeeded returns exactly the bytes the host knows the buffer holds
  *     (a model of each buffer: bytes written by confirmed uploads, copies, launches);
  *   - no memory reused while queued work can touch it, no access outside live memory: the fake
@@ -491,6 +492,11 @@ static void op_capture(fz *z, reader *r) {
   if (x->rt == NULL) return;
   t4a_retire *re = t4a_runtime_retire(x->rt);
   int what = u8(r) % 4;
+  /* Captures are faults-mode only: a THREAD_LOCAL capture makes this thread's unsafe calls on
+   * any runtime (pinned allocations of an open, frees, unloads) fail and invalidates itself, so
+   * work enqueued after is refused and its buffers quarantined — deliberate leaks, as with
+   * injected failures. */
+  if (!z->faults) return;
   if (!x->capturing) {
     if (check(z, "t4a_graph_capture_begin", t4a_graph_capture_begin(re), 0) == T4A_OK) {
       x->capturing = 1;
