@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# The test command (README, .ci/run): deps; the drift check (build lists, README's example);
-# every public header alone as C11 and C++17 without CUDA on the include path; Bazel (clang,
-# layering_check) build and test of //...; the nvrtc isolation check; ASan+UBSan and TSan lanes; the
-# CMake+gcc -Werror build; the unit suite in two fake-driver stream orders and under valgrind
-# memcheck; then `ctest -LE gpu`. When every lane passed, the last line is ctest's
-# closing line ('100% tests passed, 0 tests failed out of N'); if a lane failed, it is a plain
-# 'N passed, N failed' over the lanes, and the exit code is 1.
+# The test command (README, .ci/run): deps; the drift check (build lists, README's example, fuzz
+# regression headers, the sweep-coverage list); every public header alone as C11 and C++17
+# without CUDA on the include path; Bazel (clang, layering_check) build and test of //...; the
+# nvrtc isolation check; ASan+UBSan and TSan lanes; 60 s of each fuzz target; the CMake+gcc
+# -Werror build; the unit suite in two fake-driver stream orders and under valgrind memcheck;
+# then `ctest -LE gpu`. When every lane passed, the last line is ctest's closing line ('100%
+# tests passed, 0 tests failed out of N'); if a lane failed, it is a plain 'N passed, N failed'
+# over the lanes, and the exit code is 1.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -31,7 +32,11 @@ lane() {
 }
 
 # The build lists match sources.json, and README's example is examples/readme_example.c exactly.
-drift() { python3 scripts/gen_build.py --check && python3 scripts/check_readme.py; }
+# The fuzz targets' regression headers match their seed corpora.
+drift() {
+  python3 scripts/gen_build.py --check && python3 scripts/check_readme.py &&
+    python3 scripts/fuzz_regressions.py --check
+}
 
 headers() { python3 scripts/check_headers.py; }
 
@@ -69,6 +74,10 @@ valgrind_memcheck() {
   python3 scripts/valgrind_lane.py --build build/gcc -j "$jobs"
 }
 
+# Both fuzz targets (clang, libFuzzer, ASan+UBSan; build/fuzz) for 60 s each from their seeds:
+# any invariant violation, sanitizer report or leak fails the lane (scripts/fuzz.sh).
+fuzz() { scripts/fuzz.sh 60 ops_fuzz bytes_fuzz; }
+
 cmake_gcc() {
   CC=gcc cmake -S . -B build/gcc -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null &&
     cmake --build build/gcc -j "$jobs"
@@ -80,6 +89,7 @@ lane bazel-clang-layering bazel_test
 lane nvrtc-standalone nvrtc_alone
 lane asan-ubsan bazel_asan
 lane tsan bazel_tsan
+lane fuzz-60s fuzz
 lane cmake-gcc-build cmake_gcc
 lane fake-progress-orders fake_orders
 if [[ " ${failed_lanes[*]} " == *" cmake-gcc-build "* ]]; then

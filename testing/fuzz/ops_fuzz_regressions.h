@@ -43,6 +43,10 @@ static const uint8_t k_oom_on_buffer_after_faulty_open[] = {
 static const uint8_t k_quarantine_keeps_pool_cache[] = {
     0x43, 0x2b, 0x5f, 0x45, 0x45, 0x00, 0x30, 0x60, 0x00, 0xb2, 0x89, 0x10, 0x00, 0x40, 0x00, 0xff,};
 
+static const uint8_t k_quarantined_pool_caches_after_close[] = {
+    0x43, 0x2b, 0x5f, 0x45, 0x45, 0x00, 0x30, 0x60, 0x00, 0xb2, 0x89, 0x10, 0x00, 0x40, 0x2c, 0xff,
+    0x00, 0x00, 0x00, 0x00, 0x01,};
+
 static const uint8_t k_sticky_after_outliving_release[] = {
     0x43, 0x2b, 0x5f, 0x45, 0x1a, 0x70, 0xba, 0x2d, 0xfe, 0xd1, 0xd9, 0xc9, 0x92, 0x96, 0xaa, 0xb9,
     0xe3, 0x8d, 0x15, 0x2b,};
@@ -57,6 +61,7 @@ static const t4a_fuzz_input k_regressions[] = {
     {"compile_during_capture", k_compile_during_capture, sizeof k_compile_during_capture},
     {"oom_on_buffer_after_faulty_open", k_oom_on_buffer_after_faulty_open, sizeof k_oom_on_buffer_after_faulty_open},
     {"quarantine_keeps_pool_cache", k_quarantine_keeps_pool_cache, sizeof k_quarantine_keeps_pool_cache},
+    {"quarantined_pool_caches_after_close", k_quarantined_pool_caches_after_close, sizeof k_quarantined_pool_caches_after_close},
     {"sticky_after_outliving_release", k_sticky_after_outliving_release, sizeof k_sticky_after_outliving_release},
 };
 
