@@ -41,6 +41,18 @@ T4A_TARGETS = {
             "strip_include_prefix": "",
         },
         {
+            "name": "bad_input_test",
+            "kind": "test",
+            "srcs": ["bad_input_test.c"],
+            "hdrs": [],
+            "deps": ["//:t4a", "//t4a_nvrtc:fake_nvrtc", "//testing/fake_driver:fake_driver", "@cmocka//:cmocka"],
+            "linkopts": [],
+            "tags": ["unit"],
+            "data": [],
+            "visibility": ["//visibility:private"],
+            "strip_include_prefix": "",
+        },
+        {
             "name": "faults_gpu_test",
             "kind": "test",
             "srcs": ["faults_gpu_test.c"],

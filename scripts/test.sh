@@ -35,7 +35,7 @@ lane() {
 # The fuzz targets' regression headers match their seed corpora.
 drift() {
   python3 scripts/gen_build.py --check && python3 scripts/check_readme.py &&
-    python3 scripts/fuzz_regressions.py --check
+    python3 scripts/fuzz_regressions.py --check && python3 scripts/sweep_coverage.py --check
 }
 
 headers() { python3 scripts/check_headers.py; }

@@ -315,6 +315,7 @@ static void op_buffer(fz *z, reader *r) {
     if (nb != NULL) die("t4a_runtime_buffer failed and left *out set", NULL);
     return;
   }
+  if (b->b != NULL && b->rt < 0) z->outlived[b->dev] = 1;
   t4a_buffer_release(b->b);
   b->b = nb;
   b->rt = slot;

@@ -40,6 +40,11 @@ static const uint8_t k_oom_on_buffer_after_faulty_open[] = {
     0x00, 0xb8, 0x32, 0x59, 0x7f, 0x12, 0x00, 0x00, 0x31, 0x60, 0x00, 0x00, 0xb8, 0x9c, 0xfa, 0xad,
     0x03, 0x12, 0x00, 0x00, 0x00, 0x00, 0x00, 0x30,};
 
+static const uint8_t k_outlived_buffer_replaced_then_sticky[] = {
+    0x43, 0x0a, 0x96, 0xb8, 0x2d, 0xfe, 0xd1, 0xd9, 0xc9, 0x96, 0x5f, 0x45, 0x02, 0x00, 0x01, 0x00,
+    0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xb9, 0xe3, 0x8d, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0x00,
+    0x00, 0xee, 0x2b,};
+
 static const uint8_t k_quarantine_keeps_pool_cache[] = {
     0x43, 0x2b, 0x5f, 0x45, 0x45, 0x00, 0x30, 0x60, 0x00, 0xb2, 0x89, 0x10, 0x00, 0x40, 0x00, 0xff,};
 
@@ -60,6 +65,7 @@ static const t4a_fuzz_input k_regressions[] = {
     {"close_while_capturing", k_close_while_capturing, sizeof k_close_while_capturing},
     {"compile_during_capture", k_compile_during_capture, sizeof k_compile_during_capture},
     {"oom_on_buffer_after_faulty_open", k_oom_on_buffer_after_faulty_open, sizeof k_oom_on_buffer_after_faulty_open},
+    {"outlived_buffer_replaced_then_sticky", k_outlived_buffer_replaced_then_sticky, sizeof k_outlived_buffer_replaced_then_sticky},
     {"quarantine_keeps_pool_cache", k_quarantine_keeps_pool_cache, sizeof k_quarantine_keeps_pool_cache},
     {"quarantined_pool_caches_after_close", k_quarantined_pool_caches_after_close, sizeof k_quarantined_pool_caches_after_close},
     {"sticky_after_outliving_release", k_sticky_after_outliving_release, sizeof k_sticky_after_outliving_release},
