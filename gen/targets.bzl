@@ -53,6 +53,18 @@ T4A_TARGETS = {
             "strip_include_prefix": "",
         },
         {
+            "name": "api_sweep_test",
+            "kind": "test",
+            "srcs": ["api_sweep_test.c"],
+            "hdrs": [],
+            "deps": ["//:t4a", "//t4a_nvrtc:fake_nvrtc", "//testing/fake_driver:fake_driver", "//testing/sweep:sweep", "@cmocka//:cmocka"],
+            "linkopts": [],
+            "tags": ["unit"],
+            "data": [],
+            "visibility": ["//visibility:private"],
+            "strip_include_prefix": "",
+        },
+        {
             "name": "faults_gpu_test",
             "kind": "test",
             "srcs": ["faults_gpu_test.c"],

@@ -268,6 +268,10 @@ t4a_test(NAME bad_input_test
   SRCS bad_input_test.c
   LABELS unit
   DEPS t4a t4a_nvrtc_fake_nvrtc fake_driver t4a_ext_cmocka)
+t4a_test(NAME api_sweep_test
+  SRCS api_sweep_test.c
+  LABELS unit
+  DEPS t4a t4a_nvrtc_fake_nvrtc fake_driver sweep t4a_ext_cmocka)
 t4a_test(NAME faults_gpu_test
   SRCS faults_gpu_test.c
   LABELS gpu faults

@@ -8,7 +8,7 @@ Public functions: every function declared in a public header (<module>/include/t
 include/t4a/t4a.h). Fallible: it returns t4a_status.
 
 Covered: the function is called by a sweep's operation, directly or through functions of the
-same test file. A sweep is either
+same test file (called, or handed over by name as a callback). A sweep is either
   - testing/sweep (t4a_sweep_driver / t4a_sweep_fault: fail the Nth driver call or fault point
     for every N): its operations are the `t4a_status NAME(void *user)` functions of a test file
     that calls the harness; or
@@ -112,7 +112,8 @@ def closure(bodies, roots):
         if f in done:
             continue
         done.add(f)
-        for callee in re.findall(r"\b(\w+)\s*\(", bodies[f]):
+        # Calls, and functions handed over by name (callbacks such as a raw scope's body).
+        for callee in re.findall(r"\b(\w+)\b", bodies[f]):
             if callee in bodies and callee not in done:
                 todo.append(callee)
     return done
