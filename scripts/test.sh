@@ -21,13 +21,14 @@ lane() {
   local name=$1
   shift
   echo "==== lane: $name"
+  local start=$SECONDS
   if "$@"; then
     passed=$((passed + 1))
-    echo "==== lane $name: ok"
+    echo "==== lane $name: ok ($((SECONDS - start)) s)"
   else
     failed=$((failed + 1))
     failed_lanes+=("$name")
-    echo "==== lane $name: FAILED"
+    echo "==== lane $name: FAILED ($((SECONDS - start)) s)"
   fi
 }
 
