@@ -633,6 +633,10 @@ static void op_inject(fz *z, reader *r) {
    * run); an allocation that failed never allocated: no after_enqueue for allocations, nor for
    * a rule that can hit any entry. */
   if (entry == NULL || strstr(entry, "Alloc") != NULL) after = 0;
+  /* And only with a code that is no validation refusal: t4a takes CUDA_ERROR_INVALID_VALUE (and
+   * _INVALID_HANDLE, ...) from cuLaunchKernel as "nothing was enqueued", as the driver behaves
+   * (t4a/launch.h); a refusal that enqueued anyway is no driver's. */
+  if (code != CUDA_ERROR_UNKNOWN) after = 0;
   t4a_fake_inject(z->fake, entry, skip, count, code, after);
   z->injected_any = 1;
   z->quarantine[0] = z->quarantine[1] = 1; /* a failed enqueue quarantines its buffers */
