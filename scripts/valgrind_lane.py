@@ -74,6 +74,7 @@ def main():
     ap.add_argument("-j", type=int, default=os.cpu_count() or 2)
     ap.add_argument("-R", default=None, help="only tests whose name matches")
     args = ap.parse_args()
+    args.build = os.path.abspath(args.build)  # the tests run with the build directory as cwd
 
     with open(os.path.join(ROOT, "sources.json")) as f:
         targets = {cmake_name(t): t for t in json.load(f)["targets"]}

@@ -131,6 +131,12 @@ static t4a_status check(fz *z, const char *op, t4a_status st, int capturing) {
              t4a_status_name(e.status), e.message);
     die("detail does not match the status", msg);
   }
+  /* A failure that may have enqueued work quarantines what it touched (any device: the status
+   * does not say which). */
+  if (st == T4A_DRIVER_ERROR || st == T4A_CONTEXT_LOST || st == T4A_LANE_BROKEN ||
+      st == T4A_UPSTREAM_FAILED || st == T4A_INTERNAL) {
+    z->quarantine[0] = z->quarantine[1] = 1;
+  }
   /* A capture is THREAD_LOCAL: this thread's unsafe calls (frees, unloads) on any runtime
    * invalidate it, as the driver defines; statuses during a capture are not judged. */
   if (!z->faults && !capturing && !any_capturing(z)) {
