@@ -65,6 +65,10 @@ static const uint8_t k_sticky_after_outliving_release[] = {
     0x43, 0x2b, 0x5f, 0x45, 0x1a, 0x70, 0xba, 0x2d, 0xfe, 0xd1, 0xd9, 0xc9, 0x92, 0x96, 0xaa, 0xb9,
     0xe3, 0x8d, 0x15, 0x2b,};
 
+static const uint8_t k_witness_record_and_destroy_fail[] = {
+    0x43, 0x45, 0x60, 0x45, 0x30, 0x76, 0x00, 0x76, 0x00, 0x74, 0xb3, 0xa6, 0xa6, 0xa6, 0x17, 0x00,
+    0x00, 0x6e, 0x00, 0x66, 0xed, 0xb3, 0x23, 0xed, 0xa6, 0xe6, 0xd4,};
+
 static const t4a_fuzz_input k_regressions[] = {
     {"buffer_outlives_runtime", k_buffer_outlives_runtime, sizeof k_buffer_outlives_runtime},
     {"cached_block_of_a_lost_lane", k_cached_block_of_a_lost_lane, sizeof k_cached_block_of_a_lost_lane},
@@ -80,6 +84,7 @@ static const t4a_fuzz_input k_regressions[] = {
     {"quarantine_keeps_pool_cache", k_quarantine_keeps_pool_cache, sizeof k_quarantine_keeps_pool_cache},
     {"quarantined_pool_caches_after_close", k_quarantined_pool_caches_after_close, sizeof k_quarantined_pool_caches_after_close},
     {"sticky_after_outliving_release", k_sticky_after_outliving_release, sizeof k_sticky_after_outliving_release},
+    {"witness_record_and_destroy_fail", k_witness_record_and_destroy_fail, sizeof k_witness_record_and_destroy_fail},
 };
 
 const t4a_fuzz_input *t4a_fuzz_regressions(size_t *out_count) {
