@@ -62,13 +62,26 @@ static t4a_status teardown(t4a_runtime *rt) {
   t4a_xfer_destroy(rt->xfer);
   if (rt->own_artifacts) t4a_nvrtc_cache_destroy(rt->artifacts);
   t4a_status st = t4a_retire_destroy(rt->retire);
+  int healthy = st == T4A_OK && rt->lane != NULL && !t4a_lane_is_abandoned(rt->lane) &&
+                !t4a_lane_is_broken(rt->lane);
+  /* After a proved drain, return the pool's cached blocks now: a buffer still held (by the
+   * caller, or quarantined forever by a failed operation) keeps the pool alive, and its reuse
+   * cache — blocks nobody uses any more, up to reuse_max_bytes — would go with the pool's last
+   * release only, which a quarantined buffer never makes (found by testing/fuzz/ops_fuzz.c;
+   * test_close_returns_cached_blocks). A failure here leaves them cached, as before. */
+  if (healthy && rt->pool != NULL) {
+    t4a_error saved;
+    t4a_error_last(&saved);
+    if (t4a_mem_pool_trim(rt->pool) != T4A_OK) t4a_error_restore(&saved);
+  } else if (rt->pool != NULL && rt->retire != NULL) {
+    /* No proved drain: the cache can never be freed; abandoning leaks and counts it now
+     * (test_close_counts_cached_blocks_of_a_lost_lane). */
+    t4a_mem_pool_abandon(rt->pool);
+  }
   t4a_mem_pool_release(rt->pool);
   /* After a proved drain, let the pool's last frees run while the context is certainly alive:
    * the lane's release may release the primary context (one counted host wait). */
-  if (st == T4A_OK && rt->lane != NULL && !t4a_lane_is_abandoned(rt->lane) &&
-      !t4a_lane_is_broken(rt->lane)) {
-    st = t4a_lane_synchronize(rt->lane);
-  }
+  if (healthy) st = t4a_lane_synchronize(rt->lane);
   t4a_lane_release(rt->lane);
   t4a_driver_release(rt->driver);
   if (rt->lock_ready) pthread_mutex_destroy(&rt->lock);

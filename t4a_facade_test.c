@@ -301,6 +301,74 @@ static void test_objects_outlive_close(void **state) {
   t4a_lane_release(lane);
 }
 
+/* A raw scope that fails: its writable buffer is quarantined (held forever, with its pool). */
+static t4a_status failing_scope(t4a_raw_scope *scope, void *user) {
+  (void)scope;
+  (void)user;
+  return t4a_error_set(T4A_INTERNAL, "failing_scope", 0, NULL, 0, "the scope fails");
+}
+
+/* Regression (found by testing/fuzz/ops_fuzz.c): a quarantined buffer keeps the runtime's pool
+ * alive for ever, so blocks other buffers released into the pool's reuse cache were never freed
+ * and never counted. Close returns the cached blocks after a proved drain: what stays alive is
+ * exactly the quarantined block, which t4a counts. */
+static void test_close_returns_cached_blocks(void **state) {
+  fixture *f = *state;
+  t4a_runtime *rt = open_rt(f);
+  t4a_lane *lane = t4a_runtime_lane(rt);
+  t4a_lane_retain(lane);
+  t4a_buffer *q = NULL, *b = NULL;
+  CK(t4a_runtime_buffer(rt, 4096, &q));
+  t4a_raw_binding bind = {q, T4A_RAW_WRITE};
+  assert_int_equal(t4a_raw_run(t4a_runtime_retire(rt), &bind, 1, failing_scope, NULL),
+                   T4A_INTERNAL);
+  t4a_buffer_release(q); /* quarantined: t4a keeps it */
+  CK(t4a_runtime_buffer(rt, 8192, &b));
+  t4a_buffer_release(b); /* into the reuse cache */
+  uint64_t cached = 0;
+  uint32_t blocks = 0;
+  t4a_mem_pool_cached(t4a_runtime_pool(rt), &cached, &blocks);
+  assert_int_equal(blocks, 1);
+  CK(t4a_runtime_close(rt));
+  CK(t4a_lane_synchronize(lane));
+  t4a_fake_progress(f->fake);
+  t4a_fake_live l;
+  t4a_fake_live_objects(f->fake, &l);
+  t4a_counter_values v;
+  t4a_lane_read_counters(lane, &v);
+  assert_int_equal(l.device_allocs, 1); /* the quarantined block only */
+  assert_int_equal(v.buffers_leaked + v.leaked, 1);
+  t4a_lane_release(lane);
+}
+
+/* The same on a lane whose context was lost: the cached block can never be freed, and close
+ * counts it (before the fix it stayed alive, uncounted, in a pool the quarantine keeps). */
+static void test_close_counts_cached_blocks_of_a_lost_lane(void **state) {
+  fixture *f = *state;
+  t4a_runtime *rt = open_rt(f);
+  t4a_lane *lane = t4a_runtime_lane(rt);
+  t4a_lane_retain(lane);
+  t4a_buffer *q = NULL, *b = NULL;
+  CK(t4a_runtime_buffer(rt, 4096, &q));
+  CK(t4a_runtime_buffer(rt, 8192, &b));
+  t4a_buffer_release(b); /* into the reuse cache */
+  t4a_fake_set_sticky(f->fake, 0, CUDA_ERROR_ILLEGAL_ADDRESS);
+  t4a_raw_binding bind = {q, T4A_RAW_WRITE};
+  assert_int_equal(t4a_raw_run(t4a_runtime_retire(rt), &bind, 1, failing_scope, NULL),
+                   T4A_CONTEXT_LOST);
+  t4a_buffer_release(q);
+  assert_int_not_equal(t4a_runtime_close(rt), T4A_OK);
+  t4a_fake_live l;
+  t4a_fake_live_objects(f->fake, &l);
+  t4a_counter_values v;
+  t4a_lane_read_counters(lane, &v);
+  assert_int_equal(l.device_allocs, 2);
+  /* The quarantined block is among the retirement state's leaked keepalives (leaked); the
+   * cached block is counted as a leaked buffer. */
+  assert_int_equal(v.buffers_leaked, 1);
+  t4a_lane_release(lane);
+}
+
 static void test_function_of_another_runtime(void **state) {
   fixture *f = *state;
   t4a_runtime *r1 = open_rt(f), *r2 = open_rt(f); /* two lanes on device 0 */
@@ -917,7 +985,10 @@ static void test_use_sweep(void **state) {
  * what t4a counted. The fixture's fake and driver go with them (the driver's last reference is
  * held by those lanes). */
 const char *__lsan_default_suppressions(void);
-const char *__lsan_default_suppressions(void) { return "leak:op_use\nleak:setup_leaky\n"; }
+const char *__lsan_default_suppressions(void) {
+  return "leak:op_use\nleak:setup_leaky\nleak:test_close_returns_cached_blocks\n"
+         "leak:test_close_counts_cached_blocks_of_a_lost_lane\n";
+}
 
 __attribute__((noinline)) static int setup_leaky(void **state) {
   int rc = setup(state);
@@ -1036,6 +1107,10 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_open_accessors_close, setup, teardown),
       cmocka_unit_test_setup_teardown(test_defaults_and_refusals, setup, teardown),
       cmocka_unit_test_setup_teardown(test_objects_outlive_close, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_close_returns_cached_blocks, setup_leaky,
+                                      teardown_counted),
+      cmocka_unit_test_setup_teardown(test_close_counts_cached_blocks_of_a_lost_lane, setup_leaky,
+                                      teardown_counted),
       cmocka_unit_test_setup_teardown(test_function_of_another_runtime, setup, teardown),
       cmocka_unit_test_setup_teardown(test_close_from_inside_is_reentry, setup, teardown),
       cmocka_unit_test_setup_teardown(test_compile_load_launch_download, setup, teardown),

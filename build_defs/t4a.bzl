@@ -51,6 +51,17 @@ def t4a_package():
                 linkopts = t["linkopts"],
                 visibility = t["visibility"],
             )
+        elif kind == "fuzzer":
+            # A libFuzzer binary (clang only): built on request, never by //... (manual).
+            native.cc_binary(
+                name = t["name"],
+                srcs = t["srcs"],
+                deps = t["deps"],
+                copts = T4A_COPTS + ["-fsanitize=fuzzer"],
+                linkopts = t["linkopts"] + ["-fsanitize=fuzzer"],
+                tags = ["manual"],
+                testonly = True,
+            )
         elif kind == "sh_test":
             native.sh_test(
                 name = t["name"],

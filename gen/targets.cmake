@@ -66,6 +66,20 @@ t4a_library(NAME sweep
   DEPS fake_driver t4a_ctx_status t4a_ext_cuda_headers t4a_ext_cmocka)
 t4a_library(NAME testing_lsan_nvrtc_suppressions
   HDRS testing/lsan/nvrtc_suppressions.h)
+t4a_fuzzer(NAME testing_fuzz_ops_fuzz
+  SRCS testing/fuzz/ops_fuzz.c testing/fuzz/ops_fuzz_regressions.h testing/fuzz/fuzz_replay.h
+  DEPS t4a t4a_nvrtc_fake_nvrtc fake_driver t4a_ext_cuda_headers Threads::Threads)
+t4a_test(NAME testing_fuzz_ops_fuzz_replay_test
+  SRCS testing/fuzz/ops_fuzz.c testing/fuzz/ops_fuzz_regressions.h testing/fuzz/fuzz_replay.h testing/fuzz/fuzz_replay_main.c
+  LABELS unit
+  DEPS t4a t4a_nvrtc_fake_nvrtc fake_driver t4a_ext_cuda_headers Threads::Threads)
+t4a_fuzzer(NAME testing_fuzz_bytes_fuzz
+  SRCS testing/fuzz/bytes_fuzz.c testing/fuzz/bytes_fuzz_regressions.h testing/fuzz/fuzz_replay.h
+  DEPS t4a t4a_nvrtc_fake_nvrtc fake_driver t4a_ext_cuda_headers)
+t4a_test(NAME testing_fuzz_bytes_fuzz_replay_test
+  SRCS testing/fuzz/bytes_fuzz.c testing/fuzz/bytes_fuzz_regressions.h testing/fuzz/fuzz_replay.h testing/fuzz/fuzz_replay_main.c
+  LABELS unit
+  DEPS t4a t4a_nvrtc_fake_nvrtc fake_driver t4a_ext_cuda_headers)
 t4a_test(NAME testing_fake_driver_fake_driver_test
   SRCS testing/fake_driver/fake_driver_test.c
   LABELS unit
@@ -172,6 +186,10 @@ t4a_library(NAME t4a_nvrtc_test_support
   SRCS t4a_nvrtc/nvrtc_testutil.c
   HDRS t4a_nvrtc/nvrtc_testutil.h
   DEPS t4a_nvrtc_internal t4a_nvrtc t4a_ctx_status testing_lsan_nvrtc_suppressions t4a_ext_cuda_headers)
+t4a_library(NAME t4a_nvrtc_fake_nvrtc
+  SRCS t4a_nvrtc/fake_nvrtc.c
+  HDRS t4a_nvrtc/fake_nvrtc.h
+  DEPS t4a_nvrtc_internal t4a_nvrtc t4a_ctx_status t4a_ext_cuda_headers Threads::Threads)
 t4a_test(NAME t4a_nvrtc_nvrtc_test
   SRCS t4a_nvrtc/nvrtc_test.c
   LABELS unit
@@ -268,6 +286,18 @@ t4a_test(NAME t4a_facade_test
   SRCS t4a_facade_test.c
   LABELS unit
   DEPS t4a fake_driver sweep t4a_ext_cmocka)
+t4a_test(NAME stress_test
+  SRCS stress_test.c
+  LABELS unit stress
+  DEPS t4a t4a_nvrtc_fake_nvrtc fake_driver t4a_ext_cmocka Threads::Threads)
+t4a_test(NAME bad_input_test
+  SRCS bad_input_test.c
+  LABELS unit
+  DEPS t4a t4a_nvrtc_fake_nvrtc fake_driver t4a_ext_cmocka)
+t4a_test(NAME api_sweep_test
+  SRCS api_sweep_test.c
+  LABELS unit
+  DEPS t4a t4a_nvrtc_fake_nvrtc fake_driver sweep t4a_ext_cmocka)
 t4a_test(NAME faults_gpu_test
   SRCS faults_gpu_test.c
   LABELS gpu faults

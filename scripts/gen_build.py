@@ -167,6 +167,9 @@ def gen_cmake(manifest, by_label):
             if t.get("install"):
                 args.append("INSTALL")
             fn = "t4a_binary"
+        elif kind == "fuzzer":
+            args.append("SRCS %s" % " ".join(srcs))
+            fn = "t4a_fuzzer"
         elif kind == "sh_test":
             args.append("SCRIPT %s" % srcs[0])
             args.append("LABELS %s" % " ".join(t.get("labels", [])))

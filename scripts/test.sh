@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# The test command (README, .ci/run): deps; the drift check (build lists, README's example);
-# every public header alone as C11 and C++17 without CUDA on the include path; the API reference
-# (Doxygen, warnings are errors); Bazel (clang, layering_check) build and test of //...; the nvrtc
-# isolation check; the Bazel consumer workspace (examples/bazel_consumer); an ASan+UBSan lane;
-# the CMake+gcc -Werror build; the CMake consumers (install, find_package, add_subdirectory,
-# pkg-config); GPU test selection by tag in both builds (built, not run); fake-driver stream
-# orders; then `ctest -LE gpu`. When every lane passed, the last line is ctest's
-# closing line ('100% tests passed, 0 tests failed out of N'); if a lane failed, it is a plain
-# 'N passed, N failed' over the lanes, and the exit code is 1.
+# The test command (README, .ci/run): deps; the drift check (build lists, README's example, fuzz
+# regression headers, the sweep-coverage list); every public header alone as C11 and C++17
+# without CUDA on the include path; the API reference (Doxygen, warnings are errors); Bazel
+# (clang, layering_check) build and test of //...; the nvrtc isolation check; the Bazel consumer
+# workspace (examples/bazel_consumer); ASan+UBSan and TSan lanes; 60 s of each fuzz target; the
+# CMake+gcc -Werror build; the CMake consumers (install, find_package, add_subdirectory,
+# pkg-config); GPU test selection by tag in both builds (built, not run); the unit suite in two
+# fake-driver stream orders and under valgrind memcheck; then `ctest -LE gpu`. When every lane
+# passed, the last line is ctest's closing line ('100% tests passed, 0 tests failed out of N');
+# if a lane failed, it is a plain 'N passed, N failed' over the lanes, and the exit code is 1.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -22,18 +23,23 @@ lane() {
   local name=$1
   shift
   echo "==== lane: $name"
+  local start=$SECONDS
   if "$@"; then
     passed=$((passed + 1))
-    echo "==== lane $name: ok"
+    echo "==== lane $name: ok ($((SECONDS - start)) s)"
   else
     failed=$((failed + 1))
     failed_lanes+=("$name")
-    echo "==== lane $name: FAILED"
+    echo "==== lane $name: FAILED ($((SECONDS - start)) s)"
   fi
 }
 
 # The build lists match sources.json, and README's example is examples/readme_example.c exactly.
-drift() { python3 scripts/gen_build.py --check && python3 scripts/check_readme.py; }
+# The fuzz targets' regression headers match their seed corpora.
+drift() {
+  python3 scripts/gen_build.py --check && python3 scripts/check_readme.py &&
+    python3 scripts/fuzz_regressions.py --check && python3 scripts/sweep_coverage.py --check
+}
 
 headers() { python3 scripts/check_headers.py; }
 
@@ -79,6 +85,10 @@ gpu_tags() {
 
 bazel_asan() { bazel test --config=ci --config=asan //... ; }
 
+# ThreadSanitizer over every CPU test, the thread stress test (//:stress_test: 8 threads x 10,000
+# mixed operations on shared runtimes) included; any report fails the test (halt_on_error).
+bazel_tsan() { bazel test --config=ci --config=tsan //... ; }
+
 fake_orders() {
   # The unit suite again with the fake driver running streams in reverse and in a seeded random
   # order: a missing cross-stream wait shows up as an ordering violation (a sticky fault).
@@ -87,6 +97,16 @@ fake_orders() {
     (cd build/gcc && T4A_FAKE_PROGRESS_ORDER=random:7 ctest -L unit -E cli_test -j "$jobs" \
       --output-on-failure >/dev/null)
 }
+
+valgrind_memcheck() {
+  # Every CPU unit test of the CMake build under valgrind memcheck: no invalid access, no definite
+  # leak beyond the deliberate ones a test names for LeakSanitizer (scripts/valgrind_lane.py).
+  python3 scripts/valgrind_lane.py --build build/gcc -j "$jobs"
+}
+
+# Both fuzz targets (clang, libFuzzer, ASan+UBSan; build/fuzz) for 60 s each from their seeds:
+# any invariant violation, sanitizer report or leak fails the lane (scripts/fuzz.sh).
+fuzz() { scripts/fuzz.sh 60 ops_fuzz bytes_fuzz; }
 
 cmake_gcc() {
   CC=gcc cmake -S . -B build/gcc -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null &&
@@ -100,10 +120,19 @@ lane bazel-clang-layering bazel_test
 lane nvrtc-standalone nvrtc_alone
 lane bazel-consumer bazel_consumer
 lane asan-ubsan bazel_asan
+lane tsan bazel_tsan
+lane fuzz-60s fuzz
 lane cmake-gcc-build cmake_gcc
 lane cmake-consumer cmake_consumer
 lane gpu-tags gpu_tags
 lane fake-progress-orders fake_orders
+if [[ " ${failed_lanes[*]} " == *" cmake-gcc-build "* ]]; then
+  echo "==== lane valgrind-memcheck: skipped (the CMake build failed)"
+  failed=$((failed + 1))
+  failed_lanes+=(valgrind-memcheck)
+else
+  lane valgrind-memcheck valgrind_memcheck
+fi
 
 echo "==== lane: ctest (CMake, gcc, -LE gpu)"
 ctest_log=build/gcc/ctest-lane.log

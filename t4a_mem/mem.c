@@ -239,7 +239,21 @@ void t4a_mem_pool_retain(t4a_mem_pool *p) {
 }
 
 void t4a_mem_pool_abandon(t4a_mem_pool *p) {
-  if (p != NULL) atomic_store_explicit(&p->abandoned, 1, memory_order_relaxed);
+  if (p == NULL) return;
+  atomic_store_explicit(&p->abandoned, 1, memory_order_relaxed);
+  /* An abandoned pool never frees: its cached blocks are leaked and counted now, not at a last
+   * release that a buffer held for ever (a quarantine) would never make. */
+  pthread_mutex_lock(&p->lock);
+  block *cached = cache_detach(p, 1);
+  pthread_mutex_unlock(&p->lock);
+  uint64_t n = 0;
+  while (cached != NULL) {
+    block *next = cached->next_in_class;
+    free(cached);
+    cached = next;
+    n++;
+  }
+  t4a_counter_add(p->counters, T4A_COUNTER_buffers_leaked, n);
 }
 
 void t4a_mem_pool_release(t4a_mem_pool *p) {
@@ -619,8 +633,9 @@ void t4a_buffer_release(t4a_buffer *b) {
   block *blk = b->blk;
   int quarantined = atomic_load_explicit(&b->quarantined, memory_order_relaxed);
   free(b);
-  if (quarantined || t4a_lane_is_broken(p->lane)) {
-    /* Unknown state or a lost context: never free on a guess. */
+  if (quarantined || t4a_lane_is_broken(p->lane) ||
+      atomic_load_explicit(&p->abandoned, memory_order_relaxed)) {
+    /* Unknown state, a lost context or an abandoned pool: never free on a guess. */
     t4a_counter_add(p->counters, T4A_COUNTER_buffers_leaked, 1);
     free(blk);
     t4a_mem_pool_release(p);

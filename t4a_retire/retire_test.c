@@ -567,6 +567,33 @@ static void test_admission_record_and_cross_wait(void **state) {
 }
 
 /* A witness settled as failed is never waited on: the admission gets its memoised failure. */
+/* Regression (found by testing/fuzz/ops_fuzz.c): when a witness's cuEventRecord failed and the
+ * cleanup's cuEventDestroy failed too, the event stayed alive in the driver and was not counted.
+ * It is now leaked and counted (`leaked`), as t4a_witness_release does. */
+static void test_witness_record_failure_counts_event(void **state) {
+  fixture *f = *state;
+  t4a_retire *r = NULL;
+  assert_int_equal(t4a_retire_create(f->lane, NULL, &r), T4A_OK);
+  t4a_counter_values before, after;
+  t4a_lane_read_counters(f->lane, &before);
+  t4a_fake_live l0, l1;
+  t4a_fake_live_objects(f->fake, &l0);
+  t4a_admission a;
+  assert_int_equal(t4a_admission_begin(r, 0, &a), T4A_OK);
+  t4a_fake_inject(f->fake, "cuEventRecord", 0, 1, CUDA_ERROR_UNKNOWN, 0);
+  t4a_fake_inject(f->fake, "cuEventDestroy", 0, 1, CUDA_ERROR_UNKNOWN, 0);
+  t4a_witness *w = (t4a_witness *)1;
+  assert_int_equal(t4a_admission_record(&a, &w), T4A_DRIVER_ERROR);
+  assert_null(w);
+  t4a_fake_clear_injections(f->fake);
+  assert_int_equal(t4a_admission_abort(&a, T4A_DRIVER_ERROR), T4A_DRIVER_ERROR);
+  t4a_fake_live_objects(f->fake, &l1);
+  t4a_lane_read_counters(f->lane, &after);
+  assert_int_equal(l1.events - l0.events, 1);           /* the event the driver kept */
+  assert_int_equal(after.leaked - before.leaked, 1);    /* ... is counted */
+  assert_int_equal(t4a_retire_destroy(r), T4A_OK);
+}
+
 static void test_admission_wait_on_failed_witness(void **state) {
   fixture *f = *state;
   t4a_retire *r0 = NULL, *r1 = NULL;
@@ -693,6 +720,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_keep_beyond_reservation_and_limits, setup, teardown),
       cmocka_unit_test_setup_teardown(test_admission_record_and_cross_wait, setup, teardown),
       cmocka_unit_test_setup_teardown(test_admission_wait_on_failed_witness, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_witness_record_failure_counts_event, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bad_arguments, setup, teardown),
       cmocka_unit_test_setup_teardown(test_failure_sweep, setup, teardown),
   };

@@ -35,7 +35,11 @@ t4a_status t4a_witness_record_(t4a_lane *lane, t4a_witness **out) {
   t4a_status st = T4A_CU(d, cuEventCreate, &w->event, CU_EVENT_DISABLE_TIMING);
   if (st == T4A_OK) {
     st = T4A_CU(d, cuEventRecord, w->event, t4a_lane_stream(lane));
-    if (st != T4A_OK) (void)T4A_CU_QUIET(d, cuEventDestroy, w->event);
+    /* An event that cannot be destroyed is leaked and counted, as t4a_witness_release does
+     * (found by testing/fuzz/ops_fuzz.c; regression test_witness_record_failure_counts_event). */
+    if (st != T4A_OK && T4A_CU_QUIET(d, cuEventDestroy, w->event) != T4A_OK) {
+      t4a_counter_add(t4a_lane_counters(lane), T4A_COUNTER_leaked, 1);
+    }
   }
   if (st != T4A_OK) {
     pthread_mutex_destroy(&w->lock);

@@ -24,8 +24,10 @@
  * Teardown. t4a_runtime_close destroys in this order: the descriptor table, the module cache,
  * the transfer state, the runtime's own artifact cache, the retirement state — which proves a
  * drain (the stream synchronised without error) and only then releases what the runtime's work
- * kept alive, or else leaks it, counts it and abandons the lane — then the pool, the lane and the
- * driver reference. It returns the retirement state's verdict. Buffers, modules and functions
+ * kept alive, or else leaks it, counts it and abandons the lane — then the pool (after a proved
+ * drain its cached blocks are returned first, t4a_mem_pool_trim: a buffer the caller or a
+ * quarantine still holds keeps the pool alive, but not its cache), the lane and the driver
+ * reference. It returns the retirement state's verdict. Buffers, modules and functions
  * the caller still holds stay valid after close (each holds what it needs: a buffer its pool and
  * lane, a module its cache and lane); graphs, pending downloads and descriptor ids of the runtime
  * must be released, and a graph capture on its lane ended, before it is closed.

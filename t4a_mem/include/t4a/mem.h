@@ -79,8 +79,9 @@ void t4a_mem_pool_retain(t4a_mem_pool *pool);
  * activated, leaks them and counts (pools_leaked, buffers_leaked for its cached blocks). Accepts
  * NULL. */
 void t4a_mem_pool_release(t4a_mem_pool *pool);
-/** Marks the pool as not provably drained (teardown after a fault): its final release leaks the
- * pool and cached blocks instead of calling the driver. */
+/** Marks the pool as not provably drained (teardown after a fault): its cached blocks are leaked
+ * and counted (buffers_leaked) at once, so are blocks of buffers released after it, and its final
+ * release leaks the pool instead of calling the driver. */
 void t4a_mem_pool_abandon(t4a_mem_pool *pool);
 /** Returns every cached block to the pool (stream-ordered frees), waits for the lane's stream
  * (a counted host wait: the pool cannot release memory behind frees that have not run) and

@@ -1,0 +1,254 @@
+/* Failure sweeps (testing/sweep) over the public calls no other sweep ran (docs/sweep-coverage.md):
+ * a use that opens a runtime and goes through device and lane checks, compiles through a borrowed
+ * artifact cache on the fake NVRTC (a full request with a name expression, and the one-call
+ * kernel path), loads an artifact, reads and declares kernel parameters, registers and rebinds a
+ * descriptor, plans a copy, asks for a buffer's address inside a raw scope, takes admission
+ * witnesses, registers owned host memory and grants a peer pool access — then closes. Every
+ * driver call and every host allocation of it is failed in turn: each failure must be typed with
+ * full detail, and whatever stays alive in the fake is exactly what t4a counted as leaked. */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "t4a/t4a.h"
+#include "t4a_nvrtc/fake_nvrtc.h"
+#include "testing/fake_driver/fake_driver.h"
+#include "testing/sweep/sweep.h"
+
+static const char k_src[] = "extern \"C\" __global__ void k(float *p, int n) {}\n";
+
+typedef struct fixture {
+  t4a_fake *fake;
+  t4a_driver *drv;
+  t4a_nvrtc_lib *nvrtc;
+  t4a_nvrtc_cache *cache;
+  uint64_t lane_leaked; /* leaked + buffers_leaked of the lanes of closed runtimes */
+} fixture;
+
+static void k_none(t4a_fake_launch *l, void **p, void *user) {
+  (void)l;
+  (void)p;
+  (void)user;
+}
+
+static t4a_status keep(t4a_status st, t4a_status next) { return st != T4A_OK ? st : next; }
+
+static t4a_status raw_body(t4a_raw_scope *scope, void *user) {
+  uint64_t p = 0;
+  return t4a_raw_devptr(scope, user, T4A_RAW_READ_WRITE, &p);
+}
+
+/* Everything the use did is released here, whatever failed; the first failure is the answer. */
+static t4a_status use(fixture *f, t4a_runtime *rt, t4a_runtime *peer) {
+  t4a_status st = T4A_OK;
+  int count = 0;
+  st = t4a_device_count(f->drv, &count);
+  st = keep(st, t4a_lane_check(t4a_runtime_lane(rt)));
+  st = keep(st, t4a_ctx_holder_check(t4a_lane_holder(t4a_runtime_lane(rt))));
+  t4a_nvrtc_artifact *a = NULL;
+  t4a_module *m = NULL;
+  t4a_function *fn = NULL, *fn2 = NULL;
+  t4a_buffer *b = NULL, *c = NULL;
+  t4a_witness *w = NULL;
+  t4a_host_registration *reg = NULL;
+  uint32_t id = 0;
+  int registered = 0;
+  static const char *exprs[1] = {"&k"};
+  t4a_nvrtc_request r = T4A_NVRTC_REQUEST_INIT;
+  r.source = k_src;
+  r.name_expressions = exprs;
+  r.num_name_expressions = 1;
+  if (st == T4A_OK) st = t4a_runtime_compile_request(rt, &r, &a, NULL);
+  const char *expr = NULL, *lowered = NULL;
+  if (st == T4A_OK) st = t4a_nvrtc_artifact_lowered_name_at(a, 0, &expr, &lowered);
+  if (st == T4A_OK) st = t4a_module_load_artifact(t4a_runtime_module_cache(rt), a, &m);
+  if (st == T4A_OK) st = t4a_runtime_function(rt, m, lowered, &fn);
+  uint32_t n = 0;
+  int known = 0;
+  size_t off = 0, size = 0;
+  if (st == T4A_OK) st = t4a_function_num_params(fn, &n, &known);
+  if (st == T4A_OK) st = t4a_function_param(fn, 1, &off, &size);
+  if (st == T4A_OK) st = t4a_function_declare_params(fn, n);
+  if (st == T4A_OK) st = t4a_runtime_kernel(rt, k_src, "k", &fn2);
+  if (st == T4A_OK) st = t4a_runtime_buffer(rt, 256, &b);
+  if (st == T4A_OK) st = t4a_runtime_buffer(rt, 256, &c);
+  int v = 3;
+  t4a_launch_config cfg = {{1, 1, 1}, {1, 1, 1}, 0};
+  t4a_arg args[2] = {t4a_arg_buffer(b, 0), t4a_arg_scalar(&v, 4)};
+  if (st == T4A_OK) {
+    st = t4a_descriptor_register(t4a_runtime_table(rt), fn, &cfg, args, 2, &id);
+    registered = st == T4A_OK;
+  }
+  t4a_arg other = t4a_arg_buffer(c, 0);
+  if (st == T4A_OK) st = t4a_descriptor_rebind(t4a_runtime_table(rt), id, 0, &other);
+  if (st == T4A_OK) st = t4a_descriptor_fire(t4a_runtime_table(rt), id);
+  t4a_copy_path path = T4A_COPY_AUTO;
+  if (st == T4A_OK) {
+    st = t4a_xfer_copy_plan(t4a_runtime_xfer(peer), t4a_runtime_xfer(rt), T4A_COPY_AUTO, &path);
+  }
+  t4a_raw_binding bind = {b, T4A_RAW_READ_WRITE};
+  if (st == T4A_OK) st = t4a_raw_run(t4a_runtime_retire(rt), &bind, 1, raw_body, b);
+  t4a_admission adm;
+  if (st == T4A_OK) {
+    st = t4a_admission_begin(t4a_runtime_retire(rt), 0, &adm);
+    if (st == T4A_OK) {
+      t4a_status s2 = t4a_admission_record(&adm, &w);
+      if (s2 == T4A_OK) {
+        t4a_admission_commit(&adm);
+      } else {
+        st = t4a_admission_abort(&adm, s2);
+      }
+    }
+  }
+  if (st == T4A_OK) {
+    st = t4a_admission_begin(t4a_runtime_retire(rt), 0, &adm);
+    if (st == T4A_OK) {
+      t4a_status s2 = t4a_admission_wait(&adm, w);
+      if (s2 == T4A_OK) {
+        t4a_admission_commit(&adm);
+      } else {
+        st = t4a_admission_abort(&adm, s2);
+      }
+    }
+  }
+  if (st == T4A_OK) {
+    void *host = malloc(8192);
+    if (host == NULL) {
+      st = T4A_HOST_OUT_OF_MEMORY;
+    } else {
+      st = t4a_host_register_owned(t4a_lane_holder(t4a_runtime_lane(rt)), host, 8192, 0, host,
+                                   free, &reg); /* the owner is consumed on every path */
+    }
+  }
+  if (st == T4A_OK) {
+    st = t4a_mem_pool_grant_access(t4a_runtime_pool(peer), t4a_lane_holder(t4a_runtime_lane(rt)));
+  }
+  if (st == T4A_OK) st = t4a_runtime_sync(rt);
+  t4a_error first;
+  t4a_error_last(&first);
+  if (registered && t4a_descriptor_unregister(t4a_runtime_table(rt), id) != T4A_OK && st == T4A_OK) {
+    st = T4A_INTERNAL;
+  }
+  t4a_host_registration_release(reg);
+  t4a_witness_release(w);
+  t4a_buffer_release(b);
+  t4a_buffer_release(c);
+  t4a_function_release(fn);
+  t4a_function_release(fn2);
+  t4a_module_release(m);
+  t4a_nvrtc_artifact_release(a);
+  if (st != T4A_OK) t4a_error_restore(&first);
+  return st;
+}
+
+static t4a_status close_counted(fixture *f, t4a_runtime *rt) {
+  if (rt == NULL) return T4A_OK;
+  t4a_lane *lane = t4a_runtime_lane(rt);
+  t4a_lane_retain(lane);
+  t4a_status st = t4a_runtime_close(rt);
+  t4a_counter_values v;
+  t4a_lane_read_counters(lane, &v);
+  f->lane_leaked += v.leaked + v.buffers_leaked;
+  t4a_lane_release(lane);
+  return st;
+}
+
+__attribute__((noinline)) static t4a_status op_api(void *user) {
+  fixture *f = user;
+  t4a_runtime_options o = T4A_RUNTIME_OPTIONS_INIT;
+  o.driver = f->drv;
+  o.xfer.chunk_bytes = 4096;
+  o.xfer.copy_threads = 1;
+  o.artifact_cache = f->cache;
+  o.compile_ptx = 1;
+  t4a_runtime *rt = NULL, *peer = NULL;
+  t4a_status st = t4a_runtime_open(0, &o, &rt);
+  if (st == T4A_OK) st = t4a_runtime_open(1, &o, &peer);
+  if (st == T4A_OK) st = use(f, rt, peer);
+  t4a_error first;
+  t4a_error_last(&first);
+  t4a_status c1 = close_counted(f, rt), c2 = close_counted(f, peer);
+  if (st != T4A_OK) {
+    t4a_error_restore(&first);
+    return st;
+  }
+  return c1 != T4A_OK ? c1 : c2;
+}
+
+/* Memory, pinned memory, registrations, events and modules alive beyond what t4a counted (a
+ * quarantined buffer keeps its pool, lane and context: those are left out, as in the facade's
+ * use sweep). */
+static long unaccounted(void *user) {
+  fixture *f = user;
+  t4a_fake_progress(f->fake);
+  t4a_fake_live l;
+  t4a_fake_live_objects(f->fake, &l);
+  t4a_counter_values drv;
+  t4a_driver_counters(f->drv, &drv);
+  long live = (long)(l.device_allocs + l.host_allocs + l.host_registrations + l.events +
+                     l.modules);
+  return live - (long)(drv.leaked + f->lane_leaked);
+}
+
+static void test_api_sweep(void **state) {
+  fixture *f = *state;
+  assert_int_equal(op_api(f), T4A_OK); /* the untouched use works */
+  assert_int_equal(unaccounted(f), 0);
+  t4a_sweep s = {.name = "api", .fake = f->fake, .op = op_api, .unaccounted = unaccounted,
+                 .user = f, .max_steps = 3000};
+  int driver = t4a_sweep_driver(&s, CUDA_ERROR_UNKNOWN, T4A_DRIVER_ERROR);
+  static const t4a_status host[] = {T4A_HOST_OUT_OF_MEMORY, T4A_INTERNAL};
+  int malloc_steps = t4a_sweep_fault(&s, T4A_FAULT_HOST_MALLOC, host, 2);
+  fprintf(stderr, "# api sweep: %d driver calls and %d host allocations surfaced a failure\n",
+          driver, malloc_steps);
+  assert_true(driver > 20);
+  assert_true(malloc_steps > 10);
+  assert_int_equal(t4a_fake_ordering_violations(f->fake), 0);
+  assert_int_equal(t4a_fake_nvrtc_programs_live(), 0);
+}
+
+static int setup(void **state) {
+  fixture *f = calloc(1, sizeof *f);
+  t4a_fake_options o = T4A_FAKE_OPTIONS_INIT;
+  o.num_devices = 2;
+  o.all_peers = 1;
+  static const size_t params[2] = {8, 4};
+  if (f == NULL || t4a_fake_create(&o, &f->fake) != T4A_OK ||
+      t4a_fake_driver(f->fake, &f->drv) != T4A_OK || t4a_fake_nvrtc_open(&f->nvrtc) != T4A_OK ||
+      t4a_nvrtc_cache_create(f->nvrtc, NULL, &f->cache) != T4A_OK) {
+    return -1;
+  }
+  t4a_fake_register_kernel(f->fake, "k", 2, params, k_none, NULL);
+  *state = f;
+  return 0;
+}
+
+static int teardown(void **state) {
+  fixture *f = *state;
+  t4a_nvrtc_cache_destroy(f->cache);
+  t4a_nvrtc_lib_release(f->nvrtc);
+  (void)t4a_fake_table(f->fake)->cuCtxSetCurrent(NULL);
+  t4a_fake_progress(f->fake);
+  t4a_driver_release(f->drv);
+  t4a_fake_destroy(f->fake);
+  free(f);
+  return 0;
+}
+
+/* The sweep's failed steps leak on purpose what t4a could not prove drained (counted, and
+ * checked by unaccounted()); LeakSanitizer and the valgrind lane are told about op_api only. */
+const char *__lsan_default_suppressions(void);
+const char *__lsan_default_suppressions(void) { return "leak:op_api\n"; }
+
+int main(void) {
+  const struct CMUnitTest tests[] = {cmocka_unit_test_setup_teardown(test_api_sweep, setup,
+                                                                     teardown)};
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
