@@ -130,6 +130,41 @@ static t4a_status use(fixture *f, t4a_runtime *rt, t4a_runtime *peer) {
   if (st == T4A_OK) {
     st = t4a_mem_pool_grant_access(t4a_runtime_pool(peer), t4a_lane_holder(t4a_runtime_lane(rt)));
   }
+  /* Peer access between the two devices' contexts (once per pair; the second call a no-op). */
+  if (st == T4A_OK) {
+    st = t4a_ctx_holder_enable_peer(t4a_lane_holder(t4a_runtime_lane(rt)),
+                                    t4a_lane_holder(t4a_runtime_lane(peer)));
+  }
+  /* A scope that borrows the runtime's holder (the runtime holds it throughout). */
+  if (st == T4A_OK) {
+    t4a_ctx_scope scope;
+    st = t4a_ctx_scope_enter_borrowed(&scope, t4a_lane_holder(t4a_runtime_lane(rt)), NULL);
+    if (st == T4A_OK) st = t4a_ctx_scope_exit(&scope);
+  }
+  /* A capture of the lane with one fire in it, ended and dropped (its work never runs). */
+  if (st == T4A_OK) st = t4a_retire_capture_begin(t4a_runtime_retire(rt));
+  if (st == T4A_OK) {
+    t4a_status fired = t4a_descriptor_fire(t4a_runtime_table(rt), id);
+    void *graph = NULL;
+    t4a_keepalive *items = NULL;
+    size_t num_items = 0;
+    t4a_status ended = t4a_retire_capture_end(t4a_runtime_retire(rt), &graph, &items, &num_items);
+    if (ended == T4A_OK) {
+      for (size_t i = 0; i < num_items; i++) items[i].release(items[i].object);
+      free(items);
+      if (graph != NULL) {
+        t4a_ctx_scope scope;
+        t4a_status entered =
+            t4a_ctx_scope_enter(&scope, t4a_lane_holder(t4a_runtime_lane(rt)), NULL);
+        if (entered == T4A_OK) {
+          entered = T4A_CU(t4a_lane_driver(t4a_runtime_lane(rt)), cuGraphDestroy, (CUgraph)graph);
+          t4a_ctx_scope_exit_quiet(&scope);
+        }
+        ended = entered;
+      }
+    }
+    st = keep(fired, ended);
+  }
   if (st == T4A_OK) st = t4a_runtime_sync(rt);
   t4a_error first;
   t4a_error_last(&first);

@@ -370,6 +370,17 @@ t4a_status t4a_retire_destroy(t4a_retire *r) {
   if (st == T4A_OK && (st = t4a_ctx_scope_enter(&scope, t4a_lane_holder(r->lane), r->counters)) ==
                           T4A_OK) {
     scoped = 1;
+    if (r->capturing) {
+      /* A capture never ended (its end failed before reaching the driver, say): end it now, or
+       * the stream stays in capture mode and, THREAD_LOCAL, the capturing thread's later unsafe
+       * calls fail. Its graph is only a recording no one will launch. (From another thread the
+       * driver refuses; the drain below then fails and the lane is abandoned, as before.) */
+      CUgraph g = NULL;
+      (void)T4A_CU_QUIET(r->driver, cuStreamEndCapture, t4a_lane_stream(r->lane), &g);
+      if (g != NULL && T4A_CU_QUIET(r->driver, cuGraphDestroy, g) != T4A_OK) {
+        t4a_counter_add(r->counters, T4A_COUNTER_leaked, 1);
+      }
+    }
     /* Proof of drain: everything enqueued on the stream finished without error. */
     t4a_counter_add(r->counters, T4A_COUNTER_host_waits, 1);
     st = t4a_lane_note(r->lane,
