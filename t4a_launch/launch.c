@@ -242,7 +242,9 @@ static t4a_status build_graph(t4a_driver *drv, t4a_counters *c, t4a_function *fn
 static int use_graph(t4a_driver *drv, t4a_lane *lane, t4a_function *fn,
                      const t4a_launch_config *cfg, void **params, t4a_launch_graph_ *g) {
   g->used = g->built = g->updated = g->fell_back = 0;
-  if (!g->enabled || g->failed || t4a_lane_is_capturing(lane)) return 0;
+  /* While the lane is captured, or this thread captures another lane (THREAD_LOCAL: graph
+   * calls on the capturing thread are not measured safe), the launch is plain. */
+  if (!g->enabled || g->failed || t4a_lane_capture_blocks_drops(lane)) return 0;
   t4a_counters *c = t4a_lane_counters(lane);
   if (g->exec == NULL) {
     if (g->fires_left > 0) {
