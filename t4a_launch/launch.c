@@ -286,7 +286,11 @@ static void note_function_args(t4a_function *fn, const t4a_launch_config *cfg, v
   if (changed) fn->graph_cfg = *cfg;
   for (uint32_t i = 0; i < fn->num_params; i++) {
     unsigned char *held = fn->graph_bytes + fn->offsets[i];
-    if (memcmp(held, params[i], fn->sizes[i]) != 0) {
+    /* Other sizes than 1, 2, 4 or 8 bytes may be structs with padding the caller never set:
+     * changed, rather than their padding compared. */
+    uint32_t n = fn->sizes[i];
+    int plain = n == 1 || n == 2 || n == 4 || n == 8;
+    if (!plain || memcmp(held, params[i], n) != 0) {
       memcpy(held, params[i], fn->sizes[i]);
       changed = 1;
     }
