@@ -106,7 +106,8 @@ typedef struct t4a_function t4a_function;
  *   are plain: one launched once is not worth a graph); a launch is then one cuGraphLaunch on the
  *   lane's stream, ordered with every other operation of the lane exactly as cuLaunchKernel is.
  *   Changed arguments or config (a rebind, or a checked launch with other values than the last)
- *   update the node in place first (cuGraphExecKernelNodeSetParams; unchanged ones do not). A
+ *   update the node in place first (cuGraphExecKernelNodeSetParams; unchanged ones do not, but
+ *   arguments of other sizes than 1, 2, 4 or 8 bytes always count as changed). A
  *   launch while the lane is captured (t4a/graph.h) is plain: it adds a kernel node to the
  *   captured graph. If building or updating a graph fails, that descriptor or function launches
  *   plain from then on (counted in launch_graph_fallbacks; the launch itself does not fail for
