@@ -132,12 +132,7 @@ desc *t4a_launch_table_lookup_(t4a_launch_table *t, uint32_t id) {
  * is NULL). */
 static void apply_arg(t4a_launch_table *t, desc *d, uint32_t i, const void *src, uint32_t size,
                       t4a_buffer *b, t4a_buffer **old) {
-  unsigned char *dst = d->bytes + d->offsets[i];
-  /* Arguments of other sizes than 1, 2, 4 or 8 bytes may be structs whose padding the caller never
-   * set: they count as changed rather than having their padding compared. */
-  int plain = size == 1 || size == 2 || size == 4 || size == 8;
-  if (!plain || memcmp(dst, src, size) != 0) {
-    memcpy(dst, src, size);
+  if (t4a_launch_store_arg_(d->bytes + d->offsets[i], src, size)) {
     d->graph.dirty = 1; /* the graph's node holds the old arguments until the next fire */
     d->bind_gen++;      /* chains' nodes hold them until their next replay */
     /* Chains skip their scan while this figure stands. Only a descriptor chains name can matter

@@ -241,7 +241,6 @@ static t4a_status build_graph(t4a_driver *drv, t4a_counters *c, t4a_function *fn
  * fires plain from then on, and the caller's error detail is kept. Context current. */
 static int use_graph(t4a_driver *drv, t4a_lane *lane, t4a_function *fn,
                      const t4a_launch_config *cfg, void **params, t4a_launch_graph_ *g) {
-  g->used = g->built = g->updated = g->fell_back = 0;
   /* While the lane is captured, or this thread captures another lane (THREAD_LOCAL: graph
    * calls on the capturing thread are not measured safe), the launch is plain. */
   if (!g->enabled || g->failed || t4a_lane_capture_blocks_drops(lane)) return 0;
@@ -285,15 +284,7 @@ static void note_function_args(t4a_function *fn, const t4a_launch_config *cfg, v
   int changed = memcmp(&fn->graph_cfg, cfg, sizeof *cfg) != 0;
   if (changed) fn->graph_cfg = *cfg;
   for (uint32_t i = 0; i < fn->num_params; i++) {
-    unsigned char *held = fn->graph_bytes + fn->offsets[i];
-    /* Other sizes than 1, 2, 4 or 8 bytes may be structs with padding the caller never set:
-     * changed, rather than their padding compared. */
-    uint32_t n = fn->sizes[i];
-    int plain = n == 1 || n == 2 || n == 4 || n == 8;
-    if (!plain || memcmp(held, params[i], n) != 0) {
-      memcpy(held, params[i], fn->sizes[i]);
-      changed = 1;
-    }
+    changed |= t4a_launch_store_arg_(fn->graph_bytes + fn->offsets[i], params[i], fn->sizes[i]);
   }
   if (changed) fn->graph.dirty = 1;
 }

@@ -13,6 +13,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "t4a/launch.h"
 #include "t4a_ctx/driver_table.h"
@@ -45,6 +46,7 @@ typedef struct t4a_launch_graph_ {
   uint8_t enabled;     /* the table fires GRAPH */
   uint8_t dirty;       /* arguments rebound since the node's parameters were set */
   uint8_t failed;      /* a build or an update failed: plain fires from then on */
+  /* Per-fire flags for the table's stats: cleared by the descriptor's fire, set by enqueue. */
   uint8_t used;        /* set by enqueue: this fire went through the graph */
   uint8_t built;       /* set by enqueue: this fire built the graph */
   uint8_t updated;     /* set by enqueue: this fire updated the node */
@@ -207,6 +209,17 @@ t4a_status t4a_launch_enqueue_(t4a_retire *retire, t4a_function *fn,
 /* Marks descriptor `id`'s graph node stale, as a rebind does (calibration's rebind figure; an
  * unknown id is ignored). */
 void t4a_launch_table_touch_(t4a_launch_table *table, uint32_t id);
+
+/* Stores `size` argument bytes at `dst` for a one-node graph's node (a descriptor's bytes, or a
+ * function's copy of the bytes its node holds) and says whether they changed. Arguments of other
+ * sizes than 1, 2, 4 or 8 bytes may be structs whose padding the caller never set: they are
+ * copied and count as changed rather than having that padding compared. */
+static inline int t4a_launch_store_arg_(unsigned char *dst, const void *src, uint32_t size) {
+  int scalar = size == 1 || size == 2 || size == 4 || size == 8;
+  if (scalar && memcmp(dst, src, size) == 0) return 0;
+  memcpy(dst, src, size);
+  return 1;
+}
 
 /* Destroys a graph and an executable graph (either may be NULL) under the lane's context, after
  * the end of a capture of the lane for an executable graph; what cannot be destroyed is leaked
