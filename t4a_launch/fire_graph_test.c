@@ -65,6 +65,32 @@ static int holds(fixture *f, t4a_buffer *b, int n, int scale) {
   return 1;
 }
 
+/* The launch most tests fire: add(a, a, o, n) on N = 16 ints with a[i] = i, so o = 2a. */
+enum { TWICE_N = 16 };
+typedef struct twice {
+  t4a_buffer *a, *o;
+  int n;
+  t4a_launch_config cfg;
+  t4a_arg x[4];
+} twice;
+
+static void twice_init(fixture *f, twice *w) {
+  w->n = TWICE_N;
+  w->a = make_buffer(f, TWICE_N * 4);
+  w->o = make_buffer(f, TWICE_N * 4);
+  fill(f, w->a, TWICE_N, 1);
+  w->cfg = config_1d(1, TWICE_N, 0);
+  w->x[0] = t4a_arg_buffer(w->a, 0);
+  w->x[1] = t4a_arg_buffer(w->a, 0);
+  w->x[2] = t4a_arg_buffer(w->o, 0);
+  w->x[3] = t4a_arg_scalar(&w->n, 4);
+}
+
+static void twice_release(twice *w) {
+  t4a_buffer_release(w->a);
+  t4a_buffer_release(w->o);
+}
+
 /* add(a, b, out, n) through a GRAPH descriptor built at its third fire, interleaved with checked
  * launches that read what the fires wrote and with rebinds between fires. */
 static void test_graph_fires_in_order_and_see_rebinds(void **state) {
@@ -194,19 +220,14 @@ static void test_fire_during_capture_adds_a_node(void **state) {
   fixture *f = *state;
   t4a_module *m = load_ptx(f);
   t4a_function *fn = get_fn(m, "add");
-  enum { N = 16 };
-  t4a_buffer *a = make_buffer(f, N * 4), *o = make_buffer(f, N * 4);
-  fill(f, a, N, 1);
-  int n = N;
-  t4a_launch_config cfg = config_1d(1, N, 0);
+  twice w;
+  twice_init(f, &w);
   t4a_launch_table *t = graph_table(f, 1);
-  t4a_arg x[4] = {t4a_arg_buffer(a, 0), t4a_arg_buffer(a, 0), t4a_arg_buffer(o, 0),
-                  t4a_arg_scalar(&n, 4)};
   uint32_t id = 0;
-  CK(t4a_descriptor_register(t, fn, &cfg, x, 4, &id));
+  CK(t4a_descriptor_register(t, fn, &w.cfg, w.x, 4, &id));
   CK(t4a_descriptor_fire(t, id)); /* builds its graph */
   CK(t4a_retire_wait(f->retire));
-  fill(f, o, N, 0);
+  fill(f, w.o, TWICE_N, 0);
   CK(t4a_graph_capture_begin(f->retire));
   CK(t4a_descriptor_fire(t, id));
   t4a_graph *g = NULL;
@@ -214,18 +235,17 @@ static void test_fire_during_capture_adds_a_node(void **state) {
   assert_int_equal(calls(f, "cuGraphLaunch"), 1);  /* only the first fire */
   assert_int_equal(calls(f, "cuLaunchKernel"), 1); /* the captured one */
   CK(t4a_retire_wait(f->retire));
-  assert_true(holds(f, o, N, 0)); /* captured, not run */
+  assert_true(holds(f, w.o, TWICE_N, 0)); /* captured, not run */
   CK(t4a_graph_launch(g));
   CK(t4a_retire_wait(f->retire));
-  assert_true(holds(f, o, N, 2));
+  assert_true(holds(f, w.o, TWICE_N, 2));
   t4a_launch_table_stats s;
   t4a_launch_table_get_stats(t, &s);
   assert_int_equal(s.graph_fires, 1);
   assert_int_equal(s.plain_fires, 1);
   t4a_graph_release(g);
   t4a_launch_table_destroy(t);
-  t4a_buffer_release(a);
-  t4a_buffer_release(o);
+  twice_release(&w);
   t4a_function_release(fn);
   t4a_module_release(m);
 }
@@ -237,16 +257,11 @@ static void test_unregister_while_graph_fires_queued(void **state) {
   fixture *f = *state;
   t4a_module *m = load_ptx(f);
   t4a_function *fn = get_fn(m, "add");
-  enum { N = 16 };
-  t4a_buffer *a = make_buffer(f, N * 4), *o = make_buffer(f, N * 4);
-  fill(f, a, N, 1);
-  int n = N;
-  t4a_launch_config cfg = config_1d(1, N, 0);
+  twice w;
+  twice_init(f, &w);
   t4a_launch_table *t = graph_table(f, 1);
-  t4a_arg x[4] = {t4a_arg_buffer(a, 0), t4a_arg_buffer(a, 0), t4a_arg_buffer(o, 0),
-                  t4a_arg_scalar(&n, 4)};
   uint32_t id = 0;
-  CK(t4a_descriptor_register(t, fn, &cfg, x, 4, &id));
+  CK(t4a_descriptor_register(t, fn, &w.cfg, w.x, 4, &id));
   CK(t4a_descriptor_fire(t, id));
   CK(t4a_descriptor_fire(t, id));
   CK(t4a_descriptor_unregister(t, id));
@@ -255,16 +270,16 @@ static void test_unregister_while_graph_fires_queued(void **state) {
   assert_int_equal(s.descriptors, 0);
   assert_int_equal(s.graphs, 0);
   t4a_launch_table_destroy(t);
-  t4a_buffer_release(a);
+  t4a_buffer_release(w.a);
   t4a_function_release(fn);
   t4a_module_release(m);
   t4a_module_cache_clear(f->cache);
   assert_int_equal(calls(f, "cuGraphExecDestroy"), 1);
   assert_int_equal(calls(f, "cuModuleUnload"), 0);
   CK(t4a_retire_wait(f->retire));
-  assert_true(holds(f, o, N, 2));
+  assert_true(holds(f, w.o, TWICE_N, 2));
   assert_int_equal(calls(f, "cuModuleUnload"), 1);
-  t4a_buffer_release(o);
+  t4a_buffer_release(w.o);
 }
 
 /* A graph that cannot be built or updated: the fire still runs, plain, and the descriptor stays
@@ -273,17 +288,13 @@ static void test_build_and_update_failures_fall_back(void **state) {
   fixture *f = *state;
   t4a_module *m = load_ptx(f);
   t4a_function *fn = get_fn(m, "add");
-  enum { N = 16 };
-  t4a_buffer *a = make_buffer(f, N * 4), *o = make_buffer(f, N * 4), *o2 = make_buffer(f, N * 4);
-  fill(f, a, N, 1);
-  int n = N;
-  t4a_launch_config cfg = config_1d(1, N, 0);
+  twice w;
+  twice_init(f, &w);
+  t4a_buffer *o2 = make_buffer(f, TWICE_N * 4);
   t4a_launch_table *t = graph_table(f, 1);
-  t4a_arg x[4] = {t4a_arg_buffer(a, 0), t4a_arg_buffer(a, 0), t4a_arg_buffer(o, 0),
-                  t4a_arg_scalar(&n, 4)};
   uint32_t id = 0, id2 = 0;
-  CK(t4a_descriptor_register(t, fn, &cfg, x, 4, &id));
-  CK(t4a_descriptor_register(t, fn, &cfg, x, 4, &id2));
+  CK(t4a_descriptor_register(t, fn, &w.cfg, w.x, 4, &id));
+  CK(t4a_descriptor_register(t, fn, &w.cfg, w.x, 4, &id2));
   /* The build fails at instantiation: the fire is plain, the error detail untouched. */
   t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "the caller's own detail");
   t4a_fake_inject(f->fake, "cuGraphInstantiateWithFlags", 0, 1, CUDA_ERROR_OUT_OF_MEMORY, 0);
@@ -304,8 +315,8 @@ static void test_build_and_update_failures_fall_back(void **state) {
   CK(t4a_descriptor_fire(t, id2));
   CK(t4a_descriptor_fire(t, id2));
   CK(t4a_retire_wait(f->retire));
-  assert_true(holds(f, o, N, 2));
-  assert_true(holds(f, o2, N, 2));
+  assert_true(holds(f, w.o, TWICE_N, 2));
+  assert_true(holds(f, o2, TWICE_N, 2));
   assert_int_equal(calls(f, "cuGraphLaunch"), 1);
   assert_int_equal(calls(f, "cuLaunchKernel"), 4);
   t4a_launch_table_stats s;
@@ -316,8 +327,7 @@ static void test_build_and_update_failures_fall_back(void **state) {
   t4a_launch_table_destroy(t);
   t4a_fake_live_objects(f->fake, &live);
   assert_int_equal(live.graph_execs, 0);
-  t4a_buffer_release(a);
-  t4a_buffer_release(o);
+  twice_release(&w);
   t4a_buffer_release(o2);
   t4a_function_release(fn);
   t4a_module_release(m);
@@ -534,20 +544,15 @@ static void test_plain_table_with_a_graph_cache_fires_plain(void **state) {
   t4a_module *m = NULL;
   CK(t4a_module_load(c, k_ptx, sizeof k_ptx, T4A_IMAGE_AUTO, &m));
   t4a_function *fn = get_fn(m, "add");
-  enum { N = 16 };
-  t4a_buffer *a = make_buffer(f, N * 4), *o = make_buffer(f, N * 4);
-  fill(f, a, N, 1);
-  int n = N;
-  t4a_launch_config cfg = config_1d(1, N, 0);
-  t4a_arg x[4] = {t4a_arg_buffer(a, 0), t4a_arg_buffer(a, 0), t4a_arg_buffer(o, 0),
-                  t4a_arg_scalar(&n, 4)};
+  twice w;
+  twice_init(f, &w);
   t4a_launch_table *t = NULL;
   CK(t4a_launch_table_create(f->retire, 2, &t));
   uint32_t id = 0;
-  CK(t4a_descriptor_register(t, fn, &cfg, x, 4, &id));
+  CK(t4a_descriptor_register(t, fn, &w.cfg, w.x, 4, &id));
   for (int i = 0; i < 4; i++) CK(t4a_descriptor_fire(t, id));
   CK(t4a_retire_wait(f->retire));
-  assert_true(holds(f, o, N, 2));
+  assert_true(holds(f, w.o, TWICE_N, 2));
   assert_int_equal(calls(f, "cuGraphLaunch"), 0);
   assert_int_equal(calls(f, "cuLaunchKernel"), 4);
   t4a_launch_table_stats s;
@@ -563,8 +568,7 @@ static void test_plain_table_with_a_graph_cache_fires_plain(void **state) {
   t4a_launch_table_get_stats(t, &s);
   assert_int_equal(s.descriptors, 1);
   t4a_launch_table_destroy(t);
-  t4a_buffer_release(a);
-  t4a_buffer_release(o);
+  twice_release(&w);
   t4a_function_release(fn);
   t4a_module_release(m);
   t4a_module_cache_destroy(c);
