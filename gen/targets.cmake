@@ -277,29 +277,29 @@ t4a_test(NAME t4a_raw_nccl_multi_gpu_test
   LABELS gpu multi
   DEPS testing_gpu_gpu_main t4a_raw t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status t4a_ext_cmocka ${CMAKE_DL_LIBS})
 t4a_library(NAME t4a
-  SRCS t4a.c
-  HDRS include/t4a/t4a.h
-  INCLUDE_DIR include
+  SRCS t4a/t4a.c
+  HDRS t4a/include/t4a/t4a.h
+  INCLUDE_DIR t4a/include
   INSTALL t4a
   DEPS t4a_raw t4a_xfer t4a_launch t4a_nvrtc t4a_mem t4a_retire t4a_ctx t4a_ctx_status Threads::Threads)
-t4a_test(NAME t4a_facade_test
-  SRCS t4a_facade_test.c
+t4a_test(NAME t4a_t4a_facade_test
+  SRCS t4a/t4a_facade_test.c
   LABELS unit
   DEPS t4a fake_driver sweep t4a_ext_cmocka)
-t4a_test(NAME stress_test
-  SRCS stress_test.c
+t4a_test(NAME t4a_stress_test
+  SRCS t4a/stress_test.c
   LABELS unit stress
   DEPS t4a t4a_nvrtc_fake_nvrtc fake_driver t4a_ext_cmocka Threads::Threads)
-t4a_test(NAME bad_input_test
-  SRCS bad_input_test.c
+t4a_test(NAME t4a_bad_input_test
+  SRCS t4a/bad_input_test.c
   LABELS unit
   DEPS t4a t4a_nvrtc_fake_nvrtc fake_driver t4a_ext_cmocka)
-t4a_test(NAME api_sweep_test
-  SRCS api_sweep_test.c
+t4a_test(NAME t4a_api_sweep_test
+  SRCS t4a/api_sweep_test.c
   LABELS unit
   DEPS t4a t4a_nvrtc_fake_nvrtc fake_driver sweep t4a_ext_cmocka)
-t4a_test(NAME faults_gpu_test
-  SRCS faults_gpu_test.c
+t4a_test(NAME t4a_faults_gpu_test
+  SRCS t4a/faults_gpu_test.c
   LABELS gpu faults
   DEPS t4a t4a_ctx_seam testing_gpu_gpu_main fake_driver t4a_ext_cuda_headers t4a_ext_cmocka Threads::Threads m)
 t4a_binary(NAME examples_readme_example

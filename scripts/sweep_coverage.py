@@ -5,7 +5,7 @@
   scripts/sweep_coverage.py --check  fail (exit 1) if the file differs from what the sources give
 
 Public functions: every function declared in a public header (<module>/include/t4a/*.h and
-include/t4a/t4a.h). Fallible: it returns t4a_status.
+t4a/include/t4a/t4a.h). Fallible: it returns t4a_status.
 
 Covered: the function is called by a sweep's operation, directly or through functions of the
 same test file (called, or handed over by name as a callback). A sweep is either
@@ -36,7 +36,7 @@ def strip_comments(text):
 
 def public_headers():
     hs = sorted(glob.glob(os.path.join(ROOT, "*", "include", "t4a", "*.h")))
-    hs += [os.path.join(ROOT, "include", "t4a", "t4a.h")]
+    hs += [os.path.join(ROOT, "t4a", "include", "t4a", "t4a.h")]
     return [h for h in hs if os.path.exists(h) and
             not os.path.relpath(h, ROOT).startswith(("bazel-", "build"))]
 

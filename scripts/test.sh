@@ -85,7 +85,7 @@ gpu_tags() {
 
 bazel_asan() { bazel test --config=ci --config=asan //... ; }
 
-# ThreadSanitizer over every CPU test, the thread stress test (//:stress_test: 8 threads x 10,000
+# ThreadSanitizer over every CPU test, the thread stress test (//t4a:stress_test: 8 threads x 10,000
 # mixed operations on shared runtimes) included; any report fails the test (halt_on_error).
 bazel_tsan() { bazel test --config=ci --config=tsan //... ; }
 
