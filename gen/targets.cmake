@@ -49,6 +49,10 @@ t4a_library(NAME fake_driver
   SRCS testing/fake_driver/fake_driver.c testing/fake_driver/fake_entries.c testing/fake_driver/fake_device.c testing/fake_driver/fake_stream.c testing/fake_driver/fake_memory.c testing/fake_driver/fake_module.c testing/fake_driver/fake_graph.c testing/fake_driver/fake_internal.h testing/fake_driver/fake_errors.h
   HDRS testing/fake_driver/fake_driver.h
   DEPS t4a_ctx_seam t4a_ctx t4a_ctx_status t4a_ext_cuda_headers Threads::Threads)
+t4a_library(NAME fake_nvrtc
+  SRCS testing/fake_nvrtc/fake_nvrtc.c
+  HDRS testing/fake_nvrtc/fake_nvrtc.h
+  DEPS t4a_nvrtc_seam t4a_nvrtc t4a_ctx_status t4a_ext_cuda_headers Threads::Threads)
 t4a_library(NAME testing_bench_bench_util
   HDRS testing/bench/bench_util.h
   DEPS t4a_ctx_status)
@@ -68,18 +72,18 @@ t4a_library(NAME testing_lsan_nvrtc_suppressions
   HDRS testing/lsan/nvrtc_suppressions.h)
 t4a_fuzzer(NAME testing_fuzz_ops_fuzz
   SRCS testing/fuzz/ops_fuzz.c testing/fuzz/ops_fuzz_regressions.h testing/fuzz/fuzz_replay.h
-  DEPS t4a t4a_nvrtc_fake_nvrtc fake_driver t4a_ext_cuda_headers Threads::Threads)
+  DEPS t4a fake_nvrtc fake_driver t4a_ext_cuda_headers Threads::Threads)
 t4a_test(NAME testing_fuzz_ops_fuzz_replay_test
   SRCS testing/fuzz/ops_fuzz.c testing/fuzz/ops_fuzz_regressions.h testing/fuzz/fuzz_replay.h testing/fuzz/fuzz_replay_main.c
   LABELS unit
-  DEPS t4a t4a_nvrtc_fake_nvrtc fake_driver t4a_ext_cuda_headers Threads::Threads)
+  DEPS t4a fake_nvrtc fake_driver t4a_ext_cuda_headers Threads::Threads)
 t4a_fuzzer(NAME testing_fuzz_bytes_fuzz
   SRCS testing/fuzz/bytes_fuzz.c testing/fuzz/bytes_fuzz_regressions.h testing/fuzz/fuzz_replay.h
-  DEPS t4a t4a_nvrtc_fake_nvrtc fake_driver t4a_ext_cuda_headers)
+  DEPS t4a fake_nvrtc fake_driver t4a_ext_cuda_headers)
 t4a_test(NAME testing_fuzz_bytes_fuzz_replay_test
   SRCS testing/fuzz/bytes_fuzz.c testing/fuzz/bytes_fuzz_regressions.h testing/fuzz/fuzz_replay.h testing/fuzz/fuzz_replay_main.c
   LABELS unit
-  DEPS t4a t4a_nvrtc_fake_nvrtc fake_driver t4a_ext_cuda_headers)
+  DEPS t4a fake_nvrtc fake_driver t4a_ext_cuda_headers)
 t4a_test(NAME testing_fake_driver_fake_driver_test
   SRCS testing/fake_driver/fake_driver_test.c
   LABELS unit
@@ -186,10 +190,9 @@ t4a_library(NAME t4a_nvrtc_test_support
   SRCS t4a_nvrtc/nvrtc_testutil.c
   HDRS t4a_nvrtc/nvrtc_testutil.h
   DEPS t4a_nvrtc_internal t4a_nvrtc t4a_ctx_status testing_lsan_nvrtc_suppressions t4a_ext_cuda_headers)
-t4a_library(NAME t4a_nvrtc_fake_nvrtc
-  SRCS t4a_nvrtc/fake_nvrtc.c
-  HDRS t4a_nvrtc/fake_nvrtc.h
-  DEPS t4a_nvrtc_internal t4a_nvrtc t4a_ctx_status t4a_ext_cuda_headers Threads::Threads)
+t4a_library(NAME t4a_nvrtc_seam
+  HDRS t4a_nvrtc/nvrtc_table.h t4a_nvrtc/nvrtc_catalog.h
+  DEPS t4a_nvrtc t4a_ctx_status t4a_ctx_counters_internal t4a_ext_cuda_headers)
 t4a_test(NAME t4a_nvrtc_nvrtc_test
   SRCS t4a_nvrtc/nvrtc_test.c
   LABELS unit
@@ -289,15 +292,15 @@ t4a_test(NAME t4a_t4a_facade_test
 t4a_test(NAME t4a_stress_test
   SRCS t4a/stress_test.c
   LABELS unit stress
-  DEPS t4a t4a_nvrtc_fake_nvrtc fake_driver t4a_ext_cmocka Threads::Threads)
+  DEPS t4a fake_nvrtc fake_driver t4a_ext_cmocka Threads::Threads)
 t4a_test(NAME t4a_bad_input_test
   SRCS t4a/bad_input_test.c
   LABELS unit
-  DEPS t4a t4a_nvrtc_fake_nvrtc fake_driver t4a_ext_cmocka)
+  DEPS t4a fake_nvrtc fake_driver t4a_ext_cmocka)
 t4a_test(NAME t4a_api_sweep_test
   SRCS t4a/api_sweep_test.c
   LABELS unit
-  DEPS t4a t4a_nvrtc_fake_nvrtc fake_driver sweep t4a_ext_cmocka)
+  DEPS t4a fake_nvrtc fake_driver sweep t4a_ext_cmocka)
 t4a_test(NAME t4a_faults_gpu_test
   SRCS t4a/faults_gpu_test.c
   LABELS gpu faults

@@ -18,8 +18,8 @@
 #include <cmocka.h>
 
 #include "t4a/t4a.h"
-#include "t4a_nvrtc/fake_nvrtc.h"
 #include "testing/fake_driver/fake_driver.h"
+#include "testing/fake_nvrtc/fake_nvrtc.h"
 #include "testing/sweep/sweep.h"
 
 static const char k_src[] = "extern \"C\" __global__ void k(float *p, int n) {}\n";

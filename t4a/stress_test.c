@@ -21,8 +21,8 @@
 #include <cmocka.h>
 
 #include "t4a/t4a.h"
-#include "t4a_nvrtc/fake_nvrtc.h"
 #include "testing/fake_driver/fake_driver.h"
+#include "testing/fake_nvrtc/fake_nvrtc.h"
 
 enum { THREADS = 8, RUNTIMES = 3, SLOTS = 48 };
 static const size_t k_sizes[3] = {512, 4096, 12288};

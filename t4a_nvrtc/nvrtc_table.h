@@ -1,8 +1,9 @@
 /* The NVRTC seam: the entry-point table t4a_nvrtc calls NVRTC through, and the lib object.
  *
- * Layer: private to t4a_nvrtc. Exported only to t4a_nvrtc's own tests through the internal Bazel
- * target //t4a_nvrtc:internal (private visibility). It includes the toolkit's nvrtc.h for the
- * slot types (nothing is linked).
+ * Layer: private to t4a_nvrtc. Exported to t4a_nvrtc's own tests through the internal Bazel
+ * target //t4a_nvrtc:internal (private visibility) and to the fake NVRTC (testing/fake_nvrtc)
+ * through the seam target //t4a_nvrtc:seam. It includes the toolkit's nvrtc.h for the slot types
+ * (nothing is linked).
  *
  * Nothing outside nvrtc_loader.c resolves an nvrtc* function by name; every call goes through
  * lib->t.<name>. Tests build a table by wrapping the real one's pointers (failure injection at

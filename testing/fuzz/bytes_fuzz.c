@@ -25,8 +25,8 @@
 #include <unistd.h>
 
 #include "t4a/t4a.h"
-#include "t4a_nvrtc/fake_nvrtc.h"
 #include "testing/fake_driver/fake_driver.h"
+#include "testing/fake_nvrtc/fake_nvrtc.h"
 #include "testing/fuzz/bytes_fuzz_regressions.h"
 #include "testing/fuzz/fuzz_replay.h"
 

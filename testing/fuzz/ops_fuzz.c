@@ -37,8 +37,8 @@
 #include <string.h>
 
 #include "t4a/t4a.h"
-#include "t4a_nvrtc/fake_nvrtc.h"
 #include "testing/fake_driver/fake_driver.h"
+#include "testing/fake_nvrtc/fake_nvrtc.h"
 #include "testing/fuzz/fuzz_replay.h"
 #include "testing/fuzz/ops_fuzz_regressions.h"
 

@@ -1,5 +1,5 @@
-/* t4a_nvrtc/fake_nvrtc.h — a fake NVRTC for tests, fuzzers and stress runs (never linked into a
- * library).
+/* testing/fake_nvrtc/fake_nvrtc.h — a fake NVRTC for tests, fuzzers and stress runs (never
+ * linked into a library).
  *
  * t4a_fake_nvrtc_open() returns a t4a_nvrtc_lib built (t4a_nvrtc_lib_create_from_table) from a
  * table of host functions that "compile" in microseconds: version 13.0, PTX output only (the
@@ -13,8 +13,8 @@
  *
  * Thread-safe: every entry may be called from any thread (programs are independent; the counts
  * and the injection rule are under one lock). */
-#ifndef T4A_NVRTC_FAKE_NVRTC_H_
-#define T4A_NVRTC_FAKE_NVRTC_H_
+#ifndef T4A_TESTING_FAKE_NVRTC_H_
+#define T4A_TESTING_FAKE_NVRTC_H_
 
 #include "t4a/nvrtc.h"
 #include "t4a/status.h"
@@ -41,4 +41,4 @@ long t4a_fake_nvrtc_programs_live(void);
 #ifdef __cplusplus
 }
 #endif
-#endif /* T4A_NVRTC_FAKE_NVRTC_H_ */
+#endif /* T4A_TESTING_FAKE_NVRTC_H_ */

@@ -1,6 +1,6 @@
 /* A fake NVRTC (see fake_nvrtc.h): host functions behind the NVRTC table. */
 #define _GNU_SOURCE
-#include "t4a_nvrtc/fake_nvrtc.h"
+#include "testing/fake_nvrtc/fake_nvrtc.h"
 
 #include <ctype.h>
 #include <nvrtc.h>
