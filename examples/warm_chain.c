@@ -10,13 +10,9 @@
 #include <time.h>
 
 #include "t4a/t4a.h"
-#include "t4a_ctx/driver_table.h"
-#include "testing/fake_driver/fake_driver.h"
 
 enum { ELEMS = 4096, BLOCK = 256, GRID = ELEMS / BLOCK, NUM_ARGS = 4 };
 #define BYTES ((size_t)ELEMS * sizeof(uint32_t))
-#define MIX_K 0x9e3779b9u
-#define FOLD_K 0x7f4a7c15u
 
 static const char k_source[] =
     "extern \"C\" __global__ void mix(const unsigned *in, unsigned *out, unsigned k, int n) {\n"
@@ -27,38 +23,6 @@ static const char k_source[] =
     "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
     "  if (i < n) out[i] = (in[i] ^ (in[i] >> 13)) + k;\n"
     "}\n";
-
-static uint32_t mix1(uint32_t x, uint32_t k, uint32_t i) { return x * 1664525u + k + i; }
-static uint32_t fold1(uint32_t x, uint32_t k) { return (x ^ (x >> 13)) + k; }
-
-/* ---- the kernels on the fake driver: the same arithmetic, for every thread of the grid ---- */
-
-static void host_kernel(t4a_fake_launch *l, void **p, int is_mix) {
-  CUdeviceptr in, out;
-  uint32_t k;
-  int32_t n;
-  memcpy(&in, p[0], 8);
-  memcpy(&out, p[1], 8);
-  memcpy(&k, p[2], 4);
-  memcpy(&n, p[3], 4);
-  unsigned grid[3], block[3];
-  t4a_fake_launch_dims(l, grid, block, NULL);
-  int64_t threads = (int64_t)grid[0] * block[0];
-  int64_t count = n < threads ? n : threads;
-  if (count <= 0) return;
-  const uint32_t *x = t4a_fake_deref(l, in, (size_t)count * 4);
-  uint32_t *y = t4a_fake_deref(l, out, (size_t)count * 4);
-  if (x == NULL || y == NULL) return;
-  for (int64_t i = 0; i < count; i++) y[i] = is_mix ? mix1(x[i], k, (uint32_t)i) : fold1(x[i], k);
-}
-static void host_mix(t4a_fake_launch *l, void **p, void *user) {
-  (void)user;
-  host_kernel(l, p, 1);
-}
-static void host_fold(t4a_fake_launch *l, void **p, void *user) {
-  (void)user;
-  host_kernel(l, p, 0);
-}
 
 /* ---- the demo's state ---- */
 
@@ -75,8 +39,8 @@ typedef struct way_result {
 typedef struct demo {
   FILE *out;
   uint32_t steps;
-  int fake_mode;
-  t4a_fake *fake;
+  int simulated;  /* the driver is a simulation: its timings are of host code */
+  int owns_driver; /* drv came from t4a_driver_get_default (released at the end) */
   t4a_driver *drv;
   t4a_runtime *rt;
   t4a_nvrtc_artifact *artifact;
@@ -89,8 +53,6 @@ typedef struct demo {
   int32_t n;
   t4a_arg mix_args[NUM_ARGS], fold_args[NUM_ARGS];
   uint32_t init[ELEMS], want[ELEMS], got[ELEMS];
-  CUmodule raw_module;
-  CUfunction raw_mix;
   way_result ways[NUM_WAYS];
 } demo;
 
@@ -128,35 +90,24 @@ static uint64_t nvrtc_calls(demo *d) {
 static void reference(demo *d, uint32_t steps) {
   memcpy(d->want, d->init, sizeof d->want);
   for (uint32_t s = 0; s < steps; s++) {
-    for (uint32_t i = 0; i < ELEMS; i++) d->want[i] = fold1(mix1(d->want[i], MIX_K, i), FOLD_K);
+    for (uint32_t i = 0; i < ELEMS; i++) {
+      d->want[i] = warm_chain_fold(warm_chain_mix(d->want[i], WARM_CHAIN_MIX_K, i),
+                                   WARM_CHAIN_FOLD_K);
+    }
   }
 }
 
-/* ---- setup: the driver (real or fake), the runtime, the compile ---- */
+/* ---- setup: the driver, the runtime, the compile ---- */
 
-static int open_driver(demo *d, int force_fake) {
-  t4a_status st = T4A_OK;
-  t4a_error e;
-  if (!force_fake) {
-    st = t4a_driver_get_default(&d->drv);
-    if (st == T4A_OK) return 1;
-    if (st != T4A_DRIVER_NOT_FOUND && st != T4A_NO_DEVICE) return failed(d, st, "the driver");
-    t4a_error_last(&e);
+static int open_driver(demo *d, const warm_chain_options *o) {
+  d->simulated = o->simulated;
+  if (o->driver != NULL) {
+    d->drv = o->driver;
+    return 1;
   }
-  fprintf(d->out,
-          "t4a demo: %s%s%s: the chain runs on the fake driver (host implementations of its "
-          "kernels); NVRTC compiles for real\n",
-          force_fake ? "--fake" : "no CUDA driver here (", force_fake ? "" : t4a_status_name(st),
-          force_fake ? "" : ")");
-  if (!force_fake) fprintf(d->out, "driver: %s\n", e.message);
-  d->fake_mode = 1;
-  t4a_fake_options fo = T4A_FAKE_OPTIONS_INIT;
-  st = t4a_fake_create(&fo, &d->fake);
-  if (st == T4A_OK) st = t4a_fake_driver(d->fake, &d->drv);
-  if (st != T4A_OK) return failed(d, st, "the fake driver");
-  static const size_t params[NUM_ARGS] = {8, 8, 4, 4};
-  t4a_fake_register_kernel(d->fake, "mix", NUM_ARGS, params, host_mix, NULL);
-  t4a_fake_register_kernel(d->fake, "fold", NUM_ARGS, params, host_fold, NULL);
+  t4a_status st = t4a_driver_get_default(&d->drv);
+  if (st != T4A_OK) return failed(d, st, "the driver");
+  d->owns_driver = 1;
   return 1;
 }
 
@@ -169,7 +120,7 @@ static int open_runtime(demo *d) {
   st = t4a_device_query(d->drv, 0, &info);
   if (st != T4A_OK) return failed(d, st, "t4a_device_query");
   int v = t4a_driver_version(d->drv);
-  if (!d->fake_mode) {
+  if (!d->simulated) {
     fprintf(d->out,
             "t4a demo: device 0, %s (%s), CUDA driver %d.%d: the chain runs on the GPU; NVRTC "
             "compiles for real\n",
@@ -215,8 +166,8 @@ static int make_buffers(demo *d) {
   if (st != T4A_OK) return failed(d, st, "buffers");
   for (uint32_t i = 0; i < ELEMS; i++) d->init[i] = i * 2654435761u + 12345u;
   d->n = ELEMS;
-  d->mix_k = MIX_K;
-  d->fold_k = FOLD_K;
+  d->mix_k = WARM_CHAIN_MIX_K;
+  d->fold_k = WARM_CHAIN_FOLD_K;
   t4a_arg m[NUM_ARGS] = {t4a_arg_buffer(d->a, 0), t4a_arg_buffer(d->b, 0),
                          t4a_arg_scalar(&d->mix_k, 4), t4a_arg_scalar(&d->n, 4)};
   t4a_arg f[NUM_ARGS] = {t4a_arg_buffer(d->c, 0), t4a_arg_buffer(d->a, 0),
@@ -328,56 +279,9 @@ static int run_way(demo *d, way w, uint32_t warm_steps) {
   return 1;
 }
 
-/* ---- per-launch host time: mix alone, raw cuLaunchKernel vs t4a ---- */
+/* ---- per-launch host time: mix alone, t4a's two launch paths ---- */
 
-typedef struct raw_run {
-  demo *d;
-  uint32_t count;
-  double seconds;
-} raw_run;
-
-/* Inside a raw scope on the runtime's lane: its context is current, its stream given, a and b
- * bound. cuLaunchKernel straight through the lane's driver table. */
-static t4a_status raw_launches(t4a_raw_scope *scope, void *user) {
-  raw_run *r = user;
-  demo *d = r->d;
-  uint64_t in = 0, out = 0;
-  t4a_status st = t4a_raw_devptr(scope, d->a, T4A_RAW_READ, &in);
-  if (st == T4A_OK) st = t4a_raw_devptr(scope, d->b, T4A_RAW_WRITE, &out);
-  if (st != T4A_OK) return st;
-  CUdeviceptr pin = (CUdeviceptr)in, pout = (CUdeviceptr)out;
-  void *params[NUM_ARGS] = {&pin, &pout, &d->mix_k, &d->n};
-  CUstream stream = (CUstream)t4a_raw_stream(scope);
-  t4a_driver *drv = t4a_lane_driver(t4a_runtime_lane(d->rt));
-  double t0 = now_s();
-  for (uint32_t i = 0; i < r->count; i++) {
-    st = T4A_CU(drv, cuLaunchKernel, d->raw_mix, GRID, 1, 1, BLOCK, 1, 1, 0, stream, params, NULL);
-    if (st != T4A_OK) return st;
-  }
-  r->seconds = now_s() - t0;
-  return T4A_OK;
-}
-
-/* The raw baseline's own module: the same bytes, loaded with cuModuleLoadData. */
-static t4a_status raw_module(demo *d, int unload) {
-  t4a_lane *lane = t4a_runtime_lane(d->rt);
-  t4a_driver *drv = t4a_lane_driver(lane);
-  t4a_ctx_scope s;
-  t4a_status st = t4a_ctx_scope_enter(&s, t4a_lane_holder(lane), NULL);
-  if (st != T4A_OK) return st;
-  if (unload) {
-    st = T4A_CU(drv, cuModuleUnload, d->raw_module);
-    d->raw_module = NULL;
-  } else {
-    const void *image = t4a_nvrtc_artifact_data(d->artifact, NULL);
-    st = T4A_CU(drv, cuModuleLoadData, &d->raw_module, image);
-    if (st == T4A_OK) st = T4A_CU(drv, cuModuleGetFunction, &d->raw_mix, d->raw_module, "mix");
-  }
-  t4a_ctx_scope_exit_quiet(&s);
-  return st;
-}
-
-typedef enum launch_kind { LAUNCH_RAW, LAUNCH_CHECKED, LAUNCH_FIRE } launch_kind;
+typedef enum launch_kind { LAUNCH_CHECKED, LAUNCH_FIRE, NUM_LAUNCH_KINDS } launch_kind;
 
 typedef struct launch_time {
   double enqueue_s; /* the launch calls */
@@ -390,20 +294,13 @@ static t4a_status launches(demo *d, launch_kind k, uint32_t count, launch_time *
   t4a_status st = T4A_OK;
   uint64_t heap0 = t4a_heap_allocations();
   double t0 = now_s();
-  if (k == LAUNCH_RAW) {
-    raw_run r = {d, count, 0};
-    t4a_raw_binding bind[2] = {{d->a, T4A_RAW_READ}, {d->b, T4A_RAW_WRITE}};
-    st = t4a_raw_run(t4a_runtime_retire(d->rt), bind, 2, raw_launches, &r);
-    out->enqueue_s = r.seconds;
-  } else {
-    t4a_launch_table *t = t4a_runtime_table(d->rt);
-    for (uint32_t i = 0; i < count && st == T4A_OK; i++) {
-      st = k == LAUNCH_CHECKED
-               ? t4a_runtime_launch(d->rt, d->mix, GRID, BLOCK, d->mix_args, NUM_ARGS)
-               : t4a_descriptor_fire(t, d->mix_id);
-    }
-    out->enqueue_s = now_s() - t0;
+  t4a_launch_table *t = t4a_runtime_table(d->rt);
+  for (uint32_t i = 0; i < count && st == T4A_OK; i++) {
+    st = k == LAUNCH_CHECKED
+             ? t4a_runtime_launch(d->rt, d->mix, GRID, BLOCK, d->mix_args, NUM_ARGS)
+             : t4a_descriptor_fire(t, d->mix_id);
   }
+  out->enqueue_s = now_s() - t0;
   out->heap = t4a_heap_allocations() - heap0;
   if (st == T4A_OK) st = t4a_runtime_sync(d->rt);
   out->done_s = now_s() - t0;
@@ -411,32 +308,28 @@ static t4a_status launches(demo *d, launch_kind k, uint32_t count, launch_time *
 }
 
 static int launch_times(demo *d) {
-  static const char *const names[3] = {"raw cuLaunchKernel (the lane's driver table, raw scope)",
-                                       "t4a checked launch (t4a_runtime_launch)",
-                                       "t4a descriptor fire (t4a_descriptor_fire)"};
-  launch_time lt[3];
+  static const char *const names[NUM_LAUNCH_KINDS] = {
+      "t4a checked launch (t4a_runtime_launch)", "t4a descriptor fire (t4a_descriptor_fire)"};
+  launch_time lt[NUM_LAUNCH_KINDS];
   memset(lt, 0, sizeof lt);
-  t4a_status st = raw_module(d, 0);
-  if (st != T4A_OK) return failed(d, st, "the raw module");
-  for (int k = 0; k < 3 && st == T4A_OK; k++) {
+  t4a_status st = T4A_OK;
+  for (int k = 0; k < NUM_LAUNCH_KINDS && st == T4A_OK; k++) {
     launch_time warm;
     st = launches(d, (launch_kind)k, d->steps, &warm); /* warm-up */
     if (st == T4A_OK) st = launches(d, (launch_kind)k, d->steps, &lt[k]);
   }
-  t4a_status unload = raw_module(d, 1);
   if (st != T4A_OK) return failed(d, st, "launch timing");
-  if (unload != T4A_OK) return failed(d, unload, "unloading the raw module");
   fprintf(d->out,
           "\nhost time per launch, indicative, single run (%" PRIu32 " launches of mix alone "
           "each, after as many to warm up)%s:\n  %-56s %11s %11s\n",
-          d->steps, d->fake_mode ? "\n  (on the fake driver this times the fake's host code)" : "",
+          d->steps, d->simulated ? "\n  (on the fake driver this times the fake's host code)" : "",
           "", "enqueue", "until done");
-  for (int k = 0; k < 3; k++) {
-    fprintf(d->out, "  %-56s %8.3f us %8.3f us", names[k], lt[k].enqueue_s * 1e6 / d->steps,
-            lt[k].done_s * 1e6 / d->steps);
-    if (k > 0) fprintf(d->out, "   heap allocations %" PRIu64, lt[k].heap);
-    fprintf(d->out, "\n");
+  for (int k = 0; k < NUM_LAUNCH_KINDS; k++) {
+    fprintf(d->out, "  %-56s %8.3f us %8.3f us   heap allocations %" PRIu64 "\n", names[k],
+            lt[k].enqueue_s * 1e6 / d->steps, lt[k].done_s * 1e6 / d->steps, lt[k].heap);
   }
+  fprintf(d->out, "  (raw cuLaunchKernel next to these, paired in one process: t4a_bench launch, "
+                  "bench/)\n");
   return 1;
 }
 
@@ -503,8 +396,7 @@ static int print_json(demo *d) {
   return st == T4A_OK ? 1 : failed(d, st, "t4a_runtime_stats_json");
 }
 
-/* Releases everything; returns 1 when the runtime closed after a proved drain (and, on the fake,
- * nothing is left alive and no stream-ordering violation was seen). */
+/* Releases everything; returns 1 when the runtime closed after a proved drain. */
 static int finish(demo *d) {
   int ok = 1;
   t4a_graph_release(d->graph);
@@ -520,24 +412,12 @@ static int finish(demo *d) {
   t4a_buffer_release(d->a);
   t4a_buffer_release(d->b);
   t4a_buffer_release(d->c);
-  if (d->raw_module != NULL && t4a_runtime_sync(d->rt) == T4A_OK) (void)raw_module(d, 1);
   t4a_nvrtc_artifact_release(d->artifact);
   if (d->rt != NULL) {
     t4a_status st = t4a_runtime_close(d->rt);
     if (st != T4A_OK) ok = failed(d, st, "t4a_runtime_close");
   }
-  t4a_driver_release(d->drv);
-  if (d->fake != NULL) {
-    (void)t4a_fake_table(d->fake)->cuCtxSetCurrent(NULL);
-    t4a_fake_progress(d->fake);
-    int clean = t4a_fake_nothing_live(d->fake);
-    uint64_t violations = t4a_fake_ordering_violations(d->fake);
-    fprintf(d->out, "fake driver: %s, %" PRIu64 " stream-ordering violations\n",
-            clean ? "nothing left alive after close" : "OBJECTS LEFT ALIVE after close",
-            violations);
-    ok = ok && clean && violations == 0;
-    t4a_fake_destroy(d->fake);
-  }
+  if (d->owns_driver) t4a_driver_release(d->drv);
   return ok;
 }
 
@@ -545,10 +425,13 @@ int warm_chain_run(const warm_chain_options *options, FILE *out) {
   static const warm_chain_options defaults = WARM_CHAIN_OPTIONS_INIT;
   const warm_chain_options *o = options != NULL ? options : &defaults;
   demo *d = calloc(1, sizeof *d);
-  if (d == NULL) return 1;
+  if (d == NULL) {
+    if (o->after_close != NULL) (void)o->after_close(o->after_close_user);
+    return 1;
+  }
   d->out = out;
   d->steps = o->steps != 0 ? o->steps : 1000;
-  int ok = open_driver(d, o->fake) && open_runtime(d) && compile_and_load(d) && make_buffers(d);
+  int ok = open_driver(d, o) && open_runtime(d) && compile_and_load(d) && make_buffers(d);
   if (ok) {
     fprintf(out,
             "chain: %" PRIu32 " steps of mix (a -> b), copy (b -> c), fold (c -> a) on %d uint32 "
@@ -568,6 +451,7 @@ int warm_chain_run(const warm_chain_options *options, FILE *out) {
   int verified = ok;
   for (int w = 0; w < NUM_WAYS; w++) verified = verified && d->ways[w].verified;
   int closed = finish(d);
+  if (o->after_close != NULL) closed = o->after_close(o->after_close_user) && closed;
   if (verified && closed) {
     fprintf(out, "result: verified OK (%d ways x %" PRIu32 " steps match the CPU reference)\n",
             NUM_WAYS, d->steps);

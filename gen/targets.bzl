@@ -59,7 +59,7 @@ T4A_TARGETS = {
             "kind": "library",
             "srcs": ["warm_chain.c"],
             "hdrs": ["warm_chain.h"],
-            "deps": ["//t4a:t4a", "//t4a_ctx:seam", "//testing/fake_driver:fake_driver", "@cuda//:headers"],
+            "deps": ["//t4a:t4a"],
             "linkopts": [],
             "tags": [],
             "data": [],
@@ -967,7 +967,7 @@ T4A_TARGETS = {
         {
             "name": "t4a",
             "kind": "binary",
-            "srcs": ["t4a_main.c", "compile_cmd.c", "compile_cmd.h", "run_cmd.c", "run_cmd.h", "progress.c", "progress.h"],
+            "srcs": ["t4a_main.c", "compile_cmd.c", "compile_cmd.h", "demo_cmd.c", "demo_cmd.h", "run_cmd.c", "run_cmd.h", "progress.c", "progress.h"],
             "hdrs": [],
             "deps": ["//t4a:t4a", "//examples:warm_chain", "//t4a_ctx:t4a_ctx", "//t4a_ctx:status", "//t4a_nvrtc:t4a_nvrtc", "//testing/fake_driver:fake_driver", "//testing/lsan:nvrtc_suppressions"],
             "linkopts": ["-lpthread"],

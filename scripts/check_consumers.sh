@@ -10,7 +10,9 @@
 #                                      into build/consumers/prefix; checks its layout; builds
 #                                      examples/cmake_consumer with find_package, then with
 #                                      add_subdirectory, and an nvrtc-only program with pkg-config;
-#                                      runs each program.
+#                                      runs each program; then configures, builds and installs
+#                                      this checkout with -DT4A_BUILD_TESTS=OFF (no test build, no
+#                                      cmocka) and runs the installed t4a program (demo --fake).
 # Exit 0 when every check passed; each failure is printed with "consumers:".
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -79,7 +81,24 @@ cmake_consumer() {
   cc -std=c11 -Wall -Wextra -Werror examples/bazel_consumer/nvrtc_only.c $flags -o "$out/nvrtc_only_pc" ||
     fail "cc with pkg-config t4a-nvrtc"
   run_ok "$out/nvrtc_only_pc"
-  echo "consumers: cmake: install layout, find_package, add_subdirectory and pkg-config all built and ran"
+
+  # 4. The t4a program without the test build: nothing of cmocka is looked for or linked, no
+  #    test is built, and the installed program runs on the fake driver.
+  local nt="$out/no_tests"
+  cmake -S . -B "$nt/build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DT4A_BUILD_TESTS=OFF \
+    >/dev/null || fail "configure with -DT4A_BUILD_TESTS=OFF"
+  ! grep -q 'CMOCKA' "$nt/build/CMakeCache.txt" || fail "-DT4A_BUILD_TESTS=OFF looked for cmocka"
+  cmake --build "$nt/build" -j "$jobs" >/dev/null || fail "build with -DT4A_BUILD_TESTS=OFF"
+  ! grep -Eq 'lcmocka|libcmocka' "$nt/build/build.ninja" || fail "-DT4A_BUILD_TESTS=OFF links cmocka"
+  [ ! -e "$nt/build/t4a/t4a_facade_test" ] || fail "-DT4A_BUILD_TESTS=OFF built the tests"
+  cmake --install "$nt/build" --prefix "$nt/prefix" >/dev/null || fail "cmake --install (no tests)"
+  [ -x "$nt/prefix/bin/t4a" ] || fail "-DT4A_BUILD_TESTS=OFF installed no bin/t4a"
+  local demo
+  demo=$("$nt/prefix/bin/t4a" demo --fake --n 100 2>&1) || fail "installed t4a demo --fake exited $?: $demo"
+  echo "$demo" | grep -q '^result: verified OK' || fail "installed t4a demo --fake: $demo"
+  "$nt/prefix/bin/t4a" info --fake 1 | grep -q '^devices: 1$' || fail "installed t4a info --fake 1"
+  echo "consumers: cmake: t4a built and installed without the tests (no cmocka), demo --fake verified"
+  echo "consumers: cmake: install layout, find_package, add_subdirectory, pkg-config and the program without tests all built and ran"
 }
 
 case "${1:-}" in

@@ -5,8 +5,9 @@
 # (clang, layering_check) build and test of //...; the nvrtc isolation check; the Bazel consumer
 # workspace (examples/bazel_consumer); ASan+UBSan and TSan lanes; 60 s of each fuzz target; the
 # CMake+gcc -Werror build; the CMake consumers (install, find_package, add_subdirectory,
-# pkg-config); GPU test selection by tag in both builds (built, not run); the unit suite in two
-# fake-driver stream orders and under valgrind memcheck; then `ctest -LE gpu`. When every lane
+# pkg-config, the t4a program without the tests); GPU test selection by tag in both builds
+# (built, not run); the unit suite in two fake-driver stream orders and under valgrind memcheck;
+# then `ctest -LE gpu`. When every lane
 # passed, the last line is ctest's closing line ('100% tests passed, 0 tests failed out of N');
 # if a lane failed, it is a plain 'N passed, N failed' over the lanes, and the exit code is 1.
 set -uo pipefail

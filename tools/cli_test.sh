@@ -51,7 +51,9 @@ echo "$out" | grep -Eq '^  NVRTC calls \(compile again\) +0 +0 +0$' || fail "NVR
 echo "$out" | grep -Eq '^  module loads \(load again\) +0 +0 +0$' || fail "module loads: $out"
 echo "$out" | grep -Eq '^  heap allocations \(t4a\) +0 +0 +0$' || fail "heap allocations: $out"
 echo "$out" | grep -Eq '^  events recorded +[0-9] +[0-9] +[0-9]$' || fail "events recorded: $out"
-echo "$out" | grep -q 'raw cuLaunchKernel' || fail "no raw baseline: $out"
+echo "$out" | grep -Eq '^  t4a descriptor fire \(t4a_descriptor_fire\) +[0-9.]+ us' || fail "no fire time: $out"
+echo "$out" | grep -q 'raw cuLaunchKernel next to these.*t4a_bench launch' ||
+  fail "no pointer to the paired raw baseline: $out"
 echo "$out" | grep -q '^fake driver: nothing left alive after close, 0 stream-ordering' ||
   fail "the fake saw leaks or ordering violations: $out"
 echo "$out" | grep -q '^    "launches": [0-9]' || fail "no stats JSON: $out"

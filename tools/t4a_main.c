@@ -8,8 +8,8 @@
  *   t4a demo [--n N] [--fake] [--json]  the warm chain of examples/warm_chain.h: NVRTC, the
  *                           runtime facade, N steps of kernel -> copy -> kernel three ways
  *                           (checked launches, descriptors, a graph), verified on the CPU, with
- *                           counters and host times next to raw cuLaunchKernel. Without a driver
- *                           (or with --fake) on the fake driver. Exit 0 when verified.
+ *                           counters and host times per launch. Without a driver (or with
+ *                           --fake) on the fake driver (tools/demo_cmd.h). Exit 0 when verified.
  *   t4a bench [--fake] [--rounds R] [--n N]  a short benchmark of the facade, progress on
  *                           stderr (tools/run_cmd.h).
  *   t4a stats [--fake] [--n N]  a short run of the facade, then its counters as JSON on stdout
@@ -23,7 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "examples/warm_chain.h"
 #include "t4a/ctx.h"
 #include "t4a/nvrtc.h"
 #include "t4a/status.h"
@@ -31,6 +30,7 @@
 #include "testing/fake_driver/fake_driver.h"
 #include "testing/lsan/nvrtc_suppressions.h"
 #include "tools/compile_cmd.h"
+#include "tools/demo_cmd.h"
 #include "tools/run_cmd.h"
 
 static void print_error(const char *what) {
@@ -164,50 +164,6 @@ static int cmd_info(int argc, char **argv) {
   return rc;
 }
 
-static void demo_usage(FILE *f) {
-  fprintf(f,
-          "usage: t4a demo [--n N] [--fake] [--json]\n"
-          "  NVRTC compiles two kernels (mix, fold); the runtime (t4a.h) runs a warm chain of N\n"
-          "  steps -- mix (a -> b), copy (b -> c), fold (c -> a) -- three ways: checked launches,\n"
-          "  launch descriptors and a captured graph; each result is checked against the CPU,\n"
-          "  and the counters of the warm pass (launches, events, host waits, NVRTC calls,\n"
-          "  module loads, heap allocations) are printed with the host time per launch next to\n"
-          "  raw cuLaunchKernel (indicative, single run).\n"
-          "  --n N    steps of the chain (each: 2 launches and a copy); default 1000\n"
-          "  --fake   run on the fake driver of the tests (host kernels) even with a GPU; it is\n"
-          "           used anyway when no CUDA driver loads\n"
-          "  --json   also print the runtime's counters as JSON (t4a_runtime_stats_json)\n"
-          "  Exit: 0 every way matched the CPU and the runtime closed after a proved drain,\n"
-          "  1 a step failed or a result was wrong, 2 bad usage.\n");
-}
-
-static int cmd_demo(int argc, char **argv) {
-  warm_chain_options o = WARM_CHAIN_OPTIONS_INIT;
-  for (int i = 0; i < argc; i++) {
-    if (strcmp(argv[i], "--fake") == 0) {
-      o.fake = 1;
-    } else if (strcmp(argv[i], "--json") == 0) {
-      o.json = 1;
-    } else if (strcmp(argv[i], "--n") == 0 && i + 1 < argc) {
-      char *end = NULL;
-      unsigned long n = strtoul(argv[++i], &end, 10);
-      if (end == argv[i] || *end != '\0' || n < 1 || n > 10000000) {
-        fprintf(stderr, "t4a demo: --n takes 1..10000000 steps\n");
-        return 2;
-      }
-      o.steps = (uint32_t)n;
-    } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-      demo_usage(stdout);
-      return 0;
-    } else {
-      fprintf(stderr, "t4a demo: unknown option %s\n", argv[i]);
-      demo_usage(stderr);
-      return 2;
-    }
-  }
-  return warm_chain_run(&o, stdout);
-}
-
 static void usage(FILE *f) {
   fprintf(f,
           "usage: t4a COMMAND [OPTIONS]   (t4a help COMMAND, or t4a COMMAND --help, for more)\n"
@@ -239,7 +195,7 @@ static int help(const char *cmd) {
     char *args[] = {h, NULL};
     return t4a_cmd_compile(1, args);
   } else if (strcmp(cmd, "demo") == 0) {
-    demo_usage(stdout);
+    t4a_cmd_demo_usage(stdout);
   } else if (strcmp(cmd, "bench") == 0) {
     t4a_cmd_bench_usage(stdout);
   } else if (strcmp(cmd, "stats") == 0) {
@@ -262,7 +218,7 @@ int main(int argc, char **argv) {
   const char *cmd = argv[1];
   if (strcmp(cmd, "info") == 0) return cmd_info(argc - 2, argv + 2);
   if (strcmp(cmd, "compile") == 0) return t4a_cmd_compile(argc - 2, argv + 2);
-  if (strcmp(cmd, "demo") == 0) return cmd_demo(argc - 2, argv + 2);
+  if (strcmp(cmd, "demo") == 0) return t4a_cmd_demo(argc - 2, argv + 2);
   if (strcmp(cmd, "bench") == 0) return t4a_cmd_bench(argc - 2, argv + 2);
   if (strcmp(cmd, "stats") == 0) return t4a_cmd_stats(argc - 2, argv + 2);
   if (strcmp(cmd, "version") == 0) {
