@@ -84,10 +84,38 @@ t4a_test(NAME testing_fuzz_bytes_fuzz_replay_test
   SRCS testing/fuzz/bytes_fuzz.c testing/fuzz/bytes_fuzz_regressions.h testing/fuzz/fuzz_replay.h testing/fuzz/fuzz_replay_main.c
   LABELS unit
   DEPS t4a fake_nvrtc fake_driver t4a_ext_cuda_headers)
-t4a_test(NAME testing_fake_driver_fake_driver_test
-  SRCS testing/fake_driver/fake_driver_test.c
+t4a_library(NAME testing_fake_driver_test_util
+  SRCS testing/fake_driver/fake_test_util.c
+  HDRS testing/fake_driver/fake_test_util.h
+  DEPS fake_driver t4a_ctx_seam t4a_ctx_status t4a_ext_cuda_headers t4a_ext_cmocka)
+t4a_test(NAME testing_fake_driver_fake_table_test
+  SRCS testing/fake_driver/fake_table_test.c
   LABELS unit
-  DEPS fake_driver t4a_ctx_seam t4a_ctx t4a_ctx_status t4a_ext_cmocka Threads::Threads)
+  DEPS testing_fake_driver_test_util fake_driver t4a_ctx_seam t4a_ctx t4a_ctx_status t4a_ext_cmocka Threads::Threads)
+t4a_test(NAME testing_fake_driver_fake_device_test
+  SRCS testing/fake_driver/fake_device_test.c
+  LABELS unit
+  DEPS testing_fake_driver_test_util fake_driver t4a_ctx_seam t4a_ctx t4a_ctx_status t4a_ext_cmocka Threads::Threads)
+t4a_test(NAME testing_fake_driver_fake_stream_test
+  SRCS testing/fake_driver/fake_stream_test.c
+  LABELS unit
+  DEPS testing_fake_driver_test_util fake_driver t4a_ctx_seam t4a_ctx t4a_ctx_status t4a_ext_cmocka Threads::Threads)
+t4a_test(NAME testing_fake_driver_fake_memory_test
+  SRCS testing/fake_driver/fake_memory_test.c
+  LABELS unit
+  DEPS testing_fake_driver_test_util fake_driver t4a_ctx_seam t4a_ctx t4a_ctx_status t4a_ext_cmocka Threads::Threads)
+t4a_test(NAME testing_fake_driver_fake_fault_test
+  SRCS testing/fake_driver/fake_fault_test.c
+  LABELS unit
+  DEPS testing_fake_driver_test_util fake_driver t4a_ctx_seam t4a_ctx t4a_ctx_status t4a_ext_cmocka Threads::Threads)
+t4a_test(NAME testing_fake_driver_fake_module_test
+  SRCS testing/fake_driver/fake_module_test.c
+  LABELS unit
+  DEPS testing_fake_driver_test_util fake_driver t4a_ctx_seam t4a_ctx t4a_ctx_status t4a_ext_cmocka Threads::Threads)
+t4a_test(NAME testing_fake_driver_fake_graph_test
+  SRCS testing/fake_driver/fake_graph_test.c
+  LABELS unit
+  DEPS testing_fake_driver_test_util fake_driver t4a_ctx_seam t4a_ctx t4a_ctx_status t4a_ext_cmocka Threads::Threads)
 t4a_library(NAME t4a_mem
   SRCS t4a_mem/mem.c t4a_mem/pinned.c
   HDRS t4a_mem/include/t4a/mem.h
