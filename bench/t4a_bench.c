@@ -33,7 +33,8 @@
  * when every selected measurement ran, 1 otherwise (and on the fake when anything was left alive
  * or a stream-ordering violation was seen), 2 for bad usage, 77 without a driver (real mode).
  *
- * Layer: a program over //:t4a, the driver seam (raw baselines) and the fake driver. */
+ * Layer: a program over //:t4a, the driver seam (raw baselines), the fake driver and the
+ * benchmarks' harness (bench/harness.h). */
 #define _POSIX_C_SOURCE 200809L
 #include <inttypes.h>
 #include <stdint.h>
@@ -48,7 +49,7 @@
 #include "testing/fake_driver/fake_driver.h"
 #include "testing/lsan/nvrtc_suppressions.h"
 #define T4A_BENCH_NAME "t4a_bench"
-#include "testing/bench/bench_util.h"
+#include "bench/harness.h"
 
 /* The kernels: an empty one, and one with four arguments (ptr, int, float, ptr) that touches
  * nothing (n is never negative), as in the anchors' raw figures. */
@@ -698,44 +699,12 @@ typedef struct result {
 static result g_results[MAX_RESULTS];
 static int g_num_results;
 
-typedef struct stats {
-  double min, med, max;
-} stats;
-
-static stats stats_of(const double *v, uint32_t n) {
-  double *s = malloc(n * sizeof *s);
-  stats r = {0, 0, 0};
-  if (s == NULL || n == 0) {
-    free(s);
-    return r;
-  }
-  memcpy(s, v, n * sizeof *s);
-  qsort(s, n, sizeof *s, t4a_bench_cmp_double);
-  r.min = s[0];
-  r.max = s[n - 1];
-  r.med = n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
-  free(s);
-  return r;
-}
-
 static int selected(const bench *b, const spec *s) {
   if (b->num_only == 0) return 1;
   for (int i = 0; i < b->num_only; i++) {
     if (strcmp(b->only[i], s->name) == 0 || strcmp(b->only[i], s->group) == 0) return 1;
   }
   return 0;
-}
-
-/* Formats a time in microseconds with a precision that suits it. */
-static const char *fmt_us(double us, char *buf, size_t n) {
-  if (us < 10) {
-    snprintf(buf, n, "%.3f", us);
-  } else if (us < 1000) {
-    snprintf(buf, n, "%.2f", us);
-  } else {
-    snprintf(buf, n, "%.1f", us);
-  }
-  return buf;
 }
 
 static void json_counts(FILE *f, const char *key, const counts *c, uint64_t ops) {
@@ -840,10 +809,10 @@ static int measure(bench *b, const spec *s) {
     free(tr);
     return 1;
   }
-  stats sa = stats_of(ta, reps), sr = stats_of(tr, reps);
+  t4a_bench_stats sa = t4a_bench_stats_of(ta, reps), sr = t4a_bench_stats_of(tr, reps);
   double *pr = malloc(reps * sizeof *pr);
   for (uint32_t r = 0; pr != NULL && r < reps; r++) pr[r] = ta[r] / tr[r];
-  stats sp = pr != NULL ? stats_of(pr, reps) : (stats){0, 0, 0};
+  t4a_bench_stats sp = pr != NULL ? t4a_bench_stats_of(pr, reps) : (t4a_bench_stats){0, 0, 0};
   free(pr);
   double ratio = sa.med / sr.med;
   int met = 1;
@@ -874,10 +843,12 @@ static int measure(bench *b, const spec *s) {
   if (b->out) {
     char b1[32], b2[32], b3[32], b4[32], b5[32], b6[32];
     fprintf(b->out, "%-22s %-6s %6u x%-3u  t4a %s [%s-%s]  raw %s [%s-%s] us  t4a/raw %.3f [%.3f-%.3f]",
-            s->name, s->window, ops, reps, fmt_us(sa.med * 1e6, b1, sizeof b1),
-            fmt_us(sa.min * 1e6, b2, sizeof b2), fmt_us(sa.max * 1e6, b3, sizeof b3),
-            fmt_us(sr.med * 1e6, b4, sizeof b4), fmt_us(sr.min * 1e6, b5, sizeof b5),
-            fmt_us(sr.max * 1e6, b6, sizeof b6), ratio, sp.min, sp.max);
+            s->name, s->window, ops, reps, t4a_bench_fmt_us(sa.med * 1e6, b1, sizeof b1),
+            t4a_bench_fmt_us(sa.min * 1e6, b2, sizeof b2),
+            t4a_bench_fmt_us(sa.max * 1e6, b3, sizeof b3),
+            t4a_bench_fmt_us(sr.med * 1e6, b4, sizeof b4),
+            t4a_bench_fmt_us(sr.min * 1e6, b5, sizeof b5),
+            t4a_bench_fmt_us(sr.max * 1e6, b6, sizeof b6), ratio, sp.min, sp.max);
     if (s->goal != GOAL_NONE) fprintf(b->out, "  goal %s: %s", s->goal_text, verdict);
     fprintf(b->out, "\n");
     if (s->bytes > 0) {
@@ -1556,7 +1527,8 @@ static void summary(bench *b) {
     if (r->goal == GOAL_NONE) continue;
     char b1[32], b2[32];
     fprintf(b->out, "%-24s %12s %12s %8.3f [%6.3f-%6.3f]  %-28s %s", r->name,
-            fmt_us(r->t4a_med * 1e6, b1, sizeof b1), fmt_us(r->raw_med * 1e6, b2, sizeof b2),
+            t4a_bench_fmt_us(r->t4a_med * 1e6, b1, sizeof b1),
+            t4a_bench_fmt_us(r->raw_med * 1e6, b2, sizeof b2),
             r->ratio, r->rmin, r->rmax, r->goal_text, r->met ? "met" : "MISSED");
     if (r->bytes > 0) fprintf(b->out, " (speed %.2fx raw)", 1.0 / r->ratio);
     fprintf(b->out, "\n");

@@ -53,9 +53,6 @@ t4a_library(NAME fake_nvrtc
   SRCS testing/fake_nvrtc/fake_nvrtc.c
   HDRS testing/fake_nvrtc/fake_nvrtc.h
   DEPS t4a_nvrtc_seam t4a_nvrtc t4a_ctx_status t4a_ext_cuda_headers Threads::Threads)
-t4a_library(NAME testing_bench_bench_util
-  HDRS testing/bench/bench_util.h
-  DEPS t4a_ctx_status)
 t4a_library(NAME testing_gpu_gpu_main
   HDRS testing/gpu/gpu_main.h
   DEPS t4a_ctx t4a_ctx_status t4a_ext_cmocka)
@@ -184,14 +181,6 @@ t4a_test(NAME t4a_xfer_copy_fault_multi_gpu_test
   SRCS t4a_xfer/copy_fault_multi_gpu_test.c
   LABELS gpu multi faults
   DEPS testing_gpu_gpu_main t4a_xfer t4a_raw t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status testing_gpu_kernels t4a_ext_cmocka Threads::Threads)
-t4a_binary(NAME t4a_xfer_copy_bench
-  SRCS t4a_xfer/copy_bench.c
-  OUTPUT_NAME copy_bench
-  DEPS testing_bench_bench_util t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status)
-t4a_binary(NAME t4a_xfer_xfer_bench
-  SRCS t4a_xfer/xfer_bench.c
-  OUTPUT_NAME xfer_bench
-  DEPS testing_bench_bench_util t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status)
 t4a_test(NAME t4a_xfer_xfer_gpu_test
   SRCS t4a_xfer/xfer_gpu_test.c
   LABELS gpu single
@@ -249,10 +238,6 @@ t4a_test(NAME t4a_nvrtc_failure_test
   SRCS t4a_nvrtc/failure_test.c
   LABELS unit
   DEPS t4a_nvrtc t4a_nvrtc_test_support t4a_ctx_status t4a_ext_cmocka)
-t4a_binary(NAME t4a_nvrtc_nvrtc_bench
-  SRCS t4a_nvrtc/nvrtc_bench.c
-  OUTPUT_NAME nvrtc_bench
-  DEPS t4a_nvrtc t4a_ctx_status testing_lsan_nvrtc_suppressions)
 t4a_library(NAME t4a_launch
   SRCS t4a_launch/module.c t4a_launch/launch.c t4a_launch/descriptor.c t4a_launch/calibrate.c t4a_launch/l2.c t4a_launch/launch_internal.h t4a_launch/graph.c t4a_launch/chain.c
   HDRS t4a_launch/include/t4a/launch.h t4a_launch/include/t4a/graph.h t4a_launch/include/t4a/chain.h
@@ -362,11 +347,27 @@ t4a_sh_test(NAME tools_cli_test
   SCRIPT tools/cli_test.sh
   LABELS unit
   DATA t4a_cli)
+t4a_library(NAME bench_harness
+  SRCS bench/harness.c
+  HDRS bench/harness.h
+  DEPS t4a_ctx_status)
 t4a_binary(NAME bench_t4a_bench
   SRCS bench/t4a_bench.c
   OUTPUT_NAME t4a_bench
-  DEPS testing_bench_bench_util t4a t4a_ctx_seam fake_driver testing_lsan_nvrtc_suppressions t4a_ext_cuda_headers)
+  DEPS bench_harness t4a t4a_ctx_seam fake_driver testing_lsan_nvrtc_suppressions t4a_ext_cuda_headers)
 t4a_sh_test(NAME bench_bench_smoke_test
   SCRIPT bench/bench_smoke_test.sh
   LABELS unit
   DATA bench_t4a_bench)
+t4a_binary(NAME bench_copy_bench
+  SRCS bench/copy_bench.c
+  OUTPUT_NAME copy_bench
+  DEPS bench_harness t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status)
+t4a_binary(NAME bench_xfer_bench
+  SRCS bench/xfer_bench.c
+  OUTPUT_NAME xfer_bench
+  DEPS bench_harness t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status)
+t4a_binary(NAME bench_nvrtc_bench
+  SRCS bench/nvrtc_bench.c
+  OUTPUT_NAME nvrtc_bench
+  DEPS bench_harness t4a_nvrtc t4a_ctx_status testing_lsan_nvrtc_suppressions)

@@ -30,28 +30,8 @@
 #include "t4a/nvrtc.h"
 #include "t4a/status.h"
 #include "testing/lsan/nvrtc_suppressions.h"
-
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-/* The median of n figures, with their minimum and maximum. */
-typedef struct stat3 {
-  double med, min, max;
-} stat3;
-
-static stat3 summarize(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_double);
-  stat3 s = {n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2, v[0], v[n - 1]};
-  return s;
-}
+#define T4A_BENCH_NAME "nvrtc_bench"
+#include "bench/harness.h"
 
 /* The 20-line kernel. */
 static const char k_small[] =
@@ -132,10 +112,10 @@ static void die(const char *what) {
 
 /* Child mode: one fresh process, one disk hit. Prints "open_ns create_ns hit_ns". */
 static int child_disk_hit(const char *dir, const char *which) {
-  uint64_t t0 = now_ns();
+  uint64_t t0 = t4a_bench_now_ns();
   t4a_nvrtc_lib *lib = NULL;
   if (t4a_nvrtc_lib_open(NULL, &lib) != T4A_OK) die("open");
-  uint64_t t1 = now_ns();
+  uint64_t t1 = t4a_bench_now_ns();
   t4a_nvrtc_cache_options o = T4A_NVRTC_CACHE_OPTIONS_INIT;
   o.disk_dir = dir;
   t4a_nvrtc_cache *c = NULL;
@@ -144,11 +124,11 @@ static int child_disk_hit(const char *dir, const char *which) {
   char *large = strcmp(which, "large") == 0 ? make_large(&lines) : NULL;
   t4a_nvrtc_request r =
       large != NULL ? request_for(large, "large.cu") : request_for(k_small, "small.cu");
-  uint64_t t2 = now_ns();
+  uint64_t t2 = t4a_bench_now_ns();
   t4a_nvrtc_artifact *a = NULL;
   t4a_nvrtc_outcome out = T4A_NVRTC_OUTCOME_INIT;
   if (t4a_nvrtc_cache_compile(c, &r, &a, &out) != T4A_OK) die("disk hit");
-  uint64_t t3 = now_ns();
+  uint64_t t3 = t4a_bench_now_ns();
   t4a_counter_values v;
   t4a_nvrtc_cache_counters(c, &v);
   if (out.origin != T4A_NVRTC_ORIGIN_DISK || v.nvrtc_compile_attempts != 0) {
@@ -203,7 +183,9 @@ static void run_child(const char *dir, const char *which, double out[3]) {
 }
 
 typedef struct figures {
-  stat3 compile_ms, mem_hit_us, disk_hit_child_us, disk_hit_same_us, child_open_ms, child_create_us;
+  /* each: the median of the repeats, with their minimum and maximum */
+  t4a_bench_stats compile_ms, mem_hit_us, disk_hit_child_us, disk_hit_same_us, child_open_ms,
+      child_create_us;
   size_t bytes;
 } figures;
 
@@ -221,12 +203,12 @@ static figures measure(t4a_nvrtc_lib *lib, const t4a_nvrtc_request *r, const cha
   t4a_nvrtc_artifact_data(a, &f.bytes);
   t4a_nvrtc_artifact_release(a);
   for (int i = 0; i < repeats; i++) {
-    uint64_t t0 = now_ns();
+    uint64_t t0 = t4a_bench_now_ns();
     if (t4a_nvrtc_compile(lib, r, &a, NULL) != T4A_OK) die("compile");
-    v[i] = (double)(now_ns() - t0) / 1e6;
+    v[i] = (double)(t4a_bench_now_ns() - t0) / 1e6;
     t4a_nvrtc_artifact_release(a);
   }
-  f.compile_ms = summarize(v, repeats);
+  f.compile_ms = t4a_bench_stats_of(v, (size_t)repeats);
 
   /* Memory hits. */
   t4a_nvrtc_cache *c = NULL;
@@ -234,14 +216,14 @@ static figures measure(t4a_nvrtc_lib *lib, const t4a_nvrtc_request *r, const cha
   if (t4a_nvrtc_cache_compile(c, r, &a, NULL) != T4A_OK) die("cache compile");
   t4a_nvrtc_artifact_release(a);
   for (int i = 0; i < repeats; i++) {
-    uint64_t t0 = now_ns();
+    uint64_t t0 = t4a_bench_now_ns();
     for (int j = 0; j < batch; j++) {
       if (t4a_nvrtc_cache_compile(c, r, &a, NULL) != T4A_OK) die("memory hit");
       t4a_nvrtc_artifact_release(a);
     }
-    v[i] = (double)(now_ns() - t0) / 1e3 / batch;
+    v[i] = (double)(t4a_bench_now_ns() - t0) / 1e3 / batch;
   }
-  f.mem_hit_us = summarize(v, repeats);
+  f.mem_hit_us = t4a_bench_stats_of(v, (size_t)repeats);
   t4a_counter_values cv;
   t4a_nvrtc_cache_counters(c, &cv);
   if (cv.nvrtc_compile_attempts != 1) {
@@ -270,15 +252,15 @@ static figures measure(t4a_nvrtc_lib *lib, const t4a_nvrtc_request *r, const cha
     w[i] = fig[0] / 1e6;
     x[i] = fig[1] / 1e3;
   }
-  f.disk_hit_child_us = summarize(v, repeats);
-  f.child_open_ms = summarize(w, repeats);
-  f.child_create_us = summarize(x, repeats);
+  f.disk_hit_child_us = t4a_bench_stats_of(v, (size_t)repeats);
+  f.child_open_ms = t4a_bench_stats_of(w, (size_t)repeats);
+  f.child_create_us = t4a_bench_stats_of(x, (size_t)repeats);
   for (int i = 0; i < repeats; i++) {
     if (t4a_nvrtc_cache_create(lib, &o, &c) != T4A_OK) die("disk cache");
     t4a_nvrtc_outcome out = T4A_NVRTC_OUTCOME_INIT;
-    uint64_t t0 = now_ns();
+    uint64_t t0 = t4a_bench_now_ns();
     if (t4a_nvrtc_cache_compile(c, r, &a, &out) != T4A_OK) die("disk hit");
-    v[i] = (double)(now_ns() - t0) / 1e3;
+    v[i] = (double)(t4a_bench_now_ns() - t0) / 1e3;
     if (out.origin != T4A_NVRTC_ORIGIN_DISK) {
       fprintf(stderr, "nvrtc_bench: expected a disk hit\n");
       exit(1);
@@ -286,7 +268,7 @@ static figures measure(t4a_nvrtc_lib *lib, const t4a_nvrtc_request *r, const cha
     t4a_nvrtc_artifact_release(a);
     t4a_nvrtc_cache_destroy(c);
   }
-  f.disk_hit_same_us = summarize(v, repeats);
+  f.disk_hit_same_us = t4a_bench_stats_of(v, (size_t)repeats);
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (system(cmd) != 0) fprintf(stderr, "nvrtc_bench: could not remove %s\n", dir);
@@ -336,10 +318,10 @@ int main(int argc, char **argv) {
     fprintf(stderr, "nvrtc_bench: repeats and batch must be positive\n");
     return 2;
   }
-  uint64_t t0 = now_ns();
+  uint64_t t0 = t4a_bench_now_ns();
   t4a_nvrtc_lib *lib = NULL;
   if (t4a_nvrtc_lib_open(NULL, &lib) != T4A_OK) die("open");
-  double open_ms = (double)(now_ns() - t0) / 1e6;
+  double open_ms = (double)(t4a_bench_now_ns() - t0) / 1e6;
   int major = 0, minor = 0;
   t4a_nvrtc_lib_version(lib, &major, &minor);
   struct utsname u;

@@ -24,7 +24,7 @@
 #include "t4a/xfer.h"
 #include "t4a_ctx/driver_table.h"
 #define T4A_BENCH_NAME "xfer_bench"
-#include "testing/bench/bench_util.h"
+#include "bench/harness.h"
 
 enum { V_RAW = 0, V_ONE, V_POOL, NUM_V };
 static const char *const k_names[NUM_V] = {"raw pageable", "t4a, 1 copy thread",
@@ -132,22 +132,17 @@ int main(int argc, char **argv) {
     printf("# %zu bytes, %d repeats (+1 warm-up), interleaved; copy pool %u threads; ring %zu MiB x %u\n",
            bytes, repeats, xs.copy_threads, t4a_xfer_chunk_bytes(x[V_POOL]) >> 20,
            t4a_xfer_num_chunks(x[V_POOL]));
-    printf("%-16s %-22s %9s %9s %9s %9s\n", "direction", "variant", "min GB/s", "med GB/s",
-           "max GB/s", "x raw");
+    t4a_bench_gbs_header(stdout, 16, "direction");
   }
   for (int dir = 0; dir < 2; dir++) {
     for (int v = 0; v < NUM_V; v++) {
-      qsort(t[dir][v], (size_t)repeats, sizeof(double), t4a_bench_cmp_double);
-      double mn = t[dir][v][0], md = t[dir][v][repeats / 2], mx = t[dir][v][repeats - 1];
-      if (v == V_RAW) med_raw[dir] = md;
-      double gbs = (double)bytes / 1e9;
+      t4a_bench_stats ts = t4a_bench_stats_of(t[dir][v], (size_t)repeats);
+      if (v == V_RAW) med_raw[dir] = ts.med;
       if (json) {
-        printf("{\"direction\":\"%s\",\"variant\":\"%s\",\"bytes\":%zu,\"repeats\":%d,"
-               "\"min_s\":%.6f,\"median_s\":%.6f,\"max_s\":%.6f,\"ratio_vs_raw\":%.3f}\n",
-               dir ? "d2h" : "h2d", k_names[v], bytes, repeats, mn, md, mx, med_raw[dir] / md);
+        t4a_bench_gbs_json(stdout, dir ? "d2h" : "h2d", k_names[v], bytes, repeats, ts,
+                           med_raw[dir]);
       } else {
-        printf("%-16s %-22s %9.2f %9.2f %9.2f %9.2f\n", dirs[dir], k_names[v], gbs / mx,
-               gbs / md, gbs / mn, med_raw[dir] / md);
+        t4a_bench_gbs_row(stdout, 16, dirs[dir], k_names[v], bytes, ts, med_raw[dir]);
       }
     }
   }

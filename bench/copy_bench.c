@@ -30,7 +30,7 @@
 #include "t4a/xfer_copy.h"
 #include "t4a_ctx/driver_table.h"
 #define T4A_BENCH_NAME "copy_bench"
-#include "testing/bench/bench_util.h"
+#include "bench/harness.h"
 
 enum { V_RAW = 0, V_PEER, V_STAGED, NUM_V };
 static const char *const k_names[NUM_V] = {"raw cuMemcpyPeerAsync", "t4a peer", "t4a staged"};
@@ -255,8 +255,7 @@ int main(int argc, char **argv) {
            "repeats: +%llu, +%llu\n",
            s1.peer - s0.peer, s1.pool - s0.pool, s2.peer - s0.peer, s2.pool - s0.pool);
     printf("# every variant's result checked byte-exact once, both directions\n");
-    printf("%-8s %-22s %9s %9s %9s %9s\n", "dir", "variant", "min GB/s", "med GB/s", "max GB/s",
-           "x raw");
+    t4a_bench_gbs_header(stdout, 8, "dir");
   }
   for (int dir = 0; dir < 2; dir++) {
     double med_raw = 0;
@@ -265,18 +264,13 @@ int main(int argc, char **argv) {
         if (!json) printf("%-8s %-22s (no peer access)\n", dirs[dir], k_names[v]);
         continue;
       }
-      qsort(t[dir][v], (size_t)repeats, sizeof(double), t4a_bench_cmp_double);
-      double mn = t[dir][v][0], md = t[dir][v][repeats / 2], mx = t[dir][v][repeats - 1];
-      if (v == V_RAW) med_raw = md;
-      double gb = (double)bytes / 1e9;
+      t4a_bench_stats ts = t4a_bench_stats_of(t[dir][v], (size_t)repeats);
+      if (v == V_RAW) med_raw = ts.med;
       if (json) {
-        printf("{\"direction\":\"%d->%d\",\"variant\":\"%s\",\"bytes\":%zu,\"repeats\":%d,"
-               "\"min_s\":%.6f,\"median_s\":%.6f,\"max_s\":%.6f,\"median_gbps\":%.2f,"
-               "\"ratio_vs_raw\":%.3f}\n",
-               dir, 1 - dir, k_keys[v], bytes, repeats, mn, md, mx, gb / md, med_raw / md);
+        static const char *const keys[2] = {"0->1", "1->0"};
+        t4a_bench_gbs_json(stdout, keys[dir], k_keys[v], bytes, repeats, ts, med_raw);
       } else {
-        printf("%-8s %-22s %9.2f %9.2f %9.2f %9.2f\n", dirs[dir], k_names[v], gb / mx, gb / md,
-               gb / mn, med_raw / md);
+        t4a_bench_gbs_row(stdout, 8, dirs[dir], k_names[v], bytes, ts, med_raw);
       }
     }
   }
