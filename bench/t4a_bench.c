@@ -1636,8 +1636,8 @@ int main(int argc, char **argv) {
     strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &tm);
     int v = t4a_driver_version(b->drv);
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    t4a_xfer_state xs;
-    t4a_xfer_get_state(b->xfer, &xs);
+    struct t4a_xfer_stats xs;
+    t4a_xfer_stats(b->xfer, &xs);
     if (b->out) {
       fprintf(b->out,
               "# t4a_bench%s: device 0 %s (sm_%d%d, %d SMs), CUDA driver %d.%d (%s), NVRTC %d.%d, "

@@ -179,8 +179,8 @@ static int open_runtime(demo *d) {
             t4a_driver_origin(d->drv), v / 1000, (v % 1000) / 10);
   }
   t4a_xfer *x = t4a_runtime_xfer(d->rt);
-  t4a_xfer_state xs;
-  t4a_xfer_get_state(x, &xs);
+  struct t4a_xfer_stats xs;
+  t4a_xfer_stats(x, &xs);
   fprintf(d->out,
           "runtime: default options (an event per 512 admissions, 64 sealed epochs; staging "
           "ring %u x %zu MiB, %u copy threads; module cache 64)\n",

@@ -189,7 +189,7 @@ static t4a_status close_counted(fixture *f, t4a_runtime *rt) {
   t4a_lane_retain(lane);
   t4a_status st = t4a_runtime_close(rt);
   t4a_counter_values v;
-  t4a_lane_read_counters(lane, &v);
+  t4a_lane_stats(lane, &v);
   f->lane_leaked += v.leaked + v.buffers_leaked;
   t4a_lane_release(lane);
   return st;
@@ -226,7 +226,7 @@ static long unaccounted(void *user) {
   t4a_fake_live l;
   t4a_fake_live_objects(f->fake, &l);
   t4a_counter_values drv;
-  t4a_driver_counters(f->drv, &drv);
+  t4a_driver_stats(f->drv, &drv);
   long live = (long)(l.device_allocs + l.host_allocs + l.host_registrations + l.events +
                      l.modules);
   return live - (long)(drv.leaked + f->lane_leaked);

@@ -438,7 +438,7 @@ void t4a_runtime_stats(const t4a_runtime *rt, t4a_counter_values *out) {
     memset(out, 0, sizeof *out);
     return;
   }
-  t4a_lane_read_counters(rt->lane, out);
+  t4a_lane_stats(rt->lane, out);
 }
 
 /* Appends to a bounded buffer, counting what would not fit (as snprintf does). */
@@ -501,28 +501,28 @@ t4a_status t4a_runtime_stats_json(t4a_runtime *rt, char *buf, size_t size, size_
       t4a_version_string(), rt->ordinal);
   put_string(&j, rt->target);
   put(&j, ",\n  \"lane\": {");
-  t4a_lane_read_counters(rt->lane, &v);
+  t4a_lane_stats(rt->lane, &v);
   put_counters(&j, &v, "", "    ", 0);
   put(&j, "\n  },\n  \"driver\": {\n    \"origin\": ");
   put_string(&j, t4a_driver_origin(rt->driver));
   put(&j, ",\n    \"version\": %d,\n    \"counters\": {", t4a_driver_version(rt->driver));
-  t4a_driver_counters(rt->driver, &v);
+  t4a_driver_stats(rt->driver, &v);
   put_counters(&j, &v, "", "      ", 0);
-  t4a_module_cache_stats ms;
-  t4a_module_cache_get_stats(rt->modules, &ms);
+  struct t4a_module_cache_stats ms;
+  t4a_module_cache_stats(rt->modules, &ms);
   put(&j,
       "\n    }\n  },\n  \"module_cache\": {\n    \"entries\": %" PRIu32 ",\n    \"bytes\": %" PRIu64
       ",\n    \"loads\": %" PRIu64 ",\n    \"hits\": %" PRIu64 ",\n    \"evictions\": %" PRIu64
       ",\n    \"unloads\": %" PRIu64 "\n  },\n",
       ms.entries, ms.bytes, ms.loads, ms.hits, ms.evictions, ms.unloads);
-  t4a_retire_state rs;
-  t4a_retire_get_state(rt->retire, &rs);
+  struct t4a_retire_stats rs;
+  t4a_retire_stats(rt->retire, &rs);
   put(&j,
       "  \"retire\": {\n    \"open_admissions\": %" PRIu32 ",\n    \"open_keepalives\": %" PRIu32
       ",\n    \"sealed_epochs\": %" PRIu32 ",\n    \"quarantined_held\": %" PRIu64 "\n  },\n",
       rs.open_admissions, rs.open_keepalives, rs.sealed_epochs, rs.quarantined_held);
-  t4a_launch_table_stats ts;
-  t4a_launch_table_get_stats(rt->table, &ts);
+  struct t4a_launch_table_stats ts;
+  t4a_launch_table_stats(rt->table, &ts);
   put(&j,
       "  \"launch_table\": {\n    \"strategy\": \"%s\",\n    \"graph_after\": %" PRIu32
       ",\n    \"descriptors\": %" PRIu32 ",\n    \"graphs\": %" PRIu32
@@ -548,8 +548,8 @@ t4a_status t4a_runtime_stats_json(t4a_runtime *rt, char *buf, size_t size, size_
         c->device_bytes_per_graph, c->strategy == T4A_LAUNCH_STRATEGY_GRAPH ? "graph" : "plain",
         c->graph_after);
   }
-  t4a_xfer_state xs;
-  t4a_xfer_get_state(rt->xfer, &xs);
+  struct t4a_xfer_stats xs;
+  t4a_xfer_stats(rt->xfer, &xs);
   put(&j,
       "  \"xfer\": {\n    \"chunk_bytes\": %zu,\n    \"num_chunks\": %" PRIu32
       ",\n    \"free_chunks\": %" PRIu32 ",\n    \"busy_chunks\": %" PRIu32

@@ -204,7 +204,7 @@ static void test_open_accessors_close(void **state) {
   assert_int_equal(v.bytes_uploaded, 2 * sizeof x);
   assert_int_equal(v.bytes_downloaded, 2 * sizeof x);
   t4a_counter_values lv;
-  t4a_lane_read_counters(lane, &lv);
+  t4a_lane_stats(lane, &lv);
   assert_memory_equal(&v, &lv, sizeof v);
   t4a_buffer_release(b);
   t4a_function_release(fn);
@@ -335,7 +335,7 @@ static void test_close_returns_cached_blocks(void **state) {
   t4a_fake_live l;
   t4a_fake_live_objects(f->fake, &l);
   t4a_counter_values v;
-  t4a_lane_read_counters(lane, &v);
+  t4a_lane_stats(lane, &v);
   assert_int_equal(l.device_allocs, 1); /* the quarantined block only */
   assert_int_equal(v.buffers_leaked + v.leaked, 1);
   t4a_lane_release(lane);
@@ -361,7 +361,7 @@ static void test_close_counts_cached_blocks_of_a_lost_lane(void **state) {
   t4a_fake_live l;
   t4a_fake_live_objects(f->fake, &l);
   t4a_counter_values v;
-  t4a_lane_read_counters(lane, &v);
+  t4a_lane_stats(lane, &v);
   assert_int_equal(l.device_allocs, 2);
   /* The quarantined block is among the retirement state's leaked keepalives (leaked); the
    * cached block is counted as a leaked buffer. */
@@ -865,7 +865,7 @@ static t4a_status run_once(sweep_ctx *c) {
     t4a_error_restore(&saved);
   }
   t4a_counter_values v;
-  t4a_lane_read_counters(lane, &v);
+  t4a_lane_stats(lane, &v);
   c->lane_leaked += v.leaked + v.buffers_leaked;
   c->lane_pools_leaked += v.pools_leaked;
   t4a_lane_release(lane);
@@ -893,7 +893,7 @@ static long unaccounted_strict(void *user) {
   t4a_fake_live l;
   t4a_fake_live_objects(c->f->fake, &l);
   t4a_counter_values drv;
-  t4a_driver_counters(c->f->drv, &drv);
+  t4a_driver_stats(c->f->drv, &drv);
   long refs = 0;
   for (int i = 0; i < T4A_FAKE_MAX_DEVICES; i++) refs += l.primary_refs[i];
   long live = (long)(l.device_allocs + l.host_allocs + l.host_registrations + l.events +
@@ -912,7 +912,7 @@ static long unaccounted_use(void *user) {
   t4a_fake_live l;
   t4a_fake_live_objects(c->f->fake, &l);
   t4a_counter_values drv;
-  t4a_driver_counters(c->f->drv, &drv);
+  t4a_driver_stats(c->f->drv, &drv);
   long live = (long)(l.device_allocs + l.host_allocs + l.host_registrations + l.events +
                      l.modules);
   return live - (long)(drv.leaked + c->lane_leaked);
@@ -1027,8 +1027,8 @@ static void test_launch_calibration(void **state) {
   CK(t4a_runtime_open(0, &o, &a));
   t4a_fake_clear_injections(f->fake);
   assert_int_equal(t4a_runtime_launch_calibration(a, &c), 0);
-  t4a_launch_table_stats fs;
-  t4a_launch_table_get_stats(t4a_runtime_table(a), &fs);
+  struct t4a_launch_table_stats fs;
+  t4a_launch_table_stats(t4a_runtime_table(a), &fs);
   assert_int_equal(fs.strategy, T4A_LAUNCH_STRATEGY_PLAIN);
   char fjson[16384];
   CK(t4a_runtime_stats_json(a, fjson, sizeof fjson, NULL));
@@ -1052,14 +1052,14 @@ static void test_launch_calibration(void **state) {
   t4a_launch_calibration c2;
   assert_int_equal(t4a_runtime_launch_calibration(b, &c2), 1);
   assert_memory_equal(&c, &c2, sizeof c);
-  t4a_launch_table_stats ts;
-  t4a_launch_table_get_stats(t4a_runtime_table(a), &ts);
+  struct t4a_launch_table_stats ts;
+  t4a_launch_table_stats(t4a_runtime_table(a), &ts);
   assert_int_equal(ts.strategy, c.strategy);
   assert_int_equal(ts.graph_after, c.graph_after);
-  t4a_launch_table_get_stats(t4a_runtime_table(b), &ts);
+  t4a_launch_table_stats(t4a_runtime_table(b), &ts);
   assert_int_equal(ts.strategy, T4A_LAUNCH_STRATEGY_GRAPH);
   assert_int_equal(ts.graph_after, 1);
-  t4a_launch_table_get_stats(t4a_runtime_table(plain), &ts);
+  t4a_launch_table_stats(t4a_runtime_table(plain), &ts);
   assert_int_equal(ts.strategy, T4A_LAUNCH_STRATEGY_PLAIN);
   /* b's table fires through graphs; the results are the plain path's. */
   t4a_module *m = NULL;
@@ -1085,7 +1085,7 @@ static void test_launch_calibration(void **state) {
   assert_int_equal(v1.launch_graph_fires - v0.launch_graph_fires, 1);
   CK(t4a_runtime_download(b, buf, 0, back, sizeof back));
   for (int i = 0; i < N; i++) assert_float_equal(back[i], x[i] * 16.0f, 0);
-  t4a_launch_table_get_stats(t4a_runtime_table(b), &ts);
+  t4a_launch_table_stats(t4a_runtime_table(b), &ts);
   assert_int_equal(ts.graph_fires, 3);
   char json[16384];
   CK(t4a_runtime_stats_json(b, json, sizeof json, NULL));

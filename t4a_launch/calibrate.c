@@ -89,8 +89,8 @@ t4a_status t4a_launch_calibrate(t4a_retire *retire, t4a_function *fn, uint32_t f
   if ((st = time_block(plain, pid, per_block, 0, &warm)) != T4A_OK) goto done;
   if ((st = time_block(graph, gid, per_block, 0, &warm)) != T4A_OK) goto done;
   if ((st = t4a_retire_wait(retire)) != T4A_OK) goto done;
-  t4a_launch_table_stats gs;
-  t4a_launch_table_get_stats(graph, &gs);
+  struct t4a_launch_table_stats gs;
+  t4a_launch_table_stats(graph, &gs);
   if (gs.graphs == 0) {
     st = t4a_error_set(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
                        "kernel '%s': its one-node graph could not be built (see the counter "

@@ -415,7 +415,7 @@ void t4a_launch_table_touch_(t4a_launch_table *t, uint32_t id) {
   pthread_mutex_unlock(&t->lock);
 }
 
-void t4a_launch_table_get_stats(t4a_launch_table *t, t4a_launch_table_stats *out) {
+void t4a_launch_table_stats(t4a_launch_table *t, struct t4a_launch_table_stats *out) {
   if (out == NULL) return;
   memset(out, 0, sizeof *out);
   /* Inside an admission of the table's runtime (a raw scope's callback) the table's lock could

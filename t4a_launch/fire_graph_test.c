@@ -132,8 +132,8 @@ static void test_graph_fires_in_order_and_see_rebinds(void **state) {
   assert_int_equal(calls(f, "cuGraphInstantiateWithFlags"), 1);
   assert_int_equal(calls(f, "cuGraphUpload"), 1);
   assert_int_equal(calls(f, "cuGraphExecKernelNodeSetParams"), 2); /* fires 3 and 4 */
-  t4a_launch_table_stats s;
-  t4a_launch_table_get_stats(t, &s);
+  struct t4a_launch_table_stats s;
+  t4a_launch_table_stats(t, &s);
   assert_int_equal(s.strategy, T4A_LAUNCH_STRATEGY_GRAPH);
   assert_int_equal(s.graph_after, 3);
   assert_int_equal(s.descriptors, 1);
@@ -239,8 +239,8 @@ static void test_fire_during_capture_adds_a_node(void **state) {
   CK(t4a_graph_launch(g));
   CK(t4a_retire_wait(f->retire));
   assert_true(holds(f, w.o, TWICE_N, 2));
-  t4a_launch_table_stats s;
-  t4a_launch_table_get_stats(t, &s);
+  struct t4a_launch_table_stats s;
+  t4a_launch_table_stats(t, &s);
   assert_int_equal(s.graph_fires, 1);
   assert_int_equal(s.plain_fires, 1);
   t4a_graph_release(g);
@@ -265,8 +265,8 @@ static void test_unregister_while_graph_fires_queued(void **state) {
   CK(t4a_descriptor_fire(t, id));
   CK(t4a_descriptor_fire(t, id));
   CK(t4a_descriptor_unregister(t, id));
-  t4a_launch_table_stats s;
-  t4a_launch_table_get_stats(t, &s);
+  struct t4a_launch_table_stats s;
+  t4a_launch_table_stats(t, &s);
   assert_int_equal(s.descriptors, 0);
   assert_int_equal(s.graphs, 0);
   t4a_launch_table_destroy(t);
@@ -319,8 +319,8 @@ static void test_build_and_update_failures_fall_back(void **state) {
   assert_true(holds(f, o2, TWICE_N, 2));
   assert_int_equal(calls(f, "cuGraphLaunch"), 1);
   assert_int_equal(calls(f, "cuLaunchKernel"), 4);
-  t4a_launch_table_stats s;
-  t4a_launch_table_get_stats(t, &s);
+  struct t4a_launch_table_stats s;
+  t4a_launch_table_stats(t, &s);
   assert_int_equal(s.graph_fallbacks, 2);
   assert_int_equal(s.graph_builds, 1);
   assert_int_equal(lane_counters(f).launch_graph_fallbacks, 2);
@@ -339,9 +339,9 @@ static void test_options(void **state) {
   fixture *f = *state;
   t4a_launch_table *t = NULL;
   t4a_launch_table_options o = T4A_LAUNCH_TABLE_OPTIONS_INIT;
-  t4a_launch_table_stats s;
+  struct t4a_launch_table_stats s;
   CK(t4a_launch_table_create_ex(f->retire, NULL, &t));
-  t4a_launch_table_get_stats(t, &s);
+  t4a_launch_table_stats(t, &s);
   assert_int_equal(s.strategy, T4A_LAUNCH_STRATEGY_PLAIN);
   assert_int_equal(s.graph_after, 16);
   t4a_launch_table_destroy(t);
@@ -351,13 +351,13 @@ static void test_options(void **state) {
   cal.graph_after = 9;
   o.calibration = &cal;
   CK(t4a_launch_table_create_ex(f->retire, &o, &t));
-  t4a_launch_table_get_stats(t, &s);
+  t4a_launch_table_stats(t, &s);
   assert_int_equal(s.strategy, T4A_LAUNCH_STRATEGY_GRAPH);
   assert_int_equal(s.graph_after, 9);
   t4a_launch_table_destroy(t);
   o.strategy = T4A_LAUNCH_STRATEGY_PLAIN; /* explicit beats the calibration */
   CK(t4a_launch_table_create_ex(f->retire, &o, &t));
-  t4a_launch_table_get_stats(t, &s);
+  t4a_launch_table_stats(t, &s);
   assert_int_equal(s.strategy, T4A_LAUNCH_STRATEGY_PLAIN);
   t4a_launch_table_destroy(t);
   o.strategy = (t4a_launch_strategy)7;
@@ -368,7 +368,7 @@ static void test_options(void **state) {
   assert_int_equal(t4a_launch_table_create_ex(f->retire, &o, &t), T4A_INVALID_ARGUMENT);
   assert_int_equal(t4a_launch_table_create_ex(NULL, NULL, &t), T4A_INVALID_ARGUMENT);
   assert_int_equal(t4a_launch_table_create_ex(f->retire, NULL, NULL), T4A_INVALID_ARGUMENT);
-  t4a_launch_table_get_stats(NULL, &s);
+  t4a_launch_table_stats(NULL, &s);
   assert_int_equal(s.descriptors, 0);
 }
 
@@ -555,17 +555,17 @@ static void test_plain_table_with_a_graph_cache_fires_plain(void **state) {
   assert_true(holds(f, w.o, TWICE_N, 2));
   assert_int_equal(calls(f, "cuGraphLaunch"), 0);
   assert_int_equal(calls(f, "cuLaunchKernel"), 4);
-  t4a_launch_table_stats s;
-  t4a_launch_table_get_stats(t, &s);
+  struct t4a_launch_table_stats s;
+  t4a_launch_table_stats(t, &s);
   assert_int_equal(s.plain_fires, 4);
   assert_int_equal(lane_counters(f).launch_graph_fires, 0);
   /* Inside an admission of the runtime the stats read nothing (no lock taken: all zero). */
   t4a_admission adm;
   CK(t4a_admission_begin(f->retire, 0, &adm));
-  t4a_launch_table_get_stats(t, &s);
+  t4a_launch_table_stats(t, &s);
   assert_int_equal(s.descriptors, 0);
   (void)t4a_admission_abort(&adm, T4A_OK);
-  t4a_launch_table_get_stats(t, &s);
+  t4a_launch_table_stats(t, &s);
   assert_int_equal(s.descriptors, 1);
   t4a_launch_table_destroy(t);
   twice_release(&w);

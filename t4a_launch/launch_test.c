@@ -286,8 +286,8 @@ static void test_refused_launch_returns_the_driver_error(void **state) {
   assert_int_equal(e.code, CUDA_ERROR_INVALID_VALUE);
   assert_string_equal(e.code_name, "CUDA_ERROR_INVALID_VALUE");
   /* Refused while validating: nothing queued, so nothing quarantined or admitted. */
-  t4a_retire_state rs;
-  t4a_retire_get_state(f->retire, &rs);
+  struct t4a_retire_stats rs;
+  t4a_retire_stats(f->retire, &rs);
   assert_int_equal(rs.quarantined_held, 0);
   assert_int_equal(rs.open_admissions, 0);
   t4a_counter_values v = lane_counters(f);
@@ -313,8 +313,8 @@ static void test_failure_after_enqueue_quarantines_the_buffers(void **state) {
   assert_int_equal(t4a_launch(f->retire, fn, &cfg, x.args, 4), T4A_DRIVER_ERROR);
   t4a_fake_clear_injections(f->fake);
   assert_string_equal(last_error().entry, "cuLaunchKernel");
-  t4a_retire_state rs;
-  t4a_retire_get_state(f->retire, &rs);
+  struct t4a_retire_stats rs;
+  t4a_retire_stats(f->retire, &rs);
   assert_int_equal(rs.quarantined_held, 3); /* a, b, out: their state is unknown */
   /* The module is kept by the epoch: it outlives every reference until the work ran. */
   t4a_function_release(fn);

@@ -587,7 +587,7 @@ void t4a_module_cache_destroy(t4a_module_cache *c) {
   cache_release(c); /* modules still alive hold the rest */
 }
 
-void t4a_module_cache_get_stats(t4a_module_cache *c, t4a_module_cache_stats *out) {
+void t4a_module_cache_stats(t4a_module_cache *c, struct t4a_module_cache_stats *out) {
   if (out == NULL) return;
   memset(out, 0, sizeof *out);
   if (c == NULL) return;

@@ -96,7 +96,7 @@ static void test_release_is_stream_ordered(void **state) {
   assert_int_equal(t4a_lane_synchronize(f->lane), T4A_OK);
   assert_int_equal(t4a_fake_sticky(f->fake, 0), CUDA_SUCCESS);
   t4a_counter_values v;
-  t4a_lane_read_counters(f->lane, &v);
+  t4a_lane_stats(f->lane, &v);
   assert_int_equal(v.device_allocs, 1);
   assert_int_equal(v.device_frees, 1);
   t4a_mem_pool_release(p);
@@ -125,7 +125,7 @@ static void test_reuse_cache_and_foreign_thread_release(void **state) {
   assert_int_equal(t4a_buffer_devptr(b), first);
   assert_int_equal(t4a_buffer_size(b), MIB - 100);
   t4a_counter_values v;
-  t4a_lane_read_counters(f->lane, &v);
+  t4a_lane_stats(f->lane, &v);
   assert_int_equal(v.reuse_hits, 1);
   assert_int_equal(v.reuse_misses, 1);
   /* A different class goes to the driver. */
@@ -142,7 +142,7 @@ static void test_reuse_cache_and_foreign_thread_release(void **state) {
   assert_int_equal(t4a_mem_pool_trim(p), T4A_OK);
   t4a_mem_pool_cached(p, &bytes, &blocks);
   assert_int_equal(blocks, 0);
-  t4a_lane_read_counters(f->lane, &v);
+  t4a_lane_stats(f->lane, &v);
   assert_int_equal(v.reuse_trimmed, 2);
   t4a_mem_pool_release(p);
 }
@@ -227,7 +227,7 @@ static void test_abandoned_lane_leaks_the_pool(void **state) {
   t4a_mem_pool_release(p);
   assert_int_equal(calls(f, "cuMemPoolDestroy"), destroys);
   t4a_counter_values v;
-  t4a_lane_read_counters(f->lane, &v);
+  t4a_lane_stats(f->lane, &v);
   assert_int_equal(v.pools_leaked, 1);
 }
 
@@ -242,7 +242,7 @@ static void test_pressure_trims_cache(void **state) {
   assert_int_equal(t4a_lane_synchronize(f->lane), T4A_OK);
   assert_int_equal(t4a_buffer_create(p, 6 * MIB, 0, 0, &b), T4A_OK);
   t4a_counter_values v;
-  t4a_lane_read_counters(f->lane, &v);
+  t4a_lane_stats(f->lane, &v);
   assert_int_equal(v.reuse_trimmed, 1);
   /* Truly too much: a typed error naming the call and the bytes. */
   t4a_buffer *c = NULL;
@@ -293,7 +293,7 @@ static void test_zero_fill_and_quarantine(void **state) {
   const unsigned char *h = t4a_fake_host_view(f->fake, t4a_buffer_devptr(b), 4096);
   for (int i = 0; i < 4096; i++) assert_int_equal(h[i], 0);
   t4a_counter_values v;
-  t4a_lane_read_counters(f->lane, &v);
+  t4a_lane_stats(f->lane, &v);
   assert_int_equal(v.zero_fills, 1);
   assert_int_equal(v.reuse_hits, 1);
   /* Quarantined: never freed on a guess, counted. */
@@ -302,7 +302,7 @@ static void test_zero_fill_and_quarantine(void **state) {
   t4a_buffer_release(b);
   t4a_mem_pool_release(p);
   assert_int_equal(calls(f, "cuMemFreeAsync"), frees);
-  t4a_lane_read_counters(f->lane, &v);
+  t4a_lane_stats(f->lane, &v);
   assert_int_equal(v.buffers_leaked, 1);
   t4a_fake_live live;
   t4a_fake_live_objects(f->fake, &live);
@@ -358,7 +358,7 @@ static void test_sticky_leaks_instead_of_freeing(void **state) {
   t4a_mem_pool_release(p); /* the lane is broken: the pool leaks too */
   t4a_lane_abandon(f->lane);
   t4a_counter_values v;
-  t4a_lane_read_counters(f->lane, &v);
+  t4a_lane_stats(f->lane, &v);
   assert_int_equal(v.buffers_leaked, 1);
   assert_int_equal(v.pools_leaked, 1);
 }
@@ -430,7 +430,7 @@ static void test_pinned_slots_and_registration(void **state) {
   assert_int_equal(live.host_registrations, 0);
   free(mem);
   t4a_counter_values v;
-  t4a_driver_counters(f->drv, &v);
+  t4a_driver_stats(f->drv, &v);
   assert_int_equal(v.host_registrations, 1);
   assert_int_equal(v.host_unregistrations, 1);
   t4a_pinned_release(plain);
@@ -465,11 +465,11 @@ static void test_owned_registration(void **state) {
   /* The unregister fails: the range stays registered and the owner is never released. */
   assert_int_equal(t4a_host_register_owned(h, mem, 8192, 0, mem, owner_release, &r), T4A_OK);
   t4a_counter_values before, after;
-  t4a_driver_counters(f->drv, &before);
+  t4a_driver_stats(f->drv, &before);
   t4a_fake_inject(f->fake, "cuMemHostUnregister", 0, 1, CUDA_ERROR_UNKNOWN, 0);
   t4a_host_registration_release(r);
   t4a_fake_clear_injections(f->fake);
-  t4a_driver_counters(f->drv, &after);
+  t4a_driver_stats(f->drv, &after);
   assert_int_equal(g_owner_releases, 2);
   assert_int_equal(after.leaked - before.leaked, 2);
   /* Clean up the fake's registration by hand (the test owns the memory). */
@@ -533,8 +533,8 @@ static long unaccounted(void *user) {
   t4a_fake_live live;
   t4a_fake_live_objects(f->fake, &live);
   t4a_counter_values lane, drv;
-  t4a_lane_read_counters(f->lane, &lane);
-  t4a_driver_counters(f->drv, &drv);
+  t4a_lane_stats(f->lane, &lane);
+  t4a_driver_stats(f->drv, &drv);
   return (long)(live.device_allocs + live.pools + live.host_allocs + live.host_registrations) -
          (long)(lane.buffers_leaked + lane.leaked + lane.pools_leaked + drv.leaked);
 }

@@ -157,7 +157,7 @@ static void test_fresh_cache_hits_disk(void **state) {
   assert_string_equal(path, want);
 
   t4a_counter_values lib_before, lib_after;
-  t4a_nvrtc_lib_counters(g_lib, &lib_before);
+  t4a_nvrtc_lib_stats(g_lib, &lib_before);
   long compiles = wrapped_compiles();
   t4a_nvrtc_cache *c = disk_cache(0);
   t4a_nvrtc_artifact *b = get(c, &r, T4A_NVRTC_ORIGIN_DISK);
@@ -171,7 +171,7 @@ static void test_fresh_cache_hits_disk(void **state) {
   assert_int_equal(v.nvrtc_disk_misses, 0);
   assert_int_equal(v.nvrtc_disk_writes, 0);
   assert_int_equal(v.nvrtc_mem_hits, 1);
-  t4a_nvrtc_lib_counters(g_lib, &lib_after);
+  t4a_nvrtc_lib_stats(g_lib, &lib_after);
   assert_int_equal(lib_after.nvrtc_compile_attempts, lib_before.nvrtc_compile_attempts);
   assert_int_equal(wrapped_compiles(), compiles); /* NVRTC itself was not called */
   t4a_nvrtc_artifact_release(b2);

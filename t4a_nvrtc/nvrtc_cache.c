@@ -266,7 +266,7 @@ void t4a_nvrtc_cache_destroy(t4a_nvrtc_cache *cache) {
 }
 
 void t4a_nvrtc_cache_counters(const t4a_nvrtc_cache *cache, t4a_counter_values *out) {
-  t4a_counters_read(cache != NULL ? &cache->counters : NULL, out);
+  t4a_counters_stats(cache != NULL ? &cache->counters : NULL, out);
 }
 
 void t4a_nvrtc_cache_memory_usage(t4a_nvrtc_cache *cache, size_t *out_entries, size_t *out_bytes) {

@@ -173,17 +173,17 @@ void t4a_module_cache_destroy(t4a_module_cache *cache);
 /** Drops every cached module's cache reference (deferred unloads as above). */
 void t4a_module_cache_clear(t4a_module_cache *cache);
 
-/** A snapshot of a module cache (t4a_module_cache_get_stats). */
-typedef struct t4a_module_cache_stats {
+/** A snapshot of a module cache (t4a_module_cache_stats). */
+struct t4a_module_cache_stats {
   uint32_t entries; /**< modules held now */
   uint64_t bytes; /**< image bytes held now */
   uint64_t loads;     /**< cuModuleLoadData* calls that succeeded */
   uint64_t hits;      /**< loads answered from the cache */
   uint64_t evictions; /**< modules evicted (LRU, entries or bytes) */
   uint64_t unloads;   /**< cuModuleUnload calls that succeeded */
-} t4a_module_cache_stats;
+};
 /** Copies the cache's stats into *out. */
-void t4a_module_cache_get_stats(t4a_module_cache *cache, t4a_module_cache_stats *out);
+void t4a_module_cache_stats(t4a_module_cache *cache, struct t4a_module_cache_stats *out);
 
 /** Loads `bytes` of `image` (the caller's memory is not kept). On success *out is a new
  * reference. Statuses: INVALID_ARGUMENT (NULL, 0 bytes, an unknown kind value, an image whose
@@ -355,8 +355,8 @@ T4A_MUST_USE t4a_status t4a_launch_table_create_ex(t4a_retire *retire,
                                                    const t4a_launch_table_options *options,
                                                    t4a_launch_table **out);
 
-/** A snapshot of a descriptor table (t4a_launch_table_get_stats). */
-typedef struct t4a_launch_table_stats {
+/** A snapshot of a descriptor table (t4a_launch_table_stats). */
+struct t4a_launch_table_stats {
   t4a_launch_strategy strategy; /**< as resolved at create: PLAIN or GRAPH */
   uint32_t graph_after;         /**< the fire that builds a descriptor's graph */
   uint32_t descriptors;         /**< registered now */
@@ -366,9 +366,9 @@ typedef struct t4a_launch_table_stats {
   uint64_t graph_builds;        /**< graphs built */
   uint64_t graph_updates;       /**< node updates after rebinds */
   uint64_t graph_fallbacks;     /**< builds or updates the driver refused (plain since) */
-} t4a_launch_table_stats;
+};
 /** A snapshot (all zero for NULL). */
-void t4a_launch_table_get_stats(t4a_launch_table *table, t4a_launch_table_stats *out);
+void t4a_launch_table_stats(t4a_launch_table *table, struct t4a_launch_table_stats *out);
 /** Releases every descriptor (their functions and buffers) and the table. Accepts NULL. */
 void t4a_launch_table_destroy(t4a_launch_table *table);
 

@@ -100,7 +100,7 @@ T4A_MUST_USE t4a_status t4a_nvrtc_lib_supported_archs(const t4a_nvrtc_lib *lib, 
 /** Copies the lib's counters: nvrtc_compile_attempts, nvrtc_compile_successes and
  * nvrtc_empty_outputs over every compilation made with it, cached or not. The other fields are
  * 0. */
-void t4a_nvrtc_lib_counters(const t4a_nvrtc_lib *lib, t4a_counter_values *out);
+void t4a_nvrtc_lib_stats(const t4a_nvrtc_lib *lib, t4a_counter_values *out);
 
 /* ---- Requests ---------------------------------------------------------------------------- */
 
