@@ -332,6 +332,34 @@ typedef struct t4a_launch_table t4a_launch_table;
 T4A_MUST_USE t4a_status t4a_launch_calibrate(t4a_retire *retire, t4a_function *empty_kernel,
                                              uint32_t fires, t4a_launch_calibration *out);
 
+/** How many (driver, device) pairs the process's calibration table remembers. */
+#define T4A_LAUNCH_CALIBRATION_CACHE_SLOTS 16u
+
+/** Calibrates launches on device `ordinal` of `driver` once per process: the first call for a
+ * pair measures (t4a_launch_calibrate, 2048 fires, with an empty PTX kernel JIT-compiled by the
+ * driver, on a lane, retirement state and module cache of its own, released before it returns:
+ * no other lane's counters see it) and remembers the figures; later calls for the pair return
+ * them without a launch. Pairs are told apart by the driver's address. Two callers for one pair
+ * measure once (the table's lock is held across the measurement). When the table holds
+ * T4A_LAUNCH_CALIBRATION_CACHE_SLOTS pairs, a new pair is measured at every call and not stored
+ * (counted in t4a_launch_calibration_cache_stats, `not_stored`); no pair is ever forgotten.
+ * A failed measurement is not stored. Statuses: INVALID_ARGUMENT (NULL driver or out), those of
+ * t4a_lane_create, t4a_module_load and t4a_launch_calibrate (UNSUPPORTED when no graph can be
+ * built). On failure *out is zero. Thread-safe. */
+T4A_MUST_USE t4a_status t4a_launch_calibrate_device(t4a_driver *driver, int ordinal,
+                                                    t4a_launch_calibration *out);
+
+/** A snapshot of the process's calibration table (t4a_launch_calibrate_device). */
+struct t4a_launch_calibration_cache_stats {
+  uint32_t entries;    /**< pairs remembered now */
+  uint32_t capacity;   /**< T4A_LAUNCH_CALIBRATION_CACHE_SLOTS */
+  uint64_t measured;   /**< measurements that succeeded */
+  uint64_t reused;     /**< calls answered from the table */
+  uint64_t not_stored; /**< measurements not remembered because the table was full */
+};
+/** Copies the table's figures into *out (nothing for NULL). Thread-safe. */
+void t4a_launch_calibration_cache_stats(struct t4a_launch_calibration_cache_stats *out);
+
 /** Options of t4a_launch_table_create_ex; zero means the default. */
 typedef struct t4a_launch_table_options {
   uint32_t capacity;            /**< descriptors, 1..65536; 0: 256 */
