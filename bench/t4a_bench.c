@@ -1018,13 +1018,14 @@ static int open_all(bench *b) {
   go.capacity = 4;
   go.strategy = T4A_LAUNCH_STRATEGY_GRAPH;
   go.graph_after = 1;
-  if (st == T4A_OK) st = t4a_launch_table_create_ex(b->retire, &go, &b->gtable);
+  if (st == T4A_OK) st = t4a_launch_table_create(b->retire, &go, &b->gtable);
   if (st == T4A_OK) st = t4a_descriptor_register(b->gtable, b->f_empty, &cfg, NULL, 0, &b->gfire0_id);
   if (st == T4A_OK) st = t4a_descriptor_register(b->gtable, b->f_args4, &cfg, b->args4, 4, &b->gfire4_id);
   if (st != T4A_OK) return fail_setup(b, "descriptors", st);
 
   /* The launch chain: CHAIN_FIRES descriptors of args4, each fired once into it. */
-  st = t4a_launch_table_create(b->retire, CHAIN_FIRES, &b->ctable);
+  st = t4a_launch_table_create(b->retire,
+                               &(t4a_launch_table_options){.capacity = CHAIN_FIRES}, &b->ctable);
   for (uint32_t i = 0; i < CHAIN_FIRES && st == T4A_OK; i++) {
     st = t4a_descriptor_register(b->ctable, b->f_args4, &cfg, b->args4, 4, &b->chain_ids[i]);
   }

@@ -118,7 +118,7 @@ static t4a_status open_pieces(t4a_runtime *rt, const t4a_runtime_options *o) {
     to.strategy = o->launch_strategy;
     to.graph_after = o->graph_after;
     to.calibration = rt->calibrated ? &rt->calibration : NULL;
-    st = t4a_launch_table_create_ex(rt->retire, &to, &rt->table);
+    st = t4a_launch_table_create(rt->retire, &to, &rt->table);
   }
   if (st == T4A_OK) st = set_target(rt, o);
   if (st == T4A_OK) st = copy_string(o->nvrtc.library_path, &rt->nvrtc_path);

@@ -80,8 +80,8 @@ t4a_status t4a_launch_calibrate(t4a_retire *retire, t4a_function *fn, uint32_t f
   const t4a_launch_config cfg = {{1, 1, 1}, {1, 1, 1}, 0};
   uint32_t pid = 0, gid = 0, bids[BUILDS];
   double p_ns[BLOCKS], g_ns[BLOCKS], r_ns[BLOCKS], b_ns[BUILDS];
-  if ((st = t4a_launch_table_create_ex(retire, &po, &plain)) != T4A_OK) return st;
-  if ((st = t4a_launch_table_create_ex(retire, &go, &graph)) != T4A_OK) goto done;
+  if ((st = t4a_launch_table_create(retire, &po, &plain)) != T4A_OK) return st;
+  if ((st = t4a_launch_table_create(retire, &go, &graph)) != T4A_OK) goto done;
   if ((st = t4a_descriptor_register(plain, fn, &cfg, NULL, 0, &pid)) != T4A_OK) goto done;
   if ((st = t4a_descriptor_register(graph, fn, &cfg, NULL, 0, &gid)) != T4A_OK) goto done;
   /* Warm-up: the graph is built at its first fire; both paths run once per block's worth. */

@@ -49,7 +49,7 @@ static int holds(fixture *f, t4a_buffer *b, int n, int scale) {
 
 static t4a_launch_table *table(fixture *f) {
   t4a_launch_table *t = NULL;
-  CK(t4a_launch_table_create(f->retire, 16, &t));
+  CK(t4a_launch_table_create(f->retire, &(t4a_launch_table_options){.capacity = 16}, &t));
   return t;
 }
 
@@ -504,7 +504,7 @@ static void test_warm_replay(void **state) {
   int n = M;
   t4a_launch_config cfg = config_1d(1, M, 0);
   t4a_launch_table *t = NULL;
-  CK(t4a_launch_table_create(f->retire, K, &t));
+  CK(t4a_launch_table_create(f->retire, &(t4a_launch_table_options){.capacity = K}, &t));
   uint32_t ids[K];
   for (int i = 0; i < K; i++) {
     t4a_arg args[4] = {t4a_arg_buffer(a, 0), t4a_arg_buffer(a, 0), t4a_arg_buffer(o1, 0),
@@ -587,7 +587,7 @@ static t4a_status op_chain(void *user) {
   t4a_arg y[4] = {t4a_arg_buffer(o, 0), t4a_arg_buffer(a, 0), t4a_arg_buffer(o2, 0),
                   t4a_arg_scalar(&n, 4)};
   t4a_launch_config cfg = config_1d(1, 16, 0);
-  if (st == T4A_OK) st = t4a_launch_table_create(r, 2, &t);
+  if (st == T4A_OK) st = t4a_launch_table_create(r, &(t4a_launch_table_options){.capacity = 2}, &t);
   if (st == T4A_OK) st = t4a_descriptor_register(t, fn, &cfg, x, 4, &id);
   if (st == T4A_OK) st = t4a_descriptor_register(t, fn, &cfg, y, 4, &id2);
   if (st == T4A_OK) st = t4a_chain_begin(t);

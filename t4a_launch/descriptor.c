@@ -19,20 +19,8 @@ typedef t4a_launch_desc_ desc;
 #define DEFAULT_CAPACITY 256u
 #define DEFAULT_GRAPH_AFTER 16u
 
-t4a_status t4a_launch_table_create(t4a_retire *retire, uint32_t capacity, t4a_launch_table **out) {
-  if (capacity == 0) {
-    if (out != NULL) *out = NULL;
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "the capacity 0 is outside 1..%u", MAX_CAPACITY);
-  }
-  t4a_launch_table_options o = T4A_LAUNCH_TABLE_OPTIONS_INIT;
-  o.capacity = capacity;
-  o.strategy = T4A_LAUNCH_STRATEGY_PLAIN;
-  return t4a_launch_table_create_ex(retire, &o, out);
-}
-
-t4a_status t4a_launch_table_create_ex(t4a_retire *retire, const t4a_launch_table_options *options,
-                                      t4a_launch_table **out) {
+t4a_status t4a_launch_table_create(t4a_retire *retire, const t4a_launch_table_options *options,
+                                   t4a_launch_table **out) {
   if (out == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
   *out = NULL;
   t4a_launch_table_options o = T4A_LAUNCH_TABLE_OPTIONS_INIT;

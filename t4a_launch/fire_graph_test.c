@@ -47,7 +47,7 @@ static t4a_launch_table *graph_table(fixture *f, uint32_t graph_after) {
   o.strategy = T4A_LAUNCH_STRATEGY_GRAPH;
   o.graph_after = graph_after;
   t4a_launch_table *t = NULL;
-  CK(t4a_launch_table_create_ex(f->retire, &o, &t));
+  CK(t4a_launch_table_create(f->retire, &o, &t));
   return t;
 }
 
@@ -340,7 +340,7 @@ static void test_options(void **state) {
   t4a_launch_table *t = NULL;
   t4a_launch_table_options o = T4A_LAUNCH_TABLE_OPTIONS_INIT;
   struct t4a_launch_table_stats s;
-  CK(t4a_launch_table_create_ex(f->retire, NULL, &t));
+  CK(t4a_launch_table_create(f->retire, NULL, &t));
   t4a_launch_table_stats(t, &s);
   assert_int_equal(s.strategy, T4A_LAUNCH_STRATEGY_PLAIN);
   assert_int_equal(s.graph_after, 16);
@@ -350,24 +350,24 @@ static void test_options(void **state) {
   cal.strategy = T4A_LAUNCH_STRATEGY_GRAPH;
   cal.graph_after = 9;
   o.calibration = &cal;
-  CK(t4a_launch_table_create_ex(f->retire, &o, &t));
+  CK(t4a_launch_table_create(f->retire, &o, &t));
   t4a_launch_table_stats(t, &s);
   assert_int_equal(s.strategy, T4A_LAUNCH_STRATEGY_GRAPH);
   assert_int_equal(s.graph_after, 9);
   t4a_launch_table_destroy(t);
   o.strategy = T4A_LAUNCH_STRATEGY_PLAIN; /* explicit beats the calibration */
-  CK(t4a_launch_table_create_ex(f->retire, &o, &t));
+  CK(t4a_launch_table_create(f->retire, &o, &t));
   t4a_launch_table_stats(t, &s);
   assert_int_equal(s.strategy, T4A_LAUNCH_STRATEGY_PLAIN);
   t4a_launch_table_destroy(t);
   o.strategy = (t4a_launch_strategy)7;
-  assert_int_equal(t4a_launch_table_create_ex(f->retire, &o, &t), T4A_INVALID_ARGUMENT);
+  assert_int_equal(t4a_launch_table_create(f->retire, &o, &t), T4A_INVALID_ARGUMENT);
   assert_null(t);
   o.strategy = T4A_LAUNCH_STRATEGY_AUTO;
   o.capacity = 65537;
-  assert_int_equal(t4a_launch_table_create_ex(f->retire, &o, &t), T4A_INVALID_ARGUMENT);
-  assert_int_equal(t4a_launch_table_create_ex(NULL, NULL, &t), T4A_INVALID_ARGUMENT);
-  assert_int_equal(t4a_launch_table_create_ex(f->retire, NULL, NULL), T4A_INVALID_ARGUMENT);
+  assert_int_equal(t4a_launch_table_create(f->retire, &o, &t), T4A_INVALID_ARGUMENT);
+  assert_int_equal(t4a_launch_table_create(NULL, NULL, &t), T4A_INVALID_ARGUMENT);
+  assert_int_equal(t4a_launch_table_create(f->retire, NULL, NULL), T4A_INVALID_ARGUMENT);
   t4a_launch_table_stats(NULL, &s);
   assert_int_equal(s.descriptors, 0);
 }
@@ -547,7 +547,7 @@ static void test_plain_table_with_a_graph_cache_fires_plain(void **state) {
   twice w;
   twice_init(f, &w);
   t4a_launch_table *t = NULL;
-  CK(t4a_launch_table_create(f->retire, 2, &t));
+  CK(t4a_launch_table_create(f->retire, &(t4a_launch_table_options){.capacity = 2}, &t));
   uint32_t id = 0;
   CK(t4a_descriptor_register(t, fn, &w.cfg, w.x, 4, &id));
   for (int i = 0; i < 4; i++) CK(t4a_descriptor_fire(t, id));
@@ -601,7 +601,7 @@ static void test_drops_wait_for_this_threads_capture_of_another_lane(void **stat
   o.strategy = T4A_LAUNCH_STRATEGY_GRAPH;
   o.graph_after = 1;
   t4a_launch_table *t2 = NULL;
-  CK(t4a_launch_table_create_ex(r2, &o, &t2));
+  CK(t4a_launch_table_create(r2, &o, &t2));
   uint32_t id = 0;
   CK(t4a_descriptor_register(t2, fn, &cfg, x, 4, &id));
   CK(t4a_descriptor_fire(t2, id)); /* its graph exists */
@@ -651,7 +651,7 @@ static t4a_status op_graph_fires(void *user) {
   t4a_arg x[4] = {t4a_arg_buffer(a, 0), t4a_arg_buffer(a, 0), t4a_arg_buffer(o, 0),
                   t4a_arg_scalar(&n, 4)};
   t4a_launch_config cfg = config_1d(1, 16, 0);
-  if (st == T4A_OK) st = t4a_launch_table_create_ex(r, &opts, &t);
+  if (st == T4A_OK) st = t4a_launch_table_create(r, &opts, &t);
   if (st == T4A_OK) st = t4a_descriptor_register(t, fn, &cfg, x, 4, &id);
   if (st == T4A_OK) st = t4a_descriptor_fire(t, id);
   if (st == T4A_OK) st = t4a_descriptor_fire(t, id);

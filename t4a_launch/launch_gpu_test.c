@@ -302,7 +302,7 @@ static void test_struct_descriptor_and_raw_bytes(void **state) {
   t4a_arg args[3] = {t4a_arg_buffer(out, 0), t4a_arg_scalar(&s, sizeof s),
                      t4a_arg_scalar(&k, sizeof k)};
   t4a_launch_table *t = NULL;
-  CK(t4a_launch_table_create(e.retire, 4, &t));
+  CK(t4a_launch_table_create(e.retire, &(t4a_launch_table_options){.capacity = 4}, &t));
   uint32_t id = 0;
   t4a_launch_config c = cfg1(1, 1, 0);
   CK(t4a_descriptor_register(t, aff, &c, args, 3, &id));
@@ -343,7 +343,7 @@ static void test_warm_chain(void **state) {
   t4a_arg arg = t4a_arg_buffer(b, 0);
   t4a_launch_config c = cfg1(1, 32, 0);
   t4a_launch_table *t = NULL;
-  CK(t4a_launch_table_create(e.retire, 1, &t));
+  CK(t4a_launch_table_create(e.retire, &(t4a_launch_table_options){.capacity = 1}, &t));
   uint32_t id = 0;
   CK(t4a_descriptor_register(t, f, &c, &arg, 1, &id));
   for (int i = 0; i < 40000; i++) CK(t4a_launch(e.retire, f, &c, &arg, 1)); /* warm up */
@@ -424,7 +424,7 @@ static void test_graph_fires_with_changing_arguments(void **state) {
   o.strategy = T4A_LAUNCH_STRATEGY_GRAPH;
   o.graph_after = 1;
   t4a_launch_table *t = NULL;
-  CK(t4a_launch_table_create_ex(e.retire, &o, &t));
+  CK(t4a_launch_table_create(e.retire, &o, &t));
   uint32_t id = 0;
   CK(t4a_descriptor_register(t, f, &c, args, 3, &id));
   long long want[2] = {0, 0}, calls[2] = {0, 0};
@@ -667,7 +667,7 @@ static void test_chain_100_kernels_10000_replays(void **state) {
   int n = N, slot_value = 2;
   t4a_launch_config c = cfg1(N / 256, 256, 0);
   t4a_launch_table *t = NULL;
-  CK(t4a_launch_table_create(e.retire, K + 1, &t));
+  CK(t4a_launch_table_create(e.retire, &(t4a_launch_table_options){.capacity = K + 1}, &t));
   uint32_t sid = 0, ids[K];
   int target[K], scalar[K];
   t4a_arg sargs[3] = {t4a_arg_buffer(p[0], 0), t4a_arg_buffer(v, 0), t4a_arg_scalar(&n, 4)};

@@ -360,7 +360,7 @@ struct t4a_launch_calibration_cache_stats {
 /** Copies the table's figures into *out (nothing for NULL). Thread-safe. */
 void t4a_launch_calibration_cache_stats(struct t4a_launch_calibration_cache_stats *out);
 
-/** Options of t4a_launch_table_create_ex; zero means the default. */
+/** Options of t4a_launch_table_create; zero means the default. */
 typedef struct t4a_launch_table_options {
   uint32_t capacity;            /**< descriptors, 1..65536; 0: 256 */
   t4a_launch_strategy strategy; /**< AUTO (the calibration's choice, PLAIN without one) */
@@ -371,17 +371,15 @@ typedef struct t4a_launch_table_options {
 /** Every option at its default (zero). */
 #define T4A_LAUNCH_TABLE_OPTIONS_INIT {0, T4A_LAUNCH_STRATEGY_AUTO, 0, NULL}
 
-/** A table of at most `capacity` descriptors (1..65536) for launches on `retire` (borrowed), fired
- * PLAIN. Ids name a slot (low 16 bits) and the slot's generation (high 16 bits, never 0): a slot
- * is reused after unregister, and a stale id is refused until the slot was reused 65,535 times.
- * Statuses: INVALID_ARGUMENT, HOST_OUT_OF_MEMORY, INTERNAL. */
-T4A_MUST_USE t4a_status t4a_launch_table_create(t4a_retire *retire, uint32_t capacity,
+/** A table of at most `options->capacity` descriptors for launches on `retire` (borrowed), fired
+ * as the options say. options may be NULL (every default: 256 descriptors, PLAIN). Ids name a
+ * slot (low 16 bits) and the slot's generation (high 16 bits, never 0): a slot is reused after
+ * unregister, and a stale id is refused until the slot was reused 65,535 times. Statuses:
+ * INVALID_ARGUMENT (NULL retire or out, a capacity above 65536, an unknown strategy value),
+ * HOST_OUT_OF_MEMORY, INTERNAL. */
+T4A_MUST_USE t4a_status t4a_launch_table_create(t4a_retire *retire,
+                                                const t4a_launch_table_options *options,
                                                 t4a_launch_table **out);
-/** As t4a_launch_table_create, with a strategy. options may be NULL (every default). Statuses:
- * INVALID_ARGUMENT (also an unknown strategy value), HOST_OUT_OF_MEMORY, INTERNAL. */
-T4A_MUST_USE t4a_status t4a_launch_table_create_ex(t4a_retire *retire,
-                                                   const t4a_launch_table_options *options,
-                                                   t4a_launch_table **out);
 
 /** A snapshot of a descriptor table (t4a_launch_table_stats). */
 struct t4a_launch_table_stats {
