@@ -982,8 +982,8 @@ static int open_all(bench *b) {
   if (st == T4A_OK) st = t4a_runtime_function(b->rt, b->mod, "empty", &b->f_empty);
   if (st == T4A_OK) st = t4a_runtime_function(b->rt, b->mod, "args4", &b->f_args4);
   t4a_module_cache_options gmo = T4A_MODULE_CACHE_OPTIONS_INIT;
-  gmo.launch_strategy = T4A_LAUNCH_STRATEGY_GRAPH;
-  gmo.graph_after = 1;
+  gmo.launch.strategy = T4A_LAUNCH_STRATEGY_GRAPH;
+  gmo.launch.graph_after = 1;
   if (st == T4A_OK) st = t4a_module_cache_create(b->retire, &gmo, &b->gmodules);
   if (st == T4A_OK) st = t4a_module_load_artifact(b->gmodules, b->art, &b->gmod);
   if (st == T4A_OK) st = t4a_module_get_function(b->gmod, "empty", &b->g_empty);
@@ -1016,8 +1016,8 @@ static int open_all(bench *b) {
   if (st == T4A_OK) st = t4a_descriptor_register(b->table, b->f_args4, &cfg, b->args4, 4, &b->fire4_id);
   t4a_launch_table_options go = T4A_LAUNCH_TABLE_OPTIONS_INIT;
   go.capacity = 4;
-  go.strategy = T4A_LAUNCH_STRATEGY_GRAPH;
-  go.graph_after = 1;
+  go.launch.strategy = T4A_LAUNCH_STRATEGY_GRAPH;
+  go.launch.graph_after = 1;
   if (st == T4A_OK) st = t4a_launch_table_create(b->retire, &go, &b->gtable);
   if (st == T4A_OK) st = t4a_descriptor_register(b->gtable, b->f_empty, &cfg, NULL, 0, &b->gfire0_id);
   if (st == T4A_OK) st = t4a_descriptor_register(b->gtable, b->f_args4, &cfg, b->args4, 4, &b->gfire4_id);

@@ -99,25 +99,34 @@ static void calibrate(t4a_runtime *rt) {
 }
 
 static t4a_status open_pieces(t4a_runtime *rt, const t4a_runtime_options *o) {
+  const t4a_launch_policy *ml = &o->modules.launch;
+  if (ml->strategy != T4A_LAUNCH_STRATEGY_AUTO || ml->graph_after != 0 || ml->calibration != NULL) {
+    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                         "options.modules.launch is not the default: the runtime's launch policy "
+                         "is options.launch");
+  }
   t4a_status st = t4a_lane_create(rt->driver, rt->ordinal, &o->lane, &rt->lane);
   if (st == T4A_OK) st = t4a_mem_pool_create(rt->lane, &o->pool, &rt->pool);
   if (st == T4A_OK) st = t4a_retire_create(rt->lane, &o->retire, &rt->retire);
-  if (st == T4A_OK && o->calibrate_launches) calibrate(rt);
+  if (st == T4A_OK && o->launch.calibration != NULL) {
+    rt->calibration = *o->launch.calibration;
+    rt->calibrated = 1;
+  } else if (st == T4A_OK && o->calibrate_launches) {
+    calibrate(rt);
+  }
   if (st == T4A_OK) st = t4a_xfer_create(rt->retire, &o->xfer, &rt->xfer);
+  /* One launch policy for the module cache and the table: the runtime's. */
+  t4a_launch_policy launch = o->launch;
+  launch.calibration = rt->calibrated ? &rt->calibration : NULL;
   if (st == T4A_OK) {
-    /* Checked launches follow the runtime's strategy unless the cache's options name one. */
     t4a_module_cache_options mo = o->modules;
-    if (mo.launch_strategy == T4A_LAUNCH_STRATEGY_AUTO) mo.launch_strategy = o->launch_strategy;
-    if (mo.graph_after == 0) mo.graph_after = o->graph_after;
-    if (mo.calibration == NULL && rt->calibrated) mo.calibration = &rt->calibration;
+    mo.launch = launch;
     st = t4a_module_cache_create(rt->retire, &mo, &rt->modules);
   }
   if (st == T4A_OK) {
     t4a_launch_table_options to = T4A_LAUNCH_TABLE_OPTIONS_INIT;
     to.capacity = o->table_capacity != 0 ? o->table_capacity : T4A_RUNTIME_DEFAULT_TABLE_CAPACITY;
-    to.strategy = o->launch_strategy;
-    to.graph_after = o->graph_after;
-    to.calibration = rt->calibrated ? &rt->calibration : NULL;
+    to.launch = launch;
     st = t4a_launch_table_create(rt->retire, &to, &rt->table);
   }
   if (st == T4A_OK) st = set_target(rt, o);

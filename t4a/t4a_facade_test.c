@@ -223,6 +223,19 @@ static void test_defaults_and_refusals(void **state) {
   assert_int_equal(t4a_runtime_open(0, &o, &rt), T4A_INVALID_ARGUMENT);
   assert_null(rt);
   o.table_capacity = 0;
+  /* The launch policy is set in one place, options.launch: a policy in options.modules is
+   * refused, as is an unknown strategy (the pieces' own check). */
+  o.modules.launch.strategy = T4A_LAUNCH_STRATEGY_GRAPH;
+  assert_int_equal(t4a_runtime_open(0, &o, &rt), T4A_INVALID_ARGUMENT);
+  assert_null(rt);
+  o.modules.launch.strategy = T4A_LAUNCH_STRATEGY_AUTO;
+  o.modules.launch.graph_after = 3;
+  assert_int_equal(t4a_runtime_open(0, &o, &rt), T4A_INVALID_ARGUMENT);
+  o.modules.launch.graph_after = 0;
+  o.launch.strategy = (t4a_launch_strategy)5;
+  assert_int_equal(t4a_runtime_open(0, &o, &rt), T4A_INVALID_ARGUMENT);
+  assert_null(rt);
+  o.launch.strategy = T4A_LAUNCH_STRATEGY_AUTO;
   o.target = "sm_90_but_far_longer_than_any_target_name";
   assert_int_equal(t4a_runtime_open(0, &o, &rt), T4A_INVALID_ARGUMENT);
   o.target = "sm_80";
@@ -1045,8 +1058,8 @@ static void test_launch_calibration(void **state) {
   assert_true(c.fires >= 64 && c.plain_ns > 0 && c.graph_ns > 0);
   uint64_t built = t4a_fake_calls(f->fake, "cuGraphInstantiateWithFlags");
   assert_true(built >= 9);
-  o.launch_strategy = T4A_LAUNCH_STRATEGY_GRAPH; /* explicit */
-  o.graph_after = 1;
+  o.launch.strategy = T4A_LAUNCH_STRATEGY_GRAPH; /* explicit */
+  o.launch.graph_after = 1;
   CK(t4a_runtime_open(0, &o, &b));
   assert_int_equal(t4a_fake_calls(f->fake, "cuGraphInstantiateWithFlags"), built); /* reused */
   t4a_launch_calibration c2;
@@ -1061,6 +1074,25 @@ static void test_launch_calibration(void **state) {
   assert_int_equal(ts.graph_after, 1);
   t4a_launch_table_stats(t4a_runtime_table(plain), &ts);
   assert_int_equal(ts.strategy, T4A_LAUNCH_STRATEGY_PLAIN);
+  /* Figures given in options.launch are used (copied) instead of a measurement. */
+  {
+    t4a_runtime_options go = small_options(f);
+    t4a_launch_calibration given = c;
+    given.strategy = T4A_LAUNCH_STRATEGY_GRAPH;
+    given.graph_after = 7;
+    go.launch.calibration = &given;
+    t4a_runtime *g = NULL;
+    CK(t4a_runtime_open(0, &go, &g));
+    assert_int_equal(t4a_fake_calls(f->fake, "cuGraphInstantiateWithFlags"), built);
+    memset(&given, 0, sizeof given); /* copied at open */
+    t4a_launch_calibration gc;
+    assert_int_equal(t4a_runtime_launch_calibration(g, &gc), 1);
+    assert_int_equal(gc.graph_after, 7);
+    t4a_launch_table_stats(t4a_runtime_table(g), &ts);
+    assert_int_equal(ts.strategy, T4A_LAUNCH_STRATEGY_GRAPH);
+    assert_int_equal(ts.graph_after, 7);
+    CK(t4a_runtime_close(g));
+  }
   /* b's table fires through graphs; the results are the plain path's. */
   t4a_module *m = NULL;
   t4a_function *fn = NULL;

@@ -17,7 +17,6 @@
 typedef t4a_launch_desc_ desc;
 
 #define DEFAULT_CAPACITY 256u
-#define DEFAULT_GRAPH_AFTER 16u
 
 t4a_status t4a_launch_table_create(t4a_retire *retire, const t4a_launch_table_options *options,
                                    t4a_launch_table **out) {
@@ -31,23 +30,10 @@ t4a_status t4a_launch_table_create(t4a_retire *retire, const t4a_launch_table_op
                          "retire is NULL or the capacity %u is outside 1..%u", capacity,
                          MAX_CAPACITY);
   }
-  if (o.strategy != T4A_LAUNCH_STRATEGY_AUTO && o.strategy != T4A_LAUNCH_STRATEGY_PLAIN &&
-      o.strategy != T4A_LAUNCH_STRATEGY_GRAPH) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "unknown launch strategy %d",
-                         (int)o.strategy);
-  }
-  t4a_launch_strategy strategy = o.strategy;
-  if (strategy == T4A_LAUNCH_STRATEGY_AUTO) {
-    strategy = o.calibration != NULL && o.calibration->strategy == T4A_LAUNCH_STRATEGY_GRAPH
-                   ? T4A_LAUNCH_STRATEGY_GRAPH
-                   : T4A_LAUNCH_STRATEGY_PLAIN;
-  }
-  uint32_t graph_after = o.graph_after;
-  if (graph_after == 0) {
-    graph_after = o.calibration != NULL && o.calibration->graph_after != 0
-                      ? o.calibration->graph_after
-                      : DEFAULT_GRAPH_AFTER;
-  }
+  t4a_launch_strategy strategy;
+  uint32_t graph_after;
+  t4a_status st = t4a_launch_policy_resolve_(&o.launch, &strategy, &graph_after);
+  if (st != T4A_OK) return st;
   t4a_launch_table *t = t4a_host_calloc(1, sizeof *t);
   if (t == NULL) return T4A_HOST_OUT_OF_MEMORY;
   t->slots = t4a_host_calloc(capacity, sizeof *t->slots);

@@ -44,8 +44,8 @@ static uint64_t calls(fixture *f, const char *entry) { return t4a_fake_calls(f->
 static t4a_launch_table *graph_table(fixture *f, uint32_t graph_after) {
   t4a_launch_table_options o = T4A_LAUNCH_TABLE_OPTIONS_INIT;
   o.capacity = 8;
-  o.strategy = T4A_LAUNCH_STRATEGY_GRAPH;
-  o.graph_after = graph_after;
+  o.launch.strategy = T4A_LAUNCH_STRATEGY_GRAPH;
+  o.launch.graph_after = graph_after;
   t4a_launch_table *t = NULL;
   CK(t4a_launch_table_create(f->retire, &o, &t));
   return t;
@@ -349,21 +349,21 @@ static void test_options(void **state) {
   memset(&cal, 0, sizeof cal);
   cal.strategy = T4A_LAUNCH_STRATEGY_GRAPH;
   cal.graph_after = 9;
-  o.calibration = &cal;
+  o.launch.calibration = &cal;
   CK(t4a_launch_table_create(f->retire, &o, &t));
   t4a_launch_table_stats(t, &s);
   assert_int_equal(s.strategy, T4A_LAUNCH_STRATEGY_GRAPH);
   assert_int_equal(s.graph_after, 9);
   t4a_launch_table_destroy(t);
-  o.strategy = T4A_LAUNCH_STRATEGY_PLAIN; /* explicit beats the calibration */
+  o.launch.strategy = T4A_LAUNCH_STRATEGY_PLAIN; /* explicit beats the calibration */
   CK(t4a_launch_table_create(f->retire, &o, &t));
   t4a_launch_table_stats(t, &s);
   assert_int_equal(s.strategy, T4A_LAUNCH_STRATEGY_PLAIN);
   t4a_launch_table_destroy(t);
-  o.strategy = (t4a_launch_strategy)7;
+  o.launch.strategy = (t4a_launch_strategy)7;
   assert_int_equal(t4a_launch_table_create(f->retire, &o, &t), T4A_INVALID_ARGUMENT);
   assert_null(t);
-  o.strategy = T4A_LAUNCH_STRATEGY_AUTO;
+  o.launch.strategy = T4A_LAUNCH_STRATEGY_AUTO;
   o.capacity = 65537;
   assert_int_equal(t4a_launch_table_create(f->retire, &o, &t), T4A_INVALID_ARGUMENT);
   assert_int_equal(t4a_launch_table_create(NULL, NULL, &t), T4A_INVALID_ARGUMENT);
@@ -425,8 +425,8 @@ static void test_calibrate(void **state) {
 
 static t4a_module_cache *graph_cache(fixture *f, t4a_retire *r, uint32_t graph_after) {
   t4a_module_cache_options o = T4A_MODULE_CACHE_OPTIONS_INIT;
-  o.launch_strategy = T4A_LAUNCH_STRATEGY_GRAPH;
-  o.graph_after = graph_after;
+  o.launch.strategy = T4A_LAUNCH_STRATEGY_GRAPH;
+  o.launch.graph_after = graph_after;
   t4a_module_cache *c = NULL;
   CK(t4a_module_cache_create(r != NULL ? r : f->retire, &o, &c));
   return c;
@@ -492,7 +492,7 @@ static void test_checked_launches_through_function_graphs(void **state) {
   assert_int_equal(live.graph_execs, 0);
   assert_int_equal(live.graphs, 0);
   t4a_module_cache_options bad = T4A_MODULE_CACHE_OPTIONS_INIT;
-  bad.launch_strategy = (t4a_launch_strategy)9;
+  bad.launch.strategy = (t4a_launch_strategy)9;
   assert_int_equal(t4a_module_cache_create(f->retire, &bad, &c), T4A_INVALID_ARGUMENT);
 }
 
@@ -598,8 +598,8 @@ static void test_drops_wait_for_this_threads_capture_of_another_lane(void **stat
                   t4a_arg_scalar(&n, 4)};
   t4a_launch_table_options o = T4A_LAUNCH_TABLE_OPTIONS_INIT;
   o.capacity = 2;
-  o.strategy = T4A_LAUNCH_STRATEGY_GRAPH;
-  o.graph_after = 1;
+  o.launch.strategy = T4A_LAUNCH_STRATEGY_GRAPH;
+  o.launch.graph_after = 1;
   t4a_launch_table *t2 = NULL;
   CK(t4a_launch_table_create(r2, &o, &t2));
   uint32_t id = 0;
@@ -639,8 +639,8 @@ static t4a_status op_graph_fires(void *user) {
   int n = 16;
   t4a_launch_table_options opts = T4A_LAUNCH_TABLE_OPTIONS_INIT;
   opts.capacity = 2;
-  opts.strategy = T4A_LAUNCH_STRATEGY_GRAPH;
-  opts.graph_after = 2;
+  opts.launch.strategy = T4A_LAUNCH_STRATEGY_GRAPH;
+  opts.launch.graph_after = 2;
   t4a_status st = t4a_retire_create(f->lane, NULL, &r);
   if (st == T4A_OK) st = t4a_module_cache_create(r, NULL, &c);
   if (st == T4A_OK) st = t4a_module_load(c, k_ptx, sizeof k_ptx, T4A_IMAGE_AUTO, &m);
@@ -689,8 +689,8 @@ static t4a_status op_function_graph(void *user) {
   t4a_buffer *a = NULL, *o = NULL;
   int n = 16;
   t4a_module_cache_options co = T4A_MODULE_CACHE_OPTIONS_INIT;
-  co.launch_strategy = T4A_LAUNCH_STRATEGY_GRAPH;
-  co.graph_after = 2;
+  co.launch.strategy = T4A_LAUNCH_STRATEGY_GRAPH;
+  co.launch.graph_after = 2;
   t4a_status st = t4a_retire_create(f->lane, NULL, &r);
   if (st == T4A_OK) st = t4a_module_cache_create(r, &co, &c);
   if (st == T4A_OK) st = t4a_module_load(c, k_ptx, sizeof k_ptx, T4A_IMAGE_AUTO, &m);

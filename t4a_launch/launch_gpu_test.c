@@ -421,8 +421,8 @@ static void test_graph_fires_with_changing_arguments(void **state) {
   t4a_launch_config c = cfg1(N / 256, 256, 0);
   t4a_launch_table_options o = T4A_LAUNCH_TABLE_OPTIONS_INIT;
   o.capacity = 1;
-  o.strategy = T4A_LAUNCH_STRATEGY_GRAPH;
-  o.graph_after = 1;
+  o.launch.strategy = T4A_LAUNCH_STRATEGY_GRAPH;
+  o.launch.graph_after = 1;
   t4a_launch_table *t = NULL;
   CK(t4a_launch_table_create(e.retire, &o, &t));
   uint32_t id = 0;
@@ -483,8 +483,8 @@ static void test_checked_launches_through_function_graph(void **state) {
   if (!env_open(&e)) fail_msg("device 0 cannot be queried");
   t4a_nvrtc_artifact *cubin = compile(&e, T4A_NVRTC_OUTPUT_CUBIN);
   t4a_module_cache_options mo = T4A_MODULE_CACHE_OPTIONS_INIT;
-  mo.launch_strategy = T4A_LAUNCH_STRATEGY_GRAPH;
-  mo.graph_after = 2;
+  mo.launch.strategy = T4A_LAUNCH_STRATEGY_GRAPH;
+  mo.launch.graph_after = 2;
   t4a_module_cache *gc = NULL;
   CK(t4a_module_cache_create(e.retire, &mo, &gc));
   t4a_module *m = NULL;

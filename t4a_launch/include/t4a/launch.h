@@ -138,19 +138,28 @@ typedef struct t4a_launch_calibration {
                                     ceil(build_ns / (plain_ns - graph_ns)), within 2..4096 */
 } t4a_launch_calibration;
 
+/** How launches are submitted: the one setting of the launch strategy, read by the module
+ * cache (its checked and raw-bytes launches) and by the descriptor table (its fires). Zero means
+ * the default. */
+typedef struct t4a_launch_policy {
+  /** See t4a_launch_strategy: AUTO follows `calibration` (NULL: PLAIN). */
+  t4a_launch_strategy strategy;
+  /** GRAPH: the launch (of a function) or fire (of a descriptor) that builds its graph (1: the
+   * first); 0: the calibration's figure, or 16 without one. */
+  uint32_t graph_after;
+  const t4a_launch_calibration *calibration; /**< read at create (copied); NULL: none */
+} t4a_launch_policy;
+/** Every field at its default (zero): AUTO, no calibration (PLAIN). */
+#define T4A_LAUNCH_POLICY_INIT {T4A_LAUNCH_STRATEGY_AUTO, 0, NULL}
+
 /** Options of t4a_module_cache_create; zero means the default. */
 typedef struct t4a_module_cache_options {
   uint32_t max_entries; /**< 0: 64 */
   uint64_t max_bytes;   /**< image bytes; 0: 256 MiB */
-  /** Checked and raw-bytes launches of the cache's functions (see t4a_launch_strategy): AUTO
-   * follows `calibration` (NULL: PLAIN). */
-  t4a_launch_strategy launch_strategy;
-  uint32_t graph_after; /**< GRAPH: the launch that builds a function's graph (1: the first); 0:
-                             the calibration's figure, or 16 */
-  const t4a_launch_calibration *calibration; /**< read at create (copied) */
+  t4a_launch_policy launch; /**< checked and raw-bytes launches of the cache's functions */
 } t4a_module_cache_options;
 /** Every option at its default (zero). */
-#define T4A_MODULE_CACHE_OPTIONS_INIT {0, 0, T4A_LAUNCH_STRATEGY_AUTO, 0, NULL}
+#define T4A_MODULE_CACHE_OPTIONS_INIT {0, 0, T4A_LAUNCH_POLICY_INIT}
 
 /** The kind of a module image given to t4a_module_load. */
 typedef enum t4a_image_kind {
@@ -362,14 +371,11 @@ void t4a_launch_calibration_cache_stats(struct t4a_launch_calibration_cache_stat
 
 /** Options of t4a_launch_table_create; zero means the default. */
 typedef struct t4a_launch_table_options {
-  uint32_t capacity;            /**< descriptors, 1..65536; 0: 256 */
-  t4a_launch_strategy strategy; /**< AUTO (the calibration's choice, PLAIN without one) */
-  uint32_t graph_after;         /**< GRAPH: the fire that builds a descriptor's graph (1: the
-                                   first); 0: the calibration's figure, or 16 without one */
-  const t4a_launch_calibration *calibration; /**< read at create (copied); NULL: none */
+  uint32_t capacity;        /**< descriptors, 1..65536; 0: 256 */
+  t4a_launch_policy launch; /**< how the table's descriptors fire */
 } t4a_launch_table_options;
 /** Every option at its default (zero). */
-#define T4A_LAUNCH_TABLE_OPTIONS_INIT {0, T4A_LAUNCH_STRATEGY_AUTO, 0, NULL}
+#define T4A_LAUNCH_TABLE_OPTIONS_INIT {0, T4A_LAUNCH_POLICY_INIT}
 
 /** A table of at most `options->capacity` descriptors for launches on `retire` (borrowed), fired
  * as the options say. options may be NULL (every default: 256 descriptors, PLAIN). Ids name a
