@@ -173,9 +173,9 @@ static void take_snap(bench *b, snap *s) {
   s->nvrtc = 0;
   t4a_nvrtc_cache *cache = t4a_runtime_artifact_cache(b->rt);
   if (cache != NULL) {
-    t4a_counter_values c;
-    t4a_nvrtc_cache_counters(cache, &c);
-    s->nvrtc = c.nvrtc_compile_attempts;
+    struct t4a_nvrtc_cache_stats c;
+    t4a_nvrtc_cache_stats(cache, &c);
+    s->nvrtc = c.counters.nvrtc_compile_attempts;
   }
 }
 

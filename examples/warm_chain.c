@@ -117,11 +117,11 @@ static t4a_counter_values lane_counters(demo *d) {
 }
 
 static uint64_t nvrtc_calls(demo *d) {
-  t4a_counter_values v;
+  struct t4a_nvrtc_cache_stats s;
   t4a_nvrtc_cache *c = t4a_runtime_artifact_cache(d->rt);
   if (c == NULL) return 0;
-  t4a_nvrtc_cache_counters(c, &v);
-  return v.nvrtc_compile_attempts;
+  t4a_nvrtc_cache_stats(c, &s);
+  return s.counters.nvrtc_compile_attempts;
 }
 
 /* The CPU reference: `steps` steps from `init`. */

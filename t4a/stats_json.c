@@ -134,11 +134,11 @@ t4a_status t4a_runtime_stats_json(t4a_runtime *rt, char *buf, size_t size, size_
     put(&j, "  \"artifact_cache\": null,\n");
   } else {
     put(&j, "  \"artifact_cache\": {");
-    t4a_nvrtc_cache_counters(cache, &v);
-    put_counters(&j, &v, "nvrtc_", "    ", 1);
-    size_t entries = 0, bytes = 0;
-    t4a_nvrtc_cache_memory_usage(cache, &entries, &bytes);
-    put(&j, "\n    \"memory_entries\": %zu,\n    \"memory_bytes\": %zu\n  },\n", entries, bytes);
+    struct t4a_nvrtc_cache_stats cs;
+    t4a_nvrtc_cache_stats(cache, &cs);
+    put_counters(&j, &cs.counters, "nvrtc_", "    ", 1);
+    put(&j, "\n    \"memory_entries\": %zu,\n    \"memory_bytes\": %zu\n  },\n",
+        cs.memory_entries, cs.memory_bytes);
   }
   put(&j, "  \"heap_allocations\": %" PRIu64 "\n}\n", t4a_heap_allocations());
   if (j.len >= size) {

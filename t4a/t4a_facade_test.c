@@ -338,10 +338,9 @@ static void test_close_returns_cached_blocks(void **state) {
   t4a_buffer_release(q); /* quarantined: t4a keeps it */
   CK(t4a_runtime_buffer(rt, 8192, &b));
   t4a_buffer_release(b); /* into the reuse cache */
-  uint64_t cached = 0;
-  uint32_t blocks = 0;
-  t4a_mem_pool_cached(t4a_runtime_pool(rt), &cached, &blocks);
-  assert_int_equal(blocks, 1);
+  struct t4a_mem_pool_stats ps;
+  t4a_mem_pool_stats(t4a_runtime_pool(rt), &ps);
+  assert_int_equal(ps.cached_blocks, 1);
   CK(t4a_runtime_close(rt));
   CK(t4a_lane_synchronize(lane));
   t4a_fake_progress(f->fake);
@@ -469,8 +468,9 @@ static void test_compile_load_launch_download(void **state) {
   CK(t4a_runtime_load(rt, a, &m));
   CK(t4a_runtime_function(rt, m, "scale", &fn));
   round_trip(rt, fn, 4.0f);
-  t4a_counter_values cv, v;
-  t4a_nvrtc_cache_counters(cache, &cv);
+  struct t4a_nvrtc_cache_stats cs;
+  t4a_nvrtc_cache_stats(cache, &cs);
+  t4a_counter_values cv = cs.counters, v;
   assert_int_equal(cv.nvrtc_compile_attempts, 1);
   assert_int_equal(cv.nvrtc_mem_hits, 1);
   t4a_runtime_stats(rt, &v);
@@ -534,8 +534,9 @@ static void test_compile_ptx_through_a_borrowed_cache(void **state) {
   CK(t4a_runtime_kernel(r2, k_scale_src, "scale", &f2)); /* one compile for both devices */
   round_trip(r1, f1, 3.0f);
   round_trip(r2, f2, -1.0f);
-  t4a_counter_values cv;
-  t4a_nvrtc_cache_counters(cache, &cv);
+  struct t4a_nvrtc_cache_stats cs;
+  t4a_nvrtc_cache_stats(cache, &cs);
+  t4a_counter_values cv = cs.counters;
   assert_int_equal(cv.nvrtc_compile_attempts, 1);
   t4a_nvrtc_artifact *a = NULL;
   CK(t4a_runtime_compile(r1, k_scale_src, NULL, &a));

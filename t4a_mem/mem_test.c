@@ -134,14 +134,13 @@ static void test_reuse_cache_and_foreign_thread_release(void **state) {
   assert_int_equal(calls(f, "cuMemAllocFromPoolAsync"), allocs + 1);
   t4a_buffer_release(b);
   t4a_buffer_release(c);
-  uint64_t bytes = 0;
-  uint32_t blocks = 0;
-  t4a_mem_pool_cached(p, &bytes, &blocks);
-  assert_int_equal(blocks, 2);
-  assert_int_equal(bytes, 3 * MIB);
+  struct t4a_mem_pool_stats ps;
+  t4a_mem_pool_stats(p, &ps);
+  assert_int_equal(ps.cached_blocks, 2);
+  assert_int_equal(ps.cached_bytes, 3 * MIB);
   assert_int_equal(t4a_mem_pool_trim(p), T4A_OK);
-  t4a_mem_pool_cached(p, &bytes, &blocks);
-  assert_int_equal(blocks, 0);
+  t4a_mem_pool_stats(p, &ps);
+  assert_int_equal(ps.cached_blocks, 0);
   t4a_lane_stats(f->lane, &v);
   assert_int_equal(v.reuse_trimmed, 2);
   t4a_mem_pool_release(p);
@@ -159,17 +158,17 @@ static void test_reuse_cache_is_bounded(void **state) {
   uint64_t frees = calls(f, "cuMemFreeAsync");
   for (int i = 0; i < 3; i++) t4a_buffer_release(b[i]);
   assert_int_equal(calls(f, "cuMemFreeAsync"), frees + 1); /* the oldest went back */
-  uint32_t blocks = 0;
-  t4a_mem_pool_cached(p, NULL, &blocks);
-  assert_int_equal(blocks, 2);
+  struct t4a_mem_pool_stats ps;
+  t4a_mem_pool_stats(p, &ps);
+  assert_int_equal(ps.cached_blocks, 2);
   /* One block larger than the byte bound is never kept, and does not push the small ones out. */
   t4a_buffer *big = NULL;
   assert_int_equal(t4a_buffer_create(p, 65 * MIB, 0, 0, &big), T4A_OK);
   frees = calls(f, "cuMemFreeAsync");
   t4a_buffer_release(big);
   assert_int_equal(calls(f, "cuMemFreeAsync"), frees + 1);
-  t4a_mem_pool_cached(p, NULL, &blocks);
-  assert_int_equal(blocks, 2);
+  t4a_mem_pool_stats(p, &ps);
+  assert_int_equal(ps.cached_blocks, 2);
   t4a_mem_pool_release(p);
 }
 
@@ -352,9 +351,10 @@ static void test_sticky_leaks_instead_of_freeing(void **state) {
   t4a_error_last(&e);
   assert_int_equal(e.status, T4A_OK); /* a drop path leaves the caller's detail alone */
   assert_int_equal(calls(f, "cuMemFreeAsync"), frees);
-  uint32_t blocks = 9;
-  t4a_mem_pool_cached(p, NULL, &blocks);
-  assert_int_equal(blocks, 0);
+  struct t4a_mem_pool_stats ps;
+  memset(&ps, 0xff, sizeof ps);
+  t4a_mem_pool_stats(p, &ps);
+  assert_int_equal(ps.cached_blocks, 0);
   t4a_mem_pool_release(p); /* the lane is broken: the pool leaks too */
   t4a_lane_abandon(f->lane);
   t4a_counter_values v;

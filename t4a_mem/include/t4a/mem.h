@@ -101,8 +101,13 @@ T4A_MUST_USE t4a_status t4a_mem_pool_query_release_threshold(t4a_mem_pool *pool,
  * own device), UNSUPPORTED (the driver says that device cannot reach this one), LANE_BROKEN,
  * driver failures. Counted in pool_access_granted. */
 T4A_MUST_USE t4a_status t4a_mem_pool_grant_access(t4a_mem_pool *pool, t4a_ctx_holder *peer);
-/** Bytes and blocks currently held by the reuse cache. */
-void t4a_mem_pool_cached(const t4a_mem_pool *pool, uint64_t *out_bytes, uint32_t *out_blocks);
+/** A snapshot of a pool (t4a_mem_pool_stats). */
+struct t4a_mem_pool_stats {
+  uint64_t cached_bytes;  /**< bytes held by the reuse cache now */
+  uint32_t cached_blocks; /**< blocks held by the reuse cache now */
+};
+/** Copies the pool's figures into *out (all zero for a NULL pool; nothing for a NULL out). */
+void t4a_mem_pool_stats(const t4a_mem_pool *pool, struct t4a_mem_pool_stats *out);
 
 /* ---- buffers ---- */
 
