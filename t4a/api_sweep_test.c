@@ -123,8 +123,8 @@ static t4a_status use(fixture *f, t4a_runtime *rt, t4a_runtime *peer) {
     if (host == NULL) {
       st = T4A_HOST_OUT_OF_MEMORY;
     } else {
-      st = t4a_host_register_owned(t4a_lane_holder(t4a_runtime_lane(rt)), host, 8192, 0, host,
-                                   free, &reg); /* the owner is consumed on every path */
+      t4a_host_register_options ro = {0, host, free}; /* the owner is consumed on every path */
+      st = t4a_host_register(t4a_lane_holder(t4a_runtime_lane(rt)), host, 8192, &ro, &reg);
     }
   }
   if (st == T4A_OK) {

@@ -418,9 +418,10 @@ static void test_pinned_slots_and_registration(void **state) {
   /* Registration: always unregistered; a double registration is typed. */
   void *mem = malloc(8192);
   t4a_host_registration *r = NULL, *r2 = NULL;
-  assert_int_equal(t4a_host_register(h, mem, 8192, T4A_HOST_REGISTER_MAPPED, &r), T4A_OK);
+  t4a_host_register_options map_opts = {T4A_HOST_REGISTER_MAPPED, NULL, NULL};
+  assert_int_equal(t4a_host_register(h, mem, 8192, &map_opts, &r), T4A_OK);
   assert_int_not_equal(t4a_host_registration_devptr(r), 0);
-  assert_int_equal(t4a_host_register(h, mem, 8192, 0, &r2), T4A_DRIVER_ERROR);
+  assert_int_equal(t4a_host_register(h, mem, 8192, NULL, &r2), T4A_DRIVER_ERROR);
   t4a_error_last(&e);
   assert_string_equal(e.code_name, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED");
   assert_null(r2);
@@ -449,21 +450,21 @@ static void test_owned_registration(void **state) {
   void *mem = malloc(8192);
   t4a_host_registration *r = NULL;
   g_owner_releases = 0;
-  assert_int_equal(t4a_host_register_owned(h, mem, 8192,
-                                           T4A_HOST_REGISTER_MAPPED | T4A_HOST_REGISTER_READ_ONLY,
-                                           mem, owner_release, &r),
-                   T4A_OK);
+  t4a_host_register_options ro = {T4A_HOST_REGISTER_MAPPED | T4A_HOST_REGISTER_READ_ONLY, mem,
+                                   owner_release};
+  assert_int_equal(t4a_host_register(h, mem, 8192, &ro, &r), T4A_OK);
   assert_ptr_equal(t4a_host_registration_host(r), mem);
   assert_int_equal(t4a_host_registration_size(r), 8192);
   t4a_host_registration_release(r);
   assert_int_equal(g_owner_releases, 1);
   /* A refused registration (unknown flag) still consumes the owner. */
-  assert_int_equal(t4a_host_register_owned(h, mem, 8192, 0x80, mem, owner_release, &r),
-                   T4A_INVALID_ARGUMENT);
+  ro.flags = 0x80;
+  assert_int_equal(t4a_host_register(h, mem, 8192, &ro, &r), T4A_INVALID_ARGUMENT);
   assert_null(r);
   assert_int_equal(g_owner_releases, 2);
   /* The unregister fails: the range stays registered and the owner is never released. */
-  assert_int_equal(t4a_host_register_owned(h, mem, 8192, 0, mem, owner_release, &r), T4A_OK);
+  ro.flags = 0;
+  assert_int_equal(t4a_host_register(h, mem, 8192, &ro, &r), T4A_OK);
   t4a_counter_values before, after;
   t4a_driver_stats(f->drv, &before);
   t4a_fake_inject(f->fake, "cuMemHostUnregister", 0, 1, CUDA_ERROR_UNKNOWN, 0);
@@ -521,7 +522,8 @@ static t4a_status op_all(void *user) {
   t4a_slots_destroy(s);
   char *range = g_ranges[g_range_next++ % 512];
   t4a_host_registration *r = NULL;
-  if (st == T4A_OK) st = t4a_host_register(h, range, 4096, T4A_HOST_REGISTER_MAPPED, &r);
+  t4a_host_register_options mapped = {T4A_HOST_REGISTER_MAPPED, NULL, NULL};
+  if (st == T4A_OK) st = t4a_host_register(h, range, 4096, &mapped, &r);
   t4a_host_registration_release(r);
   return st;
 }
