@@ -124,9 +124,9 @@ typedef struct snap {
 
 static snap take_snap(rt r[2]) {
   t4a_counter_values d, a, b;
-  t4a_driver_counters(g_drv, &d);
-  t4a_lane_read_counters(r[0].lane, &a);
-  t4a_lane_read_counters(r[1].lane, &b);
+  t4a_driver_stats(g_drv, &d);
+  t4a_lane_stats(r[0].lane, &a);
+  t4a_lane_stats(r[1].lane, &b);
   snap s = {(unsigned long long)d.peer_access_enabled,
             (unsigned long long)(a.pool_access_granted + b.pool_access_granted)};
   return s;
@@ -242,8 +242,8 @@ int main(int argc, char **argv) {
     }
   }
   t4a_counter_values c[2];
-  t4a_lane_read_counters(r[0].lane, &c[0]);
-  t4a_lane_read_counters(r[1].lane, &c[1]);
+  t4a_lane_stats(r[0].lane, &c[0]);
+  t4a_lane_stats(r[1].lane, &c[1]);
   snap s2 = take_snap(r);
   static const char *const dirs[2] = {"0 -> 1", "1 -> 0"};
   if (!json) {

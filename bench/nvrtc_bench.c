@@ -129,8 +129,9 @@ static int child_disk_hit(const char *dir, const char *which) {
   t4a_nvrtc_outcome out = T4A_NVRTC_OUTCOME_INIT;
   if (t4a_nvrtc_cache_compile(c, &r, &a, &out) != T4A_OK) die("disk hit");
   uint64_t t3 = t4a_bench_now_ns();
-  t4a_counter_values v;
-  t4a_nvrtc_cache_counters(c, &v);
+  struct t4a_nvrtc_cache_stats cs;
+  t4a_nvrtc_cache_stats(c, &cs);
+  t4a_counter_values v = cs.counters;
   if (out.origin != T4A_NVRTC_ORIGIN_DISK || v.nvrtc_compile_attempts != 0) {
     fprintf(stderr, "nvrtc_bench: child expected a disk hit, got %s (%llu compiles)\n",
             t4a_nvrtc_origin_name(out.origin), (unsigned long long)v.nvrtc_compile_attempts);
@@ -224,8 +225,9 @@ static figures measure(t4a_nvrtc_lib *lib, const t4a_nvrtc_request *r, const cha
     v[i] = (double)(t4a_bench_now_ns() - t0) / 1e3 / batch;
   }
   f.mem_hit_us = t4a_bench_stats_of(v, (size_t)repeats);
-  t4a_counter_values cv;
-  t4a_nvrtc_cache_counters(c, &cv);
+  struct t4a_nvrtc_cache_stats cs;
+  t4a_nvrtc_cache_stats(c, &cs);
+  t4a_counter_values cv = cs.counters;
   if (cv.nvrtc_compile_attempts != 1) {
     fprintf(stderr, "nvrtc_bench: memory hits compiled (%llu)\n",
             (unsigned long long)cv.nvrtc_compile_attempts);

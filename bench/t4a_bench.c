@@ -174,9 +174,9 @@ static void take_snap(bench *b, snap *s) {
   s->nvrtc = 0;
   t4a_nvrtc_cache *cache = t4a_runtime_artifact_cache(b->rt);
   if (cache != NULL) {
-    t4a_counter_values c;
-    t4a_nvrtc_cache_counters(cache, &c);
-    s->nvrtc = c.nvrtc_compile_attempts;
+    struct t4a_nvrtc_cache_stats c;
+    t4a_nvrtc_cache_stats(cache, &c);
+    s->nvrtc = c.counters.nvrtc_compile_attempts;
   }
 }
 
@@ -953,8 +953,8 @@ static int open_all(bench *b) {
   if (st == T4A_OK) st = t4a_runtime_function(b->rt, b->mod, "empty", &b->f_empty);
   if (st == T4A_OK) st = t4a_runtime_function(b->rt, b->mod, "args4", &b->f_args4);
   t4a_module_cache_options gmo = T4A_MODULE_CACHE_OPTIONS_INIT;
-  gmo.launch_strategy = T4A_LAUNCH_STRATEGY_GRAPH;
-  gmo.graph_after = 1;
+  gmo.launch.strategy = T4A_LAUNCH_STRATEGY_GRAPH;
+  gmo.launch.graph_after = 1;
   if (st == T4A_OK) st = t4a_module_cache_create(b->retire, &gmo, &b->gmodules);
   if (st == T4A_OK) st = t4a_module_load_artifact(b->gmodules, b->art, &b->gmod);
   if (st == T4A_OK) st = t4a_module_get_function(b->gmod, "empty", &b->g_empty);
@@ -987,15 +987,16 @@ static int open_all(bench *b) {
   if (st == T4A_OK) st = t4a_descriptor_register(b->table, b->f_args4, &cfg, b->args4, 4, &b->fire4_id);
   t4a_launch_table_options go = T4A_LAUNCH_TABLE_OPTIONS_INIT;
   go.capacity = 4;
-  go.strategy = T4A_LAUNCH_STRATEGY_GRAPH;
-  go.graph_after = 1;
-  if (st == T4A_OK) st = t4a_launch_table_create_ex(b->retire, &go, &b->gtable);
+  go.launch.strategy = T4A_LAUNCH_STRATEGY_GRAPH;
+  go.launch.graph_after = 1;
+  if (st == T4A_OK) st = t4a_launch_table_create(b->retire, &go, &b->gtable);
   if (st == T4A_OK) st = t4a_descriptor_register(b->gtable, b->f_empty, &cfg, NULL, 0, &b->gfire0_id);
   if (st == T4A_OK) st = t4a_descriptor_register(b->gtable, b->f_args4, &cfg, b->args4, 4, &b->gfire4_id);
   if (st != T4A_OK) return fail_setup(b, "descriptors", st);
 
   /* The launch chain: CHAIN_FIRES descriptors of args4, each fired once into it. */
-  st = t4a_launch_table_create(b->retire, CHAIN_FIRES, &b->ctable);
+  st = t4a_launch_table_create(b->retire,
+                               &(t4a_launch_table_options){.capacity = CHAIN_FIRES}, &b->ctable);
   for (uint32_t i = 0; i < CHAIN_FIRES && st == T4A_OK; i++) {
     st = t4a_descriptor_register(b->ctable, b->f_args4, &cfg, b->args4, 4, &b->chain_ids[i]);
   }
@@ -1608,8 +1609,8 @@ int main(int argc, char **argv) {
     strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &tm);
     int v = t4a_driver_version(b->drv);
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    t4a_xfer_state xs;
-    t4a_xfer_get_state(b->xfer, &xs);
+    struct t4a_xfer_stats xs;
+    t4a_xfer_stats(b->xfer, &xs);
     if (b->out) {
       fprintf(b->out,
               "# t4a_bench%s: device 0 %s (sm_%d%d, %d SMs), CUDA driver %d.%d (%s), NVRTC %d.%d, "

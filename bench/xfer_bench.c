@@ -75,8 +75,8 @@ int main(int argc, char **argv) {
   o.copy_threads = 1;
   T4A_BENCH_CHECK(t4a_xfer_create(retire, &o, &x[V_ONE]));
   T4A_BENCH_CHECK(t4a_xfer_create(retire, &pool_options, &x[V_POOL]));
-  t4a_xfer_state xs;
-  t4a_xfer_get_state(x[V_POOL], &xs);
+  struct t4a_xfer_stats xs;
+  t4a_xfer_stats(x[V_POOL], &xs);
   t4a_buffer *buf = NULL;
   T4A_BENCH_CHECK(t4a_buffer_create(pool, bytes, 0, 0, &buf));
   unsigned char *host = malloc(bytes), *back = malloc(bytes);
@@ -125,7 +125,7 @@ int main(int argc, char **argv) {
     }
   }
   t4a_counter_values cv;
-  t4a_lane_read_counters(lane, &cv);
+  t4a_lane_stats(lane, &cv);
   static const char *const dirs[2] = {"upload (H2D)", "download (D2H)"};
   double med_raw[2] = {0, 0};
   if (!json) {

@@ -79,11 +79,11 @@ static t4a_counter_values lane_counters(demo *d) {
 }
 
 static uint64_t nvrtc_calls(demo *d) {
-  t4a_counter_values v;
+  struct t4a_nvrtc_cache_stats s;
   t4a_nvrtc_cache *c = t4a_runtime_artifact_cache(d->rt);
   if (c == NULL) return 0;
-  t4a_nvrtc_cache_counters(c, &v);
-  return v.nvrtc_compile_attempts;
+  t4a_nvrtc_cache_stats(c, &s);
+  return s.counters.nvrtc_compile_attempts;
 }
 
 /* The CPU reference: `steps` steps from `init`. */
@@ -130,8 +130,8 @@ static int open_runtime(demo *d) {
             t4a_driver_origin(d->drv), v / 1000, (v % 1000) / 10);
   }
   t4a_xfer *x = t4a_runtime_xfer(d->rt);
-  t4a_xfer_state xs;
-  t4a_xfer_get_state(x, &xs);
+  struct t4a_xfer_stats xs;
+  t4a_xfer_stats(x, &xs);
   fprintf(d->out,
           "runtime: default options (an event per 512 admissions, 64 sealed epochs; staging "
           "ring %u x %zu MiB, %u copy threads; module cache 64)\n",

@@ -123,8 +123,8 @@ static t4a_status use(fixture *f, t4a_runtime *rt, t4a_runtime *peer) {
     if (host == NULL) {
       st = T4A_HOST_OUT_OF_MEMORY;
     } else {
-      st = t4a_host_register_owned(t4a_lane_holder(t4a_runtime_lane(rt)), host, 8192, 0, host,
-                                   free, &reg); /* the owner is consumed on every path */
+      t4a_host_register_options ro = {0, host, free}; /* the owner is consumed on every path */
+      st = t4a_host_register(t4a_lane_holder(t4a_runtime_lane(rt)), host, 8192, &ro, &reg);
     }
   }
   if (st == T4A_OK) {
@@ -189,7 +189,7 @@ static t4a_status close_counted(fixture *f, t4a_runtime *rt) {
   t4a_lane_retain(lane);
   t4a_status st = t4a_runtime_close(rt);
   t4a_counter_values v;
-  t4a_lane_read_counters(lane, &v);
+  t4a_lane_stats(lane, &v);
   f->lane_leaked += v.leaked + v.buffers_leaked;
   t4a_lane_release(lane);
   return st;
@@ -226,7 +226,7 @@ static long unaccounted(void *user) {
   t4a_fake_live l;
   t4a_fake_live_objects(f->fake, &l);
   t4a_counter_values drv;
-  t4a_driver_counters(f->drv, &drv);
+  t4a_driver_stats(f->drv, &drv);
   long live = (long)(l.device_allocs + l.host_allocs + l.host_registrations + l.events +
                      l.modules);
   return live - (long)(drv.leaked + f->lane_leaked);

@@ -267,9 +267,9 @@ static void damaged(const char *input, void (*how)(const char *path)) {
   t4a_nvrtc_outcome out = T4A_NVRTC_OUTCOME_INIT;
   t4a_status st = t4a_nvrtc_cache_compile(c, &r, &again, &out);
   assert_int_equal(out.origin, T4A_NVRTC_ORIGIN_COMPILED);
-  t4a_counter_values v;
-  t4a_nvrtc_cache_counters(c, &v);
-  assert_int_equal(v.nvrtc_disk_corrupt, 1);
+  struct t4a_nvrtc_cache_stats cs;
+  t4a_nvrtc_cache_stats(c, &cs);
+  assert_int_equal(cs.counters.nvrtc_disk_corrupt, 1);
   size_t n1 = 0, n2 = 0;
   const void *d1 = t4a_nvrtc_artifact_data(first, &n1), *d2 = t4a_nvrtc_artifact_data(again, &n2);
   assert_int_equal(n1, n2);

@@ -364,7 +364,7 @@ static t4a_status close_counted(const char *name, t4a_runtime *rt, t4a_counter_v
   char what[128];
   snprintf(what, sizeof what, "t4a_runtime_close(%s)", name);
   t4a_status st = show(what, t4a_runtime_close(rt));
-  t4a_lane_read_counters(lane, lane_after);
+  t4a_lane_stats(lane, lane_after);
   printf("# %s's lane after close: abandoned %s, broken %s\n", name,
          t4a_lane_is_abandoned(lane) ? "yes" : "no", t4a_lane_is_broken(lane) ? "yes" : "no");
   print_counters(name, lane_after);
@@ -400,7 +400,7 @@ static void lane1_illegal_address(void) {
   want(t4a_runtime_buffer(b, 4096, &bx) == T4A_OK, "B's buffer");
   want(t4a_runtime_sync(a) == T4A_OK && t4a_runtime_sync(b) == T4A_OK, "sync before the fault");
   t4a_counter_values d0;
-  t4a_driver_counters(g_drv, &d0);
+  t4a_driver_stats(g_drv, &d0);
 
   step("enqueue the fault on A, then a download of 4 MiB behind it");
   enqueue_fault(a, &k, scratch);
@@ -479,7 +479,7 @@ static void lane1_illegal_address(void) {
   want(va.leaked > 0, "A leaked nothing: what was in flight at the fault was freed?");
   st = close_counted("B", b, &vb);
   want(st == T4A_LANE_BROKEN || st == T4A_CONTEXT_LOST, "B's close: %s", t4a_status_name(st));
-  t4a_driver_counters(g_drv, &d1);
+  t4a_driver_stats(g_drv, &d1);
   print_counters("driver after teardown", &d1);
   want(d1.ctx_faults - d0.ctx_faults == 1, "ctx_faults +%llu, want 1",
        (unsigned long long)(d1.ctx_faults - d0.ctx_faults));
@@ -718,8 +718,8 @@ static void lane4_chunked_upload(void) {
        g_err.message);
   t4a_runtime_stats(a, &v1);
   print_counters("A right after the failed upload", &v1);
-  t4a_xfer_state xs;
-  t4a_xfer_get_state(xf, &xs);
+  struct t4a_xfer_stats xs;
+  t4a_xfer_stats(xf, &xs);
   printf("# ring: free %u, busy %u, quarantined %u chunks\n", xs.free_chunks, xs.busy_chunks,
          xs.quarantined_chunks);
   want(v1.quarantined > v0.quarantined, "nothing was quarantined after the failed upload");
@@ -736,7 +736,7 @@ static void lane4_chunked_upload(void) {
   want(v2.leaked >= v1.quarantined - v0.quarantined, "leaked %llu < quarantined %llu",
        (unsigned long long)v2.leaked, (unsigned long long)(v1.quarantined - v0.quarantined));
   t4a_counter_values d;
-  t4a_driver_counters(g_drv, &d);
+  t4a_driver_stats(g_drv, &d);
   print_counters("driver after teardown", &d);
   free(pat);
 }
@@ -760,7 +760,7 @@ static void lane5_reopen_and_recover(void) {
   enqueue_fault(a, &k, scratch);
   want_fault("sync after the fault", show("t4a_runtime_sync(A)", t4a_runtime_sync(a)), 0);
   t4a_counter_values d0, d1;
-  t4a_driver_counters(g_drv, &d0);
+  t4a_driver_stats(g_drv, &d0);
 
   step("recovery refused while runtimes are open");
   printf("# open lanes on device 0: %d\n", t4a_device_open_lanes(g_drv, 0));
@@ -782,7 +782,7 @@ static void lane5_reopen_and_recover(void) {
   CUdevice dev = 0;
   (void)g_drv->t.cuDeviceGet(&dev, 0);
   (void)g_drv->t.cuDevicePrimaryCtxGetState(dev, &flags, &active);
-  t4a_driver_counters(g_drv, &d1);
+  t4a_driver_stats(g_drv, &d1);
   printf("# primary context of device 0 after every runtime closed: %s (holders created %llu, "
          "destroyed %llu: the rest are kept by what t4a leaked)\n",
          active ? "still active (retained)" : "destroyed",
@@ -809,7 +809,7 @@ static void lane5_reopen_and_recover(void) {
        "recover: %s, want OK or CONTEXT_LOST naming the retain after the reset",
        t4a_status_name(st));
   (void)g_drv->t.cuDevicePrimaryCtxGetState(dev, &flags, &active);
-  t4a_driver_counters(g_drv, &d1);
+  t4a_driver_stats(g_drv, &d1);
   printf("# after the reset: primary context %s; device_recoveries %llu, "
          "device_recoveries_refused %llu, ctx_faults %llu\n",
          active ? "active" : "inactive", (unsigned long long)d1.device_recoveries,
@@ -859,10 +859,10 @@ static void lane5_reopen_and_recover(void) {
   count_driver_calls();
   unsigned long calls0 = atomic_load(&g_calls);
   t4a_counter_values before, after;
-  t4a_driver_counters(g_drv, &before);
+  t4a_driver_stats(g_drv, &before);
   t4a_buffer_release(kept);
   t4a_lane_release(old_lane);
-  t4a_driver_counters(g_drv, &after);
+  t4a_driver_stats(g_drv, &after);
   printf("# releasing the old buffer and lane: %lu driver calls (counted entries)\n",
          atomic_load(&g_calls) - calls0);
   want(atomic_load(&g_calls) == calls0, "old objects called the driver after the reset");
@@ -950,11 +950,11 @@ static void close_in_scope(const char *name, t4a_runtime *a, t4a_runtime *victim
                            CUcontext before) {
   close_job j = {victim, a, NULL, NULL, T4A_OK, T4A_OK};
   t4a_counter_values d0, d1;
-  t4a_driver_counters(g_drv, &d0);
+  t4a_driver_stats(g_drv, &d0);
   want(current_ctx() == before, "%s: the context before the scope is not the one set", name);
   t4a_status st = t4a_raw_run(t4a_runtime_retire(a), NULL, 0, close_inside, &j);
   CUcontext after = current_ctx();
-  t4a_driver_counters(g_drv, &d1);
+  t4a_driver_stats(g_drv, &d1);
   printf("# %s: raw scope %s; victim's close %s; A's own close inside its scope %s; current "
          "before %p, inside %p -> %p, after %p; ctx_current_kept +%llu, holders destroyed +%llu\n",
          name, t4a_status_name(st), t4a_status_name(j.close_st), t4a_status_name(j.self_close_st),
@@ -984,7 +984,7 @@ static void lane7_sync_refusals_and_restore(void) {
   t4a_device_info info;
   want(t4a_device_query(g_drv, 0, &info) == T4A_OK, "device query");
   t4a_counter_values v0, v1;
-  t4a_retire_state rs;
+  struct t4a_retire_stats rs;
   t4a_runtime_stats(a, &v0);
   step("block of 2048 threads");
   int n = 1 << 18;
@@ -1011,7 +1011,7 @@ static void lane7_sync_refusals_and_restore(void) {
   want(g_err.code == 1 || g_err.code == 701, "launch bounds: CUresult %d, want 1 (or 701)",
        g_err.code);
   t4a_runtime_stats(a, &v1);
-  t4a_retire_get_state(t4a_runtime_retire(a), &rs);
+  t4a_retire_stats(t4a_runtime_retire(a), &rs);
   printf("# after the three refusals: launches +%llu, admissions +%llu, quarantined %llu\n",
          (unsigned long long)(v1.launches - v0.launches),
          (unsigned long long)(v1.admissions - v0.admissions),

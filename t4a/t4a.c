@@ -1,12 +1,13 @@
-/* The facade's own code: the composed runtime (t4a/t4a.h). */
+/* The facade's own code: the composed runtime (t4a/t4a.h). Its stats JSON is stats_json.c. */
 #include "t4a/t4a.h"
 
 #include <inttypes.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "t4a/runtime_internal.h"
 
 #define T4A_STR_(x) #x
 #define T4A_STR(x) T4A_STR_(x)
@@ -14,30 +15,6 @@
 const char *t4a_version_string(void) {
   return T4A_STR(T4A_VERSION_MAJOR) "." T4A_STR(T4A_VERSION_MINOR) "." T4A_STR(T4A_VERSION_PATCH);
 }
-
-struct t4a_runtime {
-  t4a_driver *driver; /* a reference */
-  int ordinal;
-  t4a_lane *lane;
-  t4a_mem_pool *pool;
-  t4a_retire *retire;
-  t4a_xfer *xfer;
-  t4a_module_cache *modules;
-  t4a_launch_table *table;
-  int calibrated; /* 1: `calibration` holds what the table was created with */
-  t4a_status calibration_failed; /* why calibrate_launches gave no figures (T4A_OK: it did) */
-  t4a_launch_calibration calibration;
-  char target[32];
-  int compile_ptx;
-  /* Compilation, opened at the first compile. `lock` guards `artifacts` (and its creation). */
-  pthread_mutex_t lock;
-  int lock_ready;
-  t4a_nvrtc_cache *artifacts; /* the caller's (borrowed) or the runtime's own */
-  int own_artifacts;          /* 1: created here, destroyed at close */
-  char *nvrtc_path;           /* copies of the string options (NULL when not given) */
-  char *disk_dir;
-  t4a_nvrtc_cache_options artifact_options; /* disk_dir pointing at the copy above */
-};
 
 static t4a_status null_runtime(void) {
   return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "the runtime is NULL");
@@ -109,91 +86,48 @@ static t4a_status set_target(t4a_runtime *rt, const t4a_runtime_options *o) {
   return T4A_OK;
 }
 
-/* The empty kernel calibration fires: PTX for any device the driver can JIT for. */
-static const char k_nop_ptx[] =
-    ".version 7.0\n.target sm_70\n.address_size 64\n\n.visible .entry t4a_nop()\n{\n  ret;\n}\n";
-
-/* Calibrations made in this process, by driver and device (a later runtime reuses them). */
-static pthread_mutex_t g_calibration_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct {
-  const t4a_driver *driver;
-  int ordinal;
-  t4a_launch_calibration c;
-} g_calibrations[16];
-static unsigned g_num_calibrations;
-
-/* Calibrates once per driver and device (the lock held across the measurement: two runtimes
- * opening at once measure once). */
-static t4a_status calibrate(t4a_runtime *rt) {
-  pthread_mutex_lock(&g_calibration_lock);
-  for (unsigned i = 0; i < g_num_calibrations; i++) {
-    if (g_calibrations[i].driver == rt->driver && g_calibrations[i].ordinal == rt->ordinal) {
-      rt->calibration = g_calibrations[i].c;
-      rt->calibrated = 1;
-      pthread_mutex_unlock(&g_calibration_lock);
-      return T4A_OK;
-    }
-  }
-  /* A lane, retirement state and module cache of its own on the same device, gone before the
-   * runtime's pieces are used: the runtime's counters see none of the calibration's launches,
-   * waits or module load. */
-  t4a_lane *lane = NULL;
-  t4a_retire *retire = NULL;
-  t4a_module_cache *cache = NULL;
-  t4a_module *m = NULL;
-  t4a_function *fn = NULL;
-  t4a_status st = t4a_lane_create(rt->driver, rt->ordinal, NULL, &lane);
-  if (st == T4A_OK) st = t4a_retire_create(lane, NULL, &retire);
-  if (st == T4A_OK) st = t4a_module_cache_create(retire, NULL, &cache);
-  if (st == T4A_OK) st = t4a_module_load(cache, k_nop_ptx, sizeof k_nop_ptx, T4A_IMAGE_PTX, &m);
-  if (st == T4A_OK) st = t4a_module_get_function(m, "t4a_nop", &fn);
-  if (st == T4A_OK) st = t4a_launch_calibrate(retire, fn, 0, &rt->calibration);
-  t4a_error saved;
-  t4a_error_last(&saved);
-  t4a_function_release(fn);
-  t4a_module_release(m);
-  t4a_module_cache_destroy(cache);
-  t4a_status dst = retire != NULL ? t4a_retire_destroy(retire) : T4A_OK;
-  t4a_lane_release(lane);
-  t4a_error_restore(&saved);
-  if (st == T4A_OK) st = dst;
-  if (st != T4A_OK) {
-    /* No figures: the runtime opens with PLAIN (AUTO's choice without a calibration), and the
-     * stats say why. */
-    rt->calibration_failed = st;
-    memset(&rt->calibration, 0, sizeof rt->calibration);
-  } else {
+/* Calibrates once per driver and device (t4a_launch_calibrate_device: the process's table). A
+ * failure leaves no figures: the runtime opens with PLAIN (AUTO's choice without a calibration),
+ * and the stats say why. */
+static void calibrate(t4a_runtime *rt) {
+  t4a_status st = t4a_launch_calibrate_device(rt->driver, rt->ordinal, &rt->calibration);
+  if (st == T4A_OK) {
     rt->calibrated = 1;
-    unsigned slot = g_num_calibrations < 16 ? g_num_calibrations++ : 15;
-    g_calibrations[slot].driver = rt->driver;
-    g_calibrations[slot].ordinal = rt->ordinal;
-    g_calibrations[slot].c = rt->calibration;
+  } else {
+    rt->calibration_failed = st;
   }
-  pthread_mutex_unlock(&g_calibration_lock);
-  return T4A_OK;
 }
 
 static t4a_status open_pieces(t4a_runtime *rt, const t4a_runtime_options *o) {
+  const t4a_launch_policy *ml = &o->modules.launch;
+  if (ml->strategy != T4A_LAUNCH_STRATEGY_AUTO || ml->graph_after != 0 || ml->calibration != NULL) {
+    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                         "options.modules.launch is not the default: the runtime's launch policy "
+                         "is options.launch");
+  }
   t4a_status st = t4a_lane_create(rt->driver, rt->ordinal, &o->lane, &rt->lane);
   if (st == T4A_OK) st = t4a_mem_pool_create(rt->lane, &o->pool, &rt->pool);
   if (st == T4A_OK) st = t4a_retire_create(rt->lane, &o->retire, &rt->retire);
-  if (st == T4A_OK && o->calibrate_launches) st = calibrate(rt);
+  if (st == T4A_OK && o->launch.calibration != NULL) {
+    rt->calibration = *o->launch.calibration;
+    rt->calibrated = 1;
+  } else if (st == T4A_OK && o->calibrate_launches) {
+    calibrate(rt);
+  }
   if (st == T4A_OK) st = t4a_xfer_create(rt->retire, &o->xfer, &rt->xfer);
+  /* One launch policy for the module cache and the table: the runtime's. */
+  t4a_launch_policy launch = o->launch;
+  launch.calibration = rt->calibrated ? &rt->calibration : NULL;
   if (st == T4A_OK) {
-    /* Checked launches follow the runtime's strategy unless the cache's options name one. */
     t4a_module_cache_options mo = o->modules;
-    if (mo.launch_strategy == T4A_LAUNCH_STRATEGY_AUTO) mo.launch_strategy = o->launch_strategy;
-    if (mo.graph_after == 0) mo.graph_after = o->graph_after;
-    if (mo.calibration == NULL && rt->calibrated) mo.calibration = &rt->calibration;
+    mo.launch = launch;
     st = t4a_module_cache_create(rt->retire, &mo, &rt->modules);
   }
   if (st == T4A_OK) {
     t4a_launch_table_options to = T4A_LAUNCH_TABLE_OPTIONS_INIT;
     to.capacity = o->table_capacity != 0 ? o->table_capacity : T4A_RUNTIME_DEFAULT_TABLE_CAPACITY;
-    to.strategy = o->launch_strategy;
-    to.graph_after = o->graph_after;
-    to.calibration = rt->calibrated ? &rt->calibration : NULL;
-    st = t4a_launch_table_create_ex(rt->retire, &to, &rt->table);
+    to.launch = launch;
+    st = t4a_launch_table_create(rt->retire, &to, &rt->table);
   }
   if (st == T4A_OK) st = set_target(rt, o);
   if (st == T4A_OK) st = copy_string(o->nvrtc.library_path, &rt->nvrtc_path);
@@ -438,146 +372,5 @@ void t4a_runtime_stats(const t4a_runtime *rt, t4a_counter_values *out) {
     memset(out, 0, sizeof *out);
     return;
   }
-  t4a_lane_read_counters(rt->lane, out);
-}
-
-/* Appends to a bounded buffer, counting what would not fit (as snprintf does). */
-typedef struct json_out {
-  char *buf;
-  size_t size;
-  size_t len; /* the text's full length so far, written or not */
-} json_out;
-
-static void put(json_out *j, const char *fmt, ...) T4A_PRINTF(2, 3);
-static void put(json_out *j, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  char *at = j->len < j->size ? j->buf + j->len : NULL;
-  size_t room = j->len < j->size ? j->size - j->len : 0;
-  int n = vsnprintf(at, room, fmt, ap);
-  va_end(ap);
-  if (n > 0) j->len += (size_t)n;
-}
-
-/* A JSON string: quotes, backslashes and control characters escaped. */
-static void put_string(json_out *j, const char *s) {
-  put(j, "\"");
-  for (const unsigned char *p = (const unsigned char *)s; *p != '\0'; p++) {
-    if (*p == '"' || *p == '\\') {
-      put(j, "\\%c", *p);
-    } else if (*p < 0x20) {
-      put(j, "\\u%04x", *p);
-    } else {
-      put(j, "%c", *p);
-    }
-  }
-  put(j, "\"");
-}
-
-/* Every counter of `v` whose name starts with `prefix` ("" for all), one per line. */
-static void put_counters(json_out *j, const t4a_counter_values *v, const char *prefix,
-                         const char *indent, int more) {
-  size_t plen = strlen(prefix);
-  int first = 1;
-  for (int i = 0; i < T4A_COUNTER_COUNT; i++) {
-    const char *name = t4a_counter_name((t4a_counter_id)i);
-    if (strncmp(name, prefix, plen) != 0) continue;
-    put(j, "%s\n%s\"%s\": %" PRIu64, first ? "" : ",", indent, name,
-        t4a_counter_value(v, (t4a_counter_id)i));
-    first = 0;
-  }
-  if (more) put(j, ",");
-}
-
-t4a_status t4a_runtime_stats_json(t4a_runtime *rt, char *buf, size_t size, size_t *out_len) {
-  if (out_len != NULL) *out_len = 0;
-  if (rt == NULL) return null_runtime();
-  if (buf == NULL && size != 0) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "buf is NULL with a size");
-  }
-  json_out j = {buf, size, 0};
-  t4a_counter_values v;
-  put(&j, "{\n  \"t4a_version\": \"%s\",\n  \"ordinal\": %d,\n  \"target\": ",
-      t4a_version_string(), rt->ordinal);
-  put_string(&j, rt->target);
-  put(&j, ",\n  \"lane\": {");
-  t4a_lane_read_counters(rt->lane, &v);
-  put_counters(&j, &v, "", "    ", 0);
-  put(&j, "\n  },\n  \"driver\": {\n    \"origin\": ");
-  put_string(&j, t4a_driver_origin(rt->driver));
-  put(&j, ",\n    \"version\": %d,\n    \"counters\": {", t4a_driver_version(rt->driver));
-  t4a_driver_counters(rt->driver, &v);
-  put_counters(&j, &v, "", "      ", 0);
-  t4a_module_cache_stats ms;
-  t4a_module_cache_get_stats(rt->modules, &ms);
-  put(&j,
-      "\n    }\n  },\n  \"module_cache\": {\n    \"entries\": %" PRIu32 ",\n    \"bytes\": %" PRIu64
-      ",\n    \"loads\": %" PRIu64 ",\n    \"hits\": %" PRIu64 ",\n    \"evictions\": %" PRIu64
-      ",\n    \"unloads\": %" PRIu64 "\n  },\n",
-      ms.entries, ms.bytes, ms.loads, ms.hits, ms.evictions, ms.unloads);
-  t4a_retire_state rs;
-  t4a_retire_get_state(rt->retire, &rs);
-  put(&j,
-      "  \"retire\": {\n    \"open_admissions\": %" PRIu32 ",\n    \"open_keepalives\": %" PRIu32
-      ",\n    \"sealed_epochs\": %" PRIu32 ",\n    \"quarantined_held\": %" PRIu64 "\n  },\n",
-      rs.open_admissions, rs.open_keepalives, rs.sealed_epochs, rs.quarantined_held);
-  t4a_launch_table_stats ts;
-  t4a_launch_table_get_stats(rt->table, &ts);
-  put(&j,
-      "  \"launch_table\": {\n    \"strategy\": \"%s\",\n    \"graph_after\": %" PRIu32
-      ",\n    \"descriptors\": %" PRIu32 ",\n    \"graphs\": %" PRIu32
-      ",\n    \"plain_fires\": %" PRIu64 ",\n    \"graph_fires\": %" PRIu64
-      ",\n    \"graph_builds\": %" PRIu64 ",\n    \"graph_updates\": %" PRIu64
-      ",\n    \"graph_fallbacks\": %" PRIu64 ",\n    \"calibration\": ",
-      ts.strategy == T4A_LAUNCH_STRATEGY_GRAPH ? "graph" : "plain", ts.graph_after,
-      ts.descriptors, ts.graphs, ts.plain_fires, ts.graph_fires, ts.graph_builds,
-      ts.graph_updates, ts.graph_fallbacks);
-  if (!rt->calibrated && rt->calibration_failed != T4A_OK) {
-    put(&j, "null,\n    \"calibration_failed\": \"%s\"\n  },\n",
-        t4a_status_name(rt->calibration_failed));
-  } else if (!rt->calibrated) {
-    put(&j, "null\n  },\n");
-  } else {
-    const t4a_launch_calibration *c = &rt->calibration;
-    put(&j,
-        "{\n      \"fires\": %" PRIu32 ",\n      \"plain_ns\": %.1f,\n      \"graph_ns\": %.1f"
-        ",\n      \"graph_rebind_ns\": %.1f,\n      \"build_ns\": %.1f"
-        ",\n      \"device_bytes_per_graph\": %" PRIu64 ",\n      \"strategy\": \"%s\""
-        ",\n      \"graph_after\": %" PRIu32 "\n    }\n  },\n",
-        c->fires, c->plain_ns, c->graph_ns, c->graph_rebind_ns, c->build_ns,
-        c->device_bytes_per_graph, c->strategy == T4A_LAUNCH_STRATEGY_GRAPH ? "graph" : "plain",
-        c->graph_after);
-  }
-  t4a_xfer_state xs;
-  t4a_xfer_get_state(rt->xfer, &xs);
-  put(&j,
-      "  \"xfer\": {\n    \"chunk_bytes\": %zu,\n    \"num_chunks\": %" PRIu32
-      ",\n    \"free_chunks\": %" PRIu32 ",\n    \"busy_chunks\": %" PRIu32
-      ",\n    \"quarantined_chunks\": %" PRIu32 ",\n    \"spare_events\": %" PRIu32
-      ",\n    \"chunks_reclaimed\": %" PRIu64 ",\n    \"pinned_hold_bytes\": %" PRIu64
-      ",\n    \"pinned_fallbacks\": %" PRIu64 ",\n    \"copy_threads\": %" PRIu32
-      ",\n    \"parallel_copies\": %" PRIu64 "\n  },\n",
-      t4a_xfer_chunk_bytes(rt->xfer), t4a_xfer_num_chunks(rt->xfer), xs.free_chunks,
-      xs.busy_chunks, xs.quarantined_chunks, xs.spare_events, xs.chunks_reclaimed,
-      xs.pinned_hold_bytes, xs.pinned_fallbacks, xs.copy_threads, xs.parallel_copies);
-  t4a_nvrtc_cache *cache = t4a_runtime_artifact_cache(rt);
-  if (cache == NULL) {
-    put(&j, "  \"artifact_cache\": null,\n");
-  } else {
-    put(&j, "  \"artifact_cache\": {");
-    t4a_nvrtc_cache_counters(cache, &v);
-    put_counters(&j, &v, "nvrtc_", "    ", 1);
-    size_t entries = 0, bytes = 0;
-    t4a_nvrtc_cache_memory_usage(cache, &entries, &bytes);
-    put(&j, "\n    \"memory_entries\": %zu,\n    \"memory_bytes\": %zu\n  },\n", entries, bytes);
-  }
-  put(&j, "  \"heap_allocations\": %" PRIu64 "\n}\n", t4a_heap_allocations());
-  if (j.len >= size) {
-    if (out_len != NULL) *out_len = j.len + 1;
-    if (size > 0) buf[0] = '\0';
-    return t4a_error_set(T4A_LIMIT_EXCEEDED, NULL, 0, NULL, (uint64_t)j.len + 1,
-                         "the stats JSON needs %zu bytes, the buffer has %zu", j.len + 1, size);
-  }
-  if (out_len != NULL) *out_len = j.len;
-  return T4A_OK;
+  t4a_lane_stats(rt->lane, out);
 }

@@ -204,7 +204,7 @@ static void test_open_accessors_close(void **state) {
   assert_int_equal(v.bytes_uploaded, 2 * sizeof x);
   assert_int_equal(v.bytes_downloaded, 2 * sizeof x);
   t4a_counter_values lv;
-  t4a_lane_read_counters(lane, &lv);
+  t4a_lane_stats(lane, &lv);
   assert_memory_equal(&v, &lv, sizeof v);
   t4a_buffer_release(b);
   t4a_function_release(fn);
@@ -223,6 +223,19 @@ static void test_defaults_and_refusals(void **state) {
   assert_int_equal(t4a_runtime_open(0, &o, &rt), T4A_INVALID_ARGUMENT);
   assert_null(rt);
   o.table_capacity = 0;
+  /* The launch policy is set in one place, options.launch: a policy in options.modules is
+   * refused, as is an unknown strategy (the pieces' own check). */
+  o.modules.launch.strategy = T4A_LAUNCH_STRATEGY_GRAPH;
+  assert_int_equal(t4a_runtime_open(0, &o, &rt), T4A_INVALID_ARGUMENT);
+  assert_null(rt);
+  o.modules.launch.strategy = T4A_LAUNCH_STRATEGY_AUTO;
+  o.modules.launch.graph_after = 3;
+  assert_int_equal(t4a_runtime_open(0, &o, &rt), T4A_INVALID_ARGUMENT);
+  o.modules.launch.graph_after = 0;
+  o.launch.strategy = (t4a_launch_strategy)5;
+  assert_int_equal(t4a_runtime_open(0, &o, &rt), T4A_INVALID_ARGUMENT);
+  assert_null(rt);
+  o.launch.strategy = T4A_LAUNCH_STRATEGY_AUTO;
   o.target = "sm_90_but_far_longer_than_any_target_name";
   assert_int_equal(t4a_runtime_open(0, &o, &rt), T4A_INVALID_ARGUMENT);
   o.target = "sm_80";
@@ -325,17 +338,16 @@ static void test_close_returns_cached_blocks(void **state) {
   t4a_buffer_release(q); /* quarantined: t4a keeps it */
   CK(t4a_runtime_buffer(rt, 8192, &b));
   t4a_buffer_release(b); /* into the reuse cache */
-  uint64_t cached = 0;
-  uint32_t blocks = 0;
-  t4a_mem_pool_cached(t4a_runtime_pool(rt), &cached, &blocks);
-  assert_int_equal(blocks, 1);
+  struct t4a_mem_pool_stats ps;
+  t4a_mem_pool_stats(t4a_runtime_pool(rt), &ps);
+  assert_int_equal(ps.cached_blocks, 1);
   CK(t4a_runtime_close(rt));
   CK(t4a_lane_synchronize(lane));
   t4a_fake_progress(f->fake);
   t4a_fake_live l;
   t4a_fake_live_objects(f->fake, &l);
   t4a_counter_values v;
-  t4a_lane_read_counters(lane, &v);
+  t4a_lane_stats(lane, &v);
   assert_int_equal(l.device_allocs, 1); /* the quarantined block only */
   assert_int_equal(v.buffers_leaked + v.leaked, 1);
   t4a_lane_release(lane);
@@ -361,7 +373,7 @@ static void test_close_counts_cached_blocks_of_a_lost_lane(void **state) {
   t4a_fake_live l;
   t4a_fake_live_objects(f->fake, &l);
   t4a_counter_values v;
-  t4a_lane_read_counters(lane, &v);
+  t4a_lane_stats(lane, &v);
   assert_int_equal(l.device_allocs, 2);
   /* The quarantined block is among the retirement state's leaked keepalives (leaked); the
    * cached block is counted as a leaked buffer. */
@@ -456,8 +468,9 @@ static void test_compile_load_launch_download(void **state) {
   CK(t4a_runtime_load(rt, a, &m));
   CK(t4a_runtime_function(rt, m, "scale", &fn));
   round_trip(rt, fn, 4.0f);
-  t4a_counter_values cv, v;
-  t4a_nvrtc_cache_counters(cache, &cv);
+  struct t4a_nvrtc_cache_stats cs;
+  t4a_nvrtc_cache_stats(cache, &cs);
+  t4a_counter_values cv = cs.counters, v;
   assert_int_equal(cv.nvrtc_compile_attempts, 1);
   assert_int_equal(cv.nvrtc_mem_hits, 1);
   t4a_runtime_stats(rt, &v);
@@ -521,8 +534,9 @@ static void test_compile_ptx_through_a_borrowed_cache(void **state) {
   CK(t4a_runtime_kernel(r2, k_scale_src, "scale", &f2)); /* one compile for both devices */
   round_trip(r1, f1, 3.0f);
   round_trip(r2, f2, -1.0f);
-  t4a_counter_values cv;
-  t4a_nvrtc_cache_counters(cache, &cv);
+  struct t4a_nvrtc_cache_stats cs;
+  t4a_nvrtc_cache_stats(cache, &cs);
+  t4a_counter_values cv = cs.counters;
   assert_int_equal(cv.nvrtc_compile_attempts, 1);
   t4a_nvrtc_artifact *a = NULL;
   CK(t4a_runtime_compile(r1, k_scale_src, NULL, &a));
@@ -865,7 +879,7 @@ static t4a_status run_once(sweep_ctx *c) {
     t4a_error_restore(&saved);
   }
   t4a_counter_values v;
-  t4a_lane_read_counters(lane, &v);
+  t4a_lane_stats(lane, &v);
   c->lane_leaked += v.leaked + v.buffers_leaked;
   c->lane_pools_leaked += v.pools_leaked;
   t4a_lane_release(lane);
@@ -893,7 +907,7 @@ static long unaccounted_strict(void *user) {
   t4a_fake_live l;
   t4a_fake_live_objects(c->f->fake, &l);
   t4a_counter_values drv;
-  t4a_driver_counters(c->f->drv, &drv);
+  t4a_driver_stats(c->f->drv, &drv);
   long refs = 0;
   for (int i = 0; i < T4A_FAKE_MAX_DEVICES; i++) refs += l.primary_refs[i];
   long live = (long)(l.device_allocs + l.host_allocs + l.host_registrations + l.events +
@@ -912,7 +926,7 @@ static long unaccounted_use(void *user) {
   t4a_fake_live l;
   t4a_fake_live_objects(c->f->fake, &l);
   t4a_counter_values drv;
-  t4a_driver_counters(c->f->drv, &drv);
+  t4a_driver_stats(c->f->drv, &drv);
   long live = (long)(l.device_allocs + l.host_allocs + l.host_registrations + l.events +
                      l.modules);
   return live - (long)(drv.leaked + c->lane_leaked);
@@ -1027,8 +1041,8 @@ static void test_launch_calibration(void **state) {
   CK(t4a_runtime_open(0, &o, &a));
   t4a_fake_clear_injections(f->fake);
   assert_int_equal(t4a_runtime_launch_calibration(a, &c), 0);
-  t4a_launch_table_stats fs;
-  t4a_launch_table_get_stats(t4a_runtime_table(a), &fs);
+  struct t4a_launch_table_stats fs;
+  t4a_launch_table_stats(t4a_runtime_table(a), &fs);
   assert_int_equal(fs.strategy, T4A_LAUNCH_STRATEGY_PLAIN);
   char fjson[16384];
   CK(t4a_runtime_stats_json(a, fjson, sizeof fjson, NULL));
@@ -1045,22 +1059,41 @@ static void test_launch_calibration(void **state) {
   assert_true(c.fires >= 64 && c.plain_ns > 0 && c.graph_ns > 0);
   uint64_t built = t4a_fake_calls(f->fake, "cuGraphInstantiateWithFlags");
   assert_true(built >= 9);
-  o.launch_strategy = T4A_LAUNCH_STRATEGY_GRAPH; /* explicit */
-  o.graph_after = 1;
+  o.launch.strategy = T4A_LAUNCH_STRATEGY_GRAPH; /* explicit */
+  o.launch.graph_after = 1;
   CK(t4a_runtime_open(0, &o, &b));
   assert_int_equal(t4a_fake_calls(f->fake, "cuGraphInstantiateWithFlags"), built); /* reused */
   t4a_launch_calibration c2;
   assert_int_equal(t4a_runtime_launch_calibration(b, &c2), 1);
   assert_memory_equal(&c, &c2, sizeof c);
-  t4a_launch_table_stats ts;
-  t4a_launch_table_get_stats(t4a_runtime_table(a), &ts);
+  struct t4a_launch_table_stats ts;
+  t4a_launch_table_stats(t4a_runtime_table(a), &ts);
   assert_int_equal(ts.strategy, c.strategy);
   assert_int_equal(ts.graph_after, c.graph_after);
-  t4a_launch_table_get_stats(t4a_runtime_table(b), &ts);
+  t4a_launch_table_stats(t4a_runtime_table(b), &ts);
   assert_int_equal(ts.strategy, T4A_LAUNCH_STRATEGY_GRAPH);
   assert_int_equal(ts.graph_after, 1);
-  t4a_launch_table_get_stats(t4a_runtime_table(plain), &ts);
+  t4a_launch_table_stats(t4a_runtime_table(plain), &ts);
   assert_int_equal(ts.strategy, T4A_LAUNCH_STRATEGY_PLAIN);
+  /* Figures given in options.launch are used (copied) instead of a measurement. */
+  {
+    t4a_runtime_options go = small_options(f);
+    t4a_launch_calibration given = c;
+    given.strategy = T4A_LAUNCH_STRATEGY_GRAPH;
+    given.graph_after = 7;
+    go.launch.calibration = &given;
+    t4a_runtime *g = NULL;
+    CK(t4a_runtime_open(0, &go, &g));
+    assert_int_equal(t4a_fake_calls(f->fake, "cuGraphInstantiateWithFlags"), built);
+    memset(&given, 0, sizeof given); /* copied at open */
+    t4a_launch_calibration gc;
+    assert_int_equal(t4a_runtime_launch_calibration(g, &gc), 1);
+    assert_int_equal(gc.graph_after, 7);
+    t4a_launch_table_stats(t4a_runtime_table(g), &ts);
+    assert_int_equal(ts.strategy, T4A_LAUNCH_STRATEGY_GRAPH);
+    assert_int_equal(ts.graph_after, 7);
+    CK(t4a_runtime_close(g));
+  }
   /* b's table fires through graphs; the results are the plain path's. */
   t4a_module *m = NULL;
   t4a_function *fn = NULL;
@@ -1085,7 +1118,7 @@ static void test_launch_calibration(void **state) {
   assert_int_equal(v1.launch_graph_fires - v0.launch_graph_fires, 1);
   CK(t4a_runtime_download(b, buf, 0, back, sizeof back));
   for (int i = 0; i < N; i++) assert_float_equal(back[i], x[i] * 16.0f, 0);
-  t4a_launch_table_get_stats(t4a_runtime_table(b), &ts);
+  t4a_launch_table_stats(t4a_runtime_table(b), &ts);
   assert_int_equal(ts.graph_fires, 3);
   char json[16384];
   CK(t4a_runtime_stats_json(b, json, sizeof json, NULL));

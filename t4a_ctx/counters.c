@@ -5,7 +5,7 @@
 
 #include <stddef.h>
 
-void t4a_counters_read(const t4a_counters *c, t4a_counter_values *out) {
+void t4a_counters_stats(const t4a_counters *c, t4a_counter_values *out) {
   if (out == NULL) return;
   if (c == NULL) {
     *out = (t4a_counter_values){0};

@@ -74,10 +74,10 @@ static void test_two_holders_activation_restore(void **state) {
   assert_int_equal(t4a_ctx_scope_exit(&s), T4A_OK);
   assert_ptr_equal(current(), NULL);
   t4a_counter_values v;
-  t4a_counters_read(&c, &v);
+  t4a_counters_stats(&c, &v);
   assert_int_equal(v.ctx_activations, 1);
   assert_int_equal(v.ctx_activations_skipped, 1);
-  t4a_driver_counters(g_drv, &v);
+  t4a_driver_stats(g_drv, &v);
   assert_int_equal(v.ctx_restores, 1);
 
   /* A1 on the real driver: the last holder of A released while B has the context current. */
@@ -116,7 +116,7 @@ static void test_two_lanes_one_ordinal(void **state) {
   t4a_lane_release(x);
   t4a_lane_release(y);
   t4a_counter_values v;
-  t4a_driver_counters(g_drv, &v);
+  t4a_driver_stats(g_drv, &v);
   assert_int_equal(v.streams_leaked, 0);
   assert_int_equal(v.ctx_release_failures, 0);
 }

@@ -67,7 +67,7 @@ static void test_enable_peer_once_per_pair(void **state) {
   assert_int_equal(t4a_ctx_holder_enable_peer(h0b, h1), T4A_OK); /* already enabled: done */
   assert_int_equal(t4a_fake_calls(f->fake, "cuCtxEnablePeerAccess"), 2);
   t4a_counter_values v;
-  t4a_driver_counters(f->drv, &v);
+  t4a_driver_stats(f->drv, &v);
   assert_int_equal(v.peer_access_enabled, 1);
   assert_int_equal(t4a_ctx_holder_enable_peer(h1, h0), T4A_UNSUPPORTED);
   assert_int_equal(t4a_ctx_holder_enable_peer(h0, h0b), T4A_INVALID_ARGUMENT);
@@ -85,7 +85,7 @@ static void test_enable_peer_once_per_pair(void **state) {
   assert_int_equal(t4a_ctx_holder_create(f->drv, 1, &h1), T4A_OK);
   assert_int_equal(t4a_ctx_holder_enable_peer(h0, h1), T4A_DRIVER_ERROR); /* the injected one */
   assert_int_equal(t4a_ctx_holder_enable_peer(h0, h1), T4A_OK);
-  t4a_driver_counters(f->drv, &v);
+  t4a_driver_stats(f->drv, &v);
   assert_int_equal(v.peer_access_enabled, 2);
   t4a_ctx_holder_release(h0);
   t4a_ctx_holder_release(h1);
@@ -152,7 +152,7 @@ static void test_holder_refcounts_primary_context(void **state) {
   t4a_fake_live_objects(f->fake, &live);
   assert_int_equal(live.primary_refs[0], 0);
   t4a_counter_values v;
-  t4a_driver_counters(f->drv, &v);
+  t4a_driver_stats(f->drv, &v);
   assert_int_equal(v.ctx_holders_created, 2);
   assert_int_equal(v.ctx_holders_destroyed, 2);
   t4a_ctx_holder *bad = (t4a_ctx_holder *)1;
@@ -184,10 +184,10 @@ static void test_scope_skips_set_when_current_and_restores(void **state) {
   assert_int_equal(t4a_fake_calls(f->fake, "cuCtxSetCurrent") - sets, 2); /* set + restore */
 
   t4a_counter_values v;
-  t4a_counters_read(&counters, &v);
+  t4a_counters_stats(&counters, &v);
   assert_int_equal(v.ctx_activations, 1);
   assert_int_equal(v.ctx_activations_skipped, 1);
-  t4a_driver_counters(f->drv, &v);
+  t4a_driver_stats(f->drv, &v);
   assert_int_equal(v.ctx_restores, 1);
 
   /* A failed set leaves the previous context in place and needs no exit. */
@@ -204,7 +204,7 @@ static void test_scope_skips_set_when_current_and_restores(void **state) {
   assert_int_equal(t4a_ctx_scope_enter(&s, h0, &counters), T4A_OK);
   t4a_fake_inject(f->fake, "cuCtxSetCurrent", 0, 1, CUDA_ERROR_INVALID_VALUE, 0);
   assert_int_equal(t4a_ctx_scope_exit(&s), T4A_DRIVER_ERROR);
-  t4a_driver_counters(f->drv, &v);
+  t4a_driver_stats(f->drv, &v);
   assert_int_equal(v.ctx_restore_failures, 1);
   assert_int_equal(t4a_ctx_scope_exit(&s), T4A_OK); /* a second exit does nothing */
 
@@ -241,7 +241,7 @@ static void test_a1_last_holder_of_a_keeps_b_current(void **state) {
   assert_int_equal(t4a_ctx_scope_exit(&in_b), T4A_OK);
   assert_ptr_equal(current(f), NULL); /* B's scope restored what it found */
   t4a_counter_values v;
-  t4a_driver_counters(f->drv, &v);
+  t4a_driver_stats(f->drv, &v);
   assert_int_equal(v.ctx_current_kept, 1);
   t4a_lane_release(b);
 }
@@ -304,7 +304,7 @@ static void test_lanes_are_independent_and_release_anywhere(void **state) {
 
   assert_int_equal(t4a_lane_synchronize(a), T4A_OK);
   t4a_counter_values v;
-  t4a_lane_read_counters(a, &v);
+  t4a_lane_stats(a, &v);
   assert_int_equal(v.host_waits, 1);
 
   /* A holder reference released on another thread. */
@@ -316,7 +316,7 @@ static void test_lanes_are_independent_and_release_anywhere(void **state) {
   pthread_join(t, NULL);
   t4a_lane_release(b);
   t4a_lane_release(NULL);
-  t4a_driver_counters(f->drv, &v);
+  t4a_driver_stats(f->drv, &v);
   assert_int_equal(v.lanes_created, 2);
   assert_int_equal(v.lanes_destroyed, 2);
   assert_int_equal(v.streams_destroyed, 2);
@@ -332,7 +332,7 @@ static void test_lane_destroy_leaks_without_context(void **state) {
   t4a_fake_inject(f->fake, "cuCtxSetCurrent", 0, 1, CUDA_ERROR_INVALID_CONTEXT, 0);
   t4a_lane_release(a);
   t4a_counter_values v;
-  t4a_driver_counters(f->drv, &v);
+  t4a_driver_stats(f->drv, &v);
   assert_int_equal(v.streams_leaked, 1);
   assert_int_equal(v.streams_destroyed, 0);
   t4a_fake_live live;
@@ -368,7 +368,7 @@ static void test_sticky_fault_breaks_lanes_of_that_device(void **state) {
   t4a_error_last(&e);
   assert_string_equal(e.entry, "cuStreamSynchronize");
   t4a_counter_values v;
-  t4a_driver_counters(f->drv, &v);
+  t4a_driver_stats(f->drv, &v);
   assert_int_equal(v.ctx_faults, 1);
   /* Teardown after the fault: the streams of the lost context are abandoned, not destroyed under
    * a context that cannot prove their work finished. */
@@ -377,7 +377,7 @@ static void test_sticky_fault_breaks_lanes_of_that_device(void **state) {
   t4a_lane_release(a);
   t4a_lane_release(b);
   t4a_lane_release(c);
-  t4a_driver_counters(f->drv, &v);
+  t4a_driver_stats(f->drv, &v);
   assert_int_equal(v.streams_leaked, 2);
   assert_int_equal(v.streams_destroyed, 1);
 }
@@ -424,7 +424,7 @@ static void test_device_recover_after_sticky_fault(void **state) {
   t4a_lane_release(b);
   assert_int_equal(t4a_device_open_lanes(f->drv, 0), 0);
   t4a_counter_values v;
-  t4a_driver_counters(f->drv, &v);
+  t4a_driver_stats(f->drv, &v);
   assert_int_equal(v.device_recoveries_refused, 2);
   assert_int_equal(v.device_recoveries, 0);
 
@@ -445,7 +445,7 @@ static void test_device_recover_after_sticky_fault(void **state) {
   assert_string_equal(e.entry, "cuDevicePrimaryCtxRetain");
   assert_int_equal(t4a_lane_check(a), T4A_LANE_BROKEN); /* stale: the first generation's */
   assert_int_equal(t4a_device_open_lanes(f->drv, 0), 0);
-  t4a_driver_counters(f->drv, &v);
+  t4a_driver_stats(f->drv, &v);
   assert_int_equal(v.device_recoveries, 0);
   assert_int_equal(v.ctx_faults, 2);
 
@@ -453,7 +453,7 @@ static void test_device_recover_after_sticky_fault(void **state) {
   assert_int_equal(t4a_device_recover(f->drv, 0), T4A_OK);
   assert_int_equal(t4a_fake_calls(f->fake, "cuDevicePrimaryCtxReset"), 1);
   assert_int_equal(t4a_fake_sticky(f->fake, 0), CUDA_SUCCESS);
-  t4a_driver_counters(f->drv, &v);
+  t4a_driver_stats(f->drv, &v);
   assert_int_equal(v.device_recoveries, 1);
   assert_int_equal(v.ctx_faults, 2);
   assert_int_equal(t4a_lane_create(f->drv, 0, NULL, &d), T4A_OK);
@@ -476,7 +476,7 @@ static void test_device_recover_after_sticky_fault(void **state) {
                      .code_name = "CUDA_ERROR_ILLEGAL_ADDRESS"};
   t4a_ctx_holder_mark_lost(t4a_lane_holder(a), &other);
   assert_int_equal(t4a_lane_check(d), T4A_OK);
-  t4a_driver_counters(f->drv, &v);
+  t4a_driver_stats(f->drv, &v);
   assert_int_equal(v.ctx_faults, 2);
   /* A new fault in the new generation is recorded and reported as before. */
   t4a_fake_set_sticky(f->fake, 0, CUDA_ERROR_LAUNCH_FAILED);
@@ -484,7 +484,7 @@ static void test_device_recover_after_sticky_fault(void **state) {
   assert_int_equal(t4a_lane_check(d), T4A_LANE_BROKEN);
   t4a_error_last(&e);
   assert_string_equal(e.code_name, "CUDA_ERROR_LAUNCH_FAILED");
-  t4a_driver_counters(f->drv, &v);
+  t4a_driver_stats(f->drv, &v);
   assert_int_equal(v.ctx_faults, 3);
   /* Device 1 was never involved. */
   assert_int_equal(t4a_lane_check(c), T4A_OK);
@@ -501,7 +501,7 @@ static void test_device_recover_after_sticky_fault(void **state) {
   t4a_lane_release(d);
   assert_int_equal(t4a_fake_calls(f->fake, "cuStreamDestroy"), 0);
   t4a_lane_release(c);
-  t4a_driver_counters(f->drv, &v);
+  t4a_driver_stats(f->drv, &v);
   assert_int_equal(v.device_recoveries, 2);
   assert_int_equal(v.device_recoveries_refused, 3);
 }
@@ -574,7 +574,7 @@ static long unaccounted(void *user) {
   t4a_fake_live live;
   t4a_fake_live_objects(f->fake, &live);
   t4a_counter_values v;
-  t4a_driver_counters(f->drv, &v);
+  t4a_driver_stats(f->drv, &v);
   long refs = 0;
   for (int i = 0; i < T4A_FAKE_MAX_DEVICES; i++) refs += live.primary_refs[i];
   return (long)(live.streams - v.streams_leaked) + (refs - (long)v.ctx_release_failures) +

@@ -260,8 +260,8 @@ int t4a_lane_ordinal(const t4a_lane *lane) { return lane->ordinal; }
 uint64_t t4a_lane_domain(const t4a_lane *lane) { return lane->domain; }
 t4a_ctx_holder *t4a_lane_holder(const t4a_lane *lane) { return lane->holder; }
 t4a_counters *t4a_lane_counters(t4a_lane *lane) { return &lane->counters; }
-void t4a_lane_read_counters(const t4a_lane *lane, t4a_counter_values *out) {
-  t4a_counters_read(lane != NULL ? &lane->counters : NULL, out);
+void t4a_lane_stats(const t4a_lane *lane, t4a_counter_values *out) {
+  t4a_counters_stats(lane != NULL ? &lane->counters : NULL, out);
 }
 CUstream t4a_lane_stream(const t4a_lane *lane) { return lane->stream; }
 t4a_driver *t4a_lane_driver(const t4a_lane *lane) { return lane->driver; }

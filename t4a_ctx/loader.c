@@ -292,8 +292,8 @@ const char *t4a_driver_origin(const t4a_driver *driver) {
   return driver != NULL ? driver->origin : "";
 }
 
-void t4a_driver_counters(const t4a_driver *driver, t4a_counter_values *out) {
-  t4a_counters_read(driver != NULL ? &driver->counters : NULL, out);
+void t4a_driver_stats(const t4a_driver *driver, t4a_counter_values *out) {
+  t4a_counters_stats(driver != NULL ? &driver->counters : NULL, out);
 }
 
 t4a_counters *t4a_driver_counter_block(t4a_driver *driver) { return &driver->counters; }

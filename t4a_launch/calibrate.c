@@ -10,6 +10,7 @@
 
 #define BLOCKS 8u
 #define BUILDS 8u
+#define DEFAULT_GRAPH_AFTER 16u
 
 static uint64_t now_ns(void) {
   struct timespec ts;
@@ -25,6 +26,28 @@ static int cmp_double(const void *a, const void *b) {
 static double median(double *v, size_t n) {
   qsort(v, n, sizeof *v, cmp_double);
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+t4a_status t4a_launch_policy_resolve_(const t4a_launch_policy *policy,
+                                      t4a_launch_strategy *out_strategy, uint32_t *out_graph_after) {
+  t4a_launch_policy p = T4A_LAUNCH_POLICY_INIT;
+  if (policy != NULL) p = *policy;
+  if (p.strategy != T4A_LAUNCH_STRATEGY_AUTO && p.strategy != T4A_LAUNCH_STRATEGY_PLAIN &&
+      p.strategy != T4A_LAUNCH_STRATEGY_GRAPH) {
+    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "unknown launch strategy %d",
+                         (int)p.strategy);
+  }
+  const t4a_launch_calibration *c = p.calibration;
+  *out_strategy = p.strategy;
+  if (p.strategy == T4A_LAUNCH_STRATEGY_AUTO) {
+    *out_strategy = c != NULL && c->strategy == T4A_LAUNCH_STRATEGY_GRAPH
+                        ? T4A_LAUNCH_STRATEGY_GRAPH
+                        : T4A_LAUNCH_STRATEGY_PLAIN;
+  }
+  *out_graph_after = p.graph_after != 0                        ? p.graph_after
+                     : c != NULL && c->graph_after != 0         ? c->graph_after
+                                                                : DEFAULT_GRAPH_AFTER;
+  return T4A_OK;
 }
 
 /* Host ns per fire over one block of `n` fires (a rebind before each when `touch`). */
@@ -72,16 +95,16 @@ t4a_status t4a_launch_calibrate(t4a_retire *retire, t4a_function *fn, uint32_t f
   uint32_t per_block = fires / BLOCKS;
   t4a_launch_table_options po = T4A_LAUNCH_TABLE_OPTIONS_INIT, go = T4A_LAUNCH_TABLE_OPTIONS_INIT;
   po.capacity = 1;
-  po.strategy = T4A_LAUNCH_STRATEGY_PLAIN;
+  po.launch.strategy = T4A_LAUNCH_STRATEGY_PLAIN;
   go.capacity = 1 + BUILDS;
-  go.strategy = T4A_LAUNCH_STRATEGY_GRAPH;
-  go.graph_after = 1;
+  go.launch.strategy = T4A_LAUNCH_STRATEGY_GRAPH;
+  go.launch.graph_after = 1;
   t4a_launch_table *plain = NULL, *graph = NULL;
   const t4a_launch_config cfg = {{1, 1, 1}, {1, 1, 1}, 0};
   uint32_t pid = 0, gid = 0, bids[BUILDS];
   double p_ns[BLOCKS], g_ns[BLOCKS], r_ns[BLOCKS], b_ns[BUILDS];
-  if ((st = t4a_launch_table_create_ex(retire, &po, &plain)) != T4A_OK) return st;
-  if ((st = t4a_launch_table_create_ex(retire, &go, &graph)) != T4A_OK) goto done;
+  if ((st = t4a_launch_table_create(retire, &po, &plain)) != T4A_OK) return st;
+  if ((st = t4a_launch_table_create(retire, &go, &graph)) != T4A_OK) goto done;
   if ((st = t4a_descriptor_register(plain, fn, &cfg, NULL, 0, &pid)) != T4A_OK) goto done;
   if ((st = t4a_descriptor_register(graph, fn, &cfg, NULL, 0, &gid)) != T4A_OK) goto done;
   /* Warm-up: the graph is built at its first fire; both paths run once per block's worth. */
@@ -89,8 +112,8 @@ t4a_status t4a_launch_calibrate(t4a_retire *retire, t4a_function *fn, uint32_t f
   if ((st = time_block(plain, pid, per_block, 0, &warm)) != T4A_OK) goto done;
   if ((st = time_block(graph, gid, per_block, 0, &warm)) != T4A_OK) goto done;
   if ((st = t4a_retire_wait(retire)) != T4A_OK) goto done;
-  t4a_launch_table_stats gs;
-  t4a_launch_table_get_stats(graph, &gs);
+  struct t4a_launch_table_stats gs;
+  t4a_launch_table_stats(graph, &gs);
   if (gs.graphs == 0) {
     st = t4a_error_set(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
                        "kernel '%s': its one-node graph could not be built (see the counter "

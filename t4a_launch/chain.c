@@ -432,7 +432,7 @@ t4a_status t4a_chain_replay(t4a_launch_table *t, t4a_chain *c) {
   return T4A_OK;
 }
 
-void t4a_chain_get_stats(t4a_chain *c, t4a_chain_stats *out) {
+void t4a_chain_stats(t4a_chain *c, struct t4a_chain_stats *out) {
   if (out == NULL) return;
   memset(out, 0, sizeof *out);
   /* Inside an admission of the runtime the table's lock could deadlock: all zero. */

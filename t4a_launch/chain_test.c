@@ -49,7 +49,7 @@ static int holds(fixture *f, t4a_buffer *b, int n, int scale) {
 
 static t4a_launch_table *table(fixture *f) {
   t4a_launch_table *t = NULL;
-  CK(t4a_launch_table_create(f->retire, 16, &t));
+  CK(t4a_launch_table_create(f->retire, &(t4a_launch_table_options){.capacity = 16}, &t));
   return t;
 }
 
@@ -91,8 +91,8 @@ static void test_replays_in_order_and_see_rebinds(void **state) {
   CK(t4a_chain_end(t, &c));
   CK(t4a_retire_wait(f->retire));
   assert_true(holds(f, o3, N, 0)); /* recorded, not run */
-  t4a_chain_stats s;
-  t4a_chain_get_stats(c, &s);
+  struct t4a_chain_stats s;
+  t4a_chain_stats(c, &s);
   assert_int_equal(s.kernel_nodes, 3);
   /* A checked launch before (a = a + b: 2i) and after (o4 = o3 + b) the replay. */
   t4a_launch_config cfg = config_1d(1, N, 0);
@@ -118,7 +118,7 @@ static void test_replays_in_order_and_see_rebinds(void **state) {
   assert_int_equal(calls(f, "cuGraphInstantiateWithFlags"), 1);
   assert_int_equal(calls(f, "cuGraphLaunch"), 3);
   assert_int_equal(calls(f, "cuLaunchKernel"), 3 + 2); /* the recorded fires, the checked ones */
-  t4a_chain_get_stats(c, &s);
+  t4a_chain_stats(c, &s);
   assert_int_equal(s.replays, 3);
   assert_int_equal(s.node_updates, 1);
   assert_int_equal(s.reinstantiations, 0);
@@ -302,8 +302,8 @@ static void test_refusals(void **state) {
   CK(t4a_graph_capture_end(f->retire, &g));
   t4a_graph_release(g);
   CK(t4a_descriptor_unregister(t, d)); /* no chain names it any more */
-  t4a_chain_stats s;
-  t4a_chain_get_stats(NULL, &s);
+  struct t4a_chain_stats s;
+  t4a_chain_stats(NULL, &s);
   assert_int_equal(s.replays, 0);
   CK(t4a_retire_wait(f->retire));
   t4a_launch_table_destroy(t);
@@ -407,8 +407,8 @@ static void test_replays_and_rebinds_from_threads(void **state) {
   CK(t4a_retire_wait(f->retire));
   assert_true(holds(f, o1, N, 2));
   assert_true(holds(f, o2, N, 2));
-  t4a_chain_stats s;
-  t4a_chain_get_stats(c, &s);
+  struct t4a_chain_stats s;
+  t4a_chain_stats(c, &s);
   assert_int_equal(s.replays, 1000);
   assert_int_equal(t4a_fake_ordering_violations(f->fake), 0);
   t4a_chain_destroy(c);
@@ -444,8 +444,8 @@ static void test_end_update_reinstantiates(void **state) {
   CK(t4a_chain_replay(t, c));
   CK(t4a_retire_wait(f->retire));
   assert_true(holds(f, o2, N, 3));
-  t4a_chain_stats s;
-  t4a_chain_get_stats(c, &s);
+  struct t4a_chain_stats s;
+  t4a_chain_stats(c, &s);
   assert_int_equal(s.kernel_nodes, 2);
   assert_int_equal(s.reinstantiations, 1);
   assert_int_equal(lane_counters(f).chain_reinstantiations, 1);
@@ -504,7 +504,7 @@ static void test_warm_replay(void **state) {
   int n = M;
   t4a_launch_config cfg = config_1d(1, M, 0);
   t4a_launch_table *t = NULL;
-  CK(t4a_launch_table_create(f->retire, K, &t));
+  CK(t4a_launch_table_create(f->retire, &(t4a_launch_table_options){.capacity = K}, &t));
   uint32_t ids[K];
   for (int i = 0; i < K; i++) {
     t4a_arg args[4] = {t4a_arg_buffer(a, 0), t4a_arg_buffer(a, 0), t4a_arg_buffer(o1, 0),
@@ -587,7 +587,7 @@ static t4a_status op_chain(void *user) {
   t4a_arg y[4] = {t4a_arg_buffer(o, 0), t4a_arg_buffer(a, 0), t4a_arg_buffer(o2, 0),
                   t4a_arg_scalar(&n, 4)};
   t4a_launch_config cfg = config_1d(1, 16, 0);
-  if (st == T4A_OK) st = t4a_launch_table_create(r, 2, &t);
+  if (st == T4A_OK) st = t4a_launch_table_create(r, &(t4a_launch_table_options){.capacity = 2}, &t);
   if (st == T4A_OK) st = t4a_descriptor_register(t, fn, &cfg, x, 4, &id);
   if (st == T4A_OK) st = t4a_descriptor_register(t, fn, &cfg, y, 4, &id2);
   if (st == T4A_OK) st = t4a_chain_begin(t);

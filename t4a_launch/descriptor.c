@@ -17,22 +17,9 @@
 typedef t4a_launch_desc_ desc;
 
 #define DEFAULT_CAPACITY 256u
-#define DEFAULT_GRAPH_AFTER 16u
 
-t4a_status t4a_launch_table_create(t4a_retire *retire, uint32_t capacity, t4a_launch_table **out) {
-  if (capacity == 0) {
-    if (out != NULL) *out = NULL;
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "the capacity 0 is outside 1..%u", MAX_CAPACITY);
-  }
-  t4a_launch_table_options o = T4A_LAUNCH_TABLE_OPTIONS_INIT;
-  o.capacity = capacity;
-  o.strategy = T4A_LAUNCH_STRATEGY_PLAIN;
-  return t4a_launch_table_create_ex(retire, &o, out);
-}
-
-t4a_status t4a_launch_table_create_ex(t4a_retire *retire, const t4a_launch_table_options *options,
-                                      t4a_launch_table **out) {
+t4a_status t4a_launch_table_create(t4a_retire *retire, const t4a_launch_table_options *options,
+                                   t4a_launch_table **out) {
   if (out == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
   *out = NULL;
   t4a_launch_table_options o = T4A_LAUNCH_TABLE_OPTIONS_INIT;
@@ -43,23 +30,10 @@ t4a_status t4a_launch_table_create_ex(t4a_retire *retire, const t4a_launch_table
                          "retire is NULL or the capacity %u is outside 1..%u", capacity,
                          MAX_CAPACITY);
   }
-  if (o.strategy != T4A_LAUNCH_STRATEGY_AUTO && o.strategy != T4A_LAUNCH_STRATEGY_PLAIN &&
-      o.strategy != T4A_LAUNCH_STRATEGY_GRAPH) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "unknown launch strategy %d",
-                         (int)o.strategy);
-  }
-  t4a_launch_strategy strategy = o.strategy;
-  if (strategy == T4A_LAUNCH_STRATEGY_AUTO) {
-    strategy = o.calibration != NULL && o.calibration->strategy == T4A_LAUNCH_STRATEGY_GRAPH
-                   ? T4A_LAUNCH_STRATEGY_GRAPH
-                   : T4A_LAUNCH_STRATEGY_PLAIN;
-  }
-  uint32_t graph_after = o.graph_after;
-  if (graph_after == 0) {
-    graph_after = o.calibration != NULL && o.calibration->graph_after != 0
-                      ? o.calibration->graph_after
-                      : DEFAULT_GRAPH_AFTER;
-  }
+  t4a_launch_strategy strategy;
+  uint32_t graph_after;
+  t4a_status st = t4a_launch_policy_resolve_(&o.launch, &strategy, &graph_after);
+  if (st != T4A_OK) return st;
   t4a_launch_table *t = t4a_host_calloc(1, sizeof *t);
   if (t == NULL) return T4A_HOST_OUT_OF_MEMORY;
   t->slots = t4a_host_calloc(capacity, sizeof *t->slots);
@@ -415,7 +389,7 @@ void t4a_launch_table_touch_(t4a_launch_table *t, uint32_t id) {
   pthread_mutex_unlock(&t->lock);
 }
 
-void t4a_launch_table_get_stats(t4a_launch_table *t, t4a_launch_table_stats *out) {
+void t4a_launch_table_stats(t4a_launch_table *t, struct t4a_launch_table_stats *out) {
   if (out == NULL) return;
   memset(out, 0, sizeof *out);
   /* Inside an admission of the table's runtime (a raw scope's callback) the table's lock could

@@ -44,10 +44,10 @@ static uint64_t calls(fixture *f, const char *entry) { return t4a_fake_calls(f->
 static t4a_launch_table *graph_table(fixture *f, uint32_t graph_after) {
   t4a_launch_table_options o = T4A_LAUNCH_TABLE_OPTIONS_INIT;
   o.capacity = 8;
-  o.strategy = T4A_LAUNCH_STRATEGY_GRAPH;
-  o.graph_after = graph_after;
+  o.launch.strategy = T4A_LAUNCH_STRATEGY_GRAPH;
+  o.launch.graph_after = graph_after;
   t4a_launch_table *t = NULL;
-  CK(t4a_launch_table_create_ex(f->retire, &o, &t));
+  CK(t4a_launch_table_create(f->retire, &o, &t));
   return t;
 }
 
@@ -132,8 +132,8 @@ static void test_graph_fires_in_order_and_see_rebinds(void **state) {
   assert_int_equal(calls(f, "cuGraphInstantiateWithFlags"), 1);
   assert_int_equal(calls(f, "cuGraphUpload"), 1);
   assert_int_equal(calls(f, "cuGraphExecKernelNodeSetParams"), 2); /* fires 3 and 4 */
-  t4a_launch_table_stats s;
-  t4a_launch_table_get_stats(t, &s);
+  struct t4a_launch_table_stats s;
+  t4a_launch_table_stats(t, &s);
   assert_int_equal(s.strategy, T4A_LAUNCH_STRATEGY_GRAPH);
   assert_int_equal(s.graph_after, 3);
   assert_int_equal(s.descriptors, 1);
@@ -239,8 +239,8 @@ static void test_fire_during_capture_adds_a_node(void **state) {
   CK(t4a_graph_launch(g));
   CK(t4a_retire_wait(f->retire));
   assert_true(holds(f, w.o, TWICE_N, 2));
-  t4a_launch_table_stats s;
-  t4a_launch_table_get_stats(t, &s);
+  struct t4a_launch_table_stats s;
+  t4a_launch_table_stats(t, &s);
   assert_int_equal(s.graph_fires, 1);
   assert_int_equal(s.plain_fires, 1);
   t4a_graph_release(g);
@@ -265,8 +265,8 @@ static void test_unregister_while_graph_fires_queued(void **state) {
   CK(t4a_descriptor_fire(t, id));
   CK(t4a_descriptor_fire(t, id));
   CK(t4a_descriptor_unregister(t, id));
-  t4a_launch_table_stats s;
-  t4a_launch_table_get_stats(t, &s);
+  struct t4a_launch_table_stats s;
+  t4a_launch_table_stats(t, &s);
   assert_int_equal(s.descriptors, 0);
   assert_int_equal(s.graphs, 0);
   t4a_launch_table_destroy(t);
@@ -319,8 +319,8 @@ static void test_build_and_update_failures_fall_back(void **state) {
   assert_true(holds(f, o2, TWICE_N, 2));
   assert_int_equal(calls(f, "cuGraphLaunch"), 1);
   assert_int_equal(calls(f, "cuLaunchKernel"), 4);
-  t4a_launch_table_stats s;
-  t4a_launch_table_get_stats(t, &s);
+  struct t4a_launch_table_stats s;
+  t4a_launch_table_stats(t, &s);
   assert_int_equal(s.graph_fallbacks, 2);
   assert_int_equal(s.graph_builds, 1);
   assert_int_equal(lane_counters(f).launch_graph_fallbacks, 2);
@@ -339,9 +339,9 @@ static void test_options(void **state) {
   fixture *f = *state;
   t4a_launch_table *t = NULL;
   t4a_launch_table_options o = T4A_LAUNCH_TABLE_OPTIONS_INIT;
-  t4a_launch_table_stats s;
-  CK(t4a_launch_table_create_ex(f->retire, NULL, &t));
-  t4a_launch_table_get_stats(t, &s);
+  struct t4a_launch_table_stats s;
+  CK(t4a_launch_table_create(f->retire, NULL, &t));
+  t4a_launch_table_stats(t, &s);
   assert_int_equal(s.strategy, T4A_LAUNCH_STRATEGY_PLAIN);
   assert_int_equal(s.graph_after, 16);
   t4a_launch_table_destroy(t);
@@ -349,26 +349,26 @@ static void test_options(void **state) {
   memset(&cal, 0, sizeof cal);
   cal.strategy = T4A_LAUNCH_STRATEGY_GRAPH;
   cal.graph_after = 9;
-  o.calibration = &cal;
-  CK(t4a_launch_table_create_ex(f->retire, &o, &t));
-  t4a_launch_table_get_stats(t, &s);
+  o.launch.calibration = &cal;
+  CK(t4a_launch_table_create(f->retire, &o, &t));
+  t4a_launch_table_stats(t, &s);
   assert_int_equal(s.strategy, T4A_LAUNCH_STRATEGY_GRAPH);
   assert_int_equal(s.graph_after, 9);
   t4a_launch_table_destroy(t);
-  o.strategy = T4A_LAUNCH_STRATEGY_PLAIN; /* explicit beats the calibration */
-  CK(t4a_launch_table_create_ex(f->retire, &o, &t));
-  t4a_launch_table_get_stats(t, &s);
+  o.launch.strategy = T4A_LAUNCH_STRATEGY_PLAIN; /* explicit beats the calibration */
+  CK(t4a_launch_table_create(f->retire, &o, &t));
+  t4a_launch_table_stats(t, &s);
   assert_int_equal(s.strategy, T4A_LAUNCH_STRATEGY_PLAIN);
   t4a_launch_table_destroy(t);
-  o.strategy = (t4a_launch_strategy)7;
-  assert_int_equal(t4a_launch_table_create_ex(f->retire, &o, &t), T4A_INVALID_ARGUMENT);
+  o.launch.strategy = (t4a_launch_strategy)7;
+  assert_int_equal(t4a_launch_table_create(f->retire, &o, &t), T4A_INVALID_ARGUMENT);
   assert_null(t);
-  o.strategy = T4A_LAUNCH_STRATEGY_AUTO;
+  o.launch.strategy = T4A_LAUNCH_STRATEGY_AUTO;
   o.capacity = 65537;
-  assert_int_equal(t4a_launch_table_create_ex(f->retire, &o, &t), T4A_INVALID_ARGUMENT);
-  assert_int_equal(t4a_launch_table_create_ex(NULL, NULL, &t), T4A_INVALID_ARGUMENT);
-  assert_int_equal(t4a_launch_table_create_ex(f->retire, NULL, NULL), T4A_INVALID_ARGUMENT);
-  t4a_launch_table_get_stats(NULL, &s);
+  assert_int_equal(t4a_launch_table_create(f->retire, &o, &t), T4A_INVALID_ARGUMENT);
+  assert_int_equal(t4a_launch_table_create(NULL, NULL, &t), T4A_INVALID_ARGUMENT);
+  assert_int_equal(t4a_launch_table_create(f->retire, NULL, NULL), T4A_INVALID_ARGUMENT);
+  t4a_launch_table_stats(NULL, &s);
   assert_int_equal(s.descriptors, 0);
 }
 
@@ -425,8 +425,8 @@ static void test_calibrate(void **state) {
 
 static t4a_module_cache *graph_cache(fixture *f, t4a_retire *r, uint32_t graph_after) {
   t4a_module_cache_options o = T4A_MODULE_CACHE_OPTIONS_INIT;
-  o.launch_strategy = T4A_LAUNCH_STRATEGY_GRAPH;
-  o.graph_after = graph_after;
+  o.launch.strategy = T4A_LAUNCH_STRATEGY_GRAPH;
+  o.launch.graph_after = graph_after;
   t4a_module_cache *c = NULL;
   CK(t4a_module_cache_create(r != NULL ? r : f->retire, &o, &c));
   return c;
@@ -492,7 +492,7 @@ static void test_checked_launches_through_function_graphs(void **state) {
   assert_int_equal(live.graph_execs, 0);
   assert_int_equal(live.graphs, 0);
   t4a_module_cache_options bad = T4A_MODULE_CACHE_OPTIONS_INIT;
-  bad.launch_strategy = (t4a_launch_strategy)9;
+  bad.launch.strategy = (t4a_launch_strategy)9;
   assert_int_equal(t4a_module_cache_create(f->retire, &bad, &c), T4A_INVALID_ARGUMENT);
 }
 
@@ -547,7 +547,7 @@ static void test_plain_table_with_a_graph_cache_fires_plain(void **state) {
   twice w;
   twice_init(f, &w);
   t4a_launch_table *t = NULL;
-  CK(t4a_launch_table_create(f->retire, 2, &t));
+  CK(t4a_launch_table_create(f->retire, &(t4a_launch_table_options){.capacity = 2}, &t));
   uint32_t id = 0;
   CK(t4a_descriptor_register(t, fn, &w.cfg, w.x, 4, &id));
   for (int i = 0; i < 4; i++) CK(t4a_descriptor_fire(t, id));
@@ -555,17 +555,17 @@ static void test_plain_table_with_a_graph_cache_fires_plain(void **state) {
   assert_true(holds(f, w.o, TWICE_N, 2));
   assert_int_equal(calls(f, "cuGraphLaunch"), 0);
   assert_int_equal(calls(f, "cuLaunchKernel"), 4);
-  t4a_launch_table_stats s;
-  t4a_launch_table_get_stats(t, &s);
+  struct t4a_launch_table_stats s;
+  t4a_launch_table_stats(t, &s);
   assert_int_equal(s.plain_fires, 4);
   assert_int_equal(lane_counters(f).launch_graph_fires, 0);
   /* Inside an admission of the runtime the stats read nothing (no lock taken: all zero). */
   t4a_admission adm;
   CK(t4a_admission_begin(f->retire, 0, &adm));
-  t4a_launch_table_get_stats(t, &s);
+  t4a_launch_table_stats(t, &s);
   assert_int_equal(s.descriptors, 0);
   (void)t4a_admission_abort(&adm, T4A_OK);
-  t4a_launch_table_get_stats(t, &s);
+  t4a_launch_table_stats(t, &s);
   assert_int_equal(s.descriptors, 1);
   t4a_launch_table_destroy(t);
   twice_release(&w);
@@ -598,10 +598,10 @@ static void test_drops_wait_for_this_threads_capture_of_another_lane(void **stat
                   t4a_arg_scalar(&n, 4)};
   t4a_launch_table_options o = T4A_LAUNCH_TABLE_OPTIONS_INIT;
   o.capacity = 2;
-  o.strategy = T4A_LAUNCH_STRATEGY_GRAPH;
-  o.graph_after = 1;
+  o.launch.strategy = T4A_LAUNCH_STRATEGY_GRAPH;
+  o.launch.graph_after = 1;
   t4a_launch_table *t2 = NULL;
-  CK(t4a_launch_table_create_ex(r2, &o, &t2));
+  CK(t4a_launch_table_create(r2, &o, &t2));
   uint32_t id = 0;
   CK(t4a_descriptor_register(t2, fn, &cfg, x, 4, &id));
   CK(t4a_descriptor_fire(t2, id)); /* its graph exists */
@@ -639,8 +639,8 @@ static t4a_status op_graph_fires(void *user) {
   int n = 16;
   t4a_launch_table_options opts = T4A_LAUNCH_TABLE_OPTIONS_INIT;
   opts.capacity = 2;
-  opts.strategy = T4A_LAUNCH_STRATEGY_GRAPH;
-  opts.graph_after = 2;
+  opts.launch.strategy = T4A_LAUNCH_STRATEGY_GRAPH;
+  opts.launch.graph_after = 2;
   t4a_status st = t4a_retire_create(f->lane, NULL, &r);
   if (st == T4A_OK) st = t4a_module_cache_create(r, NULL, &c);
   if (st == T4A_OK) st = t4a_module_load(c, k_ptx, sizeof k_ptx, T4A_IMAGE_AUTO, &m);
@@ -651,7 +651,7 @@ static t4a_status op_graph_fires(void *user) {
   t4a_arg x[4] = {t4a_arg_buffer(a, 0), t4a_arg_buffer(a, 0), t4a_arg_buffer(o, 0),
                   t4a_arg_scalar(&n, 4)};
   t4a_launch_config cfg = config_1d(1, 16, 0);
-  if (st == T4A_OK) st = t4a_launch_table_create_ex(r, &opts, &t);
+  if (st == T4A_OK) st = t4a_launch_table_create(r, &opts, &t);
   if (st == T4A_OK) st = t4a_descriptor_register(t, fn, &cfg, x, 4, &id);
   if (st == T4A_OK) st = t4a_descriptor_fire(t, id);
   if (st == T4A_OK) st = t4a_descriptor_fire(t, id);
@@ -689,8 +689,8 @@ static t4a_status op_function_graph(void *user) {
   t4a_buffer *a = NULL, *o = NULL;
   int n = 16;
   t4a_module_cache_options co = T4A_MODULE_CACHE_OPTIONS_INIT;
-  co.launch_strategy = T4A_LAUNCH_STRATEGY_GRAPH;
-  co.graph_after = 2;
+  co.launch.strategy = T4A_LAUNCH_STRATEGY_GRAPH;
+  co.launch.graph_after = 2;
   t4a_status st = t4a_retire_create(f->lane, NULL, &r);
   if (st == T4A_OK) st = t4a_module_cache_create(r, &co, &c);
   if (st == T4A_OK) st = t4a_module_load(c, k_ptx, sizeof k_ptx, T4A_IMAGE_AUTO, &m);

@@ -93,7 +93,7 @@ static void test_descriptor_fire_captured(void **state) {
   int n = N;
   t4a_launch_config cfg = config_1d(1, N, 0);
   t4a_launch_table *table = NULL;
-  CK(t4a_launch_table_create(f->retire, 4, &table));
+  CK(t4a_launch_table_create(f->retire, &(t4a_launch_table_options){.capacity = 4}, &table));
   t4a_arg args[4] = {t4a_arg_buffer(a, 0), t4a_arg_buffer(a, 0), t4a_arg_buffer(b, 0),
                      t4a_arg_scalar(&n, sizeof n)};
   uint32_t id = 0;
@@ -203,7 +203,7 @@ static void test_table_inside_an_admission(void **state) {
   t4a_arg args[4] = {t4a_arg_buffer(a, 0), t4a_arg_buffer(a, 0), t4a_arg_buffer(a, 0),
                      t4a_arg_scalar(&n, sizeof n)};
   t4a_launch_table *table = NULL;
-  CK(t4a_launch_table_create(f->retire, 4, &table));
+  CK(t4a_launch_table_create(f->retire, &(t4a_launch_table_options){.capacity = 4}, &table));
   uint32_t id = 0;
   CK(t4a_descriptor_register(table, add, &cfg, args, 4, &id));
   t4a_admission adm;

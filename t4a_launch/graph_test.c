@@ -97,7 +97,7 @@ static uint64_t read_u64_raw(fixture *f, t4a_buffer *b) {
 
 static t4a_counter_values counters(fixture *f) {
   t4a_counter_values v;
-  t4a_lane_read_counters(f->lane, &v);
+  t4a_lane_stats(f->lane, &v);
   return v;
 }
 
@@ -282,8 +282,8 @@ static long unaccounted(void *user) {
   t4a_fake_live live;
   t4a_fake_live_objects(f->fake, &live);
   t4a_counter_values lane, drv;
-  t4a_lane_read_counters(f->lane, &lane);
-  t4a_driver_counters(f->drv, &drv);
+  t4a_lane_stats(f->lane, &lane);
+  t4a_driver_stats(f->drv, &drv);
   return (long)(live.device_allocs + live.host_allocs + live.events + live.graphs +
                 live.graph_execs) -
          (long)(lane.buffers_leaked + lane.leaked + drv.leaked) - f->baseline;

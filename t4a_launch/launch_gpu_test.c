@@ -188,8 +188,8 @@ static void test_saxpy_cubin_and_ptx(void **state) {
   CK(t4a_module_load_artifact(e.cache, cubin, &mc2)); /* a hit: one load */
   assert_ptr_equal(mc, mc2);
   CK(t4a_module_load_artifact(e.cache, ptx, &mp)); /* the driver JIT-compiles the PTX */
-  t4a_module_cache_stats s;
-  t4a_module_cache_get_stats(e.cache, &s);
+  struct t4a_module_cache_stats s;
+  t4a_module_cache_stats(e.cache, &s);
   assert_int_equal(s.loads, 2);
   assert_int_equal(s.hits, 1);
   run_saxpy(&e, mc);
@@ -243,7 +243,7 @@ static void test_big_shared_and_refusals(void **state) {
 
   /* 2048 threads: refused before anything is enqueued. */
   t4a_counter_values v0, v1;
-  t4a_lane_read_counters(e.lane, &v0);
+  t4a_lane_stats(e.lane, &v0);
   t4a_launch_config c2048 = cfg1(1, 2048, 0);
   assert_int_equal(t4a_launch(e.retire, big, &c2048, args, 3), T4A_INVALID_LAUNCH);
   /* More than __launch_bounds__(64) allows: the driver refuses it synchronously. */
@@ -259,11 +259,11 @@ static void test_big_shared_and_refusals(void **state) {
   /* CUDA_ERROR_INVALID_VALUE (1) expected; CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES (701) is the
    * driver's other refusal of a block its kernel cannot run. Both enqueue nothing. */
   assert_true(err.code == 1 || err.code == 701);
-  t4a_lane_read_counters(e.lane, &v1);
+  t4a_lane_stats(e.lane, &v1);
   assert_int_equal(v1.launches, v0.launches);
   assert_int_equal(v1.admissions, v0.admissions);
-  t4a_retire_state rs;
-  t4a_retire_get_state(e.retire, &rs);
+  struct t4a_retire_stats rs;
+  t4a_retire_stats(e.retire, &rs);
   assert_int_equal(rs.quarantined_held, 0);
   /* The lane is fine afterwards. */
   t4a_launch_config c64 = cfg1(1, 64, 0);
@@ -302,7 +302,7 @@ static void test_struct_descriptor_and_raw_bytes(void **state) {
   t4a_arg args[3] = {t4a_arg_buffer(out, 0), t4a_arg_scalar(&s, sizeof s),
                      t4a_arg_scalar(&k, sizeof k)};
   t4a_launch_table *t = NULL;
-  CK(t4a_launch_table_create(e.retire, 4, &t));
+  CK(t4a_launch_table_create(e.retire, &(t4a_launch_table_options){.capacity = 4}, &t));
   uint32_t id = 0;
   t4a_launch_config c = cfg1(1, 1, 0);
   CK(t4a_descriptor_register(t, aff, &c, args, 3, &id));
@@ -343,13 +343,13 @@ static void test_warm_chain(void **state) {
   t4a_arg arg = t4a_arg_buffer(b, 0);
   t4a_launch_config c = cfg1(1, 32, 0);
   t4a_launch_table *t = NULL;
-  CK(t4a_launch_table_create(e.retire, 1, &t));
+  CK(t4a_launch_table_create(e.retire, &(t4a_launch_table_options){.capacity = 1}, &t));
   uint32_t id = 0;
   CK(t4a_descriptor_register(t, f, &c, &arg, 1, &id));
   for (int i = 0; i < 40000; i++) CK(t4a_launch(e.retire, f, &c, &arg, 1)); /* warm up */
   for (int phase = 0; phase < 2; phase++) {
     t4a_counter_values v0, v1;
-    t4a_lane_read_counters(e.lane, &v0);
+    t4a_lane_stats(e.lane, &v0);
     uint64_t heap0 = t4a_heap_allocations();
     for (int i = 0; i < 10000; i++) {
       if (phase == 0) {
@@ -359,7 +359,7 @@ static void test_warm_chain(void **state) {
       }
     }
     uint64_t heap1 = t4a_heap_allocations();
-    t4a_lane_read_counters(e.lane, &v1);
+    t4a_lane_stats(e.lane, &v1);
     printf("# %s: %llu heap allocations, %llu events, %llu host waits per 10,000\n",
            phase == 0 ? "checked launches" : "descriptor fires",
            (unsigned long long)(heap1 - heap0),
@@ -421,15 +421,15 @@ static void test_graph_fires_with_changing_arguments(void **state) {
   t4a_launch_config c = cfg1(N / 256, 256, 0);
   t4a_launch_table_options o = T4A_LAUNCH_TABLE_OPTIONS_INIT;
   o.capacity = 1;
-  o.strategy = T4A_LAUNCH_STRATEGY_GRAPH;
-  o.graph_after = 1;
+  o.launch.strategy = T4A_LAUNCH_STRATEGY_GRAPH;
+  o.launch.graph_after = 1;
   t4a_launch_table *t = NULL;
-  CK(t4a_launch_table_create_ex(e.retire, &o, &t));
+  CK(t4a_launch_table_create(e.retire, &o, &t));
   uint32_t id = 0;
   CK(t4a_descriptor_register(t, f, &c, args, 3, &id));
   long long want[2] = {0, 0}, calls[2] = {0, 0};
   t4a_counter_values v0, v1;
-  t4a_lane_read_counters(e.lane, &v0);
+  t4a_lane_stats(e.lane, &v0);
   uint64_t heap0 = t4a_heap_allocations();
   for (int i = 0; i < FIRES; i++) {
     int k = (i * 7 / 3) & 1;
@@ -447,10 +447,10 @@ static void test_graph_fires_with_changing_arguments(void **state) {
     }
   }
   uint64_t heap1 = t4a_heap_allocations();
-  t4a_lane_read_counters(e.lane, &v1);
+  t4a_lane_stats(e.lane, &v1);
   check_accumulated(&e, p, want, calls);
-  t4a_launch_table_stats s;
-  t4a_launch_table_get_stats(t, &s);
+  struct t4a_launch_table_stats s;
+  t4a_launch_table_stats(t, &s);
   printf("# GRAPH fires with a rebind each: %llu graph fires, %llu node updates, %llu builds, "
          "%llu fallbacks; %llu heap allocations, %llu events, %llu host waits for %d admissions\n",
          (unsigned long long)s.graph_fires, (unsigned long long)s.graph_updates,
@@ -483,8 +483,8 @@ static void test_checked_launches_through_function_graph(void **state) {
   if (!env_open(&e)) fail_msg("device 0 cannot be queried");
   t4a_nvrtc_artifact *cubin = compile(&e, T4A_NVRTC_OUTPUT_CUBIN);
   t4a_module_cache_options mo = T4A_MODULE_CACHE_OPTIONS_INIT;
-  mo.launch_strategy = T4A_LAUNCH_STRATEGY_GRAPH;
-  mo.graph_after = 2;
+  mo.launch.strategy = T4A_LAUNCH_STRATEGY_GRAPH;
+  mo.launch.graph_after = 2;
   t4a_module_cache *gc = NULL;
   CK(t4a_module_cache_create(e.retire, &mo, &gc));
   t4a_module *m = NULL;
@@ -498,7 +498,7 @@ static void test_checked_launches_through_function_graph(void **state) {
   t4a_launch_config c = cfg1(N / 256, 256, 0);
   long long want[2] = {0, 0}, calls[2] = {0, 0};
   t4a_counter_values v0, v1;
-  t4a_lane_read_counters(e.lane, &v0);
+  t4a_lane_stats(e.lane, &v0);
   for (int i = 0; i < LAUNCHES; i++) {
     int k = (i / 3) & 1;
     a = (i * 13) % 777;
@@ -507,7 +507,7 @@ static void test_checked_launches_through_function_graph(void **state) {
     want[k] += a;
     calls[k]++;
   }
-  t4a_lane_read_counters(e.lane, &v1);
+  t4a_lane_stats(e.lane, &v1);
   check_accumulated(&e, p, want, calls);
   printf("# checked launches through the function's graph: %llu graph launches, %llu updates, "
          "%llu builds, %llu fallbacks of %d\n",
@@ -618,9 +618,9 @@ static void test_graph_replayed_1000_times(void **state) {
   t4a_buffer_release(x);
   t4a_buffer_release(v);
   t4a_counter_values before, after;
-  t4a_lane_read_counters(e.lane, &before);
+  t4a_lane_stats(e.lane, &before);
   for (int r = 0; r < 1000; r++) CK(t4a_graph_launch(g));
-  t4a_lane_read_counters(e.lane, &after);
+  t4a_lane_stats(e.lane, &after);
   assert_int_equal(after.graph_launches - before.graph_launches, 1000);
   assert_int_equal(after.host_waits, before.host_waits); /* no host wait to replay */
   download(&e, y, back, (size_t)n * sizeof *back);
@@ -667,7 +667,7 @@ static void test_chain_100_kernels_10000_replays(void **state) {
   int n = N, slot_value = 2;
   t4a_launch_config c = cfg1(N / 256, 256, 0);
   t4a_launch_table *t = NULL;
-  CK(t4a_launch_table_create(e.retire, K + 1, &t));
+  CK(t4a_launch_table_create(e.retire, &(t4a_launch_table_options){.capacity = K + 1}, &t));
   uint32_t sid = 0, ids[K];
   int target[K], scalar[K];
   t4a_arg sargs[3] = {t4a_arg_buffer(p[0], 0), t4a_arg_buffer(v, 0), t4a_arg_scalar(&n, 4)};
@@ -694,7 +694,7 @@ static void test_chain_100_kernels_10000_replays(void **state) {
   long long want[2] = {0, 0}, calls[2] = {0, 0};
   uint64_t expected_updates = 0, waits = 0, wait_host_waits = 0;
   t4a_counter_values v0, v1;
-  t4a_lane_read_counters(e.lane, &v0);
+  t4a_lane_stats(e.lane, &v0);
   for (int r = 0; r < REPLAYS; r++) {
     int touched = -1;
     if (r % 7 == 3) {
@@ -716,9 +716,9 @@ static void test_chain_100_kernels_10000_replays(void **state) {
       /* No replay reads the slot now. The wait blocks on each epoch still pending (one host wait
        * per sealed epoch on a real GPU): counted apart from the replays'. */
       t4a_counter_values w0, w1;
-      t4a_lane_read_counters(e.lane, &w0);
+      t4a_lane_stats(e.lane, &w0);
       CK(t4a_retire_wait(e.retire));
-      t4a_lane_read_counters(e.lane, &w1);
+      t4a_lane_stats(e.lane, &w1);
       wait_host_waits += w1.host_waits - w0.host_waits;
       waits++;
       slot_value = r / 2500 + 2;
@@ -731,7 +731,7 @@ static void test_chain_100_kernels_10000_replays(void **state) {
       calls[target[k]]++;
     }
   }
-  t4a_lane_read_counters(e.lane, &v1);
+  t4a_lane_stats(e.lane, &v1);
   /* A warm stretch: no rebind, no allocation. */
   uint64_t heap0 = t4a_heap_allocations();
   for (int r = 0; r < 1000; r++) CK(t4a_chain_replay(t, ch));
@@ -742,8 +742,8 @@ static void test_chain_100_kernels_10000_replays(void **state) {
     calls[target[k]] += 1000;
   }
   check_accumulated(&e, p, want, calls);
-  t4a_chain_stats cs;
-  t4a_chain_get_stats(ch, &cs);
+  struct t4a_chain_stats cs;
+  t4a_chain_stats(ch, &cs);
   printf("# chain of %u kernel nodes: %llu replays, %llu node updates, %llu re-instantiations; "
          "%llu events, %llu host waits (all %llu inside the %llu waits asked) over %d replays; "
          "%llu heap allocations over 1000 warm replays\n",

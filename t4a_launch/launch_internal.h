@@ -114,6 +114,12 @@ struct t4a_function {
   unsigned char *graph_bytes;  /* the parameter bytes the node holds, at the layout's offsets */
 };
 
+/* What a launch policy comes to (calibrate.c): the strategy, PLAIN or GRAPH (AUTO: the
+ * calibration's, PLAIN without one), and graph_after (0: the calibration's, or 16). NULL is the
+ * default policy. INVALID_ARGUMENT for an unknown strategy value. */
+t4a_status t4a_launch_policy_resolve_(const t4a_launch_policy *policy,
+                                      t4a_launch_strategy *out_strategy, uint32_t *out_graph_after);
+
 /* Checks `config` against the function's device limits: INVALID_LAUNCH naming the dimension. */
 t4a_status t4a_launch_check_config_(const t4a_function *fn, const t4a_launch_config *config);
 

@@ -131,7 +131,7 @@ static void test_foreign_function_and_buffer(void **state) {
   assert_int_equal(t4a_launch_raw(f->retire, fn2, &cfg, raw, sizeof raw, offs, 4),
                    T4A_FOREIGN_HANDLE);
   t4a_launch_table *t = NULL;
-  CK(t4a_launch_table_create(f->retire, 4, &t));
+  CK(t4a_launch_table_create(f->retire, &(t4a_launch_table_options){.capacity = 4}, &t));
   uint32_t id = 0;
   assert_int_equal(t4a_descriptor_register(t, fn2, &cfg, x.args, 4, &id), T4A_FOREIGN_HANDLE);
   assert_int_equal(t4a_descriptor_register(t, fn, &cfg, args, 4, &id), T4A_FOREIGN_HANDLE);
@@ -286,8 +286,8 @@ static void test_refused_launch_returns_the_driver_error(void **state) {
   assert_int_equal(e.code, CUDA_ERROR_INVALID_VALUE);
   assert_string_equal(e.code_name, "CUDA_ERROR_INVALID_VALUE");
   /* Refused while validating: nothing queued, so nothing quarantined or admitted. */
-  t4a_retire_state rs;
-  t4a_retire_get_state(f->retire, &rs);
+  struct t4a_retire_stats rs;
+  t4a_retire_stats(f->retire, &rs);
   assert_int_equal(rs.quarantined_held, 0);
   assert_int_equal(rs.open_admissions, 0);
   t4a_counter_values v = lane_counters(f);
@@ -313,8 +313,8 @@ static void test_failure_after_enqueue_quarantines_the_buffers(void **state) {
   assert_int_equal(t4a_launch(f->retire, fn, &cfg, x.args, 4), T4A_DRIVER_ERROR);
   t4a_fake_clear_injections(f->fake);
   assert_string_equal(last_error().entry, "cuLaunchKernel");
-  t4a_retire_state rs;
-  t4a_retire_get_state(f->retire, &rs);
+  struct t4a_retire_stats rs;
+  t4a_retire_stats(f->retire, &rs);
   assert_int_equal(rs.quarantined_held, 3); /* a, b, out: their state is unknown */
   /* The module is kept by the epoch: it outlives every reference until the work ran. */
   t4a_function_release(fn);
@@ -339,7 +339,7 @@ static void warm_chain(fixture *f) {
   add_prepare(f, &x, 16);
   t4a_launch_config cfg = config_1d(1, 16, 0);
   t4a_launch_table *t = NULL;
-  CK(t4a_launch_table_create(f->retire, 8, &t));
+  CK(t4a_launch_table_create(f->retire, &(t4a_launch_table_options){.capacity = 8}, &t));
   uint32_t id = 0;
   CK(t4a_descriptor_register(t, fn, &cfg, x.args, 4, &id));
   /* Warm up: every epoch slot of the retire's ring (64 by default) gets its arrays, and epochs
@@ -399,9 +399,15 @@ static void test_descriptors(void **state) {
   t4a_buffer *d = make_buffer(f, 64), *e = make_buffer(f, 64);
   t4a_launch_config cfg = config_1d(1, 16, 0);
   t4a_launch_table *t = NULL;
-  assert_int_equal(t4a_launch_table_create(f->retire, 0, &t), T4A_INVALID_ARGUMENT);
-  assert_int_equal(t4a_launch_table_create(f->retire, 65537, &t), T4A_INVALID_ARGUMENT);
-  CK(t4a_launch_table_create(f->retire, 2, &t));
+  /* Capacity 0 is the default (256); above 65536 is refused. */
+  t4a_launch_table_options big_table = T4A_LAUNCH_TABLE_OPTIONS_INIT;
+  CK(t4a_launch_table_create(f->retire, &big_table, &t));
+  t4a_launch_table_destroy(t);
+  t = NULL;
+  big_table.capacity = 65537;
+  assert_int_equal(t4a_launch_table_create(f->retire, &big_table, &t), T4A_INVALID_ARGUMENT);
+  assert_null(t);
+  CK(t4a_launch_table_create(f->retire, &(t4a_launch_table_options){.capacity = 2}, &t));
   uint32_t id = 0, id2 = 0, id3 = 0;
   /* Checked at registration. */
   assert_int_equal(t4a_descriptor_register(t, fn, &cfg, x.args, 3, &id), T4A_ARGUMENT_MISMATCH);
@@ -477,7 +483,7 @@ static void test_unregister_while_queued(void **state) {
   add_prepare(f, &x, 16);
   t4a_launch_config cfg = config_1d(1, 16, 0);
   t4a_launch_table *t = NULL;
-  CK(t4a_launch_table_create(f->retire, 4, &t));
+  CK(t4a_launch_table_create(f->retire, &(t4a_launch_table_options){.capacity = 4}, &t));
   uint32_t id = 0;
   CK(t4a_descriptor_register(t, fn, &cfg, x.args, 4, &id));
   CK(t4a_descriptor_fire(t, id));
@@ -562,7 +568,7 @@ static void test_descriptor_struct_argument(void **state) {
   t4a_arg args[3] = {t4a_arg_buffer(out, 0), t4a_arg_scalar(&s, sizeof s),
                      t4a_arg_scalar(&k, sizeof k)};
   t4a_launch_table *t = NULL;
-  CK(t4a_launch_table_create(f->retire, 1, &t));
+  CK(t4a_launch_table_create(f->retire, &(t4a_launch_table_options){.capacity = 1}, &t));
   uint32_t id = 0;
   t4a_launch_config cfg = config_1d(1, 1, 64 * 1024);
   CK(t4a_descriptor_register(t, aff, &cfg, args, 3, &id));
@@ -662,7 +668,7 @@ static t4a_status op_launch(void *user) {
   t4a_launch_config cfg = config_1d(1, 16, 0), shared = config_1d(1, 1, 65536);
   if (st == T4A_OK) st = t4a_launch(r, add, &cfg, args, 4);
   if (st == T4A_OK) st = t4a_launch(r, aff, &shared, aargs, 3);
-  if (st == T4A_OK) st = t4a_launch_table_create(r, 4, &t);
+  if (st == T4A_OK) st = t4a_launch_table_create(r, &(t4a_launch_table_options){.capacity = 4}, &t);
   if (st == T4A_OK) st = t4a_descriptor_register(t, add, &cfg, args, 4, &id);
   if (st == T4A_OK) st = t4a_descriptor_register(t, aff, &cfg, aargs, 3, &id2);
   if (st == T4A_OK) st = t4a_descriptor_fire(t, id);

@@ -143,8 +143,8 @@ static inline long unaccounted(void *user) {
   t4a_fake_live live;
   t4a_fake_live_objects(f->fake, &live);
   t4a_counter_values lane, drv;
-  t4a_lane_read_counters(f->lane, &lane);
-  t4a_driver_counters(f->drv, &drv);
+  t4a_lane_stats(f->lane, &lane);
+  t4a_driver_stats(f->drv, &drv);
   return (long)(live.device_allocs + live.events + live.modules + live.graphs + live.graph_execs) -
          (long)(lane.buffers_leaked + lane.leaked + drv.leaked) - f->baseline;
 }
@@ -179,7 +179,7 @@ static inline int fixture_teardown(void **state, int strict) {
 
 static inline t4a_counter_values lane_counters(fixture *f) {
   t4a_counter_values v;
-  t4a_lane_read_counters(f->lane, &v);
+  t4a_lane_stats(f->lane, &v);
   return v;
 }
 

@@ -153,16 +153,14 @@ t4a_status t4a_module_cache_create(t4a_retire *retire, const t4a_module_cache_op
   *out = NULL;
   t4a_module_cache_options o = T4A_MODULE_CACHE_OPTIONS_INIT;
   if (options != NULL) o = *options;
-  if (o.launch_strategy != T4A_LAUNCH_STRATEGY_AUTO &&
-      o.launch_strategy != T4A_LAUNCH_STRATEGY_PLAIN &&
-      o.launch_strategy != T4A_LAUNCH_STRATEGY_GRAPH) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "unknown launch strategy %d",
-                         (int)o.launch_strategy);
-  }
+  t4a_launch_strategy strategy;
+  uint32_t graph_after;
+  t4a_status st = t4a_launch_policy_resolve_(&o.launch, &strategy, &graph_after);
+  if (st != T4A_OK) return st;
   if (o.max_entries == 0) o.max_entries = DEFAULT_MAX_ENTRIES;
   if (o.max_bytes == 0) o.max_bytes = DEFAULT_MAX_BYTES;
   t4a_lane *lane = t4a_retire_lane(retire);
-  t4a_status st = t4a_lane_check(lane);
+  st = t4a_lane_check(lane);
   if (st != T4A_OK) return st;
   t4a_driver *drv = t4a_lane_driver(lane);
   t4a_launch_limits limits;
@@ -194,16 +192,8 @@ t4a_status t4a_module_cache_create(t4a_retire *retire, const t4a_module_cache_op
   c->limits = limits;
   c->max_entries = o.max_entries;
   c->max_bytes = o.max_bytes;
-  c->strategy = o.launch_strategy;
-  if (c->strategy == T4A_LAUNCH_STRATEGY_AUTO) {
-    c->strategy = o.calibration != NULL && o.calibration->strategy == T4A_LAUNCH_STRATEGY_GRAPH
-                      ? T4A_LAUNCH_STRATEGY_GRAPH
-                      : T4A_LAUNCH_STRATEGY_PLAIN;
-  }
-  c->graph_after = o.graph_after != 0 ? o.graph_after
-                   : o.calibration != NULL && o.calibration->graph_after != 0
-                       ? o.calibration->graph_after
-                       : 16;
+  c->strategy = strategy;
+  c->graph_after = graph_after;
   *out = c;
   return T4A_OK;
 }
@@ -587,7 +577,7 @@ void t4a_module_cache_destroy(t4a_module_cache *c) {
   cache_release(c); /* modules still alive hold the rest */
 }
 
-void t4a_module_cache_get_stats(t4a_module_cache *c, t4a_module_cache_stats *out) {
+void t4a_module_cache_stats(t4a_module_cache *c, struct t4a_module_cache_stats *out) {
   if (out == NULL) return;
   memset(out, 0, sizeof *out);
   if (c == NULL) return;

@@ -45,8 +45,8 @@ static void test_kinds_and_content_addressing(void **state) {
   t4a_module *c = NULL;
   CK(t4a_module_load(f->cache, k_ptx, sizeof k_ptx - 1, T4A_IMAGE_PTX, &c));
   assert_ptr_not_equal(c, a); /* other bytes, other key */
-  t4a_module_cache_stats s;
-  t4a_module_cache_get_stats(f->cache, &s);
+  struct t4a_module_cache_stats s;
+  t4a_module_cache_stats(f->cache, &s);
   assert_int_equal(s.entries, 2);
   assert_int_equal(s.loads, 2);
   assert_int_equal(s.hits, 1);
@@ -107,8 +107,8 @@ static void test_jit_log_in_the_detail(void **state) {
   assert_int_equal(e.code, CUDA_ERROR_INVALID_IMAGE);
   assert_non_null(strstr(e.message, "PTX"));
   assert_non_null(strstr(e.message, ".target")); /* the fake's log line */
-  t4a_module_cache_stats s;
-  t4a_module_cache_get_stats(f->cache, &s);
+  struct t4a_module_cache_stats s;
+  t4a_module_cache_stats(f->cache, &s);
   assert_int_equal(s.entries, 0);
   assert_int_equal(s.loads, 0);
 }
@@ -147,12 +147,12 @@ static void test_lru_by_entries(void **state) {
     t4a_module_release(m[i]); /* the cache's reference is the last one */
   }
   t4a_module_release(load_n(f, c, 0, 1)); /* touch 0: 1 is now the least recently used */
-  t4a_module_cache_stats s;
-  t4a_module_cache_get_stats(c, &s);
+  struct t4a_module_cache_stats s;
+  t4a_module_cache_stats(c, &s);
   assert_int_equal(s.hits, 1);
   assert_int_equal(calls(f, "cuModuleUnload"), 0);
   m[3] = load_n(f, c, 3, 1); /* evicts 1, unloaded at once: nothing else holds it */
-  t4a_module_cache_get_stats(c, &s);
+  t4a_module_cache_stats(c, &s);
   assert_int_equal(s.entries, 3);
   assert_int_equal(s.evictions, 1);
   assert_int_equal(s.unloads, 1);
@@ -162,14 +162,14 @@ static void test_lru_by_entries(void **state) {
   t4a_module_release(load_n(f, c, 2, 1));
   t4a_module_release(load_n(f, c, 3, 1));
   t4a_module_release(load_n(f, c, 0, 1));
-  t4a_module_cache_get_stats(c, &s);
+  t4a_module_cache_stats(c, &s);
   assert_int_equal(s.loads, loads);
   t4a_module_release(load_n(f, c, 1, 1)); /* loaded again: evicts 2, now the oldest */
-  t4a_module_cache_get_stats(c, &s);
+  t4a_module_cache_stats(c, &s);
   assert_int_equal(s.loads, loads + 1);
   assert_int_equal(s.evictions, 2);
   t4a_module_release(load_n(f, c, 0, 1)); /* 0 survived */
-  t4a_module_cache_get_stats(c, &s);
+  t4a_module_cache_stats(c, &s);
   assert_int_equal(s.loads, loads + 1);
   /* A module the caller still holds is evicted from the cache but not unloaded. */
   uint64_t unloads = calls(f, "cuModuleUnload");
@@ -197,13 +197,13 @@ static void test_lru_by_bytes(void **state) {
   t4a_module_release(load_n(f, c, 1, 40));
   t4a_module_release(load_n(f, c, 0, 40)); /* 1 is the oldest */
   t4a_module_release(load_n(f, c, 2, 40)); /* evicts 1 */
-  t4a_module_cache_stats s;
-  t4a_module_cache_get_stats(c, &s);
+  struct t4a_module_cache_stats s;
+  t4a_module_cache_stats(c, &s);
   assert_int_equal(s.entries, 2);
   assert_int_equal(s.bytes, 2 * n);
   assert_int_equal(s.evictions, 1);
   t4a_module_release(load_n(f, c, 0, 40)); /* still there */
-  t4a_module_cache_get_stats(c, &s);
+  t4a_module_cache_stats(c, &s);
   assert_int_equal(s.loads, 3);
   /* An image larger than the whole bound is refused before the driver sees it. */
   char *big = image_n(5, 4 * n, &n);
@@ -213,7 +213,7 @@ static void test_lru_by_bytes(void **state) {
   assert_int_equal(calls(f, "cuModuleLoadDataEx"), loads);
   free(big);
   t4a_module_cache_clear(c);
-  t4a_module_cache_get_stats(c, &s);
+  t4a_module_cache_stats(c, &s);
   assert_int_equal(s.entries, 0);
   assert_int_equal(s.bytes, 0);
   assert_int_equal(s.unloads, 3);
@@ -431,8 +431,8 @@ static void test_nvrtc_artifacts(void **state) {
   /* A CUBIN cut short: its headers declare more than the bytes given. */
   assert_int_equal(t4a_module_load(f->cache, data, bytes / 2, T4A_IMAGE_AUTO, &again),
                    T4A_INVALID_ARGUMENT);
-  t4a_module_cache_stats s;
-  t4a_module_cache_get_stats(f->cache, &s);
+  struct t4a_module_cache_stats s;
+  t4a_module_cache_stats(f->cache, &s);
   assert_int_equal(s.loads, 3);
   assert_int_equal(s.hits, 1);
   /* The kernel found in the real CUBIN runs (as the fake's host function of that name). */

@@ -384,14 +384,14 @@ t4a_status t4a_mem_pool_grant_access(t4a_mem_pool *p, t4a_ctx_holder *peer) {
   return T4A_OK;
 }
 
-void t4a_mem_pool_cached(const t4a_mem_pool *p, uint64_t *out_bytes, uint32_t *out_blocks) {
-  if (out_bytes) *out_bytes = 0;
-  if (out_blocks) *out_blocks = 0;
+void t4a_mem_pool_stats(const t4a_mem_pool *p, struct t4a_mem_pool_stats *out) {
+  if (out == NULL) return;
+  memset(out, 0, sizeof *out);
   if (p == NULL) return;
   t4a_mem_pool *mp = (t4a_mem_pool *)p;
   pthread_mutex_lock(&mp->lock);
-  if (out_bytes) *out_bytes = mp->cached_bytes;
-  if (out_blocks) *out_blocks = mp->cached_blocks;
+  out->cached_bytes = mp->cached_bytes;
+  out->cached_blocks = mp->cached_blocks;
   pthread_mutex_unlock(&mp->lock);
 }
 

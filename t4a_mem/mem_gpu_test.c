@@ -131,7 +131,7 @@ static void test_buffer_freed_while_kernel_uses_it(void **state) {
   CK(t4a_lane_synchronize(f->lane)); /* no fault: the free followed the kernel */
   t4a_mem_pool_release(plain);
   t4a_counter_values c;
-  t4a_lane_read_counters(f->lane, &c);
+  t4a_lane_stats(f->lane, &c);
   assert_int_equal(c.reuse_hits, 1);
   assert_int_equal(c.zero_fills, 1);
   assert_true(c.device_frees >= 1);
@@ -161,13 +161,13 @@ static void test_mapped_slot(void **state) {
 static void test_reuse_cache_counts(void **state) {
   fixture *f = *state;
   t4a_counter_values before, after;
-  t4a_lane_read_counters(f->lane, &before);
+  t4a_lane_stats(f->lane, &before);
   for (int i = 0; i < 1000; i++) {
     t4a_buffer *b = NULL;
     CK(t4a_buffer_create(f->pool, (size_t)1 << 20, 0, 0, &b));
     t4a_buffer_release(b);
   }
-  t4a_lane_read_counters(f->lane, &after);
+  t4a_lane_stats(f->lane, &after);
   assert_true(after.device_allocs - before.device_allocs <= 1);
   assert_true(after.reuse_hits - before.reuse_hits >= 999);
   CK(t4a_lane_synchronize(f->lane));
@@ -180,7 +180,7 @@ static void test_warm_chain(void **state) {
   const unsigned n = 256;
   CK(t4a_buffer_create(f->pool, n * sizeof(unsigned), 0, T4A_BUFFER_ZERO, &b));
   t4a_counter_values before, after;
-  t4a_lane_read_counters(f->lane, &before);
+  t4a_lane_stats(f->lane, &before);
   CUdeviceptr pb = t4a_buffer_devptr(b);
   void *p[] = {&pb, (void *)&n};
   for (int i = 0; i < 10000; i++) {
@@ -195,7 +195,7 @@ static void test_warm_chain(void **state) {
     t4a_admission_keep(&adm, (t4a_keepalive){b, t4a_buffer_release_object, 0});
     t4a_admission_commit(&adm);
   }
-  t4a_lane_read_counters(f->lane, &after);
+  t4a_lane_stats(f->lane, &after);
   printf("# 10000 admissions: %llu events, %llu host waits, %llu keepalives held\n",
          (unsigned long long)(after.events_recorded - before.events_recorded),
          (unsigned long long)(after.host_waits - before.host_waits),

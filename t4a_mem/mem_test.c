@@ -96,7 +96,7 @@ static void test_release_is_stream_ordered(void **state) {
   assert_int_equal(t4a_lane_synchronize(f->lane), T4A_OK);
   assert_int_equal(t4a_fake_sticky(f->fake, 0), CUDA_SUCCESS);
   t4a_counter_values v;
-  t4a_lane_read_counters(f->lane, &v);
+  t4a_lane_stats(f->lane, &v);
   assert_int_equal(v.device_allocs, 1);
   assert_int_equal(v.device_frees, 1);
   t4a_mem_pool_release(p);
@@ -125,7 +125,7 @@ static void test_reuse_cache_and_foreign_thread_release(void **state) {
   assert_int_equal(t4a_buffer_devptr(b), first);
   assert_int_equal(t4a_buffer_size(b), MIB - 100);
   t4a_counter_values v;
-  t4a_lane_read_counters(f->lane, &v);
+  t4a_lane_stats(f->lane, &v);
   assert_int_equal(v.reuse_hits, 1);
   assert_int_equal(v.reuse_misses, 1);
   /* A different class goes to the driver. */
@@ -134,15 +134,14 @@ static void test_reuse_cache_and_foreign_thread_release(void **state) {
   assert_int_equal(calls(f, "cuMemAllocFromPoolAsync"), allocs + 1);
   t4a_buffer_release(b);
   t4a_buffer_release(c);
-  uint64_t bytes = 0;
-  uint32_t blocks = 0;
-  t4a_mem_pool_cached(p, &bytes, &blocks);
-  assert_int_equal(blocks, 2);
-  assert_int_equal(bytes, 3 * MIB);
+  struct t4a_mem_pool_stats ps;
+  t4a_mem_pool_stats(p, &ps);
+  assert_int_equal(ps.cached_blocks, 2);
+  assert_int_equal(ps.cached_bytes, 3 * MIB);
   assert_int_equal(t4a_mem_pool_trim(p), T4A_OK);
-  t4a_mem_pool_cached(p, &bytes, &blocks);
-  assert_int_equal(blocks, 0);
-  t4a_lane_read_counters(f->lane, &v);
+  t4a_mem_pool_stats(p, &ps);
+  assert_int_equal(ps.cached_blocks, 0);
+  t4a_lane_stats(f->lane, &v);
   assert_int_equal(v.reuse_trimmed, 2);
   t4a_mem_pool_release(p);
 }
@@ -159,17 +158,17 @@ static void test_reuse_cache_is_bounded(void **state) {
   uint64_t frees = calls(f, "cuMemFreeAsync");
   for (int i = 0; i < 3; i++) t4a_buffer_release(b[i]);
   assert_int_equal(calls(f, "cuMemFreeAsync"), frees + 1); /* the oldest went back */
-  uint32_t blocks = 0;
-  t4a_mem_pool_cached(p, NULL, &blocks);
-  assert_int_equal(blocks, 2);
+  struct t4a_mem_pool_stats ps;
+  t4a_mem_pool_stats(p, &ps);
+  assert_int_equal(ps.cached_blocks, 2);
   /* One block larger than the byte bound is never kept, and does not push the small ones out. */
   t4a_buffer *big = NULL;
   assert_int_equal(t4a_buffer_create(p, 65 * MIB, 0, 0, &big), T4A_OK);
   frees = calls(f, "cuMemFreeAsync");
   t4a_buffer_release(big);
   assert_int_equal(calls(f, "cuMemFreeAsync"), frees + 1);
-  t4a_mem_pool_cached(p, NULL, &blocks);
-  assert_int_equal(blocks, 2);
+  t4a_mem_pool_stats(p, &ps);
+  assert_int_equal(ps.cached_blocks, 2);
   t4a_mem_pool_release(p);
 }
 
@@ -227,7 +226,7 @@ static void test_abandoned_lane_leaks_the_pool(void **state) {
   t4a_mem_pool_release(p);
   assert_int_equal(calls(f, "cuMemPoolDestroy"), destroys);
   t4a_counter_values v;
-  t4a_lane_read_counters(f->lane, &v);
+  t4a_lane_stats(f->lane, &v);
   assert_int_equal(v.pools_leaked, 1);
 }
 
@@ -242,7 +241,7 @@ static void test_pressure_trims_cache(void **state) {
   assert_int_equal(t4a_lane_synchronize(f->lane), T4A_OK);
   assert_int_equal(t4a_buffer_create(p, 6 * MIB, 0, 0, &b), T4A_OK);
   t4a_counter_values v;
-  t4a_lane_read_counters(f->lane, &v);
+  t4a_lane_stats(f->lane, &v);
   assert_int_equal(v.reuse_trimmed, 1);
   /* Truly too much: a typed error naming the call and the bytes. */
   t4a_buffer *c = NULL;
@@ -293,7 +292,7 @@ static void test_zero_fill_and_quarantine(void **state) {
   const unsigned char *h = t4a_fake_host_view(f->fake, t4a_buffer_devptr(b), 4096);
   for (int i = 0; i < 4096; i++) assert_int_equal(h[i], 0);
   t4a_counter_values v;
-  t4a_lane_read_counters(f->lane, &v);
+  t4a_lane_stats(f->lane, &v);
   assert_int_equal(v.zero_fills, 1);
   assert_int_equal(v.reuse_hits, 1);
   /* Quarantined: never freed on a guess, counted. */
@@ -302,7 +301,7 @@ static void test_zero_fill_and_quarantine(void **state) {
   t4a_buffer_release(b);
   t4a_mem_pool_release(p);
   assert_int_equal(calls(f, "cuMemFreeAsync"), frees);
-  t4a_lane_read_counters(f->lane, &v);
+  t4a_lane_stats(f->lane, &v);
   assert_int_equal(v.buffers_leaked, 1);
   t4a_fake_live live;
   t4a_fake_live_objects(f->fake, &live);
@@ -352,13 +351,14 @@ static void test_sticky_leaks_instead_of_freeing(void **state) {
   t4a_error_last(&e);
   assert_int_equal(e.status, T4A_OK); /* a drop path leaves the caller's detail alone */
   assert_int_equal(calls(f, "cuMemFreeAsync"), frees);
-  uint32_t blocks = 9;
-  t4a_mem_pool_cached(p, NULL, &blocks);
-  assert_int_equal(blocks, 0);
+  struct t4a_mem_pool_stats ps;
+  memset(&ps, 0xff, sizeof ps);
+  t4a_mem_pool_stats(p, &ps);
+  assert_int_equal(ps.cached_blocks, 0);
   t4a_mem_pool_release(p); /* the lane is broken: the pool leaks too */
   t4a_lane_abandon(f->lane);
   t4a_counter_values v;
-  t4a_lane_read_counters(f->lane, &v);
+  t4a_lane_stats(f->lane, &v);
   assert_int_equal(v.buffers_leaked, 1);
   assert_int_equal(v.pools_leaked, 1);
 }
@@ -418,9 +418,10 @@ static void test_pinned_slots_and_registration(void **state) {
   /* Registration: always unregistered; a double registration is typed. */
   void *mem = malloc(8192);
   t4a_host_registration *r = NULL, *r2 = NULL;
-  assert_int_equal(t4a_host_register(h, mem, 8192, T4A_HOST_REGISTER_MAPPED, &r), T4A_OK);
+  t4a_host_register_options map_opts = {T4A_HOST_REGISTER_MAPPED, NULL, NULL};
+  assert_int_equal(t4a_host_register(h, mem, 8192, &map_opts, &r), T4A_OK);
   assert_int_not_equal(t4a_host_registration_devptr(r), 0);
-  assert_int_equal(t4a_host_register(h, mem, 8192, 0, &r2), T4A_DRIVER_ERROR);
+  assert_int_equal(t4a_host_register(h, mem, 8192, NULL, &r2), T4A_DRIVER_ERROR);
   t4a_error_last(&e);
   assert_string_equal(e.code_name, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED");
   assert_null(r2);
@@ -430,7 +431,7 @@ static void test_pinned_slots_and_registration(void **state) {
   assert_int_equal(live.host_registrations, 0);
   free(mem);
   t4a_counter_values v;
-  t4a_driver_counters(f->drv, &v);
+  t4a_driver_stats(f->drv, &v);
   assert_int_equal(v.host_registrations, 1);
   assert_int_equal(v.host_unregistrations, 1);
   t4a_pinned_release(plain);
@@ -449,27 +450,27 @@ static void test_owned_registration(void **state) {
   void *mem = malloc(8192);
   t4a_host_registration *r = NULL;
   g_owner_releases = 0;
-  assert_int_equal(t4a_host_register_owned(h, mem, 8192,
-                                           T4A_HOST_REGISTER_MAPPED | T4A_HOST_REGISTER_READ_ONLY,
-                                           mem, owner_release, &r),
-                   T4A_OK);
+  t4a_host_register_options ro = {T4A_HOST_REGISTER_MAPPED | T4A_HOST_REGISTER_READ_ONLY, mem,
+                                   owner_release};
+  assert_int_equal(t4a_host_register(h, mem, 8192, &ro, &r), T4A_OK);
   assert_ptr_equal(t4a_host_registration_host(r), mem);
   assert_int_equal(t4a_host_registration_size(r), 8192);
   t4a_host_registration_release(r);
   assert_int_equal(g_owner_releases, 1);
   /* A refused registration (unknown flag) still consumes the owner. */
-  assert_int_equal(t4a_host_register_owned(h, mem, 8192, 0x80, mem, owner_release, &r),
-                   T4A_INVALID_ARGUMENT);
+  ro.flags = 0x80;
+  assert_int_equal(t4a_host_register(h, mem, 8192, &ro, &r), T4A_INVALID_ARGUMENT);
   assert_null(r);
   assert_int_equal(g_owner_releases, 2);
   /* The unregister fails: the range stays registered and the owner is never released. */
-  assert_int_equal(t4a_host_register_owned(h, mem, 8192, 0, mem, owner_release, &r), T4A_OK);
+  ro.flags = 0;
+  assert_int_equal(t4a_host_register(h, mem, 8192, &ro, &r), T4A_OK);
   t4a_counter_values before, after;
-  t4a_driver_counters(f->drv, &before);
+  t4a_driver_stats(f->drv, &before);
   t4a_fake_inject(f->fake, "cuMemHostUnregister", 0, 1, CUDA_ERROR_UNKNOWN, 0);
   t4a_host_registration_release(r);
   t4a_fake_clear_injections(f->fake);
-  t4a_driver_counters(f->drv, &after);
+  t4a_driver_stats(f->drv, &after);
   assert_int_equal(g_owner_releases, 2);
   assert_int_equal(after.leaked - before.leaked, 2);
   /* Clean up the fake's registration by hand (the test owns the memory). */
@@ -521,7 +522,8 @@ static t4a_status op_all(void *user) {
   t4a_slots_destroy(s);
   char *range = g_ranges[g_range_next++ % 512];
   t4a_host_registration *r = NULL;
-  if (st == T4A_OK) st = t4a_host_register(h, range, 4096, T4A_HOST_REGISTER_MAPPED, &r);
+  t4a_host_register_options mapped = {T4A_HOST_REGISTER_MAPPED, NULL, NULL};
+  if (st == T4A_OK) st = t4a_host_register(h, range, 4096, &mapped, &r);
   t4a_host_registration_release(r);
   return st;
 }
@@ -533,8 +535,8 @@ static long unaccounted(void *user) {
   t4a_fake_live live;
   t4a_fake_live_objects(f->fake, &live);
   t4a_counter_values lane, drv;
-  t4a_lane_read_counters(f->lane, &lane);
-  t4a_driver_counters(f->drv, &drv);
+  t4a_lane_stats(f->lane, &lane);
+  t4a_driver_stats(f->drv, &drv);
   return (long)(live.device_allocs + live.pools + live.host_allocs + live.host_registrations) -
          (long)(lane.buffers_leaked + lane.leaked + lane.pools_leaked + drv.leaked);
 }

@@ -205,7 +205,8 @@ int t4a_slot_is_acquired(t4a_slots *s, uint32_t i) {
 
 /* ---- host registration ---- */
 
-/* What keeps a registered range's memory alive (a file mapping...): see t4a_host_register_owned. */
+/* What keeps a registered range's memory alive (a file mapping...): see
+ * t4a_host_register_options. */
 typedef struct owner_ref {
   void *object;
   void (*release)(void *object);
@@ -224,15 +225,13 @@ struct t4a_host_registration {
   owner_ref owner; /* released only after a successful unregister */
 };
 
-t4a_status t4a_host_register(t4a_ctx_holder *h, void *ptr, size_t bytes, uint32_t flags,
+t4a_status t4a_host_register(t4a_ctx_holder *h, void *ptr, size_t bytes,
+                             const t4a_host_register_options *options,
                              t4a_host_registration **out) {
-  return t4a_host_register_owned(h, ptr, bytes, flags, NULL, NULL, out);
-}
-
-t4a_status t4a_host_register_owned(t4a_ctx_holder *h, void *ptr, size_t bytes, uint32_t flags,
-                                   void *owner_object, void (*owner_release)(void *),
-                                   t4a_host_registration **out) {
-  owner_ref owner = {owner_object, owner_release};
+  t4a_host_register_options o = T4A_HOST_REGISTER_OPTIONS_INIT;
+  if (options != NULL) o = *options;
+  uint32_t flags = o.flags;
+  owner_ref owner = {o.owner, o.owner_release};
   if (out != NULL) *out = NULL;
   if (out == NULL || h == NULL) {
     owner_drop(owner);

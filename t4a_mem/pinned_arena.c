@@ -711,9 +711,9 @@ int t4a_pinned_arena_owns(const t4a_pinned_arena *arena, const void *ptr) {
   return owns;
 }
 
-void t4a_pinned_arena_read_stats(const t4a_pinned_arena *a, t4a_pinned_arena_stats *out) {
+void t4a_pinned_arena_stats(const t4a_pinned_arena *a, struct t4a_pinned_arena_stats *out) {
   if (out == NULL) return;
-  *out = (t4a_pinned_arena_stats){0};
+  *out = (struct t4a_pinned_arena_stats){0};
   if (a == NULL) return;
   out->bytes_pinned = stat_get(&a->stats.bytes_pinned);
   out->bytes_in_use = stat_get(&a->stats.bytes_in_use);
@@ -725,7 +725,7 @@ void t4a_pinned_arena_read_stats(const t4a_pinned_arena *a, t4a_pinned_arena_sta
   out->foreign_frees = stat_get(&a->stats.foreign_frees);
 }
 
-void t4a_pinned_arena_read_totals(t4a_pinned_arena_totals *out) {
+void t4a_pinned_arena_process_stats(struct t4a_pinned_arena_process_stats *out) {
   if (out == NULL) return;
   out->arenas_created = stat_get(&g_arenas_created);
   out->arenas_destroyed = stat_get(&g_arenas_destroyed);

@@ -77,8 +77,8 @@ static void test_thousand_mixed_allocations(void **state) {
   printf("# raw cuMemHostAlloc(256 MiB, PORTABLE): %.3f ms; cuMemFreeHost %.3f ms\n", t_raw_big,
          now_ms() - t0);
 
-  t4a_pinned_arena_totals tot0, tot1;
-  t4a_pinned_arena_read_totals(&tot0);
+  struct t4a_pinned_arena_process_stats tot0, tot1;
+  t4a_pinned_arena_process_stats(&tot0);
   t4a_pinned_arena *a = NULL;
   t0 = now_ms();
   assert_int_equal(t4a_pinned_arena_create(h, NULL, &a), T4A_OK);
@@ -118,8 +118,8 @@ static void test_thousand_mixed_allocations(void **state) {
     slots[k] = (slot){p, n, i};
     total_bytes += n;
   }
-  t4a_pinned_arena_stats s;
-  t4a_pinned_arena_read_stats(a, &s);
+  struct t4a_pinned_arena_stats s;
+  t4a_pinned_arena_stats(a, &s);
   printf("# arena create %.3f ms; 1000 allocations (%.1f MiB requested, %zu frees): %.3f ms in all, "
          "%.4f ms mean, %.3f ms worst\n",
          t_create, (double)total_bytes / (double)MIB, frees, t_alloc, t_alloc / 1000.0, t_worst);
@@ -171,12 +171,12 @@ static void test_thousand_mixed_allocations(void **state) {
   printf("# 64 TiB request: %s\n", t4a_error_format(&e, buf, sizeof buf));
   assert_int_equal(e.bytes, (uint64_t)1 << 46);
 
-  t4a_pinned_arena_read_stats(a, &s);
+  t4a_pinned_arena_stats(a, &s);
   for (size_t k = 0; k < 64; k++) t4a_pinned_arena_free(a, slots[k].p);
   t0 = now_ms();
   t4a_pinned_arena_destroy(a);
   double t_destroy = now_ms() - t0;
-  t4a_pinned_arena_read_totals(&tot1);
+  t4a_pinned_arena_process_stats(&tot1);
   printf("# destroy %.3f ms, %llu regions freed\n", t_destroy,
          (unsigned long long)(tot1.regions_freed - tot0.regions_freed));
   assert_int_equal(tot1.regions_freed - tot0.regions_freed, s.extents);

@@ -105,7 +105,7 @@ typedef struct fixture {
   t4a_driver *drv;
   const t4a_driver_table *raw;
   t4a_ctx_holder *holder;
-  t4a_pinned_arena_totals base; /* process totals at setup */
+  struct t4a_pinned_arena_process_stats base; /* process totals at setup */
 } fixture;
 
 static int setup(void **state) {
@@ -122,7 +122,7 @@ static int setup(void **state) {
     return -1;
   }
   if (t4a_ctx_holder_create(f->drv, 0, &f->holder) != T4A_OK) return -1;
-  t4a_pinned_arena_read_totals(&f->base);
+  t4a_pinned_arena_process_stats(&f->base);
   *state = f;
   return 0;
 }
@@ -131,8 +131,8 @@ static int setup(void **state) {
 static long unaccounted(fixture *f) {
   t4a_fake_live live;
   t4a_fake_live_objects(f->fake, &live);
-  t4a_pinned_arena_totals t;
-  t4a_pinned_arena_read_totals(&t);
+  struct t4a_pinned_arena_process_stats t;
+  t4a_pinned_arena_process_stats(&t);
   return (long)live.host_allocs - (long)(t.regions_leaked - f->base.regions_leaked);
 }
 
@@ -243,8 +243,8 @@ static void test_mixed_sizes_few_host_allocs(void **state) {
     if (slots[k].p != NULL) assert_true(intact(slots[k].p, slots[k].n, slots[k].tag));
   }
 
-  t4a_pinned_arena_stats s;
-  t4a_pinned_arena_read_stats(a, &s);
+  struct t4a_pinned_arena_stats s;
+  t4a_pinned_arena_stats(a, &s);
   uint64_t calls = t4a_fake_calls(f->fake, "cuMemHostAlloc") - calls0;
   printf("# 1000 mixed allocations: %llu cuMemHostAlloc calls, %llu regions, %.1f MiB pinned, "
          "%.1f MiB in use, %llu extents carved\n",
@@ -266,7 +266,7 @@ static void test_mixed_sizes_few_host_allocs(void **state) {
   assert_int_equal(live.host_allocs, s.extents); /* the driver sees every region as pinned */
 
   for (size_t k = 0; k < 64; k++) t4a_pinned_arena_free(a, slots[k].p);
-  t4a_pinned_arena_read_stats(a, &s);
+  t4a_pinned_arena_stats(a, &s);
   assert_int_equal(s.bytes_in_use, 0);
   assert_int_equal(s.allocations, s.frees);
   /* Freed memory is cached: the same work again needs no new region. */
@@ -280,8 +280,8 @@ static void test_mixed_sizes_few_host_allocs(void **state) {
     assert_int_equal(t4a_pinned_arena_alloc(a, n, 0, &p), T4A_OK);
     slots[k] = (live_alloc){p, n, i};
   }
-  t4a_pinned_arena_stats again;
-  t4a_pinned_arena_read_stats(a, &again);
+  struct t4a_pinned_arena_stats again;
+  t4a_pinned_arena_stats(a, &again);
   assert_int_equal(again.host_alloc_calls, s.host_alloc_calls);
   t4a_pinned_arena_destroy(a); /* with allocations still live: destroy ends them */
   t4a_fake_live_objects(f->fake, &live);
@@ -308,8 +308,8 @@ static void test_alignment_honoured(void **state) {
   assert_int_equal((uintptr_t)p % T4A_PINNED_ARENA_DEFAULT_ALIGNMENT, 0);
   ptrs[num++] = p;
   for (size_t i = 0; i < num; i++) t4a_pinned_arena_free(a, ptrs[i]);
-  t4a_pinned_arena_stats s;
-  t4a_pinned_arena_read_stats(a, &s);
+  struct t4a_pinned_arena_stats s;
+  t4a_pinned_arena_stats(a, &s);
   assert_int_equal(s.frees, num);
   assert_int_equal(s.bytes_in_use, 0);
   t4a_pinned_arena_destroy(a);
@@ -352,8 +352,8 @@ static void test_invalid_arguments(void **state) {
   expect_error(t4a_pinned_arena_alloc(a, SIZE_MAX - 4096, 0, &p), T4A_HOST_OUT_OF_MEMORY, NULL,
                (uint64_t)(SIZE_MAX - 4096));
   assert_null(p);
-  t4a_pinned_arena_stats s;
-  t4a_pinned_arena_read_stats(a, &s);
+  struct t4a_pinned_arena_stats s;
+  t4a_pinned_arena_stats(a, &s);
   assert_int_equal(s.allocations, 0);
   t4a_pinned_arena_destroy(a);
 
@@ -361,11 +361,11 @@ static void test_invalid_arguments(void **state) {
   t4a_pinned_arena_destroy(NULL);
   t4a_pinned_arena_free(NULL, &s);
   assert_int_equal(t4a_pinned_arena_owns(NULL, &s), 0);
-  t4a_pinned_arena_read_stats(NULL, &s);
+  t4a_pinned_arena_stats(NULL, &s);
   assert_int_equal(s.allocations, 0);
   assert_int_equal(s.bytes_pinned, 0);
-  t4a_pinned_arena_read_stats(NULL, NULL);
-  t4a_pinned_arena_read_totals(NULL);
+  t4a_pinned_arena_stats(NULL, NULL);
+  t4a_pinned_arena_process_stats(NULL);
 }
 
 static void test_cap_gives_typed_out_of_memory(void **state) {
@@ -389,8 +389,8 @@ static void test_cap_gives_typed_out_of_memory(void **state) {
   t4a_error e;
   t4a_error_last(&e);
   assert_non_null(strstr(e.message, "cap"));
-  t4a_pinned_arena_stats s;
-  t4a_pinned_arena_read_stats(a, &s);
+  struct t4a_pinned_arena_stats s;
+  t4a_pinned_arena_stats(a, &s);
   assert_true(s.bytes_pinned <= o.max_pinned_bytes);
   assert_true(n >= 8); /* most of the cap serves allocations */
   assert_int_equal(s.bytes_in_use, n * MIB);
@@ -422,8 +422,8 @@ static void test_cap_gives_typed_out_of_memory(void **state) {
 static void test_host_alloc_failure_is_typed(void **state) {
   fixture *f = *state;
   t4a_pinned_arena *a = make_arena(f, NULL);
-  t4a_pinned_arena_stats before, after;
-  t4a_pinned_arena_read_stats(a, &before);
+  struct t4a_pinned_arena_stats before, after;
+  t4a_pinned_arena_stats(a, &before);
   t4a_fake_live live;
 
   /* Out of pinnable memory: HOST_OUT_OF_MEMORY naming cuMemHostAlloc and the bytes. jemalloc
@@ -440,7 +440,7 @@ static void test_host_alloc_failure_is_typed(void **state) {
   assert_non_null(strstr(e.message, "33554432"));
   char buf[512];
   printf("# %s\n", t4a_error_format(&e, buf, sizeof buf));
-  t4a_pinned_arena_read_stats(a, &after);
+  t4a_pinned_arena_stats(a, &after);
   assert_int_equal(after.extents, before.extents); /* nothing pinned, nothing leaked */
   assert_int_equal(after.bytes_pinned, before.bytes_pinned);
   assert_true(after.host_alloc_calls > before.host_alloc_calls);
@@ -492,14 +492,14 @@ static void test_bookkeeping_failure_is_typed(void **state) {
   assert_int_equal(n, 32); /* 64 slots kept at most half full */
   assert_null(ptrs[n]);
   expect_error(st, T4A_HOST_OUT_OF_MEMORY, "calloc", 777);
-  t4a_pinned_arena_stats s;
-  t4a_pinned_arena_read_stats(a, &s);
+  struct t4a_pinned_arena_stats s;
+  t4a_pinned_arena_stats(a, &s);
   assert_int_equal(s.allocations, 32);
   assert_int_equal(s.bytes_in_use, 32 * 777);
   assert_int_equal(t4a_pinned_arena_alloc(a, 777, 0, &ptrs[n]), T4A_OK);
   n++;
   for (size_t i = 0; i < n; i++) t4a_pinned_arena_free(a, ptrs[i]);
-  t4a_pinned_arena_read_stats(a, &s);
+  t4a_pinned_arena_stats(a, &s);
   assert_int_equal(s.bytes_in_use, 0);
   assert_int_equal(s.foreign_frees, 0);
   t4a_pinned_arena_destroy(a);
@@ -507,22 +507,22 @@ static void test_bookkeeping_failure_is_typed(void **state) {
 
 static void test_destroy_returns_every_region(void **state) {
   fixture *f = *state;
-  t4a_pinned_arena_totals t0, t1;
-  t4a_pinned_arena_read_totals(&t0);
+  struct t4a_pinned_arena_process_stats t0, t1;
+  t4a_pinned_arena_process_stats(&t0);
   t4a_pinned_arena *a = make_arena(f, NULL);
   void *p[4];
   static const size_t sizes[] = {10, 3 * MIB, 40 * MIB, 7 * KIB};
   for (int i = 0; i < 4; i++) assert_int_equal(t4a_pinned_arena_alloc(a, sizes[i], 0, &p[i]), T4A_OK);
   t4a_pinned_arena_free(a, p[1]);
-  t4a_pinned_arena_stats s;
-  t4a_pinned_arena_read_stats(a, &s);
+  struct t4a_pinned_arena_stats s;
+  t4a_pinned_arena_stats(a, &s);
   assert_true(s.extents >= 2);
   t4a_fake_live live;
   t4a_fake_live_objects(f->fake, &live);
   assert_int_equal(live.host_allocs, s.extents);
   uint64_t frees0 = t4a_fake_calls(f->fake, "cuMemFreeHost");
   t4a_pinned_arena_destroy(a); /* three allocations still live */
-  t4a_pinned_arena_read_totals(&t1);
+  t4a_pinned_arena_process_stats(&t1);
   assert_int_equal(t1.arenas_created - t0.arenas_created, 1);
   assert_int_equal(t1.arenas_destroyed - t0.arenas_destroyed, 1);
   assert_int_equal(t1.regions_freed - t0.regions_freed, s.extents);
@@ -547,15 +547,15 @@ static void test_destroy_without_context_leaks_and_counts(void **state) {
   t4a_pinned_arena *a = make_arena(f, NULL);
   void *p = NULL;
   assert_int_equal(t4a_pinned_arena_alloc(a, 5 * MIB, 0, &p), T4A_OK);
-  t4a_pinned_arena_stats s;
-  t4a_pinned_arena_read_stats(a, &s);
-  t4a_pinned_arena_totals t0, t1;
-  t4a_pinned_arena_read_totals(&t0);
+  struct t4a_pinned_arena_stats s;
+  t4a_pinned_arena_stats(a, &s);
+  struct t4a_pinned_arena_process_stats t0, t1;
+  t4a_pinned_arena_process_stats(&t0);
   uint64_t frees0 = t4a_fake_calls(f->fake, "cuMemFreeHost");
   t4a_fake_inject(f->fake, "cuCtxGetCurrent", 0, 1, CUDA_ERROR_INVALID_CONTEXT, 0);
   t4a_pinned_arena_destroy(a);
   t4a_fake_clear_injections(f->fake);
-  t4a_pinned_arena_read_totals(&t1);
+  t4a_pinned_arena_process_stats(&t1);
   assert_int_equal(t1.regions_leaked - t0.regions_leaked, s.extents);
   assert_int_equal(t1.bytes_leaked - t0.bytes_leaked, s.bytes_pinned);
   assert_int_equal(t1.regions_freed, t0.regions_freed);
@@ -572,15 +572,15 @@ static void test_destroy_free_failure_leaks_one(void **state) {
   t4a_pinned_arena *a = make_arena(f, NULL);
   void *p = NULL;
   assert_int_equal(t4a_pinned_arena_alloc(a, 9 * MIB, 0, &p), T4A_OK);
-  t4a_pinned_arena_stats s;
-  t4a_pinned_arena_read_stats(a, &s);
+  struct t4a_pinned_arena_stats s;
+  t4a_pinned_arena_stats(a, &s);
   assert_true(s.extents >= 2);
-  t4a_pinned_arena_totals t0, t1;
-  t4a_pinned_arena_read_totals(&t0);
+  struct t4a_pinned_arena_process_stats t0, t1;
+  t4a_pinned_arena_process_stats(&t0);
   t4a_fake_inject(f->fake, "cuMemFreeHost", 0, 1, CUDA_ERROR_UNKNOWN, 0);
   t4a_pinned_arena_destroy(a);
   t4a_fake_clear_injections(f->fake);
-  t4a_pinned_arena_read_totals(&t1);
+  t4a_pinned_arena_process_stats(&t1);
   assert_int_equal(t1.regions_leaked - t0.regions_leaked, 1);
   assert_int_equal(t1.regions_freed - t0.regions_freed, s.extents - 1);
   t4a_fake_live live;
@@ -607,8 +607,8 @@ static void test_foreign_frees_are_ignored_and_counted(void **state) {
   t4a_pinned_arena_free(a, (char *)q + MIB);  /* inside a large one */
   t4a_pinned_arena_free(a, r);                /* another arena's */
   t4a_pinned_arena_free(a, NULL);             /* ignored, not counted */
-  t4a_pinned_arena_stats s;
-  t4a_pinned_arena_read_stats(a, &s);
+  struct t4a_pinned_arena_stats s;
+  t4a_pinned_arena_stats(a, &s);
   assert_int_equal(s.foreign_frees, 5);
   assert_int_equal(s.frees, 0);
   assert_int_equal(s.bytes_in_use, 1000 + 3 * MIB);
@@ -624,7 +624,7 @@ static void test_foreign_frees_are_ignored_and_counted(void **state) {
   t4a_pinned_arena_free(a, p);
   t4a_pinned_arena_free(a, p); /* double free: ignored */
   t4a_pinned_arena_free(a, q);
-  t4a_pinned_arena_read_stats(a, &s);
+  t4a_pinned_arena_stats(a, &s);
   assert_int_equal(s.frees, 2);
   assert_int_equal(s.foreign_frees, 6);
   assert_int_equal(s.bytes_in_use, 0);
@@ -647,8 +647,8 @@ static void test_min_extent_one_region(void **state) {
     assert_int_equal(t4a_pinned_arena_alloc(a, n, 0, &ptrs[i]), T4A_OK);
     memset(ptrs[i], i, n);
   }
-  t4a_pinned_arena_stats s;
-  t4a_pinned_arena_read_stats(a, &s);
+  struct t4a_pinned_arena_stats s;
+  t4a_pinned_arena_stats(a, &s);
   assert_int_equal(s.host_alloc_calls, 1);
   assert_int_equal(s.extents, 1);
   assert_int_equal(s.bytes_pinned, 64 * MIB);
@@ -734,8 +734,8 @@ static void test_threads_alloc_and_free_anywhere(void **state) {
     assert_int_equal(pthread_create(&t[i], NULL, free_all, &w[i]), 0);
   }
   for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
-  t4a_pinned_arena_stats s;
-  t4a_pinned_arena_read_stats(a, &s);
+  struct t4a_pinned_arena_stats s;
+  t4a_pinned_arena_stats(a, &s);
   assert_int_equal(s.frees, 256);
   assert_int_equal(s.bytes_in_use, 0);
   assert_int_equal(s.foreign_frees, 0);
@@ -749,7 +749,7 @@ static void test_threads_alloc_and_free_anywhere(void **state) {
     pthread_join(t[i], NULL);
     assert_int_equal(w[i].bad, 0);
   }
-  t4a_pinned_arena_read_stats(a, &s);
+  t4a_pinned_arena_stats(a, &s);
   assert_int_equal(s.allocations, s.frees);
   assert_int_equal(s.bytes_in_use, 0);
   assert_int_equal(s.foreign_frees, 0);
@@ -825,8 +825,8 @@ static t4a_status op_arena_cycle(fixture *f) {
   t4a_error_last(&e);
   t4a_pinned_arena_free(a, large);
   t4a_pinned_arena_free(a, small);
-  t4a_pinned_arena_stats s;
-  t4a_pinned_arena_read_stats(a, &s);
+  struct t4a_pinned_arena_stats s;
+  t4a_pinned_arena_stats(a, &s);
   assert_int_equal(s.bytes_in_use, 0);
   assert_int_equal(s.allocations, s.frees);
   /* Under failures that persist, destroy cannot activate the context: it leaks and counts. */
@@ -848,8 +848,8 @@ static t4a_status op_grow(fixture *f) {
   (void)f;
   void *p = NULL;
   t4a_status st = t4a_pinned_arena_alloc(g_sweep_arena, 24 * MIB, 0, &p);
-  t4a_pinned_arena_stats s;
-  t4a_pinned_arena_read_stats(g_sweep_arena, &s);
+  struct t4a_pinned_arena_stats s;
+  t4a_pinned_arena_stats(g_sweep_arena, &s);
   if (st != T4A_OK) {
     assert_null(p);
     assert_int_equal(s.allocations, 0);

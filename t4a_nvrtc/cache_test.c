@@ -56,9 +56,17 @@ static int each_teardown(void **state) {
 static long wrapped_compiles(void) { return atomic_load(&g_nvrtc_wrap.compiles); }
 
 static t4a_counter_values counters(const t4a_nvrtc_cache *c) {
-  t4a_counter_values v;
-  t4a_nvrtc_cache_counters(c, &v);
-  return v;
+  struct t4a_nvrtc_cache_stats s;
+  t4a_nvrtc_cache_stats(c, &s);
+  return s.counters;
+}
+
+/* Artifacts the memory level holds now (9 if the snapshot wrote nothing). */
+static size_t memory_entries(const t4a_nvrtc_cache *c) {
+  struct t4a_nvrtc_cache_stats s;
+  s.memory_entries = 9;
+  t4a_nvrtc_cache_stats(c, &s);
+  return s.memory_entries;
 }
 
 static t4a_nvrtc_cache *new_cache(size_t max_entries, size_t max_bytes) {
@@ -112,10 +120,10 @@ static void test_same_request_twice_compiles_once(void **state) {
   assert_int_equal(v.nvrtc_mem_misses, 1);
   assert_int_equal(v.nvrtc_disk_hits + v.nvrtc_disk_misses, 0); /* no directory */
   assert_int_equal(v.ctx_activations, 0);                       /* only nvrtc_* counts */
-  size_t entries = 0, bytes = 0;
-  t4a_nvrtc_cache_memory_usage(c, &entries, &bytes);
-  assert_int_equal(entries, 1);
-  assert_true(bytes > 0);
+  struct t4a_nvrtc_cache_stats cs;
+  t4a_nvrtc_cache_stats(c, &cs);
+  assert_int_equal(cs.memory_entries, 1);
+  assert_true(cs.memory_bytes > 0);
   t4a_nvrtc_artifact_release(b2);
   t4a_nvrtc_artifact_release(b);
   t4a_nvrtc_cache_destroy(c);
@@ -331,9 +339,7 @@ static void test_eight_threads_share_a_failure(void **state) {
   assert_int_equal(v.nvrtc_mem_joins, 7);
   assert_int_equal(v.nvrtc_mem_misses, 1);
   assert_int_equal(v.nvrtc_mem_hits, 0);
-  size_t entries = 9;
-  t4a_nvrtc_cache_memory_usage(c, &entries, NULL);
-  assert_int_equal(entries, 0);
+  assert_int_equal(memory_entries(c), 0);
   /* Never cached: the next call compiles again. */
   t4a_nvrtc_artifact *a = NULL;
   assert_int_equal(t4a_nvrtc_cache_compile(c, &r, &a, NULL), T4A_COMPILE_FAILED);
@@ -353,8 +359,7 @@ typedef struct lock_probe {
 
 static void *take_the_mutex(void *arg) {
   lock_probe *p = arg;
-  size_t entries = 0;
-  t4a_nvrtc_cache_memory_usage(p->cache, &entries, NULL); /* locks and unlocks the mutex */
+  (void)memory_entries(p->cache); /* locks and unlocks the mutex */
   atomic_store(&p->done, 1);
   return NULL;
 }
@@ -412,9 +417,7 @@ static void test_failures_are_never_cached(void **state) {
     assert_int_equal(v.nvrtc_empty_outputs, (uint64_t)round);
     assert_int_equal(v.nvrtc_mem_hits, 0);
   }
-  size_t entries = 9;
-  t4a_nvrtc_cache_memory_usage(c, &entries, NULL);
-  assert_int_equal(entries, 0);
+  assert_int_equal(memory_entries(c), 0);
   t4a_nvrtc_cache_destroy(c);
 }
 
@@ -436,9 +439,7 @@ static void test_lru_bound_by_entries(void **state) {
   t4a_nvrtc_artifact *b = get(c, &rb, T4A_NVRTC_ORIGIN_COMPILED);
   t4a_nvrtc_artifact *a2 = get(c, &ra, T4A_NVRTC_ORIGIN_MEMORY);   /* A is now the most recent */
   t4a_nvrtc_artifact *cc = get(c, &rc, T4A_NVRTC_ORIGIN_COMPILED); /* evicts B, the oldest */
-  size_t entries = 0;
-  t4a_nvrtc_cache_memory_usage(c, &entries, NULL);
-  assert_int_equal(entries, 2);
+  assert_int_equal(memory_entries(c), 2);
   assert_int_equal(counters(c).nvrtc_mem_evictions, 1);
   t4a_nvrtc_artifact *a3 = get(c, &ra, T4A_NVRTC_ORIGIN_MEMORY);
   t4a_nvrtc_artifact *b2 = get(c, &rb, T4A_NVRTC_ORIGIN_COMPILED);
@@ -458,18 +459,18 @@ static void test_lru_bound_by_bytes(void **state) {
   /* Measure one entry, then allow a bit more than one. */
   t4a_nvrtc_cache *probe = new_cache(0, 0);
   t4a_nvrtc_artifact *a = get(probe, &ra, T4A_NVRTC_ORIGIN_COMPILED);
-  size_t one = 0;
-  t4a_nvrtc_cache_memory_usage(probe, NULL, &one);
+  struct t4a_nvrtc_cache_stats cs;
+  t4a_nvrtc_cache_stats(probe, &cs);
+  size_t one = cs.memory_bytes;
   t4a_nvrtc_artifact_release(a);
   t4a_nvrtc_cache_destroy(probe);
 
   t4a_nvrtc_cache *c = new_cache(0, one + one / 2);
   a = get(c, &ra, T4A_NVRTC_ORIGIN_COMPILED);
   t4a_nvrtc_artifact *b = get(c, &rb, T4A_NVRTC_ORIGIN_COMPILED);
-  size_t entries = 0, bytes = 0;
-  t4a_nvrtc_cache_memory_usage(c, &entries, &bytes);
-  assert_int_equal(entries, 1);
-  assert_true(bytes <= one + one / 2);
+  t4a_nvrtc_cache_stats(c, &cs);
+  assert_int_equal(cs.memory_entries, 1);
+  assert_true(cs.memory_bytes <= one + one / 2);
   assert_int_equal(counters(c).nvrtc_mem_evictions, 1);
   t4a_nvrtc_artifact *b2 = get(c, &rb, T4A_NVRTC_ORIGIN_MEMORY);
   t4a_nvrtc_artifact_release(b2);
@@ -480,9 +481,9 @@ static void test_lru_bound_by_bytes(void **state) {
   /* Larger than the whole level: returned, not kept, nothing else evicted. */
   c = new_cache(0, one / 2);
   a = get(c, &ra, T4A_NVRTC_ORIGIN_COMPILED);
-  t4a_nvrtc_cache_memory_usage(c, &entries, &bytes);
-  assert_int_equal(entries, 0);
-  assert_int_equal(bytes, 0);
+  t4a_nvrtc_cache_stats(c, &cs);
+  assert_int_equal(cs.memory_entries, 0);
+  assert_int_equal(cs.memory_bytes, 0);
   t4a_nvrtc_artifact_release(a);
   t4a_nvrtc_cache_destroy(c);
 }
@@ -612,9 +613,7 @@ static void test_include_refusal_is_never_cached(void **state) {
   }
   assert_int_equal(wrapped_compiles(), 0);
   assert_int_equal(counters(c).nvrtc_compile_attempts, 0);
-  size_t entries = 9;
-  t4a_nvrtc_cache_memory_usage(c, &entries, NULL);
-  assert_int_equal(entries, 0);
+  assert_int_equal(memory_entries(c), 0);
   t4a_nvrtc_cache_destroy(c);
 }
 

@@ -34,13 +34,13 @@ static int teardown(void **state) {
 
 static uint64_t lib_attempts(void) {
   t4a_counter_values v;
-  t4a_nvrtc_lib_counters(g_lib, &v);
+  t4a_nvrtc_lib_stats(g_lib, &v);
   return v.nvrtc_compile_attempts;
 }
 
 static uint64_t lib_successes(void) {
   t4a_counter_values v;
-  t4a_nvrtc_lib_counters(g_lib, &v);
+  t4a_nvrtc_lib_stats(g_lib, &v);
   return v.nvrtc_compile_successes;
 }
 
@@ -184,7 +184,7 @@ static void test_failed_compile_keeps_its_log(void **state) {
 static void test_virtual_arch_cubin_is_a_compile_error(void **state) {
   (void)state;
   t4a_counter_values before, after;
-  t4a_nvrtc_lib_counters(g_lib, &before);
+  t4a_nvrtc_lib_stats(g_lib, &before);
   t4a_nvrtc_request r = test_add1_request();
   r.target = "compute_90";
   r.output = T4A_NVRTC_OUTPUT_CUBIN;
@@ -198,7 +198,7 @@ static void test_virtual_arch_cubin_is_a_compile_error(void **state) {
   t4a_error e;
   t4a_error_last(&e);
   assert_string_equal(e.entry, "nvrtcGetCUBINSize");
-  t4a_nvrtc_lib_counters(g_lib, &after);
+  t4a_nvrtc_lib_stats(g_lib, &after);
   /* NVRTC itself succeeded; the empty output is what failed. */
   assert_int_equal(after.nvrtc_compile_attempts, before.nvrtc_compile_attempts + 1);
   assert_int_equal(after.nvrtc_compile_successes, before.nvrtc_compile_successes + 1);

@@ -68,9 +68,9 @@ static int each_teardown(void **state) {
 static long wrapped_compiles(void) { return atomic_load(&g_nvrtc_wrap.compiles); }
 
 static t4a_counter_values counters(const t4a_nvrtc_cache *c) {
-  t4a_counter_values v;
-  t4a_nvrtc_cache_counters(c, &v);
-  return v;
+  struct t4a_nvrtc_cache_stats s;
+  t4a_nvrtc_cache_stats(c, &s);
+  return s.counters;
 }
 
 static t4a_nvrtc_cache *disk_cache(uint64_t max_bytes) {
@@ -157,7 +157,7 @@ static void test_fresh_cache_hits_disk(void **state) {
   assert_string_equal(path, want);
 
   t4a_counter_values lib_before, lib_after;
-  t4a_nvrtc_lib_counters(g_lib, &lib_before);
+  t4a_nvrtc_lib_stats(g_lib, &lib_before);
   long compiles = wrapped_compiles();
   t4a_nvrtc_cache *c = disk_cache(0);
   t4a_nvrtc_artifact *b = get(c, &r, T4A_NVRTC_ORIGIN_DISK);
@@ -171,7 +171,7 @@ static void test_fresh_cache_hits_disk(void **state) {
   assert_int_equal(v.nvrtc_disk_misses, 0);
   assert_int_equal(v.nvrtc_disk_writes, 0);
   assert_int_equal(v.nvrtc_mem_hits, 1);
-  t4a_nvrtc_lib_counters(g_lib, &lib_after);
+  t4a_nvrtc_lib_stats(g_lib, &lib_after);
   assert_int_equal(lib_after.nvrtc_compile_attempts, lib_before.nvrtc_compile_attempts);
   assert_int_equal(wrapped_compiles(), compiles); /* NVRTC itself was not called */
   t4a_nvrtc_artifact_release(b2);
@@ -198,8 +198,7 @@ static void test_second_process_hits_disk(void **state) {
     t4a_nvrtc_outcome out = T4A_NVRTC_OUTCOME_INIT;
     if (t4a_nvrtc_cache_compile(c, &r, &b, &out) != T4A_OK) _exit(11);
     if (out.origin != T4A_NVRTC_ORIGIN_DISK) _exit(12);
-    t4a_counter_values v;
-    t4a_nvrtc_cache_counters(c, &v);
+    t4a_counter_values v = counters(c);
     if (v.nvrtc_compile_attempts != 0 || v.nvrtc_disk_hits != 1) _exit(13);
     if (atomic_load(&g_nvrtc_wrap.compiles) != 0) _exit(15);
     size_t na, nb;
@@ -548,8 +547,7 @@ static int lookup_over_odd_entry(void) {
   t4a_nvrtc_outcome out = T4A_NVRTC_OUTCOME_INIT;
   if (t4a_nvrtc_cache_compile(c, &r, &a, &out) != T4A_OK) return 11;
   if (out.origin != T4A_NVRTC_ORIGIN_COMPILED) return 12; /* not read through the odd entry */
-  t4a_counter_values v;
-  t4a_nvrtc_cache_counters(c, &v);
+  t4a_counter_values v = counters(c);
   if (v.nvrtc_disk_corrupt != 1 || v.nvrtc_disk_errors != 0 || v.nvrtc_disk_writes != 1) return 13;
   struct stat st;
   if (lstat(g_entry, &st) != 0 || !S_ISREG(st.st_mode)) return 14; /* replaced by an entry */
@@ -840,8 +838,7 @@ static int race_child(unsigned seed) {
     if (t4a_nvrtc_cache_compile(c, &g_race_req[k], &a, &out) != T4A_OK) return 11;
     if (out.origin != T4A_NVRTC_ORIGIN_COMPILED && out.origin != T4A_NVRTC_ORIGIN_DISK) return 12;
     if (!same_bytes(a, g_race_want[k])) return 13;
-    t4a_counter_values v;
-    t4a_nvrtc_cache_counters(c, &v);
+    t4a_counter_values v = counters(c);
     if (v.nvrtc_disk_corrupt != 0) return 14;
     if (v.nvrtc_disk_errors != 0) return 15;
     t4a_nvrtc_artifact_release(a);

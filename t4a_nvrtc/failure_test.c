@@ -55,9 +55,9 @@ static t4a_status attempt(t4a_nvrtc_lib *lib, sweep_mode mode, const char *dir,
       return st;
     }
     st = t4a_nvrtc_cache_compile(c, &r, &a, &o);
-    size_t entries = 0;
-    t4a_nvrtc_cache_memory_usage(c, &entries, NULL);
-    assert_int_equal(entries, st == T4A_OK ? 1 : 0); /* a failure is never cached */
+    struct t4a_nvrtc_cache_stats cs;
+    t4a_nvrtc_cache_stats(c, &cs);
+    assert_int_equal(cs.memory_entries, st == T4A_OK ? 1 : 0); /* a failure is never cached */
     t4a_nvrtc_cache_destroy(c);
   }
   *origin = o.origin;
@@ -139,13 +139,13 @@ static void test_attempts_counted_at_the_call(void **state) {
   assert_int_equal(t4a_nvrtc_compile(lib, &r, &a, NULL), T4A_NVRTC_ERROR);
   assert_string_equal(g_nvrtc_wrap.failed_entry, "nvrtcCompileProgram");
   t4a_counter_values v;
-  t4a_nvrtc_lib_counters(lib, &v);
+  t4a_nvrtc_lib_stats(lib, &v);
   assert_int_equal(v.nvrtc_compile_attempts, 1);
   assert_int_equal(v.nvrtc_compile_successes, 0);
   nvrtc_wrap_reset(3, NVRTC_INTERNAL); /* 2: log size, 3: PTX size */
   assert_int_equal(t4a_nvrtc_compile(lib, &r, &a, NULL), T4A_NVRTC_ERROR);
   assert_string_equal(g_nvrtc_wrap.failed_entry, "nvrtcGetPTXSize");
-  t4a_nvrtc_lib_counters(lib, &v);
+  t4a_nvrtc_lib_stats(lib, &v);
   assert_int_equal(v.nvrtc_compile_attempts, 2);
   assert_int_equal(v.nvrtc_compile_successes, 1);
   t4a_nvrtc_lib_release(lib);
@@ -165,13 +165,13 @@ static void fault_sweep(t4a_nvrtc_lib *lib, sweep_mode mode, unsigned mask, int 
       assert_int_equal(test_count_files(dir, ".t4a", NULL), 1);
     }
     t4a_counter_values before, after;
-    t4a_nvrtc_lib_counters(lib, &before);
+    t4a_nvrtc_lib_stats(lib, &before);
     fault_plan plan;
     fault_plan_install(&plan, n, mask);
     t4a_nvrtc_origin origin = T4A_NVRTC_ORIGIN_NONE;
     t4a_status st = attempt(lib, mode, dir, &origin);
     fault_plan_remove();
-    t4a_nvrtc_lib_counters(lib, &after);
+    t4a_nvrtc_lib_stats(lib, &after);
     int point = plan.failed_point;
     assert_int_equal(test_count_files(dir, NULL, ".t4a-tmp-"), 0);
     if (point < 0) {

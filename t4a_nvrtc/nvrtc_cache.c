@@ -265,20 +265,16 @@ void t4a_nvrtc_cache_destroy(t4a_nvrtc_cache *cache) {
   free(cache);
 }
 
-void t4a_nvrtc_cache_counters(const t4a_nvrtc_cache *cache, t4a_counter_values *out) {
-  t4a_counters_read(cache != NULL ? &cache->counters : NULL, out);
-}
-
-void t4a_nvrtc_cache_memory_usage(t4a_nvrtc_cache *cache, size_t *out_entries, size_t *out_bytes) {
-  size_t n = 0, b = 0;
-  if (cache != NULL) {
-    pthread_mutex_lock(&cache->mu);
-    n = cache->num_ready;
-    b = cache->bytes;
-    pthread_mutex_unlock(&cache->mu);
-  }
-  if (out_entries != NULL) *out_entries = n;
-  if (out_bytes != NULL) *out_bytes = b;
+void t4a_nvrtc_cache_stats(const t4a_nvrtc_cache *cache, struct t4a_nvrtc_cache_stats *out) {
+  if (out == NULL) return;
+  memset(out, 0, sizeof *out);
+  t4a_counters_stats(cache != NULL ? &cache->counters : NULL, &out->counters);
+  if (cache == NULL) return;
+  t4a_nvrtc_cache *c = (t4a_nvrtc_cache *)cache; /* the lock only */
+  pthread_mutex_lock(&c->mu);
+  out->memory_entries = c->num_ready;
+  out->memory_bytes = c->bytes;
+  pthread_mutex_unlock(&c->mu);
 }
 
 /* Copies a failed entry's result to a waiter: the status, its detail and the log. */

@@ -374,8 +374,8 @@ const char *t4a_nvrtc_lib_build_identity(const t4a_nvrtc_lib *lib) {
   return lib != NULL ? lib->build_identity : "";
 }
 
-void t4a_nvrtc_lib_counters(const t4a_nvrtc_lib *lib, t4a_counter_values *out) {
-  t4a_counters_read(lib != NULL ? &lib->counters : NULL, out);
+void t4a_nvrtc_lib_stats(const t4a_nvrtc_lib *lib, t4a_counter_values *out) {
+  t4a_counters_stats(lib != NULL ? &lib->counters : NULL, out);
 }
 
 t4a_status t4a_nvrtc_lib_supported_archs(const t4a_nvrtc_lib *lib, int *out, size_t capacity,

@@ -233,14 +233,14 @@ static void all_reduce_once(rt *r0, rt *r1, nccl_comm comm[2], size_t count) {
     CK(t4a_xfer_upload(r[k]->xfer, j.send[k], 0, h[k], bytes));
   }
   t4a_counter_values c0[2], c1[2];
-  for (int k = 0; k < 2; k++) t4a_lane_read_counters(r[k]->lane, &c0[k]);
+  for (int k = 0; k < 2; k++) t4a_lane_stats(r[k]->lane, &c0[k]);
   t4a_raw_binding b[2] = {{j.send[0], T4A_RAW_READ}, {j.recv[0], T4A_RAW_WRITE}};
   t4a_status st = t4a_raw_run(r0->retire, b, 2, outer_fn, &j);
   if (st != T4A_OK) fail_detail("nested raw scopes with the NCCL group", st);
   assert_true(j.nested_ran);
   assert_int_equal(j.ordinal[0], t4a_lane_ordinal(r0->lane));
   assert_int_equal(j.ordinal[1], t4a_lane_ordinal(r1->lane));
-  for (int k = 0; k < 2; k++) t4a_lane_read_counters(r[k]->lane, &c1[k]);
+  for (int k = 0; k < 2; k++) t4a_lane_stats(r[k]->lane, &c1[k]);
   /* The inputs may go at once: each scope keeps its bindings until its stream passed them. */
   t4a_buffer_release(j.send[0]);
   t4a_buffer_release(j.send[1]);
@@ -294,8 +294,8 @@ static void test_nccl_all_reduce_two_runtimes(void **state) {
     if (res != NCCL_SUCCESS) fail_msg("ncclCommDestroy: %d (%s)", res, g_nccl.error_string(res));
   }
   t4a_counter_values v[2];
-  t4a_lane_read_counters(r0.lane, &v[0]);
-  t4a_lane_read_counters(r1.lane, &v[1]);
+  t4a_lane_stats(r0.lane, &v[0]);
+  t4a_lane_stats(r1.lane, &v[1]);
   printf("# raw scopes: runtime 0 %llu, runtime 1 %llu; poisoned %llu / %llu\n",
          (unsigned long long)v[0].raw_scopes, (unsigned long long)v[1].raw_scopes,
          (unsigned long long)v[0].raw_scopes_poisoned, (unsigned long long)v[1].raw_scopes_poisoned);

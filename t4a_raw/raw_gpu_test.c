@@ -75,7 +75,7 @@ static int teardown(void **state) {
 
 static t4a_counter_values counters(fixture *f) {
   t4a_counter_values v;
-  t4a_lane_read_counters(f->lane, &v);
+  t4a_lane_stats(f->lane, &v);
   return v;
 }
 

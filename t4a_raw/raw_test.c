@@ -166,10 +166,10 @@ static long unaccounted(fixture *f) {
   t4a_fake_live live;
   t4a_fake_live_objects(f->fake, &live);
   t4a_counter_values drv, v;
-  t4a_driver_counters(f->drv, &drv);
+  t4a_driver_stats(f->drv, &drv);
   long counted = (long)drv.leaked;
   for (int i = 0; i < NUM_RT; i++) {
-    t4a_lane_read_counters(f->r[i].lane, &v);
+    t4a_lane_stats(f->r[i].lane, &v);
     counted += (long)(v.buffers_leaked + v.leaked);
   }
   /* Pools are left out on both sides: a pool pinned by a quarantined (leaked) buffer stays alive
@@ -225,7 +225,7 @@ static void download(rt *r, t4a_buffer *b, void *dst, size_t n) {
 
 static t4a_counter_values counters(rt *r) {
   t4a_counter_values v;
-  t4a_lane_read_counters(r->lane, &v);
+  t4a_lane_stats(r->lane, &v);
   return v;
 }
 
@@ -526,8 +526,8 @@ static void test_failure_quarantines_writes(void **state) {
   assert_int_equal(v.keepalives_held + v.keepalives_deduplicated - before.keepalives_held -
                        before.keepalives_deduplicated,
                    1);
-  t4a_retire_state rs;
-  t4a_retire_get_state(a->retire, &rs);
+  struct t4a_retire_stats rs;
+  t4a_retire_stats(a->retire, &rs);
   assert_int_equal(rs.quarantined_held, 1);
   CK(t4a_lane_check(a->lane));
   /* The caller drops both; the quarantined block is never freed. */

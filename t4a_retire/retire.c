@@ -624,7 +624,7 @@ static t4a_status observe(t4a_retire *r, int wait_all) {
 t4a_status t4a_retire_poll(t4a_retire *r) { return observe(r, 0); }
 t4a_status t4a_retire_wait(t4a_retire *r) { return observe(r, 1); }
 
-void t4a_retire_get_state(t4a_retire *r, t4a_retire_state *out) {
+void t4a_retire_stats(t4a_retire *r, struct t4a_retire_stats *out) {
   if (out == NULL) return;
   memset(out, 0, sizeof *out);
   if (r == NULL) return;

@@ -108,7 +108,7 @@ static void test_warm_chain_records_one_event_per_512(void **state) {
     if (i % 1000 == 999) t4a_fake_progress(f->fake); /* the GPU keeps up */
   }
   t4a_counter_values v;
-  t4a_lane_read_counters(f->lane, &v);
+  t4a_lane_stats(f->lane, &v);
   assert_int_equal(v.admissions, 10000);
   /* 10,000 / 512 seals, no more: the warm chain pays one event per 512 admissions. */
   assert_true(v.events_recorded <= 20);
@@ -144,7 +144,7 @@ static void test_borrowed_keepalive_retains_once_per_epoch(void **state) {
     t4a_admission_commit(&adm);
   }
   t4a_counter_values v;
-  t4a_lane_read_counters(f->lane, &v);
+  t4a_lane_stats(f->lane, &v);
   /* Epochs of 4, 4 and 2 admissions (two sealed): one reference each, the rest deduplicated
    * with no reference taken or dropped. */
   assert_int_equal(v.keepalives_held, 3);
@@ -167,8 +167,8 @@ static void test_keepalive_released_only_after_completion(void **state) {
   assert_int_equal(admit_memset(f, r, &a), T4A_OK);
   assert_int_equal(admit_memset(f, r, &b), T4A_OK);
   assert_int_equal(admit_memset(f, r, &c), T4A_OK); /* seals {a, b} first */
-  t4a_retire_state rs;
-  t4a_retire_get_state(r, &rs);
+  struct t4a_retire_stats rs;
+  t4a_retire_stats(r, &rs);
   assert_int_equal(rs.sealed_epochs, 1);
   assert_int_equal(rs.open_keepalives, 1);
   /* Nothing ran yet: polling releases nothing. */
@@ -188,7 +188,7 @@ static void test_keepalive_released_only_after_completion(void **state) {
   assert_int_equal(t4a_retire_destroy(r), T4A_OK);
   assert_int_equal(atomic_load(&c.refs), 0);
   t4a_counter_values v;
-  t4a_lane_read_counters(f->lane, &v);
+  t4a_lane_stats(f->lane, &v);
   assert_int_equal(v.host_waits, 1); /* the drain at destroy */
 }
 
@@ -211,7 +211,7 @@ static void test_reentry_is_typed(void **state) {
   assert_non_null(strstr(e.message, "re-entered"));
   t4a_admission_commit(&adm);
   t4a_counter_values v;
-  t4a_lane_read_counters(f->lane, &v);
+  t4a_lane_stats(f->lane, &v);
   assert_int_equal(v.admissions_refused_reentry, 5);
   assert_int_equal(t4a_retire_destroy(r), T4A_OK);
 }
@@ -249,7 +249,7 @@ static void test_threads_share_a_lane(void **state) {
     assert_true(c[i].ok);
   }
   t4a_counter_values v;
-  t4a_lane_read_counters(f->lane, &v);
+  t4a_lane_stats(f->lane, &v);
   assert_int_equal(v.admissions, 8000);
   assert_int_equal(v.admissions_refused_reentry, 0);
   assert_int_equal(v.keepalives_held + v.keepalives_deduplicated, 8000);
@@ -272,19 +272,19 @@ static void test_fail_after_enqueue_quarantines(void **state) {
   assert_int_equal(t4a_admission_fail(&adm, st, &k, 1), T4A_DRIVER_ERROR);
   assert_int_equal(t4a_retire_wait(r), T4A_OK);
   assert_int_equal(atomic_load(&target.releases), 0); /* still held */
-  t4a_retire_state rs;
-  t4a_retire_get_state(r, &rs);
+  struct t4a_retire_stats rs;
+  t4a_retire_stats(r, &rs);
   assert_int_equal(rs.quarantined_held, 1);
   t4a_counter_values v;
-  t4a_lane_read_counters(f->lane, &v);
+  t4a_lane_stats(f->lane, &v);
   assert_int_equal(v.quarantined, 1);
   /* Even after a proved drain of this lane it is never released (the uncertain work may have
    * run elsewhere): leaked, and counted exactly. */
-  t4a_lane_read_counters(f->lane, &v);
+  t4a_lane_stats(f->lane, &v);
   uint64_t leaked = v.leaked;
   assert_int_equal(t4a_retire_destroy(r), T4A_OK);
   assert_int_equal(atomic_load(&target.releases), 0);
-  t4a_lane_read_counters(f->lane, &v);
+  t4a_lane_stats(f->lane, &v);
   assert_int_equal(v.leaked - leaked, 1);
 }
 
@@ -321,12 +321,12 @@ static void test_poll_seals_the_open_epoch(void **state) {
   assert_int_equal(t4a_retire_poll(r), T4A_OK);
   assert_int_equal(atomic_load(&o.refs), 0);
   t4a_counter_values v;
-  t4a_lane_read_counters(f->lane, &v);
+  t4a_lane_stats(f->lane, &v);
   assert_int_equal(v.events_recorded, 1);
   assert_int_equal(v.host_waits, 0);
   /* Polling an empty lane records nothing. */
   assert_int_equal(t4a_retire_poll(r), T4A_OK);
-  t4a_lane_read_counters(f->lane, &v);
+  t4a_lane_stats(f->lane, &v);
   assert_int_equal(v.events_recorded, 1);
   assert_int_equal(t4a_retire_destroy(r), T4A_OK);
 }
@@ -348,8 +348,8 @@ static void test_release_runs_outside_the_lock(void **state) {
   atomic_fetch_add(&o.refs, 1);
   t4a_admission_keep(&adm, (t4a_keepalive){&o, polling_release, 0});
   /* get_state from inside the admission does not deadlock. */
-  t4a_retire_state rs;
-  t4a_retire_get_state(g_reentrant, &rs);
+  struct t4a_retire_stats rs;
+  t4a_retire_stats(g_reentrant, &rs);
   assert_int_equal(rs.open_keepalives, 1);
   t4a_admission_commit(&adm);
   assert_int_equal(t4a_retire_wait(g_reentrant), T4A_OK);
@@ -396,8 +396,8 @@ static void test_keep_beyond_reservation_and_limits(void **state) {
   assert_int_equal(t4a_admission_begin(r, 1, &adm), T4A_OK);
   for (int i = 0; i < 40; i++) t4a_admission_keep(&adm, keep(&o[i])); /* 39 beyond */
   t4a_admission_commit(&adm);
-  t4a_retire_state rs;
-  t4a_retire_get_state(r, &rs);
+  struct t4a_retire_stats rs;
+  t4a_retire_stats(r, &rs);
   assert_int_equal(rs.open_keepalives, 40);
   assert_int_equal(t4a_retire_wait(r), T4A_OK);
   for (int i = 0; i < 40; i++) assert_int_equal(atomic_load(&o[i].refs), 0);
@@ -432,18 +432,18 @@ static void test_witness_memoised_across_sticky_error(void **state) {
   t4a_witness_release(done);
   t4a_witness_release(later);
   t4a_counter_values v;
-  t4a_lane_read_counters(f->lane, &v);
+  t4a_lane_stats(f->lane, &v);
   uint64_t leaked = v.leaked;
-  t4a_retire_state rs;
-  t4a_retire_get_state(r, &rs);
+  struct t4a_retire_stats rs;
+  t4a_retire_stats(r, &rs);
   assert_int_not_equal(t4a_retire_destroy(r), T4A_OK);
-  t4a_lane_read_counters(f->lane, &v);
+  t4a_lane_stats(f->lane, &v);
   /* Exactly the keepalive still held by the open epoch (nothing was sealed; no spare events). */
   assert_int_equal(rs.sealed_epochs, 0);
   assert_int_equal(v.leaked - leaked, rs.open_keepalives);
   assert_int_equal(rs.open_keepalives, 1);
   assert_int_equal(atomic_load(&o.refs), 1); /* never released */
-  t4a_driver_counters(f->drv, &v);
+  t4a_driver_stats(f->drv, &v);
   assert_int_equal(v.streams_leaked, 0); /* the lane still has a reference: leak comes at release */
 }
 
@@ -522,7 +522,7 @@ static void test_admission_record_and_cross_wait(void **state) {
   CUcontext before = NULL, now = NULL;
   assert_int_equal(f->drv->t.cuCtxGetCurrent(&before), CUDA_SUCCESS);
   t4a_counter_values v0, v1;
-  t4a_lane_read_counters(f->other, &v0);
+  t4a_lane_stats(f->other, &v0);
   uint64_t waits_before = v0.host_waits;
   t4a_admission a0, a1;
   assert_int_equal(t4a_admission_begin(r0, 0, &a0), T4A_OK);
@@ -541,7 +541,7 @@ static void test_admission_record_and_cross_wait(void **state) {
   assert_int_equal(t4a_fake_step(f->fake, t4a_lane_stream(f->lane)), 1);
   t4a_fake_progress(f->fake);
   assert_int_equal(t4a_witness_query(w1), T4A_OK);
-  t4a_lane_read_counters(f->other, &v1);
+  t4a_lane_stats(f->other, &v1);
   assert_int_equal(v1.cross_waits - v0.cross_waits, 1);
   assert_int_equal(v1.host_waits, waits_before);
   assert_int_equal(v1.events_recorded - v0.events_recorded, 1);
@@ -551,7 +551,7 @@ static void test_admission_record_and_cross_wait(void **state) {
   assert_int_equal(t4a_admission_begin(r1, 0, &a1), T4A_OK);
   assert_int_equal(t4a_admission_wait(&a1, w0), T4A_OK);
   t4a_admission_commit(&a1);
-  t4a_lane_read_counters(f->other, &v0);
+  t4a_lane_stats(f->other, &v0);
   assert_int_equal(v0.cross_waits, v1.cross_waits);
   /* Outside an admission: typed. */
   t4a_admission none;
@@ -575,7 +575,7 @@ static void test_witness_record_failure_counts_event(void **state) {
   t4a_retire *r = NULL;
   assert_int_equal(t4a_retire_create(f->lane, NULL, &r), T4A_OK);
   t4a_counter_values before, after;
-  t4a_lane_read_counters(f->lane, &before);
+  t4a_lane_stats(f->lane, &before);
   t4a_fake_live l0, l1;
   t4a_fake_live_objects(f->fake, &l0);
   t4a_admission a;
@@ -588,7 +588,7 @@ static void test_witness_record_failure_counts_event(void **state) {
   t4a_fake_clear_injections(f->fake);
   assert_int_equal(t4a_admission_abort(&a, T4A_DRIVER_ERROR), T4A_DRIVER_ERROR);
   t4a_fake_live_objects(f->fake, &l1);
-  t4a_lane_read_counters(f->lane, &after);
+  t4a_lane_stats(f->lane, &after);
   assert_int_equal(l1.events - l0.events, 1);           /* the event the driver kept */
   assert_int_equal(after.leaked - before.leaked, 1);    /* ... is counted */
   assert_int_equal(t4a_retire_destroy(r), T4A_OK);
@@ -636,7 +636,7 @@ static void test_bad_arguments(void **state) {
 
 static t4a_status op_everything(fixture *f) {
   t4a_counter_values before, after;
-  t4a_lane_read_counters(f->lane, &before);
+  t4a_lane_stats(f->lane, &before);
   t4a_retire_options opt = T4A_RETIRE_OPTIONS_INIT;
   opt.max_pending_records = 4;
   opt.max_sealed_epochs = 2;
@@ -659,7 +659,7 @@ static t4a_status op_everything(fixture *f) {
   t4a_status d = t4a_retire_destroy(r);
   if (st == T4A_OK) st = d;
   /* This step's references: every one released, or leaked and counted in this step. */
-  t4a_lane_read_counters(f->lane, &after);
+  t4a_lane_stats(f->lane, &after);
   int held = atomic_load(&o.refs);
   if (held > 0 && (uint64_t)held > after.leaked - before.leaked) {
     fail_msg("%d keepalive references neither released nor counted", held);
@@ -695,7 +695,7 @@ static void test_failure_sweep(void **state) {
   t4a_fake_live_objects(f->fake, &live);
   /* Events still alive are exactly those t4a could not destroy and counted as leaked. */
   t4a_counter_values v;
-  t4a_lane_read_counters(f->lane, &v);
+  t4a_lane_stats(f->lane, &v);
   assert_true(live.events <= v.leaked);
 }
 

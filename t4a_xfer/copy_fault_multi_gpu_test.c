@@ -355,9 +355,9 @@ static void test_source_fault_during_staged_copy(void **state) {
   }
 
   t4a_counter_values a0, b0, d0;
-  t4a_lane_read_counters(a.g.lane, &a0);
-  t4a_lane_read_counters(b.g.lane, &b0);
-  t4a_driver_counters(g_drv, &d0);
+  t4a_lane_stats(a.g.lane, &a0);
+  t4a_lane_stats(b.g.lane, &b0);
+  t4a_driver_stats(g_drv, &d0);
 
   /* The fault, queued on device 0's lane stream. */
   fault_job fj = {&a, scratch, scratch_words};
@@ -391,7 +391,7 @@ static void test_source_fault_during_staged_copy(void **state) {
     step("no copy: device 0 and device 1 never interacted");
   } else if (observed_first) {
     t4a_counter_values b2;
-    t4a_lane_read_counters(b.g.lane, &b2);
+    t4a_lane_stats(b.g.lane, &b2);
     want(call == T4A_LANE_BROKEN && w == NULL, "a copy from the broken lane: %s, want LANE_BROKEN",
          t4a_status_name(call));
     want(b2.copies_staged == b0.copies_staged && b2.cross_waits == b0.cross_waits &&
@@ -444,9 +444,9 @@ static void test_source_fault_during_staged_copy(void **state) {
   t4a_witness_release(before);
 
   t4a_counter_values a1, b1, d1;
-  t4a_lane_read_counters(a.g.lane, &a1);
-  t4a_lane_read_counters(b.g.lane, &b1);
-  t4a_driver_counters(g_drv, &d1);
+  t4a_lane_stats(a.g.lane, &a1);
+  t4a_lane_stats(b.g.lane, &b1);
+  t4a_driver_stats(g_drv, &d1);
   print_counters("A (device 0) after the fault", &a1);
   print_counters("B (device 1) after the fault", &b1);
   print_counters("driver after the fault", &d1);
@@ -461,7 +461,7 @@ static void test_source_fault_during_staged_copy(void **state) {
   int c_works = check_working("C (device 1)", &c, &b, 0);
   step("device 1 after the fault: runtime B (the copy's destination)");
   int b_works = check_working("B (device 1)", &b, &c, 0);
-  t4a_driver_counters(g_drv, &d1);
+  t4a_driver_stats(g_drv, &d1);
   printf("# verdict, scenario %d: device 1 after device 0's fault: C %s, B %s; ctx_faults +%llu "
          "(device 1 marked lost: %s)\n", g_scenario,
          c_works ? "WORKS" : "POISONED (typed failures)",
@@ -475,7 +475,7 @@ static void test_source_fault_during_staged_copy(void **state) {
   rt_close("teardown A (device 0, faulted): t4a_retire_destroy", &a);
   rt_close("teardown B (device 1): t4a_retire_destroy", &b);
   rt_close("teardown C (device 1): t4a_retire_destroy", &c);
-  t4a_driver_counters(g_drv, &d1);
+  t4a_driver_stats(g_drv, &d1);
   print_counters("driver after teardown", &d1);
   printf("# pools_leaked %llu, streams_leaked %llu\n", (unsigned long long)d1.pools_leaked,
          (unsigned long long)d1.streams_leaked);

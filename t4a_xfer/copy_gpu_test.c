@@ -17,8 +17,8 @@ static void test_two_runtimes_one_device(void **state) {
     gopposing(&a, &b, g_sizes[i], T4A_COPY_AUTO, T4A_COPY_SAME_DEVICE);
   }
   t4a_counter_values va, vb;
-  t4a_lane_read_counters(a.lane, &va);
-  t4a_lane_read_counters(b.lane, &vb);
+  t4a_lane_stats(a.lane, &va);
+  t4a_lane_stats(b.lane, &vb);
   assert_int_equal(va.copies_same_device, 4);
   assert_int_equal(vb.copies_same_device, 4);
   assert_int_equal(va.cross_waits, 8); /* per copy: source-ready on the other, back-wait here */

@@ -19,8 +19,8 @@ static void run_path(t4a_copy_path path) {
     gopposing(&a, &b, g_sizes[i], path, path);
   }
   t4a_counter_values vb, vd;
-  t4a_lane_read_counters(b.lane, &vb);
-  t4a_driver_counters(g_drv, &vd);
+  t4a_lane_stats(b.lane, &vb);
+  t4a_driver_stats(g_drv, &vd);
   printf("# B: peer %llu, staged %llu, staging waits %llu, cross waits %llu; peer enables %llu\n",
          (unsigned long long)vb.copies_peer, (unsigned long long)vb.copies_staged,
          (unsigned long long)vb.staging_waits, (unsigned long long)vb.cross_waits,

@@ -161,10 +161,10 @@ static long unaccounted(void *user) {
   t4a_fake_live live;
   t4a_fake_live_objects(f->fake, &live);
   t4a_counter_values drv, v;
-  t4a_driver_counters(f->drv, &drv);
+  t4a_driver_stats(f->drv, &drv);
   long counted = (long)drv.leaked;
   for (int i = 0; i < f->n; i++) {
-    t4a_lane_read_counters(f->r[i].lane, &v);
+    t4a_lane_stats(f->r[i].lane, &v);
     counted += (long)(v.buffers_leaked + v.leaked);
   }
   /* Pools are left out on both sides: a pool pinned by a quarantined (leaked) buffer stays alive
@@ -224,7 +224,7 @@ static void expect(rt *r, t4a_buffer *b, size_t off, const unsigned char *want, 
 
 static uint64_t counter(rt *r, size_t offset_in_values) {
   t4a_counter_values v;
-  t4a_lane_read_counters(r->lane, &v);
+  t4a_lane_stats(r->lane, &v);
   return *(const uint64_t *)((const char *)&v + offset_in_values);
 }
 #define COUNTER(r, name) counter((r), offsetof(t4a_counter_values, name))
@@ -396,7 +396,7 @@ static void test_peer_path(void **state) {
   }
   CK(t4a_xfer_copy(b->xfer, dst, 0, a->xfer, src, 7, 1, T4A_COPY_PEER, &path, NULL));
   t4a_counter_values drv;
-  t4a_driver_counters(f->drv, &drv);
+  t4a_driver_stats(f->drv, &drv);
   assert_int_equal(drv.peer_access_enabled, 1);
   assert_int_equal(COUNTER(a, pool_access_granted), 1);
   assert_int_equal(COUNTER(b, copies_peer), 4);

@@ -253,9 +253,9 @@ t4a_status t4a_file_map_register(t4a_file_map *map, t4a_ctx_holder *holder, uint
   void *host = (unsigned char *)map->base + offset;
   t4a_file_map_retain(map); /* handed to the registration */
   t4a_host_registration *reg = NULL;
-  t4a_status st = t4a_host_register_owned(holder, host, bytes,
-                                          T4A_HOST_REGISTER_MAPPED | T4A_HOST_REGISTER_READ_ONLY,
-                                          map, t4a_file_map_release_object, &reg);
+  t4a_host_register_options ro = {T4A_HOST_REGISTER_MAPPED | T4A_HOST_REGISTER_READ_ONLY, map,
+                                   t4a_file_map_release_object};
+  t4a_status st = t4a_host_register(holder, host, bytes, &ro, &reg);
   if (st != T4A_OK) return st;
   *out = (t4a_file_range *)(uintptr_t)reg;
   return T4A_OK;

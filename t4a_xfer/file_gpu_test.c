@@ -126,10 +126,10 @@ static void test_file_and_slot_round_trips(void **state) {
   assert_memory_equal(back, want + pg, reg);
 
   t4a_counter_values v;
-  t4a_lane_read_counters(lane, &v);
+  t4a_lane_stats(lane, &v);
   assert_int_equal(v.bytes_uploaded, len + (n - 1) + 3 * 8);
   t4a_counter_values dv;
-  t4a_driver_counters(g_drv, &dv);
+  t4a_driver_stats(g_drv, &dv);
   assert_int_equal(dv.host_registrations, dv.host_unregistrations);
   assert_int_equal(dv.leaked, 0);
 

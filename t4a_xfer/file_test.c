@@ -135,8 +135,8 @@ static long unaccounted(void *user) {
   t4a_fake_live live;
   t4a_fake_live_objects(f->fake, &live);
   t4a_counter_values lane, drv;
-  t4a_lane_read_counters(f->lane, &lane);
-  t4a_driver_counters(f->drv, &drv);
+  t4a_lane_stats(f->lane, &lane);
+  t4a_driver_stats(f->drv, &drv);
   return (long)(live.device_allocs + live.host_allocs + live.events + live.host_registrations) +
          mappings_of(g_sweep_path) - (long)(lane.buffers_leaked + lane.leaked + drv.leaked) -
          f->baseline;
@@ -162,13 +162,13 @@ static int teardown_counted(void **state) {
 
 static t4a_counter_values counters(fixture *f) {
   t4a_counter_values v;
-  t4a_lane_read_counters(f->lane, &v);
+  t4a_lane_stats(f->lane, &v);
   return v;
 }
 
 static t4a_counter_values driver_counters(fixture *f) {
   t4a_counter_values v;
-  t4a_driver_counters(f->drv, &v);
+  t4a_driver_stats(f->drv, &v);
   return v;
 }
 
@@ -259,8 +259,8 @@ static void test_mapped_round_trip_and_keepalive(void **state) {
   t4a_file_map_release(m); /* at once: the admission keeps the mapping until the copy ran */
   assert_true(t4a_fake_pending(f->fake, NULL) > 0); /* nothing ran yet */
   assert_true(is_mapped(path));
-  t4a_retire_state rs;
-  t4a_retire_get_state(f->retire, &rs);
+  struct t4a_retire_stats rs;
+  t4a_retire_stats(f->retire, &rs);
   assert_int_equal(rs.open_keepalives, 2); /* the buffer and the map */
   download_and_check(f, b, dst_off, want + off, len);
   t4a_buffer_release(b);
@@ -459,8 +459,8 @@ static void test_slot_upload_allocates_nothing(void **state) {
   assert_int_equal(dev[1], 97);
   assert_int_equal(dev[2], 98);
   assert_int_equal(dev[3], 99);
-  t4a_retire_state rs;
-  t4a_retire_get_state(f->retire, &rs);
+  struct t4a_retire_stats rs;
+  t4a_retire_stats(f->retire, &rs);
   assert_int_equal(rs.open_keepalives, 1); /* the same buffer, deduplicated */
   t4a_buffer_release(b);
   CK(t4a_retire_wait(f->retire));

@@ -499,7 +499,7 @@ void *t4a_xfer_chunk_host(const t4a_xfer *x, uint32_t index) {
   return index < x->num_chunks ? x->chunks[index].host : NULL;
 }
 
-void t4a_xfer_get_state(t4a_xfer *x, t4a_xfer_state *out) {
+void t4a_xfer_stats(t4a_xfer *x, struct t4a_xfer_stats *out) {
   if (out == NULL) return;
   memset(out, 0, sizeof *out);
   if (x == NULL) return;

@@ -91,7 +91,7 @@ static void test_round_trips(void **state) {
   t4a_pinned_release(pin);
 
   t4a_counter_values v;
-  t4a_lane_read_counters(lane, &v);
+  t4a_lane_stats(lane, &v);
   printf("# counters: bytes up %llu, down %llu, staging waits %llu, events %llu, host waits %llu\n",
          (unsigned long long)v.bytes_uploaded, (unsigned long long)v.bytes_downloaded,
          (unsigned long long)v.staging_waits, (unsigned long long)v.events_recorded,

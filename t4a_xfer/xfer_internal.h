@@ -97,8 +97,8 @@ struct t4a_xfer {
   uint32_t num_reclaimable; /* QUARANTINED chunks with a reclaim_seq */
   uint32_t num_spare_events;
   CUevent spare_events[T4A_XFER_SPARE_EVENTS];
-  uint64_t chunks_reclaimed; /* for t4a_xfer_get_state */
-  uint64_t pinned_fallbacks; /* for t4a_xfer_get_state */
+  uint64_t chunks_reclaimed; /* for t4a_xfer_stats */
+  uint64_t pinned_fallbacks; /* for t4a_xfer_stats */
   /* Immutable after create: */
   uint64_t max_pinned_hold_bytes; /* 0: unlimited */
   t4a_xfer_copier *copier;        /* NULL: the calling thread copies alone */

@@ -195,8 +195,8 @@ static long unaccounted(void *user) {
   t4a_fake_live live;
   t4a_fake_live_objects(f->fake, &live);
   t4a_counter_values lane, drv;
-  t4a_lane_read_counters(f->lane, &lane);
-  t4a_driver_counters(f->drv, &drv);
+  t4a_lane_stats(f->lane, &lane);
+  t4a_driver_stats(f->drv, &drv);
   return (long)(live.device_allocs + live.host_allocs + live.events) -
          (long)(lane.buffers_leaked + lane.leaked + drv.leaked) - f->baseline;
 }
@@ -220,7 +220,7 @@ static int teardown_counted(void **state) {
 
 static t4a_counter_values counters(fixture *f) {
   t4a_counter_values v;
-  t4a_lane_read_counters(f->lane, &v);
+  t4a_lane_stats(f->lane, &v);
   return v;
 }
 
@@ -322,14 +322,14 @@ static void test_delivery_survives_a_failed_restore(void **state) {
   CK(t4a_xfer_download(f->xfer, b, 0, dst, n, &p));
   t4a_fake_progress(f->fake);
   t4a_counter_values before, after;
-  t4a_driver_counters(f->drv, &before);
+  t4a_driver_stats(f->drv, &before);
   /* The poll's scope sets the lane's context (call 0) and restores none (call 1): fail call 1. */
   t4a_fake_inject(f->fake, "cuCtxSetCurrent", 1, 1, CUDA_ERROR_UNKNOWN, 0);
   CK(t4a_xfer_pending_poll(p));
   t4a_fake_clear_injections(f->fake);
   (void)t4a_fake_table(f->fake)->cuCtxSetCurrent(NULL);
   assert_memory_equal(src, dst, n);
-  t4a_driver_counters(f->drv, &after);
+  t4a_driver_stats(f->drv, &after);
   assert_int_equal(after.ctx_restore_failures - before.ctx_restore_failures, 1);
   assert_int_equal(t4a_xfer_pending_poll(p), T4A_ALREADY_CONSUMED);
   t4a_xfer_pending_release(p);
@@ -538,9 +538,9 @@ static void test_failed_download_keeps_its_chunks_until_complete(void **state) {
   free(up);
 }
 
-static t4a_xfer_state xstate(t4a_xfer *x) {
-  t4a_xfer_state s;
-  t4a_xfer_get_state(x, &s);
+static struct t4a_xfer_stats xstate(t4a_xfer *x) {
+  struct t4a_xfer_stats s;
+  t4a_xfer_stats(x, &s);
   return s;
 }
 
@@ -569,7 +569,7 @@ static void test_failed_handle_reclaims_its_chunks_only_after_proof(void **state
   assert_int_equal(t4a_xfer_upload(f->xfer, b2, 0, up, CHUNK), T4A_DRIVER_ERROR);
   t4a_fake_clear_injections(f->fake);
   assert_int_equal(t4a_fake_calls(f->fake, "cuMemcpyHtoDAsync"), hd);
-  t4a_xfer_state xs = xstate(f->xfer);
+  struct t4a_xfer_stats xs = xstate(f->xfer);
   assert_int_equal(xs.quarantined_chunks, 2);
   assert_int_equal(xs.chunks_reclaimed, 0);
   /* The marker answers OK: both chunks go back to the ring and the upload goes through. */
@@ -615,7 +615,7 @@ static void test_quarantined_chunks_reclaimed_by_a_later_completion(void **state
   CK(t4a_xfer_download_pinned(f->xfer, b, 0, pin, 0, 64, &q));
   CK(t4a_xfer_pending_wait(q));
   t4a_xfer_pending_release(q);
-  t4a_xfer_state xs = xstate(f->xfer);
+  struct t4a_xfer_stats xs = xstate(f->xfer);
   assert_int_equal(xs.quarantined_chunks, 0);
   assert_int_equal(xs.chunks_reclaimed, 2);
   uint64_t waits = counters(f).staging_waits;
@@ -721,8 +721,8 @@ static void test_copy_threads(void **state) {
   o.num_chunks = 2;
   o.copy_threads = 4;
   CK(t4a_xfer_create(r, &o, &x));
-  t4a_xfer_state xs;
-  t4a_xfer_get_state(x, &xs);
+  struct t4a_xfer_stats xs;
+  t4a_xfer_stats(x, &xs);
   assert_int_equal(xs.copy_threads, 4);
   const size_t n = ((size_t)13 << 20) + 7; /* 4 chunks, the last one below the split size */
   unsigned char *src = malloc(n), *back = malloc(n), *src2 = malloc(n), *back2 = malloc(n);
@@ -732,7 +732,7 @@ static void test_copy_threads(void **state) {
   threaded_job j = {x, b, src, back, n, T4A_OK};
   threaded_round_trip(&j);
   CK(j.st);
-  t4a_xfer_get_state(x, &xs);
+  t4a_xfer_stats(x, &xs);
   assert_int_equal(xs.parallel_copies, 3 * 2 * 3); /* 3 split chunks up and down, 3 rounds */
   /* Two threads at once on one xfer. */
   threaded_job j2 = {x, b2, src2, back2, n, T4A_OK};
@@ -746,12 +746,12 @@ static void test_copy_threads(void **state) {
   /* One thread: no pool. */
   o.copy_threads = 1;
   CK(t4a_xfer_create(r, &o, &x));
-  t4a_xfer_get_state(x, &xs);
+  t4a_xfer_stats(x, &xs);
   assert_int_equal(xs.copy_threads, 1);
   j.x = x;
   threaded_round_trip(&j);
   CK(j.st);
-  t4a_xfer_get_state(x, &xs);
+  t4a_xfer_stats(x, &xs);
   assert_int_equal(xs.parallel_copies, 0);
   t4a_xfer_destroy(x);
   o.copy_threads = T4A_XFER_MAX_COPY_THREADS + 1;
@@ -819,7 +819,7 @@ static void test_failed_answers_never_reclaim(void **state) {
   t4a_fake_set_sticky(f->fake, 0, CUDA_ERROR_ILLEGAL_ADDRESS);
   assert_int_equal(t4a_xfer_pending_wait(q), T4A_CONTEXT_LOST);
   t4a_xfer_pending_release(q);
-  t4a_xfer_state xs = xstate(f->xfer);
+  struct t4a_xfer_stats xs = xstate(f->xfer);
   assert_int_equal(xs.quarantined_chunks, 2);
   assert_int_equal(xs.chunks_reclaimed, 0);
   assert_int_equal(t4a_xfer_upload(f->xfer, b, 0, junk, CHUNK), T4A_LANE_BROKEN);
@@ -1118,7 +1118,7 @@ static void test_pinned_upload_budget(void **state) {
   CK(t4a_xfer_upload_pinned(x, dst, 0, a, 0, CHUNK)); /* direct: no chunk, no event */
   CK(t4a_xfer_upload_pinned(x, dst, CHUNK, b, 0, CHUNK));
   assert_int_equal(counters(f).events_recorded, ev);
-  t4a_xfer_state xs = xstate(x);
+  struct t4a_xfer_stats xs = xstate(x);
   assert_int_equal(xs.pinned_hold_bytes, 2 * CHUNK);
   assert_int_equal(xs.pinned_fallbacks, 0);
   CK(t4a_xfer_upload_pinned(x, dst, 2 * CHUNK, c, 0, CHUNK)); /* over: through the ring */
@@ -1303,7 +1303,7 @@ static void test_reclaim_sweep(void **state) {
                    enqueue, t4a_status_name(st), t4a_status_name(e.status), e.entry, e.code);
         }
       }
-      t4a_xfer_state xs = xstate(x);
+      struct t4a_xfer_stats xs = xstate(x);
       t4a_xfer_pending_release(p);
       t4a_buffer_release(bad[0]);
       t4a_buffer_release(bad[1]);

@@ -85,13 +85,13 @@ static void print_failure(const char *what) {
 }
 
 static void print_counters(const t4a_nvrtc_cache *cache) {
-  t4a_counter_values v;
-  t4a_nvrtc_cache_counters(cache, &v);
+  struct t4a_nvrtc_cache_stats s;
+  t4a_nvrtc_cache_stats(cache, &s);
   for (int id = 0; id < T4A_COUNTER_COUNT; id++) {
     const char *name = t4a_counter_name((t4a_counter_id)id);
     if (name == NULL || strncmp(name, "nvrtc_", 6) != 0) continue;
     printf("counter %s = %llu\n", name,
-           (unsigned long long)t4a_counter_value(&v, (t4a_counter_id)id));
+           (unsigned long long)t4a_counter_value(&s.counters, (t4a_counter_id)id));
   }
 }
 

@@ -275,7 +275,7 @@ static void drop_lane(fz *z, t4a_lane *lane) {
   t4a_status st = t4a_lane_synchronize(lane); /* fails on a faulted device: nothing to wait for */
   (void)st;
   t4a_counter_values v;
-  t4a_lane_read_counters(lane, &v);
+  t4a_lane_stats(lane, &v);
   z->lane_leaked += v.leaked + v.buffers_leaked;
   t4a_lane_release(lane);
 }
@@ -753,7 +753,7 @@ static void teardown(fz *z) {
   (void)t4a_fake_table(z->fake)->cuCtxSetCurrent(NULL);
   t4a_fake_progress(z->fake);
   t4a_counter_values drv;
-  t4a_driver_counters(z->drv, &drv);
+  t4a_driver_stats(z->drv, &drv);
   t4a_driver_release(z->drv);
   t4a_fake_progress(z->fake);
   check_device(z, "teardown");

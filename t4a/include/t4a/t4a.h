@@ -97,7 +97,8 @@ typedef struct t4a_runtime_options {
   /** The staging ring: 2 chunks of 16 MiB, min(online CPUs, 8) copy threads, no bound on the
    * callers' pinned memory held by direct uploads. */
   t4a_xfer_options xfer;
-  /** The module cache: 64 modules, 256 MiB of images; launch strategy as below. */
+  /** The module cache: 64 modules, 256 MiB of images. Its `launch` must stay at its default
+   * (zero): the runtime's launch policy is `launch` below. */
   t4a_module_cache_options modules;
   /** The descriptor table: T4A_RUNTIME_DEFAULT_TABLE_CAPACITY descriptors (at most 65536). */
   uint32_t table_capacity;
@@ -117,13 +118,11 @@ typedef struct t4a_runtime_options {
   /** Nonzero: t4a_runtime_compile produces PTX (the driver JIT-compiles it at load) instead of a
    * CUBIN. A "compute_NN" target always produces PTX. */
   int compile_ptx;
-  /** How the descriptor table fires, and the module cache's checked launches unless
-   * `modules.launch_strategy` names another (t4a/launch.h, t4a_launch_strategy): AUTO follows
-   * the calibration when there is one, else PLAIN. */
-  t4a_launch_strategy launch_strategy;
-  /** GRAPH: the launch that builds a descriptor's or function's graph; 0: the calibration's
-   * figure, or 16. */
-  uint32_t graph_after;
+  /** How the descriptor table fires and the module cache's checked launches are submitted
+   * (t4a/launch.h, t4a_launch_policy): AUTO follows the calibration when there is one, else
+   * PLAIN. launch.calibration NULL: the runtime's own (calibrate_launches), if any; given: these
+   * figures are used (copied) instead of a measurement, and calibrate_launches is not needed. */
+  t4a_launch_policy launch;
   /** Nonzero: open measures plain against graph fires (t4a_launch_calibrate) with an empty kernel
    * (PTX, JIT-compiled by the driver; no NVRTC) once per process and device — a later runtime
    * on the same driver and device reuses the figures — and its table uses the result. The
@@ -137,8 +136,8 @@ typedef struct t4a_runtime_options {
   {                                                                                               \
     NULL, T4A_LANE_OPTIONS_INIT, T4A_MEM_POOL_OPTIONS_INIT, T4A_RETIRE_OPTIONS_INIT,              \
         T4A_XFER_OPTIONS_INIT, T4A_MODULE_CACHE_OPTIONS_INIT, 0, NULL,                            \
-        T4A_NVRTC_LIB_OPTIONS_INIT, T4A_NVRTC_CACHE_OPTIONS_INIT, NULL, 0,                        \
-        T4A_LAUNCH_STRATEGY_AUTO, 0, 0                                                            \
+        T4A_NVRTC_LIB_OPTIONS_INIT, T4A_NVRTC_CACHE_OPTIONS_INIT, NULL, 0, T4A_LAUNCH_POLICY_INIT, \
+        0                                                                                         \
   }
 
 /** Opens a runtime on device `ordinal`: takes a driver reference, creates the lane, the pool, the

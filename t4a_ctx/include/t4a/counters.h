@@ -3,11 +3,11 @@
  *
  * Layer: t4a_ctx:status (no driver). One list names every counter of every library; a counter
  * block (t4a_counters, opaque) holds one relaxed atomic per name. Each object that counts (a
- * driver, a lane, an artifact cache) owns a block; t4a_counters_read() copies it into a plain
+ * driver, a lane, an artifact cache) owns a block; t4a_counters_stats() copies it into a plain
  * struct whose fields carry the same names. Later libraries append their names to the list.
  * This header compiles as C and as C++.
  *
- * Thread-safety: counting and t4a_counters_read may run concurrently from any thread. */
+ * Thread-safety: counting and t4a_counters_stats may run concurrently from any thread. */
 #ifndef T4A_COUNTERS_H_
 #define T4A_COUNTERS_H_
 
@@ -110,7 +110,7 @@ typedef enum t4a_counter_id {
 } t4a_counter_id;
 
 /** A block of live counters (opaque: its relaxed atomics are private to t4a's libraries, which
- * reach them through t4a_ctx/counters_block.h). Users read a block with t4a_counters_read. */
+ * reach them through t4a_ctx/counters_block.h). Users read a block with t4a_counters_stats. */
 typedef struct t4a_counters t4a_counters;
 
 /** A snapshot: one plain field per counter name. */
@@ -121,7 +121,7 @@ typedef struct t4a_counter_values {
 } t4a_counter_values;
 
 /** Copies every counter of *c into *out. */
-void t4a_counters_read(const t4a_counters *c, t4a_counter_values *out);
+void t4a_counters_stats(const t4a_counters *c, t4a_counter_values *out);
 
 /** @{ */
 /** Returns the counter's name ("host_waits") or description; static strings, NULL if out of range. */

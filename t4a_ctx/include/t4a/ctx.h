@@ -94,7 +94,7 @@ uint32_t t4a_driver_caps(const t4a_driver *driver);
 /** The library path that was opened, or the fake driver's name. */
 const char *t4a_driver_origin(const t4a_driver *driver);
 /** Copies the driver-wide counters (context holders, scopes used without a lane). */
-void t4a_driver_counters(const t4a_driver *driver, t4a_counter_values *out);
+void t4a_driver_stats(const t4a_driver *driver, t4a_counter_values *out);
 
 /* ---- Devices ----------------------------------------------------------------------------- */
 
@@ -300,7 +300,7 @@ t4a_ctx_holder *t4a_lane_holder(const t4a_lane *lane);
 /** @{ */
 /** Borrowed: the lane's live counter block, and a snapshot of it. */
 t4a_counters *t4a_lane_counters(t4a_lane *lane);
-void t4a_lane_read_counters(const t4a_lane *lane, t4a_counter_values *out);
+void t4a_lane_stats(const t4a_lane *lane, t4a_counter_values *out);
 /** @} */
 /** Waits for all work on the lane's stream (counted in host_waits). A sticky error found here marks
  * the context lost. */

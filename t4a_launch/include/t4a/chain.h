@@ -92,17 +92,17 @@ T4A_MUST_USE t4a_status t4a_chain_end_update(t4a_launch_table *table, t4a_chain 
  * leaked). */
 T4A_MUST_USE t4a_status t4a_chain_replay(t4a_launch_table *table, t4a_chain *chain);
 
-/** A snapshot of a chain (t4a_chain_get_stats). */
-typedef struct t4a_chain_stats {
+/** A snapshot of a chain (t4a_chain_stats). */
+struct t4a_chain_stats {
   uint32_t kernel_nodes;     /**< recorded fires of the table's descriptors (nodes that follow
                                   rebinds) */
   uint32_t keepalives;       /**< references gathered by the recording */
   uint64_t replays;          /**< t4a_chain_replay calls that launched */
   uint64_t node_updates;     /**< kernel nodes updated in place after rebinds */
   uint64_t reinstantiations; /**< t4a_chain_end_update calls that succeeded */
-} t4a_chain_stats;
+};
 /** A snapshot (all zero for NULL). */
-void t4a_chain_get_stats(t4a_chain *chain, t4a_chain_stats *out);
+void t4a_chain_stats(t4a_chain *chain, struct t4a_chain_stats *out);
 
 /** Destroys the chain: its descriptors may be unregistered again; the executable graph and every
  * reference go once the last queued replay completed (the driver finishes queued replays before

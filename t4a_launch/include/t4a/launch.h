@@ -138,19 +138,28 @@ typedef struct t4a_launch_calibration {
                                     ceil(build_ns / (plain_ns - graph_ns)), within 2..4096 */
 } t4a_launch_calibration;
 
+/** How launches are submitted: the one setting of the launch strategy, read by the module
+ * cache (its checked and raw-bytes launches) and by the descriptor table (its fires). Zero means
+ * the default. */
+typedef struct t4a_launch_policy {
+  /** See t4a_launch_strategy: AUTO follows `calibration` (NULL: PLAIN). */
+  t4a_launch_strategy strategy;
+  /** GRAPH: the launch (of a function) or fire (of a descriptor) that builds its graph (1: the
+   * first); 0: the calibration's figure, or 16 without one. */
+  uint32_t graph_after;
+  const t4a_launch_calibration *calibration; /**< read at create (copied); NULL: none */
+} t4a_launch_policy;
+/** Every field at its default (zero): AUTO, no calibration (PLAIN). */
+#define T4A_LAUNCH_POLICY_INIT {T4A_LAUNCH_STRATEGY_AUTO, 0, NULL}
+
 /** Options of t4a_module_cache_create; zero means the default. */
 typedef struct t4a_module_cache_options {
   uint32_t max_entries; /**< 0: 64 */
   uint64_t max_bytes;   /**< image bytes; 0: 256 MiB */
-  /** Checked and raw-bytes launches of the cache's functions (see t4a_launch_strategy): AUTO
-   * follows `calibration` (NULL: PLAIN). */
-  t4a_launch_strategy launch_strategy;
-  uint32_t graph_after; /**< GRAPH: the launch that builds a function's graph (1: the first); 0:
-                             the calibration's figure, or 16 */
-  const t4a_launch_calibration *calibration; /**< read at create (copied) */
+  t4a_launch_policy launch; /**< checked and raw-bytes launches of the cache's functions */
 } t4a_module_cache_options;
 /** Every option at its default (zero). */
-#define T4A_MODULE_CACHE_OPTIONS_INIT {0, 0, T4A_LAUNCH_STRATEGY_AUTO, 0, NULL}
+#define T4A_MODULE_CACHE_OPTIONS_INIT {0, 0, T4A_LAUNCH_POLICY_INIT}
 
 /** The kind of a module image given to t4a_module_load. */
 typedef enum t4a_image_kind {
@@ -173,17 +182,17 @@ void t4a_module_cache_destroy(t4a_module_cache *cache);
 /** Drops every cached module's cache reference (deferred unloads as above). */
 void t4a_module_cache_clear(t4a_module_cache *cache);
 
-/** A snapshot of a module cache (t4a_module_cache_get_stats). */
-typedef struct t4a_module_cache_stats {
+/** A snapshot of a module cache (t4a_module_cache_stats). */
+struct t4a_module_cache_stats {
   uint32_t entries; /**< modules held now */
   uint64_t bytes; /**< image bytes held now */
   uint64_t loads;     /**< cuModuleLoadData* calls that succeeded */
   uint64_t hits;      /**< loads answered from the cache */
   uint64_t evictions; /**< modules evicted (LRU, entries or bytes) */
   uint64_t unloads;   /**< cuModuleUnload calls that succeeded */
-} t4a_module_cache_stats;
+};
 /** Copies the cache's stats into *out. */
-void t4a_module_cache_get_stats(t4a_module_cache *cache, t4a_module_cache_stats *out);
+void t4a_module_cache_stats(t4a_module_cache *cache, struct t4a_module_cache_stats *out);
 
 /** Loads `bytes` of `image` (the caller's memory is not kept). On success *out is a new
  * reference. Statuses: INVALID_ARGUMENT (NULL, 0 bytes, an unknown kind value, an image whose
@@ -332,31 +341,54 @@ typedef struct t4a_launch_table t4a_launch_table;
 T4A_MUST_USE t4a_status t4a_launch_calibrate(t4a_retire *retire, t4a_function *empty_kernel,
                                              uint32_t fires, t4a_launch_calibration *out);
 
-/** Options of t4a_launch_table_create_ex; zero means the default. */
+/** How many (driver, device) pairs the process's calibration table remembers. */
+#define T4A_LAUNCH_CALIBRATION_CACHE_SLOTS 16u
+
+/** Calibrates launches on device `ordinal` of `driver` once per process: the first call for a
+ * pair measures (t4a_launch_calibrate, 2048 fires, with an empty PTX kernel JIT-compiled by the
+ * driver, on a lane, retirement state and module cache of its own, released before it returns:
+ * no other lane's counters see it) and remembers the figures; later calls for the pair return
+ * them without a launch. Pairs are told apart by the driver's address. Two callers for one pair
+ * measure once (the table's lock is held across the measurement). When the table holds
+ * T4A_LAUNCH_CALIBRATION_CACHE_SLOTS pairs, a new pair is measured at every call and not stored
+ * (counted in t4a_launch_calibration_cache_stats, `not_stored`); no pair is ever forgotten.
+ * A failed measurement is not stored. Statuses: INVALID_ARGUMENT (NULL driver or out), those of
+ * t4a_lane_create, t4a_module_load and t4a_launch_calibrate (UNSUPPORTED when no graph can be
+ * built). On failure *out is zero. Thread-safe. */
+T4A_MUST_USE t4a_status t4a_launch_calibrate_device(t4a_driver *driver, int ordinal,
+                                                    t4a_launch_calibration *out);
+
+/** A snapshot of the process's calibration table (t4a_launch_calibrate_device). */
+struct t4a_launch_calibration_cache_stats {
+  uint32_t entries;    /**< pairs remembered now */
+  uint32_t capacity;   /**< T4A_LAUNCH_CALIBRATION_CACHE_SLOTS */
+  uint64_t measured;   /**< measurements that succeeded */
+  uint64_t reused;     /**< calls answered from the table */
+  uint64_t not_stored; /**< measurements not remembered because the table was full */
+};
+/** Copies the table's figures into *out (nothing for NULL). Thread-safe. */
+void t4a_launch_calibration_cache_stats(struct t4a_launch_calibration_cache_stats *out);
+
+/** Options of t4a_launch_table_create; zero means the default. */
 typedef struct t4a_launch_table_options {
-  uint32_t capacity;            /**< descriptors, 1..65536; 0: 256 */
-  t4a_launch_strategy strategy; /**< AUTO (the calibration's choice, PLAIN without one) */
-  uint32_t graph_after;         /**< GRAPH: the fire that builds a descriptor's graph (1: the
-                                   first); 0: the calibration's figure, or 16 without one */
-  const t4a_launch_calibration *calibration; /**< read at create (copied); NULL: none */
+  uint32_t capacity;        /**< descriptors, 1..65536; 0: 256 */
+  t4a_launch_policy launch; /**< how the table's descriptors fire */
 } t4a_launch_table_options;
 /** Every option at its default (zero). */
-#define T4A_LAUNCH_TABLE_OPTIONS_INIT {0, T4A_LAUNCH_STRATEGY_AUTO, 0, NULL}
+#define T4A_LAUNCH_TABLE_OPTIONS_INIT {0, T4A_LAUNCH_POLICY_INIT}
 
-/** A table of at most `capacity` descriptors (1..65536) for launches on `retire` (borrowed), fired
- * PLAIN. Ids name a slot (low 16 bits) and the slot's generation (high 16 bits, never 0): a slot
- * is reused after unregister, and a stale id is refused until the slot was reused 65,535 times.
- * Statuses: INVALID_ARGUMENT, HOST_OUT_OF_MEMORY, INTERNAL. */
-T4A_MUST_USE t4a_status t4a_launch_table_create(t4a_retire *retire, uint32_t capacity,
+/** A table of at most `options->capacity` descriptors for launches on `retire` (borrowed), fired
+ * as the options say. options may be NULL (every default: 256 descriptors, PLAIN). Ids name a
+ * slot (low 16 bits) and the slot's generation (high 16 bits, never 0): a slot is reused after
+ * unregister, and a stale id is refused until the slot was reused 65,535 times. Statuses:
+ * INVALID_ARGUMENT (NULL retire or out, a capacity above 65536, an unknown strategy value),
+ * HOST_OUT_OF_MEMORY, INTERNAL. */
+T4A_MUST_USE t4a_status t4a_launch_table_create(t4a_retire *retire,
+                                                const t4a_launch_table_options *options,
                                                 t4a_launch_table **out);
-/** As t4a_launch_table_create, with a strategy. options may be NULL (every default). Statuses:
- * INVALID_ARGUMENT (also an unknown strategy value), HOST_OUT_OF_MEMORY, INTERNAL. */
-T4A_MUST_USE t4a_status t4a_launch_table_create_ex(t4a_retire *retire,
-                                                   const t4a_launch_table_options *options,
-                                                   t4a_launch_table **out);
 
-/** A snapshot of a descriptor table (t4a_launch_table_get_stats). */
-typedef struct t4a_launch_table_stats {
+/** A snapshot of a descriptor table (t4a_launch_table_stats). */
+struct t4a_launch_table_stats {
   t4a_launch_strategy strategy; /**< as resolved at create: PLAIN or GRAPH */
   uint32_t graph_after;         /**< the fire that builds a descriptor's graph */
   uint32_t descriptors;         /**< registered now */
@@ -366,9 +398,9 @@ typedef struct t4a_launch_table_stats {
   uint64_t graph_builds;        /**< graphs built */
   uint64_t graph_updates;       /**< node updates after rebinds */
   uint64_t graph_fallbacks;     /**< builds or updates the driver refused (plain since) */
-} t4a_launch_table_stats;
+};
 /** A snapshot (all zero for NULL). */
-void t4a_launch_table_get_stats(t4a_launch_table *table, t4a_launch_table_stats *out);
+void t4a_launch_table_stats(t4a_launch_table *table, struct t4a_launch_table_stats *out);
 /** Releases every descriptor (their functions and buffers) and the table. Accepts NULL. */
 void t4a_launch_table_destroy(t4a_launch_table *table);
 

@@ -101,8 +101,13 @@ T4A_MUST_USE t4a_status t4a_mem_pool_query_release_threshold(t4a_mem_pool *pool,
  * own device), UNSUPPORTED (the driver says that device cannot reach this one), LANE_BROKEN,
  * driver failures. Counted in pool_access_granted. */
 T4A_MUST_USE t4a_status t4a_mem_pool_grant_access(t4a_mem_pool *pool, t4a_ctx_holder *peer);
-/** Bytes and blocks currently held by the reuse cache. */
-void t4a_mem_pool_cached(const t4a_mem_pool *pool, uint64_t *out_bytes, uint32_t *out_blocks);
+/** A snapshot of a pool (t4a_mem_pool_stats). */
+struct t4a_mem_pool_stats {
+  uint64_t cached_bytes;  /**< bytes held by the reuse cache now */
+  uint32_t cached_blocks; /**< blocks held by the reuse cache now */
+};
+/** Copies the pool's figures into *out (all zero for a NULL pool; nothing for a NULL out). */
+void t4a_mem_pool_stats(const t4a_mem_pool *pool, struct t4a_mem_pool_stats *out);
 
 /* ---- buffers ---- */
 
@@ -195,20 +200,27 @@ typedef struct t4a_host_registration t4a_host_registration;
 /** The pages are read-only (a PROT_READ mapping): CU_MEMHOSTREGISTER_READ_ONLY; UNSUPPORTED where
  * the device cannot (CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED). */
 #define T4A_HOST_REGISTER_READ_ONLY 2u
-/** Statuses: INVALID_ARGUMENT (NULL or 0 bytes, unknown flag), DRIVER_ERROR (e.g. the range is
- * already registered: CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED in the detail),
- * HOST_OUT_OF_MEMORY. */
+/** Options of t4a_host_register; zero means the default. */
+typedef struct t4a_host_register_options {
+  uint32_t flags; /**< T4A_HOST_REGISTER_* bits; 0: page-locked, not mapped */
+  /** A reference to whatever keeps the range's memory alive (a file mapping, say), handed to the
+   * registration: owner_release(owner) drops it right after a successful unregister, never
+   * before. Consumed on every path: on failure it is released, except when a failed
+   * registration could not be undone — then the range stays registered and the owner is leaked
+   * with it (counted), so the memory is never unmapped or reused under the driver. NULL: none. */
+  void *owner;
+  void (*owner_release)(void *owner); /**< NULL: the owner is not released */
+} t4a_host_register_options;
+/** Every option at its default (zero). */
+#define T4A_HOST_REGISTER_OPTIONS_INIT {0, NULL, NULL}
+
+/** Registers `bytes` of caller memory at `ptr` with the driver (cuMemHostRegister). options may
+ * be NULL (every default). Statuses: INVALID_ARGUMENT (NULL or 0 bytes, unknown flag),
+ * DRIVER_ERROR (e.g. the range is already registered: CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED
+ * in the detail), HOST_OUT_OF_MEMORY. */
 T4A_MUST_USE t4a_status t4a_host_register(t4a_ctx_holder *holder, void *ptr, size_t bytes,
-                                          uint32_t flags, t4a_host_registration **out);
-/** As t4a_host_register, and the registration takes `owner` (a reference to whatever keeps the
- * range's memory alive, e.g. a file mapping; owner_release(owner) drops it; both may be NULL):
- * released right after a successful unregister, never before. Consumed on every path: on failure it is released, except when a failed
- * registration could not be undone — then the range stays registered and the owner is leaked
- * with it (counted), so the memory is never unmapped or reused under the driver. */
-T4A_MUST_USE t4a_status t4a_host_register_owned(t4a_ctx_holder *holder, void *ptr, size_t bytes,
-                                                uint32_t flags, void *owner,
-                                                void (*owner_release)(void *owner),
-                                                t4a_host_registration **out);
+                                          const t4a_host_register_options *options,
+                                          t4a_host_registration **out);
 /** Adds a reference. Accepts NULL. */
 void t4a_host_registration_retain(t4a_host_registration *reg);
 /** The last reference unregisters the range (always; a failure is counted, never ignored

@@ -68,7 +68,7 @@
  * maps pinned memory itself; t4a's fake driver takes it from malloc, so the unit test wraps the
  * fake's cuMemHostAlloc to hand out anonymous mappings (see pinned_arena_test.c).
  *
- * Thread-safety: alloc, free, owns and read_stats may be called concurrently from any threads
+ * Thread-safety: alloc, free, owns and t4a_pinned_arena_stats may be called concurrently from any threads
  * (an allocation may be freed by another thread than the one that made it). create and destroy
  * must not race with other calls on the same arena.
  *
@@ -166,7 +166,7 @@ int t4a_pinned_arena_owns(const t4a_pinned_arena *arena, const void *ptr);
 
 /** A snapshot of one arena's counters. Each field is read atomically; fields are not read as one
  * consistent set while other threads allocate. */
-typedef struct t4a_pinned_arena_stats {
+struct t4a_pinned_arena_stats {
   uint64_t bytes_pinned;     /**< bytes of the pinned regions held now (metadata included) */
   uint64_t bytes_in_use;     /**< bytes requested by the live allocations (before rounding) */
   uint64_t extents;          /**< pinned regions held now: one cuMemHostAlloc each */
@@ -175,23 +175,23 @@ typedef struct t4a_pinned_arena_stats {
   uint64_t allocations;      /**< successful t4a_pinned_arena_alloc calls */
   uint64_t frees;            /**< allocations freed */
   uint64_t foreign_frees;    /**< t4a_pinned_arena_free calls ignored (see there) */
-} t4a_pinned_arena_stats;
+};
 
 /** Copies the arena's counters into *out (all zero for a NULL arena). */
-void t4a_pinned_arena_read_stats(const t4a_pinned_arena *arena, t4a_pinned_arena_stats *out);
+void t4a_pinned_arena_stats(const t4a_pinned_arena *arena, struct t4a_pinned_arena_stats *out);
 
 /** Process-wide totals, for what outlives one arena: its teardown. */
-typedef struct t4a_pinned_arena_totals {
+struct t4a_pinned_arena_process_stats {
   uint64_t arenas_created; /**< arenas created */
   uint64_t arenas_destroyed; /**< destroyed, whether or not every region could be returned */
   uint64_t arenas_leaked;    /**< jemalloc refused arena.\<i\>.destroy: everything kept (leak) */
   uint64_t regions_freed;    /**< regions returned with cuMemFreeHost */
   uint64_t regions_leaked;   /**< regions never returned (activation or cuMemFreeHost failed) */
   uint64_t bytes_leaked;     /**< their bytes */
-} t4a_pinned_arena_totals;
+};
 
 /** Copies the process-wide totals into *out. Thread-safe. */
-void t4a_pinned_arena_read_totals(t4a_pinned_arena_totals *out);
+void t4a_pinned_arena_process_stats(struct t4a_pinned_arena_process_stats *out);
 
 #ifdef __cplusplus
 }

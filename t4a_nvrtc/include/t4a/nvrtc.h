@@ -100,7 +100,7 @@ T4A_MUST_USE t4a_status t4a_nvrtc_lib_supported_archs(const t4a_nvrtc_lib *lib, 
 /** Copies the lib's counters: nvrtc_compile_attempts, nvrtc_compile_successes and
  * nvrtc_empty_outputs over every compilation made with it, cached or not. The other fields are
  * 0. */
-void t4a_nvrtc_lib_counters(const t4a_nvrtc_lib *lib, t4a_counter_values *out);
+void t4a_nvrtc_lib_stats(const t4a_nvrtc_lib *lib, t4a_counter_values *out);
 
 /* ---- Requests ---------------------------------------------------------------------------- */
 
@@ -335,13 +335,18 @@ T4A_MUST_USE t4a_status t4a_nvrtc_cache_compile(t4a_nvrtc_cache *cache,
                                                 t4a_nvrtc_artifact **out,
                                                 t4a_nvrtc_outcome *out_outcome);
 
-/** Copies this cache's counters (the nvrtc_* fields; the others are 0): NVRTC attempts and
- * successes made for this cache, memory hits, misses, joins and evictions, disk hits, misses,
- * writes, corrupt entries, I/O errors and evictions. */
-void t4a_nvrtc_cache_counters(const t4a_nvrtc_cache *cache, t4a_counter_values *out);
-
-/** How many artifacts and bytes the memory level holds now. */
-void t4a_nvrtc_cache_memory_usage(t4a_nvrtc_cache *cache, size_t *out_entries, size_t *out_bytes);
+/** A snapshot of an artifact cache (t4a_nvrtc_cache_stats). */
+struct t4a_nvrtc_cache_stats {
+  /** The cache's counters (the nvrtc_* fields; the others are 0): NVRTC attempts and successes
+   * made for this cache, memory hits, misses, joins and evictions, disk hits, misses, writes,
+   * corrupt entries, I/O errors and evictions. */
+  t4a_counter_values counters;
+  size_t memory_entries; /**< artifacts the memory level holds now */
+  size_t memory_bytes;   /**< their bytes */
+};
+/** Copies the cache's figures into *out (all zero for a NULL cache; nothing for a NULL out).
+ * Takes the cache's lock for the memory level's figures. */
+void t4a_nvrtc_cache_stats(const t4a_nvrtc_cache *cache, struct t4a_nvrtc_cache_stats *out);
 
 #ifdef __cplusplus
 }

@@ -127,14 +127,14 @@ T4A_MUST_USE t4a_status t4a_retire_poll(t4a_retire *retire);
 T4A_MUST_USE t4a_status t4a_retire_wait(t4a_retire *retire);
 
 /** Snapshot of the retirement state (also safe from inside an admission on this thread). */
-typedef struct t4a_retire_state {
+struct t4a_retire_stats {
   uint32_t open_admissions;  /**< admissions in the open epoch */
   uint32_t open_keepalives;  /**< keepalives held by the open epoch */
   uint32_t sealed_epochs;    /**< sealed, not yet observed complete */
   uint64_t quarantined_held; /**< objects held in quarantine */
-} t4a_retire_state;
+};
 /** Copies the state into *out. */
-void t4a_retire_get_state(t4a_retire *retire, t4a_retire_state *out);
+void t4a_retire_stats(t4a_retire *retire, struct t4a_retire_stats *out);
 
 /* ---- capture mode (for graphs: t4a_launch's t4a/graph.h) ---- */
 

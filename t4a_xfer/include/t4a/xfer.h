@@ -48,7 +48,7 @@
  * the download is delivered: the first OK of poll or wait; a released or failed download counts
  * nothing), staging_waits, events_recorded (one per staged chunk, per pinned download and per
  * reclaim marker), host_waits. Per-transfer figures (chunk states, reclaimed chunks, pinned bytes
- * held, fallbacks) come from t4a_xfer_get_state.
+ * held, fallbacks) come from t4a_xfer_stats.
  *
  * Thread-safety: every function may be called from any thread. Operations on one t4a_xfer
  * serialise on the lane's operation lock. Pending handles take only the ring's own lock, which
@@ -134,7 +134,7 @@ t4a_lane *t4a_xfer_lane(const t4a_xfer *xfer);
 void *t4a_xfer_chunk_host(const t4a_xfer *xfer, uint32_t index);
 
 /** A snapshot of one t4a_xfer, for diagnostics and tests. */
-typedef struct t4a_xfer_state {
+struct t4a_xfer_stats {
   uint32_t free_chunks;        /**< reusable now */
   uint32_t busy_chunks;        /**< in flight, being filled, or being delivered */
   uint32_t quarantined_chunks; /**< held back after a failure */
@@ -144,9 +144,9 @@ typedef struct t4a_xfer_state {
   uint64_t pinned_fallbacks;   /**< pinned uploads sent through the ring (over the budget) */
   uint32_t copy_threads;       /**< host copy threads, the caller included (1: no pool) */
   uint64_t parallel_copies;    /**< chunk copies split across the copy threads */
-} t4a_xfer_state;
+};
 /** Fills *out (all zero for a NULL xfer). Takes the ring's lock briefly. */
-void t4a_xfer_get_state(t4a_xfer *xfer, t4a_xfer_state *out);
+void t4a_xfer_stats(t4a_xfer *xfer, struct t4a_xfer_stats *out);
 
 /** Copies `bytes` (> 0) from pageable host memory `src` to `dst` at `offset`, through the ring.
  * Returns once every byte is in a chunk and every DMA is enqueued: `src` may be reused at once.
