@@ -25,7 +25,7 @@
  * module alive through the lane's open epoch (a deduplicated keepalive: no per-launch event, no
  * allocation), so eviction or a clear while launches are queued defers the unload until that work
  * completed. The last reference unloads the module under its context; if that context cannot be
- * activated (or is lost) the module is leaked and counted (`leaked`, audit A5).
+ * activated (or is lost) the module is leaked and counted (`leaked`, requirement A5).
  *
  * Functions. t4a_module_get_function looks a kernel up (UNKNOWN_ENTRY_POINT naming it); one
  * function object per (module, name), which lives as long as its module (a function reference is
