@@ -89,7 +89,8 @@ def check_file(path, defined, sections, problems):
     cites = 0
     for rx, why in OUTSIDE:
         for m in rx.finditer(text):
-            problems.append("%s:%d: %r cites %s" % (path, line_of(text, m.start()), m.group(0), why))
+            problems.append("%s:%d: %r cites %s"
+                            % (path, line_of(text, m.start()), m.group(0), why))
     # Citations may wrap across lines (and comment prefixes): search a joined copy, keeping a map
     # back to line numbers through the count of joins before each position.
     joined = JOIN.sub(" ", text)

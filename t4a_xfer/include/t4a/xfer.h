@@ -18,8 +18,7 @@
  * chunk the call waits for the oldest (a counted host wait: staging_waits and host_waits), so a
  * transfer larger than the ring pipelines: the host copy into chunk k+1 overlaps the DMA of
  * chunk k. The host copies into and out of chunks are split across a pool of copy threads
- * (copy_threads; on an H200 host 8 threads made pageable uploads 3.7-4.9x and downloads
- * 2.0-3.0x the raw driver's pageable copies, one thread about 1x: docs/performance.md).
+ * (copy_threads; what they gain: docs/performance.md).
  * Uploads from the caller's pinned memory go direct (one DMA), holding that memory until
  * the DMA completed; with max_pinned_hold_bytes set, a request that would hold more of the
  * callers' pinned memory than that goes through the ring instead (copied into chunks, the
