@@ -22,11 +22,9 @@
  * for every holder. The first such fault seen by any t4a library is recorded once per device
  * (t4a_ctx_holder_mark_lost / t4a_lane_note); from then on t4a_ctx_holder_check and
  * t4a_lane_check fail fast with T4A_LANE_BROKEN naming that original fault. Lanes on other
- * devices carry on (as far as t4a is concerned: on driver 580 the driver itself poisoned the
- * other devices' contexts of the process too, docs/validation.md). t4a_device_recover resets the
- * device's primary context once no lane on it is open; lanes made afterwards work where the
- * driver lets the context recover (on driver 580 the error outlived the reset within the process:
- * docs/validation.md).
+ * devices carry on as far as t4a is concerned. t4a_device_recover resets the device's primary
+ * context once no lane on it is open; lanes made afterwards work where the driver lets the
+ * context recover. What real drivers do on both counts: docs/validation.md.
  *
  * Thread-safety: drivers, holders and lanes may be used and released from any thread. A scope
  * belongs to the thread that entered it. Counters are atomic.
