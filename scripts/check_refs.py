@@ -3,7 +3,8 @@
 
 - a cited requirement (`requirement A5`, `requirements I11–I13, A4 and C2`) is defined in
   docs/requirements.md (a list item starting `- **A5.`);
-- a cited design section (`design §13`, `design.md §9`) is a `## 13.` heading of docs/design.md;
+- a cited design section (`design §13`, `design.md §9`, and any `§N` inside docs/design.md) is a
+  `## N.` heading of docs/design.md;
 - a relative Markdown link in README.md or docs/*.md names a file that exists;
 - nothing cites a document outside the repository (a path into ../shared or /work/shared, the
   design brief, a style guide, anchor or toolchain notes) or an unnumbered source ("audit A5",
@@ -27,7 +28,8 @@ ID = r"[A-Z]\d+"
 ID_OR_RANGE = ID + r"(?:\s*[–-]\s*" + ID + r")?"
 CITE = re.compile(r"\b[Rr]equirements?\s+(" + ID_OR_RANGE + r"(?:(?:\s*,\s*(?:and\s+)?|\s+and\s+)"
                   + ID_OR_RANGE + r")*)")
-DESIGN_CITE = re.compile(r"\bdesign(?:\.md)?\s+§\s*(\d+)")
+DESIGN_CITE = re.compile(r"\bdesign(?:\.md)?(?:\]\([^)]*\))?\s+§\s*(\d+)")
+SELF_CITE = re.compile(r"§\s*(\d+)")  # inside docs/design.md, a bare § is one of its sections
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
 OUTSIDE = [
     (re.compile(r"\.\./shared\b|/work/shared\b"), "a path outside the repository"),
@@ -104,7 +106,7 @@ def check_file(path, defined, sections, problems):
                 if rid not in defined:
                     problems.append("%s: %r cites %s, which %s does not define"
                                     % (path, m.group(0), rid, REQUIREMENTS))
-    for m in DESIGN_CITE.finditer(joined):
+    for m in (SELF_CITE if path == DESIGN else DESIGN_CITE).finditer(joined):
         cites += 1
         if int(m.group(1)) not in sections:
             problems.append("%s: %r: %s has no section %s" % (path, m.group(0), DESIGN, m.group(1)))
