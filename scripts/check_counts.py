@@ -12,6 +12,7 @@ claim here. Exit 1 naming each mismatch; runs in the drift lane of scripts/test.
 import glob
 import os
 import re
+import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -33,9 +34,11 @@ def strip_comments(text):
 
 
 def headers():
-    for path in glob.glob(os.path.join(ROOT, "**", "*.h"), recursive=True):
-        rel = os.path.relpath(path, ROOT)
-        if not rel.startswith(("third_party", "build", "bazel-", ".git")):
+    """The repository's own headers (git's list: never bazel-* links or build outputs)."""
+    out = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "*.h"], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout
+    for rel in out.split("\n"):
+        if rel and not rel.startswith("third_party/") and os.path.isfile(os.path.join(ROOT, rel)):
             yield rel
 
 
