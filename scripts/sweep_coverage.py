@@ -37,6 +37,7 @@ def strip_comments(text):
 def public_headers():
     hs = sorted(glob.glob(os.path.join(ROOT, "*", "include", "t4a", "*.h")))
     hs += [os.path.join(ROOT, "t4a", "include", "t4a", "t4a.h")]
+    hs = sorted(set(hs))  # the facade's folder matches the glob too: list each header once
     return [h for h in hs if os.path.exists(h) and
             not os.path.relpath(h, ROOT).startswith(("bazel-", "build"))]
 

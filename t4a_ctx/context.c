@@ -60,7 +60,7 @@ void t4a_ctx_holder_retain(t4a_ctx_holder *holder) {
 }
 
 /* Releases the primary context. The driver never changes a thread's current context on release;
- * the danger (seed audit A1) is in clearing it ourselves. We clear it only when the context was
+ * the danger (requirement A1) is in clearing it ourselves. We clear it only when the context was
  * current here AND the release destroyed it (no other holder, in t4a or outside, retains it), so
  * the thread is not left with a dangling handle. */
 static void holder_destroy(t4a_ctx_holder *h) {

@@ -213,7 +213,7 @@ static void test_scope_skips_set_when_current_and_restores(void **state) {
   t4a_ctx_holder_release(h1);
 }
 
-/* Seed audit A1: two runtimes on one ordinal share the primary context. Dropping the last holder
+/* Requirement A1: two runtimes on one ordinal share the primary context. Dropping the last holder
  * of A on a thread where that context is current on behalf of B must not clear it. */
 static void test_a1_last_holder_of_a_keeps_b_current(void **state) {
   fixture *f = *state;
@@ -324,7 +324,7 @@ static void test_lanes_are_independent_and_release_anywhere(void **state) {
 }
 
 /* A lane whose context cannot be activated at teardown leaks its stream, counts it, and does
- * not abort (audit A5). */
+ * not abort (requirement A5). */
 static void test_lane_destroy_leaks_without_context(void **state) {
   fixture *f = *state;
   t4a_lane *a = NULL;

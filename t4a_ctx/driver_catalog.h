@@ -5,7 +5,7 @@
  * version whose cudaTypedefs.h typedef (PFN_<name>_v<version>) is the signature t4a calls through,
  * and `need` is REQUIRED (the load fails without it) or OPTIONAL (a capability; the slot stays
  * NULL). Pin each version to the signature called, never to the driver's own version: asking for
- * cuCtxSynchronize at 13000 returns a variant that takes a CUcontext (design-brief §5).
+ * cuCtxSynchronize at 13000 returns a variant that takes a CUcontext (docs/design.md §2).
  *
  * Private to t4a: included through t4a_ctx/driver_table.h. Append entries; keep versions pinned. */
 #ifndef T4A_CTX_DRIVER_CATALOG_H_

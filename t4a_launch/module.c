@@ -1,7 +1,7 @@
 /* The module cache (content-addressed, LRU-bounded by entries and bytes, strong references),
  * modules (unloaded under their lane's context at the last reference, leaked and counted when
- * that cannot be done safely: audit A5) and functions (one object per (module, name), parameter
- * list probed once with cuFuncGetParamInfo). */
+ * that cannot be done safely: requirement A5) and functions (one object per (module, name),
+ * parameter list probed once with cuFuncGetParamInfo). */
 #define _GNU_SOURCE /* memmem */
 #include <elf.h>
 #include <stdio.h>
@@ -280,8 +280,8 @@ static void module_destroy(t4a_module *m) {
     m->handle = NULL;
   }
   if (m->handle != NULL) {
-    /* Audit A5: unload only under the lane's own context, and never when the lane's work cannot
-     * be proved finished (abandoned) or its context is lost: leak and count instead. */
+    /* Requirement A5: unload only under the lane's own context, and never when the lane's work
+     * cannot be proved finished (abandoned) or its context is lost: leak and count instead. */
     int unloaded = 0;
     if (!t4a_lane_is_broken(c->lane) && !t4a_lane_is_abandoned(c->lane)) {
       t4a_ctx_scope scope;

@@ -38,7 +38,7 @@ static void test_kinds_and_content_addressing(void **state) {
   t4a_module *a = load_ptx(f), *b = load_ptx(f);
   assert_ptr_equal(a, b);
   assert_int_equal(calls(f, "cuModuleLoadDataEx"), 1);
-  /* Two entry points of one image: still one load (audit C). */
+  /* Two entry points of one image: still one load (requirement C2). */
   t4a_function *add = get_fn(a, "add"), *aff = get_fn(b, "affine");
   assert_int_equal(calls(f, "cuModuleLoadDataEx"), 1);
   /* PTX without its NUL is copied and terminated (the driver takes a C string). */

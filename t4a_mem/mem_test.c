@@ -308,7 +308,7 @@ static void test_zero_fill_and_quarantine(void **state) {
   assert_int_equal(live.device_allocs, 1);
 }
 
-/* Audit A1 through buffers: the last buffer of runtime A, dropped while B has the shared
+/* Requirement A1 through buffers: the last buffer of runtime A, dropped while B has the shared
  * context current, takes A's pool, lane and holder with it and leaves B's context current. */
 static void test_last_buffer_of_a_inside_b(void **state) {
   fixture *f = *state;
@@ -369,7 +369,7 @@ static void test_pinned_slots_and_registration(void **state) {
   t4a_pinned *plain = NULL, *mapped = NULL;
   assert_int_equal(t4a_pinned_create(h, 1000, 0, &plain), T4A_OK);
   assert_int_equal(t4a_pinned_devptr(plain), 0);
-  /* Audit A2: staging memory is portable, usable under every context. */
+  /* Requirement A2: staging memory is portable, usable under every context. */
   unsigned host_flags = 0;
   assert_int_equal(t4a_fake_host_alloc_flags(f->fake, t4a_pinned_host(plain), &host_flags), 1);
   assert_true(host_flags & CU_MEMHOSTALLOC_PORTABLE);

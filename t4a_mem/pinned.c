@@ -35,7 +35,7 @@ t4a_status t4a_pinned_create(t4a_ctx_holder *h, size_t bytes, uint32_t flags, t4
     free(p);
     return st;
   }
-  /* Portable always (audit A2): staging chunks serve copies under other contexts too. */
+  /* Portable always (requirement A2): staging chunks serve copies under other contexts too. */
   unsigned cu_flags = CU_MEMHOSTALLOC_PORTABLE;
   if (flags & T4A_PINNED_MAPPED) cu_flags |= CU_MEMHOSTALLOC_DEVICEMAP;
   st = T4A_CU_BYTES(d, bytes, cuMemHostAlloc, &p->host, bytes, cu_flags);

@@ -540,8 +540,8 @@ static void test_destroy_returns_every_region(void **state) {
   assert_int_equal(live.host_allocs, 0);
 }
 
-/* Audit A5's rule for this arena: a destroy that cannot activate the context leaks the regions
- * and counts them; it does not abort and does not free under the wrong context. */
+/* Requirement A5's rule for this arena: a destroy that cannot activate the context leaks the
+ * regions and counts them; it does not abort and does not free under the wrong context. */
 static void test_destroy_without_context_leaks_and_counts(void **state) {
   fixture *f = *state;
   t4a_pinned_arena *a = make_arena(f, NULL);

@@ -401,7 +401,7 @@ static void test_failures_are_never_cached(void **state) {
   bad.source = k_broken_src;
   t4a_nvrtc_request empty = test_add1_request();
   empty.target = "compute_90";
-  empty.output = T4A_NVRTC_OUTPUT_CUBIN; /* audit A3: an empty CUBIN */
+  empty.output = T4A_NVRTC_OUTPUT_CUBIN; /* requirement A3: an empty CUBIN */
   for (int round = 1; round <= 2; round++) {
     t4a_nvrtc_artifact *a = (t4a_nvrtc_artifact *)1;
     t4a_nvrtc_outcome o = T4A_NVRTC_OUTCOME_INIT;

@@ -1,6 +1,6 @@
 /* Compile requests and artifacts against the machine's real NVRTC (it runs on the CPU): PTX,
  * CUBIN and LTO-IR output, named headers, name expressions, logs of failed compiles, empty
- * outputs (audit A3), and the validation of every request field (audit C). */
+ * outputs (requirement A3), and the validation of every request field (requirement C6). */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -280,7 +280,7 @@ static void test_validation(void **state) {
   r.program_name = "p.cu\n#include \"/etc/passwd\"";
   expect_rejected(&r, T4A_INVALID_ARGUMENT, "program name");
 
-  /* Header names (audit C): newline, NUL, carriage return, empty, NULL. */
+  /* Header names (requirement C6): newline, NUL, carriage return, empty, NULL. */
   t4a_nvrtc_header h = {"a.h\n#include \"/etc/shadow\"", "", 0, 0};
   r = test_add1_request();
   r.headers = &h;

@@ -415,7 +415,7 @@ t4a_status t4a_nvrtc_compile_prepared(t4a_nvrtc_lib *lib, const t4a_nvrtc_prepar
     }
   }
 
-  /* Counted exactly around the call (audit A6). */
+  /* Counted exactly around the call (requirement A6). */
   count(lib, extra, T4A_COUNTER_nvrtc_compile_attempts);
   res = t->nvrtcCompileProgram(prog, (int)in.num_options, in.options);
   if (res == NVRTC_SUCCESS) count(lib, extra, T4A_COUNTER_nvrtc_compile_successes);
@@ -453,7 +453,7 @@ t4a_status t4a_nvrtc_compile_prepared(t4a_nvrtc_lib *lib, const t4a_nvrtc_prepar
     st = t4a_nvrtc_fail(lib, res, size_entry, NULL);
     goto done;
   }
-  /* Audit A3: an empty output is a compile error, reported here and never cached. A PTX size
+  /* Requirement A3: an empty output is a compile error, reported here and never cached. A PTX size
    * counts its terminating NUL, so 1 is empty too. */
   if (data_size == 0 || (r->output == T4A_NVRTC_OUTPUT_PTX && data_size <= 1)) {
     count(lib, extra, T4A_COUNTER_nvrtc_empty_outputs);

@@ -192,7 +192,7 @@ static void test_keepalive_released_only_after_completion(void **state) {
   assert_int_equal(v.host_waits, 1); /* the drain at destroy */
 }
 
-/* Seed item 3: re-entry from the thread holding the operation lock is a typed error. */
+/* Requirement B2: re-entry from the thread holding the operation lock is a typed error. */
 static void test_reentry_is_typed(void **state) {
   fixture *f = *state;
   t4a_retire *r = NULL;
@@ -404,7 +404,7 @@ static void test_keep_beyond_reservation_and_limits(void **state) {
   assert_int_equal(t4a_retire_destroy(r), T4A_OK);
 }
 
-/* Seed item 1: a witness confirmed before an unrelated sticky error still reads success; one not
+/* Requirement B1: a witness confirmed before an unrelated sticky error still reads success; one not
  * yet confirmed reads the fault. */
 static void test_witness_memoised_across_sticky_error(void **state) {
   fixture *f = *state;

@@ -2,7 +2,7 @@
  * threads (the calling thread takes slices too). See xfer_internal.h.
  *
  * Why: for pageable data the host's copy into (and out of) pinned chunks is the limit, not PCIe
- * (/work/shared/anchors.md §2: one thread copies ~9 GB/s on the H200 host, eight ~22 GB/s).
+ * (docs/performance.md, "The driver alone on one H200").
  *
  * One job at a time: a caller that finds the pool busy (another thread's upload or delivery)
  * copies alone instead of queueing, so no caller ever waits for another caller's copy. A job lives

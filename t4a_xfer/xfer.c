@@ -474,7 +474,7 @@ t4a_status t4a_xfer_create(t4a_retire *retire, const t4a_xfer_options *options, 
   }
   for (uint32_t i = 0; i < num_chunks && st == T4A_OK; i++) {
     chunk *c = &x->chunks[i];
-    /* t4a_pinned_create always pins PORTABLE (audit A2): the chunks serve any context. */
+    /* t4a_pinned_create always pins PORTABLE (requirement A2): the chunks serve any context. */
     st = t4a_pinned_create(t4a_lane_holder(lane), chunk_bytes, 0, &c->pinned);
     if (st == T4A_OK) {
       c->host = t4a_pinned_host(c->pinned);

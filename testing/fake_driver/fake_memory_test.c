@@ -299,7 +299,7 @@ static void test_free_racing_an_access(void **state) {
   t4a_fake_destroy(x.fake);
 }
 
-/* Audit A2: portable versus context-bound pinned memory. */
+/* Requirement A2: portable versus context-bound pinned memory. */
 static void test_host_alloc_flags_and_nonportable_pinned(void **state) {
   (void)state;
   t4a_fake_options o = T4A_FAKE_OPTIONS_INIT;

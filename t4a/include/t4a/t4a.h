@@ -1,7 +1,7 @@
 /** @file
  * t4a/t4a.h — the facade: one include for the whole of t4a, and the composed runtime.
  *
- * Layer: //:t4a, on top of every library. A program that wants one piece only (say the NVRTC
+ * Layer: //t4a (alias //:t4a), on top of every library. A program that wants one piece only (say the NVRTC
  * loader) includes that library's header and depends on that library alone; this header is for
  * programs that take all of t4a.
  *

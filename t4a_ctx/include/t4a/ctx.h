@@ -22,11 +22,9 @@
  * for every holder. The first such fault seen by any t4a library is recorded once per device
  * (t4a_ctx_holder_mark_lost / t4a_lane_note); from then on t4a_ctx_holder_check and
  * t4a_lane_check fail fast with T4A_LANE_BROKEN naming that original fault. Lanes on other
- * devices carry on (as far as t4a is concerned: on driver 580 the driver itself poisoned the
- * other devices' contexts of the process too, docs/validation.md). t4a_device_recover resets the
- * device's primary context once no lane on it is open; lanes made afterwards work where the
- * driver lets the context recover (on driver 580 the error outlived the reset within the process:
- * docs/validation.md).
+ * devices carry on as far as t4a is concerned. t4a_device_recover resets the device's primary
+ * context once no lane on it is open; lanes made afterwards work where the driver lets the
+ * context recover. What real drivers do on both counts: docs/validation.md.
  *
  * Thread-safety: drivers, holders and lanes may be used and released from any thread. A scope
  * belongs to the thread that entered it. Counters are atomic.
@@ -190,11 +188,11 @@ typedef struct t4a_ctx_scope {
   int priv_borrowed; /**< private: t4a_ctx_scope_enter_borrowed: no reference of its own */
 } t4a_ctx_scope;
 
-/** Makes the holder's context current on this thread unless it already is (a get costs ~10 ns, a
- * set ~22 ns), remembering the previous one, and holds a reference to the holder until exit (so
- * the scope stays valid even if the caller drops its own last reference inside it). `counters`
- * (may be NULL: the driver's) receives the activation counts. On failure nothing changed, the
- * scope is cleared, and exit is a no-op. A holder made before its device was reset
+/** Makes the holder's context current on this thread unless it already is, remembering the
+ * previous one, and holds a reference to the holder until exit (so the scope stays valid even if
+ * the caller drops its own last reference inside it). `counters` (may be NULL: the driver's)
+ * receives the activation counts. On failure nothing changed, the scope is cleared, and exit is
+ * a no-op. A holder made before its device was reset
  * (t4a_device_recover) is refused with LANE_BROKEN, without a driver call. */
 T4A_MUST_USE t4a_status t4a_ctx_scope_enter(t4a_ctx_scope *scope, t4a_ctx_holder *holder,
                                             t4a_counters *counters);
@@ -228,9 +226,9 @@ void t4a_ctx_scope_exit_quiet(t4a_ctx_scope *scope);
  * the primary context (another t4a_driver, a vendor library) must be done with it. Counted in
  * device_recoveries. A lane created while the reset runs is refused with BUSY.
  * After the reset, one retain and release of the primary context asks the driver whether the
- * device is usable again. Where the driver keeps the sticky error for the whole process — the
- * H200 with driver 580 after an illegal address (CUDA documents that the process must be
- * relaunched; docs/validation.md) — the retain answers it: the call returns CONTEXT_LOST naming
+ * device is usable again. Where the driver keeps the sticky error for the whole process (CUDA
+ * documents that the process must be relaunched; docs/validation.md) the retain answers it: the
+ * call returns CONTEXT_LOST naming
  * cuDevicePrimaryCtxRetain and its CUresult, and the new generation starts lost with that cause
  * (new lanes answer LANE_BROKEN at once). Only a new process can use the device then.
  * Statuses: INVALID_ARGUMENT, INVALID_DEVICE, BUSY, CONTEXT_LOST (reset, still lost for this

@@ -4,18 +4,18 @@
  *
  * Layer: t4a_launch (on t4a_retire's capture mode and the descriptor table of t4a/launch.h).
  *
- * Why. A stream launch is host-bound (on an H200 the driver takes ~3.5-4 us to submit an empty
- * kernel); a graph replays its kernels for a fraction of that. A chain gives a fixed per-step
- * sequence (a decoder step, a solver iteration) the graph's speed without capture code, and keeps
- * descriptor rebinds working between replays.
+ * A chain gives a fixed per-step sequence (a decoder step, a solver iteration) a graph's replay
+ * cost without capture code, and keeps descriptor rebinds working between replays (why and what
+ * it costs: docs/design.md §18, docs/performance.md).
  *
  * Recording. t4a_chain_begin(table) puts the table's runtime (its retire) in capture mode
  * (t4a/retire.h, t4a/graph.h): until t4a_chain_end, every operation admitted on the lane is
  * recorded instead of run — descriptor fires of `table`, uploads from pinned memory and slots
  * (t4a_xfer_upload_pinned, t4a_xfer_slot_upload), copies within the lane (t4a_xfer_copy),
  * checked and raw launches — and the references each would keep alive (modules, buffers, pinned
- * memory) gather for the chain. What cannot be captured is refused with UNSUPPORTED and the recording goes on (buffer
- * creation, staged transfers, downloads, copies between lanes, fences, observing the lane). t4a
+ * memory) gather for the chain. What cannot be captured is refused with UNSUPPORTED and the
+ * recording goes on (buffer creation, staged transfers, downloads, copies between lanes, fences,
+ * observing the lane). t4a
  * has no memset operation, so a chain has none either. For each fire of `table`'s descriptors the
  * chain learns the kernel node it added (cuStreamGetCaptureInfo, driver 12.3) and remembers
  * (node, descriptor, the descriptor's bind generation then). Fires of other tables, checked

@@ -22,15 +22,16 @@
  * new instantiation. Replays already queued keep the references of the version they ran.
  *
  * While a lane is captured, drop paths whose driver calls would break the capture on the real
- * driver (measured on an H200: cuModuleUnload, cuGraphExecDestroy) run once it ended; replays and
+ * driver (cuModuleUnload, cuGraphExecDestroy; docs/design.md §14) run once it ended; replays and
  * the persisting-L2 limit are refused (UNSUPPORTED); another retire of the same lane admits
  * nothing (UNSUPPORTED).
  *
  * Thread-safety: a graph may be launched from any thread; update and launch of one graph
  * serialise on its retire's admission lock (an update swaps the executable graph inside an
- * admission, so a replay takes no lock of the graph's own). Captures of one lane are one at a time (BUSY). A capture is
- * thread-local: the thread that began it ends it (another thread's end is INVALID_ARGUMENT and
- * leaves it as it was); every thread's admissions on the lane are captured meanwhile. */
+ * admission, so a replay takes no lock of the graph's own). Captures of one lane are one at a
+ * time (BUSY). A capture is thread-local: the thread that began it ends it (another thread's end
+ * is INVALID_ARGUMENT and leaves it as it was); every thread's admissions on the lane are
+ * captured meanwhile. */
 #ifndef T4A_GRAPH_H_
 #define T4A_GRAPH_H_
 

@@ -25,13 +25,12 @@
  * module alive through the lane's open epoch (a deduplicated keepalive: no per-launch event, no
  * allocation), so eviction or a clear while launches are queued defers the unload until that work
  * completed. The last reference unloads the module under its context; if that context cannot be
- * activated (or is lost) the module is leaked and counted (`leaked`, audit A5).
+ * activated (or is lost) the module is leaked and counted (`leaked`, requirement A5).
  *
  * Functions. t4a_module_get_function looks a kernel up (UNKNOWN_ENTRY_POINT naming it); one
  * function object per (module, name), which lives as long as its module (a function reference is
  * a module reference). Its parameter list comes from cuFuncGetParamInfo, probed once when the
- * function is first looked up (indices until CUDA_ERROR_INVALID_VALUE: the driver has no count
- * call; counted in `param_info_probes`). Where the driver lacks cuFuncGetParamInfo
+ * function is first looked up (docs/design.md §13). Where the driver lacks cuFuncGetParamInfo
  * (T4A_DRIVER_CAP_FUNC_PARAM_INFO absent from t4a_driver_caps) only the count declared with
  * t4a_function_declare_params is checked, and sizes cannot be; a function with neither is not
  * launched (ARGUMENT_MISMATCH).
@@ -39,8 +38,8 @@
  * Checked launches. Arguments are typed (t4a_arg): a buffer (domain-checked; kept alive by the
  * epoch), a raw device address, or a scalar by value with its size. Count and each size must
  * match the kernel's parameters (ARGUMENT_MISMATCH naming the index, the expected and the given
- * size). Config: any zero dimension, a block above the device's max threads per block (1024 on
- * every current GPU) or above its per-dimension limits, a grid above the device's limits, dynamic
+ * size). Config: any zero dimension, a block above the device's max threads per block or above
+ * its per-dimension limits, a grid above the device's limits, dynamic
  * shared memory above the device's opt-in maximum -> INVALID_LAUNCH before anything is enqueued.
  * Dynamic shared memory above the function's CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
  * (48 KiB less its static shared memory, until raised) raises that attribute to the size asked,
@@ -55,7 +54,7 @@
  * allocates nothing on the heap (t4a_heap_allocations(), see t4a/fault.h) and records at most one
  * event per 512 launches (`events_recorded`).
  *
- * Descriptors (the FFI seed's launch table): a launch registered once — function, config and a
+ * Descriptors (requirement F3): a launch registered once — function, config and a
  * snapshot of the arguments, all checked at registration — and fired by id with no checks and no
  * allocation; one argument can be rebound (checked), or all rebound and fired in one call. Each
  * fire keeps the function's module and the bound buffers in the epoch, so a descriptor can be
@@ -435,7 +434,7 @@ T4A_MUST_USE t4a_status t4a_descriptor_unregister(t4a_launch_table *table, uint3
 
 /** Sets the persisting-L2 limit of the lane's context to `bytes`, clamped to the device maximum
  * (CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE); *out_applied (optional) gets the value the
- * driver applied, read back with cuCtxGetLimit (it rounds: on the H200, 4 MiB asked gave 7.5 MiB).
+ * driver applied, read back with cuCtxGetLimit (the driver rounds the value).
  * Statuses: INVALID_ARGUMENT, LANE_BROKEN, UNSUPPORTED (the device has no persisting L2), driver
  * failures (cuCtxSetLimit, cuCtxGetLimit). */
 T4A_MUST_USE t4a_status t4a_l2_set_persisting_limit(t4a_lane *lane, size_t bytes,

@@ -28,12 +28,12 @@
  * operation lock (t4a_mem sits below it), so they must not overlap a graph capture on that stream.
  *
  * Pinned host memory. Portable pinned chunks (CU_MEMHOSTALLOC_PORTABLE: usable from every
- * context, audit A2), optionally device-mapped; mapped slots for small results the host reads
+ * context, requirement A2), optionally device-mapped; mapped slots for small results the host reads
  * without a driver call after a sync; registration of caller memory, always unregistered.
  *
  * Errors: out of memory is T4A_DEVICE_OUT_OF_MEMORY (device) or T4A_HOST_OUT_OF_MEMORY (pinned)
  * naming the driver call and the bytes — never an abort. Drop paths never abort: a block, pool or
- * pinned chunk whose context cannot be activated is leaked and counted (audit A5).
+ * pinned chunk whose context cannot be activated is leaked and counted (requirement A5).
  *
  * Thread-safety: every function may be called from any thread. */
 #ifndef T4A_MEM_H_

@@ -1,72 +1,23 @@
 /** @file
  * t4a/pinned_arena.h — a pinned host allocator for arbitrary sizes, on a jemalloc arena.
  *
- * Layer: t4a_mem, target //t4a_mem:pinned_arena (on t4a_ctx). It is its own target, apart from
- * //t4a_mem, for one reason:
+ * Layer: t4a_mem, target //t4a_mem:pinned_arena (on t4a_ctx), apart from //t4a_mem because:
  *
  *   WARNING: linking this target links jemalloc, and jemalloc REPLACES THE WHOLE PROCESS'S
  *   malloc/free/calloc/realloc/posix_memalign (it exports the unprefixed names). Every
  *   allocation of the program, of libcuda and of every other library then goes through
  *   jemalloc. Depend on //t4a_mem:pinned_arena only where that is wanted; nothing else in t4a
- *   links jemalloc. (Under AddressSanitizer the sanitizer's own malloc still wins, see below.)
+ *   links jemalloc. (Under AddressSanitizer the sanitizer's own malloc still wins.)
  *
- * What it does: t4a_pinned_arena_alloc() returns page-locked ("pinned") host memory of any size
- * and alignment (up to 64 KiB), fit for asynchronous DMA. The memory comes from a private
- * jemalloc arena, so requests are rounded to jemalloc's size classes (four per doubling: at most
- * 25% over the request, not the 100% of power-of-two rounding), and freed memory is cached and
- * reused. Pinned memory is obtained from the driver in regions, rarely: cuMemHostAlloc costs
- * about 0.7 ms per MiB on the H200 host (measured: 1.3 ms for 2 MiB, 182 ms for 256 MiB; freeing
- * 256 MiB 35 ms), while an arena allocation costs microseconds (4-8 us mean over 1,000 mixed
- * allocations, including the 4 cuMemHostAlloc calls they needed). A region is never given back
- * before t4a_pinned_arena_destroy().
+ * t4a_pinned_arena_alloc() returns page-locked ("pinned") host memory of any size and alignment
+ * (up to 64 KiB), fit for asynchronous DMA, from a private jemalloc arena whose extents are carved
+ * out of portable cuMemHostAlloc regions. Requests are rounded to jemalloc's size classes (at most
+ * 25% over the request); freed memory is cached and reused; a region is never given back before
+ * t4a_pinned_arena_destroy(). How the extent hooks, the sanitizer annotations and the tests work:
+ * docs/design.md §6; what it costs: docs/performance.md.
  *
- * How it is built (the jemalloc extent hooks):
- *   - alloc: carves the extent jemalloc asks for (exact size, at the asked alignment) out of the
- *     free space of the regions already pinned; when none fits, it calls
- *     cuMemHostAlloc(CU_MEMHOSTALLOC_PORTABLE) for max(size + alignment - 1, min_extent_bytes)
- *     bytes with the holder's context made current through a t4a_ctx_scope, and carves from
- *     that. jemalloc itself grows its requests geometrically (2 MiB, 2.5 MiB, 3 MiB, ...), so
- *     1,000 mixed allocations of 1 B to 1 MiB (at most 64 live) needed 4 calls on the H200.
- *     When a geometric grow fails, jemalloc retries once with the exact size; an allocation
- *     fails only if that fails too, and it reports the first failure (the cause).
- *   - dalloc returns "refused", so jemalloc keeps every extent (cached extents); destroy,
- *     commit, decommit and purge are opted out; split is allowed; merge is allowed only inside
- *     one region, so no allocation ever straddles two cuMemHostAlloc regions.
- *   - jemalloc's own metadata for the arena (its "base": about 2 MiB at 2 MiB alignment, taken at
- *     create) also comes through the alloc hook: it is pinned too and counted in bytes_pinned.
- *   - jemalloc's dirty and muzzy decay are turned off for the arena: nothing is purged.
- *   - All regions are freed with cuMemFreeHost (under the holder's scope) at destroy.
- *
- * Sanitizers: jemalloc coexists with AddressSanitizer (checked with gcc and clang, as the repo's
- * ASan lanes build): the sanitizer's interceptors keep serving malloc/free, and mallocx() with
- * an explicit arena still reaches jemalloc, so the very same code runs in every lane; there is
- * no separate allocator for sanitizer builds. What ASan cannot see by itself is the inside of a
- * region (to ASan, the whole region is one block of the driver's, or of the fake driver's). So
- * in ASan builds the arena annotates its allocations: the bytes past the requested size up to
- * the size class are poisoned, and so is every freed allocation until jemalloc hands it out
- * again; overruns past the size class into a neighbour and leaks are NOT seen by ASan (the
- * arena's own live-allocation table and counters report leaks). The arena's own bookkeeping
- * (this object, the region list, the live table) always uses the process's plain malloc, so
- * ASan and valgrind check it fully.
- *
- * What each test lane covers (pinned_arena_test on the fake driver, pinned_arena_gpu_test):
- *   - plain builds (Bazel clang, --config=gcc, CMake): jemalloc is the process's malloc; every
- *     unit test runs: hooks, carving, merge rule, live table, statuses, cap, leaks at destroy,
- *     threads, failure sweeps over create and alloc (driver calls, host allocations, mutexes).
- *   - ASan+UBSan (bazel --config=asan with clang and with gcc; CMake -DT4A_SANITIZE=ON): the same
- *     tests and code, plus the annotation test (overrun past the request, use after free).
- *     Not covered: jemalloc's own accesses (it is not instrumented), overruns past the size class,
- *     leaked arena allocations (LSan cannot see them; stats.allocations - stats.frees can).
- *   - valgrind (bazel --config=valgrind, ctest -T memcheck): the same tests; valgrind sees each
- *     region as one mapping, so it checks the bookkeeping, not single pinned allocations.
- *   - GPU single (real driver, jemalloc linked statically as the process's malloc): 1,000 mixed
- *     allocations, every one reported pinned by cuPointerGetAttribute, a DMA round trip, a typed
- *     out of memory, destroy returning every region.
- *
- * Requirement on the driver: the memory cuMemHostAlloc returns must not be jemalloc's own heap
- * (jemalloc would map the same pages twice and crash when the region is freed). The real driver
- * maps pinned memory itself; t4a's fake driver takes it from malloc, so the unit test wraps the
- * fake's cuMemHostAlloc to hand out anonymous mappings (see pinned_arena_test.c).
+ * Requirement on the driver: the memory cuMemHostAlloc returns must not come from jemalloc's own
+ * heap (the real driver maps pinned memory itself; see docs/design.md §6 for the fake's).
  *
  * Thread-safety: alloc, free, owns and t4a_pinned_arena_stats may be called concurrently from any threads
  * (an allocation may be freed by another thread than the one that made it). create and destroy

@@ -4,10 +4,8 @@
  * Layer: t4a_xfer, on t4a_mem (buffers, pinned chunks) and t4a_retire (admission, keepalives).
  *
  * A t4a_xfer serves one lane: the lane of the t4a_retire it is created on. It owns a bounded ring
- * of portable pinned staging chunks (CU_MEMHOSTALLOC_PORTABLE, audit A2) and one event per chunk.
- * Defaults: 2 chunks of 16 MiB — measured on one H200 (docs in /work/shared/anchors.md §1: a
- * two-deep ring of 16 MiB chunks hid the DMA; 1 MiB chunks gained nothing; deeper rings were
- * slower). Other machines may want other figures; both are options.
+ * of portable pinned staging chunks (CU_MEMHOSTALLOC_PORTABLE, requirement A2) and one event per
+ * chunk. Defaults: 2 chunks of 16 MiB (why: docs/performance.md); both are options.
  *
  * Every operation is one admission on the lane (t4a_admission_begin ... commit): it holds the
  * lane's operation lock for its whole length, enqueues on the lane's stream, and hands the device
@@ -20,8 +18,7 @@
  * chunk the call waits for the oldest (a counted host wait: staging_waits and host_waits), so a
  * transfer larger than the ring pipelines: the host copy into chunk k+1 overlaps the DMA of
  * chunk k. The host copies into and out of chunks are split across a pool of copy threads
- * (copy_threads; on an H200 host 8 threads made pageable uploads 3.7-4.9x and downloads
- * 2.0-3.0x the raw driver's pageable copies, one thread about 1x: docs/performance.md).
+ * (copy_threads; what they gain: docs/performance.md).
  * Uploads from the caller's pinned memory go direct (one DMA), holding that memory until
  * the DMA completed; with max_pinned_hold_bytes set, a request that would hold more of the
  * callers' pinned memory than that goes through the ring instead (copied into chunks, the
@@ -189,7 +186,7 @@ T4A_MUST_USE t4a_status t4a_xfer_download_pinned(t4a_xfer *xfer, t4a_buffer *src
  * copying some of this download's completed bytes into the destination), T4A_ALREADY_CONSUMED
  * after an OK. A device error is returned as itself (CONTEXT_LOST…), never folded into
  * NOT_READY; the terminal state (OK or the failure) is memoised at the first observation, so a
- * later sticky error never turns a delivered download into a failure (seed item 1), and a failed
+ * later sticky error never turns a delivered download into a failure (requirement B1), and a failed
  * one keeps returning its failure. */
 T4A_MUST_USE t4a_status t4a_xfer_pending_poll(t4a_xfer_pending *pending);
 /** Blocks until the download completed or failed, then as poll. A staged download waits on the

@@ -43,7 +43,7 @@
  * the source's context reads as failed for good, even if its bytes may have landed: after the
  * fault, the source-ready event's completion can no longer be told apart from work the fault
  * dropped, and t4a never reports a copy it cannot confirm. A copy observed OK before the fault
- * stays OK (memoised; seed item 1). If only recording the requested witness fails, the copy was
+ * stays OK (memoised; requirement B1). If only recording the requested witness fails, the copy was
  * already admitted (its bytes land, ordered as usual, and it is counted): the status says why no
  * witness came back.
  *

@@ -36,8 +36,8 @@
  *
  * Registered ranges. t4a_file_map_register() page-locks a page-aligned range of a mapping and
  * maps it into the device address space (cuMemHostRegister with DEVICEMAP | PORTABLE |
- * READ_ONLY: without READ_ONLY the H200's driver, 580.159.04, refuses a PROT_READ mapping with
- * CUDA_ERROR_INVALID_VALUE), for kernels that read the file in place. The
+ * READ_ONLY, which a PROT_READ mapping needs: docs/design.md §12), for kernels that read the file
+ * in place. The
  * range holds a reference to its map; its last release unregisters and then drops that
  * reference. If unregistering fails, the registration and the map reference are leaked (the
  * pages stay mapped and registered, never unmapped under the driver) and counted in the driver's
