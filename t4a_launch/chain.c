@@ -21,7 +21,7 @@
 /* One recorded fire of the table's descriptors: its kernel node in the captured graph (and so in
  * the executable graph), the descriptor, and its bind generation the node's parameters reflect.
  * The node's buffers are the descriptor's (it holds them); a rebind of a descriptor that chains
- * name hands the buffer it replaces to the lane's open epoch (t4a_chain_hold_buffers_), and
+ * name hands the buffer it replaces to the lane's open epoch (the table's hold_buffers hook), and
  * destroying a chain hands its descriptors' current buffers there, so queued replays never
  * outlive what they read. */
 typedef struct chain_node {
@@ -73,7 +73,7 @@ static void release_items(t4a_keepalive *items, size_t n) {
   free(items);
 }
 
-void t4a_chain_note_fire_(t4a_launch_table *t, t4a_launch_desc_ *d) {
+static void note_fire(t4a_launch_table *t, t4a_launch_desc_ *d) {
   t4a_chain_rec_ *rec = t->rec;
   if (rec == NULL || rec->failed != T4A_OK) return;
   t4a_error saved;
@@ -221,7 +221,7 @@ static void drop_release(t4a_lane *lane, dropped *drop) {
 /* The table is being destroyed with a recording open: the recording's references go, and the
  * capture is ended and its work dropped when this thread began it (another thread's capture is
  * left to that thread or to the retire's teardown, as documented). */
-void t4a_chain_rec_drop_(t4a_launch_table *t) {
+static void drop_recording(t4a_launch_table *t) {
   t4a_chain_rec_ *rec = t->rec;
   if (rec == NULL) return;
   t4a_error saved;
@@ -239,6 +239,11 @@ void t4a_chain_rec_drop_(t4a_launch_table *t) {
   drop_release(t4a_retire_lane(t->retire), &drop);
   t4a_error_restore(&saved);
 }
+
+static void hold_buffers(t4a_launch_table *t, t4a_buffer *const *bufs, uint32_t n);
+
+/* What the table calls back: registered by t4a_chain_begin. */
+static const t4a_launch_table_observer_ chain_observer = {note_fire, hold_buffers, drop_recording};
 
 /* ---- public -------------------------------------------------------------------------------- */
 
@@ -262,6 +267,7 @@ t4a_status t4a_chain_begin(t4a_launch_table *t) {
   st = t4a_retire_capture_begin(t->retire);
   if (st == T4A_OK) {
     rec->capture_seq = t4a_retire_capture_seq(t->retire);
+    t->observer = &chain_observer;
     t->rec = rec;
     rec = NULL;
   }
@@ -481,7 +487,7 @@ static void leak_buffer(t4a_buffer *b, void *user) {
   t4a_counter_add(user, T4A_COUNTER_leaked, 1);
 }
 
-/* Hands the buffers the nodes read to the lane's open epoch (see t4a_chain_hold_buffers_). */
+/* Hands the buffers the nodes read to the lane's open epoch (see hold_buffers). */
 static void hold_node_buffers(t4a_launch_table *t, const chain_node *nodes, uint32_t num_nodes) {
   uint32_t live = 0;
   for (uint32_t i = 0; i < num_nodes; i++) {
@@ -503,7 +509,7 @@ static void hold_node_buffers(t4a_launch_table *t, const chain_node *nodes, uint
   t4a_error_restore(&saved);
 }
 
-void t4a_chain_hold_buffers_(t4a_launch_table *t, t4a_buffer *const *bufs, uint32_t n) {
+static void hold_buffers(t4a_launch_table *t, t4a_buffer *const *bufs, uint32_t n) {
   /* As the parameters of one pseudo-descriptor. */
   t4a_launch_desc_ d;
   memset(&d, 0, sizeof d);

@@ -105,7 +105,8 @@ void t4a_launch_table_destroy(t4a_launch_table *t) {
   if (t == NULL) return;
   t4a_error saved;
   t4a_error_last(&saved);
-  t4a_chain_rec_drop_(t); /* a recording left open: its references go */
+  /* A recording left open: its references go. */
+  if (t->observer != NULL) t->observer->drop_recording(t);
   for (uint32_t i = 0; i < t->next_unused; i++) desc_free(t, t->slots[i]);
   pthread_mutex_destroy(&t->lock);
   free(t->free_ids);
@@ -283,7 +284,7 @@ static t4a_status fire_locked(t4a_launch_table *t, desc *d) {
                                              go through the function's own graph */
   if (g->want_node) {
     if (st != T4A_OK) g->node_status = st; /* the recording cannot be trusted either */
-    t4a_chain_note_fire_(t, d);
+    t->observer->note_fire(t, d); /* registered with the recording */
     g->want_node = 0;
   }
   t->graph_builds += g->built;
@@ -327,7 +328,7 @@ t4a_status t4a_descriptor_rebind(t4a_launch_table *t, uint32_t id, uint32_t inde
   } else if (d != NULL) {
     st = bind_arg(t, d, index, arg, &old);
     /* Queued chain replays read the old buffer: the epoch keeps it for them. */
-    if (old != NULL && d->chain_nodes > 0) t4a_chain_hold_buffers_(t, &old, 1);
+    if (old != NULL && d->chain_nodes > 0) t->observer->hold_buffers(t, &old, 1);
   }
   pthread_mutex_unlock(&t->lock);
   t4a_buffer_release(old); /* queued fires kept it in their epochs */
@@ -369,7 +370,7 @@ t4a_status t4a_descriptor_rebind_fire(t4a_launch_table *t, uint32_t id, const t4
     apply_arg(t, d, i, src[i], size[i], bufs[i], &prev);
     if (prev != NULL) old[num_old++] = prev;
   }
-  if (num_old > 0 && d->chain_nodes > 0) t4a_chain_hold_buffers_(t, old, num_old);
+  if (num_old > 0 && d->chain_nodes > 0) t->observer->hold_buffers(t, old, num_old);
   if (st == T4A_OK) st = fire_locked(t, d);
   pthread_mutex_unlock(&t->lock);
   for (uint32_t i = 0; i < num_old; i++) t4a_buffer_release(old[i]);

@@ -654,9 +654,46 @@ t4a_status t4a_retire_fence(t4a_retire *r, t4a_witness **out) {
   return T4A_OK;
 }
 
-/* ---- capture mode ---- */
+/* ---- witnesses inside an admission (the witness's side is in witness.c) ---- */
 
-int t4a_retire_capturing_(const t4a_retire *r) { return r->capturing; }
+t4a_status t4a_admission_record(t4a_admission *adm, t4a_witness **out) {
+  if (out != NULL) *out = NULL;
+  if (adm == NULL || adm->priv_retire == NULL || out == NULL) {
+    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                         "no open admission (or out is NULL) to record a witness in");
+  }
+  t4a_lane *lane = adm->priv_retire->lane;
+  if (adm->priv_retire->capturing) {
+    return t4a_error_set(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
+                         "lane %llu is capturing a graph: a witness (an event observed from the "
+                         "host) cannot be captured",
+                         (unsigned long long)t4a_lane_domain(lane));
+  }
+  t4a_ctx_scope scope; /* another admission of this thread may have made its context current */
+  t4a_status st = t4a_ctx_scope_enter(&scope, t4a_lane_holder(lane), t4a_lane_counters(lane));
+  if (st != T4A_OK) return st;
+  st = t4a_witness_record_(lane, out);
+  if (st == T4A_OK) t4a_counter_add(t4a_lane_counters(lane), T4A_COUNTER_events_recorded, 1);
+  t4a_ctx_scope_exit_quiet(&scope);
+  return st;
+}
+
+t4a_status t4a_admission_wait(t4a_admission *adm, t4a_witness *w) {
+  if (adm == NULL || adm->priv_retire == NULL || w == NULL) {
+    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                         "no open admission (or the witness is NULL) to wait in");
+  }
+  t4a_lane *lane = adm->priv_retire->lane;
+  if (adm->priv_retire->capturing) {
+    return t4a_error_set(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
+                         "lane %llu is capturing a graph: a wait on work outside the capture "
+                         "cannot be captured",
+                         (unsigned long long)t4a_lane_domain(lane));
+  }
+  return t4a_witness_stream_wait_(w, lane);
+}
+
+/* ---- capture mode ---- */
 
 t4a_status t4a_retire_capture_begin(t4a_retire *r) {
   if (r == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "retire is NULL");

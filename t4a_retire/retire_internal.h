@@ -1,4 +1,4 @@
-/* Private to t4a_retire: what retire.c and witness.c share. */
+/* Private to t4a_retire: what retire.c uses of witness.c (witness.c uses nothing of retire.c). */
 #ifndef T4A_RETIRE_RETIRE_INTERNAL_H_
 #define T4A_RETIRE_RETIRE_INTERNAL_H_
 
@@ -8,7 +8,8 @@
  * lane's context must be current. */
 t4a_status t4a_witness_record_(t4a_lane *lane, t4a_witness **out);
 
-/* Whether the retire is in capture mode (its lock held by the caller, as in an admission). */
-int t4a_retire_capturing_(const t4a_retire *retire);
+/* Within an admission of `lane`'s retire: the stream waits for the witness and its upstreams
+ * (t4a_admission_wait after its checks). */
+t4a_status t4a_witness_stream_wait_(t4a_witness *witness, t4a_lane *lane);
 
 #endif /* T4A_RETIRE_RETIRE_INTERNAL_H_ */

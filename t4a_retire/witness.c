@@ -287,42 +287,9 @@ void t4a_witness_release(t4a_witness *w) {
   t4a_error_restore(&saved);
 }
 
-/* ---- witnesses inside an admission ---- */
+/* ---- witnesses inside an admission (the admission's side is in retire.c) ---- */
 
-t4a_status t4a_admission_record(t4a_admission *adm, t4a_witness **out) {
-  if (out != NULL) *out = NULL;
-  if (adm == NULL || adm->priv_retire == NULL || out == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "no open admission (or out is NULL) to record a witness in");
-  }
-  t4a_lane *lane = t4a_retire_lane(adm->priv_retire);
-  if (t4a_retire_capturing_(adm->priv_retire)) {
-    return t4a_error_set(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
-                         "lane %llu is capturing a graph: a witness (an event observed from the "
-                         "host) cannot be captured",
-                         (unsigned long long)t4a_lane_domain(lane));
-  }
-  t4a_ctx_scope scope; /* another admission of this thread may have made its context current */
-  t4a_status st = t4a_ctx_scope_enter(&scope, t4a_lane_holder(lane), t4a_lane_counters(lane));
-  if (st != T4A_OK) return st;
-  st = t4a_witness_record_(lane, out);
-  if (st == T4A_OK) t4a_counter_add(t4a_lane_counters(lane), T4A_COUNTER_events_recorded, 1);
-  t4a_ctx_scope_exit_quiet(&scope);
-  return st;
-}
-
-t4a_status t4a_admission_wait(t4a_admission *adm, t4a_witness *w) {
-  if (adm == NULL || adm->priv_retire == NULL || w == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "no open admission (or the witness is NULL) to wait in");
-  }
-  t4a_lane *lane = t4a_retire_lane(adm->priv_retire);
-  if (t4a_retire_capturing_(adm->priv_retire)) {
-    return t4a_error_set(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
-                         "lane %llu is capturing a graph: a wait on work outside the capture "
-                         "cannot be captured",
-                         (unsigned long long)t4a_lane_domain(lane));
-  }
+t4a_status t4a_witness_stream_wait_(t4a_witness *w, t4a_lane *lane) {
   pthread_mutex_lock(&w->lock);
   int state = w->state;
   t4a_status settled = T4A_OK;
@@ -342,7 +309,7 @@ t4a_status t4a_admission_wait(t4a_admission *adm, t4a_witness *w) {
   size_t n = 0;
   if (!copy_upstream(w, &ups, &n)) return T4A_HOST_OUT_OF_MEMORY;
   t4a_status st = T4A_OK;
-  for (size_t i = 0; i < n && st == T4A_OK; i++) st = t4a_admission_wait(adm, ups[i]);
+  for (size_t i = 0; i < n && st == T4A_OK; i++) st = t4a_witness_stream_wait_(ups[i], lane);
   release_all(ups, n);
   if (st != T4A_OK) return st;
   t4a_ctx_scope scope;
