@@ -1,5 +1,7 @@
 /* The facade's own code: the composed runtime (t4a/t4a.h). */
 #include "t4a/t4a.h"
+#include "t4a_ctx/status_internal.h"
+#include "t4a_mem/mem_internal.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -40,7 +42,7 @@ struct t4a_runtime {
 };
 
 static t4a_status null_runtime(void) {
-  return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "the runtime is NULL");
+  return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "the runtime is NULL");
 }
 
 /* A copy of `s` on the heap (NULL for NULL: then *out is NULL and the call succeeds). */
@@ -76,7 +78,7 @@ static t4a_status teardown(t4a_runtime *rt) {
   } else if (rt->pool != NULL && rt->retire != NULL) {
     /* No proved drain: the cache can never be freed; abandoning leaks and counts it now
      * (test_close_counts_cached_blocks_of_a_lost_lane). */
-    t4a_mem_pool_abandon(rt->pool);
+    t4a_mem_pool_abandon_(rt->pool);
   }
   t4a_mem_pool_release(rt->pool);
   /* After a proved drain, let the pool's last frees run while the context is certainly alive:
@@ -95,7 +97,7 @@ static t4a_status set_target(t4a_runtime *rt, const t4a_runtime_options *o) {
   if (o->target != NULL) {
     size_t n = strlen(o->target);
     if (n == 0 || n >= sizeof rt->target) {
-      return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+      return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
                            "options.target must be 1..%zu characters (\"sm_90\")",
                            sizeof rt->target - 1);
     }
@@ -200,7 +202,7 @@ static t4a_status open_pieces(t4a_runtime *rt, const t4a_runtime_options *o) {
   if (st == T4A_OK) st = copy_string(o->artifacts.disk_dir, &rt->disk_dir);
   if (st == T4A_OK && (t4a_fault_sim(T4A_FAULT_MUTEX_INIT) ||
                        pthread_mutex_init(&rt->lock, NULL) != 0)) {
-    st = t4a_error_set(T4A_INTERNAL, "pthread_mutex_init", 0, NULL, 0,
+    st = t4a_error_set_(T4A_INTERNAL, "pthread_mutex_init", 0, NULL, 0,
                        "cannot initialise the runtime's lock");
   }
   if (st == T4A_OK) rt->lock_ready = 1;
@@ -208,7 +210,7 @@ static t4a_status open_pieces(t4a_runtime *rt, const t4a_runtime_options *o) {
 }
 
 t4a_status t4a_runtime_open(int ordinal, const t4a_runtime_options *options, t4a_runtime **out) {
-  if (out == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
+  if (out == NULL) return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
   *out = NULL;
   static const t4a_runtime_options defaults = T4A_RUNTIME_OPTIONS_INIT;
   const t4a_runtime_options *o = options != NULL ? options : &defaults;
@@ -249,7 +251,7 @@ t4a_status t4a_runtime_close(t4a_runtime *rt) {
   t4a_admission adm;
   t4a_status probe = t4a_admission_begin(rt->retire, 0, &adm);
   if (probe == T4A_REENTRY) {
-    return t4a_error_set(T4A_REENTRY, NULL, 0, NULL, 0,
+    return t4a_error_set_(T4A_REENTRY, NULL, 0, NULL, 0,
                          "t4a_runtime_close called from inside one of the runtime's own "
                          "admissions (a raw scope's callback): nothing was closed");
   }
@@ -345,7 +347,7 @@ t4a_status t4a_runtime_compile_request(t4a_runtime *rt, const t4a_nvrtc_request 
   if (out != NULL) *out = NULL;
   if (rt == NULL) return null_runtime();
   if (request == NULL || out == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "request or out is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "request or out is NULL");
   }
   t4a_nvrtc_cache *cache = NULL;
   t4a_status st = artifact_cache(rt, &cache);
@@ -392,7 +394,7 @@ t4a_status t4a_runtime_function(t4a_runtime *rt, t4a_module *module, const char 
   uint64_t mine = t4a_lane_domain(rt->lane), its = t4a_function_domain(f);
   if (its != mine) {
     t4a_function_release(f);
-    return t4a_error_set(T4A_FOREIGN_HANDLE, NULL, 0, NULL, 0,
+    return t4a_error_set_(T4A_FOREIGN_HANDLE, NULL, 0, NULL, 0,
                          "the module of kernel '%s' belongs to domain %" PRIu64
                          ", not this runtime's (%" PRIu64 ")",
                          name, its, mine);
@@ -406,7 +408,7 @@ t4a_status t4a_runtime_kernel(t4a_runtime *rt, const char *source, const char *n
   if (out != NULL) *out = NULL;
   if (rt == NULL) return null_runtime();
   if (name == NULL || out == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "name or out is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "name or out is NULL");
   }
   t4a_nvrtc_artifact *a = NULL;
   t4a_module *m = NULL;
@@ -493,7 +495,7 @@ t4a_status t4a_runtime_stats_json(t4a_runtime *rt, char *buf, size_t size, size_
   if (out_len != NULL) *out_len = 0;
   if (rt == NULL) return null_runtime();
   if (buf == NULL && size != 0) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "buf is NULL with a size");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "buf is NULL with a size");
   }
   json_out j = {buf, size, 0};
   t4a_counter_values v;
@@ -575,7 +577,7 @@ t4a_status t4a_runtime_stats_json(t4a_runtime *rt, char *buf, size_t size, size_
   if (j.len >= size) {
     if (out_len != NULL) *out_len = j.len + 1;
     if (size > 0) buf[0] = '\0';
-    return t4a_error_set(T4A_LIMIT_EXCEEDED, NULL, 0, NULL, (uint64_t)j.len + 1,
+    return t4a_error_set_(T4A_LIMIT_EXCEEDED, NULL, 0, NULL, (uint64_t)j.len + 1,
                          "the stats JSON needs %zu bytes, the buffer has %zu", j.len + 1, size);
   }
   if (out_len != NULL) *out_len = j.len;

@@ -15,8 +15,12 @@
 #include <string.h>
 
 #include "t4a/fault.h"
+#include "t4a_ctx/ctx_internal.h"
 #include "t4a_ctx/driver_table.h"
+#include "t4a_ctx/status_internal.h"
 #include "t4a_launch/launch_internal.h"
+#include "t4a_mem/mem_internal.h"
+#include "t4a_retire/retire_internal.h"
 
 /* One recorded fire of the table's descriptors: its kernel node in the captured graph (and so in
  * the executable graph), the descriptor, and its bind generation the node's parameters reflect.
@@ -82,7 +86,7 @@ static void note_fire(t4a_launch_table *t, t4a_launch_desc_ *d) {
   if (st == T4A_OK && t4a_retire_capture_seq(t->retire) != rec->capture_seq) {
     /* The recording's capture was ended (t4a_graph_capture_end, say) and another began: this
      * node belongs to another graph. */
-    st = t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+    st = t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
                        "a fire during a chain recording was captured into another capture (the "
                        "chain's was ended by another call)");
   }
@@ -90,7 +94,7 @@ static void note_fire(t4a_launch_table *t, t4a_launch_desc_ *d) {
     uint32_t cap = rec->cap ? rec->cap * 2 : 16;
     chain_node *v = t4a_host_realloc(rec->nodes, (size_t)cap * sizeof *v);
     if (v == NULL) {
-      st = t4a_error_set(T4A_HOST_OUT_OF_MEMORY, NULL, 0, NULL, 0,
+      st = t4a_error_set_(T4A_HOST_OUT_OF_MEMORY, NULL, 0, NULL, 0,
                          "cannot grow a chain recording to %u fires", cap);
     } else {
       rec->nodes = v;
@@ -163,7 +167,7 @@ static t4a_status end_recording(t4a_launch_table *t, core **out, dropped *drop) 
     /* The chain's capture was ended by another call and another capture began (or none is
      * open): that one is not the chain's to end. The recording is dropped. */
     drop->rec = rec_detach(t);
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
                          "the chain's capture was ended by another call (t4a_graph_capture_end?) "
                          "before t4a_chain_end");
   }
@@ -187,7 +191,7 @@ static t4a_status end_recording(t4a_launch_table *t, core **out, dropped *drop) 
     st = T4A_CU(t4a_lane_driver(lane), cuGraphInstantiateWithFlags, &k->exec, (CUgraph)graph, 0);
     t4a_ctx_scope_exit_quiet(&scope);
   }
-  st = t4a_lane_note(lane, st);
+  st = t4a_lane_note_(lane, st);
   if (st != T4A_OK) {
     free(k);
     return st;
@@ -248,16 +252,16 @@ static const t4a_launch_table_observer_ chain_observer = {note_fire, hold_buffer
 /* ---- public -------------------------------------------------------------------------------- */
 
 t4a_status t4a_chain_begin(t4a_launch_table *t) {
-  if (t == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "table is NULL");
+  if (t == NULL) return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "table is NULL");
   if (t4a_lane_driver(t4a_retire_lane(t->retire))->t.cuStreamGetCaptureInfo == NULL) {
-    return t4a_error_set(T4A_UNSUPPORTED, "cuStreamGetCaptureInfo", 0, NULL, 0,
+    return t4a_error_set_(T4A_UNSUPPORTED, "cuStreamGetCaptureInfo", 0, NULL, 0,
                          "launch chains need cuStreamGetCaptureInfo (driver 12.3 or newer)");
   }
   t4a_status st = t4a_launch_table_lock_(t);
   if (st != T4A_OK) return st;
   if (t->rec != NULL) {
     pthread_mutex_unlock(&t->lock);
-    return t4a_error_set(T4A_BUSY, NULL, 0, NULL, 0, "a chain is being recorded on this table");
+    return t4a_error_set_(T4A_BUSY, NULL, 0, NULL, 0, "a chain is being recorded on this table");
   }
   t4a_chain_rec_ *rec = t4a_host_calloc(1, sizeof *rec);
   if (rec == NULL) {
@@ -279,13 +283,13 @@ t4a_status t4a_chain_begin(t4a_launch_table *t) {
 t4a_status t4a_chain_end(t4a_launch_table *t, t4a_chain **out) {
   if (out != NULL) *out = NULL;
   if (t == NULL || out == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "table or out is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "table or out is NULL");
   }
   t4a_status st = t4a_launch_table_lock_(t);
   if (st != T4A_OK) return st;
   if (t->rec == NULL) {
     pthread_mutex_unlock(&t->lock);
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
                          "no chain is being recorded on this table");
   }
   t4a_chain *c = t4a_host_calloc(1, sizeof *c);
@@ -320,13 +324,13 @@ t4a_status t4a_chain_end(t4a_launch_table *t, t4a_chain **out) {
 
 t4a_status t4a_chain_end_update(t4a_launch_table *t, t4a_chain *c) {
   if (t == NULL || c == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "table or chain is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "table or chain is NULL");
   }
   t4a_status st = t4a_launch_table_lock_(t);
   if (st != T4A_OK) return st;
   if (t->rec == NULL) {
     pthread_mutex_unlock(&t->lock);
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
                          "no chain is being recorded on this table");
   }
   core *k = NULL, *old = NULL;
@@ -335,7 +339,7 @@ t4a_status t4a_chain_end_update(t4a_launch_table *t, t4a_chain *c) {
   if (st == T4A_OK && c->table != t) {
     unpin_descriptors(k->nodes, k->num_nodes);
     old = k; /* dropped below */
-    st = t4a_error_set(T4A_FOREIGN_HANDLE, NULL, 0, NULL, 0,
+    st = t4a_error_set_(T4A_FOREIGN_HANDLE, NULL, 0, NULL, 0,
                        "the chain was recorded on another descriptor table");
   } else if (st == T4A_OK) {
     old = c->cur;
@@ -375,10 +379,10 @@ static t4a_status update_nodes(t4a_chain *c, t4a_driver *drv, uint64_t *out_upda
 
 t4a_status t4a_chain_replay(t4a_launch_table *t, t4a_chain *c) {
   if (t == NULL || c == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "table or chain is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "table or chain is NULL");
   }
   if (c->table != t) {
-    return t4a_error_set(T4A_FOREIGN_HANDLE, NULL, 0, NULL, 0,
+    return t4a_error_set_(T4A_FOREIGN_HANDLE, NULL, 0, NULL, 0,
                          "the chain was recorded on another descriptor table (domain %llu, not "
                          "%llu)",
                          (unsigned long long)c->table->domain, (unsigned long long)t->domain);
@@ -398,7 +402,7 @@ t4a_status t4a_chain_replay(t4a_launch_table *t, t4a_chain *c) {
   if (t4a_lane_is_capturing(lane)) {
     pthread_mutex_unlock(&t->lock);
     return t4a_admission_abort(
-        &adm, t4a_error_set(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
+        &adm, t4a_error_set_(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
                             "the lane's stream is capturing: replay the chain after the capture"));
   }
   uint64_t updates = 0;
@@ -442,7 +446,7 @@ void t4a_chain_get_stats(t4a_chain *c, t4a_chain_stats *out) {
   if (out == NULL) return;
   memset(out, 0, sizeof *out);
   /* Inside an admission of the runtime the table's lock could deadlock: all zero. */
-  if (c == NULL || t4a_retire_held_by_this_thread(c->table->retire)) return;
+  if (c == NULL || t4a_retire_held_by_this_thread_(c->table->retire)) return;
   pthread_mutex_lock(&c->table->lock);
   out->kernel_nodes = c->cur->num_nodes;
   out->keepalives = (uint32_t)c->cur->count;
@@ -478,7 +482,7 @@ static void visit_buffers(const chain_node *nodes, uint32_t num_nodes, int disti
 
 static void keep_buffer(t4a_buffer *b, void *user) {
   t4a_admission_keep_borrowed(
-      user, (t4a_keepalive){.object = b, .release = t4a_buffer_release_object},
+      user, (t4a_keepalive){.object = b, .release = t4a_buffer_release_object_},
       buffer_retain_object);
 }
 
@@ -522,7 +526,7 @@ static void hold_buffers(t4a_launch_table *t, t4a_buffer *const *bufs, uint32_t 
 void t4a_chain_destroy(t4a_chain *c) {
   if (c == NULL) return;
   t4a_launch_table *t = c->table;
-  if (t4a_retire_held_by_this_thread(t->retire)) {
+  if (t4a_retire_held_by_this_thread_(t->retire)) {
     /* Inside an admission of the runtime (a raw scope's callback): the table's lock could
      * deadlock against a fire waiting for that admission, and the hand-over of the buffers needs
      * an admission of its own. The chain is kept for good (counted), as REENTRY would leave it. */

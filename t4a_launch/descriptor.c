@@ -10,7 +10,9 @@
 #include <string.h>
 
 #include "t4a/fault.h"
+#include "t4a_ctx/status_internal.h"
 #include "t4a_launch/launch_internal.h"
+#include "t4a_retire/retire_internal.h"
 
 #define MAX_CAPACITY 65536u
 
@@ -22,7 +24,7 @@ typedef t4a_launch_desc_ desc;
 t4a_status t4a_launch_table_create(t4a_retire *retire, uint32_t capacity, t4a_launch_table **out) {
   if (capacity == 0) {
     if (out != NULL) *out = NULL;
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
                          "the capacity 0 is outside 1..%u", MAX_CAPACITY);
   }
   t4a_launch_table_options o = T4A_LAUNCH_TABLE_OPTIONS_INIT;
@@ -33,19 +35,19 @@ t4a_status t4a_launch_table_create(t4a_retire *retire, uint32_t capacity, t4a_la
 
 t4a_status t4a_launch_table_create_ex(t4a_retire *retire, const t4a_launch_table_options *options,
                                       t4a_launch_table **out) {
-  if (out == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
+  if (out == NULL) return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
   *out = NULL;
   t4a_launch_table_options o = T4A_LAUNCH_TABLE_OPTIONS_INIT;
   if (options != NULL) o = *options;
   uint32_t capacity = o.capacity != 0 ? o.capacity : DEFAULT_CAPACITY;
   if (retire == NULL || capacity > MAX_CAPACITY) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
                          "retire is NULL or the capacity %u is outside 1..%u", capacity,
                          MAX_CAPACITY);
   }
   if (o.strategy != T4A_LAUNCH_STRATEGY_AUTO && o.strategy != T4A_LAUNCH_STRATEGY_PLAIN &&
       o.strategy != T4A_LAUNCH_STRATEGY_GRAPH) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "unknown launch strategy %d",
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "unknown launch strategy %d",
                          (int)o.strategy);
   }
   t4a_launch_strategy strategy = o.strategy;
@@ -71,7 +73,7 @@ t4a_status t4a_launch_table_create_ex(t4a_retire *retire, const t4a_launch_table
     free(t->gens);
     free(t->slots);
     free(t);
-    return t4a_error_set(T4A_INTERNAL, "pthread_mutex_init", 0, NULL, 0,
+    return t4a_error_set_(T4A_INTERNAL, "pthread_mutex_init", 0, NULL, 0,
                          "cannot initialise the launch table's lock");
   }
   t->retire = retire;
@@ -122,7 +124,7 @@ desc *t4a_launch_table_lookup_(t4a_launch_table *t, uint32_t id) {
   if (slot < t->next_unused && t->slots[slot] != NULL && t->gens[slot] == gen) {
     return t->slots[slot];
   }
-  t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+  t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
                 "descriptor id %u (slot %u, generation %u) is not registered", id, slot, gen);
   return NULL;
 }
@@ -160,7 +162,7 @@ static t4a_status bind_arg(t4a_launch_table *t, desc *d, uint32_t i, const t4a_a
   if (st != T4A_OK) return st;
   if (size != d->sizes[i]) {
     /* Only reachable where the layout is unknown: the slot was sized by the first binding. */
-    return t4a_error_set(T4A_ARGUMENT_MISMATCH, NULL, 0, NULL, 0,
+    return t4a_error_set_(T4A_ARGUMENT_MISMATCH, NULL, 0, NULL, 0,
                          "kernel '%s' parameter %u: bound with %u bytes, rebound with %u",
                          d->fn->name, i, d->sizes[i], size);
   }
@@ -172,8 +174,8 @@ static t4a_status bind_arg(t4a_launch_table *t, desc *d, uint32_t i, const t4a_a
  * scope, say): a fire would then wait for that lock while holding the table's, and another
  * thread firing would wait for the table's while holding the retire's — re-entry instead. */
 t4a_status t4a_launch_table_lock_(t4a_launch_table *t) {
-  if (t4a_retire_held_by_this_thread(t->retire)) {
-    return t4a_error_set(T4A_REENTRY, NULL, 0, NULL, 0,
+  if (t4a_retire_held_by_this_thread_(t->retire)) {
+    return t4a_error_set_(T4A_REENTRY, NULL, 0, NULL, 0,
                          "a launch table was used from inside an admission of its own runtime "
                          "(a raw scope's callback?)");
   }
@@ -184,14 +186,14 @@ t4a_status t4a_launch_table_lock_(t4a_launch_table *t) {
 t4a_status t4a_descriptor_register(t4a_launch_table *t, t4a_function *fn,
                                    const t4a_launch_config *config, const t4a_arg *args,
                                    uint32_t num_args, uint32_t *out_id) {
-  if (out_id == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
+  if (out_id == NULL) return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
   *out_id = 0;
   if (t == NULL || fn == NULL || config == NULL || (num_args > 0 && args == NULL)) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
                          "table, function, config or args is NULL");
   }
   if (t4a_function_domain(fn) != t->domain) {
-    return t4a_error_set(T4A_FOREIGN_HANDLE, NULL, 0, NULL, 0,
+    return t4a_error_set_(T4A_FOREIGN_HANDLE, NULL, 0, NULL, 0,
                          "kernel '%s' belongs to domain %llu, the table's retire to %llu", fn->name,
                          (unsigned long long)t4a_function_domain(fn),
                          (unsigned long long)t->domain);
@@ -201,7 +203,7 @@ t4a_status t4a_descriptor_register(t4a_launch_table *t, t4a_function *fn,
   uint32_t expected = 0;
   if ((st = t4a_launch_expected_params_(fn, &expected)) != T4A_OK) return st;
   if (num_args != expected) {
-    return t4a_error_set(T4A_ARGUMENT_MISMATCH, NULL, 0, NULL, 0,
+    return t4a_error_set_(T4A_ARGUMENT_MISMATCH, NULL, 0, NULL, 0,
                          "kernel '%s' takes %u parameters%s; %u given", fn->name, expected,
                          fn->known ? "" : " (declared)", num_args);
   }
@@ -264,7 +266,7 @@ t4a_status t4a_descriptor_register(t4a_launch_table *t, t4a_function *fn,
   } else {
     pthread_mutex_unlock(&t->lock);
     desc_free(t, d);
-    return t4a_error_set(T4A_LIMIT_EXCEEDED, NULL, 0, NULL, 0,
+    return t4a_error_set_(T4A_LIMIT_EXCEEDED, NULL, 0, NULL, 0,
                          "the launch table is full (%u descriptors)", t->capacity);
   }
   t->slots[slot] = d;
@@ -302,7 +304,7 @@ static t4a_status fire_locked(t4a_launch_table *t, desc *d) {
 }
 
 t4a_status t4a_descriptor_fire(t4a_launch_table *t, uint32_t id) {
-  if (t == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "table is NULL");
+  if (t == NULL) return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "table is NULL");
   t4a_status st = t4a_launch_table_lock_(t);
   if (st != T4A_OK) return st;
   desc *d = t4a_launch_table_lookup_(t, id);
@@ -314,7 +316,7 @@ t4a_status t4a_descriptor_fire(t4a_launch_table *t, uint32_t id) {
 t4a_status t4a_descriptor_rebind(t4a_launch_table *t, uint32_t id, uint32_t index,
                                  const t4a_arg *arg) {
   if (t == NULL || arg == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "table or arg is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "table or arg is NULL");
   }
   t4a_buffer *old = NULL;
   t4a_status st = t4a_launch_table_lock_(t);
@@ -322,7 +324,7 @@ t4a_status t4a_descriptor_rebind(t4a_launch_table *t, uint32_t id, uint32_t inde
   desc *d = t4a_launch_table_lookup_(t, id);
   st = T4A_INVALID_ARGUMENT;
   if (d != NULL && index >= d->num_params) {
-    st = t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+    st = t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
                        "kernel '%s' has %u parameters; index %u is out of range", d->fn->name,
                        d->num_params, index);
   } else if (d != NULL) {
@@ -338,7 +340,7 @@ t4a_status t4a_descriptor_rebind(t4a_launch_table *t, uint32_t id, uint32_t inde
 t4a_status t4a_descriptor_rebind_fire(t4a_launch_table *t, uint32_t id, const t4a_arg *args,
                                       uint32_t num_args) {
   if (t == NULL || (num_args > 0 && args == NULL)) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "table or args is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "table or args is NULL");
   }
   t4a_buffer *old[T4A_MAX_KERNEL_PARAMS];
   uint32_t num_old = 0;
@@ -347,7 +349,7 @@ t4a_status t4a_descriptor_rebind_fire(t4a_launch_table *t, uint32_t id, const t4
   desc *d = t4a_launch_table_lookup_(t, id);
   st = d != NULL ? T4A_OK : T4A_INVALID_ARGUMENT;
   if (d != NULL && num_args != d->num_params) {
-    st = t4a_error_set(T4A_ARGUMENT_MISMATCH, NULL, 0, NULL, 0,
+    st = t4a_error_set_(T4A_ARGUMENT_MISMATCH, NULL, 0, NULL, 0,
                        "kernel '%s' takes %u parameters; %u given", d->fn->name, d->num_params,
                        num_args);
   }
@@ -360,7 +362,7 @@ t4a_status t4a_descriptor_rebind_fire(t4a_launch_table *t, uint32_t id, const t4
     st = t4a_launch_check_arg_(d->fn, t->domain, i, &args[i], &scratch[i], &src[i], &size[i],
                                &bufs[i]);
     if (st == T4A_OK && size[i] != d->sizes[i]) {
-      st = t4a_error_set(T4A_ARGUMENT_MISMATCH, NULL, 0, NULL, 0,
+      st = t4a_error_set_(T4A_ARGUMENT_MISMATCH, NULL, 0, NULL, 0,
                          "kernel '%s' parameter %u: bound with %u bytes, rebound with %u",
                          d->fn->name, i, d->sizes[i], size[i]);
     }
@@ -378,14 +380,14 @@ t4a_status t4a_descriptor_rebind_fire(t4a_launch_table *t, uint32_t id, const t4
 }
 
 t4a_status t4a_descriptor_unregister(t4a_launch_table *t, uint32_t id) {
-  if (t == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "table is NULL");
+  if (t == NULL) return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "table is NULL");
   t4a_status locked = t4a_launch_table_lock_(t);
   if (locked != T4A_OK) return locked;
   desc *d = t4a_launch_table_lookup_(t, id);
   if (d != NULL && d->chain_nodes > 0) {
     uint32_t nodes = d->chain_nodes;
     pthread_mutex_unlock(&t->lock);
-    return t4a_error_set(T4A_BUSY, NULL, 0, NULL, 0,
+    return t4a_error_set_(T4A_BUSY, NULL, 0, NULL, 0,
                          "descriptor %u is fired by %u kernel node(s) of live launch chains: "
                          "destroy those chains first",
                          id, nodes);
@@ -421,7 +423,7 @@ void t4a_launch_table_get_stats(t4a_launch_table *t, t4a_launch_table_stats *out
   memset(out, 0, sizeof *out);
   /* Inside an admission of the table's runtime (a raw scope's callback) the table's lock could
    * deadlock against a fire waiting for the admission: all zero. */
-  if (t == NULL || t4a_retire_held_by_this_thread(t->retire)) return;
+  if (t == NULL || t4a_retire_held_by_this_thread_(t->retire)) return;
   pthread_mutex_lock(&t->lock);
   out->strategy = t->strategy;
   out->graph_after = t->graph_after;

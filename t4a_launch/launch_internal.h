@@ -230,6 +230,9 @@ static inline int t4a_launch_store_arg_(unsigned char *dst, const void *src, uin
  * and counted. The driver finishes queued launches of an executable graph before freeing it. */
 void t4a_launch_destroy_native_(t4a_lane *lane, CUgraph graph, CUgraphExec exec);
 
+/* t4a_module_release with a void * argument, for keepalive lists. */
+void t4a_module_release_object_(void *module);
+
 /* A module reference as a keepalive (retains the module). */
 t4a_keepalive t4a_module_keepalive_(t4a_module *module);
 

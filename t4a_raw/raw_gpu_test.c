@@ -24,6 +24,7 @@
 #include "t4a/retire.h"
 #include "t4a/xfer.h"
 #include "t4a_ctx/driver_table.h"
+#include "t4a_ctx/status_internal.h"
 #include "testing/gpu/gpu_main.h"
 #include "testing/gpu/kernels_ptx.h"
 
@@ -199,7 +200,7 @@ typedef struct gemm_job {
 } gemm_job;
 
 static t4a_status cublas_fail(const char *entry, int status) {
-  return t4a_error_set(T4A_DRIVER_ERROR, entry, status, NULL, 0, "%s returned cuBLAS status %d",
+  return t4a_error_set_(T4A_DRIVER_ERROR, entry, status, NULL, 0, "%s returned cuBLAS status %d",
                        entry, status);
 }
 
