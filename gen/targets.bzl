@@ -146,8 +146,8 @@ T4A_TARGETS = {
             "name": "status",
             "kind": "library",
             "srcs": ["status.c", "fault.c", "counters.c", "counters_block.h", "status_internal.h"],
-            "hdrs": ["include/t4a/status.h", "include/t4a/fault.h", "include/t4a/counters.h"],
-            "deps": [],
+            "hdrs": ["include/t4a/status.h", "include/t4a/fault.h", "include/t4a/counters.h", "include/t4a/ctx_counters.h"],
+            "deps": ["//t4a_retire:counter_list", "//t4a_mem:counter_list", "//t4a_nvrtc:counter_list", "//t4a_xfer:counter_list", "//t4a_launch:counter_list", "//t4a_raw:counter_list"],
             "linkopts": [],
             "tags": [],
             "data": [],
@@ -289,6 +289,18 @@ T4A_TARGETS = {
     ],
     "t4a_launch": [
         {
+            "name": "counter_list",
+            "kind": "library",
+            "srcs": [],
+            "hdrs": ["include/t4a/launch_counters.h"],
+            "deps": [],
+            "linkopts": [],
+            "tags": [],
+            "data": [],
+            "visibility": ["//visibility:public"],
+            "strip_include_prefix": "include",
+        },
+        {
             "name": "t4a_launch",
             "kind": "library",
             "srcs": ["module.c", "launch.c", "descriptor.c", "calibrate.c", "l2.c", "launch_internal.h", "graph.c", "chain.c"],
@@ -387,6 +399,18 @@ T4A_TARGETS = {
     ],
     "t4a_mem": [
         {
+            "name": "counter_list",
+            "kind": "library",
+            "srcs": [],
+            "hdrs": ["include/t4a/mem_counters.h"],
+            "deps": [],
+            "linkopts": [],
+            "tags": [],
+            "data": [],
+            "visibility": ["//visibility:public"],
+            "strip_include_prefix": "include",
+        },
+        {
             "name": "t4a_mem",
             "kind": "library",
             "srcs": ["mem.c", "pinned.c", "mem_internal.h"],
@@ -472,6 +496,18 @@ T4A_TARGETS = {
         },
     ],
     "t4a_nvrtc": [
+        {
+            "name": "counter_list",
+            "kind": "library",
+            "srcs": [],
+            "hdrs": ["include/t4a/nvrtc_counters.h"],
+            "deps": [],
+            "linkopts": [],
+            "tags": [],
+            "data": [],
+            "visibility": ["//visibility:public"],
+            "strip_include_prefix": "include",
+        },
         {
             "name": "t4a_nvrtc",
             "kind": "library",
@@ -619,6 +655,18 @@ T4A_TARGETS = {
     ],
     "t4a_raw": [
         {
+            "name": "counter_list",
+            "kind": "library",
+            "srcs": [],
+            "hdrs": ["include/t4a/raw_counters.h"],
+            "deps": [],
+            "linkopts": [],
+            "tags": [],
+            "data": [],
+            "visibility": ["//visibility:public"],
+            "strip_include_prefix": "include",
+        },
+        {
             "name": "t4a_raw",
             "kind": "library",
             "srcs": ["raw.c"],
@@ -669,6 +717,18 @@ T4A_TARGETS = {
     ],
     "t4a_retire": [
         {
+            "name": "counter_list",
+            "kind": "library",
+            "srcs": [],
+            "hdrs": ["include/t4a/retire_counters.h"],
+            "deps": [],
+            "linkopts": [],
+            "tags": [],
+            "data": [],
+            "visibility": ["//visibility:public"],
+            "strip_include_prefix": "include",
+        },
+        {
             "name": "t4a_retire",
             "kind": "library",
             "srcs": ["retire.c", "witness.c", "retire_internal.h"],
@@ -706,6 +766,18 @@ T4A_TARGETS = {
         },
     ],
     "t4a_xfer": [
+        {
+            "name": "counter_list",
+            "kind": "library",
+            "srcs": [],
+            "hdrs": ["include/t4a/xfer_counters.h"],
+            "deps": [],
+            "linkopts": [],
+            "tags": [],
+            "data": [],
+            "visibility": ["//visibility:public"],
+            "strip_include_prefix": "include",
+        },
         {
             "name": "t4a_xfer",
             "kind": "library",

@@ -4,9 +4,10 @@ set(T4A_COPTS -std=c11 -Wall -Wextra -Werror -Wstrict-prototypes -Wmissing-proto
 
 t4a_library(NAME t4a_ctx_status
   SRCS t4a_ctx/status.c t4a_ctx/fault.c t4a_ctx/counters.c t4a_ctx/counters_block.h t4a_ctx/status_internal.h
-  HDRS t4a_ctx/include/t4a/status.h t4a_ctx/include/t4a/fault.h t4a_ctx/include/t4a/counters.h
+  HDRS t4a_ctx/include/t4a/status.h t4a_ctx/include/t4a/fault.h t4a_ctx/include/t4a/counters.h t4a_ctx/include/t4a/ctx_counters.h
   INCLUDE_DIR t4a_ctx/include
-  INSTALL status)
+  INSTALL status
+  BUILD_DEPS t4a_retire_counter_list t4a_mem_counter_list t4a_nvrtc_counter_list t4a_xfer_counter_list t4a_launch_counter_list t4a_raw_counter_list)
 t4a_library(NAME t4a_ctx_counters_internal
   HDRS t4a_ctx/counters_block.h
   DEPS t4a_ctx_status)
@@ -90,6 +91,9 @@ t4a_test(NAME testing_fake_driver_fake_driver_test
   SRCS testing/fake_driver/fake_driver_test.c
   LABELS unit
   DEPS fake_driver t4a_ctx_seam t4a_ctx t4a_ctx_status t4a_ext_cmocka Threads::Threads)
+t4a_library(NAME t4a_mem_counter_list
+  HDRS t4a_mem/include/t4a/mem_counters.h
+  INCLUDE_DIR t4a_mem/include)
 t4a_library(NAME t4a_mem
   SRCS t4a_mem/mem.c t4a_mem/pinned.c t4a_mem/mem_internal.h
   HDRS t4a_mem/include/t4a/mem.h
@@ -119,6 +123,9 @@ t4a_test(NAME t4a_mem_pinned_arena_gpu_test
   SRCS t4a_mem/pinned_arena_gpu_test.c
   LABELS gpu single
   DEPS testing_gpu_gpu_main t4a_mem_pinned_arena t4a_ctx t4a_ctx_seam t4a_ctx_status t4a_ext_cuda_headers t4a_ext_cmocka)
+t4a_library(NAME t4a_retire_counter_list
+  HDRS t4a_retire/include/t4a/retire_counters.h
+  INCLUDE_DIR t4a_retire/include)
 t4a_library(NAME t4a_retire
   SRCS t4a_retire/retire.c t4a_retire/witness.c t4a_retire/retire_internal.h
   HDRS t4a_retire/include/t4a/retire.h
@@ -137,6 +144,9 @@ t4a_test(NAME t4a_mem_mem_gpu_test
   SRCS t4a_mem/mem_gpu_test.c
   LABELS gpu single
   DEPS t4a_mem_mem_internal testing_gpu_gpu_main t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status testing_gpu_kernels t4a_ext_cmocka)
+t4a_library(NAME t4a_xfer_counter_list
+  HDRS t4a_xfer/include/t4a/xfer_counters.h
+  INCLUDE_DIR t4a_xfer/include)
 t4a_library(NAME t4a_xfer
   SRCS t4a_xfer/xfer.c t4a_xfer/copier.c t4a_xfer/copy.c t4a_xfer/file.c t4a_xfer/xfer_internal.h
   HDRS t4a_xfer/include/t4a/xfer.h t4a_xfer/include/t4a/xfer_copy.h t4a_xfer/include/t4a/xfer_file.h
@@ -184,6 +194,9 @@ t4a_test(NAME t4a_xfer_file_gpu_test
   SRCS t4a_xfer/file_gpu_test.c
   LABELS gpu single
   DEPS testing_gpu_gpu_main t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status t4a_ext_cmocka)
+t4a_library(NAME t4a_nvrtc_counter_list
+  HDRS t4a_nvrtc/include/t4a/nvrtc_counters.h
+  INCLUDE_DIR t4a_nvrtc/include)
 t4a_library(NAME t4a_nvrtc
   SRCS t4a_nvrtc/nvrtc_loader.c t4a_nvrtc/nvrtc_request.c t4a_nvrtc/nvrtc_cacheable.c t4a_nvrtc/nvrtc_compile.c t4a_nvrtc/nvrtc_cache.c t4a_nvrtc/nvrtc_disk.c t4a_nvrtc/nvrtc_internal.h t4a_nvrtc/nvrtc_table.h t4a_nvrtc/nvrtc_catalog.h
   HDRS t4a_nvrtc/include/t4a/nvrtc.h
@@ -234,6 +247,9 @@ t4a_binary(NAME t4a_nvrtc_nvrtc_bench
   SRCS t4a_nvrtc/nvrtc_bench.c
   OUTPUT_NAME nvrtc_bench
   DEPS t4a_nvrtc t4a_ctx_status testing_lsan_nvrtc_suppressions)
+t4a_library(NAME t4a_launch_counter_list
+  HDRS t4a_launch/include/t4a/launch_counters.h
+  INCLUDE_DIR t4a_launch/include)
 t4a_library(NAME t4a_launch
   SRCS t4a_launch/module.c t4a_launch/launch.c t4a_launch/descriptor.c t4a_launch/calibrate.c t4a_launch/l2.c t4a_launch/launch_internal.h t4a_launch/graph.c t4a_launch/chain.c
   HDRS t4a_launch/include/t4a/launch.h t4a_launch/include/t4a/graph.h t4a_launch/include/t4a/chain.h
@@ -269,6 +285,9 @@ t4a_test(NAME t4a_launch_graph_test
   SRCS t4a_launch/graph_test.c
   LABELS unit
   DEPS t4a_launch t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
+t4a_library(NAME t4a_raw_counter_list
+  HDRS t4a_raw/include/t4a/raw_counters.h
+  INCLUDE_DIR t4a_raw/include)
 t4a_library(NAME t4a_raw
   SRCS t4a_raw/raw.c
   HDRS t4a_raw/include/t4a/raw.h
