@@ -268,7 +268,8 @@ static t4a_status blk_t4a_launch(bench *b, const void *arg, uint32_t ops, double
     CUcontext cur = NULL;
     st = T4A_CU(b->drv, cuCtxGetCurrent, &cur);
     if (st == T4A_OK && cur != NULL) {
-      return t4a_error_set_(T4A_INTERNAL, NULL, 0, NULL, 0, "a context is current before the window");
+      return t4a_error_set_(T4A_INTERNAL, NULL, 0, NULL, 0,
+                            "a context is current before the window");
     }
     if (st != T4A_OK) return st;
   }

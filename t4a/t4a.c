@@ -98,8 +98,8 @@ static t4a_status set_target(t4a_runtime *rt, const t4a_runtime_options *o) {
     size_t n = strlen(o->target);
     if (n == 0 || n >= sizeof rt->target) {
       return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                           "options.target must be 1..%zu characters (\"sm_90\")",
-                           sizeof rt->target - 1);
+                            "options.target must be 1..%zu characters (\"sm_90\")",
+                            sizeof rt->target - 1);
     }
     memcpy(rt->target, o->target, n + 1);
     return T4A_OK;
@@ -203,7 +203,7 @@ static t4a_status open_pieces(t4a_runtime *rt, const t4a_runtime_options *o) {
   if (st == T4A_OK && (t4a_fault_sim(T4A_FAULT_MUTEX_INIT) ||
                        pthread_mutex_init(&rt->lock, NULL) != 0)) {
     st = t4a_error_set_(T4A_INTERNAL, "pthread_mutex_init", 0, NULL, 0,
-                       "cannot initialise the runtime's lock");
+                        "cannot initialise the runtime's lock");
   }
   if (st == T4A_OK) rt->lock_ready = 1;
   return st;
@@ -252,8 +252,8 @@ t4a_status t4a_runtime_close(t4a_runtime *rt) {
   t4a_status probe = t4a_admission_begin(rt->retire, 0, &adm);
   if (probe == T4A_REENTRY) {
     return t4a_error_set_(T4A_REENTRY, NULL, 0, NULL, 0,
-                         "t4a_runtime_close called from inside one of the runtime's own "
-                         "admissions (a raw scope's callback): nothing was closed");
+                          "t4a_runtime_close called from inside one of the runtime's own "
+                          "admissions (a raw scope's callback): nothing was closed");
   }
   if (probe == T4A_OK) (void)t4a_admission_abort(&adm, T4A_OK);
   t4a_error_restore(&saved);
@@ -395,9 +395,9 @@ t4a_status t4a_runtime_function(t4a_runtime *rt, t4a_module *module, const char 
   if (its != mine) {
     t4a_function_release(f);
     return t4a_error_set_(T4A_FOREIGN_HANDLE, NULL, 0, NULL, 0,
-                         "the module of kernel '%s' belongs to domain %" PRIu64
-                         ", not this runtime's (%" PRIu64 ")",
-                         name, its, mine);
+                          "the module of kernel '%s' belongs to domain %" PRIu64
+                          ", not this runtime's (%" PRIu64 ")",
+                          name, its, mine);
   }
   *out = f;
   return T4A_OK;
@@ -578,7 +578,7 @@ t4a_status t4a_runtime_stats_json(t4a_runtime *rt, char *buf, size_t size, size_
     if (out_len != NULL) *out_len = j.len + 1;
     if (size > 0) buf[0] = '\0';
     return t4a_error_set_(T4A_LIMIT_EXCEEDED, NULL, 0, NULL, (uint64_t)j.len + 1,
-                         "the stats JSON needs %zu bytes, the buffer has %zu", j.len + 1, size);
+                          "the stats JSON needs %zu bytes, the buffer has %zu", j.len + 1, size);
   }
   if (out_len != NULL) *out_len = j.len;
   return T4A_OK;

@@ -22,8 +22,8 @@ static t4a_status get_device(t4a_driver *driver, int ordinal, CUdevice *out) {
   if (st != T4A_OK) return st;
   if (ordinal < 0 || ordinal >= count) {
     return t4a_error_set_(T4A_INVALID_DEVICE, NULL, 0, NULL, 0,
-                         "device ordinal %d is out of range (the driver sees %d devices)",
-                         ordinal, count);
+                          "device ordinal %d is out of range (the driver sees %d devices)",
+                          ordinal, count);
   }
   return T4A_CU(driver, cuDeviceGet, out, ordinal);
 }

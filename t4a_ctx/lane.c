@@ -41,8 +41,8 @@ t4a_status t4a_lane_create(t4a_driver *driver, int ordinal, const t4a_lane_optio
     if (T4A_CTX_PHASE(atomic_load(&fault->state)) == T4A_CTX_RESETTING) {
       atomic_fetch_sub(&fault->lanes_open, 1);
       return t4a_error_set_(T4A_BUSY, NULL, 0, NULL, 0,
-                           "device %d's primary context is being reset (t4a_device_recover)",
-                           ordinal);
+                            "device %d's primary context is being reset (t4a_device_recover)",
+                            ordinal);
     }
     /* A device already marked lost: refused at once, naming the fault, without a driver call
      * (a new stream on it would meet the same sticky error). */

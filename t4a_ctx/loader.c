@@ -101,8 +101,8 @@ t4a_status t4a_cu_fail(const t4a_driver *driver, CUresult r, const char *entry, 
     desc = NULL;
   }
   return t4a_error_set_(st, entry, (int)r, t4a_cu_name(driver, r),
-                       st == T4A_DEVICE_OUT_OF_MEMORY ? bytes : 0, "%s failed: %s", entry,
-                       desc != NULL ? desc : "no description");
+                        st == T4A_DEVICE_OUT_OF_MEMORY ? bytes : 0, "%s failed: %s", entry,
+                        desc != NULL ? desc : "no description");
 }
 
 /* ---- construction ---- */
@@ -112,8 +112,8 @@ static t4a_status check_table(const t4a_driver_table *t) {
     const t4a_driver_entry_info *e = &t4a_driver_entries[i];
     if (e->required && *slot_at((t4a_driver_table *)t, e->offset) == NULL) {
       return t4a_error_set_(T4A_DRIVER_SYMBOL_MISSING, e->name, 0, NULL, 0,
-                           "required driver entry %s (ABI version %d) is missing", e->name,
-                           e->version);
+                            "required driver entry %s (ABI version %d) is missing", e->name,
+                            e->version);
     }
   }
   return T4A_OK;
@@ -128,9 +128,9 @@ static t4a_status finish(t4a_driver *d, int min_version) {
   if (min_version < T4A_DRIVER_MIN_VERSION) min_version = T4A_DRIVER_MIN_VERSION;
   if (version < min_version) {
     return t4a_error_set_(T4A_DRIVER_TOO_OLD, "cuDriverGetVersion", 0, NULL, 0,
-                         "%s reports CUDA %d.%d; t4a needs %d.%d or newer", d->origin,
-                         version / 1000, (version % 1000) / 10, min_version / 1000,
-                         (min_version % 1000) / 10);
+                          "%s reports CUDA %d.%d; t4a needs %d.%d or newer", d->origin,
+                          version / 1000, (version % 1000) / 10, min_version / 1000,
+                          (min_version % 1000) / 10);
   }
   d->version = version;
   d->caps = 0;
@@ -139,9 +139,9 @@ static t4a_status finish(t4a_driver *d, int min_version) {
   CUresult r = d->t.cuInit(0);
   if (r == CUDA_ERROR_STUB_LIBRARY) {
     return t4a_error_set_(T4A_DRIVER_NOT_FOUND, "cuInit", (int)r, t4a_cu_name(d, r), 0,
-                         "%s is the CUDA toolkit's stub library, not a driver: install the "
-                         "NVIDIA driver or point T4A_LIBCUDA_PATH at its libcuda.so.1",
-                         d->origin);
+                          "%s is the CUDA toolkit's stub library, not a driver: install the "
+                          "NVIDIA driver or point T4A_LIBCUDA_PATH at its libcuda.so.1",
+                          d->origin);
   }
   return t4a_cu_result_(d, r, "cuInit", 0);
 }
@@ -204,9 +204,9 @@ t4a_status t4a_driver_open(const t4a_driver_options *options, t4a_driver **out) 
   if (simulated || (d->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE)) == NULL) {
     const char *why = simulated ? NULL : dlerror();
     st = t4a_error_set_(T4A_DRIVER_NOT_FOUND, "dlopen", 0, NULL, 0,
-                       "cannot load the CUDA driver %s: %s (is an NVIDIA driver installed? set "
-                       "T4A_LIBCUDA_PATH to its libcuda.so.1)",
-                       path, why != NULL ? why : "simulated failure");
+                        "cannot load the CUDA driver %s: %s (is an NVIDIA driver installed? set "
+                        "T4A_LIBCUDA_PATH to its libcuda.so.1)",
+                        path, why != NULL ? why : "simulated failure");
     goto fail;
   }
   get_proc_fn get_proc = NULL;
@@ -215,9 +215,9 @@ t4a_status t4a_driver_open(const t4a_driver_options *options, t4a_driver **out) 
   }
   if (get_proc == NULL) {
     st = t4a_error_set_(T4A_DRIVER_TOO_OLD, "dlsym", 0, NULL, 0,
-                       "%s has no cuGetProcAddress_v2: the driver predates CUDA 12.0, which t4a "
-                       "needs",
-                       path);
+                        "%s has no cuGetProcAddress_v2: the driver predates CUDA 12.0, which t4a "
+                        "needs",
+                        path);
     goto fail;
   }
   for (size_t i = 0; i < t4a_driver_entry_count; i++) {
@@ -227,10 +227,10 @@ t4a_status t4a_driver_open(const t4a_driver_options *options, t4a_driver **out) 
     CUresult r = get_proc(e->name, &fn, e->version, CU_GET_PROC_ADDRESS_DEFAULT, &q);
     if (r == CUDA_ERROR_STUB_LIBRARY) {
       st = t4a_error_set_(T4A_DRIVER_NOT_FOUND, "cuGetProcAddress_v2", (int)r,
-                         "CUDA_ERROR_STUB_LIBRARY", 0,
-                         "%s is the CUDA toolkit's stub library, not a driver: install the "
-                         "NVIDIA driver or point T4A_LIBCUDA_PATH at its libcuda.so.1",
-                         path);
+                          "CUDA_ERROR_STUB_LIBRARY", 0,
+                          "%s is the CUDA toolkit's stub library, not a driver: install the "
+                          "NVIDIA driver or point T4A_LIBCUDA_PATH at its libcuda.so.1",
+                          path);
       goto fail;
     }
     if (r != CUDA_SUCCESS || q != CU_GET_PROC_ADDRESS_SUCCESS) fn = NULL;

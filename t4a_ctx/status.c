@@ -44,7 +44,7 @@ void t4a_error_restore(const t4a_error *saved) {
 }
 
 t4a_status t4a_error_set_(t4a_status status, const char *entry, int code, const char *code_name,
-                         uint64_t bytes, const char *fmt, ...) {
+                          uint64_t bytes, const char *fmt, ...) {
   t4a_error *e = &t_last_error;
   e->status = status;
   e->entry = entry != NULL ? entry : "";

@@ -56,7 +56,7 @@ static void test_detail_is_recorded_and_formatted(void **state) {
   assert_int_equal(e.status, T4A_OK);
   assert_string_equal(e.entry, "");
   assert_int_equal(t4a_error_set_(T4A_DEVICE_OUT_OF_MEMORY, "cuMemAllocFromPoolAsync", 2,
-                                 "CUDA_ERROR_OUT_OF_MEMORY", 1048576, "pool %d", 7),
+                                  "CUDA_ERROR_OUT_OF_MEMORY", 1048576, "pool %d", 7),
                    T4A_DEVICE_OUT_OF_MEMORY);
   t4a_error_last(&e);
   assert_int_equal(e.status, T4A_DEVICE_OUT_OF_MEMORY);
@@ -89,7 +89,7 @@ static void *fail_many(void *p) {
   a->ok = 1;
   for (int i = 0; i < 20000; i++) {
     t4a_error_set_(T4A_DRIVER_ERROR, "cuX", a->id, "NAME", (uint64_t)a->id * 1000 + (uint64_t)i,
-                  "thread %d iteration %d", a->id, i);
+                   "thread %d iteration %d", a->id, i);
     t4a_error e;
     t4a_error_last(&e);
     char want[64];

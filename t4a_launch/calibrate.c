@@ -58,15 +58,15 @@ t4a_status t4a_launch_calibrate(t4a_retire *retire, t4a_function *fn, uint32_t f
   if (out != NULL) memset(out, 0, sizeof *out);
   if (retire == NULL || fn == NULL || out == NULL) {
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "retire, function or out is NULL");
+                          "retire, function or out is NULL");
   }
   uint32_t expected = 0;
   t4a_status st = t4a_launch_expected_params_(fn, &expected);
   if (st != T4A_OK) return st;
   if (expected != 0) {
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "calibration needs a kernel without parameters; '%s' takes %u",
-                         fn->name, expected);
+                          "calibration needs a kernel without parameters; '%s' takes %u",
+                          fn->name, expected);
   }
   if (fires == 0) fires = 2048;
   if (fires < 64) fires = 64;
@@ -94,9 +94,9 @@ t4a_status t4a_launch_calibrate(t4a_retire *retire, t4a_function *fn, uint32_t f
   t4a_launch_table_get_stats(graph, &gs);
   if (gs.graphs == 0) {
     st = t4a_error_set_(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
-                       "kernel '%s': its one-node graph could not be built (see the counter "
-                       "launch_graph_fallbacks)",
-                       fn->name);
+                        "kernel '%s': its one-node graph could not be built (see the counter "
+                        "launch_graph_fallbacks)",
+                        fn->name);
     goto done;
   }
   for (uint32_t b = 0; b < BLOCKS; b++) {

@@ -87,15 +87,15 @@ static void note_fire(t4a_launch_table *t, t4a_launch_desc_ *d) {
     /* The recording's capture was ended (t4a_graph_capture_end, say) and another began: this
      * node belongs to another graph. */
     st = t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                       "a fire during a chain recording was captured into another capture (the "
-                       "chain's was ended by another call)");
+                        "a fire during a chain recording was captured into another capture (the "
+                        "chain's was ended by another call)");
   }
   if (st == T4A_OK && rec->num == rec->cap) {
     uint32_t cap = rec->cap ? rec->cap * 2 : 16;
     chain_node *v = t4a_host_realloc(rec->nodes, (size_t)cap * sizeof *v);
     if (v == NULL) {
       st = t4a_error_set_(T4A_HOST_OUT_OF_MEMORY, NULL, 0, NULL, 0,
-                         "cannot grow a chain recording to %u fires", cap);
+                          "cannot grow a chain recording to %u fires", cap);
     } else {
       rec->nodes = v;
       rec->cap = cap;
@@ -168,8 +168,8 @@ static t4a_status end_recording(t4a_launch_table *t, core **out, dropped *drop) 
      * open): that one is not the chain's to end. The recording is dropped. */
     drop->rec = rec_detach(t);
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "the chain's capture was ended by another call (t4a_graph_capture_end?) "
-                         "before t4a_chain_end");
+                          "the chain's capture was ended by another call (t4a_graph_capture_end?) "
+                          "before t4a_chain_end");
   }
   t4a_status st = t4a_retire_capture_end(t->retire, &graph, &items, &count);
   if (st != T4A_OK && t4a_retire_is_capturing(t->retire)) return st; /* still open */
@@ -255,7 +255,7 @@ t4a_status t4a_chain_begin(t4a_launch_table *t) {
   if (t == NULL) return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "table is NULL");
   if (t4a_lane_driver(t4a_retire_lane(t->retire))->t.cuStreamGetCaptureInfo == NULL) {
     return t4a_error_set_(T4A_UNSUPPORTED, "cuStreamGetCaptureInfo", 0, NULL, 0,
-                         "launch chains need cuStreamGetCaptureInfo (driver 12.3 or newer)");
+                          "launch chains need cuStreamGetCaptureInfo (driver 12.3 or newer)");
   }
   t4a_status st = t4a_launch_table_lock_(t);
   if (st != T4A_OK) return st;
@@ -290,7 +290,7 @@ t4a_status t4a_chain_end(t4a_launch_table *t, t4a_chain **out) {
   if (t->rec == NULL) {
     pthread_mutex_unlock(&t->lock);
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "no chain is being recorded on this table");
+                          "no chain is being recorded on this table");
   }
   t4a_chain *c = t4a_host_calloc(1, sizeof *c);
   core *k = NULL;
@@ -331,7 +331,7 @@ t4a_status t4a_chain_end_update(t4a_launch_table *t, t4a_chain *c) {
   if (t->rec == NULL) {
     pthread_mutex_unlock(&t->lock);
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "no chain is being recorded on this table");
+                          "no chain is being recorded on this table");
   }
   core *k = NULL, *old = NULL;
   dropped drop;
@@ -340,7 +340,7 @@ t4a_status t4a_chain_end_update(t4a_launch_table *t, t4a_chain *c) {
     unpin_descriptors(k->nodes, k->num_nodes);
     old = k; /* dropped below */
     st = t4a_error_set_(T4A_FOREIGN_HANDLE, NULL, 0, NULL, 0,
-                       "the chain was recorded on another descriptor table");
+                        "the chain was recorded on another descriptor table");
   } else if (st == T4A_OK) {
     old = c->cur;
     unpin_descriptors(old->nodes, old->num_nodes);
@@ -383,9 +383,9 @@ t4a_status t4a_chain_replay(t4a_launch_table *t, t4a_chain *c) {
   }
   if (c->table != t) {
     return t4a_error_set_(T4A_FOREIGN_HANDLE, NULL, 0, NULL, 0,
-                         "the chain was recorded on another descriptor table (domain %llu, not "
-                         "%llu)",
-                         (unsigned long long)c->table->domain, (unsigned long long)t->domain);
+                          "the chain was recorded on another descriptor table (domain %llu, not "
+                          "%llu)",
+                          (unsigned long long)c->table->domain, (unsigned long long)t->domain);
   }
   t4a_status st = t4a_launch_table_lock_(t);
   if (st != T4A_OK) return st;
@@ -403,7 +403,7 @@ t4a_status t4a_chain_replay(t4a_launch_table *t, t4a_chain *c) {
     pthread_mutex_unlock(&t->lock);
     return t4a_admission_abort(
         &adm, t4a_error_set_(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
-                            "the lane's stream is capturing: replay the chain after the capture"));
+                             "the lane's stream is capturing: replay the chain after the capture"));
   }
   uint64_t updates = 0;
   if (stale) {

@@ -25,7 +25,7 @@ t4a_status t4a_launch_table_create(t4a_retire *retire, uint32_t capacity, t4a_la
   if (capacity == 0) {
     if (out != NULL) *out = NULL;
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "the capacity 0 is outside 1..%u", MAX_CAPACITY);
+                          "the capacity 0 is outside 1..%u", MAX_CAPACITY);
   }
   t4a_launch_table_options o = T4A_LAUNCH_TABLE_OPTIONS_INIT;
   o.capacity = capacity;
@@ -42,13 +42,13 @@ t4a_status t4a_launch_table_create_ex(t4a_retire *retire, const t4a_launch_table
   uint32_t capacity = o.capacity != 0 ? o.capacity : DEFAULT_CAPACITY;
   if (retire == NULL || capacity > MAX_CAPACITY) {
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "retire is NULL or the capacity %u is outside 1..%u", capacity,
-                         MAX_CAPACITY);
+                          "retire is NULL or the capacity %u is outside 1..%u", capacity,
+                          MAX_CAPACITY);
   }
   if (o.strategy != T4A_LAUNCH_STRATEGY_AUTO && o.strategy != T4A_LAUNCH_STRATEGY_PLAIN &&
       o.strategy != T4A_LAUNCH_STRATEGY_GRAPH) {
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "unknown launch strategy %d",
-                         (int)o.strategy);
+                          (int)o.strategy);
   }
   t4a_launch_strategy strategy = o.strategy;
   if (strategy == T4A_LAUNCH_STRATEGY_AUTO) {
@@ -74,7 +74,7 @@ t4a_status t4a_launch_table_create_ex(t4a_retire *retire, const t4a_launch_table
     free(t->slots);
     free(t);
     return t4a_error_set_(T4A_INTERNAL, "pthread_mutex_init", 0, NULL, 0,
-                         "cannot initialise the launch table's lock");
+                          "cannot initialise the launch table's lock");
   }
   t->retire = retire;
   t->domain = t4a_lane_domain(t4a_retire_lane(retire));
@@ -125,7 +125,7 @@ desc *t4a_launch_table_lookup_(t4a_launch_table *t, uint32_t id) {
     return t->slots[slot];
   }
   t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                "descriptor id %u (slot %u, generation %u) is not registered", id, slot, gen);
+                 "descriptor id %u (slot %u, generation %u) is not registered", id, slot, gen);
   return NULL;
 }
 
@@ -163,8 +163,8 @@ static t4a_status bind_arg(t4a_launch_table *t, desc *d, uint32_t i, const t4a_a
   if (size != d->sizes[i]) {
     /* Only reachable where the layout is unknown: the slot was sized by the first binding. */
     return t4a_error_set_(T4A_ARGUMENT_MISMATCH, NULL, 0, NULL, 0,
-                         "kernel '%s' parameter %u: bound with %u bytes, rebound with %u",
-                         d->fn->name, i, d->sizes[i], size);
+                          "kernel '%s' parameter %u: bound with %u bytes, rebound with %u",
+                          d->fn->name, i, d->sizes[i], size);
   }
   apply_arg(t, d, i, src, size, b, old);
   return T4A_OK;
@@ -176,8 +176,8 @@ static t4a_status bind_arg(t4a_launch_table *t, desc *d, uint32_t i, const t4a_a
 t4a_status t4a_launch_table_lock_(t4a_launch_table *t) {
   if (t4a_retire_held_by_this_thread_(t->retire)) {
     return t4a_error_set_(T4A_REENTRY, NULL, 0, NULL, 0,
-                         "a launch table was used from inside an admission of its own runtime "
-                         "(a raw scope's callback?)");
+                          "a launch table was used from inside an admission of its own runtime "
+                          "(a raw scope's callback?)");
   }
   pthread_mutex_lock(&t->lock);
   return T4A_OK;
@@ -190,13 +190,13 @@ t4a_status t4a_descriptor_register(t4a_launch_table *t, t4a_function *fn,
   *out_id = 0;
   if (t == NULL || fn == NULL || config == NULL || (num_args > 0 && args == NULL)) {
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "table, function, config or args is NULL");
+                          "table, function, config or args is NULL");
   }
   if (t4a_function_domain(fn) != t->domain) {
     return t4a_error_set_(T4A_FOREIGN_HANDLE, NULL, 0, NULL, 0,
-                         "kernel '%s' belongs to domain %llu, the table's retire to %llu", fn->name,
-                         (unsigned long long)t4a_function_domain(fn),
-                         (unsigned long long)t->domain);
+                          "kernel '%s' belongs to domain %llu, the table's retire to %llu",
+                          fn->name, (unsigned long long)t4a_function_domain(fn),
+                          (unsigned long long)t->domain);
   }
   t4a_status st = t4a_launch_check_config_(fn, config);
   if (st != T4A_OK) return st;
@@ -204,8 +204,8 @@ t4a_status t4a_descriptor_register(t4a_launch_table *t, t4a_function *fn,
   if ((st = t4a_launch_expected_params_(fn, &expected)) != T4A_OK) return st;
   if (num_args != expected) {
     return t4a_error_set_(T4A_ARGUMENT_MISMATCH, NULL, 0, NULL, 0,
-                         "kernel '%s' takes %u parameters%s; %u given", fn->name, expected,
-                         fn->known ? "" : " (declared)", num_args);
+                          "kernel '%s' takes %u parameters%s; %u given", fn->name, expected,
+                          fn->known ? "" : " (declared)", num_args);
   }
   /* Check every argument and lay the bytes out: at the driver's offsets when the layout is
    * known, else each argument 8-byte aligned. */
@@ -267,7 +267,7 @@ t4a_status t4a_descriptor_register(t4a_launch_table *t, t4a_function *fn,
     pthread_mutex_unlock(&t->lock);
     desc_free(t, d);
     return t4a_error_set_(T4A_LIMIT_EXCEEDED, NULL, 0, NULL, 0,
-                         "the launch table is full (%u descriptors)", t->capacity);
+                          "the launch table is full (%u descriptors)", t->capacity);
   }
   t->slots[slot] = d;
   t->descriptors++;
@@ -325,8 +325,8 @@ t4a_status t4a_descriptor_rebind(t4a_launch_table *t, uint32_t id, uint32_t inde
   st = T4A_INVALID_ARGUMENT;
   if (d != NULL && index >= d->num_params) {
     st = t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                       "kernel '%s' has %u parameters; index %u is out of range", d->fn->name,
-                       d->num_params, index);
+                        "kernel '%s' has %u parameters; index %u is out of range", d->fn->name,
+                        d->num_params, index);
   } else if (d != NULL) {
     st = bind_arg(t, d, index, arg, &old);
     /* Queued chain replays read the old buffer: the epoch keeps it for them. */
@@ -350,8 +350,8 @@ t4a_status t4a_descriptor_rebind_fire(t4a_launch_table *t, uint32_t id, const t4
   st = d != NULL ? T4A_OK : T4A_INVALID_ARGUMENT;
   if (d != NULL && num_args != d->num_params) {
     st = t4a_error_set_(T4A_ARGUMENT_MISMATCH, NULL, 0, NULL, 0,
-                       "kernel '%s' takes %u parameters; %u given", d->fn->name, d->num_params,
-                       num_args);
+                        "kernel '%s' takes %u parameters; %u given", d->fn->name, d->num_params,
+                        num_args);
   }
   /* Check every argument before changing any, so a refusal leaves the descriptor as it was. */
   uint64_t scratch[T4A_MAX_KERNEL_PARAMS];
@@ -363,8 +363,8 @@ t4a_status t4a_descriptor_rebind_fire(t4a_launch_table *t, uint32_t id, const t4
                                &bufs[i]);
     if (st == T4A_OK && size[i] != d->sizes[i]) {
       st = t4a_error_set_(T4A_ARGUMENT_MISMATCH, NULL, 0, NULL, 0,
-                         "kernel '%s' parameter %u: bound with %u bytes, rebound with %u",
-                         d->fn->name, i, d->sizes[i], size[i]);
+                          "kernel '%s' parameter %u: bound with %u bytes, rebound with %u",
+                          d->fn->name, i, d->sizes[i], size[i]);
     }
   }
   for (uint32_t i = 0; st == T4A_OK && i < num_args; i++) {
@@ -388,9 +388,9 @@ t4a_status t4a_descriptor_unregister(t4a_launch_table *t, uint32_t id) {
     uint32_t nodes = d->chain_nodes;
     pthread_mutex_unlock(&t->lock);
     return t4a_error_set_(T4A_BUSY, NULL, 0, NULL, 0,
-                         "descriptor %u is fired by %u kernel node(s) of live launch chains: "
-                         "destroy those chains first",
-                         id, nodes);
+                          "descriptor %u is fired by %u kernel node(s) of live launch chains: "
+                          "destroy those chains first",
+                          id, nodes);
   }
   if (d != NULL) {
     uint32_t slot = id & 0xffffu;

@@ -159,7 +159,7 @@ t4a_status t4a_graph_capture_end(t4a_retire *retire, t4a_graph **out) {
     /* The capture must still end, its work dropped. */
     t4a_status st = g == NULL ? T4A_HOST_OUT_OF_MEMORY
                               : t4a_error_set_(T4A_INTERNAL, "pthread_mutex_init", 0, NULL, 0,
-                                              "cannot initialise a graph's lock");
+                                               "cannot initialise a graph's lock");
     free(g);
     t4a_error saved;
     t4a_error_last(&saved);
@@ -198,9 +198,9 @@ t4a_status t4a_graph_capture_update(t4a_retire *retire, t4a_graph *g, int *out_i
     version *v = NULL;
     if (end_capture(retire, &v) == T4A_OK) version_unref(v);
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "the graph was captured on another runtime (lane %llu, not %llu)",
-                         (unsigned long long)t4a_lane_domain(g->lane),
-                         (unsigned long long)t4a_lane_domain(t4a_retire_lane(retire)));
+                          "the graph was captured on another runtime (lane %llu, not %llu)",
+                          (unsigned long long)t4a_lane_domain(g->lane),
+                          (unsigned long long)t4a_lane_domain(t4a_retire_lane(retire)));
   }
   version *v = NULL;
   t4a_status st = end_capture(retire, &v);
@@ -254,7 +254,7 @@ t4a_status t4a_graph_launch(t4a_graph *g) {
     /* A replay into a capture of the same stream breaks it on the real driver (measured). */
     return t4a_admission_abort(
         &adm, t4a_error_set_(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
-                            "the lane's stream is capturing a graph: replay after the capture"));
+                             "the lane's stream is capturing a graph: replay after the capture"));
   }
   /* No graph lock: an update swaps the executable graph and the version only inside an admission
    * of this retire, which this replay's admission excludes. */

@@ -16,8 +16,8 @@ static t4a_status device_attr(t4a_lane *lane, CUdevice_attribute attr, const cha
   if (st != T4A_OK) return st;
   if (v <= 0) {
     return t4a_error_set_(T4A_UNSUPPORTED, "cuDeviceGetAttribute", 0, NULL, 0,
-                         "device %d has no %s (L2 persistence needs compute capability 8.0+)",
-                         t4a_lane_ordinal(lane), what);
+                          "device %d has no %s (L2 persistence needs compute capability 8.0+)",
+                          t4a_lane_ordinal(lane), what);
   }
   *out = (size_t)v;
   return T4A_OK;
@@ -45,7 +45,7 @@ t4a_status t4a_l2_set_persisting_limit(t4a_lane *lane, size_t bytes, size_t *out
   if (t4a_lane_is_capturing(lane)) {
     /* cuCtxSetLimit during a capture breaks it on the real driver (measured on the H200). */
     return t4a_error_set_(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
-                         "the lane's stream is capturing a graph: set the L2 limit outside it");
+                          "the lane's stream is capturing a graph: set the L2 limit outside it");
   }
   t4a_ctx_scope scope;
   t4a_status st = enter(lane, &scope);
@@ -68,7 +68,7 @@ t4a_status t4a_l2_set_persisting_limit(t4a_lane *lane, size_t bytes, size_t *out
 t4a_status t4a_l2_set_window(t4a_lane *lane, t4a_devptr base, size_t bytes, float hit_ratio) {
   if (!(hit_ratio >= 0.0f && hit_ratio <= 1.0f)) { /* NaN too */
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "hit_ratio %g is outside [0, 1]",
-                         (double)hit_ratio);
+                          (double)hit_ratio);
   }
   if (bytes > 0 && base == 0) {
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "a window at address 0");

@@ -159,7 +159,7 @@ t4a_status t4a_module_cache_create(t4a_retire *retire, const t4a_module_cache_op
       o.launch_strategy != T4A_LAUNCH_STRATEGY_PLAIN &&
       o.launch_strategy != T4A_LAUNCH_STRATEGY_GRAPH) {
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "unknown launch strategy %d",
-                         (int)o.launch_strategy);
+                          (int)o.launch_strategy);
   }
   if (o.max_entries == 0) o.max_entries = DEFAULT_MAX_ENTRIES;
   if (o.max_bytes == 0) o.max_bytes = DEFAULT_MAX_BYTES;
@@ -183,7 +183,7 @@ t4a_status t4a_module_cache_create(t4a_retire *retire, const t4a_module_cache_op
     free(c->buckets);
     free(c);
     return t4a_error_set_(T4A_INTERNAL, "pthread_mutex_init", 0, NULL, 0,
-                         "cannot initialise the module cache's lock");
+                          "cannot initialise the module cache's lock");
   }
   atomic_init(&c->refs, 1);
   atomic_init(&c->unloads, 0);
@@ -413,7 +413,8 @@ static t4a_status driver_load(t4a_module_cache *c, const void *image, size_t byt
       char excerpt[200];
       log_excerpt(log, excerpt, sizeof excerpt);
       t4a_error_set_(st, "cuModuleLoadDataEx", (int)r, t4a_cu_name(c->driver, r), 0,
-                    "loading the %s image (%zu bytes) failed: %s", kind_name(kind), bytes, excerpt);
+                     "loading the %s image (%zu bytes) failed: %s", kind_name(kind), bytes,
+                     excerpt);
     }
     t4a_ctx_scope_exit_quiet(&scope);
     return t4a_lane_note_(c->lane, st);
@@ -426,8 +427,8 @@ static t4a_status load_keyed(t4a_module_cache *c, const t4a_module_key *key, con
                              size_t bytes, t4a_image_kind kind, int terminate, t4a_module **out) {
   if (bytes > c->max_bytes) {
     return t4a_error_set_(T4A_LIMIT_EXCEEDED, NULL, 0, NULL, (uint64_t)bytes,
-                         "a %zu-byte image exceeds the module cache's bound of %llu bytes", bytes,
-                         (unsigned long long)c->max_bytes);
+                          "a %zu-byte image exceeds the module cache's bound of %llu bytes", bytes,
+                          (unsigned long long)c->max_bytes);
   }
   pthread_mutex_lock(&c->lock);
   t4a_module *m = table_find(c, key);
@@ -449,7 +450,7 @@ static t4a_status load_keyed(t4a_module_cache *c, const t4a_module_key *key, con
   if (t4a_fault_sim(T4A_FAULT_MUTEX_INIT) || pthread_mutex_init(&m->lock, NULL) != 0) {
     free(m);
     return t4a_error_set_(T4A_INTERNAL, "pthread_mutex_init", 0, NULL, 0,
-                         "cannot initialise a module's lock");
+                          "cannot initialise a module's lock");
   }
   st = driver_load(c, image, bytes, kind, terminate, &m->handle);
   if (st != T4A_OK) {
@@ -502,33 +503,33 @@ t4a_status t4a_module_load(t4a_module_cache *c, const void *image, size_t bytes,
   *out = NULL;
   if (c == NULL || image == NULL || bytes == 0) {
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "cache or image is NULL, or the image is empty");
+                          "cache or image is NULL, or the image is empty");
   }
   if ((unsigned)kind > (unsigned)T4A_IMAGE_FATBIN) {
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "unknown image kind %d",
-                         (int)kind);
+                          (int)kind);
   }
   const unsigned char *p = image;
   t4a_image_kind seen = detect_kind(p, bytes);
   if (seen == T4A_IMAGE_AUTO && kind == T4A_IMAGE_AUTO) {
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "the %zu-byte image is neither PTX text (with .version), an ELF CUBIN "
-                         "nor a fatbin; name its kind to hand it to the driver as it is",
-                         bytes);
+                          "the %zu-byte image is neither PTX text (with .version), an ELF CUBIN "
+                          "nor a fatbin; name its kind to hand it to the driver as it is",
+                          bytes);
   }
   if (seen != T4A_IMAGE_AUTO && kind != T4A_IMAGE_AUTO && seen != kind) {
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "the image was given as %s but its bytes are %s", kind_name(kind),
-                         kind_name(seen));
+                          "the image was given as %s but its bytes are %s", kind_name(kind),
+                          kind_name(seen));
   }
   if (seen == T4A_IMAGE_CUBIN && !elf_fits(p, bytes)) {
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "the ELF image is not 64-bit or declares parts beyond its %zu bytes",
-                         bytes);
+                          "the ELF image is not 64-bit or declares parts beyond its %zu bytes",
+                          bytes);
   }
   if (seen == T4A_IMAGE_FATBIN && !fatbin_fits(p, bytes)) {
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "the fatbin header declares more than its %zu bytes", bytes);
+                          "the fatbin header declares more than its %zu bytes", bytes);
   }
   t4a_image_kind k = seen != T4A_IMAGE_AUTO ? seen : kind;
   t4a_module_key key = {'I', (uint8_t)k, {0}};
@@ -557,7 +558,7 @@ t4a_status t4a_module_load_artifact(t4a_module_cache *c, const t4a_nvrtc_artifac
       break;
     default:
       return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                           "only PTX and CUBIN artifacts load as modules (LTO-IR needs linking)");
+                            "only PTX and CUBIN artifacts load as modules (LTO-IR needs linking)");
   }
   size_t bytes = 0;
   const void *data = t4a_nvrtc_artifact_data(artifact, &bytes);
@@ -627,7 +628,7 @@ static t4a_status probe_function(t4a_module *m, const char *name, probed *p) {
   CUresult r = drv->t.cuModuleGetFunction(&p->handle, m->handle, name);
   if (r == CUDA_ERROR_NOT_FOUND) {
     return t4a_error_set_(T4A_UNKNOWN_ENTRY_POINT, "cuModuleGetFunction", (int)r,
-                         t4a_cu_name(drv, r), 0, "the module has no kernel named '%s'", name);
+                          t4a_cu_name(drv, r), 0, "the module has no kernel named '%s'", name);
   }
   if (r != CUDA_SUCCESS) return t4a_cu_fail(drv, r, "cuModuleGetFunction", 0);
   p->known = 0;
@@ -643,13 +644,13 @@ static t4a_status probe_function(t4a_module *m, const char *name, probed *p) {
       if (r != CUDA_SUCCESS) return t4a_cu_fail(drv, r, "cuFuncGetParamInfo", 0);
       if (i == T4A_MAX_KERNEL_PARAMS) {
         return t4a_error_set_(T4A_LIMIT_EXCEEDED, "cuFuncGetParamInfo", 0, NULL, 0,
-                             "kernel '%s' has more than %u parameters, which t4a cannot check",
-                             name, T4A_MAX_KERNEL_PARAMS);
+                              "kernel '%s' has more than %u parameters, which t4a cannot check",
+                              name, T4A_MAX_KERNEL_PARAMS);
       }
       if (off > UINT32_MAX || size > UINT32_MAX) {
         return t4a_error_set_(T4A_INTERNAL, "cuFuncGetParamInfo", 0, NULL, 0,
-                             "kernel '%s' parameter %u: offset %zu, size %zu out of range", name, i,
-                             off, size);
+                              "kernel '%s' parameter %u: offset %zu, size %zu out of range", name,
+                              i, off, size);
       }
       p->offsets[i] = (uint32_t)off;
       p->sizes[i] = (uint32_t)size;
@@ -704,13 +705,13 @@ t4a_status t4a_module_get_function(t4a_module *m, const char *name, t4a_function
   if (t4a_fault_sim(T4A_FAULT_MUTEX_INIT) || pthread_mutex_init(&f->attr_lock, NULL) != 0) {
     free(f);
     return t4a_error_set_(T4A_INTERNAL, "pthread_mutex_init", 0, NULL, 0,
-                         "cannot initialise a function's lock");
+                          "cannot initialise a function's lock");
   }
   if (t4a_fault_sim(T4A_FAULT_MUTEX_INIT) || pthread_mutex_init(&f->graph_lock, NULL) != 0) {
     pthread_mutex_destroy(&f->attr_lock);
     free(f);
     return t4a_error_set_(T4A_INTERNAL, "pthread_mutex_init", 0, NULL, 0,
-                         "cannot initialise a function's lock");
+                          "cannot initialise a function's lock");
   }
   unsigned char *tail = (unsigned char *)(f + 1);
   uint32_t *offsets = (uint32_t *)tail, *sizes = offsets + (p.known ? p.num : 0);
@@ -790,8 +791,8 @@ t4a_status t4a_function_param(t4a_function *f, uint32_t index, size_t *out_offse
   if (st != T4A_OK) return st;
   if (index >= n) {
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "kernel '%s' has %u parameters; index %u is out of range", f->name, n,
-                         index);
+                          "kernel '%s' has %u parameters; index %u is out of range", f->name, n,
+                          index);
   }
   if (f->known) {
     if (out_offset != NULL) *out_offset = f->offsets[index];
@@ -803,12 +804,12 @@ t4a_status t4a_function_param(t4a_function *f, uint32_t index, size_t *out_offse
 t4a_status t4a_function_declare_params(t4a_function *f, uint32_t count) {
   if (f == NULL || count > T4A_MAX_KERNEL_PARAMS) {
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "function is NULL or the count exceeds %u", T4A_MAX_KERNEL_PARAMS);
+                          "function is NULL or the count exceeds %u", T4A_MAX_KERNEL_PARAMS);
   }
   if (f->known && count != f->num_params) {
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "kernel '%s' takes %u parameters (driver), not %u", f->name, f->num_params,
-                         count);
+                          "kernel '%s' takes %u parameters (driver), not %u", f->name,
+                          f->num_params, count);
   }
   atomic_store_explicit(&f->declared, count, memory_order_release);
   return T4A_OK;

@@ -185,7 +185,7 @@ t4a_status t4a_mem_pool_create(t4a_lane *lane, const t4a_mem_pool_options *optio
   if (t4a_fault_sim(T4A_FAULT_MUTEX_INIT) || pthread_mutex_init(&p->lock, NULL) != 0) {
     free(p);
     return t4a_error_set_(T4A_INTERNAL, "pthread_mutex_init", 0, NULL, 0,
-                         "cannot initialise a pool lock");
+                          "cannot initialise a pool lock");
   }
   t4a_ctx_scope scope;
   if ((st = t4a_ctx_scope_enter(&scope, h, t4a_lane_counters(lane))) != T4A_OK) goto fail;
@@ -196,7 +196,7 @@ t4a_status t4a_mem_pool_create(t4a_lane *lane, const t4a_mem_pool_options *optio
   if (st == T4A_OK) st = T4A_CU(d, cuDeviceTotalMem, &total, t4a_ctx_holder_device(h));
   if (st == T4A_OK && !supported) {
     st = t4a_error_set_(T4A_UNSUPPORTED, "cuMemPoolCreate", 0, NULL, 0,
-                       "device %d does not support memory pools", t4a_lane_ordinal(lane));
+                        "device %d does not support memory pools", t4a_lane_ordinal(lane));
   }
   if (st == T4A_OK) {
     CUmemPoolProps props;
@@ -306,8 +306,8 @@ t4a_status t4a_mem_pool_trim(t4a_mem_pool *p) {
   if (st != T4A_OK) return st;
   if (t4a_lane_is_capturing(p->lane)) {
     return t4a_error_set_(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
-                         "lane %llu is capturing a graph: trim after the capture",
-                         (unsigned long long)t4a_lane_domain(p->lane));
+                          "lane %llu is capturing a graph: trim after the capture",
+                          (unsigned long long)t4a_lane_domain(p->lane));
   }
   t4a_ctx_scope scope;
   if ((st = t4a_ctx_scope_enter(&scope, t4a_lane_holder(p->lane), p->counters)) != T4A_OK) {
@@ -358,7 +358,7 @@ t4a_status t4a_mem_pool_grant_access(t4a_mem_pool *p, t4a_ctx_holder *peer) {
   int ordinal = t4a_ctx_holder_ordinal(peer);
   if (ordinal == t4a_ctx_holder_ordinal(own)) {
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "device %d is the pool's own device", ordinal);
+                          "device %d is the pool's own device", ordinal);
   }
   uint64_t bit = (uint64_t)1 << (ordinal & 63); /* holders exist only for ordinals below 64 */
   if (atomic_load_explicit(&p->granted, memory_order_acquire) & bit) return T4A_OK;
@@ -367,8 +367,8 @@ t4a_status t4a_mem_pool_grant_access(t4a_mem_pool *p, t4a_ctx_holder *peer) {
   if (st != T4A_OK) return st;
   if (!can) {
     return t4a_error_set_(T4A_UNSUPPORTED, "cuDeviceCanAccessPeer", 0, NULL, 0,
-                         "device %d cannot access device %d's memory pool", ordinal,
-                         t4a_ctx_holder_ordinal(own));
+                          "device %d cannot access device %d's memory pool", ordinal,
+                          t4a_ctx_holder_ordinal(own));
   }
   if ((st = t4a_lane_check(p->lane)) != T4A_OK) return st;
   t4a_ctx_scope scope;
@@ -436,33 +436,33 @@ t4a_status t4a_buffer_create(t4a_mem_pool *p, size_t bytes, size_t alignment, ui
   *out = NULL;
   if (bytes == 0) {
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "a buffer of 0 bytes has no address; ask for at least 1 byte");
+                          "a buffer of 0 bytes has no address; ask for at least 1 byte");
   }
   if (alignment == 0) alignment = NATIVE_ALIGNMENT;
   if ((alignment & (alignment - 1)) != 0 || alignment > T4A_MEM_MAX_ALIGNMENT) {
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "alignment %zu is not a power of two up to %zu", alignment,
-                         T4A_MEM_MAX_ALIGNMENT);
+                          "alignment %zu is not a power of two up to %zu", alignment,
+                          T4A_MEM_MAX_ALIGNMENT);
   }
   if (flags & ~T4A_BUFFER_ZERO) {
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "unknown buffer flags 0x%x",
-                         flags);
+                          flags);
   }
   /* Alignment above the pool's native 256 bytes is met by over-allocating. */
   size_t extra = alignment > NATIVE_ALIGNMENT ? alignment - NATIVE_ALIGNMENT : 0;
   if (bytes > p->device_bytes || bytes + extra < bytes || bytes + extra > p->device_bytes) {
     return t4a_error_set_(T4A_LIMIT_EXCEEDED, NULL, 0, NULL, (uint64_t)bytes,
-                         "%zu bytes (alignment %zu) exceed device %d's %llu bytes of memory",
-                         bytes, alignment, t4a_lane_ordinal(p->lane),
-                         (unsigned long long)p->device_bytes);
+                          "%zu bytes (alignment %zu) exceed device %d's %llu bytes of memory",
+                          bytes, alignment, t4a_lane_ordinal(p->lane),
+                          (unsigned long long)p->device_bytes);
   }
   t4a_status st = t4a_lane_check(p->lane);
   if (st != T4A_OK) return st;
   if (t4a_lane_is_capturing(p->lane)) {
     /* A stream-ordered allocation (or its zero fill) would be recorded into the graph. */
     return t4a_error_set_(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
-                         "lane %llu is capturing a graph: create buffers before the capture",
-                         (unsigned long long)t4a_lane_domain(p->lane));
+                          "lane %llu is capturing a graph: create buffers before the capture",
+                          (unsigned long long)t4a_lane_domain(p->lane));
   }
 
   size_t class_bytes = 0;

@@ -25,7 +25,7 @@ t4a_status t4a_pinned_create(t4a_ctx_holder *h, size_t bytes, uint32_t flags, t4
   *out = NULL;
   if (bytes == 0 || (flags & ~T4A_PINNED_MAPPED)) {
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "pinned memory needs at least 1 byte and known flags (got 0x%x)", flags);
+                          "pinned memory needs at least 1 byte and known flags (got 0x%x)", flags);
   }
   t4a_status st = t4a_ctx_holder_check(h);
   if (st != T4A_OK) return st;
@@ -46,7 +46,7 @@ t4a_status t4a_pinned_create(t4a_ctx_holder *h, size_t bytes, uint32_t flags, t4
     t4a_error e;
     t4a_error_last(&e);
     st = t4a_error_set_(T4A_HOST_OUT_OF_MEMORY, e.entry, e.code, e.code_name, (uint64_t)bytes,
-                       "%s", e.message);
+                        "%s", e.message);
   }
   if (st == T4A_OK && (flags & T4A_PINNED_MAPPED)) {
     st = T4A_CU(d, cuMemHostGetDevicePointer, &p->dev, p->host, 0);
@@ -116,8 +116,8 @@ t4a_status t4a_slots_create(t4a_ctx_holder *h, size_t slot_bytes, uint32_t num_s
   if (slot_bytes == 0 || num_slots == 0 || slot_bytes > ((size_t)1 << 20) ||
       num_slots > (1u << 20)) {
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "slots need 1..1 MiB bytes and 1..2^20 slots (got %zu x %u)", slot_bytes,
-                         num_slots);
+                          "slots need 1..1 MiB bytes and 1..2^20 slots (got %zu x %u)", slot_bytes,
+                          num_slots);
   }
   t4a_slots *s = t4a_host_calloc(1, sizeof *s);
   if (s == NULL) return T4A_HOST_OUT_OF_MEMORY;
@@ -129,7 +129,7 @@ t4a_status t4a_slots_create(t4a_ctx_holder *h, size_t slot_bytes, uint32_t num_s
   if (s->taken != NULL) {
     if (t4a_fault_sim(T4A_FAULT_MUTEX_INIT) || pthread_mutex_init(&s->lock, NULL) != 0) {
       st = t4a_error_set_(T4A_INTERNAL, "pthread_mutex_init", 0, NULL, 0,
-                         "cannot initialise a slots lock");
+                          "cannot initialise a slots lock");
     } else if ((st = t4a_pinned_create(h, s->slot_bytes * num_slots, T4A_PINNED_MAPPED,
                                        &s->chunk)) != T4A_OK) {
       pthread_mutex_destroy(&s->lock);
@@ -166,7 +166,7 @@ t4a_status t4a_slot_acquire(t4a_slots *s, uint32_t *out_index) {
   t4a_status st = T4A_OK;
   if (s->num_free == 0) {
     st = t4a_error_set_(T4A_LIMIT_EXCEEDED, NULL, 0, NULL, 0, "all %u slots are taken",
-                       s->num_slots);
+                        s->num_slots);
   } else {
     *out_index = s->free_list[--s->num_free];
     s->taken[*out_index] = 1;
@@ -244,7 +244,7 @@ t4a_status t4a_host_register_owned(t4a_ctx_holder *h, void *ptr, size_t bytes, u
       (flags & ~(T4A_HOST_REGISTER_MAPPED | T4A_HOST_REGISTER_READ_ONLY))) {
     owner_drop(owner);
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "registration needs a range of at least 1 byte and known flags");
+                          "registration needs a range of at least 1 byte and known flags");
   }
   t4a_status st = t4a_ctx_holder_check(h);
   if (st != T4A_OK) {
@@ -258,8 +258,8 @@ t4a_status t4a_host_register_owned(t4a_ctx_holder *h, void *ptr, size_t bytes, u
                 CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED, t4a_ctx_holder_device(h));
     if (st == T4A_OK && !supported) {
       st = t4a_error_set_(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
-                         "device %d cannot register read-only host memory",
-                         t4a_ctx_holder_ordinal(h));
+                          "device %d cannot register read-only host memory",
+                          t4a_ctx_holder_ordinal(h));
     }
     if (st != T4A_OK) {
       owner_drop(owner);
@@ -287,7 +287,7 @@ t4a_status t4a_host_register_owned(t4a_ctx_holder *h, void *ptr, size_t bytes, u
     t4a_error e;
     t4a_error_last(&e);
     st = t4a_error_set_(T4A_HOST_OUT_OF_MEMORY, e.entry, e.code, e.code_name, (uint64_t)bytes,
-                       "%s", e.message);
+                        "%s", e.message);
   }
   if (st == T4A_OK && (flags & T4A_HOST_REGISTER_MAPPED)) {
     st = T4A_CU(d, cuMemHostGetDevicePointer, &r->dev, ptr, 0);

@@ -185,7 +185,7 @@ static t4a_status lock_init(t4a_nvrtc_cache *c) {
   }
   if (rc != 0) {
     return t4a_error_set_(T4A_HOST_OUT_OF_MEMORY, "pthread_mutex_init", rc, NULL, 0,
-                         "pthread_mutex_init failed: %s", strerror(rc));
+                          "pthread_mutex_init failed: %s", strerror(rc));
   }
   if (t4a_fault_sim(T4A_FAULT_MUTEX_INIT)) {
     rc = ENOMEM;
@@ -195,7 +195,7 @@ static t4a_status lock_init(t4a_nvrtc_cache *c) {
   if (rc != 0) {
     pthread_mutex_destroy(&c->mu);
     return t4a_error_set_(T4A_HOST_OUT_OF_MEMORY, "pthread_cond_init", rc, NULL, 0,
-                         "pthread_cond_init failed: %s", strerror(rc));
+                          "pthread_cond_init failed: %s", strerror(rc));
   }
   return T4A_OK;
 }
@@ -205,7 +205,7 @@ t4a_status t4a_nvrtc_cache_create(t4a_nvrtc_lib *lib, const t4a_nvrtc_cache_opti
   if (out == NULL || lib == NULL) {
     if (out != NULL) *out = NULL;
     return t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_nvrtc_cache_create", 0, NULL, 0,
-                         "lib or out is NULL");
+                          "lib or out is NULL");
   }
   *out = NULL;
   t4a_nvrtc_cache_options o = T4A_NVRTC_CACHE_OPTIONS_INIT;
@@ -334,7 +334,7 @@ t4a_status t4a_nvrtc_cache_compile(t4a_nvrtc_cache *cache, const t4a_nvrtc_reque
   if (out == NULL || cache == NULL) {
     if (out != NULL) *out = NULL;
     return t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_nvrtc_cache_compile", 0, NULL, 0,
-                         "cache or out is NULL");
+                          "cache or out is NULL");
   }
   *out = NULL;
   t4a_nvrtc_lib *lib = cache->lib;

@@ -17,7 +17,7 @@ void t4a_nvrtc_error_restore(const t4a_error *saved) {
     return;
   }
   t4a_error_set_(saved->status, saved->entry, saved->code, saved->code_name, saved->bytes, "%s",
-                saved->message);
+                 saved->message);
 }
 
 const char *t4a_nvrtc_output_name(t4a_nvrtc_output output) {
@@ -112,7 +112,7 @@ t4a_nvrtc_artifact *t4a_nvrtc_artifact_alloc(const t4a_nvrtc_artifact_parts *par
   }
   if (!ok) {
     t4a_error_set_(T4A_HOST_OUT_OF_MEMORY, "t4a_nvrtc_artifact", 0, NULL, UINT64_MAX,
-                  "artifact size overflows");
+                   "artifact size overflows");
     return NULL;
   }
   char *block = t4a_host_malloc(total);
@@ -221,8 +221,8 @@ t4a_status t4a_nvrtc_artifact_lowered_name_at(const t4a_nvrtc_artifact *artifact
   if (out_lowered != NULL) *out_lowered = NULL;
   if (artifact == NULL || i >= artifact->num_names) {
     return t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_nvrtc_artifact_lowered_name_at", 0, NULL, 0,
-                         "index %zu is out of range (%zu name expressions)", i,
-                         artifact != NULL ? artifact->num_names : 0);
+                          "index %zu is out of range (%zu name expressions)", i,
+                          artifact != NULL ? artifact->num_names : 0);
   }
   if (out_expression != NULL) *out_expression = artifact->exprs[i];
   if (out_lowered != NULL) *out_lowered = artifact->lowered[i];
@@ -282,7 +282,7 @@ static t4a_status build_inputs(const t4a_nvrtc_prepared *p, compile_inputs *in) 
   }
   if (!ok) {
     return t4a_error_set_(T4A_HOST_OUT_OF_MEMORY, "t4a_nvrtc_compile", 0, NULL, UINT64_MAX,
-                         "the request's texts add up to more than the address space");
+                          "the request's texts add up to more than the address space");
   }
   in->block = t4a_host_malloc(total);
   if (in->block == NULL) return T4A_HOST_OUT_OF_MEMORY;
@@ -319,7 +319,7 @@ static t4a_status build_inputs(const t4a_nvrtc_prepared *p, compile_inputs *in) 
     for (size_t i = 1; i < nh; i++) {
       if (strcmp(in->sorted[i - 1], in->sorted[i]) == 0) {
         return t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_nvrtc_request", 0, NULL, 0,
-                             "header name \"%.80s\" appears twice", in->sorted[i]);
+                              "header name \"%.80s\" appears twice", in->sorted[i]);
       }
     }
   }
@@ -329,7 +329,7 @@ static t4a_status build_inputs(const t4a_nvrtc_prepared *p, compile_inputs *in) 
     for (size_t i = 1; i < ne; i++) {
       if (strcmp(in->sorted[i - 1], in->sorted[i]) == 0) {
         return t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_nvrtc_request", 0, NULL, 0,
-                             "name expression \"%.80s\" appears twice", in->sorted[i]);
+                              "name expression \"%.80s\" appears twice", in->sorted[i]);
       }
     }
   }
@@ -466,7 +466,7 @@ t4a_status t4a_nvrtc_compile_prepared(t4a_nvrtc_lib *lib, const t4a_nvrtc_prepar
                  : "");
     fetch_log(lib, prog, note, log);
     st = t4a_error_set_(T4A_COMPILE_FAILED, size_entry, 0, NULL, 0, "%.*s", (int)strlen(note) - 1,
-                       note);
+                        note);
     goto done;
   }
   for (size_t i = 0; i < r->num_name_expressions; i++) {

@@ -243,8 +243,8 @@ t4a_status t4a_nvrtc_fail(const t4a_nvrtc_lib *lib, nvrtcResult r, const char *e
   }
   const char *name = NULL;
   if (lib != NULL && lib->t.nvrtcGetErrorString != NULL) name = lib->t.nvrtcGetErrorString(r);
-  return t4a_error_set_(st, entry, (int)r, name != NULL ? name : "NVRTC_ERROR_?", 0, "%s failed: %s",
-                       entry, what != NULL ? what : (name != NULL ? name : "?"));
+  return t4a_error_set_(st, entry, (int)r, name != NULL ? name : "NVRTC_ERROR_?", 0,
+                        "%s failed: %s", entry, what != NULL ? what : (name != NULL ? name : "?"));
 }
 
 /* Version, capabilities and architectures, for a lib whose table is filled. */
@@ -292,9 +292,9 @@ t4a_status t4a_nvrtc_lib_open(const t4a_nvrtc_lib_options *options, t4a_nvrtc_li
   lib->dl = open_candidates(path, lib->origin, sizeof lib->origin, tried, sizeof tried);
   if (lib->dl == NULL) {
     st = t4a_error_set_(T4A_NVRTC_NOT_FOUND, "dlopen", 0, NULL, 0,
-                       "cannot load NVRTC (tried %s); install the CUDA toolkit's NVRTC or set "
-                       "T4A_LIBNVRTC_PATH",
-                       tried);
+                        "cannot load NVRTC (tried %s); install the CUDA toolkit's NVRTC or set "
+                        "T4A_LIBNVRTC_PATH",
+                        tried);
     goto fail;
   }
   for (size_t i = 0; i < NUM_ENTRIES; i++) {
@@ -302,8 +302,8 @@ t4a_status t4a_nvrtc_lib_open(const t4a_nvrtc_lib_options *options, t4a_nvrtc_li
     *slot(&lib->t, i) = fn;
     if (fn == NULL && k_entries[i].required) {
       st = t4a_error_set_(T4A_NVRTC_SYMBOL_MISSING, k_entries[i].name, 0, NULL, 0,
-                         "%s has no %s; t4a needs NVRTC 12.0 or newer", lib->origin,
-                         k_entries[i].name);
+                          "%s has no %s; t4a needs NVRTC 12.0 or newer", lib->origin,
+                          k_entries[i].name);
       goto fail;
     }
   }
@@ -332,7 +332,7 @@ t4a_status t4a_nvrtc_lib_create_from_table(const t4a_nvrtc_table *table, const c
   for (size_t i = 0; i < NUM_ENTRIES; i++) {
     if (*slot(&lib->t, i) == NULL && k_entries[i].required) {
       t4a_status st = t4a_error_set_(T4A_NVRTC_SYMBOL_MISSING, k_entries[i].name, 0, NULL, 0,
-                                    "the table %s has no %s", lib->origin, k_entries[i].name);
+                                     "the table %s has no %s", lib->origin, k_entries[i].name);
       free(lib);
       return st;
     }
@@ -387,7 +387,7 @@ t4a_status t4a_nvrtc_lib_supported_archs(const t4a_nvrtc_lib *lib, int *out, siz
   }
   if (!(lib->caps & T4A_NVRTC_CAP_SUPPORTED_ARCHS)) {
     return t4a_error_set_(T4A_UNSUPPORTED, "nvrtcGetSupportedArchs", 0, NULL, 0,
-                         "%s cannot list its architectures", lib->origin);
+                          "%s cannot list its architectures", lib->origin);
   }
   for (size_t i = 0; i < lib->num_archs && i < capacity; i++) out[i] = lib->archs[i];
   *out_num = lib->num_archs;

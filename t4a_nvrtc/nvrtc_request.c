@@ -77,7 +77,7 @@ static t4a_status parse_target(const t4a_nvrtc_lib *lib, const char *target,
                                t4a_nvrtc_prepared *p) {
   if (target == NULL) {
     return t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_nvrtc_request", 0, NULL, 0,
-                         "target is NULL: name an architecture such as sm_90 or compute_90");
+                          "target is NULL: name an architecture such as sm_90 or compute_90");
   }
   const char *digits;
   if (strncmp(target, "sm_", 3) == 0) {
@@ -102,9 +102,9 @@ static t4a_status parse_target(const t4a_nvrtc_lib *lib, const char *target,
            (rest[0] == '\0' || ((rest[0] == 'a' || rest[0] == 'f') && rest[1] == '\0'));
   if (!ok) {
     return t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_nvrtc_request", 0, NULL, 0,
-                         "target \"%.40s\" is not an architecture (sm_NN or compute_NN, "
-                         "optionally with an a or f suffix)",
-                         target);
+                          "target \"%.40s\" is not an architecture (sm_NN or compute_NN, "
+                          "optionally with an a or f suffix)",
+                          target);
   }
   if (lib->caps & T4A_NVRTC_CAP_SUPPORTED_ARCHS) {
     int found = 0;
@@ -118,8 +118,8 @@ static t4a_status parse_target(const t4a_nvrtc_lib *lib, const char *target,
             (size_t)snprintf(list + used, sizeof list - used, "%s%d", i ? " " : "", lib->archs[i]);
       }
       return t4a_error_set_(T4A_UNSUPPORTED, "t4a_nvrtc_request", 0, NULL, 0,
-                           "target %s: NVRTC %d.%d supports %s", target, lib->major, lib->minor,
-                           list);
+                            "target %s: NVRTC %d.%d supports %s", target, lib->major, lib->minor,
+                            list);
     }
   }
   snprintf(p->target, sizeof p->target, "%s", target);
@@ -132,21 +132,21 @@ t4a_status t4a_nvrtc_prepare(const t4a_nvrtc_lib *lib, const t4a_nvrtc_request *
   memset(out, 0, sizeof *out);
   if (lib == NULL || req == NULL) {
     return t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_nvrtc_request", 0, NULL, 0,
-                         "lib or request is NULL");
+                          "lib or request is NULL");
   }
   out->req = req;
   if (req->num_headers > T4A_NVRTC_MAX_ITEMS || req->num_options > T4A_NVRTC_MAX_ITEMS ||
       req->num_name_expressions > T4A_NVRTC_MAX_ITEMS) {
     return t4a_error_set_(T4A_LIMIT_EXCEEDED, "t4a_nvrtc_request", 0, NULL, 0,
-                         "%zu headers, %zu options, %zu name expressions: at most %u each",
-                         req->num_headers, req->num_options, req->num_name_expressions,
-                         T4A_NVRTC_MAX_ITEMS);
+                          "%zu headers, %zu options, %zu name expressions: at most %u each",
+                          req->num_headers, req->num_options, req->num_name_expressions,
+                          T4A_NVRTC_MAX_ITEMS);
   }
   if ((req->num_headers > 0 && req->headers == NULL) ||
       (req->num_options > 0 && req->options == NULL) ||
       (req->num_name_expressions > 0 && req->name_expressions == NULL)) {
     return t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_nvrtc_request", 0, NULL, 0,
-                         "a count is nonzero but its array is NULL");
+                          "a count is nonzero but its array is NULL");
   }
   t4a_status st;
   out->program_name = req->program_name != NULL ? req->program_name : "t4a_program.cu";
@@ -189,7 +189,7 @@ t4a_status t4a_nvrtc_prepare(const t4a_nvrtc_lib *lib, const t4a_nvrtc_request *
     const char *why = owned_option(o, n);
     if (why != NULL) {
       return t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_nvrtc_request", 0, NULL, 0,
-                           "option %zu (%.*s) %s", i, (int)(n > 64 ? 64 : n), o, why);
+                            "option %zu (%.*s) %s", i, (int)(n > 64 ? 64 : n), o, why);
     }
   }
   for (size_t i = 0; i < req->num_name_expressions; i++) {
@@ -203,19 +203,19 @@ t4a_status t4a_nvrtc_prepare(const t4a_nvrtc_lib *lib, const t4a_nvrtc_request *
     case T4A_NVRTC_OUTPUT_CUBIN:
       if (!(lib->caps & T4A_NVRTC_CAP_CUBIN)) {
         return t4a_error_set_(T4A_UNSUPPORTED, "nvrtcGetCUBIN", 0, NULL, 0,
-                             "%s cannot produce CUBIN (no nvrtcGetCUBIN)", lib->origin);
+                              "%s cannot produce CUBIN (no nvrtcGetCUBIN)", lib->origin);
       }
       break;
     case T4A_NVRTC_OUTPUT_LTOIR:
       if (!(lib->caps & T4A_NVRTC_CAP_LTOIR)) {
         return t4a_error_set_(T4A_UNSUPPORTED, "nvrtcGetLTOIR", 0, NULL, 0,
-                             "%s cannot produce LTO-IR (no nvrtcGetLTOIR)", lib->origin);
+                              "%s cannot produce LTO-IR (no nvrtcGetLTOIR)", lib->origin);
       }
       break;
     default:
       return t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_nvrtc_request", 0, NULL, 0,
-                           "output kind %d is not PTX (0), CUBIN (1) or LTO-IR (2)",
-                           (int)req->output);
+                            "output kind %d is not PTX (0), CUBIN (1) or LTO-IR (2)",
+                            (int)req->output);
   }
   if ((st = parse_target(lib, req->target, out)) != T4A_OK) return st;
   out->implicit[out->num_implicit++] = out->arch_option;

@@ -133,7 +133,7 @@ found:;
 
 static t4a_status nccl_fail(const char *entry, int result) {
   return t4a_error_set_(T4A_DRIVER_ERROR, entry, result, NULL, 0, "%s returned NCCL result %d (%s)",
-                       entry, result, g_nccl.error_string(result));
+                        entry, result, g_nccl.error_string(result));
 }
 
 /* ---- two runtimes ---- */

@@ -116,18 +116,18 @@ t4a_status t4a_raw_devptr(t4a_raw_scope *scope, const t4a_buffer *buffer, int ac
   if (out == NULL) return refuse("t4a_raw_devptr: out is NULL");
   if (access < T4A_RAW_READ || access > T4A_RAW_READ_WRITE) {
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "t4a_raw_devptr: unknown access %d", access);
+                          "t4a_raw_devptr: unknown access %d", access);
   }
   long i = buffer != NULL ? find_buffer(r, buffer) : -1;
   if (i < 0) {
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "t4a_raw_devptr: buffer %p is not bound to this raw scope (lane %llu)",
-                         (const void *)buffer, (unsigned long long)t4a_lane_domain(r->lane));
+                          "t4a_raw_devptr: buffer %p is not bound to this raw scope (lane %llu)",
+                          (const void *)buffer, (unsigned long long)t4a_lane_domain(r->lane));
   }
   if ((access & T4A_RAW_WRITE) && !(r->access[i] & T4A_RAW_WRITE)) {
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "t4a_raw_devptr: write access asked of buffer %p, bound READ to this "
-                         "raw scope", (const void *)buffer);
+                          "t4a_raw_devptr: write access asked of buffer %p, bound READ to this "
+                          "raw scope", (const void *)buffer);
   }
   *out = t4a_buffer_devptr(buffer);
   return T4A_OK;
@@ -146,25 +146,25 @@ static t4a_status check_bindings(t4a_lane *lane, const t4a_raw_binding *bindings
   if (count > 0 && bindings == NULL) return refuse("t4a_raw_run: bindings is NULL with a count");
   if (count > RAW_MAX_BINDINGS) {
     return t4a_error_set_(T4A_LIMIT_EXCEEDED, NULL, 0, NULL, 0,
-                         "t4a_raw_run: %zu bindings (at most %zu)", count, RAW_MAX_BINDINGS);
+                          "t4a_raw_run: %zu bindings (at most %zu)", count, RAW_MAX_BINDINGS);
   }
   uint64_t domain = t4a_lane_domain(lane);
   for (size_t i = 0; i < count; i++) {
     const t4a_raw_binding *b = &bindings[i];
     if (b->buffer == NULL) {
       return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                           "t4a_raw_run: binding %zu has no buffer", i);
+                            "t4a_raw_run: binding %zu has no buffer", i);
     }
     if (b->access < T4A_RAW_READ || b->access > T4A_RAW_READ_WRITE) {
       return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                           "t4a_raw_run: binding %zu has unknown access %d", i, b->access);
+                            "t4a_raw_run: binding %zu has unknown access %d", i, b->access);
     }
     if (t4a_buffer_domain(b->buffer) != domain) {
       return t4a_error_set_(T4A_FOREIGN_HANDLE, NULL, 0, NULL, 0,
-                           "t4a_raw_run: binding %zu is a buffer of domain %llu, not of this "
-                           "scope's lane (domain %llu)", i,
-                           (unsigned long long)t4a_buffer_domain(b->buffer),
-                           (unsigned long long)domain);
+                            "t4a_raw_run: binding %zu is a buffer of domain %llu, not of this "
+                            "scope's lane (domain %llu)", i,
+                            (unsigned long long)t4a_buffer_domain(b->buffer),
+                            (unsigned long long)domain);
     }
   }
   return T4A_OK;
@@ -268,8 +268,8 @@ t4a_status t4a_raw_run(t4a_retire *retire, const t4a_raw_binding *bindings, size
     t4a_error_last(&e);
     if (e.status != fst) {
       (void)t4a_error_set_(fst, "t4a_raw_run", 0, NULL, 0,
-                          "the raw scope's callback failed with %s and left no detail",
-                          t4a_status_name(fst));
+                           "the raw scope's callback failed with %s and left no detail",
+                           t4a_status_name(fst));
     }
     (void)reactivate(d, &rec, 1); /* fn's detail is what is reported */
   }
@@ -281,8 +281,8 @@ t4a_status t4a_raw_run(t4a_retire *retire, const t4a_raw_binding *bindings, size
     CUresult r = d->t.cuStreamQuery(rec.stream);
     if (t4a_cu_is_sticky(r)) {
       fst = t4a_error_set_(T4A_CONTEXT_LOST, "cuStreamQuery", (int)r, t4a_cu_name(d, r), 0,
-                          "raw scope: the callback failed (%s) and the lane's stream reports a "
-                          "sticky error: the context is lost", t4a_status_name(fst));
+                           "raw scope: the callback failed (%s) and the lane's stream reports a "
+                           "sticky error: the context is lost", t4a_status_name(fst));
     }
   }
   t4a_counter_add(counters, T4A_COUNTER_raw_scopes_poisoned, 1);

@@ -201,7 +201,7 @@ typedef struct gemm_job {
 
 static t4a_status cublas_fail(const char *entry, int status) {
   return t4a_error_set_(T4A_DRIVER_ERROR, entry, status, NULL, 0, "%s returned cuBLAS status %d",
-                       entry, status);
+                        entry, status);
 }
 
 /* C = alpha * A * B + beta * C (column-major) on the scope's stream. */

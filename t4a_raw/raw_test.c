@@ -783,7 +783,8 @@ static void test_handle_invalid_after_return(void **state) {
   assert_null(t4a_raw_context(j.saved));
   assert_int_equal(t4a_raw_device_ordinal(j.saved), -1);
   assert_null(t4a_raw_stream(NULL));
-  assert_int_equal(t4a_raw_fail(j.saved, T4A_IO, "x", 1, NULL, "not recorded"), T4A_INVALID_ARGUMENT);
+  assert_int_equal(t4a_raw_fail(j.saved, T4A_IO, "x", 1, NULL, "not recorded"),
+                   T4A_INVALID_ARGUMENT);
   t4a_error_last(&e);
   assert_non_null(strstr(e.message, "not open"));
   /* Inside a later scope (likely at the same stack address) the old handle is still refused. */

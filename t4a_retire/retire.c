@@ -75,8 +75,8 @@ static t4a_status epoch_reserve(epoch *e, uint32_t extra) {
   if (need <= e->capacity) return T4A_OK;
   if (need > MAX_EPOCH_KEEPALIVES) {
     return t4a_error_set_(T4A_LIMIT_EXCEEDED, NULL, 0, NULL, 0,
-                         "an epoch holds at most %u keepalives (%llu asked)",
-                         MAX_EPOCH_KEEPALIVES, (unsigned long long)need);
+                          "an epoch holds at most %u keepalives (%llu asked)",
+                          MAX_EPOCH_KEEPALIVES, (unsigned long long)need);
   }
   uint32_t cap = e->capacity ? e->capacity : 16;
   while (cap < need) cap *= 2;
@@ -130,9 +130,9 @@ static t4a_status lock_enter(t4a_retire *r) {
   if (atomic_load_explicit(&r->owner, memory_order_relaxed) == &t_thread_id) {
     t4a_counter_add(r->counters, T4A_COUNTER_admissions_refused_reentry, 1);
     return t4a_error_set_(T4A_REENTRY, NULL, 0, NULL, 0,
-                         "lane %llu: re-entered from the thread that holds its operation lock "
-                         "(a callback called back into its own runtime)",
-                         (unsigned long long)t4a_lane_domain(r->lane));
+                          "lane %llu: re-entered from the thread that holds its operation lock "
+                          "(a callback called back into its own runtime)",
+                          (unsigned long long)t4a_lane_domain(r->lane));
   }
   pthread_mutex_lock(&r->lock);
   atomic_store_explicit(&r->owner, &t_thread_id, memory_order_relaxed);
@@ -290,7 +290,7 @@ t4a_status t4a_retire_create(t4a_lane *lane, const t4a_retire_options *options,
   if (o.max_pending_records < 2 || o.max_pending_records > (1u << 24) ||
       o.max_sealed_epochs > 4096) {
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "max_pending_records must be in [2, 2^24] and max_sealed_epochs <= 4096");
+                          "max_pending_records must be in [2, 2^24] and max_sealed_epochs <= 4096");
   }
   t4a_status st = t4a_lane_check(lane);
   if (st != T4A_OK) return st;
@@ -313,7 +313,7 @@ t4a_status t4a_retire_create(t4a_lane *lane, const t4a_retire_options *options,
     free(r->spare_events);
     free(r);
     return t4a_error_set_(T4A_INTERNAL, "pthread_mutex_init", 0, NULL, 0,
-                         "cannot initialise the lane's operation lock");
+                          "cannot initialise the lane's operation lock");
   }
   atomic_init(&r->owner, NULL);
   r->lane = lane;
@@ -386,7 +386,7 @@ t4a_status t4a_retire_destroy(t4a_retire *r) {
     /* Proof of drain: everything enqueued on the stream finished without error. */
     t4a_counter_add(r->counters, T4A_COUNTER_host_waits, 1);
     st = t4a_lane_note_(r->lane,
-                       T4A_CU(r->driver, cuStreamSynchronize, t4a_lane_stream(r->lane)));
+                        T4A_CU(r->driver, cuStreamSynchronize, t4a_lane_stream(r->lane)));
   }
   size_t leaked = 0;
   if (st == T4A_OK) {
@@ -470,8 +470,8 @@ t4a_status t4a_admission_begin(t4a_retire *r, uint32_t num_keepalives, t4a_admis
     /* Another retire of this lane is capturing its stream: this work would be recorded into
      * that graph while its keepalives went to this retire's epochs. */
     st = t4a_error_set_(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
-                       "lane %llu is being captured into a graph through another retire",
-                       (unsigned long long)t4a_lane_domain(r->lane));
+                        "lane %llu is being captured into a graph through another retire",
+                        (unsigned long long)t4a_lane_domain(r->lane));
     goto fail_scoped;
   }
   if (r->capturing) {
@@ -587,9 +587,9 @@ t4a_status t4a_admission_fail(t4a_admission *adm, t4a_status status,
 
 static t4a_status refuse_in_capture(t4a_retire *r, const char *what) {
   return t4a_error_set_(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
-                       "lane %llu is capturing a graph: %s cannot be captured (end the capture "
-                       "first)",
-                       (unsigned long long)t4a_lane_domain(r->lane), what);
+                        "lane %llu is capturing a graph: %s cannot be captured (end the capture "
+                        "first)",
+                        (unsigned long long)t4a_lane_domain(r->lane), what);
 }
 
 static t4a_status observe(t4a_retire *r, int wait_all) {
@@ -662,14 +662,14 @@ t4a_status t4a_admission_record(t4a_admission *adm, t4a_witness **out) {
   if (out != NULL) *out = NULL;
   if (adm == NULL || adm->priv_retire == NULL || out == NULL) {
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "no open admission (or out is NULL) to record a witness in");
+                          "no open admission (or out is NULL) to record a witness in");
   }
   t4a_lane *lane = adm->priv_retire->lane;
   if (adm->priv_retire->capturing) {
     return t4a_error_set_(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
-                         "lane %llu is capturing a graph: a witness (an event observed from the "
-                         "host) cannot be captured",
-                         (unsigned long long)t4a_lane_domain(lane));
+                          "lane %llu is capturing a graph: a witness (an event observed from the "
+                          "host) cannot be captured",
+                          (unsigned long long)t4a_lane_domain(lane));
   }
   t4a_ctx_scope scope; /* another admission of this thread may have made its context current */
   t4a_status st = t4a_ctx_scope_enter(&scope, t4a_lane_holder(lane), t4a_lane_counters(lane));
@@ -683,14 +683,14 @@ t4a_status t4a_admission_record(t4a_admission *adm, t4a_witness **out) {
 t4a_status t4a_admission_wait(t4a_admission *adm, t4a_witness *w) {
   if (adm == NULL || adm->priv_retire == NULL || w == NULL) {
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "no open admission (or the witness is NULL) to wait in");
+                          "no open admission (or the witness is NULL) to wait in");
   }
   t4a_lane *lane = adm->priv_retire->lane;
   if (adm->priv_retire->capturing) {
     return t4a_error_set_(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
-                         "lane %llu is capturing a graph: a wait on work outside the capture "
-                         "cannot be captured",
-                         (unsigned long long)t4a_lane_domain(lane));
+                          "lane %llu is capturing a graph: a wait on work outside the capture "
+                          "cannot be captured",
+                          (unsigned long long)t4a_lane_domain(lane));
   }
   return t4a_witness_stream_wait_(w, lane);
 }
@@ -704,8 +704,8 @@ t4a_status t4a_retire_capture_begin(t4a_retire *r) {
   if (st != T4A_OK) return st;
   if (r->capturing) {
     return t4a_admission_abort(&adm, t4a_error_set_(T4A_BUSY, NULL, 0, NULL, 0,
-                                                   "lane %llu is already capturing a graph",
-                                                   (unsigned long long)t4a_lane_domain(r->lane)));
+                                                    "lane %llu is already capturing a graph",
+                                                    (unsigned long long)t4a_lane_domain(r->lane)));
   }
   /* What is admitted so far gets its event outside the capture, so its keepalives are not mixed
    * with the graph's. */
@@ -743,15 +743,15 @@ t4a_status t4a_retire_capture_end(t4a_retire *r, void **out_graph, t4a_keepalive
   if (!r->capturing) {
     lock_exit(r);
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "lane %llu is not capturing a graph",
-                         (unsigned long long)t4a_lane_domain(r->lane));
+                          "lane %llu is not capturing a graph",
+                          (unsigned long long)t4a_lane_domain(r->lane));
   }
   if (r->capture_thread != &t_thread_id) {
     lock_exit(r);
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "lane %llu's capture was begun on another thread: only that thread can "
-                         "end it (a thread-local capture)",
-                         (unsigned long long)t4a_lane_domain(r->lane));
+                          "lane %llu's capture was begun on another thread: only that thread can "
+                          "end it (a thread-local capture)",
+                          (unsigned long long)t4a_lane_domain(r->lane));
   }
   t4a_ctx_scope scope;
   CUgraph graph = NULL;

@@ -32,7 +32,7 @@ t4a_status t4a_witness_record_(t4a_lane *lane, t4a_witness **out) {
   if (t4a_fault_sim(T4A_FAULT_MUTEX_INIT) || pthread_mutex_init(&w->lock, NULL) != 0) {
     free(w);
     return t4a_error_set_(T4A_INTERNAL, "pthread_mutex_init", 0, NULL, 0,
-                         "cannot initialise a witness lock");
+                          "cannot initialise a witness lock");
   }
   t4a_status st = T4A_CU(d, cuEventCreate, &w->event, CU_EVENT_DISABLE_TIMING);
   if (st == T4A_OK) {
@@ -102,15 +102,15 @@ t4a_status t4a_witness_add_upstream(t4a_witness *w, t4a_witness *up) {
   int cycle = reaches(up, w, 0);
   if (cycle != 0) {
     return cycle < 0 ? t4a_error_set_(T4A_LIMIT_EXCEEDED, NULL, 0, NULL, 0,
-                                     "the upstream graph is too deep or memory ran out")
+                                      "the upstream graph is too deep or memory ran out")
                      : t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                                     "adding this upstream would make a cycle");
+                                      "adding this upstream would make a cycle");
   }
   pthread_mutex_lock(&w->lock);
   t4a_status st = T4A_OK;
   if (w->state != PENDING) {
     st = t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                       "the witness is already settled; an upstream added now would be ignored");
+                        "the witness is already settled; an upstream added now would be ignored");
   } else if (w->num_upstream == w->cap_upstream) {
     size_t cap = w->cap_upstream ? w->cap_upstream * 2 : 4;
     t4a_witness **n = t4a_host_calloc(cap, sizeof *n);
@@ -299,8 +299,8 @@ t4a_status t4a_witness_stream_wait_(t4a_witness *w, t4a_lane *lane) {
     /* Another lane's failure: reported as such, so it is not mistaken for this lane's own. */
     const t4a_error *e = &w->failure;
     settled = t4a_error_set_(T4A_UPSTREAM_FAILED, e->entry, e->code, e->code_name, e->bytes,
-                            "a witness this work waits on failed (%s): %s",
-                            t4a_status_name(e->status), e->message);
+                             "a witness this work waits on failed (%s): %s",
+                             t4a_status_name(e->status), e->message);
   } else if (state == FAILED) {
     settled = replay(w);
   }

@@ -106,7 +106,7 @@ t4a_status t4a_xfer_copier_create_(uint32_t threads, t4a_xfer_copier **out) {
     free(c->threads);
     free(c);
     return t4a_error_set_(T4A_INTERNAL, "pthread_mutex_init", 0, NULL, 0,
-                         "cannot initialise the copy threads' lock");
+                          "cannot initialise the copy threads' lock");
   }
   pthread_mutex_init(&c->lock, NULL);
   pthread_cond_init(&c->start, NULL);
@@ -119,7 +119,7 @@ t4a_status t4a_xfer_copier_create_(uint32_t threads, t4a_xfer_copier **out) {
       stop_and_join(c, i);
       copier_free(c);
       return t4a_error_set_(T4A_INTERNAL, "pthread_create", 0, NULL, 0,
-                           "cannot start copy thread %u of %u", i + 1, threads - 1);
+                            "cannot start copy thread %u of %u", i + 1, threads - 1);
     }
     c->num_threads++;
   }

@@ -89,20 +89,20 @@ t4a_status t4a_xfer_copy_plan(t4a_xfer *dx, t4a_xfer *sx, t4a_copy_path path,
   int dev_d = t4a_lane_ordinal(dx->lane), dev_s = t4a_lane_ordinal(sx->lane);
   if ((unsigned)path > T4A_COPY_STAGED) {
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "unknown copy path %d",
-                         (int)path);
+                          (int)path);
   }
   if (dev_d == dev_s) {
     if (path != T4A_COPY_AUTO && path != T4A_COPY_SAME_DEVICE) {
       return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                           "both lanes are on device %d: a %s copy needs two devices", dev_d,
-                           path == T4A_COPY_PEER ? "peer" : "staged");
+                            "both lanes are on device %d: a %s copy needs two devices", dev_d,
+                            path == T4A_COPY_PEER ? "peer" : "staged");
     }
     *out_path = T4A_COPY_SAME_DEVICE;
     return T4A_OK;
   }
   if (path == T4A_COPY_SAME_DEVICE) {
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "the lanes are on devices %d and %d, not one", dev_d, dev_s);
+                          "the lanes are on devices %d and %d, not one", dev_d, dev_s);
   }
   if (path == T4A_COPY_STAGED) {
     *out_path = T4A_COPY_STAGED;
@@ -113,8 +113,8 @@ t4a_status t4a_xfer_copy_plan(t4a_xfer *dx, t4a_xfer *sx, t4a_copy_path path,
   if (st != T4A_OK) return st;
   if (!can && path == T4A_COPY_PEER) {
     return t4a_error_set_(T4A_UNSUPPORTED, "cuDeviceCanAccessPeer", 0, NULL, 0,
-                         "a peer copy was requested but device %d cannot access device %d",
-                         dev_d, dev_s);
+                          "a peer copy was requested but device %d cannot access device %d",
+                          dev_d, dev_s);
   }
   *out_path = can ? T4A_COPY_PEER : T4A_COPY_STAGED;
   return T4A_OK;
@@ -357,8 +357,8 @@ t4a_status t4a_xfer_copy(t4a_xfer *dx, t4a_buffer *dst, size_t doff, t4a_xfer *s
   if (st != T4A_OK) return st;
   if (dst == src && doff < soff + bytes && soff < doff + bytes) {
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "source [%zu, +%zu) and destination [%zu, +%zu) overlap in one buffer",
-                         soff, bytes, doff, bytes);
+                          "source [%zu, +%zu) and destination [%zu, +%zu) overlap in one buffer",
+                          soff, bytes, doff, bytes);
   }
   t4a_copy_path taken;
   if ((st = t4a_xfer_copy_plan(dx, sx, path, &taken)) != T4A_OK) return st;

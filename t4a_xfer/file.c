@@ -35,16 +35,16 @@ t4a_status t4a_xfer_slot_upload(t4a_xfer *x, t4a_slots *slots, uint32_t index, c
   size_t cell_bytes = t4a_slots_slot_bytes(slots);
   if (cell == NULL) {
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "slot index %u is out of range",
-                         index);
+                          index);
   }
   if (bytes == 0 || bytes > cell_bytes) {
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "a slot upload takes 1..%zu bytes (the slot size), not %zu", cell_bytes,
-                         bytes);
+                          "a slot upload takes 1..%zu bytes (the slot size), not %zu", cell_bytes,
+                          bytes);
   }
   if (!t4a_slot_is_acquired(slots, index)) {
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "slot %u is not acquired (t4a_slot_acquire)", index);
+                          "slot %u is not acquired (t4a_slot_acquire)", index);
   }
   t4a_status st = t4a_xfer_check_buffer_(x, dst, dst_offset, bytes);
   if (st != T4A_OK) return st;
@@ -94,23 +94,23 @@ t4a_status t4a_file_map_open(const char *path, t4a_file_map **out) {
     int err = errno;
     free(m);
     return t4a_error_set_(T4A_IO, "open", err, NULL, 0, "cannot open %s%s: %s", path_cut(path),
-                         path_end(path), strerror(err));
+                          path_end(path), strerror(err));
   }
   struct stat sb;
   t4a_status st = T4A_OK;
   if (fstat(fd, &sb) != 0) {
     int err = errno;
     st = t4a_error_set_(T4A_IO, "fstat", err, NULL, 0, "cannot stat %s%s: %s", path_cut(path),
-                       path_end(path), strerror(err));
+                        path_end(path), strerror(err));
   } else if (!S_ISREG(sb.st_mode)) {
     st = t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                       "%s%s is not a regular file: only regular files are mapped",
-                       path_cut(path), path_end(path));
+                        "%s%s is not a regular file: only regular files are mapped",
+                        path_cut(path), path_end(path));
 #if SIZE_MAX < UINT64_MAX
   } else if ((uint64_t)sb.st_size > SIZE_MAX) {
     st = t4a_error_set_(T4A_LIMIT_EXCEEDED, NULL, 0, NULL, (uint64_t)sb.st_size,
-                       "%s%s (%llu bytes) is larger than the address space", path_cut(path),
-                       path_end(path), (unsigned long long)sb.st_size);
+                        "%s%s (%llu bytes) is larger than the address space", path_cut(path),
+                        path_end(path), (unsigned long long)sb.st_size);
 #endif
   }
   void *base = NULL;
@@ -126,8 +126,8 @@ t4a_status t4a_file_map_open(const char *path, t4a_file_map **out) {
       int err = errno;
       base = NULL;
       st = t4a_error_set_(err == ENOMEM ? T4A_HOST_OUT_OF_MEMORY : T4A_IO, "mmap", err, NULL,
-                         (uint64_t)size, "cannot map %s%s (%zu bytes): %s", path_cut(path),
-                         path_end(path), size, strerror(err));
+                          (uint64_t)size, "cannot map %s%s (%zu bytes): %s", path_cut(path),
+                          path_end(path), size, strerror(err));
     }
   }
   (void)close(fd); /* the mapping keeps the file; a read-only descriptor has nothing to flush */
@@ -173,9 +173,9 @@ t4a_status t4a_xfer_upload_mapped(t4a_xfer *x, t4a_buffer *dst, size_t dst_offse
   if (st != T4A_OK) return st;
   if (map_offset > map->size || bytes > map->size - map_offset) {
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "range [%llu, +%zu) is beyond the end of %s%s (%llu bytes)",
-                         (unsigned long long)map_offset, bytes, path_cut(map->path),
-                         path_end(map->path), (unsigned long long)map->size);
+                          "range [%llu, +%zu) is beyond the end of %s%s (%llu bytes)",
+                          (unsigned long long)map_offset, bytes, path_cut(map->path),
+                          path_end(map->path), (unsigned long long)map->size);
   }
   t4a_admission adm;
   if ((st = t4a_admission_begin(x->retire, 2, &adm)) != T4A_OK) return st;
@@ -229,27 +229,27 @@ t4a_status t4a_file_map_register(t4a_file_map *map, t4a_ctx_holder *holder, uint
   *out = NULL;
   if (map == NULL || holder == NULL || bytes == 0) {
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "registration needs a map, a holder and at least one page");
+                          "registration needs a map, a holder and at least one page");
   }
   uint64_t page = page_size();
   if (offset % page != 0 || bytes % page != 0) {
     int off_bad = offset % page != 0;
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "a registered range must be page-aligned: %s %llu is %llu bytes past a "
-                         "multiple of the %llu-byte page size",
-                         off_bad ? "offset" : "size",
-                         (unsigned long long)(off_bad ? offset : (uint64_t)bytes),
-                         (unsigned long long)((off_bad ? offset : (uint64_t)bytes) % page),
-                         (unsigned long long)page);
+                          "a registered range must be page-aligned: %s %llu is %llu bytes past a "
+                          "multiple of the %llu-byte page size",
+                          off_bad ? "offset" : "size",
+                          (unsigned long long)(off_bad ? offset : (uint64_t)bytes),
+                          (unsigned long long)((off_bad ? offset : (uint64_t)bytes) % page),
+                          (unsigned long long)page);
   }
   /* The kernel maps whole pages: the file's last partial page is mapped (zero past the end). */
   uint64_t mapped = map->size % page ? map->size + (page - map->size % page) : map->size;
   if (offset > mapped || bytes > mapped - offset) {
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "range [%llu, +%zu) is beyond the %llu mapped bytes of %s%s "
-                         "(%llu-byte file)",
-                         (unsigned long long)offset, bytes, (unsigned long long)mapped,
-                         path_cut(map->path), path_end(map->path), (unsigned long long)map->size);
+                          "range [%llu, +%zu) is beyond the %llu mapped bytes of %s%s "
+                          "(%llu-byte file)",
+                          (unsigned long long)offset, bytes, (unsigned long long)mapped,
+                          path_cut(map->path), path_end(map->path), (unsigned long long)map->size);
   }
   void *host = (unsigned char *)map->base + offset;
   t4a_file_map_retain(map); /* handed to the registration */

@@ -302,7 +302,7 @@ t4a_status t4a_xfer_ring_acquire_(t4a_xfer *x, chunk **out) {
     if (skipped == x->num_chunks) {
       if (marked || x->num_reclaimable == 0) {
         return t4a_error_set_(T4A_LIMIT_EXCEEDED, NULL, 0, NULL, 0,
-                             "every staging chunk is quarantined after an earlier failure");
+                              "every staging chunk is quarantined after an earlier failure");
       }
       marked = 1;
       skipped = 0;
@@ -413,14 +413,14 @@ t4a_status t4a_xfer_create(t4a_retire *retire, const t4a_xfer_options *options, 
   if (chunk_bytes < T4A_XFER_MIN_CHUNK_BYTES || chunk_bytes > ((size_t)1 << 30) ||
       num_chunks > T4A_XFER_MAX_NUM_CHUNKS) {
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "staging needs 4 KiB..1 GiB chunks and 1..%u of them (got %zu x %u)",
-                         T4A_XFER_MAX_NUM_CHUNKS, chunk_bytes, num_chunks);
+                          "staging needs 4 KiB..1 GiB chunks and 1..%u of them (got %zu x %u)",
+                          T4A_XFER_MAX_NUM_CHUNKS, chunk_bytes, num_chunks);
   }
   uint32_t copy_threads = options != NULL ? options->copy_threads : 0;
   if (copy_threads > T4A_XFER_MAX_COPY_THREADS) {
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "at most %u copy threads (got %u)", T4A_XFER_MAX_COPY_THREADS,
-                         copy_threads);
+                          "at most %u copy threads (got %u)", T4A_XFER_MAX_COPY_THREADS,
+                          copy_threads);
   }
   if (copy_threads == 0) {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -535,15 +535,15 @@ t4a_status t4a_xfer_check_buffer_(const t4a_xfer *x, const t4a_buffer *buf, size
   if (buf == NULL) return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "buffer is NULL");
   if (t4a_buffer_domain(buf) != t4a_lane_domain(x->lane)) {
     return t4a_error_set_(T4A_FOREIGN_HANDLE, NULL, 0, NULL, 0,
-                         "the buffer belongs to domain %llu, this transfer lane to %llu",
-                         (unsigned long long)t4a_buffer_domain(buf),
-                         (unsigned long long)t4a_lane_domain(x->lane));
+                          "the buffer belongs to domain %llu, this transfer lane to %llu",
+                          (unsigned long long)t4a_buffer_domain(buf),
+                          (unsigned long long)t4a_lane_domain(x->lane));
   }
   size_t size = t4a_buffer_size(buf);
   if (bytes == 0 || offset > size || bytes > size - offset) {
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "range [%zu, +%zu) is empty or outside the %zu-byte buffer", offset,
-                         bytes, size);
+                          "range [%zu, +%zu) is empty or outside the %zu-byte buffer", offset,
+                          bytes, size);
   }
   return T4A_OK;
 }
@@ -553,8 +553,8 @@ t4a_status t4a_xfer_check_pinned_(const t4a_pinned *p, size_t offset, size_t byt
   size_t size = t4a_pinned_size(p);
   if (offset > size || bytes > size - offset) {
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "range [%zu, +%zu) is outside the %zu-byte pinned memory", offset, bytes,
-                         size);
+                          "range [%zu, +%zu) is outside the %zu-byte pinned memory", offset, bytes,
+                          size);
   }
   return T4A_OK;
 }
@@ -583,8 +583,8 @@ t4a_status t4a_xfer_refuse_capture_(t4a_xfer *x) {
   if (st != T4A_OK) return st;
   if (capture != CU_STREAM_CAPTURE_STATUS_NONE) {
     return t4a_error_set_(T4A_UNSUPPORTED, "cuStreamIsCapturing", 0, NULL, 0,
-                         "the lane's stream is capturing a graph: staged transfers recycle their "
-                         "chunks and cannot be captured (slot and pinned uploads can)");
+                          "the lane's stream is capturing a graph: staged transfers recycle their "
+                          "chunks and cannot be captured (slot and pinned uploads can)");
   }
   return T4A_OK;
 }
@@ -596,9 +596,10 @@ t4a_status t4a_xfer_name_chunk_(t4a_status st, const char *what, size_t index, s
   if (e.status != st) return st;
   char msg[sizeof e.message];
   memcpy(msg, e.message, sizeof msg);
-  return t4a_error_set_(st, e.entry[0] ? e.entry : NULL, e.code, e.code_name[0] ? e.code_name : NULL,
-                       e.bytes, "%s, staging chunk %zu of %zu (bytes [%zu, %zu)): %s", what,
-                       index + 1, count, offset, offset + n, msg);
+  return t4a_error_set_(st, e.entry[0] ? e.entry : NULL, e.code,
+                        e.code_name[0] ? e.code_name : NULL, e.bytes,
+                        "%s, staging chunk %zu of %zu (bytes [%zu, %zu)): %s", what, index + 1,
+                        count, offset, offset + n, msg);
 }
 
 /* An upload (`from`, p NULL) or a download for handle p (into `to`) through the ring. Each chunk
@@ -787,8 +788,8 @@ t4a_status t4a_xfer_download_pinned(t4a_xfer *x, t4a_buffer *src, size_t offset,
     free(p);
     return t4a_admission_abort(
         &adm, t4a_error_set_(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
-                            "the lane's stream is capturing a graph: a download's completion "
-                            "cannot be captured (pinned uploads and slot uploads can)"));
+                             "the lane's stream is capturing a graph: a download's completion "
+                             "cannot be captured (pinned uploads and slot uploads can)"));
   }
   CUstream stream = t4a_lane_stream(x->lane);
   pthread_mutex_lock(&x->lock);
@@ -832,7 +833,7 @@ t4a_status t4a_xfer_download_pinned(t4a_xfer *x, t4a_buffer *src, size_t offset,
 static int pending_answer(t4a_xfer *x, t4a_xfer_pending *p, t4a_status *out) {
   if (p->state == DELIVERED) {
     *out = t4a_error_set_(T4A_ALREADY_CONSUMED, NULL, 0, NULL, 0,
-                         "the download's bytes were already delivered");
+                          "the download's bytes were already delivered");
     return 1;
   }
   if (p->state == FAILED) {
@@ -893,7 +894,7 @@ static t4a_status pending_step(t4a_xfer *x, t4a_xfer_pending *p, int wait) {
       /* Only copies by other threads remain (completed DMA, bytes on their way). */
       if (!wait) {
         return t4a_error_set_(T4A_NOT_READY, NULL, 0, NULL, 0,
-                             "another thread is still copying this download into its destination");
+                              "another thread is still copying this download into its destination");
       }
       pthread_cond_wait(&x->cond, &x->lock);
       continue;

@@ -31,6 +31,7 @@
   X(chain_reinstantiations, "chains re-recorded into a new executable graph")
 
 /** Every counter of t4a_launch, in the joined order. */
-#define T4A_LAUNCH_COUNTERS(X) T4A_LAUNCH_COUNTERS_1(X) T4A_LAUNCH_COUNTERS_2(X) T4A_LAUNCH_COUNTERS_3(X)
+#define T4A_LAUNCH_COUNTERS(X) \
+  T4A_LAUNCH_COUNTERS_1(X) T4A_LAUNCH_COUNTERS_2(X) T4A_LAUNCH_COUNTERS_3(X)
 
 #endif /**< T4A_LAUNCH_COUNTERS_H_ */

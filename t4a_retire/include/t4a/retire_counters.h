@@ -31,6 +31,7 @@
   X(captures, "graph captures begun on the lane (t4a_retire_capture_begin)")
 
 /** Every counter of t4a_retire, in the joined order. */
-#define T4A_RETIRE_COUNTERS(X) T4A_RETIRE_COUNTERS_1(X) T4A_RETIRE_COUNTERS_2(X) T4A_RETIRE_COUNTERS_3(X)
+#define T4A_RETIRE_COUNTERS(X) \
+  T4A_RETIRE_COUNTERS_1(X) T4A_RETIRE_COUNTERS_2(X) T4A_RETIRE_COUNTERS_3(X)
 
 #endif /**< T4A_RETIRE_COUNTERS_H_ */
