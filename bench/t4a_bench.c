@@ -46,6 +46,7 @@
 
 #include "t4a/t4a.h"
 #include "t4a_ctx/driver_table.h"
+#include "t4a_ctx/status_internal.h"
 #include "testing/fake_driver/fake_driver.h"
 #include "testing/lsan/nvrtc_suppressions.h"
 #define T4A_BENCH_NAME "t4a_bench"
@@ -268,7 +269,8 @@ static t4a_status blk_t4a_launch(bench *b, const void *arg, uint32_t ops, double
     CUcontext cur = NULL;
     st = T4A_CU(b->drv, cuCtxGetCurrent, &cur);
     if (st == T4A_OK && cur != NULL) {
-      return t4a_error_set(T4A_INTERNAL, NULL, 0, NULL, 0, "a context is current before the window");
+      return t4a_error_set_(T4A_INTERNAL, NULL, 0, NULL, 0,
+                            "a context is current before the window");
     }
     if (st != T4A_OK) return st;
   }

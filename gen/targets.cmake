@@ -3,31 +3,32 @@
 set(T4A_COPTS -std=c11 -Wall -Wextra -Werror -Wstrict-prototypes -Wmissing-prototypes -Wshadow -Wvla)
 
 t4a_library(NAME t4a_ctx_status
-  SRCS t4a_ctx/status.c t4a_ctx/fault.c t4a_ctx/counters.c t4a_ctx/counters_block.h
-  HDRS t4a_ctx/include/t4a/status.h t4a_ctx/include/t4a/fault.h t4a_ctx/include/t4a/counters.h
+  SRCS t4a_ctx/status.c t4a_ctx/fault.c t4a_ctx/counters.c t4a_ctx/counters_block.h t4a_ctx/status_internal.h
+  HDRS t4a_ctx/include/t4a/status.h t4a_ctx/include/t4a/fault.h t4a_ctx/include/t4a/counters.h t4a_ctx/include/t4a/ctx_counters.h
   INCLUDE_DIR t4a_ctx/include
-  INSTALL status)
+  INSTALL status
+  BUILD_DEPS t4a_raw_counter_list t4a_launch_counter_list t4a_xfer_counter_list t4a_nvrtc_counter_list t4a_mem_counter_list t4a_retire_counter_list)
 t4a_library(NAME t4a_ctx_counters_internal
   HDRS t4a_ctx/counters_block.h
   DEPS t4a_ctx_status)
 t4a_library(NAME t4a_ctx
-  SRCS t4a_ctx/loader.c t4a_ctx/device.c t4a_ctx/context.c t4a_ctx/lane.c t4a_ctx/driver_table.h t4a_ctx/driver_catalog.h
+  SRCS t4a_ctx/loader.c t4a_ctx/device.c t4a_ctx/context.c t4a_ctx/lane.c t4a_ctx/driver_table.h t4a_ctx/driver_catalog.h t4a_ctx/ctx_internal.h
   HDRS t4a_ctx/include/t4a/ctx.h
   INCLUDE_DIR t4a_ctx/include
   INSTALL ctx
   DEPS t4a_ctx_status ${CMAKE_DL_LIBS} Threads::Threads
-  BUILD_DEPS t4a_ctx_counters_internal t4a_ext_cuda_headers)
+  BUILD_DEPS t4a_ctx_status_internal t4a_ctx_counters_internal t4a_ext_cuda_headers)
 t4a_library(NAME t4a_ctx_seam
   HDRS t4a_ctx/driver_table.h t4a_ctx/driver_catalog.h
   DEPS t4a_ctx t4a_ctx_status t4a_ctx_counters_internal t4a_ext_cuda_headers)
 t4a_test(NAME t4a_ctx_status_test
   SRCS t4a_ctx/status_test.c
   LABELS unit
-  DEPS t4a_ctx_status t4a_ctx_counters_internal t4a_ext_cmocka Threads::Threads)
+  DEPS t4a_ctx_status_internal t4a_ctx_status t4a_ctx_counters_internal t4a_ext_cmocka Threads::Threads)
 t4a_test(NAME t4a_ctx_ctx_test
   SRCS t4a_ctx/ctx_test.c
   LABELS unit
-  DEPS t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
+  DEPS t4a_ctx_ctx_internal t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
 t4a_test(NAME t4a_ctx_loader_test
   SRCS t4a_ctx/loader_test.c
   LABELS unit
@@ -48,7 +49,7 @@ t4a_test(NAME t4a_ctx_ctx_multi_gpu_test
 t4a_library(NAME fake_driver
   SRCS testing/fake_driver/fake_driver.c testing/fake_driver/fake_entries.c testing/fake_driver/fake_device.c testing/fake_driver/fake_stream.c testing/fake_driver/fake_memory.c testing/fake_driver/fake_module.c testing/fake_driver/fake_graph.c testing/fake_driver/fake_internal.h testing/fake_driver/fake_errors.h
   HDRS testing/fake_driver/fake_driver.h
-  DEPS t4a_ctx_seam t4a_ctx t4a_ctx_status t4a_ext_cuda_headers Threads::Threads)
+  DEPS t4a_ctx_status_internal t4a_ctx_seam t4a_ctx t4a_ctx_status t4a_ext_cuda_headers Threads::Threads)
 t4a_library(NAME fake_nvrtc
   SRCS testing/fake_nvrtc/fake_nvrtc.c
   HDRS testing/fake_nvrtc/fake_nvrtc.h
@@ -69,11 +70,11 @@ t4a_library(NAME testing_lsan_nvrtc_suppressions
   HDRS testing/lsan/nvrtc_suppressions.h)
 t4a_fuzzer(NAME testing_fuzz_ops_fuzz
   SRCS testing/fuzz/ops_fuzz.c testing/fuzz/ops_fuzz_regressions.h testing/fuzz/fuzz_replay.h
-  DEPS t4a fake_nvrtc fake_driver t4a_ext_cuda_headers Threads::Threads)
+  DEPS t4a_ctx_status_internal t4a fake_nvrtc fake_driver t4a_ext_cuda_headers Threads::Threads)
 t4a_test(NAME testing_fuzz_ops_fuzz_replay_test
   SRCS testing/fuzz/ops_fuzz.c testing/fuzz/ops_fuzz_regressions.h testing/fuzz/fuzz_replay.h testing/fuzz/fuzz_replay_main.c
   LABELS unit
-  DEPS t4a fake_nvrtc fake_driver t4a_ext_cuda_headers Threads::Threads)
+  DEPS t4a_ctx_status_internal t4a fake_nvrtc fake_driver t4a_ext_cuda_headers Threads::Threads)
 t4a_fuzzer(NAME testing_fuzz_bytes_fuzz
   SRCS testing/fuzz/bytes_fuzz.c testing/fuzz/bytes_fuzz_regressions.h testing/fuzz/fuzz_replay.h
   DEPS t4a fake_nvrtc fake_driver t4a_ext_cuda_headers)
@@ -114,27 +115,27 @@ t4a_test(NAME testing_fake_driver_fake_graph_test
   LABELS unit
   DEPS testing_fake_driver_test_util fake_driver t4a_ctx_seam t4a_ctx t4a_ctx_status t4a_ext_cmocka Threads::Threads)
 t4a_library(NAME t4a_mem
-  SRCS t4a_mem/mem.c t4a_mem/pinned.c
+  SRCS t4a_mem/mem.c t4a_mem/pinned.c t4a_mem/mem_internal.h
   HDRS t4a_mem/include/t4a/mem.h
   INCLUDE_DIR t4a_mem/include
   INSTALL mem
   DEPS t4a_ctx t4a_ctx_status Threads::Threads
-  BUILD_DEPS t4a_ctx_seam t4a_ext_cuda_headers)
+  BUILD_DEPS t4a_ctx_status_internal t4a_ctx_ctx_internal t4a_ctx_seam t4a_ext_cuda_headers)
 t4a_test(NAME t4a_mem_mem_test
   SRCS t4a_mem/mem_test.c
   LABELS unit
-  DEPS t4a_mem t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
+  DEPS t4a_ctx_ctx_internal t4a_mem t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
 t4a_library(NAME t4a_mem_pinned_arena
   SRCS t4a_mem/pinned_arena.c
   HDRS t4a_mem/include/t4a/pinned_arena.h
   INCLUDE_DIR t4a_mem/include
   INSTALL pinned_arena
   DEPS t4a_ctx t4a_ctx_status t4a_ext_jemalloc Threads::Threads
-  BUILD_DEPS t4a_ctx_seam t4a_ext_cuda_headers)
+  BUILD_DEPS t4a_ctx_status_internal t4a_ctx_seam t4a_ext_cuda_headers)
 t4a_test(NAME t4a_mem_pinned_arena_test
   SRCS t4a_mem/pinned_arena_test.c
   LABELS unit
-  DEPS t4a_mem_pinned_arena t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver t4a_ext_cmocka Threads::Threads)
+  DEPS t4a_ctx_status_internal t4a_mem_pinned_arena t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver t4a_ext_cmocka Threads::Threads)
 t4a_test(NAME t4a_mem_pinned_arena_gpu_test
   SRCS t4a_mem/pinned_arena_gpu_test.c
   LABELS gpu single
@@ -145,22 +146,22 @@ t4a_library(NAME t4a_retire
   INCLUDE_DIR t4a_retire/include
   INSTALL retire
   DEPS t4a_ctx t4a_ctx_status Threads::Threads
-  BUILD_DEPS t4a_ctx_seam t4a_ext_cuda_headers)
+  BUILD_DEPS t4a_ctx_status_internal t4a_ctx_ctx_internal t4a_ctx_seam t4a_ext_cuda_headers)
 t4a_test(NAME t4a_retire_retire_test
   SRCS t4a_retire/retire_test.c
   LABELS unit
-  DEPS t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
+  DEPS t4a_ctx_ctx_internal t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
 t4a_test(NAME t4a_mem_mem_gpu_test
   SRCS t4a_mem/mem_gpu_test.c
   LABELS gpu single
-  DEPS testing_gpu_gpu_main t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status testing_gpu_kernels t4a_ext_cmocka)
+  DEPS t4a_mem_mem_internal testing_gpu_gpu_main t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status testing_gpu_kernels t4a_ext_cmocka)
 t4a_library(NAME t4a_xfer
   SRCS t4a_xfer/xfer.c t4a_xfer/copier.c t4a_xfer/copy.c t4a_xfer/file.c t4a_xfer/xfer_internal.h
   HDRS t4a_xfer/include/t4a/xfer.h t4a_xfer/include/t4a/xfer_copy.h t4a_xfer/include/t4a/xfer_file.h
   INCLUDE_DIR t4a_xfer/include
   INSTALL xfer
   DEPS t4a_mem t4a_retire t4a_ctx t4a_ctx_status
-  BUILD_DEPS t4a_ctx_seam)
+  BUILD_DEPS t4a_mem_mem_internal t4a_ctx_status_internal t4a_ctx_ctx_internal t4a_ctx_seam)
 t4a_test(NAME t4a_xfer_xfer_test
   SRCS t4a_xfer/xfer_test.c
   LABELS unit
@@ -199,7 +200,7 @@ t4a_library(NAME t4a_nvrtc
   INCLUDE_DIR t4a_nvrtc/include
   INSTALL nvrtc
   DEPS t4a_ctx_status t4a_ext_xxhash ${CMAKE_DL_LIBS} Threads::Threads
-  BUILD_DEPS t4a_ctx_counters_internal t4a_ext_cuda_headers)
+  BUILD_DEPS t4a_ctx_status_internal t4a_ctx_counters_internal t4a_ext_cuda_headers)
 t4a_library(NAME t4a_nvrtc_internal
   HDRS t4a_nvrtc/nvrtc_table.h t4a_nvrtc/nvrtc_catalog.h t4a_nvrtc/nvrtc_internal.h
   DEPS t4a_nvrtc t4a_ctx_status t4a_ctx_counters_internal t4a_ext_cuda_headers t4a_ext_xxhash Threads::Threads)
@@ -239,28 +240,28 @@ t4a_test(NAME t4a_nvrtc_failure_test
   LABELS unit
   DEPS t4a_nvrtc t4a_nvrtc_test_support t4a_ctx_status t4a_ext_cmocka)
 t4a_library(NAME t4a_launch
-  SRCS t4a_launch/module.c t4a_launch/launch.c t4a_launch/descriptor.c t4a_launch/calibrate.c t4a_launch/calibration_cache.c t4a_launch/l2.c t4a_launch/launch_internal.h t4a_launch/graph.c t4a_launch/chain.c
+  SRCS t4a_launch/module.c t4a_launch/launch.c t4a_launch/descriptor.c t4a_launch/calibrate.c t4a_launch/calibration_cache.c t4a_launch/policy.c t4a_launch/l2.c t4a_launch/launch_internal.h t4a_launch/graph.c t4a_launch/chain.c
   HDRS t4a_launch/include/t4a/launch.h t4a_launch/include/t4a/graph.h t4a_launch/include/t4a/chain.h
   INCLUDE_DIR t4a_launch/include
   INSTALL launch
   DEPS t4a_nvrtc t4a_mem t4a_retire t4a_ctx t4a_ctx_status t4a_ext_xxhash Threads::Threads m
-  BUILD_DEPS t4a_ctx_seam t4a_ext_cuda_headers)
+  BUILD_DEPS t4a_retire_retire_internal t4a_mem_mem_internal t4a_ctx_status_internal t4a_ctx_ctx_internal t4a_ctx_seam t4a_ext_cuda_headers)
 t4a_test(NAME t4a_launch_module_test
   SRCS t4a_launch/module_test.c t4a_launch/launch_testutil.h
   LABELS unit
-  DEPS t4a_launch t4a_nvrtc t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
+  DEPS t4a_ctx_status_internal t4a_ctx_ctx_internal t4a_launch t4a_nvrtc t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
 t4a_test(NAME t4a_launch_launch_test
   SRCS t4a_launch/launch_test.c t4a_launch/launch_testutil.h
   LABELS unit
-  DEPS t4a_launch t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
+  DEPS t4a_ctx_status_internal t4a_launch t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
 t4a_test(NAME t4a_launch_fire_graph_test
   SRCS t4a_launch/fire_graph_test.c t4a_launch/launch_testutil.h
   LABELS unit
-  DEPS t4a_launch t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
+  DEPS t4a_ctx_status_internal t4a_launch t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
 t4a_test(NAME t4a_launch_chain_test
   SRCS t4a_launch/chain_test.c t4a_launch/launch_testutil.h
   LABELS unit
-  DEPS t4a_launch t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
+  DEPS t4a_ctx_status_internal t4a_launch t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
 t4a_test(NAME t4a_launch_launch_gpu_test
   SRCS t4a_launch/launch_gpu_test.c
   LABELS gpu single
@@ -268,7 +269,7 @@ t4a_test(NAME t4a_launch_launch_gpu_test
 t4a_test(NAME t4a_launch_graph_kernel_test
   SRCS t4a_launch/graph_kernel_test.c t4a_launch/launch_testutil.h
   LABELS unit
-  DEPS t4a_launch t4a_xfer t4a_nvrtc t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver t4a_ext_cmocka Threads::Threads)
+  DEPS t4a_retire_retire_internal t4a_launch t4a_xfer t4a_nvrtc t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver t4a_ext_cmocka Threads::Threads)
 t4a_test(NAME t4a_launch_graph_test
   SRCS t4a_launch/graph_test.c
   LABELS unit
@@ -283,29 +284,30 @@ t4a_library(NAME t4a_raw
   INCLUDE_DIR t4a_raw/include
   INSTALL raw
   DEPS t4a_mem t4a_retire t4a_ctx t4a_ctx_status
-  BUILD_DEPS t4a_ctx_seam)
+  BUILD_DEPS t4a_mem_mem_internal t4a_ctx_status_internal t4a_ctx_seam)
 t4a_test(NAME t4a_raw_raw_test
   SRCS t4a_raw/raw_test.c
   LABELS unit
-  DEPS t4a_raw t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
+  DEPS t4a_ctx_status_internal t4a_raw t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
 t4a_test(NAME t4a_raw_raw_gpu_test
   SRCS t4a_raw/raw_gpu_test.c
   LABELS gpu single
-  DEPS testing_gpu_gpu_main t4a_raw t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status testing_gpu_kernels t4a_ext_cmocka ${CMAKE_DL_LIBS} m)
+  DEPS t4a_ctx_status_internal testing_gpu_gpu_main t4a_raw t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status testing_gpu_kernels t4a_ext_cmocka ${CMAKE_DL_LIBS} m)
 t4a_test(NAME t4a_raw_nccl_multi_gpu_test
   SRCS t4a_raw/nccl_multi_gpu_test.c
   LABELS gpu multi
-  DEPS testing_gpu_gpu_main t4a_raw t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status t4a_ext_cmocka ${CMAKE_DL_LIBS})
+  DEPS t4a_ctx_status_internal testing_gpu_gpu_main t4a_raw t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status t4a_ext_cmocka ${CMAKE_DL_LIBS})
 t4a_library(NAME t4a
   SRCS t4a/t4a.c t4a/stats_json.c t4a/runtime_internal.h
   HDRS t4a/include/t4a/t4a.h
   INCLUDE_DIR t4a/include
   INSTALL t4a
-  DEPS t4a_raw t4a_xfer t4a_launch t4a_nvrtc t4a_mem t4a_retire t4a_ctx t4a_ctx_status Threads::Threads)
+  DEPS t4a_raw t4a_xfer t4a_launch t4a_nvrtc t4a_mem t4a_retire t4a_ctx t4a_ctx_status Threads::Threads
+  BUILD_DEPS t4a_mem_mem_internal t4a_ctx_status_internal)
 t4a_test(NAME t4a_t4a_facade_test
   SRCS t4a/t4a_facade_test.c
   LABELS unit
-  DEPS t4a fake_driver sweep t4a_ext_cmocka)
+  DEPS t4a_ctx_status_internal t4a fake_driver sweep t4a_ext_cmocka)
 t4a_test(NAME t4a_stress_test
   SRCS t4a/stress_test.c
   LABELS unit stress
@@ -358,7 +360,7 @@ t4a_library(NAME bench_harness
 t4a_binary(NAME bench_t4a_bench
   SRCS bench/t4a_bench.c
   OUTPUT_NAME t4a_bench
-  DEPS bench_harness t4a t4a_ctx_seam fake_driver testing_lsan_nvrtc_suppressions t4a_ext_cuda_headers)
+  DEPS t4a_ctx_status_internal bench_harness t4a t4a_ctx_seam fake_driver testing_lsan_nvrtc_suppressions t4a_ext_cuda_headers)
 t4a_sh_test(NAME bench_bench_smoke_test
   SCRIPT bench/bench_smoke_test.sh
   LABELS unit
@@ -375,3 +377,33 @@ t4a_binary(NAME bench_nvrtc_bench
   SRCS bench/nvrtc_bench.c
   OUTPUT_NAME nvrtc_bench
   DEPS bench_harness t4a_nvrtc t4a_ctx_status testing_lsan_nvrtc_suppressions)
+t4a_library(NAME t4a_ctx_status_internal
+  HDRS t4a_ctx/status_internal.h
+  DEPS t4a_ctx_status)
+t4a_library(NAME t4a_ctx_ctx_internal
+  HDRS t4a_ctx/ctx_internal.h
+  DEPS t4a_ctx t4a_ctx_status)
+t4a_library(NAME t4a_mem_counter_list
+  HDRS t4a_mem/include/t4a/mem_counters.h
+  INCLUDE_DIR t4a_mem/include)
+t4a_library(NAME t4a_mem_mem_internal
+  HDRS t4a_mem/mem_internal.h
+  DEPS t4a_mem)
+t4a_library(NAME t4a_retire_counter_list
+  HDRS t4a_retire/include/t4a/retire_counters.h
+  INCLUDE_DIR t4a_retire/include)
+t4a_library(NAME t4a_retire_retire_internal
+  HDRS t4a_retire/retire_internal.h
+  DEPS t4a_retire t4a_ctx t4a_ctx_status)
+t4a_library(NAME t4a_xfer_counter_list
+  HDRS t4a_xfer/include/t4a/xfer_counters.h
+  INCLUDE_DIR t4a_xfer/include)
+t4a_library(NAME t4a_nvrtc_counter_list
+  HDRS t4a_nvrtc/include/t4a/nvrtc_counters.h
+  INCLUDE_DIR t4a_nvrtc/include)
+t4a_library(NAME t4a_launch_counter_list
+  HDRS t4a_launch/include/t4a/launch_counters.h
+  INCLUDE_DIR t4a_launch/include)
+t4a_library(NAME t4a_raw_counter_list
+  HDRS t4a_raw/include/t4a/raw_counters.h
+  INCLUDE_DIR t4a_raw/include)

@@ -56,6 +56,7 @@ def matching_paren(text, i):
 def declarations(path):
     text = strip_comments(open(path).read())
     text = "\n".join(l for l in text.split("\n") if not l.lstrip().startswith("#"))
+    text = re.sub(r"\bT4A_PRINTF\s*\([^)]*\)", "", text)  # a format attribute after the list
     out, seen = [], set()
     for m in re.finditer(r"\b(t4a_\w+)\s*\(", text):
         name = m.group(1)

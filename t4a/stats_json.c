@@ -7,6 +7,7 @@
 
 #include "t4a/t4a.h"
 #include "t4a/runtime_internal.h"
+#include "t4a_ctx/status_internal.h"
 
 /* Appends to a bounded buffer, counting what would not fit (as snprintf does). */
 typedef struct json_out {
@@ -59,10 +60,10 @@ static void put_counters(json_out *j, const t4a_counter_values *v, const char *p
 t4a_status t4a_runtime_stats_json(t4a_runtime *rt, char *buf, size_t size, size_t *out_len) {
   if (out_len != NULL) *out_len = 0;
   if (rt == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "the runtime is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "the runtime is NULL");
   }
   if (buf == NULL && size != 0) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "buf is NULL with a size");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "buf is NULL with a size");
   }
   json_out j = {buf, size, 0};
   t4a_counter_values v;
@@ -144,7 +145,7 @@ t4a_status t4a_runtime_stats_json(t4a_runtime *rt, char *buf, size_t size, size_
   if (j.len >= size) {
     if (out_len != NULL) *out_len = j.len + 1;
     if (size > 0) buf[0] = '\0';
-    return t4a_error_set(T4A_LIMIT_EXCEEDED, NULL, 0, NULL, (uint64_t)j.len + 1,
+    return t4a_error_set_(T4A_LIMIT_EXCEEDED, NULL, 0, NULL, (uint64_t)j.len + 1,
                          "the stats JSON needs %zu bytes, the buffer has %zu", j.len + 1, size);
   }
   if (out_len != NULL) *out_len = j.len;

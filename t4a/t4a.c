@@ -1,5 +1,7 @@
 /* The facade's own code: the composed runtime (t4a/t4a.h). Its stats JSON is stats_json.c. */
 #include "t4a/t4a.h"
+#include "t4a_ctx/status_internal.h"
+#include "t4a_mem/mem_internal.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -17,7 +19,7 @@ const char *t4a_version_string(void) {
 }
 
 static t4a_status null_runtime(void) {
-  return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "the runtime is NULL");
+  return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "the runtime is NULL");
 }
 
 /* A copy of `s` on the heap (NULL for NULL: then *out is NULL and the call succeeds). */
@@ -53,7 +55,7 @@ static t4a_status teardown(t4a_runtime *rt) {
   } else if (rt->pool != NULL && rt->retire != NULL) {
     /* No proved drain: the cache can never be freed; abandoning leaks and counts it now
      * (test_close_counts_cached_blocks_of_a_lost_lane). */
-    t4a_mem_pool_abandon(rt->pool);
+    t4a_mem_pool_abandon_(rt->pool);
   }
   t4a_mem_pool_release(rt->pool);
   /* After a proved drain, let the pool's last frees run while the context is certainly alive:
@@ -72,9 +74,9 @@ static t4a_status set_target(t4a_runtime *rt, const t4a_runtime_options *o) {
   if (o->target != NULL) {
     size_t n = strlen(o->target);
     if (n == 0 || n >= sizeof rt->target) {
-      return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                           "options.target must be 1..%zu characters (\"sm_90\")",
-                           sizeof rt->target - 1);
+      return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                            "options.target must be 1..%zu characters (\"sm_90\")",
+                            sizeof rt->target - 1);
     }
     memcpy(rt->target, o->target, n + 1);
     return T4A_OK;
@@ -101,7 +103,7 @@ static void calibrate(t4a_runtime *rt) {
 static t4a_status open_pieces(t4a_runtime *rt, const t4a_runtime_options *o) {
   const t4a_launch_policy *ml = &o->modules.launch;
   if (ml->strategy != T4A_LAUNCH_STRATEGY_AUTO || ml->graph_after != 0 || ml->calibration != NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
                          "options.modules.launch is not the default: the runtime's launch policy "
                          "is options.launch");
   }
@@ -134,15 +136,15 @@ static t4a_status open_pieces(t4a_runtime *rt, const t4a_runtime_options *o) {
   if (st == T4A_OK) st = copy_string(o->artifacts.disk_dir, &rt->disk_dir);
   if (st == T4A_OK && (t4a_fault_sim(T4A_FAULT_MUTEX_INIT) ||
                        pthread_mutex_init(&rt->lock, NULL) != 0)) {
-    st = t4a_error_set(T4A_INTERNAL, "pthread_mutex_init", 0, NULL, 0,
-                       "cannot initialise the runtime's lock");
+    st = t4a_error_set_(T4A_INTERNAL, "pthread_mutex_init", 0, NULL, 0,
+                        "cannot initialise the runtime's lock");
   }
   if (st == T4A_OK) rt->lock_ready = 1;
   return st;
 }
 
 t4a_status t4a_runtime_open(int ordinal, const t4a_runtime_options *options, t4a_runtime **out) {
-  if (out == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
+  if (out == NULL) return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
   *out = NULL;
   static const t4a_runtime_options defaults = T4A_RUNTIME_OPTIONS_INIT;
   const t4a_runtime_options *o = options != NULL ? options : &defaults;
@@ -183,9 +185,9 @@ t4a_status t4a_runtime_close(t4a_runtime *rt) {
   t4a_admission adm;
   t4a_status probe = t4a_admission_begin(rt->retire, 0, &adm);
   if (probe == T4A_REENTRY) {
-    return t4a_error_set(T4A_REENTRY, NULL, 0, NULL, 0,
-                         "t4a_runtime_close called from inside one of the runtime's own "
-                         "admissions (a raw scope's callback): nothing was closed");
+    return t4a_error_set_(T4A_REENTRY, NULL, 0, NULL, 0,
+                          "t4a_runtime_close called from inside one of the runtime's own "
+                          "admissions (a raw scope's callback): nothing was closed");
   }
   if (probe == T4A_OK) (void)t4a_admission_abort(&adm, T4A_OK);
   t4a_error_restore(&saved);
@@ -279,7 +281,7 @@ t4a_status t4a_runtime_compile_request(t4a_runtime *rt, const t4a_nvrtc_request 
   if (out != NULL) *out = NULL;
   if (rt == NULL) return null_runtime();
   if (request == NULL || out == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "request or out is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "request or out is NULL");
   }
   t4a_nvrtc_cache *cache = NULL;
   t4a_status st = artifact_cache(rt, &cache);
@@ -326,10 +328,10 @@ t4a_status t4a_runtime_function(t4a_runtime *rt, t4a_module *module, const char 
   uint64_t mine = t4a_lane_domain(rt->lane), its = t4a_function_domain(f);
   if (its != mine) {
     t4a_function_release(f);
-    return t4a_error_set(T4A_FOREIGN_HANDLE, NULL, 0, NULL, 0,
-                         "the module of kernel '%s' belongs to domain %" PRIu64
-                         ", not this runtime's (%" PRIu64 ")",
-                         name, its, mine);
+    return t4a_error_set_(T4A_FOREIGN_HANDLE, NULL, 0, NULL, 0,
+                          "the module of kernel '%s' belongs to domain %" PRIu64
+                          ", not this runtime's (%" PRIu64 ")",
+                          name, its, mine);
   }
   *out = f;
   return T4A_OK;
@@ -340,7 +342,7 @@ t4a_status t4a_runtime_kernel(t4a_runtime *rt, const char *source, const char *n
   if (out != NULL) *out = NULL;
   if (rt == NULL) return null_runtime();
   if (name == NULL || out == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "name or out is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "name or out is NULL");
   }
   t4a_nvrtc_artifact *a = NULL;
   t4a_module *m = NULL;

@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "t4a/t4a.h"
+#include "t4a_ctx/status_internal.h"
 #include "testing/fake_driver/fake_driver.h"
 #include "testing/sweep/sweep.h"
 
@@ -318,7 +319,7 @@ static void test_objects_outlive_close(void **state) {
 static t4a_status failing_scope(t4a_raw_scope *scope, void *user) {
   (void)scope;
   (void)user;
-  return t4a_error_set(T4A_INTERNAL, "failing_scope", 0, NULL, 0, "the scope fails");
+  return t4a_error_set_(T4A_INTERNAL, "failing_scope", 0, NULL, 0, "the scope fails");
 }
 
 /* Regression (found by testing/fuzz/ops_fuzz.c): a quarantined buffer keeps the runtime's pool
@@ -846,7 +847,7 @@ static t4a_status use(sweep_ctx *c, t4a_runtime *rt) {
   if (st == T4A_OK) st = t4a_runtime_download(rt, d, 0, back, sizeof back);
   if (st == T4A_OK) {
     for (int i = 0; i < M; i++) {
-      if (back[i] != x[i] * 9.0f) st = t4a_error_set(T4A_INTERNAL, NULL, 0, NULL, 0, "wrong");
+      if (back[i] != x[i] * 9.0f) st = t4a_error_set_(T4A_INTERNAL, NULL, 0, NULL, 0, "wrong");
     }
   }
   if (st == T4A_OK) st = t4a_runtime_sync(rt);
@@ -863,7 +864,7 @@ static t4a_status run_once(sweep_ctx *c) {
   t4a_runtime *rt = (t4a_runtime *)1;
   t4a_status st = t4a_runtime_open(0, &c->options, &rt);
   if (st != T4A_OK) {
-    if (rt != NULL) return t4a_error_set(T4A_INTERNAL, NULL, 0, NULL, 0, "out not cleared");
+    if (rt != NULL) return t4a_error_set_(T4A_INTERNAL, NULL, 0, NULL, 0, "out not cleared");
     return st;
   }
   /* Keep the lane to read its leak counts after close (then release it: the stream goes). */

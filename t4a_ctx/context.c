@@ -3,7 +3,9 @@
 #include <string.h>
 
 #include "t4a/fault.h"
+#include "t4a_ctx/ctx_internal.h"
 #include "t4a_ctx/driver_table.h"
+#include "t4a_ctx/status_internal.h"
 
 struct t4a_ctx_holder {
   atomic_int refs;
@@ -20,23 +22,23 @@ struct t4a_ctx_holder {
 };
 
 t4a_status t4a_ctx_holder_create(t4a_driver *driver, int ordinal, t4a_ctx_holder **out) {
-  if (out == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
+  if (out == NULL) return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
   *out = NULL;
   if (driver == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "driver is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "driver is NULL");
   }
   int count = 0;
   t4a_status st = T4A_CU(driver, cuDeviceGetCount, &count);
   if (st != T4A_OK) return st;
   if (ordinal < 0 || ordinal >= count) {
-    return t4a_error_set(T4A_INVALID_DEVICE, NULL, 0, NULL, 0,
-                         "device ordinal %d is out of range (the driver sees %d devices)",
-                         ordinal, count);
+    return t4a_error_set_(T4A_INVALID_DEVICE, NULL, 0, NULL, 0,
+                          "device ordinal %d is out of range (the driver sees %d devices)",
+                          ordinal, count);
   }
   if (ordinal >= T4A_MAX_DEVICES) {
-    return t4a_error_set(T4A_LIMIT_EXCEEDED, NULL, 0, NULL, 0,
-                         "device ordinal %d is beyond t4a's limit of %d devices", ordinal,
-                         T4A_MAX_DEVICES);
+    return t4a_error_set_(T4A_LIMIT_EXCEEDED, NULL, 0, NULL, 0,
+                          "device ordinal %d is beyond t4a's limit of %d devices", ordinal,
+                          T4A_MAX_DEVICES);
   }
   t4a_ctx_holder *h = t4a_host_calloc(1, sizeof *h);
   if (h == NULL) return T4A_HOST_OUT_OF_MEMORY;
@@ -101,7 +103,7 @@ t4a_driver *t4a_ctx_holder_driver(const t4a_ctx_holder *holder) { return holder-
 CUcontext t4a_ctx_holder_native(const t4a_ctx_holder *holder) { return holder->ctx; }
 CUdevice t4a_ctx_holder_device(const t4a_ctx_holder *holder) { return holder->device; }
 
-void t4a_ctx_holder_mark_lost(const t4a_ctx_holder *holder, const t4a_error *cause) {
+void t4a_ctx_holder_mark_lost_(const t4a_ctx_holder *holder, const t4a_error *cause) {
   if (holder == NULL) return;
   t4a_ctx_fault *f = &holder->driver->faults[holder->ordinal];
   /* Only from the holder's own generation, healthy: the first fault is the one reported, and a
@@ -137,41 +139,41 @@ t4a_status t4a_ctx_device_check(t4a_driver *driver, int ordinal) {
   unsigned state = atomic_load_explicit(&f->state, memory_order_acquire);
   if (T4A_LIKELY(T4A_CTX_PHASE(state) != T4A_CTX_LOST)) return T4A_OK;
   const t4a_error *c = &f->cause;
-  return t4a_error_set(T4A_LANE_BROKEN, c->entry, c->code, c->code_name, 0,
-                       "device %d's context is lost since %s failed with %s (%d): %.120s",
-                       ordinal, c->entry[0] ? c->entry : "an operation",
-                       c->code_name[0] ? c->code_name : "a sticky error", c->code, c->message);
+  return t4a_error_set_(T4A_LANE_BROKEN, c->entry, c->code, c->code_name, 0,
+                        "device %d's context is lost since %s failed with %s (%d): %.120s",
+                        ordinal, c->entry[0] ? c->entry : "an operation",
+                        c->code_name[0] ? c->code_name : "a sticky error", c->code, c->message);
 }
 
 t4a_status t4a_ctx_holder_check(const t4a_ctx_holder *holder) {
   if (holder == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "holder is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "holder is NULL");
   }
   const t4a_ctx_fault *f = &holder->driver->faults[holder->ordinal];
   unsigned state = atomic_load_explicit(&f->state, memory_order_acquire);
   if (T4A_LIKELY(state == holder->healthy)) return T4A_OK;
   if (holder_is_stale(holder, state)) {
-    return t4a_error_set(T4A_LANE_BROKEN, NULL, 0, NULL, 0,
-                         "device %d's primary context was reset (t4a_device_recover) after this "
-                         "object was made: it belongs to the context before the reset",
-                         holder->ordinal);
+    return t4a_error_set_(T4A_LANE_BROKEN, NULL, 0, NULL, 0,
+                          "device %d's primary context was reset (t4a_device_recover) after this "
+                          "object was made: it belongs to the context before the reset",
+                          holder->ordinal);
   }
   if (T4A_CTX_PHASE(state) != T4A_CTX_LOST) {
-    return t4a_error_set(T4A_LANE_BROKEN, NULL, 0, NULL, 0,
-                         "device %d's context took a sticky error (being recorded) or is being "
-                         "reset", holder->ordinal);
+    return t4a_error_set_(T4A_LANE_BROKEN, NULL, 0, NULL, 0,
+                          "device %d's context took a sticky error (being recorded) or is being "
+                          "reset", holder->ordinal);
   }
   const t4a_error *c = &f->cause;
-  return t4a_error_set(T4A_LANE_BROKEN, c->entry, c->code, c->code_name, 0,
-                       "device %d's context is lost since %s failed with %s (%d): %.120s",
-                       holder->ordinal, c->entry[0] ? c->entry : "an operation",
-                       c->code_name[0] ? c->code_name : "a sticky error", c->code, c->message);
+  return t4a_error_set_(T4A_LANE_BROKEN, c->entry, c->code, c->code_name, 0,
+                        "device %d's context is lost since %s failed with %s (%d): %.120s",
+                        holder->ordinal, c->entry[0] ? c->entry : "an operation",
+                        c->code_name[0] ? c->code_name : "a sticky error", c->code, c->message);
 }
 
 static t4a_status scope_enter(t4a_ctx_scope *scope, t4a_ctx_holder *holder,
                               t4a_counters *counters, int borrowed) {
   if (scope == NULL || holder == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "scope or holder is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "scope or holder is NULL");
   }
   memset(scope, 0, sizeof *scope);
   t4a_driver *d = holder->driver;
@@ -235,8 +237,8 @@ void t4a_ctx_scope_exit_quiet(t4a_ctx_scope *scope) { (void)scope_exit(scope, 1)
 
 t4a_status t4a_ctx_holder_enable_peer(t4a_ctx_holder *holder, t4a_ctx_holder *peer) {
   if (holder == NULL || peer == NULL || holder->ordinal == peer->ordinal) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "peer access needs two holders of different devices");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                          "peer access needs two holders of different devices");
   }
   /* Holders exist only for ordinals below T4A_MAX_DEVICES (64): the bit fits. */
   uint64_t bit = (uint64_t)1 << (peer->ordinal & 63);
@@ -246,9 +248,9 @@ t4a_status t4a_ctx_holder_enable_peer(t4a_ctx_holder *holder, t4a_ctx_holder *pe
   t4a_status st = T4A_CU(d, cuDeviceCanAccessPeer, &can, holder->device, peer->device);
   if (st != T4A_OK) return st;
   if (!can) {
-    return t4a_error_set(T4A_UNSUPPORTED, "cuDeviceCanAccessPeer", 0, NULL, 0,
-                         "device %d cannot access device %d's memory directly", holder->ordinal,
-                         peer->ordinal);
+    return t4a_error_set_(T4A_UNSUPPORTED, "cuDeviceCanAccessPeer", 0, NULL, 0,
+                          "device %d cannot access device %d's memory directly", holder->ordinal,
+                          peer->ordinal);
   }
   t4a_ctx_scope scope;
   if ((st = t4a_ctx_scope_enter(&scope, holder, NULL)) != T4A_OK) return st;
@@ -272,15 +274,15 @@ int t4a_device_open_lanes(const t4a_driver *driver, int ordinal) {
 
 t4a_status t4a_device_recover(t4a_driver *driver, int ordinal) {
   if (driver == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "driver is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "driver is NULL");
   }
   int count = 0;
   t4a_status st = T4A_CU(driver, cuDeviceGetCount, &count);
   if (st != T4A_OK) return st;
   if (ordinal < 0 || ordinal >= count || ordinal >= T4A_MAX_DEVICES) {
-    return t4a_error_set(T4A_INVALID_DEVICE, NULL, 0, NULL, 0,
-                         "device ordinal %d is out of range (the driver sees %d devices)",
-                         ordinal, count);
+    return t4a_error_set_(T4A_INVALID_DEVICE, NULL, 0, NULL, 0,
+                          "device ordinal %d is out of range (the driver sees %d devices)",
+                          ordinal, count);
   }
   t4a_ctx_fault *f = &driver->faults[ordinal];
   unsigned state = atomic_load(&f->state);
@@ -291,18 +293,18 @@ t4a_status t4a_device_recover(t4a_driver *driver, int ordinal) {
   if (phase == T4A_CTX_RECORDING || phase == T4A_CTX_RESETTING ||
       !atomic_compare_exchange_strong(&f->state, &state, (state & ~3u) | T4A_CTX_RESETTING)) {
     t4a_counter_add(&driver->counters, T4A_COUNTER_device_recoveries_refused, 1);
-    return t4a_error_set(T4A_BUSY, NULL, 0, NULL, 0,
-                         "device %d: a fault is being recorded or another recovery is running",
-                         ordinal);
+    return t4a_error_set_(T4A_BUSY, NULL, 0, NULL, 0,
+                          "device %d: a fault is being recorded or another recovery is running",
+                          ordinal);
   }
   int open = atomic_load(&f->lanes_open);
   if (open > 0) {
     atomic_store(&f->state, state);
     t4a_counter_add(&driver->counters, T4A_COUNTER_device_recoveries_refused, 1);
-    return t4a_error_set(T4A_BUSY, NULL, 0, NULL, 0,
-                         "device %d still has %d open lane%s (a runtime not closed, or a lane "
-                         "neither released nor abandoned): its primary context was not reset",
-                         ordinal, open, open == 1 ? "" : "s");
+    return t4a_error_set_(T4A_BUSY, NULL, 0, NULL, 0,
+                          "device %d still has %d open lane%s (a runtime not closed, or a lane "
+                          "neither released nor abandoned): its primary context was not reset",
+                          ordinal, open, open == 1 ? "" : "s");
   }
   CUdevice dev = 0;
   st = T4A_CU(driver, cuDeviceGet, &dev, ordinal);
@@ -335,8 +337,8 @@ t4a_status t4a_device_recover(t4a_driver *driver, int ordinal) {
   t4a_error_last(&f->cause); /* RESETTING: no reader of this generation's cause yet */
   atomic_store(&f->state, next | T4A_CTX_LOST);
   t4a_counter_add(&driver->counters, T4A_COUNTER_ctx_faults, 1);
-  return t4a_error_set(T4A_CONTEXT_LOST, f->cause.entry, f->cause.code, f->cause.code_name, 0,
-                       "device %d's primary context was reset, but a new retain still answers "
-                       "%s (%d): the driver keeps the sticky error for this process; only a new "
-                       "process can use the device", ordinal, f->cause.code_name, f->cause.code);
+  return t4a_error_set_(T4A_CONTEXT_LOST, f->cause.entry, f->cause.code, f->cause.code_name, 0,
+                        "device %d's primary context was reset, but a new retain still answers "
+                        "%s (%d): the driver keeps the sticky error for this process; only a new "
+                        "process can use the device", ordinal, f->cause.code_name, f->cause.code);
 }

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "t4a/ctx.h"
+#include "t4a_ctx/ctx_internal.h"
 #include "t4a_ctx/driver_table.h"
 #include "testing/fake_driver/fake_driver.h"
 #include "testing/sweep/sweep.h"
@@ -363,7 +364,7 @@ static void test_sticky_fault_breaks_lanes_of_that_device(void **state) {
   assert_int_equal(t4a_lane_synchronize(c), T4A_OK);
   /* A second fault does not overwrite the first. */
   t4a_error other = {.status = T4A_CONTEXT_LOST, .entry = "cuOther", .code_name = "X"};
-  t4a_ctx_holder_mark_lost(t4a_lane_holder(b), &other);
+  t4a_ctx_holder_mark_lost_(t4a_lane_holder(b), &other);
   assert_int_equal(t4a_lane_check(b), T4A_LANE_BROKEN);
   t4a_error_last(&e);
   assert_string_equal(e.entry, "cuStreamSynchronize");
@@ -372,8 +373,8 @@ static void test_sticky_fault_breaks_lanes_of_that_device(void **state) {
   assert_int_equal(v.ctx_faults, 1);
   /* Teardown after the fault: the streams of the lost context are abandoned, not destroyed under
    * a context that cannot prove their work finished. */
-  t4a_lane_abandon(a);
-  t4a_lane_abandon(b);
+  t4a_lane_abandon_(a);
+  t4a_lane_abandon_(b);
   t4a_lane_release(a);
   t4a_lane_release(b);
   t4a_lane_release(c);
@@ -414,13 +415,13 @@ static void test_device_recover_after_sticky_fault(void **state) {
   assert_int_equal(t4a_lane_check(b), T4A_LANE_BROKEN);
   /* Teardown after the fault abandons the lanes (t4a_retire); `a` stays referenced, as a lane
    * kept by a leaked object is. One open lane still refuses. */
-  t4a_lane_abandon(a);
+  t4a_lane_abandon_(a);
   assert_int_equal(t4a_device_open_lanes(f->drv, 0), 1);
   assert_int_equal(t4a_device_recover(f->drv, 0), T4A_BUSY);
   t4a_error_last(&e);
   assert_non_null(strstr(e.message, "1 open lane "));
-  t4a_lane_abandon(b);
-  t4a_lane_abandon(b); /* counted once */
+  t4a_lane_abandon_(b);
+  t4a_lane_abandon_(b); /* counted once */
   t4a_lane_release(b);
   assert_int_equal(t4a_device_open_lanes(f->drv, 0), 0);
   t4a_counter_values v;
@@ -474,7 +475,7 @@ static void test_device_recover_after_sticky_fault(void **state) {
   /* A fault reported through an old holder does not mark the new context lost. */
   t4a_error other = {.status = T4A_CONTEXT_LOST, .entry = "cuOld", .code = 700,
                      .code_name = "CUDA_ERROR_ILLEGAL_ADDRESS"};
-  t4a_ctx_holder_mark_lost(t4a_lane_holder(a), &other);
+  t4a_ctx_holder_mark_lost_(t4a_lane_holder(a), &other);
   assert_int_equal(t4a_lane_check(d), T4A_OK);
   t4a_driver_stats(f->drv, &v);
   assert_int_equal(v.ctx_faults, 2);
@@ -494,7 +495,7 @@ static void test_device_recover_after_sticky_fault(void **state) {
 
   /* The old lanes' final releases destroy nothing under the reset context (their streams went
    * with the reset): a second recovery while d is abandoned but still referenced. */
-  t4a_lane_abandon(d);
+  t4a_lane_abandon_(d);
   assert_int_equal(t4a_device_recover(f->drv, 0), T4A_OK);
   t4a_fake_reset_calls(f->fake);
   t4a_lane_release(a);

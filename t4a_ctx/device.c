@@ -3,10 +3,11 @@
 #include <string.h>
 
 #include "t4a_ctx/driver_table.h"
+#include "t4a_ctx/status_internal.h"
 
 t4a_status t4a_device_count(t4a_driver *driver, int *out_count) {
   if (out_count == NULL || driver == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "driver or out_count is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "driver or out_count is NULL");
   }
   *out_count = 0;
   int n = 0;
@@ -20,16 +21,16 @@ static t4a_status get_device(t4a_driver *driver, int ordinal, CUdevice *out) {
   t4a_status st = t4a_device_count(driver, &count);
   if (st != T4A_OK) return st;
   if (ordinal < 0 || ordinal >= count) {
-    return t4a_error_set(T4A_INVALID_DEVICE, NULL, 0, NULL, 0,
-                         "device ordinal %d is out of range (the driver sees %d devices)",
-                         ordinal, count);
+    return t4a_error_set_(T4A_INVALID_DEVICE, NULL, 0, NULL, 0,
+                          "device ordinal %d is out of range (the driver sees %d devices)",
+                          ordinal, count);
   }
   return T4A_CU(driver, cuDeviceGet, out, ordinal);
 }
 
 t4a_status t4a_device_query(t4a_driver *driver, int ordinal, t4a_device_info *out) {
   if (out == NULL || driver == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "driver or out is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "driver or out is NULL");
   }
   memset(out, 0, sizeof *out);
   t4a_device_info info = {0};
@@ -98,7 +99,7 @@ t4a_status t4a_device_query(t4a_driver *driver, int ordinal, t4a_device_info *ou
 t4a_status t4a_device_can_access_peer(t4a_driver *driver, int ordinal, int peer_ordinal,
                                       int *out_can) {
   if (out_can == NULL || driver == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "driver or out_can is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "driver or out_can is NULL");
   }
   *out_can = 0;
   CUdevice a = 0, b = 0;

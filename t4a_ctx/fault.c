@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "t4a/status.h"
+#include "t4a_ctx/status_internal.h"
 
 typedef struct fault_hook {
   t4a_fault_hook_fn fn;
@@ -63,23 +64,23 @@ void *t4a_host_malloc(size_t bytes) {
   void *p = NULL;
   if (!t4a_fault_sim(T4A_FAULT_HOST_MALLOC)) p = malloc(bytes == 0 ? 1 : bytes);
   if (p == NULL) {
-    t4a_error_set(T4A_HOST_OUT_OF_MEMORY, "malloc", 0, NULL, (uint64_t)bytes,
-                  "host allocation of %zu bytes failed", bytes);
+    t4a_error_set_(T4A_HOST_OUT_OF_MEMORY, "malloc", 0, NULL, (uint64_t)bytes,
+                   "host allocation of %zu bytes failed", bytes);
   }
   return counted(p);
 }
 
 void *t4a_host_calloc(size_t n, size_t size) {
   if (size != 0 && n > SIZE_MAX / size) {
-    t4a_error_set(T4A_HOST_OUT_OF_MEMORY, "calloc", 0, NULL, UINT64_MAX,
-                  "host allocation of %zu x %zu bytes overflows", n, size);
+    t4a_error_set_(T4A_HOST_OUT_OF_MEMORY, "calloc", 0, NULL, UINT64_MAX,
+                   "host allocation of %zu x %zu bytes overflows", n, size);
     return NULL;
   }
   void *p = NULL;
   if (!t4a_fault_sim(T4A_FAULT_HOST_MALLOC)) p = calloc(n == 0 ? 1 : n, size == 0 ? 1 : size);
   if (p == NULL) {
-    t4a_error_set(T4A_HOST_OUT_OF_MEMORY, "calloc", 0, NULL, (uint64_t)(n * size),
-                  "host allocation of %zu bytes failed", n * size);
+    t4a_error_set_(T4A_HOST_OUT_OF_MEMORY, "calloc", 0, NULL, (uint64_t)(n * size),
+                   "host allocation of %zu bytes failed", n * size);
   }
   return counted(p);
 }
@@ -88,8 +89,8 @@ void *t4a_host_realloc(void *p, size_t bytes) {
   void *n = NULL;
   if (!t4a_fault_sim(T4A_FAULT_HOST_MALLOC)) n = realloc(p, bytes == 0 ? 1 : bytes);
   if (n == NULL) {
-    t4a_error_set(T4A_HOST_OUT_OF_MEMORY, "realloc", 0, NULL, (uint64_t)bytes,
-                  "host reallocation to %zu bytes failed", bytes);
+    t4a_error_set_(T4A_HOST_OUT_OF_MEMORY, "realloc", 0, NULL, (uint64_t)bytes,
+                   "host reallocation to %zu bytes failed", bytes);
   }
   return counted(n);
 }

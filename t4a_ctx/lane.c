@@ -3,7 +3,9 @@
 #include <stdlib.h>
 
 #include "t4a/fault.h"
+#include "t4a_ctx/ctx_internal.h"
 #include "t4a_ctx/driver_table.h"
+#include "t4a_ctx/status_internal.h"
 
 struct t4a_lane {
   atomic_int refs;
@@ -11,7 +13,7 @@ struct t4a_lane {
   atomic_int counted_open; /* 1 while counted in the device's lanes_open */
   atomic_int capturing; /* a graph capture of the stream is in progress (t4a_retire) */
   pthread_mutex_t deferred_lock; /* `capturing` transitions and `deferred` */
-  struct deferred_call *deferred; /* to run once the capture ended (t4a_lane_defer_capture) */
+  struct deferred_call *deferred; /* to run once the capture ended (t4a_lane_defer_capture_) */
   t4a_ctx_holder *holder; /* a reference */
   t4a_driver *driver;     /* borrowed from the holder */
   CUstream stream;
@@ -25,7 +27,7 @@ static _Atomic uint64_t g_next_domain = 1;
 
 t4a_status t4a_lane_create(t4a_driver *driver, int ordinal, const t4a_lane_options *options,
                            t4a_lane **out) {
-  if (out == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
+  if (out == NULL) return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
   *out = NULL;
   t4a_lane_options opts = T4A_LANE_OPTIONS_INIT;
   if (options != NULL) opts = *options;
@@ -38,9 +40,9 @@ t4a_status t4a_lane_create(t4a_driver *driver, int ordinal, const t4a_lane_optio
     atomic_fetch_add(&fault->lanes_open, 1);
     if (T4A_CTX_PHASE(atomic_load(&fault->state)) == T4A_CTX_RESETTING) {
       atomic_fetch_sub(&fault->lanes_open, 1);
-      return t4a_error_set(T4A_BUSY, NULL, 0, NULL, 0,
-                           "device %d's primary context is being reset (t4a_device_recover)",
-                           ordinal);
+      return t4a_error_set_(T4A_BUSY, NULL, 0, NULL, 0,
+                            "device %d's primary context is being reset (t4a_device_recover)",
+                            ordinal);
     }
     /* A device already marked lost: refused at once, naming the fault, without a driver call
      * (a new stream on it would meet the same sticky error). */
@@ -112,7 +114,7 @@ static void lane_uncount(t4a_lane *lane) {
   }
 }
 
-void t4a_lane_abandon(t4a_lane *lane) {
+void t4a_lane_abandon_(t4a_lane *lane) {
   if (lane == NULL) return;
   atomic_store_explicit(&lane->abandoned, 1, memory_order_relaxed);
   lane_uncount(lane);
@@ -146,7 +148,7 @@ static t4a_lane *thread_capturing(void) {
   return l;
 }
 
-void t4a_lane_set_capturing(t4a_lane *lane, int capturing) {
+void t4a_lane_set_capturing_(t4a_lane *lane, int capturing) {
   if (lane == NULL) return;
   if (capturing) {
     (void)thread_capturing();
@@ -182,7 +184,7 @@ void t4a_lane_set_capturing(t4a_lane *lane, int capturing) {
   }
 }
 
-int t4a_lane_defer_capture(t4a_lane *lane, void (*fn)(void *object), void *object) {
+int t4a_lane_defer_capture_(t4a_lane *lane, void (*fn)(void *object), void *object) {
   if (lane == NULL || fn == NULL) return 0;
   if (!atomic_load_explicit(&lane->capturing, memory_order_acquire)) {
     /* Not this lane's capture; but a capture open on this thread (of another lane) would break
@@ -212,7 +214,7 @@ int t4a_lane_defer_capture(t4a_lane *lane, void (*fn)(void *object), void *objec
   return deferred;
 }
 
-int t4a_lane_capture_blocks_drops(const t4a_lane *lane) {
+int t4a_lane_capture_blocks_drops_(const t4a_lane *lane) {
   if (lane == NULL) return 0;
   if (atomic_load_explicit(&((t4a_lane *)lane)->capturing, memory_order_acquire)) return 1;
   return thread_capturing() != NULL;
@@ -244,7 +246,7 @@ static void lane_destroy(t4a_lane *lane) {
   }
   t4a_counter_add(&d->counters, T4A_COUNTER_lanes_destroyed, 1);
   lane_uncount(lane);
-  t4a_lane_set_capturing(lane, 0); /* runs anything still deferred (none after a proper end) */
+  t4a_lane_set_capturing_(lane, 0); /* runs anything still deferred (none after a proper end) */
   pthread_mutex_destroy(&lane->deferred_lock);
   t4a_ctx_holder_release(lane->holder);
   free(lane);
@@ -267,13 +269,13 @@ CUstream t4a_lane_stream(const t4a_lane *lane) { return lane->stream; }
 t4a_driver *t4a_lane_driver(const t4a_lane *lane) { return lane->driver; }
 
 t4a_status t4a_lane_synchronize(t4a_lane *lane) {
-  if (lane == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "lane is NULL");
+  if (lane == NULL) return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "lane is NULL");
   t4a_counter_add(&lane->counters, T4A_COUNTER_host_waits, 1);
-  return t4a_lane_note(lane, T4A_CU(lane->driver, cuStreamSynchronize, lane->stream));
+  return t4a_lane_note_(lane, T4A_CU(lane->driver, cuStreamSynchronize, lane->stream));
 }
 
 t4a_status t4a_lane_check(const t4a_lane *lane) {
-  if (lane == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "lane is NULL");
+  if (lane == NULL) return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "lane is NULL");
   return t4a_ctx_holder_check(lane->holder);
 }
 
@@ -282,11 +284,11 @@ int t4a_lane_is_broken(const t4a_lane *lane) {
   return t4a_ctx_holder_is_lost(lane->holder);
 }
 
-t4a_status t4a_lane_note(const t4a_lane *lane, t4a_status status) {
+t4a_status t4a_lane_note_(const t4a_lane *lane, t4a_status status) {
   if (T4A_UNLIKELY(status == T4A_CONTEXT_LOST) && lane != NULL) {
     t4a_error cause;
     t4a_error_last(&cause);
-    t4a_ctx_holder_mark_lost(lane->holder, &cause);
+    t4a_ctx_holder_mark_lost_(lane->holder, &cause);
   }
   return status;
 }

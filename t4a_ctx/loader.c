@@ -9,6 +9,7 @@
 
 #include "t4a/fault.h"
 #include "t4a_ctx/driver_table.h"
+#include "t4a_ctx/status_internal.h"
 
 const t4a_driver_entry_info t4a_driver_entries[] = {
 #define T4A_ENTRY_INFO_(name, version, need) \
@@ -99,9 +100,9 @@ t4a_status t4a_cu_fail(const t4a_driver *driver, CUresult r, const char *entry, 
       driver->t.cuGetErrorString(r, &desc) != CUDA_SUCCESS) {
     desc = NULL;
   }
-  return t4a_error_set(st, entry, (int)r, t4a_cu_name(driver, r),
-                       st == T4A_DEVICE_OUT_OF_MEMORY ? bytes : 0, "%s failed: %s", entry,
-                       desc != NULL ? desc : "no description");
+  return t4a_error_set_(st, entry, (int)r, t4a_cu_name(driver, r),
+                        st == T4A_DEVICE_OUT_OF_MEMORY ? bytes : 0, "%s failed: %s", entry,
+                        desc != NULL ? desc : "no description");
 }
 
 /* ---- construction ---- */
@@ -110,9 +111,9 @@ static t4a_status check_table(const t4a_driver_table *t) {
   for (size_t i = 0; i < t4a_driver_entry_count; i++) {
     const t4a_driver_entry_info *e = &t4a_driver_entries[i];
     if (e->required && *slot_at((t4a_driver_table *)t, e->offset) == NULL) {
-      return t4a_error_set(T4A_DRIVER_SYMBOL_MISSING, e->name, 0, NULL, 0,
-                           "required driver entry %s (ABI version %d) is missing", e->name,
-                           e->version);
+      return t4a_error_set_(T4A_DRIVER_SYMBOL_MISSING, e->name, 0, NULL, 0,
+                            "required driver entry %s (ABI version %d) is missing", e->name,
+                            e->version);
     }
   }
   return T4A_OK;
@@ -126,10 +127,10 @@ static t4a_status finish(t4a_driver *d, int min_version) {
   if ((st = T4A_CU(d, cuDriverGetVersion, &version)) != T4A_OK) return st;
   if (min_version < T4A_DRIVER_MIN_VERSION) min_version = T4A_DRIVER_MIN_VERSION;
   if (version < min_version) {
-    return t4a_error_set(T4A_DRIVER_TOO_OLD, "cuDriverGetVersion", 0, NULL, 0,
-                         "%s reports CUDA %d.%d; t4a needs %d.%d or newer", d->origin,
-                         version / 1000, (version % 1000) / 10, min_version / 1000,
-                         (min_version % 1000) / 10);
+    return t4a_error_set_(T4A_DRIVER_TOO_OLD, "cuDriverGetVersion", 0, NULL, 0,
+                          "%s reports CUDA %d.%d; t4a needs %d.%d or newer", d->origin,
+                          version / 1000, (version % 1000) / 10, min_version / 1000,
+                          (min_version % 1000) / 10);
   }
   d->version = version;
   d->caps = 0;
@@ -137,10 +138,10 @@ static t4a_status finish(t4a_driver *d, int min_version) {
   if (d->t.cuStreamGetCaptureInfo != NULL) d->caps |= T4A_DRIVER_CAP_CAPTURE_INFO;
   CUresult r = d->t.cuInit(0);
   if (r == CUDA_ERROR_STUB_LIBRARY) {
-    return t4a_error_set(T4A_DRIVER_NOT_FOUND, "cuInit", (int)r, t4a_cu_name(d, r), 0,
-                         "%s is the CUDA toolkit's stub library, not a driver: install the "
-                         "NVIDIA driver or point T4A_LIBCUDA_PATH at its libcuda.so.1",
-                         d->origin);
+    return t4a_error_set_(T4A_DRIVER_NOT_FOUND, "cuInit", (int)r, t4a_cu_name(d, r), 0,
+                          "%s is the CUDA toolkit's stub library, not a driver: install the "
+                          "NVIDIA driver or point T4A_LIBCUDA_PATH at its libcuda.so.1",
+                          d->origin);
   }
   return t4a_cu_result_(d, r, "cuInit", 0);
 }
@@ -163,10 +164,10 @@ static void driver_free(t4a_driver *d) {
 t4a_status t4a_driver_create_from_table(const t4a_driver_table *table, const char *origin,
                                         void (*on_destroy)(void *user), void *user,
                                         t4a_driver **out) {
-  if (out == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
+  if (out == NULL) return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
   *out = NULL;
   if (table == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "table is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "table is NULL");
   }
   t4a_driver *d = driver_alloc(origin);
   if (d == NULL) return T4A_HOST_OUT_OF_MEMORY;
@@ -186,7 +187,7 @@ typedef CUresult (*get_proc_fn)(const char *symbol, void **pfn, int version, cuu
                                 CUdriverProcAddressQueryResult *status);
 
 t4a_status t4a_driver_open(const t4a_driver_options *options, t4a_driver **out) {
-  if (out == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
+  if (out == NULL) return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
   *out = NULL;
   t4a_driver_options opts = T4A_DRIVER_OPTIONS_INIT;
   if (options != NULL) opts = *options;
@@ -202,10 +203,10 @@ t4a_status t4a_driver_open(const t4a_driver_options *options, t4a_driver **out) 
   int simulated = t4a_fault_sim(T4A_FAULT_DLOPEN);
   if (simulated || (d->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE)) == NULL) {
     const char *why = simulated ? NULL : dlerror();
-    st = t4a_error_set(T4A_DRIVER_NOT_FOUND, "dlopen", 0, NULL, 0,
-                       "cannot load the CUDA driver %s: %s (is an NVIDIA driver installed? set "
-                       "T4A_LIBCUDA_PATH to its libcuda.so.1)",
-                       path, why != NULL ? why : "simulated failure");
+    st = t4a_error_set_(T4A_DRIVER_NOT_FOUND, "dlopen", 0, NULL, 0,
+                        "cannot load the CUDA driver %s: %s (is an NVIDIA driver installed? set "
+                        "T4A_LIBCUDA_PATH to its libcuda.so.1)",
+                        path, why != NULL ? why : "simulated failure");
     goto fail;
   }
   get_proc_fn get_proc = NULL;
@@ -213,10 +214,10 @@ t4a_status t4a_driver_open(const t4a_driver_options *options, t4a_driver **out) 
     *(void **)&get_proc = dlsym(d->dl, "cuGetProcAddress_v2");
   }
   if (get_proc == NULL) {
-    st = t4a_error_set(T4A_DRIVER_TOO_OLD, "dlsym", 0, NULL, 0,
-                       "%s has no cuGetProcAddress_v2: the driver predates CUDA 12.0, which t4a "
-                       "needs",
-                       path);
+    st = t4a_error_set_(T4A_DRIVER_TOO_OLD, "dlsym", 0, NULL, 0,
+                        "%s has no cuGetProcAddress_v2: the driver predates CUDA 12.0, which t4a "
+                        "needs",
+                        path);
     goto fail;
   }
   for (size_t i = 0; i < t4a_driver_entry_count; i++) {
@@ -225,17 +226,17 @@ t4a_status t4a_driver_open(const t4a_driver_options *options, t4a_driver **out) 
     CUdriverProcAddressQueryResult q = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
     CUresult r = get_proc(e->name, &fn, e->version, CU_GET_PROC_ADDRESS_DEFAULT, &q);
     if (r == CUDA_ERROR_STUB_LIBRARY) {
-      st = t4a_error_set(T4A_DRIVER_NOT_FOUND, "cuGetProcAddress_v2", (int)r,
-                         "CUDA_ERROR_STUB_LIBRARY", 0,
-                         "%s is the CUDA toolkit's stub library, not a driver: install the "
-                         "NVIDIA driver or point T4A_LIBCUDA_PATH at its libcuda.so.1",
-                         path);
+      st = t4a_error_set_(T4A_DRIVER_NOT_FOUND, "cuGetProcAddress_v2", (int)r,
+                          "CUDA_ERROR_STUB_LIBRARY", 0,
+                          "%s is the CUDA toolkit's stub library, not a driver: install the "
+                          "NVIDIA driver or point T4A_LIBCUDA_PATH at its libcuda.so.1",
+                          path);
       goto fail;
     }
     if (r != CUDA_SUCCESS || q != CU_GET_PROC_ADDRESS_SUCCESS) fn = NULL;
     *slot_at(&d->t, e->offset) = fn;
     if (fn == NULL && e->required) {
-      st = t4a_error_set(
+      st = t4a_error_set_(
           q == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT ? T4A_DRIVER_TOO_OLD
                                                           : T4A_DRIVER_SYMBOL_MISSING,
           e->name, (int)r, NULL, 0,
@@ -263,12 +264,12 @@ static void load_default(void) {
 }
 
 t4a_status t4a_driver_get_default(t4a_driver **out) {
-  if (out == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
+  if (out == NULL) return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
   *out = NULL;
   pthread_once(&g_default_once, load_default);
   if (g_default == NULL) {
     const t4a_error *e = &g_default_error;
-    return t4a_error_set(e->status, e->entry, e->code, e->code_name, e->bytes, "%s", e->message);
+    return t4a_error_set_(e->status, e->entry, e->code, e->code_name, e->bytes, "%s", e->message);
   }
   t4a_driver_retain(g_default);
   *out = g_default;

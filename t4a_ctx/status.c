@@ -1,5 +1,6 @@
 /* Status names, messages and the per-thread failure detail. */
 #include "t4a/status.h"
+#include "t4a_ctx/status_internal.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -42,8 +43,8 @@ void t4a_error_restore(const t4a_error *saved) {
   if (saved != NULL) t_last_error = *saved;
 }
 
-t4a_status t4a_error_set(t4a_status status, const char *entry, int code, const char *code_name,
-                         uint64_t bytes, const char *fmt, ...) {
+t4a_status t4a_error_set_(t4a_status status, const char *entry, int code, const char *code_name,
+                          uint64_t bytes, const char *fmt, ...) {
   t4a_error *e = &t_last_error;
   e->status = status;
   e->entry = entry != NULL ? entry : "";

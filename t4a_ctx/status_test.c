@@ -14,6 +14,7 @@
 #include "t4a/fault.h"
 #include "t4a/status.h"
 #include "t4a_ctx/counters_block.h"
+#include "t4a_ctx/status_internal.h"
 
 static void test_values_are_stable(void **state) {
   (void)state;
@@ -54,8 +55,8 @@ static void test_detail_is_recorded_and_formatted(void **state) {
   t4a_error_last(&e);
   assert_int_equal(e.status, T4A_OK);
   assert_string_equal(e.entry, "");
-  assert_int_equal(t4a_error_set(T4A_DEVICE_OUT_OF_MEMORY, "cuMemAllocFromPoolAsync", 2,
-                                 "CUDA_ERROR_OUT_OF_MEMORY", 1048576, "pool %d", 7),
+  assert_int_equal(t4a_error_set_(T4A_DEVICE_OUT_OF_MEMORY, "cuMemAllocFromPoolAsync", 2,
+                                  "CUDA_ERROR_OUT_OF_MEMORY", 1048576, "pool %d", 7),
                    T4A_DEVICE_OUT_OF_MEMORY);
   t4a_error_last(&e);
   assert_int_equal(e.status, T4A_DEVICE_OUT_OF_MEMORY);
@@ -87,8 +88,8 @@ static void *fail_many(void *p) {
   thread_arg *a = p;
   a->ok = 1;
   for (int i = 0; i < 20000; i++) {
-    t4a_error_set(T4A_DRIVER_ERROR, "cuX", a->id, "NAME", (uint64_t)a->id * 1000 + (uint64_t)i,
-                  "thread %d iteration %d", a->id, i);
+    t4a_error_set_(T4A_DRIVER_ERROR, "cuX", a->id, "NAME", (uint64_t)a->id * 1000 + (uint64_t)i,
+                   "thread %d iteration %d", a->id, i);
     t4a_error e;
     t4a_error_last(&e);
     char want[64];

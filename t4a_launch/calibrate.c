@@ -6,11 +6,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "t4a_ctx/status_internal.h"
 #include "t4a_launch/launch_internal.h"
 
 #define BLOCKS 8u
 #define BUILDS 8u
-#define DEFAULT_GRAPH_AFTER 16u
 
 static uint64_t now_ns(void) {
   struct timespec ts;
@@ -26,28 +26,6 @@ static int cmp_double(const void *a, const void *b) {
 static double median(double *v, size_t n) {
   qsort(v, n, sizeof *v, cmp_double);
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-t4a_status t4a_launch_policy_resolve_(const t4a_launch_policy *policy,
-                                      t4a_launch_strategy *out_strategy, uint32_t *out_graph_after) {
-  t4a_launch_policy p = T4A_LAUNCH_POLICY_INIT;
-  if (policy != NULL) p = *policy;
-  if (p.strategy != T4A_LAUNCH_STRATEGY_AUTO && p.strategy != T4A_LAUNCH_STRATEGY_PLAIN &&
-      p.strategy != T4A_LAUNCH_STRATEGY_GRAPH) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "unknown launch strategy %d",
-                         (int)p.strategy);
-  }
-  const t4a_launch_calibration *c = p.calibration;
-  *out_strategy = p.strategy;
-  if (p.strategy == T4A_LAUNCH_STRATEGY_AUTO) {
-    *out_strategy = c != NULL && c->strategy == T4A_LAUNCH_STRATEGY_GRAPH
-                        ? T4A_LAUNCH_STRATEGY_GRAPH
-                        : T4A_LAUNCH_STRATEGY_PLAIN;
-  }
-  *out_graph_after = p.graph_after != 0                        ? p.graph_after
-                     : c != NULL && c->graph_after != 0         ? c->graph_after
-                                                                : DEFAULT_GRAPH_AFTER;
-  return T4A_OK;
 }
 
 /* Host ns per fire over one block of `n` fires (a rebind before each when `touch`). */
@@ -79,16 +57,16 @@ t4a_status t4a_launch_calibrate(t4a_retire *retire, t4a_function *fn, uint32_t f
                                 t4a_launch_calibration *out) {
   if (out != NULL) memset(out, 0, sizeof *out);
   if (retire == NULL || fn == NULL || out == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "retire, function or out is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                          "retire, function or out is NULL");
   }
   uint32_t expected = 0;
   t4a_status st = t4a_launch_expected_params_(fn, &expected);
   if (st != T4A_OK) return st;
   if (expected != 0) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "calibration needs a kernel without parameters; '%s' takes %u",
-                         fn->name, expected);
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                          "calibration needs a kernel without parameters; '%s' takes %u",
+                          fn->name, expected);
   }
   if (fires == 0) fires = 2048;
   if (fires < 64) fires = 64;
@@ -115,10 +93,10 @@ t4a_status t4a_launch_calibrate(t4a_retire *retire, t4a_function *fn, uint32_t f
   struct t4a_launch_table_stats gs;
   t4a_launch_table_stats(graph, &gs);
   if (gs.graphs == 0) {
-    st = t4a_error_set(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
-                       "kernel '%s': its one-node graph could not be built (see the counter "
-                       "launch_graph_fallbacks)",
-                       fn->name);
+    st = t4a_error_set_(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
+                        "kernel '%s': its one-node graph could not be built (see the counter "
+                        "launch_graph_fallbacks)",
+                        fn->name);
     goto done;
   }
   for (uint32_t b = 0; b < BLOCKS; b++) {

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "t4a/launch.h"
+#include "t4a_ctx/status_internal.h"
 
 /* The empty kernel the calibration fires: PTX for any device the driver can JIT for. */
 static const char k_nop_ptx[] =
@@ -51,7 +52,7 @@ t4a_status t4a_launch_calibrate_device(t4a_driver *driver, int ordinal,
                                        t4a_launch_calibration *out) {
   if (out != NULL) memset(out, 0, sizeof *out);
   if (driver == NULL || out == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "driver or out is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "driver or out is NULL");
   }
   /* The lock is held across the measurement: two callers for one device measure once. */
   pthread_mutex_lock(&g_lock);

@@ -15,13 +15,17 @@
 #include <string.h>
 
 #include "t4a/fault.h"
+#include "t4a_ctx/ctx_internal.h"
 #include "t4a_ctx/driver_table.h"
+#include "t4a_ctx/status_internal.h"
 #include "t4a_launch/launch_internal.h"
+#include "t4a_mem/mem_internal.h"
+#include "t4a_retire/retire_internal.h"
 
 /* One recorded fire of the table's descriptors: its kernel node in the captured graph (and so in
  * the executable graph), the descriptor, and its bind generation the node's parameters reflect.
  * The node's buffers are the descriptor's (it holds them); a rebind of a descriptor that chains
- * name hands the buffer it replaces to the lane's open epoch (t4a_chain_hold_buffers_), and
+ * name hands the buffer it replaces to the lane's open epoch (the table's hold_buffers hook), and
  * destroying a chain hands its descriptors' current buffers there, so queued replays never
  * outlive what they read. */
 typedef struct chain_node {
@@ -73,7 +77,7 @@ static void release_items(t4a_keepalive *items, size_t n) {
   free(items);
 }
 
-void t4a_chain_note_fire_(t4a_launch_table *t, t4a_launch_desc_ *d) {
+static void note_fire(t4a_launch_table *t, t4a_launch_desc_ *d) {
   t4a_chain_rec_ *rec = t->rec;
   if (rec == NULL || rec->failed != T4A_OK) return;
   t4a_error saved;
@@ -82,16 +86,16 @@ void t4a_chain_note_fire_(t4a_launch_table *t, t4a_launch_desc_ *d) {
   if (st == T4A_OK && t4a_retire_capture_seq(t->retire) != rec->capture_seq) {
     /* The recording's capture was ended (t4a_graph_capture_end, say) and another began: this
      * node belongs to another graph. */
-    st = t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                       "a fire during a chain recording was captured into another capture (the "
-                       "chain's was ended by another call)");
+    st = t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                        "a fire during a chain recording was captured into another capture (the "
+                        "chain's was ended by another call)");
   }
   if (st == T4A_OK && rec->num == rec->cap) {
     uint32_t cap = rec->cap ? rec->cap * 2 : 16;
     chain_node *v = t4a_host_realloc(rec->nodes, (size_t)cap * sizeof *v);
     if (v == NULL) {
-      st = t4a_error_set(T4A_HOST_OUT_OF_MEMORY, NULL, 0, NULL, 0,
-                         "cannot grow a chain recording to %u fires", cap);
+      st = t4a_error_set_(T4A_HOST_OUT_OF_MEMORY, NULL, 0, NULL, 0,
+                          "cannot grow a chain recording to %u fires", cap);
     } else {
       rec->nodes = v;
       rec->cap = cap;
@@ -163,9 +167,9 @@ static t4a_status end_recording(t4a_launch_table *t, core **out, dropped *drop) 
     /* The chain's capture was ended by another call and another capture began (or none is
      * open): that one is not the chain's to end. The recording is dropped. */
     drop->rec = rec_detach(t);
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "the chain's capture was ended by another call (t4a_graph_capture_end?) "
-                         "before t4a_chain_end");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                          "the chain's capture was ended by another call (t4a_graph_capture_end?) "
+                          "before t4a_chain_end");
   }
   t4a_status st = t4a_retire_capture_end(t->retire, &graph, &items, &count);
   if (st != T4A_OK && t4a_retire_is_capturing(t->retire)) return st; /* still open */
@@ -187,7 +191,7 @@ static t4a_status end_recording(t4a_launch_table *t, core **out, dropped *drop) 
     st = T4A_CU(t4a_lane_driver(lane), cuGraphInstantiateWithFlags, &k->exec, (CUgraph)graph, 0);
     t4a_ctx_scope_exit_quiet(&scope);
   }
-  st = t4a_lane_note(lane, st);
+  st = t4a_lane_note_(lane, st);
   if (st != T4A_OK) {
     free(k);
     return st;
@@ -221,7 +225,7 @@ static void drop_release(t4a_lane *lane, dropped *drop) {
 /* The table is being destroyed with a recording open: the recording's references go, and the
  * capture is ended and its work dropped when this thread began it (another thread's capture is
  * left to that thread or to the retire's teardown, as documented). */
-void t4a_chain_rec_drop_(t4a_launch_table *t) {
+static void drop_recording(t4a_launch_table *t) {
   t4a_chain_rec_ *rec = t->rec;
   if (rec == NULL) return;
   t4a_error saved;
@@ -240,19 +244,24 @@ void t4a_chain_rec_drop_(t4a_launch_table *t) {
   t4a_error_restore(&saved);
 }
 
+static void hold_buffers(t4a_launch_table *t, t4a_buffer *const *bufs, uint32_t n);
+
+/* What the table calls back: registered by t4a_chain_begin. */
+static const t4a_launch_table_observer_ chain_observer = {note_fire, hold_buffers, drop_recording};
+
 /* ---- public -------------------------------------------------------------------------------- */
 
 t4a_status t4a_chain_begin(t4a_launch_table *t) {
-  if (t == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "table is NULL");
+  if (t == NULL) return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "table is NULL");
   if (t4a_lane_driver(t4a_retire_lane(t->retire))->t.cuStreamGetCaptureInfo == NULL) {
-    return t4a_error_set(T4A_UNSUPPORTED, "cuStreamGetCaptureInfo", 0, NULL, 0,
-                         "launch chains need cuStreamGetCaptureInfo (driver 12.3 or newer)");
+    return t4a_error_set_(T4A_UNSUPPORTED, "cuStreamGetCaptureInfo", 0, NULL, 0,
+                          "launch chains need cuStreamGetCaptureInfo (driver 12.3 or newer)");
   }
   t4a_status st = t4a_launch_table_lock_(t);
   if (st != T4A_OK) return st;
   if (t->rec != NULL) {
     pthread_mutex_unlock(&t->lock);
-    return t4a_error_set(T4A_BUSY, NULL, 0, NULL, 0, "a chain is being recorded on this table");
+    return t4a_error_set_(T4A_BUSY, NULL, 0, NULL, 0, "a chain is being recorded on this table");
   }
   t4a_chain_rec_ *rec = t4a_host_calloc(1, sizeof *rec);
   if (rec == NULL) {
@@ -262,6 +271,7 @@ t4a_status t4a_chain_begin(t4a_launch_table *t) {
   st = t4a_retire_capture_begin(t->retire);
   if (st == T4A_OK) {
     rec->capture_seq = t4a_retire_capture_seq(t->retire);
+    t->observer = &chain_observer;
     t->rec = rec;
     rec = NULL;
   }
@@ -273,14 +283,14 @@ t4a_status t4a_chain_begin(t4a_launch_table *t) {
 t4a_status t4a_chain_end(t4a_launch_table *t, t4a_chain **out) {
   if (out != NULL) *out = NULL;
   if (t == NULL || out == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "table or out is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "table or out is NULL");
   }
   t4a_status st = t4a_launch_table_lock_(t);
   if (st != T4A_OK) return st;
   if (t->rec == NULL) {
     pthread_mutex_unlock(&t->lock);
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "no chain is being recorded on this table");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                          "no chain is being recorded on this table");
   }
   t4a_chain *c = t4a_host_calloc(1, sizeof *c);
   core *k = NULL;
@@ -314,14 +324,14 @@ t4a_status t4a_chain_end(t4a_launch_table *t, t4a_chain **out) {
 
 t4a_status t4a_chain_end_update(t4a_launch_table *t, t4a_chain *c) {
   if (t == NULL || c == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "table or chain is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "table or chain is NULL");
   }
   t4a_status st = t4a_launch_table_lock_(t);
   if (st != T4A_OK) return st;
   if (t->rec == NULL) {
     pthread_mutex_unlock(&t->lock);
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "no chain is being recorded on this table");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                          "no chain is being recorded on this table");
   }
   core *k = NULL, *old = NULL;
   dropped drop;
@@ -329,8 +339,8 @@ t4a_status t4a_chain_end_update(t4a_launch_table *t, t4a_chain *c) {
   if (st == T4A_OK && c->table != t) {
     unpin_descriptors(k->nodes, k->num_nodes);
     old = k; /* dropped below */
-    st = t4a_error_set(T4A_FOREIGN_HANDLE, NULL, 0, NULL, 0,
-                       "the chain was recorded on another descriptor table");
+    st = t4a_error_set_(T4A_FOREIGN_HANDLE, NULL, 0, NULL, 0,
+                        "the chain was recorded on another descriptor table");
   } else if (st == T4A_OK) {
     old = c->cur;
     unpin_descriptors(old->nodes, old->num_nodes);
@@ -369,13 +379,13 @@ static t4a_status update_nodes(t4a_chain *c, t4a_driver *drv, uint64_t *out_upda
 
 t4a_status t4a_chain_replay(t4a_launch_table *t, t4a_chain *c) {
   if (t == NULL || c == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "table or chain is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "table or chain is NULL");
   }
   if (c->table != t) {
-    return t4a_error_set(T4A_FOREIGN_HANDLE, NULL, 0, NULL, 0,
-                         "the chain was recorded on another descriptor table (domain %llu, not "
-                         "%llu)",
-                         (unsigned long long)c->table->domain, (unsigned long long)t->domain);
+    return t4a_error_set_(T4A_FOREIGN_HANDLE, NULL, 0, NULL, 0,
+                          "the chain was recorded on another descriptor table (domain %llu, not "
+                          "%llu)",
+                          (unsigned long long)c->table->domain, (unsigned long long)t->domain);
   }
   t4a_status st = t4a_launch_table_lock_(t);
   if (st != T4A_OK) return st;
@@ -392,8 +402,8 @@ t4a_status t4a_chain_replay(t4a_launch_table *t, t4a_chain *c) {
   if (t4a_lane_is_capturing(lane)) {
     pthread_mutex_unlock(&t->lock);
     return t4a_admission_abort(
-        &adm, t4a_error_set(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
-                            "the lane's stream is capturing: replay the chain after the capture"));
+        &adm, t4a_error_set_(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
+                             "the lane's stream is capturing: replay the chain after the capture"));
   }
   uint64_t updates = 0;
   if (stale) {
@@ -436,7 +446,7 @@ void t4a_chain_stats(t4a_chain *c, struct t4a_chain_stats *out) {
   if (out == NULL) return;
   memset(out, 0, sizeof *out);
   /* Inside an admission of the runtime the table's lock could deadlock: all zero. */
-  if (c == NULL || t4a_retire_held_by_this_thread(c->table->retire)) return;
+  if (c == NULL || t4a_retire_held_by_this_thread_(c->table->retire)) return;
   pthread_mutex_lock(&c->table->lock);
   out->kernel_nodes = c->cur->num_nodes;
   out->keepalives = (uint32_t)c->cur->count;
@@ -472,7 +482,7 @@ static void visit_buffers(const chain_node *nodes, uint32_t num_nodes, int disti
 
 static void keep_buffer(t4a_buffer *b, void *user) {
   t4a_admission_keep_borrowed(
-      user, (t4a_keepalive){.object = b, .release = t4a_buffer_release_object},
+      user, (t4a_keepalive){.object = b, .release = t4a_buffer_release_object_},
       buffer_retain_object);
 }
 
@@ -481,7 +491,7 @@ static void leak_buffer(t4a_buffer *b, void *user) {
   t4a_counter_add(user, T4A_COUNTER_leaked, 1);
 }
 
-/* Hands the buffers the nodes read to the lane's open epoch (see t4a_chain_hold_buffers_). */
+/* Hands the buffers the nodes read to the lane's open epoch (see hold_buffers). */
 static void hold_node_buffers(t4a_launch_table *t, const chain_node *nodes, uint32_t num_nodes) {
   uint32_t live = 0;
   for (uint32_t i = 0; i < num_nodes; i++) {
@@ -503,7 +513,7 @@ static void hold_node_buffers(t4a_launch_table *t, const chain_node *nodes, uint
   t4a_error_restore(&saved);
 }
 
-void t4a_chain_hold_buffers_(t4a_launch_table *t, t4a_buffer *const *bufs, uint32_t n) {
+static void hold_buffers(t4a_launch_table *t, t4a_buffer *const *bufs, uint32_t n) {
   /* As the parameters of one pseudo-descriptor. */
   t4a_launch_desc_ d;
   memset(&d, 0, sizeof d);
@@ -516,7 +526,7 @@ void t4a_chain_hold_buffers_(t4a_launch_table *t, t4a_buffer *const *bufs, uint3
 void t4a_chain_destroy(t4a_chain *c) {
   if (c == NULL) return;
   t4a_launch_table *t = c->table;
-  if (t4a_retire_held_by_this_thread(t->retire)) {
+  if (t4a_retire_held_by_this_thread_(t->retire)) {
     /* Inside an admission of the runtime (a raw scope's callback): the table's lock could
      * deadlock against a fire waiting for that admission, and the hand-over of the buffers needs
      * an admission of its own. The chain is kept for good (counted), as REENTRY would leave it. */

@@ -11,6 +11,7 @@
 #include "t4a/xfer.h"
 #include "t4a/xfer_copy.h"
 #include "t4a/xfer_file.h"
+#include "t4a_ctx/status_internal.h"
 #include "t4a_launch/launch_testutil.h"
 #include "testing/sweep/sweep.h"
 
@@ -614,7 +615,7 @@ static t4a_status op_chain(void *user) {
   if (st == T4A_OK) st = t4a_chain_replay(t, c);
   if (st == T4A_OK) st = t4a_retire_wait(r);
   if (st == T4A_OK && !(holds(f, o, n, 2) && holds(f, o2, n, 4))) {
-    st = t4a_error_set(T4A_INTERNAL, NULL, 0, NULL, 0, "wrong result");
+    st = t4a_error_set_(T4A_INTERNAL, NULL, 0, NULL, 0, "wrong result");
   }
   t4a_chain_destroy(c);
   if (st == T4A_OK) st = t4a_descriptor_unregister(t, id);

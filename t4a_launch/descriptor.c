@@ -10,7 +10,9 @@
 #include <string.h>
 
 #include "t4a/fault.h"
+#include "t4a_ctx/status_internal.h"
 #include "t4a_launch/launch_internal.h"
+#include "t4a_retire/retire_internal.h"
 
 #define MAX_CAPACITY 65536u
 
@@ -20,15 +22,15 @@ typedef t4a_launch_desc_ desc;
 
 t4a_status t4a_launch_table_create(t4a_retire *retire, const t4a_launch_table_options *options,
                                    t4a_launch_table **out) {
-  if (out == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
+  if (out == NULL) return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
   *out = NULL;
   t4a_launch_table_options o = T4A_LAUNCH_TABLE_OPTIONS_INIT;
   if (options != NULL) o = *options;
   uint32_t capacity = o.capacity != 0 ? o.capacity : DEFAULT_CAPACITY;
   if (retire == NULL || capacity > MAX_CAPACITY) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "retire is NULL or the capacity %u is outside 1..%u", capacity,
-                         MAX_CAPACITY);
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                          "retire is NULL or the capacity %u is outside 1..%u", capacity,
+                          MAX_CAPACITY);
   }
   t4a_launch_strategy strategy;
   uint32_t graph_after;
@@ -45,8 +47,8 @@ t4a_status t4a_launch_table_create(t4a_retire *retire, const t4a_launch_table_op
     free(t->gens);
     free(t->slots);
     free(t);
-    return t4a_error_set(T4A_INTERNAL, "pthread_mutex_init", 0, NULL, 0,
-                         "cannot initialise the launch table's lock");
+    return t4a_error_set_(T4A_INTERNAL, "pthread_mutex_init", 0, NULL, 0,
+                          "cannot initialise the launch table's lock");
   }
   t->retire = retire;
   t->domain = t4a_lane_domain(t4a_retire_lane(retire));
@@ -79,7 +81,8 @@ void t4a_launch_table_destroy(t4a_launch_table *t) {
   if (t == NULL) return;
   t4a_error saved;
   t4a_error_last(&saved);
-  t4a_chain_rec_drop_(t); /* a recording left open: its references go */
+  /* A recording left open: its references go. */
+  if (t->observer != NULL) t->observer->drop_recording(t);
   for (uint32_t i = 0; i < t->next_unused; i++) desc_free(t, t->slots[i]);
   pthread_mutex_destroy(&t->lock);
   free(t->free_ids);
@@ -95,8 +98,8 @@ desc *t4a_launch_table_lookup_(t4a_launch_table *t, uint32_t id) {
   if (slot < t->next_unused && t->slots[slot] != NULL && t->gens[slot] == gen) {
     return t->slots[slot];
   }
-  t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                "descriptor id %u (slot %u, generation %u) is not registered", id, slot, gen);
+  t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                 "descriptor id %u (slot %u, generation %u) is not registered", id, slot, gen);
   return NULL;
 }
 
@@ -133,9 +136,9 @@ static t4a_status bind_arg(t4a_launch_table *t, desc *d, uint32_t i, const t4a_a
   if (st != T4A_OK) return st;
   if (size != d->sizes[i]) {
     /* Only reachable where the layout is unknown: the slot was sized by the first binding. */
-    return t4a_error_set(T4A_ARGUMENT_MISMATCH, NULL, 0, NULL, 0,
-                         "kernel '%s' parameter %u: bound with %u bytes, rebound with %u",
-                         d->fn->name, i, d->sizes[i], size);
+    return t4a_error_set_(T4A_ARGUMENT_MISMATCH, NULL, 0, NULL, 0,
+                          "kernel '%s' parameter %u: bound with %u bytes, rebound with %u",
+                          d->fn->name, i, d->sizes[i], size);
   }
   apply_arg(t, d, i, src, size, b, old);
   return T4A_OK;
@@ -145,10 +148,10 @@ static t4a_status bind_arg(t4a_launch_table *t, desc *d, uint32_t i, const t4a_a
  * scope, say): a fire would then wait for that lock while holding the table's, and another
  * thread firing would wait for the table's while holding the retire's — re-entry instead. */
 t4a_status t4a_launch_table_lock_(t4a_launch_table *t) {
-  if (t4a_retire_held_by_this_thread(t->retire)) {
-    return t4a_error_set(T4A_REENTRY, NULL, 0, NULL, 0,
-                         "a launch table was used from inside an admission of its own runtime "
-                         "(a raw scope's callback?)");
+  if (t4a_retire_held_by_this_thread_(t->retire)) {
+    return t4a_error_set_(T4A_REENTRY, NULL, 0, NULL, 0,
+                          "a launch table was used from inside an admission of its own runtime "
+                          "(a raw scope's callback?)");
   }
   pthread_mutex_lock(&t->lock);
   return T4A_OK;
@@ -157,26 +160,26 @@ t4a_status t4a_launch_table_lock_(t4a_launch_table *t) {
 t4a_status t4a_descriptor_register(t4a_launch_table *t, t4a_function *fn,
                                    const t4a_launch_config *config, const t4a_arg *args,
                                    uint32_t num_args, uint32_t *out_id) {
-  if (out_id == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
+  if (out_id == NULL) return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
   *out_id = 0;
   if (t == NULL || fn == NULL || config == NULL || (num_args > 0 && args == NULL)) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "table, function, config or args is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                          "table, function, config or args is NULL");
   }
   if (t4a_function_domain(fn) != t->domain) {
-    return t4a_error_set(T4A_FOREIGN_HANDLE, NULL, 0, NULL, 0,
-                         "kernel '%s' belongs to domain %llu, the table's retire to %llu", fn->name,
-                         (unsigned long long)t4a_function_domain(fn),
-                         (unsigned long long)t->domain);
+    return t4a_error_set_(T4A_FOREIGN_HANDLE, NULL, 0, NULL, 0,
+                          "kernel '%s' belongs to domain %llu, the table's retire to %llu",
+                          fn->name, (unsigned long long)t4a_function_domain(fn),
+                          (unsigned long long)t->domain);
   }
   t4a_status st = t4a_launch_check_config_(fn, config);
   if (st != T4A_OK) return st;
   uint32_t expected = 0;
   if ((st = t4a_launch_expected_params_(fn, &expected)) != T4A_OK) return st;
   if (num_args != expected) {
-    return t4a_error_set(T4A_ARGUMENT_MISMATCH, NULL, 0, NULL, 0,
-                         "kernel '%s' takes %u parameters%s; %u given", fn->name, expected,
-                         fn->known ? "" : " (declared)", num_args);
+    return t4a_error_set_(T4A_ARGUMENT_MISMATCH, NULL, 0, NULL, 0,
+                          "kernel '%s' takes %u parameters%s; %u given", fn->name, expected,
+                          fn->known ? "" : " (declared)", num_args);
   }
   /* Check every argument and lay the bytes out: at the driver's offsets when the layout is
    * known, else each argument 8-byte aligned. */
@@ -237,8 +240,8 @@ t4a_status t4a_descriptor_register(t4a_launch_table *t, t4a_function *fn,
   } else {
     pthread_mutex_unlock(&t->lock);
     desc_free(t, d);
-    return t4a_error_set(T4A_LIMIT_EXCEEDED, NULL, 0, NULL, 0,
-                         "the launch table is full (%u descriptors)", t->capacity);
+    return t4a_error_set_(T4A_LIMIT_EXCEEDED, NULL, 0, NULL, 0,
+                          "the launch table is full (%u descriptors)", t->capacity);
   }
   t->slots[slot] = d;
   t->descriptors++;
@@ -257,7 +260,7 @@ static t4a_status fire_locked(t4a_launch_table *t, desc *d) {
                                              go through the function's own graph */
   if (g->want_node) {
     if (st != T4A_OK) g->node_status = st; /* the recording cannot be trusted either */
-    t4a_chain_note_fire_(t, d);
+    t->observer->note_fire(t, d); /* registered with the recording */
     g->want_node = 0;
   }
   t->graph_builds += g->built;
@@ -275,7 +278,7 @@ static t4a_status fire_locked(t4a_launch_table *t, desc *d) {
 }
 
 t4a_status t4a_descriptor_fire(t4a_launch_table *t, uint32_t id) {
-  if (t == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "table is NULL");
+  if (t == NULL) return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "table is NULL");
   t4a_status st = t4a_launch_table_lock_(t);
   if (st != T4A_OK) return st;
   desc *d = t4a_launch_table_lookup_(t, id);
@@ -287,7 +290,7 @@ t4a_status t4a_descriptor_fire(t4a_launch_table *t, uint32_t id) {
 t4a_status t4a_descriptor_rebind(t4a_launch_table *t, uint32_t id, uint32_t index,
                                  const t4a_arg *arg) {
   if (t == NULL || arg == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "table or arg is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "table or arg is NULL");
   }
   t4a_buffer *old = NULL;
   t4a_status st = t4a_launch_table_lock_(t);
@@ -295,13 +298,13 @@ t4a_status t4a_descriptor_rebind(t4a_launch_table *t, uint32_t id, uint32_t inde
   desc *d = t4a_launch_table_lookup_(t, id);
   st = T4A_INVALID_ARGUMENT;
   if (d != NULL && index >= d->num_params) {
-    st = t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                       "kernel '%s' has %u parameters; index %u is out of range", d->fn->name,
-                       d->num_params, index);
+    st = t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                        "kernel '%s' has %u parameters; index %u is out of range", d->fn->name,
+                        d->num_params, index);
   } else if (d != NULL) {
     st = bind_arg(t, d, index, arg, &old);
     /* Queued chain replays read the old buffer: the epoch keeps it for them. */
-    if (old != NULL && d->chain_nodes > 0) t4a_chain_hold_buffers_(t, &old, 1);
+    if (old != NULL && d->chain_nodes > 0) t->observer->hold_buffers(t, &old, 1);
   }
   pthread_mutex_unlock(&t->lock);
   t4a_buffer_release(old); /* queued fires kept it in their epochs */
@@ -311,7 +314,7 @@ t4a_status t4a_descriptor_rebind(t4a_launch_table *t, uint32_t id, uint32_t inde
 t4a_status t4a_descriptor_rebind_fire(t4a_launch_table *t, uint32_t id, const t4a_arg *args,
                                       uint32_t num_args) {
   if (t == NULL || (num_args > 0 && args == NULL)) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "table or args is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "table or args is NULL");
   }
   t4a_buffer *old[T4A_MAX_KERNEL_PARAMS];
   uint32_t num_old = 0;
@@ -320,9 +323,9 @@ t4a_status t4a_descriptor_rebind_fire(t4a_launch_table *t, uint32_t id, const t4
   desc *d = t4a_launch_table_lookup_(t, id);
   st = d != NULL ? T4A_OK : T4A_INVALID_ARGUMENT;
   if (d != NULL && num_args != d->num_params) {
-    st = t4a_error_set(T4A_ARGUMENT_MISMATCH, NULL, 0, NULL, 0,
-                       "kernel '%s' takes %u parameters; %u given", d->fn->name, d->num_params,
-                       num_args);
+    st = t4a_error_set_(T4A_ARGUMENT_MISMATCH, NULL, 0, NULL, 0,
+                        "kernel '%s' takes %u parameters; %u given", d->fn->name, d->num_params,
+                        num_args);
   }
   /* Check every argument before changing any, so a refusal leaves the descriptor as it was. */
   uint64_t scratch[T4A_MAX_KERNEL_PARAMS];
@@ -333,9 +336,9 @@ t4a_status t4a_descriptor_rebind_fire(t4a_launch_table *t, uint32_t id, const t4
     st = t4a_launch_check_arg_(d->fn, t->domain, i, &args[i], &scratch[i], &src[i], &size[i],
                                &bufs[i]);
     if (st == T4A_OK && size[i] != d->sizes[i]) {
-      st = t4a_error_set(T4A_ARGUMENT_MISMATCH, NULL, 0, NULL, 0,
-                         "kernel '%s' parameter %u: bound with %u bytes, rebound with %u",
-                         d->fn->name, i, d->sizes[i], size[i]);
+      st = t4a_error_set_(T4A_ARGUMENT_MISMATCH, NULL, 0, NULL, 0,
+                          "kernel '%s' parameter %u: bound with %u bytes, rebound with %u",
+                          d->fn->name, i, d->sizes[i], size[i]);
     }
   }
   for (uint32_t i = 0; st == T4A_OK && i < num_args; i++) {
@@ -343,7 +346,7 @@ t4a_status t4a_descriptor_rebind_fire(t4a_launch_table *t, uint32_t id, const t4
     apply_arg(t, d, i, src[i], size[i], bufs[i], &prev);
     if (prev != NULL) old[num_old++] = prev;
   }
-  if (num_old > 0 && d->chain_nodes > 0) t4a_chain_hold_buffers_(t, old, num_old);
+  if (num_old > 0 && d->chain_nodes > 0) t->observer->hold_buffers(t, old, num_old);
   if (st == T4A_OK) st = fire_locked(t, d);
   pthread_mutex_unlock(&t->lock);
   for (uint32_t i = 0; i < num_old; i++) t4a_buffer_release(old[i]);
@@ -351,17 +354,17 @@ t4a_status t4a_descriptor_rebind_fire(t4a_launch_table *t, uint32_t id, const t4
 }
 
 t4a_status t4a_descriptor_unregister(t4a_launch_table *t, uint32_t id) {
-  if (t == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "table is NULL");
+  if (t == NULL) return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "table is NULL");
   t4a_status locked = t4a_launch_table_lock_(t);
   if (locked != T4A_OK) return locked;
   desc *d = t4a_launch_table_lookup_(t, id);
   if (d != NULL && d->chain_nodes > 0) {
     uint32_t nodes = d->chain_nodes;
     pthread_mutex_unlock(&t->lock);
-    return t4a_error_set(T4A_BUSY, NULL, 0, NULL, 0,
-                         "descriptor %u is fired by %u kernel node(s) of live launch chains: "
-                         "destroy those chains first",
-                         id, nodes);
+    return t4a_error_set_(T4A_BUSY, NULL, 0, NULL, 0,
+                          "descriptor %u is fired by %u kernel node(s) of live launch chains: "
+                          "destroy those chains first",
+                          id, nodes);
   }
   if (d != NULL) {
     uint32_t slot = id & 0xffffu;
@@ -394,7 +397,7 @@ void t4a_launch_table_stats(t4a_launch_table *t, struct t4a_launch_table_stats *
   memset(out, 0, sizeof *out);
   /* Inside an admission of the table's runtime (a raw scope's callback) the table's lock could
    * deadlock against a fire waiting for the admission: all zero. */
-  if (t == NULL || t4a_retire_held_by_this_thread(t->retire)) return;
+  if (t == NULL || t4a_retire_held_by_this_thread_(t->retire)) return;
   pthread_mutex_lock(&t->lock);
   out->strategy = t->strategy;
   out->graph_after = t->graph_after;

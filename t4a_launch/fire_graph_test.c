@@ -5,6 +5,7 @@
  * unregister with their fires queued, build and update failures falling back to plain fires,
  * calibration, options, failure sweeps. */
 #include "t4a/graph.h"
+#include "t4a_ctx/status_internal.h"
 #include "t4a_launch/launch_testutil.h"
 #include "testing/sweep/sweep.h"
 
@@ -296,7 +297,7 @@ static void test_build_and_update_failures_fall_back(void **state) {
   CK(t4a_descriptor_register(t, fn, &w.cfg, w.x, 4, &id));
   CK(t4a_descriptor_register(t, fn, &w.cfg, w.x, 4, &id2));
   /* The build fails at instantiation: the fire is plain, the error detail untouched. */
-  t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "the caller's own detail");
+  t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "the caller's own detail");
   t4a_fake_inject(f->fake, "cuGraphInstantiateWithFlags", 0, 1, CUDA_ERROR_OUT_OF_MEMORY, 0);
   CK(t4a_descriptor_fire(t, id));
   assert_string_equal(last_error().message, "the caller's own detail");
@@ -663,7 +664,7 @@ static t4a_status op_graph_fires(void *user) {
   if (st == T4A_OK) st = t4a_descriptor_rebind_fire(t, id, x, 4);
   if (st == T4A_OK) st = t4a_retire_wait(r);
   if (st == T4A_OK && !holds(f, o, n, 2)) {
-    st = t4a_error_set(T4A_INTERNAL, NULL, 0, NULL, 0, "wrong result");
+    st = t4a_error_set_(T4A_INTERNAL, NULL, 0, NULL, 0, "wrong result");
   }
   if (st == T4A_OK) st = t4a_descriptor_unregister(t, id);
   t4a_launch_table_destroy(t);
@@ -707,7 +708,7 @@ static t4a_status op_function_graph(void *user) {
   if (st == T4A_OK) st = t4a_launch(r, fn, &cfg, y, 4); /* o = a + o = 3a */
   if (st == T4A_OK) st = t4a_retire_wait(r);
   if (st == T4A_OK && !holds(f, o, n, 3)) {
-    st = t4a_error_set(T4A_INTERNAL, NULL, 0, NULL, 0, "wrong result");
+    st = t4a_error_set_(T4A_INTERNAL, NULL, 0, NULL, 0, "wrong result");
   }
   t4a_buffer_release(a);
   t4a_buffer_release(o);

@@ -7,7 +7,9 @@
 #include <stdlib.h>
 
 #include "t4a/fault.h"
+#include "t4a_ctx/ctx_internal.h"
 #include "t4a_ctx/driver_table.h"
+#include "t4a_ctx/status_internal.h"
 #include "t4a_launch/launch_internal.h"
 
 /* What one capture referenced: the captured CUgraph and the keepalives of its work. Replays keep
@@ -51,7 +53,7 @@ static void destroy_pending_exec(void *p) {
 
 void t4a_launch_destroy_native_(t4a_lane *lane, CUgraph graph, CUgraphExec exec) {
   if (graph == NULL && exec == NULL) return;
-  if (exec != NULL && t4a_lane_capture_blocks_drops(lane)) {
+  if (exec != NULL && t4a_lane_capture_blocks_drops_(lane)) {
     /* cuGraphExecDestroy during a capture of the lane's stream, or of any stream on this thread,
      * would break it (measured on the H200): once the capture ended. (cuGraphDestroy is harmless
      * then.) */
@@ -64,7 +66,7 @@ void t4a_launch_destroy_native_(t4a_lane *lane, CUgraph graph, CUgraphExec exec)
       pe->lane = lane;
       t4a_lane_retain(lane);
       pe->exec = exec;
-      deferred = t4a_lane_defer_capture(lane, destroy_pending_exec, pe);
+      deferred = t4a_lane_defer_capture_(lane, destroy_pending_exec, pe);
       if (deferred != 1) {
         t4a_lane_release(lane);
         free(pe);
@@ -140,7 +142,7 @@ static t4a_status instantiate(t4a_lane *lane, CUgraph graph, CUgraphExec *out) {
   if (st != T4A_OK) return st;
   st = T4A_CU(t4a_lane_driver(lane), cuGraphInstantiateWithFlags, out, graph, 0);
   t4a_ctx_scope_exit_quiet(&scope);
-  return t4a_lane_note(lane, st);
+  return t4a_lane_note_(lane, st);
 }
 
 t4a_status t4a_graph_capture_begin(t4a_retire *retire) {
@@ -150,14 +152,14 @@ t4a_status t4a_graph_capture_begin(t4a_retire *retire) {
 t4a_status t4a_graph_capture_end(t4a_retire *retire, t4a_graph **out) {
   if (out != NULL) *out = NULL;
   if (retire == NULL || out == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "retire or out is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "retire or out is NULL");
   }
   t4a_graph *g = t4a_host_calloc(1, sizeof *g);
   if (g == NULL || t4a_fault_sim(T4A_FAULT_MUTEX_INIT) || pthread_mutex_init(&g->lock, NULL)) {
     /* The capture must still end, its work dropped. */
     t4a_status st = g == NULL ? T4A_HOST_OUT_OF_MEMORY
-                              : t4a_error_set(T4A_INTERNAL, "pthread_mutex_init", 0, NULL, 0,
-                                              "cannot initialise a graph's lock");
+                              : t4a_error_set_(T4A_INTERNAL, "pthread_mutex_init", 0, NULL, 0,
+                                               "cannot initialise a graph's lock");
     free(g);
     t4a_error saved;
     t4a_error_last(&saved);
@@ -189,16 +191,16 @@ t4a_status t4a_graph_capture_end(t4a_retire *retire, t4a_graph **out) {
 t4a_status t4a_graph_capture_update(t4a_retire *retire, t4a_graph *g, int *out_in_place) {
   if (out_in_place != NULL) *out_in_place = 0;
   if (retire == NULL || g == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "retire or graph is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "retire or graph is NULL");
   }
   if (g->retire != retire) {
     /* Still end the capture: a caller's mistake must not leave the lane capturing. */
     version *v = NULL;
     if (end_capture(retire, &v) == T4A_OK) version_unref(v);
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "the graph was captured on another runtime (lane %llu, not %llu)",
-                         (unsigned long long)t4a_lane_domain(g->lane),
-                         (unsigned long long)t4a_lane_domain(t4a_retire_lane(retire)));
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                          "the graph was captured on another runtime (lane %llu, not %llu)",
+                          (unsigned long long)t4a_lane_domain(g->lane),
+                          (unsigned long long)t4a_lane_domain(t4a_retire_lane(retire)));
   }
   version *v = NULL;
   t4a_status st = end_capture(retire, &v);
@@ -238,21 +240,21 @@ t4a_status t4a_graph_capture_update(t4a_retire *retire, t4a_graph *g, int *out_i
   if (old_exec != NULL) t4a_launch_destroy_native_(g->lane, NULL, old_exec);
   version_unref(old);
   version_unref(v); /* the new capture, when it could not be used */
-  if (st != T4A_OK) return t4a_lane_note(g->lane, st);
+  if (st != T4A_OK) return t4a_lane_note_(g->lane, st);
   if (out_in_place != NULL) *out_in_place = in_place;
   return T4A_OK;
 }
 
 t4a_status t4a_graph_launch(t4a_graph *g) {
-  if (g == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "graph is NULL");
+  if (g == NULL) return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "graph is NULL");
   t4a_admission adm;
   t4a_status st = t4a_admission_begin(g->retire, 1, &adm);
   if (st != T4A_OK) return st;
   if (t4a_lane_is_capturing(g->lane)) {
     /* A replay into a capture of the same stream breaks it on the real driver (measured). */
     return t4a_admission_abort(
-        &adm, t4a_error_set(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
-                            "the lane's stream is capturing a graph: replay after the capture"));
+        &adm, t4a_error_set_(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
+                             "the lane's stream is capturing a graph: replay after the capture"));
   }
   /* No graph lock: an update swaps the executable graph and the version only inside an admission
    * of this retire, which this replay's admission excludes. */

@@ -8,6 +8,7 @@
 #include "t4a/xfer.h"
 #include "t4a/xfer_copy.h"
 #include "t4a_launch/launch_testutil.h"
+#include "t4a_retire/retire_internal.h"
 
 enum { N = 64 };
 
@@ -208,7 +209,7 @@ static void test_table_inside_an_admission(void **state) {
   CK(t4a_descriptor_register(table, add, &cfg, args, 4, &id));
   t4a_admission adm;
   CK(t4a_admission_begin(f->retire, 0, &adm));
-  assert_true(t4a_retire_held_by_this_thread(f->retire));
+  assert_true(t4a_retire_held_by_this_thread_(f->retire));
   assert_int_equal(t4a_descriptor_fire(table, id), T4A_REENTRY);
   assert_int_equal(t4a_descriptor_rebind(table, id, 3, &args[3]), T4A_REENTRY);
   assert_int_equal(t4a_descriptor_rebind_fire(table, id, args, 4), T4A_REENTRY);
@@ -216,7 +217,7 @@ static void test_table_inside_an_admission(void **state) {
   assert_int_equal(t4a_descriptor_register(table, add, &cfg, args, 4, &id2), T4A_REENTRY);
   assert_int_equal(t4a_descriptor_unregister(table, id), T4A_REENTRY);
   CK(t4a_admission_abort(&adm, T4A_OK));
-  assert_false(t4a_retire_held_by_this_thread(f->retire));
+  assert_false(t4a_retire_held_by_this_thread_(f->retire));
   CK(t4a_descriptor_fire(table, id));
   CK(t4a_retire_wait(f->retire));
   t4a_launch_table_destroy(table);

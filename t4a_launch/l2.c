@@ -4,6 +4,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "t4a_ctx/ctx_internal.h"
+#include "t4a_ctx/status_internal.h"
 #include "t4a_launch/launch_internal.h"
 
 static t4a_status device_attr(t4a_lane *lane, CUdevice_attribute attr, const char *what,
@@ -13,16 +15,16 @@ static t4a_status device_attr(t4a_lane *lane, CUdevice_attribute attr, const cha
                          t4a_ctx_holder_device(t4a_lane_holder(lane)));
   if (st != T4A_OK) return st;
   if (v <= 0) {
-    return t4a_error_set(T4A_UNSUPPORTED, "cuDeviceGetAttribute", 0, NULL, 0,
-                         "device %d has no %s (L2 persistence needs compute capability 8.0+)",
-                         t4a_lane_ordinal(lane), what);
+    return t4a_error_set_(T4A_UNSUPPORTED, "cuDeviceGetAttribute", 0, NULL, 0,
+                          "device %d has no %s (L2 persistence needs compute capability 8.0+)",
+                          t4a_lane_ordinal(lane), what);
   }
   *out = (size_t)v;
   return T4A_OK;
 }
 
 static t4a_status enter(t4a_lane *lane, t4a_ctx_scope *scope) {
-  if (lane == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "lane is NULL");
+  if (lane == NULL) return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "lane is NULL");
   t4a_status st = t4a_lane_check(lane);
   if (st != T4A_OK) return st;
   return t4a_ctx_scope_enter(scope, t4a_lane_holder(lane), t4a_lane_counters(lane));
@@ -33,7 +35,7 @@ static t4a_status enter(t4a_lane *lane, t4a_ctx_scope *scope) {
 static t4a_status leave(t4a_lane *lane, t4a_ctx_scope *scope, t4a_status st) {
   if (st != T4A_OK) {
     t4a_ctx_scope_exit_quiet(scope);
-    return t4a_lane_note(lane, st);
+    return t4a_lane_note_(lane, st);
   }
   return t4a_ctx_scope_exit(scope);
 }
@@ -42,8 +44,8 @@ t4a_status t4a_l2_set_persisting_limit(t4a_lane *lane, size_t bytes, size_t *out
   if (out_applied != NULL) *out_applied = 0;
   if (t4a_lane_is_capturing(lane)) {
     /* cuCtxSetLimit during a capture breaks it on the real driver (measured on the H200). */
-    return t4a_error_set(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
-                         "the lane's stream is capturing a graph: set the L2 limit outside it");
+    return t4a_error_set_(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
+                          "the lane's stream is capturing a graph: set the L2 limit outside it");
   }
   t4a_ctx_scope scope;
   t4a_status st = enter(lane, &scope);
@@ -65,11 +67,11 @@ t4a_status t4a_l2_set_persisting_limit(t4a_lane *lane, size_t bytes, size_t *out
 
 t4a_status t4a_l2_set_window(t4a_lane *lane, t4a_devptr base, size_t bytes, float hit_ratio) {
   if (!(hit_ratio >= 0.0f && hit_ratio <= 1.0f)) { /* NaN too */
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "hit_ratio %g is outside [0, 1]",
-                         (double)hit_ratio);
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "hit_ratio %g is outside [0, 1]",
+                          (double)hit_ratio);
   }
   if (bytes > 0 && base == 0) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "a window at address 0");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "a window at address 0");
   }
   t4a_ctx_scope scope;
   t4a_status st = enter(lane, &scope);

@@ -4,7 +4,10 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "t4a_ctx/ctx_internal.h"
+#include "t4a_ctx/status_internal.h"
 #include "t4a_launch/launch_internal.h"
+#include "t4a_mem/mem_internal.h"
 
 /* ---- checks ------------------------------------------------------------------------------- */
 
@@ -13,34 +16,34 @@ t4a_status t4a_launch_check_config_(const t4a_function *fn, const t4a_launch_con
   static const char axis[3] = {'x', 'y', 'z'};
   for (int i = 0; i < 3; i++) {
     if (cfg->grid[i] == 0 || cfg->block[i] == 0) {
-      return t4a_error_set(T4A_INVALID_LAUNCH, NULL, 0, NULL, 0,
-                           "kernel '%s': grid (%u, %u, %u) or block (%u, %u, %u) has a zero "
-                           "dimension",
-                           fn->name, cfg->grid[0], cfg->grid[1], cfg->grid[2], cfg->block[0],
-                           cfg->block[1], cfg->block[2]);
+      return t4a_error_set_(T4A_INVALID_LAUNCH, NULL, 0, NULL, 0,
+                            "kernel '%s': grid (%u, %u, %u) or block (%u, %u, %u) has a zero "
+                            "dimension",
+                            fn->name, cfg->grid[0], cfg->grid[1], cfg->grid[2], cfg->block[0],
+                            cfg->block[1], cfg->block[2]);
     }
     if (cfg->block[i] > l->max_block[i]) {
-      return t4a_error_set(T4A_INVALID_LAUNCH, NULL, 0, NULL, 0,
-                           "kernel '%s': block %c = %u exceeds the device's %u", fn->name, axis[i],
-                           cfg->block[i], l->max_block[i]);
+      return t4a_error_set_(T4A_INVALID_LAUNCH, NULL, 0, NULL, 0,
+                            "kernel '%s': block %c = %u exceeds the device's %u", fn->name, axis[i],
+                            cfg->block[i], l->max_block[i]);
     }
     if (cfg->grid[i] > l->max_grid[i]) {
-      return t4a_error_set(T4A_INVALID_LAUNCH, NULL, 0, NULL, 0,
-                           "kernel '%s': grid %c = %u exceeds the device's %u", fn->name, axis[i],
-                           cfg->grid[i], l->max_grid[i]);
+      return t4a_error_set_(T4A_INVALID_LAUNCH, NULL, 0, NULL, 0,
+                            "kernel '%s': grid %c = %u exceeds the device's %u", fn->name, axis[i],
+                            cfg->grid[i], l->max_grid[i]);
     }
   }
   uint64_t threads = (uint64_t)cfg->block[0] * cfg->block[1] * cfg->block[2];
   if (threads > l->max_threads_per_block) {
-    return t4a_error_set(T4A_INVALID_LAUNCH, NULL, 0, NULL, 0,
-                         "kernel '%s': a block of %llu threads exceeds the device's %u per block",
-                         fn->name, (unsigned long long)threads, l->max_threads_per_block);
+    return t4a_error_set_(T4A_INVALID_LAUNCH, NULL, 0, NULL, 0,
+                          "kernel '%s': a block of %llu threads exceeds the device's %u per block",
+                          fn->name, (unsigned long long)threads, l->max_threads_per_block);
   }
   if (cfg->shared_bytes > l->max_shared_optin) {
-    return t4a_error_set(T4A_INVALID_LAUNCH, NULL, 0, NULL, 0,
-                         "kernel '%s': %u bytes of dynamic shared memory exceed the device's "
-                         "opt-in maximum of %u per block",
-                         fn->name, cfg->shared_bytes, l->max_shared_optin);
+    return t4a_error_set_(T4A_INVALID_LAUNCH, NULL, 0, NULL, 0,
+                          "kernel '%s': %u bytes of dynamic shared memory exceed the device's "
+                          "opt-in maximum of %u per block",
+                          fn->name, cfg->shared_bytes, l->max_shared_optin);
   }
   return T4A_OK;
 }
@@ -53,11 +56,11 @@ t4a_status t4a_launch_expected_params_(t4a_function *fn, uint32_t *out) {
   uint32_t d = atomic_load_explicit(&fn->declared, memory_order_acquire);
   if (d == T4A_PARAMS_UNDECLARED) {
     *out = 0;
-    return t4a_error_set(T4A_ARGUMENT_MISMATCH, NULL, 0, NULL, 0,
-                         "kernel '%s': the driver cannot report its parameters (no "
-                         "cuFuncGetParamInfo); declare their number with "
-                         "t4a_function_declare_params",
-                         fn->name);
+    return t4a_error_set_(T4A_ARGUMENT_MISMATCH, NULL, 0, NULL, 0,
+                          "kernel '%s': the driver cannot report its parameters (no "
+                          "cuFuncGetParamInfo); declare their number with "
+                          "t4a_function_declare_params",
+                          fn->name);
   }
   *out = d;
   return T4A_OK;
@@ -65,9 +68,9 @@ t4a_status t4a_launch_expected_params_(t4a_function *fn, uint32_t *out) {
 
 static t4a_status check_count(const t4a_function *fn, uint32_t expected, uint32_t given) {
   if (given == expected) return T4A_OK;
-  return t4a_error_set(T4A_ARGUMENT_MISMATCH, NULL, 0, NULL, 0,
-                       "kernel '%s' takes %u parameters%s; %u given", fn->name, expected,
-                       fn->known ? "" : " (declared)", given);
+  return t4a_error_set_(T4A_ARGUMENT_MISMATCH, NULL, 0, NULL, 0,
+                        "kernel '%s' takes %u parameters%s; %u given", fn->name, expected,
+                        fn->known ? "" : " (declared)", given);
 }
 
 t4a_status t4a_launch_check_arg_(const t4a_function *fn, uint64_t domain, uint32_t i,
@@ -79,20 +82,20 @@ t4a_status t4a_launch_check_arg_(const t4a_function *fn, uint64_t domain, uint32
     case T4A_ARG_BUFFER: {
       t4a_buffer *b = a->u.buf.buffer;
       if (b == NULL) {
-        return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                             "kernel '%s' argument %u: the buffer is NULL", fn->name, i);
+        return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                              "kernel '%s' argument %u: the buffer is NULL", fn->name, i);
       }
       if (t4a_buffer_domain(b) != domain) {
-        return t4a_error_set(T4A_FOREIGN_HANDLE, NULL, 0, NULL, 0,
-                             "kernel '%s' argument %u: the buffer belongs to domain %llu, the "
-                             "launch to %llu",
-                             fn->name, i, (unsigned long long)t4a_buffer_domain(b),
-                             (unsigned long long)domain);
+        return t4a_error_set_(T4A_FOREIGN_HANDLE, NULL, 0, NULL, 0,
+                              "kernel '%s' argument %u: the buffer belongs to domain %llu, the "
+                              "launch to %llu",
+                              fn->name, i, (unsigned long long)t4a_buffer_domain(b),
+                              (unsigned long long)domain);
       }
       if (a->u.buf.offset > t4a_buffer_size(b)) {
-        return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                             "kernel '%s' argument %u: offset %zu is past the %zu-byte buffer",
-                             fn->name, i, a->u.buf.offset, t4a_buffer_size(b));
+        return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                              "kernel '%s' argument %u: offset %zu is past the %zu-byte buffer",
+                              fn->name, i, a->u.buf.offset, t4a_buffer_size(b));
       }
       *scratch = (uint64_t)t4a_buffer_devptr(b) + a->u.buf.offset;
       *out_src = scratch;
@@ -107,21 +110,21 @@ t4a_status t4a_launch_check_arg_(const t4a_function *fn, uint64_t domain, uint32
       break;
     case T4A_ARG_SCALAR:
       if (a->u.value == NULL || a->size == 0) {
-        return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                             "kernel '%s' argument %u: a scalar with no value or size 0", fn->name,
-                             i);
+        return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                              "kernel '%s' argument %u: a scalar with no value or size 0", fn->name,
+                              i);
       }
       *out_src = a->u.value;
       size = a->size;
       break;
     default:
-      return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                           "kernel '%s' argument %u: unknown kind %d", fn->name, i, (int)a->kind);
+      return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                            "kernel '%s' argument %u: unknown kind %d", fn->name, i, (int)a->kind);
   }
   if (fn->known && size != fn->sizes[i]) {
-    return t4a_error_set(T4A_ARGUMENT_MISMATCH, NULL, 0, NULL, 0,
-                         "kernel '%s' parameter %u: expected %u bytes, given %u", fn->name, i,
-                         fn->sizes[i], size);
+    return t4a_error_set_(T4A_ARGUMENT_MISMATCH, NULL, 0, NULL, 0,
+                          "kernel '%s' parameter %u: expected %u bytes, given %u", fn->name, i,
+                          fn->sizes[i], size);
   }
   *out_size = size;
   return T4A_OK;
@@ -130,14 +133,14 @@ t4a_status t4a_launch_check_arg_(const t4a_function *fn, uint64_t domain, uint32
 static t4a_status check_common(t4a_retire *retire, t4a_function *fn, const t4a_launch_config *cfg,
                                uint64_t *out_domain) {
   if (retire == NULL || fn == NULL || cfg == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "retire, function or config is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                          "retire, function or config is NULL");
   }
   uint64_t domain = t4a_lane_domain(t4a_retire_lane(retire));
   if (t4a_function_domain(fn) != domain) {
-    return t4a_error_set(T4A_FOREIGN_HANDLE, NULL, 0, NULL, 0,
-                         "kernel '%s' belongs to domain %llu, the launch to %llu", fn->name,
-                         (unsigned long long)t4a_function_domain(fn), (unsigned long long)domain);
+    return t4a_error_set_(T4A_FOREIGN_HANDLE, NULL, 0, NULL, 0,
+                          "kernel '%s' belongs to domain %llu, the launch to %llu", fn->name,
+                          (unsigned long long)t4a_function_domain(fn), (unsigned long long)domain);
   }
   *out_domain = domain;
   return t4a_launch_check_config_(fn, cfg);
@@ -243,7 +246,7 @@ static int use_graph(t4a_driver *drv, t4a_lane *lane, t4a_function *fn,
                      const t4a_launch_config *cfg, void **params, t4a_launch_graph_ *g) {
   /* While the lane is captured, or this thread captures another lane (THREAD_LOCAL: graph
    * calls on the capturing thread are not measured safe), the launch is plain. */
-  if (!g->enabled || g->failed || t4a_lane_capture_blocks_drops(lane)) return 0;
+  if (!g->enabled || g->failed || t4a_lane_capture_blocks_drops_(lane)) return 0;
   t4a_counters *c = t4a_lane_counters(lane);
   if (g->exec == NULL) {
     if (g->fires_left > 0) {
@@ -295,14 +298,14 @@ static void captured_node(t4a_driver *drv, t4a_lane *lane, t4a_launch_graph_ *g)
   g->captured_node = NULL;
   g->node_status = T4A_OK;
   if (!t4a_lane_is_capturing(lane)) {
-    g->node_status = t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                                   "a fire during a chain recording was not captured (the capture "
-                                   "was ended by another call?)");
+    g->node_status = t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                                    "a fire during a chain recording was not captured (the capture "
+                                    "was ended by another call?)");
     return;
   }
   if (drv->t.cuStreamGetCaptureInfo == NULL) {
-    g->node_status = t4a_error_set(T4A_UNSUPPORTED, "cuStreamGetCaptureInfo", 0, NULL, 0,
-                                   "the driver lacks cuStreamGetCaptureInfo (needs 12.3)");
+    g->node_status = t4a_error_set_(T4A_UNSUPPORTED, "cuStreamGetCaptureInfo", 0, NULL, 0,
+                                    "the driver lacks cuStreamGetCaptureInfo (needs 12.3)");
     return;
   }
   CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
@@ -313,10 +316,10 @@ static void captured_node(t4a_driver *drv, t4a_lane *lane, t4a_launch_graph_ *g)
   t4a_status st = T4A_CU(drv, cuStreamGetCaptureInfo, t4a_lane_stream(lane), &cs, &id, &graph,
                          &deps, NULL, &n);
   if (st == T4A_OK && (cs != CU_STREAM_CAPTURE_STATUS_ACTIVE || n != 1 || deps == NULL)) {
-    st = t4a_error_set(T4A_INTERNAL, "cuStreamGetCaptureInfo", 0, NULL, 0,
-                       "after a captured fire the capture is %s with %zu dependencies (expected "
-                       "active, 1: the fire's kernel node)",
-                       cs == CU_STREAM_CAPTURE_STATUS_ACTIVE ? "active" : "not active", n);
+    st = t4a_error_set_(T4A_INTERNAL, "cuStreamGetCaptureInfo", 0, NULL, 0,
+                        "after a captured fire the capture is %s with %zu dependencies (expected "
+                        "active, 1: the fire's kernel node)",
+                        cs == CU_STREAM_CAPTURE_STATUS_ACTIVE ? "active" : "not active", n);
   }
   if (st == T4A_OK) g->captured_node = deps[0];
   g->node_status = st;
@@ -369,7 +372,7 @@ t4a_status t4a_launch_enqueue_(t4a_retire *retire, t4a_function *fn, const t4a_l
       for (size_t j = 0; j < n && !seen; j++) seen = uncertain[j].object == buffers[i];
       if (seen) continue; /* one quarantined reference per buffer: one leak to count */
       t4a_buffer_retain(buffers[i]);
-      uncertain[n++] = (t4a_keepalive){.object = buffers[i], .release = t4a_buffer_release_object};
+      uncertain[n++] = (t4a_keepalive){.object = buffers[i], .release = t4a_buffer_release_object_};
     }
     return t4a_admission_fail(&adm, st, uncertain, n);
   }
@@ -378,12 +381,12 @@ t4a_status t4a_launch_enqueue_(t4a_retire *retire, t4a_function *fn, const t4a_l
    * this call; the epoch takes a reference only to what it does not hold yet, so the warm path
    * (the same module and buffers again) does no reference counting. */
   t4a_admission_keep_borrowed(
-      &adm, (t4a_keepalive){.object = fn->module, .release = t4a_module_release_object},
+      &adm, (t4a_keepalive){.object = fn->module, .release = t4a_module_release_object_},
       module_retain_object);
   for (uint32_t i = 0; i < num_buffers; i++) {
     if (buffers[i] == NULL) continue;
     t4a_admission_keep_borrowed(
-        &adm, (t4a_keepalive){.object = buffers[i], .release = t4a_buffer_release_object},
+        &adm, (t4a_keepalive){.object = buffers[i], .release = t4a_buffer_release_object_},
         buffer_retain_object);
   }
   t4a_admission_commit(&adm);
@@ -400,7 +403,7 @@ t4a_status t4a_launch(t4a_retire *retire, t4a_function *fn, const t4a_launch_con
   t4a_status st = check_common(retire, fn, config, &domain);
   if (st != T4A_OK) return st;
   if (num_args > 0 && args == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "args is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "args is NULL");
   }
   uint32_t expected = 0;
   if ((st = t4a_launch_expected_params_(fn, &expected)) != T4A_OK) return st;
@@ -427,7 +430,7 @@ t4a_status t4a_launch_raw(t4a_retire *retire, t4a_function *fn, const t4a_launch
   t4a_status st = check_common(retire, fn, config, &domain);
   if (st != T4A_OK) return st;
   if (num_params > 0 && (params == NULL || offsets == NULL)) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "params or offsets is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "params or offsets is NULL");
   }
   uint32_t expected = 0;
   if ((st = t4a_launch_expected_params_(fn, &expected)) != T4A_OK) return st;
@@ -436,15 +439,15 @@ t4a_status t4a_launch_raw(t4a_retire *retire, t4a_function *fn, const t4a_launch
   for (uint32_t i = 0; i < num_params; i++) {
     size_t off = offsets[i];
     if (off >= bytes || (i > 0 && off <= offsets[i - 1])) {
-      return t4a_error_set(T4A_ARGUMENT_MISMATCH, NULL, 0, NULL, 0,
-                           "kernel '%s' parameter %u: offset %zu is not ascending inside the "
-                           "%zu packed bytes",
-                           fn->name, i, off, bytes);
+      return t4a_error_set_(T4A_ARGUMENT_MISMATCH, NULL, 0, NULL, 0,
+                            "kernel '%s' parameter %u: offset %zu is not ascending inside the "
+                            "%zu packed bytes",
+                            fn->name, i, off, bytes);
     }
     if (fn->known && off != fn->offsets[i]) {
-      return t4a_error_set(T4A_ARGUMENT_MISMATCH, NULL, 0, NULL, 0,
-                           "kernel '%s' parameter %u: at offset %zu; the kernel's is at %u",
-                           fn->name, i, off, fn->offsets[i]);
+      return t4a_error_set_(T4A_ARGUMENT_MISMATCH, NULL, 0, NULL, 0,
+                            "kernel '%s' parameter %u: at offset %zu; the kernel's is at %u",
+                            fn->name, i, off, fn->offsets[i]);
     }
     ptrs[i] = (void *)((uintptr_t)params + off);
   }
@@ -454,9 +457,9 @@ t4a_status t4a_launch_raw(t4a_retire *retire, t4a_function *fn, const t4a_launch
     uint32_t last = num_params - 1;
     size_t size = fn->sizes[last], implied = bytes - offsets[last];
     if (implied < size || implied > (size + 7) / 8 * 8) {
-      return t4a_error_set(T4A_ARGUMENT_MISMATCH, NULL, 0, NULL, 0,
-                           "kernel '%s' parameter %u: %zu bytes packed for a %zu-byte parameter",
-                           fn->name, last, implied, size);
+      return t4a_error_set_(T4A_ARGUMENT_MISMATCH, NULL, 0, NULL, 0,
+                            "kernel '%s' parameter %u: %zu bytes packed for a %zu-byte parameter",
+                            fn->name, last, implied, size);
     }
   }
   return t4a_launch_enqueue_(retire, fn, config, num_params > 0 ? ptrs : NULL, NULL, 0, NULL);

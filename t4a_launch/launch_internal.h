@@ -154,6 +154,22 @@ typedef struct t4a_launch_desc_ {
 
 typedef struct t4a_chain_rec_ t4a_chain_rec_; /* a recording in progress (chain.c) */
 
+/* What the table tells the chains recorded on it: the table knows chains only through these
+ * hooks, which chain.c registers with the table when a recording begins (t4a_chain_begin). */
+typedef struct t4a_launch_table_observer_ {
+  /* Called by a fire (lock held) whose enqueue asked for its captured node (a recording is in
+   * progress): records the node, or the failure to learn it, in the recording. */
+  void (*note_fire)(t4a_launch_table *table, t4a_launch_desc_ *d);
+  /* Hands `bufs` (NULL entries skipped; borrowed) to the lane's open epoch through an admission
+   * that enqueues nothing, so work queued before — replays of chains that read them — completes
+   * before they go (lock held: the retire's lock is taken after the table's). If no admission
+   * can be made they are held for good and counted in `leaked`. The caller's error detail is
+   * kept. */
+  void (*hold_buffers)(t4a_launch_table *table, t4a_buffer *const *bufs, uint32_t n);
+  /* Drops a recording left behind by a table destroyed mid-recording (no lock needed). */
+  void (*drop_recording)(t4a_launch_table *table);
+} t4a_launch_table_observer_;
+
 struct t4a_launch_table {
   pthread_mutex_t lock;
   t4a_retire *retire;
@@ -173,6 +189,7 @@ struct t4a_launch_table {
                            its scan for rebound nodes */
   uint32_t chains;      /* live chains recorded on this table */
   t4a_chain_rec_ *rec;  /* the chain being recorded, or NULL */
+  const t4a_launch_table_observer_ *observer; /* set by the first recording, or NULL */
 };
 
 /* Takes the table's lock: REENTRY (recorded) if this thread holds the retire's operation lock. */
@@ -180,19 +197,6 @@ t4a_status t4a_launch_table_lock_(t4a_launch_table *table);
 
 /* The descriptor named by `id` (lock held), or NULL with INVALID_ARGUMENT recorded. */
 t4a_launch_desc_ *t4a_launch_table_lookup_(t4a_launch_table *table, uint32_t id);
-
-/* Called by a fire (lock held) whose enqueue asked for its captured node (a recording is in
- * progress): records the node, or the failure to learn it, in the recording (chain.c). */
-void t4a_chain_note_fire_(t4a_launch_table *table, t4a_launch_desc_ *d);
-
-/* Hands `bufs` (NULL entries skipped; borrowed) to the lane's open epoch through an admission
- * that enqueues nothing, so work queued before — replays of chains that read them — completes
- * before they go (lock held: the retire's lock is taken after the table's). If no admission can
- * be made they are held for good and counted in `leaked`. The caller's error detail is kept. */
-void t4a_chain_hold_buffers_(t4a_launch_table *table, t4a_buffer *const *bufs, uint32_t n);
-
-/* Drops a recording left behind by a table destroyed mid-recording (chain.c; no lock needed). */
-void t4a_chain_rec_drop_(t4a_launch_table *table);
 
 /* The kernel-node parameters of a launch (pointers into `params`: the driver copies them). */
 void t4a_launch_node_params_(const t4a_function *fn, const t4a_launch_config *cfg, void **params,
@@ -231,6 +235,9 @@ static inline int t4a_launch_store_arg_(unsigned char *dst, const void *src, uin
  * the end of a capture of the lane for an executable graph; what cannot be destroyed is leaked
  * and counted. The driver finishes queued launches of an executable graph before freeing it. */
 void t4a_launch_destroy_native_(t4a_lane *lane, CUgraph graph, CUgraphExec exec);
+
+/* t4a_module_release with a void * argument, for keepalive lists. */
+void t4a_module_release_object_(void *module);
 
 /* A module reference as a keepalive (retains the module). */
 t4a_keepalive t4a_module_keepalive_(t4a_module *module);

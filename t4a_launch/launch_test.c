@@ -6,6 +6,7 @@
  * failure sweeps. */
 #include <math.h>
 
+#include "t4a_ctx/status_internal.h"
 #include "t4a_launch/launch_testutil.h"
 #include "testing/sweep/sweep.h"
 
@@ -689,7 +690,7 @@ static t4a_status op_launch(void *user) {
   if (st == T4A_OK) {
     int *pc = view(f, out);
     long long *p2 = view(f, o2);
-    if (pc[15] != 30 || p2[0] != 21) st = t4a_error_set(T4A_INTERNAL, NULL, 0, NULL, 0, "bad");
+    if (pc[15] != 30 || p2[0] != 21) st = t4a_error_set_(T4A_INTERNAL, NULL, 0, NULL, 0, "bad");
   }
   t4a_launch_table_destroy(t);
   t4a_buffer_release(a);

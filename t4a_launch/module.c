@@ -10,6 +10,8 @@
 #include <xxhash.h>
 
 #include "t4a/fault.h"
+#include "t4a_ctx/ctx_internal.h"
+#include "t4a_ctx/status_internal.h"
 #include "t4a_launch/launch_internal.h"
 
 #define DEFAULT_MAX_ENTRIES 64u
@@ -148,7 +150,7 @@ static t4a_status query_limits(t4a_driver *drv, CUdevice dev, t4a_launch_limits 
 t4a_status t4a_module_cache_create(t4a_retire *retire, const t4a_module_cache_options *options,
                                    t4a_module_cache **out) {
   if (out == NULL || retire == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "retire or out is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "retire or out is NULL");
   }
   *out = NULL;
   t4a_module_cache_options o = T4A_MODULE_CACHE_OPTIONS_INIT;
@@ -178,8 +180,8 @@ t4a_status t4a_module_cache_create(t4a_retire *retire, const t4a_module_cache_op
   if (t4a_fault_sim(T4A_FAULT_MUTEX_INIT) || pthread_mutex_init(&c->lock, NULL) != 0) {
     free(c->buckets);
     free(c);
-    return t4a_error_set(T4A_INTERNAL, "pthread_mutex_init", 0, NULL, 0,
-                         "cannot initialise the module cache's lock");
+    return t4a_error_set_(T4A_INTERNAL, "pthread_mutex_init", 0, NULL, 0,
+                          "cannot initialise the module cache's lock");
   }
   atomic_init(&c->refs, 1);
   atomic_init(&c->unloads, 0);
@@ -270,7 +272,7 @@ static void module_destroy(t4a_module *m) {
   t4a_module_cache *c = m->cache;
   /* cuModuleUnload during a capture of the lane's stream would break it (measured on the H200:
    * CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, then INVALIDATED): unload once the capture ended. */
-  int deferred = m->handle != NULL ? t4a_lane_defer_capture(c->lane, module_destroy_object, m)
+  int deferred = m->handle != NULL ? t4a_lane_defer_capture_(c->lane, module_destroy_object, m)
                                    : 0;
   if (deferred == 1) return;
   t4a_error saved;
@@ -334,11 +336,11 @@ void t4a_module_release(t4a_module *m) {
   }
 }
 
-void t4a_module_release_object(void *m) { t4a_module_release(m); }
+void t4a_module_release_object_(void *m) { t4a_module_release(m); }
 
 t4a_keepalive t4a_module_keepalive_(t4a_module *m) {
   t4a_module_retain(m);
-  return (t4a_keepalive){.object = m, .release = t4a_module_release_object};
+  return (t4a_keepalive){.object = m, .release = t4a_module_release_object_};
 }
 
 /* Releases a list of modules linked through hash_next (taken out of the table). */
@@ -400,11 +402,12 @@ static t4a_status driver_load(t4a_module_cache *c, const void *image, size_t byt
     if (log[0] != '\0') {
       char excerpt[200];
       log_excerpt(log, excerpt, sizeof excerpt);
-      t4a_error_set(st, "cuModuleLoadDataEx", (int)r, t4a_cu_name(c->driver, r), 0,
-                    "loading the %s image (%zu bytes) failed: %s", kind_name(kind), bytes, excerpt);
+      t4a_error_set_(st, "cuModuleLoadDataEx", (int)r, t4a_cu_name(c->driver, r), 0,
+                     "loading the %s image (%zu bytes) failed: %s", kind_name(kind), bytes,
+                     excerpt);
     }
     t4a_ctx_scope_exit_quiet(&scope);
-    return t4a_lane_note(c->lane, st);
+    return t4a_lane_note_(c->lane, st);
   }
   t4a_ctx_scope_exit_quiet(&scope); /* a failed restore is counted; the module is loaded */
   return T4A_OK;
@@ -413,9 +416,9 @@ static t4a_status driver_load(t4a_module_cache *c, const void *image, size_t byt
 static t4a_status load_keyed(t4a_module_cache *c, const t4a_module_key *key, const void *image,
                              size_t bytes, t4a_image_kind kind, int terminate, t4a_module **out) {
   if (bytes > c->max_bytes) {
-    return t4a_error_set(T4A_LIMIT_EXCEEDED, NULL, 0, NULL, (uint64_t)bytes,
-                         "a %zu-byte image exceeds the module cache's bound of %llu bytes", bytes,
-                         (unsigned long long)c->max_bytes);
+    return t4a_error_set_(T4A_LIMIT_EXCEEDED, NULL, 0, NULL, (uint64_t)bytes,
+                          "a %zu-byte image exceeds the module cache's bound of %llu bytes", bytes,
+                          (unsigned long long)c->max_bytes);
   }
   pthread_mutex_lock(&c->lock);
   t4a_module *m = table_find(c, key);
@@ -436,8 +439,8 @@ static t4a_status load_keyed(t4a_module_cache *c, const t4a_module_key *key, con
   if (m == NULL) return T4A_HOST_OUT_OF_MEMORY;
   if (t4a_fault_sim(T4A_FAULT_MUTEX_INIT) || pthread_mutex_init(&m->lock, NULL) != 0) {
     free(m);
-    return t4a_error_set(T4A_INTERNAL, "pthread_mutex_init", 0, NULL, 0,
-                         "cannot initialise a module's lock");
+    return t4a_error_set_(T4A_INTERNAL, "pthread_mutex_init", 0, NULL, 0,
+                          "cannot initialise a module's lock");
   }
   st = driver_load(c, image, bytes, kind, terminate, &m->handle);
   if (st != T4A_OK) {
@@ -486,37 +489,37 @@ static t4a_status load_keyed(t4a_module_cache *c, const t4a_module_key *key, con
 
 t4a_status t4a_module_load(t4a_module_cache *c, const void *image, size_t bytes,
                            t4a_image_kind kind, t4a_module **out) {
-  if (out == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
+  if (out == NULL) return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
   *out = NULL;
   if (c == NULL || image == NULL || bytes == 0) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "cache or image is NULL, or the image is empty");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                          "cache or image is NULL, or the image is empty");
   }
   if ((unsigned)kind > (unsigned)T4A_IMAGE_FATBIN) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "unknown image kind %d",
-                         (int)kind);
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "unknown image kind %d",
+                          (int)kind);
   }
   const unsigned char *p = image;
   t4a_image_kind seen = detect_kind(p, bytes);
   if (seen == T4A_IMAGE_AUTO && kind == T4A_IMAGE_AUTO) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "the %zu-byte image is neither PTX text (with .version), an ELF CUBIN "
-                         "nor a fatbin; name its kind to hand it to the driver as it is",
-                         bytes);
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                          "the %zu-byte image is neither PTX text (with .version), an ELF CUBIN "
+                          "nor a fatbin; name its kind to hand it to the driver as it is",
+                          bytes);
   }
   if (seen != T4A_IMAGE_AUTO && kind != T4A_IMAGE_AUTO && seen != kind) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "the image was given as %s but its bytes are %s", kind_name(kind),
-                         kind_name(seen));
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                          "the image was given as %s but its bytes are %s", kind_name(kind),
+                          kind_name(seen));
   }
   if (seen == T4A_IMAGE_CUBIN && !elf_fits(p, bytes)) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "the ELF image is not 64-bit or declares parts beyond its %zu bytes",
-                         bytes);
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                          "the ELF image is not 64-bit or declares parts beyond its %zu bytes",
+                          bytes);
   }
   if (seen == T4A_IMAGE_FATBIN && !fatbin_fits(p, bytes)) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "the fatbin header declares more than its %zu bytes", bytes);
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                          "the fatbin header declares more than its %zu bytes", bytes);
   }
   t4a_image_kind k = seen != T4A_IMAGE_AUTO ? seen : kind;
   t4a_module_key key = {'I', (uint8_t)k, {0}};
@@ -530,10 +533,10 @@ t4a_status t4a_module_load(t4a_module_cache *c, const void *image, size_t bytes,
 
 t4a_status t4a_module_load_artifact(t4a_module_cache *c, const t4a_nvrtc_artifact *artifact,
                                     t4a_module **out) {
-  if (out == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
+  if (out == NULL) return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
   *out = NULL;
   if (c == NULL || artifact == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "cache or artifact is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "cache or artifact is NULL");
   }
   t4a_image_kind kind;
   switch (t4a_nvrtc_artifact_output(artifact)) {
@@ -544,8 +547,8 @@ t4a_status t4a_module_load_artifact(t4a_module_cache *c, const t4a_nvrtc_artifac
       kind = T4A_IMAGE_CUBIN;
       break;
     default:
-      return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                           "only PTX and CUBIN artifacts load as modules (LTO-IR needs linking)");
+      return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                            "only PTX and CUBIN artifacts load as modules (LTO-IR needs linking)");
   }
   size_t bytes = 0;
   const void *data = t4a_nvrtc_artifact_data(artifact, &bytes);
@@ -614,8 +617,8 @@ static t4a_status probe_function(t4a_module *m, const char *name, probed *p) {
   t4a_driver *drv = c->driver;
   CUresult r = drv->t.cuModuleGetFunction(&p->handle, m->handle, name);
   if (r == CUDA_ERROR_NOT_FOUND) {
-    return t4a_error_set(T4A_UNKNOWN_ENTRY_POINT, "cuModuleGetFunction", (int)r,
-                         t4a_cu_name(drv, r), 0, "the module has no kernel named '%s'", name);
+    return t4a_error_set_(T4A_UNKNOWN_ENTRY_POINT, "cuModuleGetFunction", (int)r,
+                          t4a_cu_name(drv, r), 0, "the module has no kernel named '%s'", name);
   }
   if (r != CUDA_SUCCESS) return t4a_cu_fail(drv, r, "cuModuleGetFunction", 0);
   p->known = 0;
@@ -630,14 +633,14 @@ static t4a_status probe_function(t4a_module *m, const char *name, probed *p) {
       if (r == CUDA_ERROR_INVALID_VALUE) break;
       if (r != CUDA_SUCCESS) return t4a_cu_fail(drv, r, "cuFuncGetParamInfo", 0);
       if (i == T4A_MAX_KERNEL_PARAMS) {
-        return t4a_error_set(T4A_LIMIT_EXCEEDED, "cuFuncGetParamInfo", 0, NULL, 0,
-                             "kernel '%s' has more than %u parameters, which t4a cannot check",
-                             name, T4A_MAX_KERNEL_PARAMS);
+        return t4a_error_set_(T4A_LIMIT_EXCEEDED, "cuFuncGetParamInfo", 0, NULL, 0,
+                              "kernel '%s' has more than %u parameters, which t4a cannot check",
+                              name, T4A_MAX_KERNEL_PARAMS);
       }
       if (off > UINT32_MAX || size > UINT32_MAX) {
-        return t4a_error_set(T4A_INTERNAL, "cuFuncGetParamInfo", 0, NULL, 0,
-                             "kernel '%s' parameter %u: offset %zu, size %zu out of range", name, i,
-                             off, size);
+        return t4a_error_set_(T4A_INTERNAL, "cuFuncGetParamInfo", 0, NULL, 0,
+                              "kernel '%s' parameter %u: offset %zu, size %zu out of range", name,
+                              i, off, size);
       }
       p->offsets[i] = (uint32_t)off;
       p->sizes[i] = (uint32_t)size;
@@ -650,10 +653,10 @@ static t4a_status probe_function(t4a_module *m, const char *name, probed *p) {
 }
 
 t4a_status t4a_module_get_function(t4a_module *m, const char *name, t4a_function **out) {
-  if (out == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
+  if (out == NULL) return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
   *out = NULL;
   if (m == NULL || name == NULL || name[0] == '\0') {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "module or name is NULL/empty");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "module or name is NULL/empty");
   }
   pthread_mutex_lock(&m->lock);
   t4a_function *f = find_function(m, name);
@@ -675,7 +678,7 @@ t4a_status t4a_module_get_function(t4a_module *m, const char *name, t4a_function
   st = probe_function(m, name, &p);
   if (st != T4A_OK) {
     t4a_ctx_scope_exit_quiet(&scope);
-    return t4a_lane_note(c->lane, st);
+    return t4a_lane_note_(c->lane, st);
   }
   t4a_ctx_scope_exit_quiet(&scope); /* a failed restore is counted */
 
@@ -691,14 +694,14 @@ t4a_status t4a_module_get_function(t4a_module *m, const char *name, t4a_function
   if (f == NULL) return T4A_HOST_OUT_OF_MEMORY;
   if (t4a_fault_sim(T4A_FAULT_MUTEX_INIT) || pthread_mutex_init(&f->attr_lock, NULL) != 0) {
     free(f);
-    return t4a_error_set(T4A_INTERNAL, "pthread_mutex_init", 0, NULL, 0,
-                         "cannot initialise a function's lock");
+    return t4a_error_set_(T4A_INTERNAL, "pthread_mutex_init", 0, NULL, 0,
+                          "cannot initialise a function's lock");
   }
   if (t4a_fault_sim(T4A_FAULT_MUTEX_INIT) || pthread_mutex_init(&f->graph_lock, NULL) != 0) {
     pthread_mutex_destroy(&f->attr_lock);
     free(f);
-    return t4a_error_set(T4A_INTERNAL, "pthread_mutex_init", 0, NULL, 0,
-                         "cannot initialise a function's lock");
+    return t4a_error_set_(T4A_INTERNAL, "pthread_mutex_init", 0, NULL, 0,
+                          "cannot initialise a function's lock");
   }
   unsigned char *tail = (unsigned char *)(f + 1);
   uint32_t *offsets = (uint32_t *)tail, *sizes = offsets + (p.known ? p.num : 0);
@@ -757,7 +760,7 @@ t4a_status t4a_function_num_params(t4a_function *f, uint32_t *out_count, int *ou
   if (out_count != NULL) *out_count = 0;
   if (out_known != NULL) *out_known = 0;
   if (f == NULL || out_count == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "function or out is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "function or out is NULL");
   }
   if (f->known) {
     *out_count = f->num_params;
@@ -777,9 +780,9 @@ t4a_status t4a_function_param(t4a_function *f, uint32_t index, size_t *out_offse
   t4a_status st = t4a_function_num_params(f, &n, NULL);
   if (st != T4A_OK) return st;
   if (index >= n) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "kernel '%s' has %u parameters; index %u is out of range", f->name, n,
-                         index);
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                          "kernel '%s' has %u parameters; index %u is out of range", f->name, n,
+                          index);
   }
   if (f->known) {
     if (out_offset != NULL) *out_offset = f->offsets[index];
@@ -790,13 +793,13 @@ t4a_status t4a_function_param(t4a_function *f, uint32_t index, size_t *out_offse
 
 t4a_status t4a_function_declare_params(t4a_function *f, uint32_t count) {
   if (f == NULL || count > T4A_MAX_KERNEL_PARAMS) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "function is NULL or the count exceeds %u", T4A_MAX_KERNEL_PARAMS);
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                          "function is NULL or the count exceeds %u", T4A_MAX_KERNEL_PARAMS);
   }
   if (f->known && count != f->num_params) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "kernel '%s' takes %u parameters (driver), not %u", f->name, f->num_params,
-                         count);
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                          "kernel '%s' takes %u parameters (driver), not %u", f->name,
+                          f->num_params, count);
   }
   atomic_store_explicit(&f->declared, count, memory_order_release);
   return T4A_OK;

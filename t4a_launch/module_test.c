@@ -5,6 +5,8 @@
  * failure sweeps. */
 #include <elf.h>
 
+#include "t4a_ctx/ctx_internal.h"
+#include "t4a_ctx/status_internal.h"
 #include "t4a_launch/launch_testutil.h"
 #include "testing/sweep/sweep.h"
 
@@ -473,7 +475,7 @@ static void test_a5_module_leaked_without_context(void **state) {
   fixture *f = *state;
   t4a_module *m = load_ptx(f);
   t4a_module_release(m); /* the cache holds the last reference */
-  t4a_error_set(T4A_NOT_READY, "caller", 7, NULL, 0, "the caller's detail");
+  t4a_error_set_(T4A_NOT_READY, "caller", 7, NULL, 0, "the caller's detail");
   uint64_t leaked = lane_counters(f).leaked;
   t4a_fake_inject(f->fake, "cuCtxGetCurrent", 0, 1, CUDA_ERROR_UNKNOWN, 0);
   t4a_module_cache_clear(f->cache); /* the last release cannot activate the context */
@@ -518,7 +520,7 @@ static void test_a5_module_leaked_on_a_broken_lane(void **state) {
   cause.entry = "test";
   cause.code = CUDA_ERROR_ILLEGAL_ADDRESS;
   cause.code_name = "CUDA_ERROR_ILLEGAL_ADDRESS";
-  t4a_ctx_holder_mark_lost(t4a_lane_holder(f->lane), &cause);
+  t4a_ctx_holder_mark_lost_(t4a_lane_holder(f->lane), &cause);
   uint64_t leaked = lane_counters(f).leaked, driver_calls = calls(f, NULL);
   t4a_function_release(fn); /* the last reference: no driver call on a lost context */
   assert_int_equal(calls(f, NULL), driver_calls);

@@ -7,7 +7,10 @@
 #include <string.h>
 
 #include "t4a/fault.h"
+#include "t4a_ctx/ctx_internal.h"
 #include "t4a_ctx/driver_table.h"
+#include "t4a_ctx/status_internal.h"
+#include "t4a_mem/mem_internal.h"
 
 /* Size classes: up to 2 KiB in 256-byte steps, then 8 classes per power of two (<= 12.5% over). */
 #define NUM_CLASSES (8 + 8 * 53)
@@ -136,7 +139,7 @@ static void free_blocks(t4a_mem_pool *p, block *list, int count_trim) {
         /* Record the fault for the lane without touching this thread's error detail. */
         t4a_error cause = {.status = T4A_CONTEXT_LOST, .entry = "cuMemFreeAsync", .code = (int)r,
                            .code_name = t4a_cu_name(p->driver, r)};
-        t4a_ctx_holder_mark_lost(t4a_lane_holder(p->lane), &cause);
+        t4a_ctx_holder_mark_lost_(t4a_lane_holder(p->lane), &cause);
       }
     }
     if (count_trim) t4a_counter_add(p->counters, T4A_COUNTER_reuse_trimmed, 1);
@@ -168,7 +171,7 @@ static block *cache_detach(t4a_mem_pool *p, int all) {
 t4a_status t4a_mem_pool_create(t4a_lane *lane, const t4a_mem_pool_options *options,
                                t4a_mem_pool **out) {
   if (out == NULL || lane == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "lane or out is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "lane or out is NULL");
   }
   *out = NULL;
   t4a_mem_pool_options o = T4A_MEM_POOL_OPTIONS_INIT;
@@ -181,8 +184,8 @@ t4a_status t4a_mem_pool_create(t4a_lane *lane, const t4a_mem_pool_options *optio
   if (p == NULL) return T4A_HOST_OUT_OF_MEMORY;
   if (t4a_fault_sim(T4A_FAULT_MUTEX_INIT) || pthread_mutex_init(&p->lock, NULL) != 0) {
     free(p);
-    return t4a_error_set(T4A_INTERNAL, "pthread_mutex_init", 0, NULL, 0,
-                         "cannot initialise a pool lock");
+    return t4a_error_set_(T4A_INTERNAL, "pthread_mutex_init", 0, NULL, 0,
+                          "cannot initialise a pool lock");
   }
   t4a_ctx_scope scope;
   if ((st = t4a_ctx_scope_enter(&scope, h, t4a_lane_counters(lane))) != T4A_OK) goto fail;
@@ -192,8 +195,8 @@ t4a_status t4a_mem_pool_create(t4a_lane *lane, const t4a_mem_pool_options *optio
               t4a_ctx_holder_device(h));
   if (st == T4A_OK) st = T4A_CU(d, cuDeviceTotalMem, &total, t4a_ctx_holder_device(h));
   if (st == T4A_OK && !supported) {
-    st = t4a_error_set(T4A_UNSUPPORTED, "cuMemPoolCreate", 0, NULL, 0,
-                       "device %d does not support memory pools", t4a_lane_ordinal(lane));
+    st = t4a_error_set_(T4A_UNSUPPORTED, "cuMemPoolCreate", 0, NULL, 0,
+                        "device %d does not support memory pools", t4a_lane_ordinal(lane));
   }
   if (st == T4A_OK) {
     CUmemPoolProps props;
@@ -213,7 +216,7 @@ t4a_status t4a_mem_pool_create(t4a_lane *lane, const t4a_mem_pool_options *optio
   }
   t4a_ctx_scope_exit_quiet(&scope); /* a failed restore is counted (ctx_restore_failures) */
   if (st != T4A_OK) {
-    t4a_lane_note(lane, st);
+    t4a_lane_note_(lane, st);
     goto fail;
   }
   atomic_init(&p->refs, 1);
@@ -238,7 +241,7 @@ void t4a_mem_pool_retain(t4a_mem_pool *p) {
   if (p != NULL) atomic_fetch_add_explicit(&p->refs, 1, memory_order_relaxed);
 }
 
-void t4a_mem_pool_abandon(t4a_mem_pool *p) {
+void t4a_mem_pool_abandon_(t4a_mem_pool *p) {
   if (p == NULL) return;
   atomic_store_explicit(&p->abandoned, 1, memory_order_relaxed);
   /* An abandoned pool never frees: its cached blocks are leaked and counted now, not at a last
@@ -298,13 +301,13 @@ void t4a_mem_pool_release(t4a_mem_pool *p) {
 }
 
 t4a_status t4a_mem_pool_trim(t4a_mem_pool *p) {
-  if (p == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "pool is NULL");
+  if (p == NULL) return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "pool is NULL");
   t4a_status st = t4a_lane_check(p->lane);
   if (st != T4A_OK) return st;
   if (t4a_lane_is_capturing(p->lane)) {
-    return t4a_error_set(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
-                         "lane %llu is capturing a graph: trim after the capture",
-                         (unsigned long long)t4a_lane_domain(p->lane));
+    return t4a_error_set_(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
+                          "lane %llu is capturing a graph: trim after the capture",
+                          (unsigned long long)t4a_lane_domain(p->lane));
   }
   t4a_ctx_scope scope;
   if ((st = t4a_ctx_scope_enter(&scope, t4a_lane_holder(p->lane), p->counters)) != T4A_OK) {
@@ -317,8 +320,8 @@ t4a_status t4a_mem_pool_trim(t4a_mem_pool *p) {
   /* Trimming cannot release memory behind frees that have not executed: let the stream reach
    * them first (a counted host wait). */
   t4a_counter_add(p->counters, T4A_COUNTER_host_waits, 1);
-  st = t4a_lane_note(p->lane, T4A_CU(p->driver, cuStreamSynchronize, t4a_lane_stream(p->lane)));
-  if (st == T4A_OK) st = t4a_lane_note(p->lane, T4A_CU(p->driver, cuMemPoolTrimTo, p->pool, 0));
+  st = t4a_lane_note_(p->lane, T4A_CU(p->driver, cuStreamSynchronize, t4a_lane_stream(p->lane)));
+  if (st == T4A_OK) st = t4a_lane_note_(p->lane, T4A_CU(p->driver, cuMemPoolTrimTo, p->pool, 0));
   if (st == T4A_OK) return t4a_ctx_scope_exit(&scope);
   t4a_ctx_scope_exit_quiet(&scope);
   return st;
@@ -331,7 +334,7 @@ uint64_t t4a_mem_pool_domain(const t4a_mem_pool *p) {
 
 t4a_status t4a_mem_pool_query_release_threshold(t4a_mem_pool *p, uint64_t *out_bytes) {
   if (p == NULL || out_bytes == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "pool or out is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "pool or out is NULL");
   }
   *out_bytes = 0;
   t4a_ctx_scope scope;
@@ -349,13 +352,13 @@ t4a_status t4a_mem_pool_query_release_threshold(t4a_mem_pool *p, uint64_t *out_b
 
 t4a_status t4a_mem_pool_grant_access(t4a_mem_pool *p, t4a_ctx_holder *peer) {
   if (p == NULL || peer == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "pool or peer holder is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "pool or peer holder is NULL");
   }
   t4a_ctx_holder *own = t4a_lane_holder(p->lane);
   int ordinal = t4a_ctx_holder_ordinal(peer);
   if (ordinal == t4a_ctx_holder_ordinal(own)) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "device %d is the pool's own device", ordinal);
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                          "device %d is the pool's own device", ordinal);
   }
   uint64_t bit = (uint64_t)1 << (ordinal & 63); /* holders exist only for ordinals below 64 */
   if (atomic_load_explicit(&p->granted, memory_order_acquire) & bit) return T4A_OK;
@@ -363,9 +366,9 @@ t4a_status t4a_mem_pool_grant_access(t4a_mem_pool *p, t4a_ctx_holder *peer) {
   t4a_status st = t4a_device_can_access_peer(p->driver, ordinal, t4a_ctx_holder_ordinal(own), &can);
   if (st != T4A_OK) return st;
   if (!can) {
-    return t4a_error_set(T4A_UNSUPPORTED, "cuDeviceCanAccessPeer", 0, NULL, 0,
-                         "device %d cannot access device %d's memory pool", ordinal,
-                         t4a_ctx_holder_ordinal(own));
+    return t4a_error_set_(T4A_UNSUPPORTED, "cuDeviceCanAccessPeer", 0, NULL, 0,
+                          "device %d cannot access device %d's memory pool", ordinal,
+                          t4a_ctx_holder_ordinal(own));
   }
   if ((st = t4a_lane_check(p->lane)) != T4A_OK) return st;
   t4a_ctx_scope scope;
@@ -377,7 +380,7 @@ t4a_status t4a_mem_pool_grant_access(t4a_mem_pool *p, t4a_ctx_holder *peer) {
   desc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
   st = T4A_CU(p->driver, cuMemPoolSetAccess, p->pool, &desc, 1);
   t4a_ctx_scope_exit_quiet(&scope);
-  if (st != T4A_OK) return t4a_lane_note(p->lane, st);
+  if (st != T4A_OK) return t4a_lane_note_(p->lane, st);
   /* Two threads may both set it: harmless (idempotent), counted once per call that did. */
   atomic_fetch_or_explicit(&p->granted, bit, memory_order_acq_rel);
   t4a_counter_add(p->counters, T4A_COUNTER_pool_access_granted, 1);
@@ -428,38 +431,38 @@ static t4a_status pool_alloc(t4a_mem_pool *p, size_t bytes, size_t requested, CU
 t4a_status t4a_buffer_create(t4a_mem_pool *p, size_t bytes, size_t alignment, uint32_t flags,
                              t4a_buffer **out) {
   if (out == NULL || p == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "pool or out is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "pool or out is NULL");
   }
   *out = NULL;
   if (bytes == 0) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "a buffer of 0 bytes has no address; ask for at least 1 byte");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                          "a buffer of 0 bytes has no address; ask for at least 1 byte");
   }
   if (alignment == 0) alignment = NATIVE_ALIGNMENT;
   if ((alignment & (alignment - 1)) != 0 || alignment > T4A_MEM_MAX_ALIGNMENT) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "alignment %zu is not a power of two up to %zu", alignment,
-                         T4A_MEM_MAX_ALIGNMENT);
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                          "alignment %zu is not a power of two up to %zu", alignment,
+                          T4A_MEM_MAX_ALIGNMENT);
   }
   if (flags & ~T4A_BUFFER_ZERO) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "unknown buffer flags 0x%x",
-                         flags);
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "unknown buffer flags 0x%x",
+                          flags);
   }
   /* Alignment above the pool's native 256 bytes is met by over-allocating. */
   size_t extra = alignment > NATIVE_ALIGNMENT ? alignment - NATIVE_ALIGNMENT : 0;
   if (bytes > p->device_bytes || bytes + extra < bytes || bytes + extra > p->device_bytes) {
-    return t4a_error_set(T4A_LIMIT_EXCEEDED, NULL, 0, NULL, (uint64_t)bytes,
-                         "%zu bytes (alignment %zu) exceed device %d's %llu bytes of memory",
-                         bytes, alignment, t4a_lane_ordinal(p->lane),
-                         (unsigned long long)p->device_bytes);
+    return t4a_error_set_(T4A_LIMIT_EXCEEDED, NULL, 0, NULL, (uint64_t)bytes,
+                          "%zu bytes (alignment %zu) exceed device %d's %llu bytes of memory",
+                          bytes, alignment, t4a_lane_ordinal(p->lane),
+                          (unsigned long long)p->device_bytes);
   }
   t4a_status st = t4a_lane_check(p->lane);
   if (st != T4A_OK) return st;
   if (t4a_lane_is_capturing(p->lane)) {
     /* A stream-ordered allocation (or its zero fill) would be recorded into the graph. */
-    return t4a_error_set(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
-                         "lane %llu is capturing a graph: create buffers before the capture",
-                         (unsigned long long)t4a_lane_domain(p->lane));
+    return t4a_error_set_(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
+                          "lane %llu is capturing a graph: create buffers before the capture",
+                          (unsigned long long)t4a_lane_domain(p->lane));
   }
 
   size_t class_bytes = 0;
@@ -531,7 +534,7 @@ t4a_status t4a_buffer_create(t4a_mem_pool *p, size_t bytes, size_t alignment, ui
   if (st != T4A_OK) {
     if (need_scope) t4a_ctx_scope_exit_quiet(&scope);
     free(b);
-    return t4a_lane_note(p->lane, st);
+    return t4a_lane_note_(p->lane, st);
   }
   if (need_scope) {
     /* The block is allocated and ordered on the stream; a failed restore is counted
@@ -572,7 +575,7 @@ static void free_one(t4a_mem_pool *p, block *blk) {
 }
 
 /* Frees handed to the lane during a capture: a free enqueued then would be recorded into the
- * graph, so they run in stream order right after the capture ended (t4a_lane_defer_capture). */
+ * graph, so they run in stream order right after the capture ended (t4a_lane_defer_capture_). */
 typedef struct deferred_frees {
   t4a_mem_pool *pool; /* a reference */
   block *list;        /* linked through next_in_class */
@@ -609,7 +612,7 @@ static int defer_frees(t4a_mem_pool *p, block *blk, block *over) {
     df->pool = p;
     t4a_mem_pool_retain(p);
     df->list = over;
-    deferred = t4a_lane_defer_capture(p->lane, run_deferred_frees, df);
+    deferred = t4a_lane_defer_capture_(p->lane, run_deferred_frees, df);
     if (deferred == 1) {
       t4a_counter_add(p->counters, T4A_COUNTER_frees_deferred, 1);
       return 1;
@@ -670,7 +673,7 @@ void t4a_buffer_release(t4a_buffer *b) {
   t4a_mem_pool_release(p);
 }
 
-void t4a_buffer_release_object(void *b) { t4a_buffer_release(b); }
+void t4a_buffer_release_object_(void *b) { t4a_buffer_release(b); }
 t4a_devptr t4a_buffer_devptr(const t4a_buffer *b) { return b->ptr; }
 size_t t4a_buffer_size(const t4a_buffer *b) { return b->bytes; }
 uint64_t t4a_buffer_domain(const t4a_buffer *b) { return b->domain; }

@@ -15,6 +15,7 @@
 #include "t4a/mem.h"
 #include "t4a/retire.h"
 #include "t4a_ctx/driver_table.h"
+#include "t4a_mem/mem_internal.h"
 #include "testing/gpu/kernels_ptx.h"
 #include "testing/gpu/gpu_main.h"
 
@@ -192,7 +193,7 @@ static void test_warm_chain(void **state) {
       fail_msg("launch %d failed", i);
     }
     t4a_buffer_retain(b);
-    t4a_admission_keep(&adm, (t4a_keepalive){b, t4a_buffer_release_object, 0});
+    t4a_admission_keep(&adm, (t4a_keepalive){b, t4a_buffer_release_object_, 0});
     t4a_admission_commit(&adm);
   }
   t4a_lane_stats(f->lane, &after);

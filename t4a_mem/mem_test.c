@@ -13,6 +13,7 @@
 
 #include "t4a/ctx.h"
 #include "t4a/mem.h"
+#include "t4a_ctx/ctx_internal.h"
 #include "t4a_ctx/driver_table.h"
 #include "testing/fake_driver/fake_driver.h"
 #include "testing/sweep/sweep.h"
@@ -221,7 +222,7 @@ static void test_abandoned_lane_leaks_the_pool(void **state) {
   fixture *f = *state;
   t4a_mem_pool *p = NULL;
   assert_int_equal(t4a_mem_pool_create(f->lane, NULL, &p), T4A_OK);
-  t4a_lane_abandon(f->lane);
+  t4a_lane_abandon_(f->lane);
   uint64_t destroys = calls(f, "cuMemPoolDestroy");
   t4a_mem_pool_release(p);
   assert_int_equal(calls(f, "cuMemPoolDestroy"), destroys);
@@ -356,7 +357,7 @@ static void test_sticky_leaks_instead_of_freeing(void **state) {
   t4a_mem_pool_stats(p, &ps);
   assert_int_equal(ps.cached_blocks, 0);
   t4a_mem_pool_release(p); /* the lane is broken: the pool leaks too */
-  t4a_lane_abandon(f->lane);
+  t4a_lane_abandon_(f->lane);
   t4a_counter_values v;
   t4a_lane_stats(f->lane, &v);
   assert_int_equal(v.buffers_leaked, 1);

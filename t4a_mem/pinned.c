@@ -7,6 +7,8 @@
 #include "t4a/fault.h"
 #include "t4a/mem.h"
 #include "t4a_ctx/driver_table.h"
+#include "t4a_ctx/status_internal.h"
+#include "t4a_mem/mem_internal.h"
 
 struct t4a_pinned {
   atomic_int refs;
@@ -18,12 +20,12 @@ struct t4a_pinned {
 
 t4a_status t4a_pinned_create(t4a_ctx_holder *h, size_t bytes, uint32_t flags, t4a_pinned **out) {
   if (out == NULL || h == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "holder or out is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "holder or out is NULL");
   }
   *out = NULL;
   if (bytes == 0 || (flags & ~T4A_PINNED_MAPPED)) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "pinned memory needs at least 1 byte and known flags (got 0x%x)", flags);
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                          "pinned memory needs at least 1 byte and known flags (got 0x%x)", flags);
   }
   t4a_status st = t4a_ctx_holder_check(h);
   if (st != T4A_OK) return st;
@@ -43,8 +45,8 @@ t4a_status t4a_pinned_create(t4a_ctx_holder *h, size_t bytes, uint32_t flags, t4
     /* The pinned (host) memory ran out, not the device's. */
     t4a_error e;
     t4a_error_last(&e);
-    st = t4a_error_set(T4A_HOST_OUT_OF_MEMORY, e.entry, e.code, e.code_name, (uint64_t)bytes,
-                       "%s", e.message);
+    st = t4a_error_set_(T4A_HOST_OUT_OF_MEMORY, e.entry, e.code, e.code_name, (uint64_t)bytes,
+                        "%s", e.message);
   }
   if (st == T4A_OK && (flags & T4A_PINNED_MAPPED)) {
     st = T4A_CU(d, cuMemHostGetDevicePointer, &p->dev, p->host, 0);
@@ -90,7 +92,7 @@ void t4a_pinned_release(t4a_pinned *p) {
   t4a_error_restore(&saved);
 }
 
-void t4a_pinned_release_object(void *p) { t4a_pinned_release(p); }
+void t4a_pinned_release_object_(void *p) { t4a_pinned_release(p); }
 void *t4a_pinned_host(const t4a_pinned *p) { return p->host; }
 t4a_devptr t4a_pinned_devptr(const t4a_pinned *p) { return p->dev; }
 size_t t4a_pinned_size(const t4a_pinned *p) { return p->bytes; }
@@ -109,13 +111,13 @@ struct t4a_slots {
 
 t4a_status t4a_slots_create(t4a_ctx_holder *h, size_t slot_bytes, uint32_t num_slots,
                             t4a_slots **out) {
-  if (out == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
+  if (out == NULL) return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
   *out = NULL;
   if (slot_bytes == 0 || num_slots == 0 || slot_bytes > ((size_t)1 << 20) ||
       num_slots > (1u << 20)) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "slots need 1..1 MiB bytes and 1..2^20 slots (got %zu x %u)", slot_bytes,
-                         num_slots);
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                          "slots need 1..1 MiB bytes and 1..2^20 slots (got %zu x %u)", slot_bytes,
+                          num_slots);
   }
   t4a_slots *s = t4a_host_calloc(1, sizeof *s);
   if (s == NULL) return T4A_HOST_OUT_OF_MEMORY;
@@ -126,8 +128,8 @@ t4a_status t4a_slots_create(t4a_ctx_holder *h, size_t slot_bytes, uint32_t num_s
   t4a_status st = T4A_HOST_OUT_OF_MEMORY;
   if (s->taken != NULL) {
     if (t4a_fault_sim(T4A_FAULT_MUTEX_INIT) || pthread_mutex_init(&s->lock, NULL) != 0) {
-      st = t4a_error_set(T4A_INTERNAL, "pthread_mutex_init", 0, NULL, 0,
-                         "cannot initialise a slots lock");
+      st = t4a_error_set_(T4A_INTERNAL, "pthread_mutex_init", 0, NULL, 0,
+                          "cannot initialise a slots lock");
     } else if ((st = t4a_pinned_create(h, s->slot_bytes * num_slots, T4A_PINNED_MAPPED,
                                        &s->chunk)) != T4A_OK) {
       pthread_mutex_destroy(&s->lock);
@@ -157,14 +159,14 @@ void t4a_slots_destroy(t4a_slots *s) {
 
 t4a_status t4a_slot_acquire(t4a_slots *s, uint32_t *out_index) {
   if (s == NULL || out_index == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "slots or out is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "slots or out is NULL");
   }
   *out_index = UINT32_MAX;
   pthread_mutex_lock(&s->lock);
   t4a_status st = T4A_OK;
   if (s->num_free == 0) {
-    st = t4a_error_set(T4A_LIMIT_EXCEEDED, NULL, 0, NULL, 0, "all %u slots are taken",
-                       s->num_slots);
+    st = t4a_error_set_(T4A_LIMIT_EXCEEDED, NULL, 0, NULL, 0, "all %u slots are taken",
+                        s->num_slots);
   } else {
     *out_index = s->free_list[--s->num_free];
     s->taken[*out_index] = 1;
@@ -235,13 +237,13 @@ t4a_status t4a_host_register(t4a_ctx_holder *h, void *ptr, size_t bytes,
   if (out != NULL) *out = NULL;
   if (out == NULL || h == NULL) {
     owner_drop(owner);
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "holder or out is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "holder or out is NULL");
   }
   if (ptr == NULL || bytes == 0 ||
       (flags & ~(T4A_HOST_REGISTER_MAPPED | T4A_HOST_REGISTER_READ_ONLY))) {
     owner_drop(owner);
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "registration needs a range of at least 1 byte and known flags");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                          "registration needs a range of at least 1 byte and known flags");
   }
   t4a_status st = t4a_ctx_holder_check(h);
   if (st != T4A_OK) {
@@ -254,9 +256,9 @@ t4a_status t4a_host_register(t4a_ctx_holder *h, void *ptr, size_t bytes,
     st = T4A_CU(d, cuDeviceGetAttribute, &supported,
                 CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED, t4a_ctx_holder_device(h));
     if (st == T4A_OK && !supported) {
-      st = t4a_error_set(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
-                         "device %d cannot register read-only host memory",
-                         t4a_ctx_holder_ordinal(h));
+      st = t4a_error_set_(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
+                          "device %d cannot register read-only host memory",
+                          t4a_ctx_holder_ordinal(h));
     }
     if (st != T4A_OK) {
       owner_drop(owner);
@@ -283,8 +285,8 @@ t4a_status t4a_host_register(t4a_ctx_holder *h, void *ptr, size_t bytes,
     /* Page-locking ran out of host resources, not device memory. */
     t4a_error e;
     t4a_error_last(&e);
-    st = t4a_error_set(T4A_HOST_OUT_OF_MEMORY, e.entry, e.code, e.code_name, (uint64_t)bytes,
-                       "%s", e.message);
+    st = t4a_error_set_(T4A_HOST_OUT_OF_MEMORY, e.entry, e.code, e.code_name, (uint64_t)bytes,
+                        "%s", e.message);
   }
   if (st == T4A_OK && (flags & T4A_HOST_REGISTER_MAPPED)) {
     st = T4A_CU(d, cuMemHostGetDevicePointer, &r->dev, ptr, 0);
@@ -342,7 +344,6 @@ void t4a_host_registration_release(t4a_host_registration *r) {
   t4a_error_restore(&saved);
 }
 
-void t4a_host_registration_release_object(void *r) { t4a_host_registration_release(r); }
 t4a_devptr t4a_host_registration_devptr(const t4a_host_registration *r) { return r->dev; }
 void *t4a_host_registration_host(const t4a_host_registration *r) { return r->ptr; }
 size_t t4a_host_registration_size(const t4a_host_registration *r) { return r->bytes; }

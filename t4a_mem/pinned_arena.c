@@ -39,6 +39,7 @@
 
 #include "t4a/fault.h"
 #include "t4a_ctx/driver_table.h"
+#include "t4a_ctx/status_internal.h"
 
 /* ---- AddressSanitizer annotations --------------------------------------------------------- */
 
@@ -251,8 +252,8 @@ static void *grow_pinned(t4a_pinned_arena *a, size_t size, size_t alignment) {
   /* Room for the extent at any alignment the driver's base may have. */
   size_t need = size + (alignment - 1);
   if (need < size || need > SIZE_MAX - PA_PAGE) {
-    t4a_error_set(T4A_HOST_OUT_OF_MEMORY, "t4a_pinned_arena_alloc", 0, NULL, (uint64_t)size,
-                  "an extent of %zu bytes at alignment %zu cannot be pinned", size, alignment);
+    t4a_error_set_(T4A_HOST_OUT_OF_MEMORY, "t4a_pinned_arena_alloc", 0, NULL, (uint64_t)size,
+                   "an extent of %zu bytes at alignment %zu cannot be pinned", size, alignment);
     note_failure(a);
     return NULL;
   }
@@ -267,10 +268,10 @@ static void *grow_pinned(t4a_pinned_arena *a, size_t size, size_t alignment) {
     } else {
       uint64_t pinned = a->pinned;
       pthread_mutex_unlock(&a->lock);
-      t4a_error_set(T4A_HOST_OUT_OF_MEMORY, "t4a_pinned_arena_alloc", 0, NULL, (uint64_t)need,
-                    "the arena's cap of %llu pinned bytes would be passed: %llu pinned, %zu more "
-                    "needed",
-                    (unsigned long long)a->max_pinned, (unsigned long long)pinned, need);
+      t4a_error_set_(T4A_HOST_OUT_OF_MEMORY, "t4a_pinned_arena_alloc", 0, NULL, (uint64_t)need,
+                     "the arena's cap of %llu pinned bytes would be passed: %llu pinned, %zu more "
+                     "needed",
+                     (unsigned long long)a->max_pinned, (unsigned long long)pinned, need);
       note_failure(a);
       return NULL;
     }
@@ -300,9 +301,9 @@ static void *grow_pinned(t4a_pinned_arena *a, size_t size, size_t alignment) {
      * (host memory), whatever the generic CUresult mapping says. */
     t4a_error e;
     t4a_error_last(&e);
-    t4a_error_set(e.code == CUDA_ERROR_OUT_OF_MEMORY ? T4A_HOST_OUT_OF_MEMORY : st,
-                  "cuMemHostAlloc", e.code, e.code_name, want, "cuMemHostAlloc could not pin %zu bytes",
-                  want);
+    t4a_error_set_(e.code == CUDA_ERROR_OUT_OF_MEMORY ? T4A_HOST_OUT_OF_MEMORY : st,
+                   "cuMemHostAlloc", e.code, e.code_name, want, "cuMemHostAlloc could not pin %zu bytes",
+                   want);
     note_failure(a);
     t4a_ctx_scope_exit_quiet(&scope); /* a failed restore must not replace this failure */
     return NULL;
@@ -519,8 +520,8 @@ static t4a_status init_locks(t4a_pinned_arena *a) {
   for (int i = 0; i < 3; i++) {
     int rc = t4a_fault_sim(T4A_FAULT_MUTEX_INIT) ? ENOMEM : pthread_mutex_init(locks[i], NULL);
     if (rc != 0) {
-      return t4a_error_set(T4A_HOST_OUT_OF_MEMORY, "pthread_mutex_init", rc, NULL, 0,
-                           "cannot initialise the pinned arena's locks (error %d)", rc);
+      return t4a_error_set_(T4A_HOST_OUT_OF_MEMORY, "pthread_mutex_init", rc, NULL, 0,
+                            "cannot initialise the pinned arena's locks (error %d)", rc);
     }
     a->num_locks++;
   }
@@ -533,34 +534,34 @@ static t4a_status report_jemalloc_failure(uint64_t bytes, t4a_status fallback,
                                           const char *entry, const char *what) {
   if (t_note.failed) {
     t4a_error e = t_note.err;
-    return t4a_error_set(e.status, e.entry, e.code, e.code_name, bytes != 0 ? bytes : e.bytes,
-                         "%s: %s", what, e.message);
+    return t4a_error_set_(e.status, e.entry, e.code, e.code_name, bytes != 0 ? bytes : e.bytes,
+                          "%s: %s", what, e.message);
   }
-  return t4a_error_set(fallback, entry, 0, NULL, bytes, "%s: jemalloc refused", what);
+  return t4a_error_set_(fallback, entry, 0, NULL, bytes, "%s: jemalloc refused", what);
 }
 
 t4a_status t4a_pinned_arena_create(t4a_ctx_holder *holder, const t4a_pinned_arena_options *options,
                                    t4a_pinned_arena **out) {
-  if (out == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
+  if (out == NULL) return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
   *out = NULL;
   if (holder == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "holder is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "holder is NULL");
   }
   t4a_pinned_arena_options o = T4A_PINNED_ARENA_OPTIONS_INIT;
   if (options != NULL) o = *options;
   size_t min_extent = o.min_extent_bytes != 0 ? o.min_extent_bytes
                                               : T4A_PINNED_ARENA_DEFAULT_MIN_EXTENT;
   if (min_extent > PA_MAX_MIN_EXTENT) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "min_extent_bytes %zu is above the limit of %zu", min_extent,
-                         PA_MAX_MIN_EXTENT);
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                          "min_extent_bytes %zu is above the limit of %zu", min_extent,
+                          PA_MAX_MIN_EXTENT);
   }
   bool xmalloc = false;
   size_t sz = sizeof xmalloc;
   if (mallctl("opt.xmalloc", &xmalloc, &sz, NULL, 0) == 0 && xmalloc) {
-    return t4a_error_set(T4A_UNSUPPORTED, "mallctl", 0, NULL, 0,
-                         "jemalloc runs with opt.xmalloc (MALLOC_CONF), which aborts on out of "
-                         "memory; the pinned arena needs failures to return");
+    return t4a_error_set_(T4A_UNSUPPORTED, "mallctl", 0, NULL, 0,
+                          "jemalloc runs with opt.xmalloc (MALLOC_CONF), which aborts on out of "
+                          "memory; the pinned arena needs failures to return");
   }
 
   t4a_pinned_arena *a = t4a_host_calloc(1, sizeof *a);
@@ -636,30 +637,30 @@ void t4a_pinned_arena_destroy(t4a_pinned_arena *a) {
 
 t4a_status t4a_pinned_arena_alloc(t4a_pinned_arena *a, size_t bytes, size_t alignment,
                                   void **out) {
-  if (out == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
+  if (out == NULL) return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
   *out = NULL;
-  if (a == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "arena is NULL");
+  if (a == NULL) return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "arena is NULL");
   if (bytes == 0) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "a pinned allocation of 0 bytes");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "a pinned allocation of 0 bytes");
   }
   if (alignment == 0) alignment = T4A_PINNED_ARENA_DEFAULT_ALIGNMENT;
   if ((alignment & (alignment - 1)) != 0 || alignment > T4A_PINNED_ARENA_MAX_ALIGNMENT) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "alignment %zu is not a power of two up to %zu", alignment,
-                         T4A_PINNED_ARENA_MAX_ALIGNMENT);
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                          "alignment %zu is not a power of two up to %zu", alignment,
+                          T4A_PINNED_ARENA_MAX_ALIGNMENT);
   }
   if (a->max_pinned != 0 && bytes > a->max_pinned) {
-    return t4a_error_set(T4A_HOST_OUT_OF_MEMORY, "t4a_pinned_arena_alloc", 0, NULL,
-                         (uint64_t)bytes,
-                         "a pinned allocation of %zu bytes is above the arena's cap of %llu bytes",
-                         bytes, (unsigned long long)a->max_pinned);
+    return t4a_error_set_(T4A_HOST_OUT_OF_MEMORY, "t4a_pinned_arena_alloc", 0, NULL,
+                          (uint64_t)bytes,
+                          "a pinned allocation of %zu bytes is above the arena's cap of %llu bytes",
+                          bytes, (unsigned long long)a->max_pinned);
   }
   if (live_reserve(a) != 0) { /* the live table could not grow: name the caller's bytes */
     t4a_error e;
     t4a_error_last(&e);
-    return t4a_error_set(T4A_HOST_OUT_OF_MEMORY, e.entry, 0, NULL, (uint64_t)bytes,
-                         "pinned allocation of %zu bytes: the arena's live table could not grow: %s",
-                         bytes, e.message);
+    return t4a_error_set_(T4A_HOST_OUT_OF_MEMORY, e.entry, 0, NULL, (uint64_t)bytes,
+                          "pinned allocation of %zu bytes: the arena's live table could not grow: %s",
+                          bytes, e.message);
   }
   int lg_align = __builtin_ctzll((unsigned long long)alignment);
   note_begin(a);

@@ -27,6 +27,7 @@
 #include "t4a/ctx.h"
 #include "t4a/pinned_arena.h"
 #include "t4a_ctx/driver_table.h"
+#include "t4a_ctx/status_internal.h"
 #include "testing/fake_driver/fake_driver.h"
 
 #if defined(__has_feature)
@@ -797,7 +798,7 @@ typedef void (*step_fn)(fixture *f);
 
 /* Restores this thread's error detail (after cleanup that ran driver calls). */
 static void restore_error(const t4a_error *e) {
-  (void)t4a_error_set(e->status, e->entry, e->code, e->code_name, e->bytes, "%s", e->message);
+  (void)t4a_error_set_(e->status, e->entry, e->code, e->code_name, e->bytes, "%s", e->message);
 }
 
 /* create, a small and a large allocation (each needs a new region), free, destroy. */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "t4a/fault.h"
+#include "t4a_ctx/status_internal.h"
 #include "t4a_nvrtc/nvrtc_internal.h"
 
 #define DEFAULT_MAX_ENTRIES 512u
@@ -183,8 +184,8 @@ static t4a_status lock_init(t4a_nvrtc_cache *c) {
     rc = pthread_mutex_init(&c->mu, NULL);
   }
   if (rc != 0) {
-    return t4a_error_set(T4A_HOST_OUT_OF_MEMORY, "pthread_mutex_init", rc, NULL, 0,
-                         "pthread_mutex_init failed: %s", strerror(rc));
+    return t4a_error_set_(T4A_HOST_OUT_OF_MEMORY, "pthread_mutex_init", rc, NULL, 0,
+                          "pthread_mutex_init failed: %s", strerror(rc));
   }
   if (t4a_fault_sim(T4A_FAULT_MUTEX_INIT)) {
     rc = ENOMEM;
@@ -193,8 +194,8 @@ static t4a_status lock_init(t4a_nvrtc_cache *c) {
   }
   if (rc != 0) {
     pthread_mutex_destroy(&c->mu);
-    return t4a_error_set(T4A_HOST_OUT_OF_MEMORY, "pthread_cond_init", rc, NULL, 0,
-                         "pthread_cond_init failed: %s", strerror(rc));
+    return t4a_error_set_(T4A_HOST_OUT_OF_MEMORY, "pthread_cond_init", rc, NULL, 0,
+                          "pthread_cond_init failed: %s", strerror(rc));
   }
   return T4A_OK;
 }
@@ -203,8 +204,8 @@ t4a_status t4a_nvrtc_cache_create(t4a_nvrtc_lib *lib, const t4a_nvrtc_cache_opti
                                   t4a_nvrtc_cache **out) {
   if (out == NULL || lib == NULL) {
     if (out != NULL) *out = NULL;
-    return t4a_error_set(T4A_INVALID_ARGUMENT, "t4a_nvrtc_cache_create", 0, NULL, 0,
-                         "lib or out is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_nvrtc_cache_create", 0, NULL, 0,
+                          "lib or out is NULL");
   }
   *out = NULL;
   t4a_nvrtc_cache_options o = T4A_NVRTC_CACHE_OPTIONS_INIT;
@@ -328,8 +329,8 @@ t4a_status t4a_nvrtc_cache_compile(t4a_nvrtc_cache *cache, const t4a_nvrtc_reque
   t4a_nvrtc_outcome_deinit(out_outcome);
   if (out == NULL || cache == NULL) {
     if (out != NULL) *out = NULL;
-    return t4a_error_set(T4A_INVALID_ARGUMENT, "t4a_nvrtc_cache_compile", 0, NULL, 0,
-                         "cache or out is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_nvrtc_cache_compile", 0, NULL, 0,
+                          "cache or out is NULL");
   }
   *out = NULL;
   t4a_nvrtc_lib *lib = cache->lib;

@@ -28,10 +28,11 @@
 #include <string.h>
 
 #include "t4a/fault.h"
+#include "t4a_ctx/status_internal.h"
 #include "t4a_nvrtc/nvrtc_internal.h"
 
 #define REFUSE(...) \
-  t4a_error_set(T4A_INVALID_ARGUMENT, "t4a_nvrtc_request", 0, NULL, 0, __VA_ARGS__)
+  t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_nvrtc_request", 0, NULL, 0, __VA_ARGS__)
 
 /* ---- Options ------------------------------------------------------------------------------ */
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "t4a/fault.h"
+#include "t4a_ctx/status_internal.h"
 #include "t4a_nvrtc/nvrtc_internal.h"
 
 /* ---- Outcomes and names ------------------------------------------------------------------ */
@@ -15,8 +16,8 @@ void t4a_nvrtc_error_restore(const t4a_error *saved) {
     t4a_error_clear();
     return;
   }
-  t4a_error_set(saved->status, saved->entry, saved->code, saved->code_name, saved->bytes, "%s",
-                saved->message);
+  t4a_error_set_(saved->status, saved->entry, saved->code, saved->code_name, saved->bytes, "%s",
+                 saved->message);
 }
 
 const char *t4a_nvrtc_output_name(t4a_nvrtc_output output) {
@@ -110,8 +111,8 @@ t4a_nvrtc_artifact *t4a_nvrtc_artifact_alloc(const t4a_nvrtc_artifact_parts *par
     ok = ok && grow(&total, strings, 1);
   }
   if (!ok) {
-    t4a_error_set(T4A_HOST_OUT_OF_MEMORY, "t4a_nvrtc_artifact", 0, NULL, UINT64_MAX,
-                  "artifact size overflows");
+    t4a_error_set_(T4A_HOST_OUT_OF_MEMORY, "t4a_nvrtc_artifact", 0, NULL, UINT64_MAX,
+                   "artifact size overflows");
     return NULL;
   }
   char *block = t4a_host_malloc(total);
@@ -219,9 +220,9 @@ t4a_status t4a_nvrtc_artifact_lowered_name_at(const t4a_nvrtc_artifact *artifact
   if (out_expression != NULL) *out_expression = NULL;
   if (out_lowered != NULL) *out_lowered = NULL;
   if (artifact == NULL || i >= artifact->num_names) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, "t4a_nvrtc_artifact_lowered_name_at", 0, NULL, 0,
-                         "index %zu is out of range (%zu name expressions)", i,
-                         artifact != NULL ? artifact->num_names : 0);
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_nvrtc_artifact_lowered_name_at", 0, NULL, 0,
+                          "index %zu is out of range (%zu name expressions)", i,
+                          artifact != NULL ? artifact->num_names : 0);
   }
   if (out_expression != NULL) *out_expression = artifact->exprs[i];
   if (out_lowered != NULL) *out_lowered = artifact->lowered[i];
@@ -280,8 +281,8 @@ static t4a_status build_inputs(const t4a_nvrtc_prepared *p, compile_inputs *in) 
     ok = grow(&total, t4a_nvrtc_option_bytes(r, i), 1) && grow(&total, 1, 1);
   }
   if (!ok) {
-    return t4a_error_set(T4A_HOST_OUT_OF_MEMORY, "t4a_nvrtc_compile", 0, NULL, UINT64_MAX,
-                         "the request's texts add up to more than the address space");
+    return t4a_error_set_(T4A_HOST_OUT_OF_MEMORY, "t4a_nvrtc_compile", 0, NULL, UINT64_MAX,
+                          "the request's texts add up to more than the address space");
   }
   in->block = t4a_host_malloc(total);
   if (in->block == NULL) return T4A_HOST_OUT_OF_MEMORY;
@@ -317,8 +318,8 @@ static t4a_status build_inputs(const t4a_nvrtc_prepared *p, compile_inputs *in) 
     qsort(in->sorted, nh, sizeof(char *), cmp_cstr);
     for (size_t i = 1; i < nh; i++) {
       if (strcmp(in->sorted[i - 1], in->sorted[i]) == 0) {
-        return t4a_error_set(T4A_INVALID_ARGUMENT, "t4a_nvrtc_request", 0, NULL, 0,
-                             "header name \"%.80s\" appears twice", in->sorted[i]);
+        return t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_nvrtc_request", 0, NULL, 0,
+                              "header name \"%.80s\" appears twice", in->sorted[i]);
       }
     }
   }
@@ -327,8 +328,8 @@ static t4a_status build_inputs(const t4a_nvrtc_prepared *p, compile_inputs *in) 
     qsort(in->sorted, ne, sizeof(char *), cmp_cstr);
     for (size_t i = 1; i < ne; i++) {
       if (strcmp(in->sorted[i - 1], in->sorted[i]) == 0) {
-        return t4a_error_set(T4A_INVALID_ARGUMENT, "t4a_nvrtc_request", 0, NULL, 0,
-                             "name expression \"%.80s\" appears twice", in->sorted[i]);
+        return t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_nvrtc_request", 0, NULL, 0,
+                              "name expression \"%.80s\" appears twice", in->sorted[i]);
       }
     }
   }
@@ -464,8 +465,8 @@ t4a_status t4a_nvrtc_compile_prepared(t4a_nvrtc_lib *lib, const t4a_nvrtc_prepar
                  ? " (a virtual architecture has no CUBIN: use sm_NN)"
                  : "");
     fetch_log(lib, prog, note, log);
-    st = t4a_error_set(T4A_COMPILE_FAILED, size_entry, 0, NULL, 0, "%.*s", (int)strlen(note) - 1,
-                       note);
+    st = t4a_error_set_(T4A_COMPILE_FAILED, size_entry, 0, NULL, 0, "%.*s", (int)strlen(note) - 1,
+                        note);
     goto done;
   }
   for (size_t i = 0; i < r->num_name_expressions; i++) {
@@ -544,7 +545,7 @@ done:
 t4a_status t4a_nvrtc_compile(t4a_nvrtc_lib *lib, const t4a_nvrtc_request *request,
                              t4a_nvrtc_artifact **out, t4a_nvrtc_outcome *out_outcome) {
   t4a_nvrtc_outcome_deinit(out_outcome);
-  if (out == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
+  if (out == NULL) return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
   *out = NULL;
   t4a_nvrtc_prepared p;
   t4a_status st = t4a_nvrtc_prepare(lib, request, &p);

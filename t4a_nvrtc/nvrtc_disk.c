@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "t4a/fault.h"
+#include "t4a_ctx/status_internal.h"
 #include "t4a_nvrtc/nvrtc_internal.h"
 
 #define DISK_MAGIC "T4ANVRTC"
@@ -162,8 +163,8 @@ t4a_status t4a_nvrtc_disk_init(t4a_nvrtc_disk *disk, const char *dir, uint64_t m
   size_t n = strlen(dir);
   while (n > 1 && dir[n - 1] == '/') n--;
   if (n == 0 || n + 64 >= PATH_MAX) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, "t4a_nvrtc_cache_create", 0, NULL, 0,
-                         "disk_dir \"%.100s\" is empty or too long", dir);
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_nvrtc_cache_create", 0, NULL, 0,
+                          "disk_dir \"%.100s\" is empty or too long", dir);
   }
   char *copy = t4a_host_malloc(n + 1);
   if (copy == NULL) return T4A_HOST_OUT_OF_MEMORY;
@@ -179,8 +180,8 @@ t4a_status t4a_nvrtc_disk_init(t4a_nvrtc_disk *disk, const char *dir, uint64_t m
       copy[i] = saved;
       if (rc != 0) {
         t4a_status st =
-            t4a_error_set(T4A_IO, "mkdir", err, NULL, 0,
-                          "cannot create the cache directory %.180s: %s", copy, strerror(err));
+            t4a_error_set_(T4A_IO, "mkdir", err, NULL, 0,
+                           "cannot create the cache directory %.180s: %s", copy, strerror(err));
         free(copy);
         return st;
       }
@@ -189,9 +190,9 @@ t4a_status t4a_nvrtc_disk_init(t4a_nvrtc_disk *disk, const char *dir, uint64_t m
   struct stat st;
   if (stat(copy, &st) != 0 || !S_ISDIR(st.st_mode) || access(copy, W_OK | X_OK) != 0) {
     int err = errno;
-    t4a_status s = t4a_error_set(T4A_IO, "access", err, NULL, 0,
-                                 "the cache directory %.180s is not a writable directory: %s", copy,
-                                 strerror(err ? err : ENOTDIR));
+    t4a_status s = t4a_error_set_(T4A_IO, "access", err, NULL, 0,
+                                  "the cache directory %.180s is not a writable directory: %s",
+                                  copy, strerror(err ? err : ENOTDIR));
     free(copy);
     return s;
   }

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "t4a/fault.h"
+#include "t4a_ctx/status_internal.h"
 #include "t4a_nvrtc/nvrtc_table.h"
 
 typedef struct nvrtc_entry {
@@ -242,8 +243,8 @@ t4a_status t4a_nvrtc_fail(const t4a_nvrtc_lib *lib, nvrtcResult r, const char *e
   }
   const char *name = NULL;
   if (lib != NULL && lib->t.nvrtcGetErrorString != NULL) name = lib->t.nvrtcGetErrorString(r);
-  return t4a_error_set(st, entry, (int)r, name != NULL ? name : "NVRTC_ERROR_?", 0, "%s failed: %s",
-                       entry, what != NULL ? what : (name != NULL ? name : "?"));
+  return t4a_error_set_(st, entry, (int)r, name != NULL ? name : "NVRTC_ERROR_?", 0,
+                        "%s failed: %s", entry, what != NULL ? what : (name != NULL ? name : "?"));
 }
 
 /* Version, capabilities and architectures, for a lib whose table is filled. */
@@ -277,7 +278,7 @@ static t4a_status finish(t4a_nvrtc_lib *lib) {
 }
 
 t4a_status t4a_nvrtc_lib_open(const t4a_nvrtc_lib_options *options, t4a_nvrtc_lib **out) {
-  if (out == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
+  if (out == NULL) return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
   *out = NULL;
   const char *path = options != NULL ? options->library_path : NULL;
   if (path == NULL || path[0] == '\0') path = getenv("T4A_LIBNVRTC_PATH");
@@ -290,19 +291,19 @@ t4a_status t4a_nvrtc_lib_open(const t4a_nvrtc_lib_options *options, t4a_nvrtc_li
   t4a_status st;
   lib->dl = open_candidates(path, lib->origin, sizeof lib->origin, tried, sizeof tried);
   if (lib->dl == NULL) {
-    st = t4a_error_set(T4A_NVRTC_NOT_FOUND, "dlopen", 0, NULL, 0,
-                       "cannot load NVRTC (tried %s); install the CUDA toolkit's NVRTC or set "
-                       "T4A_LIBNVRTC_PATH",
-                       tried);
+    st = t4a_error_set_(T4A_NVRTC_NOT_FOUND, "dlopen", 0, NULL, 0,
+                        "cannot load NVRTC (tried %s); install the CUDA toolkit's NVRTC or set "
+                        "T4A_LIBNVRTC_PATH",
+                        tried);
     goto fail;
   }
   for (size_t i = 0; i < NUM_ENTRIES; i++) {
     void *fn = t4a_fault_sim(T4A_FAULT_DLSYM) ? NULL : dlsym(lib->dl, k_entries[i].name);
     *slot(&lib->t, i) = fn;
     if (fn == NULL && k_entries[i].required) {
-      st = t4a_error_set(T4A_NVRTC_SYMBOL_MISSING, k_entries[i].name, 0, NULL, 0,
-                         "%s has no %s; t4a needs NVRTC 12.0 or newer", lib->origin,
-                         k_entries[i].name);
+      st = t4a_error_set_(T4A_NVRTC_SYMBOL_MISSING, k_entries[i].name, 0, NULL, 0,
+                          "%s has no %s; t4a needs NVRTC 12.0 or newer", lib->origin,
+                          k_entries[i].name);
       goto fail;
     }
   }
@@ -318,10 +319,10 @@ fail:
 
 t4a_status t4a_nvrtc_lib_create_from_table(const t4a_nvrtc_table *table, const char *origin,
                                            const char *build_identity, t4a_nvrtc_lib **out) {
-  if (out == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
+  if (out == NULL) return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
   *out = NULL;
   if (table == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "table is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "table is NULL");
   }
   t4a_nvrtc_lib *lib = t4a_host_calloc(1, sizeof *lib);
   if (lib == NULL) return T4A_HOST_OUT_OF_MEMORY;
@@ -330,8 +331,8 @@ t4a_status t4a_nvrtc_lib_create_from_table(const t4a_nvrtc_table *table, const c
   snprintf(lib->origin, sizeof lib->origin, "%s", origin != NULL ? origin : "injected");
   for (size_t i = 0; i < NUM_ENTRIES; i++) {
     if (*slot(&lib->t, i) == NULL && k_entries[i].required) {
-      t4a_status st = t4a_error_set(T4A_NVRTC_SYMBOL_MISSING, k_entries[i].name, 0, NULL, 0,
-                                    "the table %s has no %s", lib->origin, k_entries[i].name);
+      t4a_status st = t4a_error_set_(T4A_NVRTC_SYMBOL_MISSING, k_entries[i].name, 0, NULL, 0,
+                                     "the table %s has no %s", lib->origin, k_entries[i].name);
       free(lib);
       return st;
     }
@@ -382,11 +383,11 @@ t4a_status t4a_nvrtc_lib_supported_archs(const t4a_nvrtc_lib *lib, int *out, siz
                                          size_t *out_num) {
   if (out_num != NULL) *out_num = 0;
   if (lib == NULL || out_num == NULL || (out == NULL && capacity > 0)) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "lib, out or out_num is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "lib, out or out_num is NULL");
   }
   if (!(lib->caps & T4A_NVRTC_CAP_SUPPORTED_ARCHS)) {
-    return t4a_error_set(T4A_UNSUPPORTED, "nvrtcGetSupportedArchs", 0, NULL, 0,
-                         "%s cannot list its architectures", lib->origin);
+    return t4a_error_set_(T4A_UNSUPPORTED, "nvrtcGetSupportedArchs", 0, NULL, 0,
+                          "%s cannot list its architectures", lib->origin);
   }
   for (size_t i = 0; i < lib->num_archs && i < capacity; i++) out[i] = lib->archs[i];
   *out_num = lib->num_archs;

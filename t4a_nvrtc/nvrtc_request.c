@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "t4a_ctx/status_internal.h"
 #include "t4a_nvrtc/nvrtc_internal.h"
 
 size_t t4a_nvrtc_header_name_bytes(const t4a_nvrtc_header *h) {
@@ -19,7 +20,7 @@ size_t t4a_nvrtc_option_bytes(const t4a_nvrtc_request *req, size_t i) {
 }
 
 #define INVALID(...) \
-  t4a_error_set(T4A_INVALID_ARGUMENT, "t4a_nvrtc_request", 0, NULL, 0, __VA_ARGS__)
+  t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_nvrtc_request", 0, NULL, 0, __VA_ARGS__)
 
 /* A name-like field (program name, header name, option, name expression): non-empty, and no
  * NUL, newline, carriage return or other control character anywhere. Returns the offset of the
@@ -75,8 +76,8 @@ static const char *owned_option(const char *opt, size_t n) {
 static t4a_status parse_target(const t4a_nvrtc_lib *lib, const char *target,
                                t4a_nvrtc_prepared *p) {
   if (target == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, "t4a_nvrtc_request", 0, NULL, 0,
-                         "target is NULL: name an architecture such as sm_90 or compute_90");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_nvrtc_request", 0, NULL, 0,
+                          "target is NULL: name an architecture such as sm_90 or compute_90");
   }
   const char *digits;
   if (strncmp(target, "sm_", 3) == 0) {
@@ -100,10 +101,10 @@ static t4a_status parse_target(const t4a_nvrtc_lib *lib, const char *target,
   int ok = digits != NULL && nd >= 2 && nd <= 3 && digits[0] != '0' &&
            (rest[0] == '\0' || ((rest[0] == 'a' || rest[0] == 'f') && rest[1] == '\0'));
   if (!ok) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, "t4a_nvrtc_request", 0, NULL, 0,
-                         "target \"%.40s\" is not an architecture (sm_NN or compute_NN, "
-                         "optionally with an a or f suffix)",
-                         target);
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_nvrtc_request", 0, NULL, 0,
+                          "target \"%.40s\" is not an architecture (sm_NN or compute_NN, "
+                          "optionally with an a or f suffix)",
+                          target);
   }
   if (lib->caps & T4A_NVRTC_CAP_SUPPORTED_ARCHS) {
     int found = 0;
@@ -116,9 +117,9 @@ static t4a_status parse_target(const t4a_nvrtc_lib *lib, const char *target,
         used +=
             (size_t)snprintf(list + used, sizeof list - used, "%s%d", i ? " " : "", lib->archs[i]);
       }
-      return t4a_error_set(T4A_UNSUPPORTED, "t4a_nvrtc_request", 0, NULL, 0,
-                           "target %s: NVRTC %d.%d supports %s", target, lib->major, lib->minor,
-                           list);
+      return t4a_error_set_(T4A_UNSUPPORTED, "t4a_nvrtc_request", 0, NULL, 0,
+                            "target %s: NVRTC %d.%d supports %s", target, lib->major, lib->minor,
+                            list);
     }
   }
   snprintf(p->target, sizeof p->target, "%s", target);
@@ -130,22 +131,22 @@ t4a_status t4a_nvrtc_prepare(const t4a_nvrtc_lib *lib, const t4a_nvrtc_request *
                              t4a_nvrtc_prepared *out) {
   memset(out, 0, sizeof *out);
   if (lib == NULL || req == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, "t4a_nvrtc_request", 0, NULL, 0,
-                         "lib or request is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_nvrtc_request", 0, NULL, 0,
+                          "lib or request is NULL");
   }
   out->req = req;
   if (req->num_headers > T4A_NVRTC_MAX_ITEMS || req->num_options > T4A_NVRTC_MAX_ITEMS ||
       req->num_name_expressions > T4A_NVRTC_MAX_ITEMS) {
-    return t4a_error_set(T4A_LIMIT_EXCEEDED, "t4a_nvrtc_request", 0, NULL, 0,
-                         "%zu headers, %zu options, %zu name expressions: at most %u each",
-                         req->num_headers, req->num_options, req->num_name_expressions,
-                         T4A_NVRTC_MAX_ITEMS);
+    return t4a_error_set_(T4A_LIMIT_EXCEEDED, "t4a_nvrtc_request", 0, NULL, 0,
+                          "%zu headers, %zu options, %zu name expressions: at most %u each",
+                          req->num_headers, req->num_options, req->num_name_expressions,
+                          T4A_NVRTC_MAX_ITEMS);
   }
   if ((req->num_headers > 0 && req->headers == NULL) ||
       (req->num_options > 0 && req->options == NULL) ||
       (req->num_name_expressions > 0 && req->name_expressions == NULL)) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, "t4a_nvrtc_request", 0, NULL, 0,
-                         "a count is nonzero but its array is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_nvrtc_request", 0, NULL, 0,
+                          "a count is nonzero but its array is NULL");
   }
   t4a_status st;
   out->program_name = req->program_name != NULL ? req->program_name : "t4a_program.cu";
@@ -154,7 +155,7 @@ t4a_status t4a_nvrtc_prepare(const t4a_nvrtc_lib *lib, const t4a_nvrtc_request *
     return st;
   }
   if (req->source == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, "t4a_nvrtc_request", 0, NULL, 0, "source is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_nvrtc_request", 0, NULL, 0, "source is NULL");
   }
   out->source_bytes = req->source_bytes != 0 ? req->source_bytes : strlen(req->source);
   /* Only a counted text can hide a NUL (strlen stops at the first). */
@@ -187,8 +188,8 @@ t4a_status t4a_nvrtc_prepare(const t4a_nvrtc_lib *lib, const t4a_nvrtc_request *
     if ((st = check_text("option", i, o, n)) != T4A_OK) return st;
     const char *why = owned_option(o, n);
     if (why != NULL) {
-      return t4a_error_set(T4A_INVALID_ARGUMENT, "t4a_nvrtc_request", 0, NULL, 0,
-                           "option %zu (%.*s) %s", i, (int)(n > 64 ? 64 : n), o, why);
+      return t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_nvrtc_request", 0, NULL, 0,
+                            "option %zu (%.*s) %s", i, (int)(n > 64 ? 64 : n), o, why);
     }
   }
   for (size_t i = 0; i < req->num_name_expressions; i++) {
@@ -201,20 +202,20 @@ t4a_status t4a_nvrtc_prepare(const t4a_nvrtc_lib *lib, const t4a_nvrtc_request *
       break;
     case T4A_NVRTC_OUTPUT_CUBIN:
       if (!(lib->caps & T4A_NVRTC_CAP_CUBIN)) {
-        return t4a_error_set(T4A_UNSUPPORTED, "nvrtcGetCUBIN", 0, NULL, 0,
-                             "%s cannot produce CUBIN (no nvrtcGetCUBIN)", lib->origin);
+        return t4a_error_set_(T4A_UNSUPPORTED, "nvrtcGetCUBIN", 0, NULL, 0,
+                              "%s cannot produce CUBIN (no nvrtcGetCUBIN)", lib->origin);
       }
       break;
     case T4A_NVRTC_OUTPUT_LTOIR:
       if (!(lib->caps & T4A_NVRTC_CAP_LTOIR)) {
-        return t4a_error_set(T4A_UNSUPPORTED, "nvrtcGetLTOIR", 0, NULL, 0,
-                             "%s cannot produce LTO-IR (no nvrtcGetLTOIR)", lib->origin);
+        return t4a_error_set_(T4A_UNSUPPORTED, "nvrtcGetLTOIR", 0, NULL, 0,
+                              "%s cannot produce LTO-IR (no nvrtcGetLTOIR)", lib->origin);
       }
       break;
     default:
-      return t4a_error_set(T4A_INVALID_ARGUMENT, "t4a_nvrtc_request", 0, NULL, 0,
-                           "output kind %d is not PTX (0), CUBIN (1) or LTO-IR (2)",
-                           (int)req->output);
+      return t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_nvrtc_request", 0, NULL, 0,
+                            "output kind %d is not PTX (0), CUBIN (1) or LTO-IR (2)",
+                            (int)req->output);
   }
   if ((st = parse_target(lib, req->target, out)) != T4A_OK) return st;
   out->implicit[out->num_implicit++] = out->arch_option;

@@ -31,6 +31,7 @@
 #include "t4a/retire.h"
 #include "t4a/xfer.h"
 #include "t4a_ctx/driver_table.h"
+#include "t4a_ctx/status_internal.h"
 #include "testing/gpu/gpu_main.h"
 
 #define CK(x) assert_int_equal((x), T4A_OK)
@@ -131,8 +132,8 @@ found:;
 }
 
 static t4a_status nccl_fail(const char *entry, int result) {
-  return t4a_error_set(T4A_DRIVER_ERROR, entry, result, NULL, 0, "%s returned NCCL result %d (%s)",
-                       entry, result, g_nccl.error_string(result));
+  return t4a_error_set_(T4A_DRIVER_ERROR, entry, result, NULL, 0, "%s returned NCCL result %d (%s)",
+                        entry, result, g_nccl.error_string(result));
 }
 
 /* ---- two runtimes ---- */

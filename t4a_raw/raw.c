@@ -1,11 +1,15 @@
 /* Raw scopes: a caller's function run inside one admission, with native handles. See t4a/raw.h. */
 #include "t4a/raw.h"
 
+#include <stdarg.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "t4a_ctx/driver_table.h"
+#include "t4a_ctx/status_internal.h"
+#include "t4a_mem/mem_internal.h"
 
 /* Bindings up to this many unique buffers live on t4a_raw_run's stack: no heap allocation. */
 #define RAW_STACK_BINDINGS 16
@@ -35,7 +39,7 @@ static _Thread_local raw_rec *t_open;
 static _Atomic uint64_t g_next_token = 1;
 
 static t4a_status refuse(const char *what) {
-  return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "%s", what);
+  return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "%s", what);
 }
 
 static const raw_rec *find_open(const t4a_raw_scope *scope) {
@@ -89,6 +93,21 @@ int t4a_raw_device_ordinal(const t4a_raw_scope *scope) {
   return r != NULL ? t4a_lane_ordinal(r->lane) : -1;
 }
 
+t4a_status t4a_raw_fail(t4a_raw_scope *scope, t4a_status status, const char *entry, int code,
+                        const char *code_name, const char *fmt, ...) {
+  if (find_or_refuse(scope) == NULL) return T4A_INVALID_ARGUMENT;
+  if (status == T4A_OK) return refuse("t4a_raw_fail needs a failure status, not T4A_OK");
+  char message[sizeof ((t4a_error *)0)->message];
+  message[0] = '\0';
+  if (fmt != NULL) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof message, fmt, ap);
+    va_end(ap);
+  }
+  return t4a_error_set_(status, entry, code, code_name, 0, "%s", message);
+}
+
 t4a_status t4a_raw_devptr(t4a_raw_scope *scope, const t4a_buffer *buffer, int access,
                           uint64_t *out) {
   if (out != NULL) *out = 0;
@@ -96,19 +115,19 @@ t4a_status t4a_raw_devptr(t4a_raw_scope *scope, const t4a_buffer *buffer, int ac
   if (r == NULL) return T4A_INVALID_ARGUMENT;
   if (out == NULL) return refuse("t4a_raw_devptr: out is NULL");
   if (access < T4A_RAW_READ || access > T4A_RAW_READ_WRITE) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "t4a_raw_devptr: unknown access %d", access);
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                          "t4a_raw_devptr: unknown access %d", access);
   }
   long i = buffer != NULL ? find_buffer(r, buffer) : -1;
   if (i < 0) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "t4a_raw_devptr: buffer %p is not bound to this raw scope (lane %llu)",
-                         (const void *)buffer, (unsigned long long)t4a_lane_domain(r->lane));
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                          "t4a_raw_devptr: buffer %p is not bound to this raw scope (lane %llu)",
+                          (const void *)buffer, (unsigned long long)t4a_lane_domain(r->lane));
   }
   if ((access & T4A_RAW_WRITE) && !(r->access[i] & T4A_RAW_WRITE)) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "t4a_raw_devptr: write access asked of buffer %p, bound READ to this "
-                         "raw scope", (const void *)buffer);
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                          "t4a_raw_devptr: write access asked of buffer %p, bound READ to this "
+                          "raw scope", (const void *)buffer);
   }
   *out = t4a_buffer_devptr(buffer);
   return T4A_OK;
@@ -126,26 +145,26 @@ static int by_address(const void *a, const void *b) {
 static t4a_status check_bindings(t4a_lane *lane, const t4a_raw_binding *bindings, size_t count) {
   if (count > 0 && bindings == NULL) return refuse("t4a_raw_run: bindings is NULL with a count");
   if (count > RAW_MAX_BINDINGS) {
-    return t4a_error_set(T4A_LIMIT_EXCEEDED, NULL, 0, NULL, 0,
-                         "t4a_raw_run: %zu bindings (at most %zu)", count, RAW_MAX_BINDINGS);
+    return t4a_error_set_(T4A_LIMIT_EXCEEDED, NULL, 0, NULL, 0,
+                          "t4a_raw_run: %zu bindings (at most %zu)", count, RAW_MAX_BINDINGS);
   }
   uint64_t domain = t4a_lane_domain(lane);
   for (size_t i = 0; i < count; i++) {
     const t4a_raw_binding *b = &bindings[i];
     if (b->buffer == NULL) {
-      return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                           "t4a_raw_run: binding %zu has no buffer", i);
+      return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                            "t4a_raw_run: binding %zu has no buffer", i);
     }
     if (b->access < T4A_RAW_READ || b->access > T4A_RAW_READ_WRITE) {
-      return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                           "t4a_raw_run: binding %zu has unknown access %d", i, b->access);
+      return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                            "t4a_raw_run: binding %zu has unknown access %d", i, b->access);
     }
     if (t4a_buffer_domain(b->buffer) != domain) {
-      return t4a_error_set(T4A_FOREIGN_HANDLE, NULL, 0, NULL, 0,
-                           "t4a_raw_run: binding %zu is a buffer of domain %llu, not of this "
-                           "scope's lane (domain %llu)", i,
-                           (unsigned long long)t4a_buffer_domain(b->buffer),
-                           (unsigned long long)domain);
+      return t4a_error_set_(T4A_FOREIGN_HANDLE, NULL, 0, NULL, 0,
+                            "t4a_raw_run: binding %zu is a buffer of domain %llu, not of this "
+                            "scope's lane (domain %llu)", i,
+                            (unsigned long long)t4a_buffer_domain(b->buffer),
+                            (unsigned long long)domain);
     }
   }
   return T4A_OK;
@@ -164,7 +183,7 @@ static t4a_status collect(raw_rec *rec, const t4a_raw_binding *bindings, size_t 
   }
   for (size_t i = 0; i < count; i++) {
     /* `objects` carries the access while sorting; reset below. */
-    items[i] = (t4a_keepalive){bindings[i].buffer, t4a_buffer_release_object,
+    items[i] = (t4a_keepalive){bindings[i].buffer, t4a_buffer_release_object_,
                                (uint32_t)bindings[i].access};
   }
   if (count > 1) qsort(items, count, sizeof *items, by_address);
@@ -248,9 +267,9 @@ t4a_status t4a_raw_run(t4a_retire *retire, const t4a_raw_binding *bindings, size
     t4a_error e;
     t4a_error_last(&e);
     if (e.status != fst) {
-      (void)t4a_error_set(fst, "t4a_raw_run", 0, NULL, 0,
-                          "the raw scope's callback failed with %s and left no detail",
-                          t4a_status_name(fst));
+      (void)t4a_error_set_(fst, "t4a_raw_run", 0, NULL, 0,
+                           "the raw scope's callback failed with %s and left no detail",
+                           t4a_status_name(fst));
     }
     (void)reactivate(d, &rec, 1); /* fn's detail is what is reported */
   }
@@ -261,9 +280,9 @@ t4a_status t4a_raw_run(t4a_retire *retire, const t4a_raw_binding *bindings, size
   if (fst != T4A_CONTEXT_LOST && !t4a_retire_is_capturing(retire)) {
     CUresult r = d->t.cuStreamQuery(rec.stream);
     if (t4a_cu_is_sticky(r)) {
-      fst = t4a_error_set(T4A_CONTEXT_LOST, "cuStreamQuery", (int)r, t4a_cu_name(d, r), 0,
-                          "raw scope: the callback failed (%s) and the lane's stream reports a "
-                          "sticky error: the context is lost", t4a_status_name(fst));
+      fst = t4a_error_set_(T4A_CONTEXT_LOST, "cuStreamQuery", (int)r, t4a_cu_name(d, r), 0,
+                           "raw scope: the callback failed (%s) and the lane's stream reports a "
+                           "sticky error: the context is lost", t4a_status_name(fst));
     }
   }
   t4a_counter_add(counters, T4A_COUNTER_raw_scopes_poisoned, 1);

@@ -24,6 +24,7 @@
 #include "t4a/retire.h"
 #include "t4a/xfer.h"
 #include "t4a_ctx/driver_table.h"
+#include "t4a_ctx/status_internal.h"
 #include "testing/gpu/gpu_main.h"
 #include "testing/gpu/kernels_ptx.h"
 
@@ -199,8 +200,8 @@ typedef struct gemm_job {
 } gemm_job;
 
 static t4a_status cublas_fail(const char *entry, int status) {
-  return t4a_error_set(T4A_DRIVER_ERROR, entry, status, NULL, 0, "%s returned cuBLAS status %d",
-                       entry, status);
+  return t4a_error_set_(T4A_DRIVER_ERROR, entry, status, NULL, 0, "%s returned cuBLAS status %d",
+                        entry, status);
 }
 
 /* C = alpha * A * B + beta * C (column-major) on the scope's stream. */

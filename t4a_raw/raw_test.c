@@ -23,6 +23,7 @@
 #include "t4a/retire.h"
 #include "t4a/xfer.h"
 #include "t4a_ctx/driver_table.h"
+#include "t4a_ctx/status_internal.h"
 #include "testing/fake_driver/fake_driver.h"
 #include "testing/sweep/sweep.h"
 
@@ -511,7 +512,7 @@ static void test_failure_quarantines_writes(void **state) {
   t4a_fake_live_objects(f->fake, &live_before);
   t4a_counter_values before = counters(a);
   /* A stale detail of the same status on this thread must not pass for fn's. */
-  (void)t4a_error_set(T4A_UNSUPPORTED, "stale", 0, NULL, 0, "an older failure");
+  (void)t4a_error_set_(T4A_UNSUPPORTED, "stale", 0, NULL, 0, "an older failure");
   assert_int_equal(run2(&j), T4A_UNSUPPORTED);
   t4a_error e;
   t4a_error_last(&e);
@@ -547,10 +548,9 @@ static void test_failure_quarantines_writes(void **state) {
 }
 
 static t4a_status own_detail_fn(t4a_raw_scope *scope, void *user) {
-  (void)scope;
   (void)user;
-  return t4a_error_set(T4A_DRIVER_ERROR, "cublasSgemm_v2", 13, "CUBLAS_STATUS_EXECUTION_FAILED",
-                       0, "vendor call failed");
+  return t4a_raw_fail(scope, T4A_DRIVER_ERROR, "cublasSgemm_v2", 13,
+                      "CUBLAS_STATUS_EXECUTION_FAILED", "vendor call %s", "failed");
 }
 static t4a_status ok_fn(t4a_raw_scope *scope, void *user) {
   (void)scope;
@@ -569,8 +569,10 @@ static void test_details(void **state) {
   t4a_error_last(&e);
   assert_string_equal(e.entry, "cublasSgemm_v2");
   assert_int_equal(e.code, 13);
+  assert_string_equal(e.code_name, "CUBLAS_STATUS_EXECUTION_FAILED");
+  assert_string_equal(e.message, "vendor call failed");
   assert_int_equal(counters(a).quarantined, 1);
-  (void)t4a_error_set(T4A_IO, "older", 0, NULL, 0, "kept");
+  (void)t4a_error_set_(T4A_IO, "older", 0, NULL, 0, "kept");
   CK(t4a_raw_run(a->retire, NULL, 0, ok_fn, NULL));
   t4a_error_last(&e);
   assert_int_equal(e.status, T4A_IO);
@@ -744,6 +746,7 @@ typedef struct stale_job {
   t4a_status in_second;   /* the first handle used inside a second scope */
   uint64_t in_second_ptr;
   thread_probe probe;     /* the live handle used from another thread */
+  t4a_status fail_ok;     /* t4a_raw_fail with T4A_OK, on the live handle */
 } stale_job;
 static t4a_status stale_first(t4a_raw_scope *scope, void *user) {
   stale_job *j = user;
@@ -759,6 +762,7 @@ static t4a_status stale_second(t4a_raw_scope *scope, void *user) {
   stale_job *j = user;
   j->in_second_ptr = 99;
   j->in_second = t4a_raw_devptr(j->saved, j->x, T4A_RAW_READ, &j->in_second_ptr);
+  j->fail_ok = t4a_raw_fail(scope, T4A_OK, NULL, 0, NULL, "not a failure");
   return scope != j->saved ? T4A_OK : T4A_INTERNAL; /* every scope has a fresh handle */
 }
 static void test_handle_invalid_after_return(void **state) {
@@ -779,10 +783,15 @@ static void test_handle_invalid_after_return(void **state) {
   assert_null(t4a_raw_context(j.saved));
   assert_int_equal(t4a_raw_device_ordinal(j.saved), -1);
   assert_null(t4a_raw_stream(NULL));
+  assert_int_equal(t4a_raw_fail(j.saved, T4A_IO, "x", 1, NULL, "not recorded"),
+                   T4A_INVALID_ARGUMENT);
+  t4a_error_last(&e);
+  assert_non_null(strstr(e.message, "not open"));
   /* Inside a later scope (likely at the same stack address) the old handle is still refused. */
   CK(t4a_raw_run(a->retire, &b, 1, stale_second, &j));
   assert_int_equal(j.in_second, T4A_INVALID_ARGUMENT);
   assert_int_equal(j.in_second_ptr, 0);
+  assert_int_equal(j.fail_ok, T4A_INVALID_ARGUMENT);
   t4a_buffer_release(j.x);
 }
 
@@ -798,8 +807,8 @@ static t4a_status sticky_fn(t4a_raw_scope *scope, void *user) {
   if (st != T4A_OK) return st;
   /* The vendor's kernel faults; the vendor library reports an error. */
   t4a_fake_set_sticky(j->fake, 0, CUDA_ERROR_ILLEGAL_ADDRESS);
-  return t4a_error_set(T4A_DRIVER_ERROR, "vendorCall", 14, "VENDOR_STATUS_EXECUTION_FAILED", 0,
-                       "the vendor call failed");
+  return t4a_raw_fail(scope, T4A_DRIVER_ERROR, "vendorCall", 14, "VENDOR_STATUS_EXECUTION_FAILED",
+                      "the vendor call failed");
 }
 static void test_sticky_error_in_callback(void **state) {
   fixture *f = *state;

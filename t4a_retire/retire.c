@@ -7,7 +7,9 @@
 #include <string.h>
 
 #include "t4a/fault.h"
+#include "t4a_ctx/ctx_internal.h"
 #include "t4a_ctx/driver_table.h"
+#include "t4a_ctx/status_internal.h"
 #include "t4a_retire/retire_internal.h"
 
 /* One epoch: the keepalives of a run of admissions, and (once sealed) the event after them. */
@@ -72,9 +74,9 @@ static t4a_status epoch_reserve(epoch *e, uint32_t extra) {
   uint64_t need = (uint64_t)e->count + extra;
   if (need <= e->capacity) return T4A_OK;
   if (need > MAX_EPOCH_KEEPALIVES) {
-    return t4a_error_set(T4A_LIMIT_EXCEEDED, NULL, 0, NULL, 0,
-                         "an epoch holds at most %u keepalives (%llu asked)",
-                         MAX_EPOCH_KEEPALIVES, (unsigned long long)need);
+    return t4a_error_set_(T4A_LIMIT_EXCEEDED, NULL, 0, NULL, 0,
+                          "an epoch holds at most %u keepalives (%llu asked)",
+                          MAX_EPOCH_KEEPALIVES, (unsigned long long)need);
   }
   uint32_t cap = e->capacity ? e->capacity : 16;
   while (cap < need) cap *= 2;
@@ -127,10 +129,10 @@ static void epoch_free(epoch *e) {
 static t4a_status lock_enter(t4a_retire *r) {
   if (atomic_load_explicit(&r->owner, memory_order_relaxed) == &t_thread_id) {
     t4a_counter_add(r->counters, T4A_COUNTER_admissions_refused_reentry, 1);
-    return t4a_error_set(T4A_REENTRY, NULL, 0, NULL, 0,
-                         "lane %llu: re-entered from the thread that holds its operation lock "
-                         "(a callback called back into its own runtime)",
-                         (unsigned long long)t4a_lane_domain(r->lane));
+    return t4a_error_set_(T4A_REENTRY, NULL, 0, NULL, 0,
+                          "lane %llu: re-entered from the thread that holds its operation lock "
+                          "(a callback called back into its own runtime)",
+                          (unsigned long long)t4a_lane_domain(r->lane));
   }
   pthread_mutex_lock(&r->lock);
   atomic_store_explicit(&r->owner, &t_thread_id, memory_order_relaxed);
@@ -176,7 +178,7 @@ static t4a_status seal_open(t4a_retire *r) {
   st = T4A_CU(r->driver, cuEventRecord, ev, t4a_lane_stream(r->lane));
   if (st != T4A_OK) {
     put_event(r, ev);
-    return t4a_lane_note(r->lane, st);
+    return t4a_lane_note_(r->lane, st);
   }
   t4a_counter_add(r->counters, T4A_COUNTER_events_recorded, 1);
   t4a_counter_add(r->counters, T4A_COUNTER_epochs_sealed, 1);
@@ -262,7 +264,7 @@ static t4a_status retire_completed(t4a_retire *r, int wait_oldest) {
       st = T4A_CU(r->driver, cuEventQuery, e->event);
     }
     if (st == T4A_NOT_READY) return T4A_OK;
-    if (st != T4A_OK) return t4a_lane_note(r->lane, st);
+    if (st != T4A_OK) return t4a_lane_note_(r->lane, st);
     defer_release(r, e);
     put_event(r, e->event);
     e->event = NULL;
@@ -278,7 +280,7 @@ static t4a_status retire_completed(t4a_retire *r, int wait_oldest) {
 t4a_status t4a_retire_create(t4a_lane *lane, const t4a_retire_options *options,
                              t4a_retire **out) {
   if (out == NULL || lane == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "lane or out is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "lane or out is NULL");
   }
   *out = NULL;
   t4a_retire_options o = T4A_RETIRE_OPTIONS_INIT;
@@ -287,8 +289,8 @@ t4a_status t4a_retire_create(t4a_lane *lane, const t4a_retire_options *options,
   if (o.max_sealed_epochs == 0) o.max_sealed_epochs = 64;
   if (o.max_pending_records < 2 || o.max_pending_records > (1u << 24) ||
       o.max_sealed_epochs > 4096) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "max_pending_records must be in [2, 2^24] and max_sealed_epochs <= 4096");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                          "max_pending_records must be in [2, 2^24] and max_sealed_epochs <= 4096");
   }
   t4a_status st = t4a_lane_check(lane);
   if (st != T4A_OK) return st;
@@ -310,8 +312,8 @@ t4a_status t4a_retire_create(t4a_lane *lane, const t4a_retire_options *options,
     free(r->sealed);
     free(r->spare_events);
     free(r);
-    return t4a_error_set(T4A_INTERNAL, "pthread_mutex_init", 0, NULL, 0,
-                         "cannot initialise the lane's operation lock");
+    return t4a_error_set_(T4A_INTERNAL, "pthread_mutex_init", 0, NULL, 0,
+                          "cannot initialise the lane's operation lock");
   }
   atomic_init(&r->owner, NULL);
   r->lane = lane;
@@ -383,8 +385,8 @@ t4a_status t4a_retire_destroy(t4a_retire *r) {
     }
     /* Proof of drain: everything enqueued on the stream finished without error. */
     t4a_counter_add(r->counters, T4A_COUNTER_host_waits, 1);
-    st = t4a_lane_note(r->lane,
-                       T4A_CU(r->driver, cuStreamSynchronize, t4a_lane_stream(r->lane)));
+    st = t4a_lane_note_(r->lane,
+                        T4A_CU(r->driver, cuStreamSynchronize, t4a_lane_stream(r->lane)));
   }
   size_t leaked = 0;
   if (st == T4A_OK) {
@@ -405,7 +407,7 @@ t4a_status t4a_retire_destroy(t4a_retire *r) {
     leaked += epoch_weight(&r->open);
     for (size_t i = 0; i < r->quarantine_count; i++) leaked += weight(r->quarantine[i]);
     t4a_counter_add(r->counters, T4A_COUNTER_leaked, leaked);
-    t4a_lane_abandon(r->lane);
+    t4a_lane_abandon_(r->lane);
   }
   /* Events: destroyed whenever the context is active (the driver defers the destruction of an
    * event whose work is pending); without the context they are leaked and counted. */
@@ -433,7 +435,7 @@ t4a_status t4a_retire_destroy(t4a_retire *r) {
   /* A capture never ended: its work was only recorded into a graph that no one will launch. */
   if (r->capturing) {
     defer_release(r, &r->capture);
-    t4a_lane_set_capturing(r->lane, 0);
+    t4a_lane_set_capturing_(r->lane, 0);
   }
   epoch_free(&r->capture);
   unlock_and_release(r);
@@ -453,7 +455,7 @@ t4a_lane *t4a_retire_lane(const t4a_retire *r) { return r != NULL ? r->lane : NU
 
 t4a_status t4a_admission_begin(t4a_retire *r, uint32_t num_keepalives, t4a_admission *adm) {
   if (r == NULL || adm == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "retire or admission is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "retire or admission is NULL");
   }
   memset(adm, 0, sizeof *adm);
   t4a_status st = lock_enter(r);
@@ -467,9 +469,9 @@ t4a_status t4a_admission_begin(t4a_retire *r, uint32_t num_keepalives, t4a_admis
   if (!r->capturing && t4a_lane_is_capturing(r->lane)) {
     /* Another retire of this lane is capturing its stream: this work would be recorded into
      * that graph while its keepalives went to this retire's epochs. */
-    st = t4a_error_set(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
-                       "lane %llu is being captured into a graph through another retire",
-                       (unsigned long long)t4a_lane_domain(r->lane));
+    st = t4a_error_set_(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
+                        "lane %llu is being captured into a graph through another retire",
+                        (unsigned long long)t4a_lane_domain(r->lane));
     goto fail_scoped;
   }
   if (r->capturing) {
@@ -564,7 +566,7 @@ void t4a_admission_commit(t4a_admission *adm) {
 
 t4a_status t4a_admission_abort(t4a_admission *adm, t4a_status status) {
   if (adm == NULL || adm->priv_retire == NULL) return status;
-  t4a_lane_note(adm->priv_retire->lane, status);
+  t4a_lane_note_(adm->priv_retire->lane, status);
   admission_end(adm, 0);
   return status;
 }
@@ -573,7 +575,7 @@ t4a_status t4a_admission_fail(t4a_admission *adm, t4a_status status,
                               const t4a_keepalive *uncertain, size_t num_uncertain) {
   if (adm == NULL || adm->priv_retire == NULL) return status;
   t4a_retire *r = adm->priv_retire;
-  t4a_lane_note(r->lane, status);
+  t4a_lane_note_(r->lane, status);
   for (size_t i = 0; i < num_uncertain; i++) {
     if (uncertain[i].release != NULL) quarantine_add(r, uncertain[i]);
   }
@@ -584,14 +586,14 @@ t4a_status t4a_admission_fail(t4a_admission *adm, t4a_status status,
 /* ---- observation ---- */
 
 static t4a_status refuse_in_capture(t4a_retire *r, const char *what) {
-  return t4a_error_set(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
-                       "lane %llu is capturing a graph: %s cannot be captured (end the capture "
-                       "first)",
-                       (unsigned long long)t4a_lane_domain(r->lane), what);
+  return t4a_error_set_(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
+                        "lane %llu is capturing a graph: %s cannot be captured (end the capture "
+                        "first)",
+                        (unsigned long long)t4a_lane_domain(r->lane), what);
 }
 
 static t4a_status observe(t4a_retire *r, int wait_all) {
-  if (r == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "retire is NULL");
+  if (r == NULL) return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "retire is NULL");
   t4a_status st = lock_enter(r);
   if (st != T4A_OK) return st;
   if (r->capturing || t4a_lane_is_capturing(r->lane)) {
@@ -640,7 +642,7 @@ void t4a_retire_stats(t4a_retire *r, struct t4a_retire_stats *out) {
 
 t4a_status t4a_retire_fence(t4a_retire *r, t4a_witness **out) {
   if (out == NULL || r == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "retire or out is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "retire or out is NULL");
   }
   *out = NULL;
   t4a_admission adm;
@@ -654,19 +656,56 @@ t4a_status t4a_retire_fence(t4a_retire *r, t4a_witness **out) {
   return T4A_OK;
 }
 
+/* ---- witnesses inside an admission (the witness's side is in witness.c) ---- */
+
+t4a_status t4a_admission_record(t4a_admission *adm, t4a_witness **out) {
+  if (out != NULL) *out = NULL;
+  if (adm == NULL || adm->priv_retire == NULL || out == NULL) {
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                          "no open admission (or out is NULL) to record a witness in");
+  }
+  t4a_lane *lane = adm->priv_retire->lane;
+  if (adm->priv_retire->capturing) {
+    return t4a_error_set_(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
+                          "lane %llu is capturing a graph: a witness (an event observed from the "
+                          "host) cannot be captured",
+                          (unsigned long long)t4a_lane_domain(lane));
+  }
+  t4a_ctx_scope scope; /* another admission of this thread may have made its context current */
+  t4a_status st = t4a_ctx_scope_enter(&scope, t4a_lane_holder(lane), t4a_lane_counters(lane));
+  if (st != T4A_OK) return st;
+  st = t4a_witness_record_(lane, out);
+  if (st == T4A_OK) t4a_counter_add(t4a_lane_counters(lane), T4A_COUNTER_events_recorded, 1);
+  t4a_ctx_scope_exit_quiet(&scope);
+  return st;
+}
+
+t4a_status t4a_admission_wait(t4a_admission *adm, t4a_witness *w) {
+  if (adm == NULL || adm->priv_retire == NULL || w == NULL) {
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                          "no open admission (or the witness is NULL) to wait in");
+  }
+  t4a_lane *lane = adm->priv_retire->lane;
+  if (adm->priv_retire->capturing) {
+    return t4a_error_set_(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
+                          "lane %llu is capturing a graph: a wait on work outside the capture "
+                          "cannot be captured",
+                          (unsigned long long)t4a_lane_domain(lane));
+  }
+  return t4a_witness_stream_wait_(w, lane);
+}
+
 /* ---- capture mode ---- */
 
-int t4a_retire_capturing_(const t4a_retire *r) { return r->capturing; }
-
 t4a_status t4a_retire_capture_begin(t4a_retire *r) {
-  if (r == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "retire is NULL");
+  if (r == NULL) return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "retire is NULL");
   t4a_admission adm;
   t4a_status st = t4a_admission_begin(r, 0, &adm); /* the lock, the lane check, the context */
   if (st != T4A_OK) return st;
   if (r->capturing) {
-    return t4a_admission_abort(&adm, t4a_error_set(T4A_BUSY, NULL, 0, NULL, 0,
-                                                   "lane %llu is already capturing a graph",
-                                                   (unsigned long long)t4a_lane_domain(r->lane)));
+    return t4a_admission_abort(&adm, t4a_error_set_(T4A_BUSY, NULL, 0, NULL, 0,
+                                                    "lane %llu is already capturing a graph",
+                                                    (unsigned long long)t4a_lane_domain(r->lane)));
   }
   /* What is admitted so far gets its event outside the capture, so its keepalives are not mixed
    * with the graph's. */
@@ -685,7 +724,7 @@ t4a_status t4a_retire_capture_begin(t4a_retire *r) {
   r->capture.count = 0;
   r->capture.admissions = 0;
   epoch_clear_set(&r->capture);
-  t4a_lane_set_capturing(r->lane, 1);
+  t4a_lane_set_capturing_(r->lane, 1);
   t4a_counter_add(r->counters, T4A_COUNTER_captures, 1);
   admission_end(&adm, 0);
   return T4A_OK;
@@ -697,22 +736,22 @@ t4a_status t4a_retire_capture_end(t4a_retire *r, void **out_graph, t4a_keepalive
   if (out_items != NULL) *out_items = NULL;
   if (out_count != NULL) *out_count = 0;
   if (r == NULL || out_graph == NULL || out_items == NULL || out_count == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "retire or an out is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "retire or an out is NULL");
   }
   t4a_status st = lock_enter(r);
   if (st != T4A_OK) return st;
   if (!r->capturing) {
     lock_exit(r);
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "lane %llu is not capturing a graph",
-                         (unsigned long long)t4a_lane_domain(r->lane));
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                          "lane %llu is not capturing a graph",
+                          (unsigned long long)t4a_lane_domain(r->lane));
   }
   if (r->capture_thread != &t_thread_id) {
     lock_exit(r);
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "lane %llu's capture was begun on another thread: only that thread can "
-                         "end it (a thread-local capture)",
-                         (unsigned long long)t4a_lane_domain(r->lane));
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                          "lane %llu's capture was begun on another thread: only that thread can "
+                          "end it (a thread-local capture)",
+                          (unsigned long long)t4a_lane_domain(r->lane));
   }
   t4a_ctx_scope scope;
   CUgraph graph = NULL;
@@ -747,7 +786,7 @@ t4a_status t4a_retire_capture_end(t4a_retire *r, void **out_graph, t4a_keepalive
   /* The capture ended: the mode is left; what was deferred for it (module unloads, executable
    * graph destructions) runs now. */
   r->capturing = 0;
-  t4a_lane_set_capturing(r->lane, 0);
+  t4a_lane_set_capturing_(r->lane, 0);
   t4a_keepalive *items = NULL;
   size_t n = r->capture.count;
   if (st == T4A_OK && n > 0 && (items = t4a_host_calloc(n, sizeof *items)) == NULL) {
@@ -770,7 +809,7 @@ t4a_status t4a_retire_capture_end(t4a_retire *r, void **out_graph, t4a_keepalive
     t4a_error_last(&saved);
     unlock_and_release(r);
     t4a_error_restore(&saved);
-    return t4a_lane_note(r->lane, st);
+    return t4a_lane_note_(r->lane, st);
   }
   if (n > 0) memcpy(items, r->capture.items, n * sizeof *items);
   r->capture.count = 0;
@@ -792,7 +831,7 @@ uint64_t t4a_retire_capture_seq(const t4a_retire *r) {
   return r != NULL ? atomic_load_explicit(&((t4a_retire *)r)->capture_seq, memory_order_relaxed) : 0;
 }
 
-int t4a_retire_held_by_this_thread(const t4a_retire *r) {
+int t4a_retire_held_by_this_thread_(const t4a_retire *r) {
   return r != NULL && atomic_load_explicit(&((t4a_retire *)r)->owner, memory_order_relaxed) ==
                           &t_thread_id;
 }

@@ -1,14 +1,23 @@
-/* Private to t4a_retire: what retire.c and witness.c share. */
+/* For t4a's own libraries (target //t4a_retire:retire_internal): whether a thread is inside an
+ * admission; and, private to t4a_retire, what retire.c uses of witness.c (witness.c uses nothing
+ * of retire.c). */
 #ifndef T4A_RETIRE_RETIRE_INTERNAL_H_
 #define T4A_RETIRE_RETIRE_INTERNAL_H_
 
+#include "t4a/ctx.h"
 #include "t4a/retire.h"
+
+/* Whether the calling thread holds the retire's operation lock (it is inside an admission: a raw
+ * scope's callback, say). Libraries with locks of their own use it to answer REENTRY instead of
+ * waiting in the wrong order. */
+int t4a_retire_held_by_this_thread_(const t4a_retire *retire);
 
 /* Records a fresh event on the lane's stream and wraps it in a witness (one reference). The
  * lane's context must be current. */
 t4a_status t4a_witness_record_(t4a_lane *lane, t4a_witness **out);
 
-/* Whether the retire is in capture mode (its lock held by the caller, as in an admission). */
-int t4a_retire_capturing_(const t4a_retire *retire);
+/* Within an admission of `lane`'s retire: the stream waits for the witness and its upstreams
+ * (t4a_admission_wait after its checks). */
+t4a_status t4a_witness_stream_wait_(t4a_witness *witness, t4a_lane *lane);
 
 #endif /* T4A_RETIRE_RETIRE_INTERNAL_H_ */

@@ -13,6 +13,7 @@
 
 #include "t4a/ctx.h"
 #include "t4a/retire.h"
+#include "t4a_ctx/ctx_internal.h"
 #include "t4a_ctx/driver_table.h"
 #include "testing/fake_driver/fake_driver.h"
 #include "testing/sweep/sweep.h"
@@ -303,7 +304,7 @@ static void test_fail_marks_context_lost(void **state) {
   t4a_error e;
   t4a_error_last(&e);
   assert_string_equal(e.entry, "cuLaunchKernel");
-  t4a_lane_abandon(f->other);
+  t4a_lane_abandon_(f->other);
   assert_int_not_equal(t4a_retire_destroy(r), T4A_OK);
 }
 

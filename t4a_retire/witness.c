@@ -6,7 +6,9 @@
 
 #include "t4a/fault.h"
 #include "t4a/retire.h"
+#include "t4a_ctx/ctx_internal.h"
 #include "t4a_ctx/driver_table.h"
+#include "t4a_ctx/status_internal.h"
 #include "t4a_retire/retire_internal.h"
 
 enum { PENDING = 0, COMPLETE = 1, FAILED = 2 };
@@ -29,8 +31,8 @@ t4a_status t4a_witness_record_(t4a_lane *lane, t4a_witness **out) {
   if (w == NULL) return T4A_HOST_OUT_OF_MEMORY;
   if (t4a_fault_sim(T4A_FAULT_MUTEX_INIT) || pthread_mutex_init(&w->lock, NULL) != 0) {
     free(w);
-    return t4a_error_set(T4A_INTERNAL, "pthread_mutex_init", 0, NULL, 0,
-                         "cannot initialise a witness lock");
+    return t4a_error_set_(T4A_INTERNAL, "pthread_mutex_init", 0, NULL, 0,
+                          "cannot initialise a witness lock");
   }
   t4a_status st = T4A_CU(d, cuEventCreate, &w->event, CU_EVENT_DISABLE_TIMING);
   if (st == T4A_OK) {
@@ -44,7 +46,7 @@ t4a_status t4a_witness_record_(t4a_lane *lane, t4a_witness **out) {
   if (st != T4A_OK) {
     pthread_mutex_destroy(&w->lock);
     free(w);
-    return t4a_lane_note(lane, st);
+    return t4a_lane_note_(lane, st);
   }
   atomic_init(&w->refs, 1);
   w->lane = lane;
@@ -95,20 +97,20 @@ static int reaches(t4a_witness *from, const t4a_witness *target, int depth) {
 
 t4a_status t4a_witness_add_upstream(t4a_witness *w, t4a_witness *up) {
   if (w == NULL || up == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "witness or upstream is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "witness or upstream is NULL");
   }
   int cycle = reaches(up, w, 0);
   if (cycle != 0) {
-    return cycle < 0 ? t4a_error_set(T4A_LIMIT_EXCEEDED, NULL, 0, NULL, 0,
-                                     "the upstream graph is too deep or memory ran out")
-                     : t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                                     "adding this upstream would make a cycle");
+    return cycle < 0 ? t4a_error_set_(T4A_LIMIT_EXCEEDED, NULL, 0, NULL, 0,
+                                      "the upstream graph is too deep or memory ran out")
+                     : t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                                      "adding this upstream would make a cycle");
   }
   pthread_mutex_lock(&w->lock);
   t4a_status st = T4A_OK;
   if (w->state != PENDING) {
-    st = t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                       "the witness is already settled; an upstream added now would be ignored");
+    st = t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                        "the witness is already settled; an upstream added now would be ignored");
   } else if (w->num_upstream == w->cap_upstream) {
     size_t cap = w->cap_upstream ? w->cap_upstream * 2 : 4;
     t4a_witness **n = t4a_host_calloc(cap, sizeof *n);
@@ -132,7 +134,7 @@ t4a_status t4a_witness_add_upstream(t4a_witness *w, t4a_witness *up) {
 static t4a_status replay(const t4a_witness *w) {
   if (w->state == COMPLETE) return T4A_OK;
   const t4a_error *e = &w->failure;
-  return t4a_error_set(e->status, e->entry, e->code, e->code_name, e->bytes, "%s", e->message);
+  return t4a_error_set_(e->status, e->entry, e->code, e->code_name, e->bytes, "%s", e->message);
 }
 
 /* Memoises a terminal state (the first one wins). Lock not held. On COMPLETE the remaining
@@ -185,7 +187,7 @@ static void prune_complete(t4a_witness *w, t4a_witness **done, size_t n) {
  * confirm the work. *terminal says whether the returned status is the settled state. */
 static t4a_status observe(t4a_witness *w, int wait, int *terminal) {
   *terminal = 0;
-  if (w == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "witness is NULL");
+  if (w == NULL) return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "witness is NULL");
   pthread_mutex_lock(&w->lock);
   if (w->state != PENDING) {
     t4a_status st = replay(w);
@@ -231,7 +233,7 @@ static t4a_status observe(t4a_witness *w, int wait, int *terminal) {
   *terminal = 1;
   if (st != T4A_OK) {
     t4a_ctx_scope_exit_quiet(&scope);
-    t4a_lane_note(w->lane, st);
+    t4a_lane_note_(w->lane, st);
     settle(w, st);
     return st;
   }
@@ -287,51 +289,18 @@ void t4a_witness_release(t4a_witness *w) {
   t4a_error_restore(&saved);
 }
 
-/* ---- witnesses inside an admission ---- */
+/* ---- witnesses inside an admission (the admission's side is in retire.c) ---- */
 
-t4a_status t4a_admission_record(t4a_admission *adm, t4a_witness **out) {
-  if (out != NULL) *out = NULL;
-  if (adm == NULL || adm->priv_retire == NULL || out == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "no open admission (or out is NULL) to record a witness in");
-  }
-  t4a_lane *lane = t4a_retire_lane(adm->priv_retire);
-  if (t4a_retire_capturing_(adm->priv_retire)) {
-    return t4a_error_set(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
-                         "lane %llu is capturing a graph: a witness (an event observed from the "
-                         "host) cannot be captured",
-                         (unsigned long long)t4a_lane_domain(lane));
-  }
-  t4a_ctx_scope scope; /* another admission of this thread may have made its context current */
-  t4a_status st = t4a_ctx_scope_enter(&scope, t4a_lane_holder(lane), t4a_lane_counters(lane));
-  if (st != T4A_OK) return st;
-  st = t4a_witness_record_(lane, out);
-  if (st == T4A_OK) t4a_counter_add(t4a_lane_counters(lane), T4A_COUNTER_events_recorded, 1);
-  t4a_ctx_scope_exit_quiet(&scope);
-  return st;
-}
-
-t4a_status t4a_admission_wait(t4a_admission *adm, t4a_witness *w) {
-  if (adm == NULL || adm->priv_retire == NULL || w == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "no open admission (or the witness is NULL) to wait in");
-  }
-  t4a_lane *lane = t4a_retire_lane(adm->priv_retire);
-  if (t4a_retire_capturing_(adm->priv_retire)) {
-    return t4a_error_set(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
-                         "lane %llu is capturing a graph: a wait on work outside the capture "
-                         "cannot be captured",
-                         (unsigned long long)t4a_lane_domain(lane));
-  }
+t4a_status t4a_witness_stream_wait_(t4a_witness *w, t4a_lane *lane) {
   pthread_mutex_lock(&w->lock);
   int state = w->state;
   t4a_status settled = T4A_OK;
   if (state == FAILED && w->lane != lane) {
     /* Another lane's failure: reported as such, so it is not mistaken for this lane's own. */
     const t4a_error *e = &w->failure;
-    settled = t4a_error_set(T4A_UPSTREAM_FAILED, e->entry, e->code, e->code_name, e->bytes,
-                            "a witness this work waits on failed (%s): %s",
-                            t4a_status_name(e->status), e->message);
+    settled = t4a_error_set_(T4A_UPSTREAM_FAILED, e->entry, e->code, e->code_name, e->bytes,
+                             "a witness this work waits on failed (%s): %s",
+                             t4a_status_name(e->status), e->message);
   } else if (state == FAILED) {
     settled = replay(w);
   }
@@ -342,7 +311,7 @@ t4a_status t4a_admission_wait(t4a_admission *adm, t4a_witness *w) {
   size_t n = 0;
   if (!copy_upstream(w, &ups, &n)) return T4A_HOST_OUT_OF_MEMORY;
   t4a_status st = T4A_OK;
-  for (size_t i = 0; i < n && st == T4A_OK; i++) st = t4a_admission_wait(adm, ups[i]);
+  for (size_t i = 0; i < n && st == T4A_OK; i++) st = t4a_witness_stream_wait_(ups[i], lane);
   release_all(ups, n);
   if (st != T4A_OK) return st;
   t4a_ctx_scope scope;
@@ -353,7 +322,7 @@ t4a_status t4a_admission_wait(t4a_admission *adm, t4a_witness *w) {
   if (st == T4A_OK) {
     t4a_counter_add(t4a_lane_counters(lane), T4A_COUNTER_cross_waits, 1);
   } else {
-    st = t4a_lane_note(lane, st);
+    st = t4a_lane_note_(lane, st);
   }
   t4a_ctx_scope_exit_quiet(&scope);
   return st;

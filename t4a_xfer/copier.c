@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "t4a/fault.h"
+#include "t4a_ctx/status_internal.h"
 #include "t4a_xfer/xfer_internal.h"
 
 typedef struct job {
@@ -104,8 +105,8 @@ t4a_status t4a_xfer_copier_create_(uint32_t threads, t4a_xfer_copier **out) {
   if (t4a_fault_sim(T4A_FAULT_MUTEX_INIT) || pthread_mutex_init(&c->busy, NULL) != 0) {
     free(c->threads);
     free(c);
-    return t4a_error_set(T4A_INTERNAL, "pthread_mutex_init", 0, NULL, 0,
-                         "cannot initialise the copy threads' lock");
+    return t4a_error_set_(T4A_INTERNAL, "pthread_mutex_init", 0, NULL, 0,
+                          "cannot initialise the copy threads' lock");
   }
   pthread_mutex_init(&c->lock, NULL);
   pthread_cond_init(&c->start, NULL);
@@ -117,8 +118,8 @@ t4a_status t4a_xfer_copier_create_(uint32_t threads, t4a_xfer_copier **out) {
         pthread_create(&c->threads[i], NULL, worker, c) != 0) {
       stop_and_join(c, i);
       copier_free(c);
-      return t4a_error_set(T4A_INTERNAL, "pthread_create", 0, NULL, 0,
-                           "cannot start copy thread %u of %u", i + 1, threads - 1);
+      return t4a_error_set_(T4A_INTERNAL, "pthread_create", 0, NULL, 0,
+                            "cannot start copy thread %u of %u", i + 1, threads - 1);
     }
     c->num_threads++;
   }

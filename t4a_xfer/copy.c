@@ -3,6 +3,7 @@
 #include "t4a/xfer_copy.h"
 
 #include "t4a_ctx/driver_table.h"
+#include "t4a_ctx/status_internal.h"
 #include "t4a_xfer/xfer_internal.h"
 
 /* How one side's admission ends. Ends run in the reverse order of the begins, so each admission's
@@ -82,26 +83,26 @@ static void end_fail(side *sd, t4a_status st, t4a_buffer *uncertain) {
 t4a_status t4a_xfer_copy_plan(t4a_xfer *dx, t4a_xfer *sx, t4a_copy_path path,
                               t4a_copy_path *out_path) {
   if (dx == NULL || sx == NULL || out_path == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "xfer or out_path is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "xfer or out_path is NULL");
   }
   *out_path = T4A_COPY_AUTO;
   int dev_d = t4a_lane_ordinal(dx->lane), dev_s = t4a_lane_ordinal(sx->lane);
   if ((unsigned)path > T4A_COPY_STAGED) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "unknown copy path %d",
-                         (int)path);
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "unknown copy path %d",
+                          (int)path);
   }
   if (dev_d == dev_s) {
     if (path != T4A_COPY_AUTO && path != T4A_COPY_SAME_DEVICE) {
-      return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                           "both lanes are on device %d: a %s copy needs two devices", dev_d,
-                           path == T4A_COPY_PEER ? "peer" : "staged");
+      return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                            "both lanes are on device %d: a %s copy needs two devices", dev_d,
+                            path == T4A_COPY_PEER ? "peer" : "staged");
     }
     *out_path = T4A_COPY_SAME_DEVICE;
     return T4A_OK;
   }
   if (path == T4A_COPY_SAME_DEVICE) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "the lanes are on devices %d and %d, not one", dev_d, dev_s);
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                          "the lanes are on devices %d and %d, not one", dev_d, dev_s);
   }
   if (path == T4A_COPY_STAGED) {
     *out_path = T4A_COPY_STAGED;
@@ -111,9 +112,9 @@ t4a_status t4a_xfer_copy_plan(t4a_xfer *dx, t4a_xfer *sx, t4a_copy_path path,
   t4a_status st = t4a_device_can_access_peer(t4a_lane_driver(dx->lane), dev_d, dev_s, &can);
   if (st != T4A_OK) return st;
   if (!can && path == T4A_COPY_PEER) {
-    return t4a_error_set(T4A_UNSUPPORTED, "cuDeviceCanAccessPeer", 0, NULL, 0,
-                         "a peer copy was requested but device %d cannot access device %d",
-                         dev_d, dev_s);
+    return t4a_error_set_(T4A_UNSUPPORTED, "cuDeviceCanAccessPeer", 0, NULL, 0,
+                          "a peer copy was requested but device %d cannot access device %d",
+                          dev_d, dev_s);
   }
   *out_path = can ? T4A_COPY_PEER : T4A_COPY_STAGED;
   return T4A_OK;
@@ -349,15 +350,15 @@ t4a_status t4a_xfer_copy(t4a_xfer *dx, t4a_buffer *dst, size_t doff, t4a_xfer *s
   if (out_path != NULL) *out_path = T4A_COPY_AUTO;
   if (out_witness != NULL) *out_witness = NULL;
   if (dx == NULL || sx == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "an xfer is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "an xfer is NULL");
   }
   t4a_status st = t4a_xfer_check_buffer_(dx, dst, doff, bytes);
   if (st == T4A_OK) st = t4a_xfer_check_buffer_(sx, src, soff, bytes);
   if (st != T4A_OK) return st;
   if (dst == src && doff < soff + bytes && soff < doff + bytes) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "source [%zu, +%zu) and destination [%zu, +%zu) overlap in one buffer",
-                         soff, bytes, doff, bytes);
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                          "source [%zu, +%zu) and destination [%zu, +%zu) overlap in one buffer",
+                          soff, bytes, doff, bytes);
   }
   t4a_copy_path taken;
   if ((st = t4a_xfer_copy_plan(dx, sx, path, &taken)) != T4A_OK) return st;

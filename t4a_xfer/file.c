@@ -14,6 +14,7 @@
 
 #include "t4a/fault.h"
 #include "t4a_ctx/driver_table.h"
+#include "t4a_ctx/status_internal.h"
 #include "t4a_xfer/xfer_internal.h"
 
 /* A path in a message (the error detail holds 256 bytes): its last 100 bytes, after "...". */
@@ -28,22 +29,22 @@ static const char *path_end(const char *p) {
 t4a_status t4a_xfer_slot_upload(t4a_xfer *x, t4a_slots *slots, uint32_t index, const void *value,
                                 size_t bytes, t4a_buffer *dst, size_t dst_offset) {
   if (x == NULL || slots == NULL || value == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "xfer, slots or value is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "xfer, slots or value is NULL");
   }
   unsigned char *cell = t4a_slot_host(slots, index);
   size_t cell_bytes = t4a_slots_slot_bytes(slots);
   if (cell == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "slot index %u is out of range",
-                         index);
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "slot index %u is out of range",
+                          index);
   }
   if (bytes == 0 || bytes > cell_bytes) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "a slot upload takes 1..%zu bytes (the slot size), not %zu", cell_bytes,
-                         bytes);
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                          "a slot upload takes 1..%zu bytes (the slot size), not %zu", cell_bytes,
+                          bytes);
   }
   if (!t4a_slot_is_acquired(slots, index)) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "slot %u is not acquired (t4a_slot_acquire)", index);
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                          "slot %u is not acquired (t4a_slot_acquire)", index);
   }
   t4a_status st = t4a_xfer_check_buffer_(x, dst, dst_offset, bytes);
   if (st != T4A_OK) return st;
@@ -75,7 +76,7 @@ struct t4a_file_map {
 
 t4a_status t4a_file_map_open(const char *path, t4a_file_map **out) {
   if (out == NULL || path == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "path or out is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "path or out is NULL");
   }
   *out = NULL;
   size_t n = strlen(path);
@@ -92,24 +93,24 @@ t4a_status t4a_file_map_open(const char *path, t4a_file_map **out) {
   if (fd < 0) {
     int err = errno;
     free(m);
-    return t4a_error_set(T4A_IO, "open", err, NULL, 0, "cannot open %s%s: %s", path_cut(path),
-                         path_end(path), strerror(err));
+    return t4a_error_set_(T4A_IO, "open", err, NULL, 0, "cannot open %s%s: %s", path_cut(path),
+                          path_end(path), strerror(err));
   }
   struct stat sb;
   t4a_status st = T4A_OK;
   if (fstat(fd, &sb) != 0) {
     int err = errno;
-    st = t4a_error_set(T4A_IO, "fstat", err, NULL, 0, "cannot stat %s%s: %s", path_cut(path),
-                       path_end(path), strerror(err));
+    st = t4a_error_set_(T4A_IO, "fstat", err, NULL, 0, "cannot stat %s%s: %s", path_cut(path),
+                        path_end(path), strerror(err));
   } else if (!S_ISREG(sb.st_mode)) {
-    st = t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                       "%s%s is not a regular file: only regular files are mapped",
-                       path_cut(path), path_end(path));
+    st = t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                        "%s%s is not a regular file: only regular files are mapped",
+                        path_cut(path), path_end(path));
 #if SIZE_MAX < UINT64_MAX
   } else if ((uint64_t)sb.st_size > SIZE_MAX) {
-    st = t4a_error_set(T4A_LIMIT_EXCEEDED, NULL, 0, NULL, (uint64_t)sb.st_size,
-                       "%s%s (%llu bytes) is larger than the address space", path_cut(path),
-                       path_end(path), (unsigned long long)sb.st_size);
+    st = t4a_error_set_(T4A_LIMIT_EXCEEDED, NULL, 0, NULL, (uint64_t)sb.st_size,
+                        "%s%s (%llu bytes) is larger than the address space", path_cut(path),
+                        path_end(path), (unsigned long long)sb.st_size);
 #endif
   }
   void *base = NULL;
@@ -124,9 +125,9 @@ t4a_status t4a_file_map_open(const char *path, t4a_file_map **out) {
     if (base == MAP_FAILED) {
       int err = errno;
       base = NULL;
-      st = t4a_error_set(err == ENOMEM ? T4A_HOST_OUT_OF_MEMORY : T4A_IO, "mmap", err, NULL,
-                         (uint64_t)size, "cannot map %s%s (%zu bytes): %s", path_cut(path),
-                         path_end(path), size, strerror(err));
+      st = t4a_error_set_(err == ENOMEM ? T4A_HOST_OUT_OF_MEMORY : T4A_IO, "mmap", err, NULL,
+                          (uint64_t)size, "cannot map %s%s (%zu bytes): %s", path_cut(path),
+                          path_end(path), size, strerror(err));
     }
   }
   (void)close(fd); /* the mapping keeps the file; a read-only descriptor has nothing to flush */
@@ -151,14 +152,14 @@ void t4a_file_map_release(t4a_file_map *m) {
   free(m);
 }
 
-void t4a_file_map_release_object(void *m) { t4a_file_map_release(m); }
+static void file_map_release_object(void *m) { t4a_file_map_release(m); }
 uint64_t t4a_file_map_size(const t4a_file_map *m) { return m->size; }
 const void *t4a_file_map_host(const t4a_file_map *m) { return m->base; }
 const char *t4a_file_map_path(const t4a_file_map *m) { return m->path; }
 
 static t4a_keepalive map_ref(t4a_file_map *m) {
   t4a_file_map_retain(m);
-  return (t4a_keepalive){m, t4a_file_map_release_object, 0};
+  return (t4a_keepalive){m, file_map_release_object, 0};
 }
 
 /* ---- uploads from a mapping ---- */
@@ -166,15 +167,15 @@ static t4a_keepalive map_ref(t4a_file_map *m) {
 t4a_status t4a_xfer_upload_mapped(t4a_xfer *x, t4a_buffer *dst, size_t dst_offset,
                                   t4a_file_map *map, uint64_t map_offset, size_t bytes) {
   if (x == NULL || map == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "xfer or map is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "xfer or map is NULL");
   }
   t4a_status st = t4a_xfer_check_buffer_(x, dst, dst_offset, bytes);
   if (st != T4A_OK) return st;
   if (map_offset > map->size || bytes > map->size - map_offset) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "range [%llu, +%zu) is beyond the end of %s%s (%llu bytes)",
-                         (unsigned long long)map_offset, bytes, path_cut(map->path),
-                         path_end(map->path), (unsigned long long)map->size);
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                          "range [%llu, +%zu) is beyond the end of %s%s (%llu bytes)",
+                          (unsigned long long)map_offset, bytes, path_cut(map->path),
+                          path_end(map->path), (unsigned long long)map->size);
   }
   t4a_admission adm;
   if ((st = t4a_admission_begin(x->retire, 2, &adm)) != T4A_OK) return st;
@@ -196,7 +197,7 @@ t4a_status t4a_xfer_upload_mapped(t4a_xfer *x, t4a_buffer *dst, size_t dst_offse
 t4a_status t4a_xfer_upload_file(t4a_xfer *x, t4a_buffer *dst, size_t dst_offset, const char *path,
                                 uint64_t file_offset, size_t bytes) {
   if (x == NULL || path == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "xfer or path is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "xfer or path is NULL");
   }
   t4a_status st = t4a_xfer_check_buffer_(x, dst, dst_offset, bytes);
   if (st != T4A_OK) return st;
@@ -224,37 +225,37 @@ static uint64_t page_size(void) {
 
 t4a_status t4a_file_map_register(t4a_file_map *map, t4a_ctx_holder *holder, uint64_t offset,
                                  size_t bytes, t4a_file_range **out) {
-  if (out == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
+  if (out == NULL) return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
   *out = NULL;
   if (map == NULL || holder == NULL || bytes == 0) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "registration needs a map, a holder and at least one page");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                          "registration needs a map, a holder and at least one page");
   }
   uint64_t page = page_size();
   if (offset % page != 0 || bytes % page != 0) {
     int off_bad = offset % page != 0;
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "a registered range must be page-aligned: %s %llu is %llu bytes past a "
-                         "multiple of the %llu-byte page size",
-                         off_bad ? "offset" : "size",
-                         (unsigned long long)(off_bad ? offset : (uint64_t)bytes),
-                         (unsigned long long)((off_bad ? offset : (uint64_t)bytes) % page),
-                         (unsigned long long)page);
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                          "a registered range must be page-aligned: %s %llu is %llu bytes past a "
+                          "multiple of the %llu-byte page size",
+                          off_bad ? "offset" : "size",
+                          (unsigned long long)(off_bad ? offset : (uint64_t)bytes),
+                          (unsigned long long)((off_bad ? offset : (uint64_t)bytes) % page),
+                          (unsigned long long)page);
   }
   /* The kernel maps whole pages: the file's last partial page is mapped (zero past the end). */
   uint64_t mapped = map->size % page ? map->size + (page - map->size % page) : map->size;
   if (offset > mapped || bytes > mapped - offset) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "range [%llu, +%zu) is beyond the %llu mapped bytes of %s%s "
-                         "(%llu-byte file)",
-                         (unsigned long long)offset, bytes, (unsigned long long)mapped,
-                         path_cut(map->path), path_end(map->path), (unsigned long long)map->size);
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                          "range [%llu, +%zu) is beyond the %llu mapped bytes of %s%s "
+                          "(%llu-byte file)",
+                          (unsigned long long)offset, bytes, (unsigned long long)mapped,
+                          path_cut(map->path), path_end(map->path), (unsigned long long)map->size);
   }
   void *host = (unsigned char *)map->base + offset;
   t4a_file_map_retain(map); /* handed to the registration */
   t4a_host_registration *reg = NULL;
   t4a_host_register_options ro = {T4A_HOST_REGISTER_MAPPED | T4A_HOST_REGISTER_READ_ONLY, map,
-                                   t4a_file_map_release_object};
+                                   file_map_release_object};
   t4a_status st = t4a_host_register(holder, host, bytes, &ro, &reg);
   if (st != T4A_OK) return st;
   *out = (t4a_file_range *)(uintptr_t)reg;
@@ -269,7 +270,6 @@ void t4a_file_range_release(t4a_file_range *r) {
   if (r != NULL) t4a_host_registration_release(reg_of(r));
 }
 
-void t4a_file_range_release_object(void *r) { t4a_file_range_release(r); }
 t4a_devptr t4a_file_range_devptr(const t4a_file_range *r) {
   return t4a_host_registration_devptr(reg_of(r));
 }

@@ -617,7 +617,7 @@ static void test_registered_range(void **state) {
   t4a_fake_live_objects(f->fake, &live);
   assert_int_equal(live.host_registrations, 2);
   t4a_file_range_release(tail);
-  t4a_file_range_release_object(r);
+  t4a_file_range_release(r);
   t4a_file_range_release(NULL);
   t4a_fake_live_objects(f->fake, &live);
   assert_int_equal(live.host_registrations, 0);

@@ -9,7 +9,10 @@
 #include <unistd.h>
 
 #include "t4a/fault.h"
+#include "t4a_ctx/ctx_internal.h"
 #include "t4a_ctx/driver_table.h"
+#include "t4a_ctx/status_internal.h"
+#include "t4a_mem/mem_internal.h"
 #include "t4a_xfer/xfer_internal.h"
 
 /* ---- the budget of callers' pinned memory held by direct uploads ----
@@ -168,7 +171,7 @@ static void pending_fail(t4a_xfer *x, t4a_xfer_pending *p, t4a_status st) {
   p->state = FAILED;
   t4a_error_last(&p->failure);
   if (p->failure.status != st) {
-    (void)t4a_error_set(st, NULL, 0, NULL, 0, "download failed");
+    (void)t4a_error_set_(st, NULL, 0, NULL, 0, "download failed");
     t4a_error_last(&p->failure);
   }
   for (uint32_t i = 0; i < x->num_chunks; i++) {
@@ -204,7 +207,7 @@ static void chunk_complete(t4a_xfer *x, chunk *c) {
 
 /* An in-flight chunk's event answered `st` (a failure): the chunk and its owner are failed. */
 static t4a_status chunk_failed(t4a_xfer *x, chunk *c, t4a_status st) {
-  st = t4a_lane_note(x->lane, st);
+  st = t4a_lane_note_(x->lane, st);
   if (c->state == CHUNK_HELD) pending_fail(x, c->owner, st);
   t4a_xfer_chunk_quarantine_(x, c, 1);
   return st;
@@ -240,7 +243,7 @@ static t4a_status chunk_wait(t4a_xfer *x, chunk *c, const t4a_xfer_pending *owne
   if (st == T4A_OK) return st;
   int same = owner == NULL ? chunk_in_flight(c) : c->owner == owner && c->state == CHUNK_HELD;
   if (same) return chunk_failed(x, c, st);
-  return t4a_lane_note(x->lane, st);
+  return t4a_lane_note_(x->lane, st);
 }
 
 /* ---- spare events (x->lock held) ---- */
@@ -272,7 +275,7 @@ static t4a_status reclaim_by_marker(t4a_xfer *x) {
   if (st != T4A_OK) return st;
   if ((st = T4A_CU(x->driver, cuEventRecord, ev, t4a_lane_stream(x->lane))) != T4A_OK) {
     event_drop(x, ev);
-    return t4a_lane_note(x->lane, st);
+    return t4a_lane_note_(x->lane, st);
   }
   uint64_t seq = ++x->record_seq;
   xfer_count(x, T4A_COUNTER_events_recorded, 1);
@@ -283,7 +286,7 @@ static t4a_status reclaim_by_marker(t4a_xfer *x) {
   pthread_mutex_lock(&x->lock);
   if (st != T4A_OK) {
     event_drop(x, ev);
-    return t4a_lane_note(x->lane, st);
+    return t4a_lane_note_(x->lane, st);
   }
   seq_completed(x, seq);
   if (!spare_put(x, ev)) event_drop(x, ev);
@@ -298,8 +301,8 @@ t4a_status t4a_xfer_ring_acquire_(t4a_xfer *x, chunk **out) {
   for (;;) {
     if (skipped == x->num_chunks) {
       if (marked || x->num_reclaimable == 0) {
-        return t4a_error_set(T4A_LIMIT_EXCEEDED, NULL, 0, NULL, 0,
-                             "every staging chunk is quarantined after an earlier failure");
+        return t4a_error_set_(T4A_LIMIT_EXCEEDED, NULL, 0, NULL, 0,
+                              "every staging chunk is quarantined after an earlier failure");
       }
       marked = 1;
       skipped = 0;
@@ -395,12 +398,12 @@ static void xfer_unref(t4a_xfer *x) {
 }
 
 static t4a_status mutex_init_failed(void) {
-  return t4a_error_set(T4A_INTERNAL, NULL, 0, NULL, 0, "pthread_mutex_init failed");
+  return t4a_error_set_(T4A_INTERNAL, NULL, 0, NULL, 0, "pthread_mutex_init failed");
 }
 
 t4a_status t4a_xfer_create(t4a_retire *retire, const t4a_xfer_options *options, t4a_xfer **out) {
   if (out == NULL || retire == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "retire or out is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "retire or out is NULL");
   }
   *out = NULL;
   size_t chunk_bytes = options != NULL ? options->chunk_bytes : 0;
@@ -409,15 +412,15 @@ t4a_status t4a_xfer_create(t4a_retire *retire, const t4a_xfer_options *options, 
   if (num_chunks == 0) num_chunks = T4A_XFER_DEFAULT_NUM_CHUNKS;
   if (chunk_bytes < T4A_XFER_MIN_CHUNK_BYTES || chunk_bytes > ((size_t)1 << 30) ||
       num_chunks > T4A_XFER_MAX_NUM_CHUNKS) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "staging needs 4 KiB..1 GiB chunks and 1..%u of them (got %zu x %u)",
-                         T4A_XFER_MAX_NUM_CHUNKS, chunk_bytes, num_chunks);
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                          "staging needs 4 KiB..1 GiB chunks and 1..%u of them (got %zu x %u)",
+                          T4A_XFER_MAX_NUM_CHUNKS, chunk_bytes, num_chunks);
   }
   uint32_t copy_threads = options != NULL ? options->copy_threads : 0;
   if (copy_threads > T4A_XFER_MAX_COPY_THREADS) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "at most %u copy threads (got %u)", T4A_XFER_MAX_COPY_THREADS,
-                         copy_threads);
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                          "at most %u copy threads (got %u)", T4A_XFER_MAX_COPY_THREADS,
+                          copy_threads);
   }
   if (copy_threads == 0) {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -529,47 +532,47 @@ void t4a_xfer_stats(t4a_xfer *x, struct t4a_xfer_stats *out) {
 
 t4a_status t4a_xfer_check_buffer_(const t4a_xfer *x, const t4a_buffer *buf, size_t offset,
                                size_t bytes) {
-  if (buf == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "buffer is NULL");
+  if (buf == NULL) return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "buffer is NULL");
   if (t4a_buffer_domain(buf) != t4a_lane_domain(x->lane)) {
-    return t4a_error_set(T4A_FOREIGN_HANDLE, NULL, 0, NULL, 0,
-                         "the buffer belongs to domain %llu, this transfer lane to %llu",
-                         (unsigned long long)t4a_buffer_domain(buf),
-                         (unsigned long long)t4a_lane_domain(x->lane));
+    return t4a_error_set_(T4A_FOREIGN_HANDLE, NULL, 0, NULL, 0,
+                          "the buffer belongs to domain %llu, this transfer lane to %llu",
+                          (unsigned long long)t4a_buffer_domain(buf),
+                          (unsigned long long)t4a_lane_domain(x->lane));
   }
   size_t size = t4a_buffer_size(buf);
   if (bytes == 0 || offset > size || bytes > size - offset) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "range [%zu, +%zu) is empty or outside the %zu-byte buffer", offset,
-                         bytes, size);
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                          "range [%zu, +%zu) is empty or outside the %zu-byte buffer", offset,
+                          bytes, size);
   }
   return T4A_OK;
 }
 
 t4a_status t4a_xfer_check_pinned_(const t4a_pinned *p, size_t offset, size_t bytes) {
-  if (p == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "pinned is NULL");
+  if (p == NULL) return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "pinned is NULL");
   size_t size = t4a_pinned_size(p);
   if (offset > size || bytes > size - offset) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                         "range [%zu, +%zu) is outside the %zu-byte pinned memory", offset, bytes,
-                         size);
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                          "range [%zu, +%zu) is outside the %zu-byte pinned memory", offset, bytes,
+                          size);
   }
   return T4A_OK;
 }
 
 static t4a_status check_common(const t4a_xfer *x, const void *host) {
   if (x == NULL || host == NULL) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "xfer or host memory is NULL");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "xfer or host memory is NULL");
   }
   return T4A_OK;
 }
 
 t4a_keepalive t4a_xfer_buffer_ref_(t4a_buffer *b) {
   t4a_buffer_retain(b);
-  return (t4a_keepalive){b, t4a_buffer_release_object, 0};
+  return (t4a_keepalive){b, t4a_buffer_release_object_, 0};
 }
 t4a_keepalive t4a_xfer_pinned_ref_(t4a_pinned *p) {
   t4a_pinned_retain(p);
-  return (t4a_keepalive){p, t4a_pinned_release_object, 0};
+  return (t4a_keepalive){p, t4a_pinned_release_object_, 0};
 }
 
 /* ---- staging loops (the caller holds the admission; the lane's context current) ---- */
@@ -579,9 +582,9 @@ t4a_status t4a_xfer_refuse_capture_(t4a_xfer *x) {
   t4a_status st = T4A_CU(x->driver, cuStreamIsCapturing, t4a_lane_stream(x->lane), &capture);
   if (st != T4A_OK) return st;
   if (capture != CU_STREAM_CAPTURE_STATUS_NONE) {
-    return t4a_error_set(T4A_UNSUPPORTED, "cuStreamIsCapturing", 0, NULL, 0,
-                         "the lane's stream is capturing a graph: staged transfers recycle their "
-                         "chunks and cannot be captured (slot and pinned uploads can)");
+    return t4a_error_set_(T4A_UNSUPPORTED, "cuStreamIsCapturing", 0, NULL, 0,
+                          "the lane's stream is capturing a graph: staged transfers recycle their "
+                          "chunks and cannot be captured (slot and pinned uploads can)");
   }
   return T4A_OK;
 }
@@ -593,9 +596,10 @@ t4a_status t4a_xfer_name_chunk_(t4a_status st, const char *what, size_t index, s
   if (e.status != st) return st;
   char msg[sizeof e.message];
   memcpy(msg, e.message, sizeof msg);
-  return t4a_error_set(st, e.entry[0] ? e.entry : NULL, e.code, e.code_name[0] ? e.code_name : NULL,
-                       e.bytes, "%s, staging chunk %zu of %zu (bytes [%zu, %zu)): %s", what,
-                       index + 1, count, offset, offset + n, msg);
+  return t4a_error_set_(st, e.entry[0] ? e.entry : NULL, e.code,
+                        e.code_name[0] ? e.code_name : NULL, e.bytes,
+                        "%s, staging chunk %zu of %zu (bytes [%zu, %zu)): %s", what, index + 1,
+                        count, offset, offset + n, msg);
 }
 
 /* An upload (`from`, p NULL) or a download for handle p (into `to`) through the ring. Each chunk
@@ -727,7 +731,7 @@ t4a_status t4a_xfer_upload_pinned(t4a_xfer *x, t4a_buffer *dst, size_t offset, t
 
 t4a_status t4a_xfer_download(t4a_xfer *x, t4a_buffer *src, size_t offset, void *dst, size_t bytes,
                              t4a_xfer_pending **out) {
-  if (out == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
+  if (out == NULL) return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
   *out = NULL;
   t4a_status st = check_common(x, dst);
   if (st == T4A_OK) st = t4a_xfer_check_buffer_(x, src, offset, bytes);
@@ -759,7 +763,7 @@ t4a_status t4a_xfer_download(t4a_xfer *x, t4a_buffer *src, size_t offset, void *
 
 t4a_status t4a_xfer_download_pinned(t4a_xfer *x, t4a_buffer *src, size_t offset, t4a_pinned *dst,
                                     size_t dst_offset, size_t bytes, t4a_xfer_pending **out) {
-  if (out == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
+  if (out == NULL) return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
   *out = NULL;
   t4a_status st = check_common(x, dst);
   if (st == T4A_OK) st = t4a_xfer_check_buffer_(x, src, offset, bytes);
@@ -783,9 +787,9 @@ t4a_status t4a_xfer_download_pinned(t4a_xfer *x, t4a_buffer *src, size_t offset,
     pin_hold_release(hold);
     free(p);
     return t4a_admission_abort(
-        &adm, t4a_error_set(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
-                            "the lane's stream is capturing a graph: a download's completion "
-                            "cannot be captured (pinned uploads and slot uploads can)"));
+        &adm, t4a_error_set_(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
+                             "the lane's stream is capturing a graph: a download's completion "
+                             "cannot be captured (pinned uploads and slot uploads can)"));
   }
   CUstream stream = t4a_lane_stream(x->lane);
   pthread_mutex_lock(&x->lock);
@@ -828,8 +832,8 @@ t4a_status t4a_xfer_download_pinned(t4a_xfer *x, t4a_buffer *src, size_t offset,
  * is for a host copy of at most one chunk, never for the device). */
 static int pending_answer(t4a_xfer *x, t4a_xfer_pending *p, t4a_status *out) {
   if (p->state == DELIVERED) {
-    *out = t4a_error_set(T4A_ALREADY_CONSUMED, NULL, 0, NULL, 0,
-                         "the download's bytes were already delivered");
+    *out = t4a_error_set_(T4A_ALREADY_CONSUMED, NULL, 0, NULL, 0,
+                          "the download's bytes were already delivered");
     return 1;
   }
   if (p->state == FAILED) {
@@ -866,7 +870,7 @@ static t4a_status pending_step(t4a_xfer *x, t4a_xfer_pending *p, int wait) {
       }
       if (st == T4A_NOT_READY) return st;
       if (st != T4A_OK) {
-        pending_fail(x, p, t4a_lane_note(x->lane, st));
+        pending_fail(x, p, t4a_lane_note_(x->lane, st));
         continue;
       }
       seq_completed(x, p->seq);
@@ -889,8 +893,8 @@ static t4a_status pending_step(t4a_xfer *x, t4a_xfer_pending *p, int wait) {
       if (!delivering) return pending_delivered(x, p);
       /* Only copies by other threads remain (completed DMA, bytes on their way). */
       if (!wait) {
-        return t4a_error_set(T4A_NOT_READY, NULL, 0, NULL, 0,
-                             "another thread is still copying this download into its destination");
+        return t4a_error_set_(T4A_NOT_READY, NULL, 0, NULL, 0,
+                              "another thread is still copying this download into its destination");
       }
       pthread_cond_wait(&x->cond, &x->lock);
       continue;
@@ -905,7 +909,7 @@ static t4a_status pending_step(t4a_xfer *x, t4a_xfer_pending *p, int wait) {
 }
 
 static t4a_status pending_observe(t4a_xfer_pending *p, int wait) {
-  if (p == NULL) return t4a_error_set(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "pending is NULL");
+  if (p == NULL) return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "pending is NULL");
   t4a_xfer *x = p->x;
   t4a_status st;
   pthread_mutex_lock(&x->lock);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "t4a_ctx/status_internal.h"
 #include "testing/fake_driver/fake_errors.h"
 #include "testing/fake_driver/fake_internal.h"
 
@@ -330,9 +331,9 @@ t4a_status t4a_fake_create(const t4a_fake_options *options, t4a_fake **out) {
   t4a_fake_options opt = T4A_FAKE_OPTIONS_INIT;
   if (options != NULL) opt = *options;
   if (opt.num_devices < 0 || opt.num_devices > T4A_FAKE_MAX_DEVICES) {
-    return t4a_error_set(T4A_INVALID_ARGUMENT, "t4a_fake_create", 0, NULL, 0,
-                         "num_devices %d is outside 0..%d", opt.num_devices,
-                         T4A_FAKE_MAX_DEVICES);
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_fake_create", 0, NULL, 0,
+                          "num_devices %d is outside 0..%d", opt.num_devices,
+                          T4A_FAKE_MAX_DEVICES);
   }
   if (opt.num_devices == 0) opt.num_devices = 1;
   if (opt.mem_bytes == 0) opt.mem_bytes = 1ull << 30;
@@ -347,8 +348,8 @@ t4a_status t4a_fake_create(const t4a_fake_options *options, t4a_fake **out) {
   fk_lock();
   if (g_fake != NULL) {
     fk_unlock();
-    return t4a_error_set(T4A_INVALID_ARGUMENT, "t4a_fake_create", 0, NULL, 0,
-                         "a fake driver exists already");
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_fake_create", 0, NULL, 0,
+                          "a fake driver exists already");
   }
   t4a_fake *f = calloc(1, sizeof *f);
   if (f == NULL) {

@@ -37,6 +37,7 @@
 #include <string.h>
 
 #include "t4a/t4a.h"
+#include "t4a_ctx/status_internal.h"
 #include "testing/fake_driver/fake_driver.h"
 #include "testing/fake_nvrtc/fake_nvrtc.h"
 #include "testing/fuzz/fuzz_replay.h"
@@ -591,7 +592,7 @@ static t4a_status raw_body(t4a_raw_scope *scope, void *user) {
   uint64_t p = 0;
   t4a_status st = t4a_raw_devptr(scope, j->b, T4A_RAW_READ, &p);
   if (st != T4A_OK) return st;
-  return j->fail ? t4a_error_set(T4A_INTERNAL, "raw_body", 0, NULL, 0, "the scope fails") : st;
+  return j->fail ? t4a_error_set_(T4A_INTERNAL, "raw_body", 0, NULL, 0, "the scope fails") : st;
 }
 
 static void op_raw(fz *z, reader *r) {

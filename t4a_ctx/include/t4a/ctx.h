@@ -20,7 +20,7 @@
  *
  * Faults: a sticky error (illegal address, launch failure…) poisons the device's primary context
  * for every holder. The first such fault seen by any t4a library is recorded once per device
- * (t4a_ctx_holder_mark_lost / t4a_lane_note); from then on t4a_ctx_holder_check and
+ * (by the library whose driver call saw it); from then on t4a_ctx_holder_check and
  * t4a_lane_check fail fast with T4A_LANE_BROKEN naming that original fault. Lanes on other
  * devices carry on as far as t4a is concerned. t4a_device_recover resets the device's primary
  * context once no lane on it is open; lanes made afterwards work where the driver lets the
@@ -172,9 +172,6 @@ t4a_driver *t4a_ctx_holder_driver(const t4a_ctx_holder *holder);
  * peer_access_enabled when this call enabled it. */
 T4A_MUST_USE t4a_status t4a_ctx_holder_enable_peer(t4a_ctx_holder *holder, t4a_ctx_holder *peer);
 
-/** Records that the holder's context took a sticky error described by `cause` (the first record
- * per device wins; later ones are ignored). Counted in ctx_faults on the driver. */
-void t4a_ctx_holder_mark_lost(const t4a_ctx_holder *holder, const t4a_error *cause);
 /** T4A_OK, or T4A_LANE_BROKEN (with detail naming the original fault's entry point and result) if
  * the holder's context was marked lost. Cheap: one atomic load on the healthy path. */
 T4A_MUST_USE t4a_status t4a_ctx_holder_check(const t4a_ctx_holder *holder);
@@ -264,30 +261,12 @@ void t4a_lane_retain(t4a_lane *lane);
  * streams_leaked) and releases the holder. Does not wait for the stream's work; the driver
  * completes it. Accepts NULL. Never aborts. */
 void t4a_lane_release(t4a_lane *lane);
-/** Marks the lane's stream as not provably drained: its final release leaks the stream (counted)
- * instead of calling the driver. For teardown after a fault (t4a_retire). The lane no longer
- * counts as open for t4a_device_recover. */
-void t4a_lane_abandon(t4a_lane *lane);
 /** Whether the lane was abandoned (objects built on it — a memory pool — then leak at their final
  * release too, instead of calling the driver). */
 int t4a_lane_is_abandoned(const t4a_lane *lane);
-/** @{ */
 /** Whether a graph capture of the lane's stream is in progress (set by t4a_retire's capture mode,
  * read by the libraries whose operations cannot be captured: one atomic load). */
-void t4a_lane_set_capturing(t4a_lane *lane, int capturing);
 int t4a_lane_is_capturing(const t4a_lane *lane);
-/** @} */
-/** For drop paths whose driver call would break a capture of the lane's stream (a module unload,
- * an executable graph's destruction): while the lane is capturing — or the calling thread is
- * capturing another lane's stream (captures are THREAD_LOCAL: the driver refuses such calls on
- * the capturing thread whatever they concern) — remembers fn(object) and runs it right after
- * that capture ended (t4a_lane_set_capturing(lane, 0), on that thread) and returns 1; returns 0
- * when neither is capturing (the caller goes on now); -1 when it cannot even remember it (host
- * memory): the caller leaks the object and counts it. */
-int t4a_lane_defer_capture(t4a_lane *lane, void (*fn)(void *object), void *object);
-/** Whether t4a_lane_defer_capture would defer now (the lane is capturing, or this thread is
- * capturing another lane): lets a drop path allocate its deferral record only when needed. */
-int t4a_lane_capture_blocks_drops(const t4a_lane *lane);
 
 /** The lane's device ordinal. */
 int t4a_lane_ordinal(const t4a_lane *lane);
@@ -308,9 +287,6 @@ T4A_MUST_USE t4a_status t4a_lane_check(const t4a_lane *lane);
 /** Whether the lane's context was marked lost (or reset since the lane was made), without touching
  * this thread's error detail (for drop paths). */
 int t4a_lane_is_broken(const t4a_lane *lane);
-/** For libraries reporting a failed driver call on the lane: if `status` is T4A_CONTEXT_LOST, marks
- * the lane's context lost with this thread's error detail. Returns `status`. */
-t4a_status t4a_lane_note(const t4a_lane *lane, t4a_status status);
 
 #ifdef __cplusplus
 }

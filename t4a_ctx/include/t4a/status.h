@@ -109,11 +109,6 @@ void t4a_error_restore(const t4a_error *saved);
  * NUL-terminated when size > 0). Returns buf. */
 char *t4a_error_format(const t4a_error *err, char *buf, size_t size);
 
-/** For t4a libraries: records a failure on this thread and returns `status` (so a caller can write
- * `return t4a_error_set(...)`). entry and code_name must be static strings or NULL. */
-t4a_status t4a_error_set(t4a_status status, const char *entry, int code, const char *code_name,
-                         uint64_t bytes, const char *fmt, ...) T4A_PRINTF(6, 7);
-
 #ifdef __cplusplus
 }
 #endif

@@ -212,8 +212,6 @@ T4A_MUST_USE t4a_status t4a_module_load_artifact(t4a_module_cache *cache,
 void t4a_module_retain(t4a_module *module);
 /** Drops a reference; the last one unloads (see above). Accepts NULL. */
 void t4a_module_release(t4a_module *module);
-/** t4a_module_release with a void * argument, for keepalive lists. */
-void t4a_module_release_object(void *module);
 
 /** Looks up a kernel and, the first time, its parameter list. On success *out is a new reference
  * (the same function object for the same name). Statuses: INVALID_ARGUMENT, UNKNOWN_ENTRY_POINT

@@ -79,10 +79,6 @@ void t4a_mem_pool_retain(t4a_mem_pool *pool);
  * activated, leaks them and counts (pools_leaked, buffers_leaked for its cached blocks). Accepts
  * NULL. */
 void t4a_mem_pool_release(t4a_mem_pool *pool);
-/** Marks the pool as not provably drained (teardown after a fault): its cached blocks are leaked
- * and counted (buffers_leaked) at once, so are blocks of buffers released after it, and its final
- * release leaks the pool instead of calling the driver. */
-void t4a_mem_pool_abandon(t4a_mem_pool *pool);
 /** Returns every cached block to the pool (stream-ordered frees), waits for the lane's stream
  * (a counted host wait: the pool cannot release memory behind frees that have not run) and
  * trims the pool's reserve. Statuses: LANE_BROKEN, driver failures. */
@@ -127,8 +123,6 @@ T4A_MUST_USE t4a_status t4a_buffer_create(t4a_mem_pool *pool, size_t bytes, size
 void t4a_buffer_retain(t4a_buffer *buffer);
 /** Drops a reference; the last one frees the block in stream order (see above). Accepts NULL. */
 void t4a_buffer_release(t4a_buffer *buffer);
-/** t4a_buffer_release with a void * argument, for keepalive lists. */
-void t4a_buffer_release_object(void *buffer);
 /** Quarantines the buffer: its content and the work touching it are of unknown state, so its final
  * release leaks the block (counted in buffers_leaked) instead of freeing it on a guess. */
 void t4a_buffer_quarantine(t4a_buffer *buffer);
@@ -159,8 +153,6 @@ T4A_MUST_USE t4a_status t4a_pinned_create(t4a_ctx_holder *holder, size_t bytes, 
 void t4a_pinned_retain(t4a_pinned *pinned);
 /** The last reference frees the memory (cuMemFreeHost). Accepts NULL. */
 void t4a_pinned_release(t4a_pinned *pinned);
-/** t4a_pinned_release with a void * argument, for keepalive lists. */
-void t4a_pinned_release_object(void *pinned);
 /** The host address of the memory. */
 void *t4a_pinned_host(const t4a_pinned *pinned);
 /** The device address of mapped memory; 0 if not mapped. */
@@ -226,8 +218,6 @@ void t4a_host_registration_retain(t4a_host_registration *reg);
 /** The last reference unregisters the range (always; a failure is counted, never ignored
  * silently). Accepts NULL. */
 void t4a_host_registration_release(t4a_host_registration *reg);
-/** t4a_host_registration_release with a void * argument, for keepalive lists. */
-void t4a_host_registration_release_object(void *reg);
 /** @{ */
 /** The registered range's device address (0 unless mapped), host address and size in bytes. */
 t4a_devptr t4a_host_registration_devptr(const t4a_host_registration *reg);

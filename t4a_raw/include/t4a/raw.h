@@ -84,7 +84,7 @@ typedef struct t4a_raw_scope t4a_raw_scope;
 
 /** The caller's function. Returns T4A_OK when everything it meant to enqueue was enqueued; any
  * other status poisons the scope (see above), even if nothing was enqueued (t4a cannot tell). It
- * may record a detail with t4a_error_set. It must return normally (no longjmp or exit through
+ * may record a detail with t4a_raw_fail. It must return normally (no longjmp or exit through
  * it): the lane's operation lock and the open scope are released when it returns. */
 typedef t4a_status (*t4a_raw_fn)(t4a_raw_scope *scope, void *user);
 
@@ -109,6 +109,14 @@ int t4a_raw_device_ordinal(const t4a_raw_scope *scope);
  * access asked of a READ binding. On failure *out is 0. */
 T4A_MUST_USE t4a_status t4a_raw_devptr(t4a_raw_scope *scope, const t4a_buffer *buffer,
                                        int access, uint64_t *out);
+/** Inside fn: records why fn fails — `status` (not T4A_OK), the failed call's name `entry`, its
+ * result `code` and the result's name `code_name` (string literals or NULL: they are kept by
+ * address), and a message formatted from fmt — as this thread's error detail, and returns
+ * `status`, so fn may end with `return t4a_raw_fail(scope, ...)`; t4a_raw_run then reports that
+ * detail. Records and returns INVALID_ARGUMENT instead for a handle not open on this thread or
+ * a `status` of T4A_OK. */
+t4a_status t4a_raw_fail(t4a_raw_scope *scope, t4a_status status, const char *entry, int code,
+                        const char *code_name, const char *fmt, ...) T4A_PRINTF(6, 7);
 
 #ifdef __cplusplus
 }

@@ -164,10 +164,6 @@ int t4a_retire_is_capturing(t4a_retire *retire);
 /** How many captures were begun on the retire so far: a capture in progress is the one whose
  * number this was when it began (a recording that must stay within one capture compares it). */
 uint64_t t4a_retire_capture_seq(const t4a_retire *retire);
-/** Whether the calling thread holds the retire's operation lock (it is inside an admission: a raw
- * scope's callback, say). Libraries with locks of their own use it to answer REENTRY instead of
- * waiting in the wrong order. */
-int t4a_retire_held_by_this_thread(const t4a_retire *retire);
 
 /* ---- witnesses ---- */
 

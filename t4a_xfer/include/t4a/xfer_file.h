@@ -88,8 +88,6 @@ T4A_MUST_USE t4a_status t4a_file_map_open(const char *path, t4a_file_map **out);
 void t4a_file_map_retain(t4a_file_map *map);
 /** Drops a reference; the last one unmaps the file. Accepts NULL. */
 void t4a_file_map_release(t4a_file_map *map);
-/** t4a_file_map_release with a void * argument, for keepalive lists. */
-void t4a_file_map_release_object(void *map);
 /** The file's size in bytes when it was mapped. */
 uint64_t t4a_file_map_size(const t4a_file_map *map);
 /** The mapping's first byte (NULL for an empty file). Read-only: writing faults. */
@@ -138,10 +136,8 @@ void t4a_file_range_retain(t4a_file_range *range);
 /** Drops a reference; the last one unregisters the range under its holder's context and then
  * drops the map reference (see the file comment for a failed unregistration). The caller must not
  * drop the last reference while device work reading the range may still run: make the range an
- * admission keepalive (t4a_file_range_release_object) instead. Accepts NULL. */
+ * admission keepalive (whose release calls t4a_file_range_release) instead. Accepts NULL. */
 void t4a_file_range_release(t4a_file_range *range);
-/** t4a_file_range_release with a void * argument, for keepalive lists. */
-void t4a_file_range_release_object(void *range);
 /** The device address of the range's first byte (valid in every context: PORTABLE). */
 t4a_devptr t4a_file_range_devptr(const t4a_file_range *range);
 /** The host address of the range's first byte, and its size. */

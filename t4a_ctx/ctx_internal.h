@@ -1,0 +1,39 @@
+/* For t4a's own libraries (target //t4a_ctx:ctx_internal): the calls of t4a_ctx that keep the
+ * lanes' and contexts' invariants across libraries (fault marking, capture mode, teardown). */
+#ifndef T4A_CTX_CTX_INTERNAL_H_
+#define T4A_CTX_CTX_INTERNAL_H_
+
+#include "t4a/ctx.h"
+#include "t4a/status.h"
+
+/* Records that the holder's context took a sticky error described by `cause` (the first record
+ * per device wins; later ones are ignored). Counted in ctx_faults on the driver. */
+void t4a_ctx_holder_mark_lost_(const t4a_ctx_holder *holder, const t4a_error *cause);
+
+/* Marks the lane's stream as not provably drained: its final release leaks the stream (counted)
+ * instead of calling the driver. For teardown after a fault (t4a_retire). The lane no longer
+ * counts as open for t4a_device_recover. */
+void t4a_lane_abandon_(t4a_lane *lane);
+
+/* Sets whether a graph capture of the lane's stream is in progress (t4a_retire's capture mode;
+ * read with t4a_lane_is_capturing). */
+void t4a_lane_set_capturing_(t4a_lane *lane, int capturing);
+
+/* For drop paths whose driver call would break a capture of the lane's stream (a module unload,
+ * an executable graph's destruction): while the lane is capturing — or the calling thread is
+ * capturing another lane's stream (captures are THREAD_LOCAL: the driver refuses such calls on
+ * the capturing thread whatever they concern) — remembers fn(object) and runs it right after
+ * that capture ended (t4a_lane_set_capturing_(lane, 0), on that thread) and returns 1; returns 0
+ * when neither is capturing (the caller goes on now); -1 when it cannot even remember it (host
+ * memory): the caller leaks the object and counts it. */
+int t4a_lane_defer_capture_(t4a_lane *lane, void (*fn)(void *object), void *object);
+
+/* Whether t4a_lane_defer_capture_ would defer now (the lane is capturing, or this thread is
+ * capturing another lane): lets a drop path allocate its deferral record only when needed. */
+int t4a_lane_capture_blocks_drops_(const t4a_lane *lane);
+
+/* For libraries reporting a failed driver call on the lane: if `status` is T4A_CONTEXT_LOST, marks
+ * the lane's context lost with this thread's error detail. Returns `status`. */
+t4a_status t4a_lane_note_(const t4a_lane *lane, t4a_status status);
+
+#endif /* T4A_CTX_CTX_INTERNAL_H_ */
