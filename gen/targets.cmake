@@ -64,15 +64,26 @@ t4a_library(NAME sweep
   SRCS testing/sweep/sweep.c
   HDRS testing/sweep/sweep.h
   DEPS fake_driver t4a_ctx_status t4a_ext_cuda_headers t4a_ext_cmocka)
+t4a_library(NAME fixture
+  SRCS testing/fixture/fixture.c
+  HDRS testing/fixture/fixture.h
+  DEPS testing_fixture_host_kernels testing_fixture_leaks fake_driver t4a_ctx t4a_ctx_seam t4a_ctx_status t4a_mem t4a_retire t4a_xfer t4a_launch)
+t4a_library(NAME testing_fixture_host_kernels
+  SRCS testing/fixture/host_kernels.c
+  HDRS testing/fixture/host_kernels.h
+  DEPS fake_driver t4a_ext_cuda_headers m)
+t4a_library(NAME testing_fixture_leaks
+  SRCS testing/fixture/leaks.c
+  HDRS testing/fixture/leaks.h)
 t4a_library(NAME testing_lsan_nvrtc_suppressions
   HDRS testing/lsan/nvrtc_suppressions.h)
 t4a_fuzzer(NAME testing_fuzz_ops_fuzz
   SRCS testing/fuzz/ops_fuzz.c testing/fuzz/ops_fuzz_regressions.h testing/fuzz/fuzz_replay.h
-  DEPS t4a t4a_nvrtc_fake_nvrtc fake_driver t4a_ext_cuda_headers Threads::Threads)
+  DEPS t4a t4a_nvrtc_fake_nvrtc fake_driver t4a_ext_cuda_headers Threads::Threads testing_fixture_leaks)
 t4a_test(NAME testing_fuzz_ops_fuzz_replay_test
   SRCS testing/fuzz/ops_fuzz.c testing/fuzz/ops_fuzz_regressions.h testing/fuzz/fuzz_replay.h testing/fuzz/fuzz_replay_main.c
   LABELS unit
-  DEPS t4a t4a_nvrtc_fake_nvrtc fake_driver t4a_ext_cuda_headers Threads::Threads)
+  DEPS t4a t4a_nvrtc_fake_nvrtc fake_driver t4a_ext_cuda_headers Threads::Threads testing_fixture_leaks)
 t4a_fuzzer(NAME testing_fuzz_bytes_fuzz
   SRCS testing/fuzz/bytes_fuzz.c testing/fuzz/bytes_fuzz_regressions.h testing/fuzz/fuzz_replay.h
   DEPS t4a t4a_nvrtc_fake_nvrtc fake_driver t4a_ext_cuda_headers)
@@ -135,11 +146,11 @@ t4a_library(NAME t4a_xfer
 t4a_test(NAME t4a_xfer_xfer_test
   SRCS t4a_xfer/xfer_test.c
   LABELS unit
-  DEPS t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
+  DEPS t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads testing_fixture_leaks)
 t4a_test(NAME t4a_xfer_copy_test
   SRCS t4a_xfer/copy_test.c
   LABELS unit
-  DEPS t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
+  DEPS t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads testing_fixture_leaks)
 t4a_test(NAME t4a_xfer_copy_gpu_test
   SRCS t4a_xfer/copy_gpu_test.c t4a_xfer/copy_gpu_common.h
   LABELS gpu single
@@ -167,7 +178,7 @@ t4a_test(NAME t4a_xfer_xfer_gpu_test
 t4a_test(NAME t4a_xfer_file_test
   SRCS t4a_xfer/file_test.c
   LABELS unit
-  DEPS t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
+  DEPS t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads testing_fixture_leaks)
 t4a_test(NAME t4a_xfer_file_gpu_test
   SRCS t4a_xfer/file_gpu_test.c
   LABELS gpu single
@@ -232,19 +243,19 @@ t4a_library(NAME t4a_launch
 t4a_test(NAME t4a_launch_module_test
   SRCS t4a_launch/module_test.c t4a_launch/launch_testutil.h
   LABELS unit
-  DEPS t4a_launch t4a_nvrtc t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
+  DEPS t4a_launch t4a_nvrtc t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads fixture)
 t4a_test(NAME t4a_launch_launch_test
   SRCS t4a_launch/launch_test.c t4a_launch/launch_testutil.h
   LABELS unit
-  DEPS t4a_launch t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
+  DEPS t4a_launch t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads fixture)
 t4a_test(NAME t4a_launch_fire_graph_test
   SRCS t4a_launch/fire_graph_test.c t4a_launch/launch_testutil.h
   LABELS unit
-  DEPS t4a_launch t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
+  DEPS t4a_launch t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads fixture)
 t4a_test(NAME t4a_launch_chain_test
   SRCS t4a_launch/chain_test.c t4a_launch/launch_testutil.h
   LABELS unit
-  DEPS t4a_launch t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
+  DEPS t4a_launch t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads fixture)
 t4a_test(NAME t4a_launch_launch_gpu_test
   SRCS t4a_launch/launch_gpu_test.c
   LABELS gpu single
@@ -252,11 +263,11 @@ t4a_test(NAME t4a_launch_launch_gpu_test
 t4a_test(NAME t4a_launch_graph_kernel_test
   SRCS t4a_launch/graph_kernel_test.c t4a_launch/launch_testutil.h
   LABELS unit
-  DEPS t4a_launch t4a_xfer t4a_nvrtc t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver t4a_ext_cmocka Threads::Threads)
+  DEPS t4a_launch t4a_xfer t4a_nvrtc t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver t4a_ext_cmocka Threads::Threads fixture)
 t4a_test(NAME t4a_launch_graph_test
   SRCS t4a_launch/graph_test.c
   LABELS unit
-  DEPS t4a_launch t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
+  DEPS t4a_launch t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads testing_fixture_leaks)
 t4a_library(NAME t4a_raw
   SRCS t4a_raw/raw.c
   HDRS t4a_raw/include/t4a/raw.h
@@ -267,7 +278,7 @@ t4a_library(NAME t4a_raw
 t4a_test(NAME t4a_raw_raw_test
   SRCS t4a_raw/raw_test.c
   LABELS unit
-  DEPS t4a_raw t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
+  DEPS t4a_raw t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads testing_fixture_leaks)
 t4a_test(NAME t4a_raw_raw_gpu_test
   SRCS t4a_raw/raw_gpu_test.c
   LABELS gpu single
@@ -285,7 +296,7 @@ t4a_library(NAME t4a
 t4a_test(NAME t4a_t4a_facade_test
   SRCS t4a/t4a_facade_test.c
   LABELS unit
-  DEPS t4a fake_driver sweep t4a_ext_cmocka)
+  DEPS t4a fake_driver sweep t4a_ext_cmocka testing_fixture_leaks)
 t4a_test(NAME t4a_stress_test
   SRCS t4a/stress_test.c
   LABELS unit stress
@@ -297,7 +308,7 @@ t4a_test(NAME t4a_bad_input_test
 t4a_test(NAME t4a_api_sweep_test
   SRCS t4a/api_sweep_test.c
   LABELS unit
-  DEPS t4a t4a_nvrtc_fake_nvrtc fake_driver sweep t4a_ext_cmocka)
+  DEPS t4a t4a_nvrtc_fake_nvrtc fake_driver sweep t4a_ext_cmocka testing_fixture_leaks)
 t4a_test(NAME t4a_faults_gpu_test
   SRCS t4a/faults_gpu_test.c
   LABELS gpu faults

@@ -20,6 +20,7 @@
 #include "t4a/t4a.h"
 #include "t4a_nvrtc/fake_nvrtc.h"
 #include "testing/fake_driver/fake_driver.h"
+#include "testing/fixture/leaks.h"
 #include "testing/sweep/sweep.h"
 
 static const char k_src[] = "extern \"C\" __global__ void k(float *p, int n) {}\n";
@@ -279,8 +280,7 @@ static int teardown(void **state) {
 
 /* The sweep's failed steps leak on purpose what t4a could not prove drained (counted, and
  * checked by unaccounted()); LeakSanitizer and the valgrind lane are told about op_api only. */
-const char *__lsan_default_suppressions(void);
-const char *__lsan_default_suppressions(void) { return "leak:op_api\n"; }
+T4A_FIXTURE_DELIBERATE_LEAKS("op_api")
 
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test_setup_teardown(test_api_sweep, setup,

@@ -18,6 +18,7 @@
 
 #include "t4a/t4a.h"
 #include "testing/fake_driver/fake_driver.h"
+#include "testing/fixture/leaks.h"
 #include "testing/sweep/sweep.h"
 
 #define CK(x) assert_int_equal((x), T4A_OK)
@@ -984,11 +985,8 @@ static void test_use_sweep(void **state) {
  * told about the sweep's frames only, and unaccounted_use checks that what stays alive is exactly
  * what t4a counted. The fixture's fake and driver go with them (the driver's last reference is
  * held by those lanes). */
-const char *__lsan_default_suppressions(void);
-const char *__lsan_default_suppressions(void) {
-  return "leak:op_use\nleak:setup_leaky\nleak:test_close_returns_cached_blocks\n"
-         "leak:test_close_counts_cached_blocks_of_a_lost_lane\n";
-}
+T4A_FIXTURE_DELIBERATE_LEAKS("op_use", "setup_leaky", "test_close_returns_cached_blocks",
+                             "test_close_counts_cached_blocks_of_a_lost_lane")
 
 __attribute__((noinline)) static int setup_leaky(void **state) {
   int rc = setup(state);

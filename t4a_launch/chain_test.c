@@ -26,10 +26,7 @@ __attribute__((noinline)) static int setup_leaky(void **state) {
   __asm__ volatile("" ::: "memory");
   return rc;
 }
-const char *__lsan_default_suppressions(void);
-const char *__lsan_default_suppressions(void) {
-  return "leak:setup_leaky\nleak:test_failure_sweep\n";
-}
+T4A_FIXTURE_DELIBERATE_LEAKS("setup_leaky", "test_failure_sweep")
 
 static uint64_t calls(fixture *f, const char *entry) { return t4a_fake_calls(f->fake, entry); }
 

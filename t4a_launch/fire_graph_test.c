@@ -8,18 +8,13 @@
 #include "t4a_launch/launch_testutil.h"
 #include "testing/sweep/sweep.h"
 
-static void k_nop(t4a_fake_launch *l, void **p, void *user) {
-  (void)l;
-  (void)p;
-  (*(int *)user)++;
-}
-static int nop_runs;
+static int nop_runs; /* runs of the kernel nop (t4a_hk_nop counts them) */
 
 static int setup(void **state) {
   int rc = fixture_setup(state, T4A_FAKE_QUERY_NEVER, 0);
   if (rc == 0) {
     fixture *f = *state;
-    t4a_fake_register_kernel(f->fake, "nop", 0, NULL, k_nop, &nop_runs);
+    t4a_host_kernel_register(f->fake, &t4a_hk_nop, NULL, &nop_runs);
   }
   return rc;
 }
@@ -34,10 +29,7 @@ __attribute__((noinline)) static int setup_leaky(void **state) {
   __asm__ volatile("" ::: "memory");
   return rc;
 }
-const char *__lsan_default_suppressions(void);
-const char *__lsan_default_suppressions(void) {
-  return "leak:setup_leaky\nleak:test_failure_sweep\n";
-}
+T4A_FIXTURE_DELIBERATE_LEAKS("setup_leaky", "test_failure_sweep")
 
 static uint64_t calls(fixture *f, const char *entry) { return t4a_fake_calls(f->fake, entry); }
 

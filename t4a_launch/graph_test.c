@@ -20,6 +20,7 @@
 #include "t4a/xfer_file.h"
 #include "t4a_ctx/driver_table.h"
 #include "testing/fake_driver/fake_driver.h"
+#include "testing/fixture/leaks.h"
 #include "testing/sweep/sweep.h"
 
 #define CK(x) assert_int_equal((x), T4A_OK)
@@ -366,12 +367,9 @@ __attribute__((noinline)) static int setup_leaky(void **state) {
   __asm__ volatile("" ::: "memory");
   return rc;
 }
-const char *__lsan_default_suppressions(void);
-const char *__lsan_default_suppressions(void) {
-  /* The sweep's steps leak (and count) what t4a cannot prove drained; unaccounted() checks that
-   * every object alive is one t4a counted. */
-  return "leak:setup_leaky\nleak:op_graph\n";
-}
+/* The sweep's steps leak (and count) what t4a cannot prove drained; unaccounted() checks that
+ * every object alive is one t4a counted. */
+T4A_FIXTURE_DELIBERATE_LEAKS("setup_leaky", "op_graph")
 static int teardown_counted(void **state) {
   fixture *f = *state;
   f->baseline = 0;

@@ -24,6 +24,7 @@
 #include "t4a/xfer.h"
 #include "t4a_ctx/driver_table.h"
 #include "testing/fake_driver/fake_driver.h"
+#include "testing/fixture/leaks.h"
 #include "testing/sweep/sweep.h"
 
 #define CK(x) assert_int_equal((x), T4A_OK)
@@ -187,13 +188,10 @@ static int teardown_counted(void **state) {
   return extra == 0 ? rc : -1;
 }
 
-const char *__lsan_default_suppressions(void);
-const char *__lsan_default_suppressions(void) {
-  /* make_leaky: the fixture of the sticky-fault test; buffer_leaky: buffers a test poisons on
-   * purpose (held by quarantine forever); op_raw: the sweep's steps. All are checked by
-   * unaccounted(): whatever they leave alive is exactly what t4a counted as leaked. */
-  return "leak:make_leaky\nleak:buffer_leaky\nleak:op_raw\n";
-}
+/* make_leaky: the fixture of the sticky-fault test; buffer_leaky: buffers a test poisons on
+ * purpose (held by quarantine forever); op_raw: the sweep's steps. All are checked by
+ * unaccounted(): whatever they leave alive is exactly what t4a counted as leaked. */
+T4A_FIXTURE_DELIBERATE_LEAKS("make_leaky", "buffer_leaky", "op_raw")
 
 /* ---- helpers ---- */
 

@@ -21,6 +21,7 @@
 #include "t4a/xfer_copy.h"
 #include "t4a_ctx/driver_table.h"
 #include "testing/fake_driver/fake_driver.h"
+#include "testing/fixture/leaks.h"
 #include "testing/sweep/sweep.h"
 
 #define CHUNK ((size_t)4096)
@@ -187,14 +188,11 @@ static int teardown_counted(void **state) {
   int rc = finish(f, 1);
   return extra == 0 ? rc : -1;
 }
-const char *__lsan_default_suppressions(void);
-const char *__lsan_default_suppressions(void) {
-  /* make_leaky: the fixtures of the fault tests; op_copy: the sweep's steps; the three fault
-   * tests: their quarantined buffers. All are checked by unaccounted(): whatever they leave
-   * alive is exactly what t4a counted as leaked. */
-  return "leak:make_leaky\nleak:op_copy\nleak:test_fault_lane_1_partial_staged_enqueue\n"
-         "leak:test_fault_lane_5_staged_fault\nleak:test_sticky_source_after_confirm\n";
-}
+/* make_leaky: the fixtures of the fault tests; op_copy: the sweep's steps; the three fault
+ * tests: their quarantined buffers. All are checked by unaccounted(): whatever they leave
+ * alive is exactly what t4a counted as leaked. */
+T4A_FIXTURE_DELIBERATE_LEAKS("make_leaky", "op_copy", "test_fault_lane_1_partial_staged_enqueue",
+                             "test_fault_lane_5_staged_fault", "test_sticky_source_after_confirm")
 
 /* ---- helpers ---- */
 

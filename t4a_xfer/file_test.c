@@ -25,6 +25,7 @@
 #include "t4a/xfer_file.h"
 #include "t4a_ctx/driver_table.h"
 #include "testing/fake_driver/fake_driver.h"
+#include "testing/fixture/leaks.h"
 #include "testing/sweep/sweep.h"
 
 #define CHUNK ((size_t)4096)
@@ -85,10 +86,7 @@ __attribute__((noinline)) static int setup_leaky(void **state) {
   __asm__ volatile("" ::: "memory");
   return rc;
 }
-const char *__lsan_default_suppressions(void);
-const char *__lsan_default_suppressions(void) {
-  return "leak:setup_leaky\nleak:test_failure_sweep\n";
-}
+T4A_FIXTURE_DELIBERATE_LEAKS("setup_leaky", "test_failure_sweep")
 
 static void remove_files(fixture *f) {
   for (int i = 0; i < f->num_files; i++) (void)unlink(f->files[i]);

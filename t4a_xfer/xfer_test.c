@@ -20,6 +20,7 @@
 #include "t4a/xfer.h"
 #include "t4a_ctx/driver_table.h"
 #include "testing/fake_driver/fake_driver.h"
+#include "testing/fixture/leaks.h"
 #include "testing/sweep/sweep.h"
 
 #define CHUNK ((size_t)4096)
@@ -162,14 +163,11 @@ __attribute__((noinline)) static int setup_leaky(void **state) {
   __asm__ volatile("" ::: "memory");
   return rc;
 }
-const char *__lsan_default_suppressions(void);
-const char *__lsan_default_suppressions(void) {
-  return "leak:setup_leaky\nleak:test_failure_sweep\nleak:test_device_fault_during_download\n"
-         "leak:test_failure_names_the_chunk\n"
-         "leak:test_failed_download_keeps_its_chunks_until_complete\n"
-         "leak:test_quarantined_chunks_reclaimed_by_a_later_completion\n"
-         "leak:test_failed_answers_never_reclaim\nleak:test_reclaim_sweep\n";
-}
+T4A_FIXTURE_DELIBERATE_LEAKS("setup_leaky", "test_failure_sweep",
+                             "test_device_fault_during_download", "test_failure_names_the_chunk",
+                             "test_failed_download_keeps_its_chunks_until_complete",
+                             "test_quarantined_chunks_reclaimed_by_a_later_completion",
+                             "test_failed_answers_never_reclaim", "test_reclaim_sweep")
 
 static int teardown(void **state) {
   fixture *f = *state;

@@ -39,6 +39,7 @@
 #include "t4a/t4a.h"
 #include "t4a_nvrtc/fake_nvrtc.h"
 #include "testing/fake_driver/fake_driver.h"
+#include "testing/fixture/leaks.h"
 #include "testing/fuzz/fuzz_replay.h"
 #include "testing/fuzz/ops_fuzz_regressions.h"
 
@@ -819,8 +820,7 @@ __attribute__((noinline)) static void run_faults(fz *z, reader *r) {
   run_ops(z, r);
   __asm__ volatile("" ::: "memory");
 }
-const char *__lsan_default_suppressions(void);
-const char *__lsan_default_suppressions(void) { return "leak:run_faults\n"; }
+T4A_FIXTURE_DELIBERATE_LEAKS("run_faults")
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static fz z; /* large: not on the stack */
