@@ -146,7 +146,7 @@ t4a_library(NAME t4a_xfer
 t4a_test(NAME t4a_xfer_xfer_test
   SRCS t4a_xfer/xfer_test.c
   LABELS unit
-  DEPS t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads testing_fixture_leaks)
+  DEPS t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads fixture)
 t4a_test(NAME t4a_xfer_copy_test
   SRCS t4a_xfer/copy_test.c
   LABELS unit
@@ -178,7 +178,7 @@ t4a_test(NAME t4a_xfer_xfer_gpu_test
 t4a_test(NAME t4a_xfer_file_test
   SRCS t4a_xfer/file_test.c
   LABELS unit
-  DEPS t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads testing_fixture_leaks)
+  DEPS t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads fixture)
 t4a_test(NAME t4a_xfer_file_gpu_test
   SRCS t4a_xfer/file_gpu_test.c
   LABELS gpu single
@@ -267,7 +267,7 @@ t4a_test(NAME t4a_launch_graph_kernel_test
 t4a_test(NAME t4a_launch_graph_test
   SRCS t4a_launch/graph_test.c
   LABELS unit
-  DEPS t4a_launch t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads testing_fixture_leaks)
+  DEPS t4a_launch t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads fixture)
 t4a_library(NAME t4a_raw
   SRCS t4a_raw/raw.c
   HDRS t4a_raw/include/t4a/raw.h

@@ -75,14 +75,7 @@ static inline long unaccounted(void *user) {
  * Otherwise: what is alive must be exactly what t4a counted (tests that leak on purpose). */
 static inline int fixture_teardown(void **state, int strict) {
   if (strict) return t4a_fixture_teardown(state, T4A_FIXTURE_CHECK_STRICT);
-  (void)t4a_fixture_drop_stacks(*state);
-  long extra = unaccounted(*state);
-  int rc = t4a_fixture_teardown(state, 0);
-  if (extra != 0) {
-    fprintf(stderr, "teardown: %ld objects alive uncounted\n", extra);
-    return -1;
-  }
-  return rc;
+  return t4a_fixture_teardown_counted(state, unaccounted, 0);
 }
 
 static inline t4a_counter_values lane_counters(fixture *f) {
