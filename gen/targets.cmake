@@ -105,7 +105,7 @@ t4a_library(NAME t4a_mem
 t4a_test(NAME t4a_mem_mem_test
   SRCS t4a_mem/mem_test.c
   LABELS unit
-  DEPS t4a_mem t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
+  DEPS t4a_mem t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads fixture)
 t4a_library(NAME t4a_mem_pinned_arena
   SRCS t4a_mem/pinned_arena.c
   HDRS t4a_mem/include/t4a/pinned_arena.h
@@ -131,7 +131,7 @@ t4a_library(NAME t4a_retire
 t4a_test(NAME t4a_retire_retire_test
   SRCS t4a_retire/retire_test.c
   LABELS unit
-  DEPS t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
+  DEPS t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads fixture)
 t4a_test(NAME t4a_mem_mem_gpu_test
   SRCS t4a_mem/mem_gpu_test.c
   LABELS gpu single
