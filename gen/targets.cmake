@@ -27,7 +27,7 @@ t4a_test(NAME t4a_ctx_status_test
 t4a_test(NAME t4a_ctx_ctx_test
   SRCS t4a_ctx/ctx_test.c
   LABELS unit
-  DEPS t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
+  DEPS t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads fixture)
 t4a_test(NAME t4a_ctx_loader_test
   SRCS t4a_ctx/loader_test.c
   LABELS unit
@@ -116,7 +116,7 @@ t4a_library(NAME t4a_mem_pinned_arena
 t4a_test(NAME t4a_mem_pinned_arena_test
   SRCS t4a_mem/pinned_arena_test.c
   LABELS unit
-  DEPS t4a_mem_pinned_arena t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver t4a_ext_cmocka Threads::Threads)
+  DEPS t4a_mem_pinned_arena t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver t4a_ext_cmocka Threads::Threads fixture)
 t4a_test(NAME t4a_mem_pinned_arena_gpu_test
   SRCS t4a_mem/pinned_arena_gpu_test.c
   LABELS gpu single
