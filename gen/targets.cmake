@@ -296,19 +296,19 @@ t4a_library(NAME t4a
 t4a_test(NAME t4a_t4a_facade_test
   SRCS t4a/t4a_facade_test.c
   LABELS unit
-  DEPS t4a fake_driver sweep t4a_ext_cmocka testing_fixture_leaks)
+  DEPS t4a fake_driver sweep t4a_ext_cmocka fixture)
 t4a_test(NAME t4a_stress_test
   SRCS t4a/stress_test.c
   LABELS unit stress
-  DEPS t4a t4a_nvrtc_fake_nvrtc fake_driver t4a_ext_cmocka Threads::Threads)
+  DEPS t4a t4a_nvrtc_fake_nvrtc fake_driver t4a_ext_cmocka Threads::Threads fixture)
 t4a_test(NAME t4a_bad_input_test
   SRCS t4a/bad_input_test.c
   LABELS unit
-  DEPS t4a t4a_nvrtc_fake_nvrtc fake_driver t4a_ext_cmocka)
+  DEPS t4a t4a_nvrtc_fake_nvrtc fake_driver t4a_ext_cmocka fixture)
 t4a_test(NAME t4a_api_sweep_test
   SRCS t4a/api_sweep_test.c
   LABELS unit
-  DEPS t4a t4a_nvrtc_fake_nvrtc fake_driver sweep t4a_ext_cmocka testing_fixture_leaks)
+  DEPS t4a t4a_nvrtc_fake_nvrtc fake_driver sweep t4a_ext_cmocka fixture)
 t4a_test(NAME t4a_faults_gpu_test
   SRCS t4a/faults_gpu_test.c
   LABELS gpu faults
