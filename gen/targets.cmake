@@ -79,18 +79,18 @@ t4a_library(NAME testing_lsan_nvrtc_suppressions
   HDRS testing/lsan/nvrtc_suppressions.h)
 t4a_fuzzer(NAME testing_fuzz_ops_fuzz
   SRCS testing/fuzz/ops_fuzz.c testing/fuzz/ops_fuzz_regressions.h testing/fuzz/fuzz_replay.h
-  DEPS t4a t4a_nvrtc_fake_nvrtc fake_driver t4a_ext_cuda_headers Threads::Threads testing_fixture_leaks)
+  DEPS t4a t4a_nvrtc_fake_nvrtc fake_driver t4a_ext_cuda_headers Threads::Threads testing_fixture_leaks testing_fixture_host_kernels)
 t4a_test(NAME testing_fuzz_ops_fuzz_replay_test
   SRCS testing/fuzz/ops_fuzz.c testing/fuzz/ops_fuzz_regressions.h testing/fuzz/fuzz_replay.h testing/fuzz/fuzz_replay_main.c
   LABELS unit
-  DEPS t4a t4a_nvrtc_fake_nvrtc fake_driver t4a_ext_cuda_headers Threads::Threads testing_fixture_leaks)
+  DEPS t4a t4a_nvrtc_fake_nvrtc fake_driver t4a_ext_cuda_headers Threads::Threads testing_fixture_leaks testing_fixture_host_kernels)
 t4a_fuzzer(NAME testing_fuzz_bytes_fuzz
   SRCS testing/fuzz/bytes_fuzz.c testing/fuzz/bytes_fuzz_regressions.h testing/fuzz/fuzz_replay.h
-  DEPS t4a t4a_nvrtc_fake_nvrtc fake_driver t4a_ext_cuda_headers)
+  DEPS t4a t4a_nvrtc_fake_nvrtc fake_driver t4a_ext_cuda_headers testing_fixture_host_kernels)
 t4a_test(NAME testing_fuzz_bytes_fuzz_replay_test
   SRCS testing/fuzz/bytes_fuzz.c testing/fuzz/bytes_fuzz_regressions.h testing/fuzz/fuzz_replay.h testing/fuzz/fuzz_replay_main.c
   LABELS unit
-  DEPS t4a t4a_nvrtc_fake_nvrtc fake_driver t4a_ext_cuda_headers)
+  DEPS t4a t4a_nvrtc_fake_nvrtc fake_driver t4a_ext_cuda_headers testing_fixture_host_kernels)
 t4a_test(NAME testing_fake_driver_fake_driver_test
   SRCS testing/fake_driver/fake_driver_test.c
   LABELS unit
@@ -312,7 +312,7 @@ t4a_test(NAME t4a_api_sweep_test
 t4a_test(NAME t4a_faults_gpu_test
   SRCS t4a/faults_gpu_test.c
   LABELS gpu faults
-  DEPS t4a t4a_ctx_seam testing_gpu_gpu_main fake_driver t4a_ext_cuda_headers t4a_ext_cmocka Threads::Threads m)
+  DEPS t4a t4a_ctx_seam testing_gpu_gpu_main fake_driver t4a_ext_cuda_headers t4a_ext_cmocka Threads::Threads m testing_fixture_host_kernels)
 t4a_binary(NAME examples_readme_example
   SRCS examples/readme_example.c
   OUTPUT_NAME readme_example

@@ -39,6 +39,7 @@
 #include "t4a/t4a.h"
 #include "t4a_nvrtc/fake_nvrtc.h"
 #include "testing/fake_driver/fake_driver.h"
+#include "testing/fixture/host_kernels.h"
 #include "testing/fixture/leaks.h"
 #include "testing/fuzz/fuzz_replay.h"
 #include "testing/fuzz/ops_fuzz_regressions.h"
@@ -202,19 +203,6 @@ static void range(reader *r, size_t bytes, size_t *off, size_t *n) {
 static const char k_ptx[] = ".version 8.0\n.target sm_90\n.address_size 64\n\n"
                             ".visible .entry add(.param .u64 p, .param .u32 n, .param .u32 v)\n"
                             "{\n  ret;\n}\n";
-
-static void k_add(t4a_fake_launch *l, void **p, void *user) {
-  (void)user;
-  CUdeviceptr ptr;
-  int n, v;
-  memcpy(&ptr, p[0], 8);
-  memcpy(&n, p[1], 4);
-  memcpy(&v, p[2], 4);
-  if (n <= 0) return;
-  unsigned char *h = t4a_fake_deref(l, ptr, (size_t)n);
-  if (h == NULL) return;
-  for (int i = 0; i < n; i++) h[i] = (unsigned char)(h[i] + v);
-}
 
 static void taint_rt_buffers(fz *z, int slot) {
   for (int i = 0; i < NBUF; i++) {
@@ -837,8 +825,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (t4a_fake_create(&o, &z.fake) != T4A_OK || t4a_fake_driver(z.fake, &z.drv) != T4A_OK) {
     die("fake driver", NULL);
   }
-  static const size_t params[3] = {8, 4, 4};
-  t4a_fake_register_kernel(z.fake, "add", 3, params, k_add, NULL);
+  t4a_host_kernel_register(z.fake, &t4a_hk_add_bytes, NULL, NULL); /* add(p, n, v): p[i] += v */
   t4a_fake_nvrtc_clear_injections();
   if (t4a_fake_nvrtc_open(&z.nvrtc) != T4A_OK ||
       t4a_nvrtc_cache_create(z.nvrtc, NULL, &z.cache) != T4A_OK) {
