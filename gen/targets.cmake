@@ -150,7 +150,7 @@ t4a_test(NAME t4a_xfer_xfer_test
 t4a_test(NAME t4a_xfer_copy_test
   SRCS t4a_xfer/copy_test.c
   LABELS unit
-  DEPS t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads testing_fixture_leaks)
+  DEPS t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads fixture)
 t4a_test(NAME t4a_xfer_copy_gpu_test
   SRCS t4a_xfer/copy_gpu_test.c t4a_xfer/copy_gpu_common.h
   LABELS gpu single
@@ -278,7 +278,7 @@ t4a_library(NAME t4a_raw
 t4a_test(NAME t4a_raw_raw_test
   SRCS t4a_raw/raw_test.c
   LABELS unit
-  DEPS t4a_raw t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads testing_fixture_leaks)
+  DEPS t4a_raw t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads fixture)
 t4a_test(NAME t4a_raw_raw_gpu_test
   SRCS t4a_raw/raw_gpu_test.c
   LABELS gpu single
