@@ -341,7 +341,7 @@ T4A_TARGETS = {
             "kind": "test",
             "srcs": ["graph_kernel_test.c", "launch_testutil.h"],
             "hdrs": [],
-            "deps": ["//t4a_launch:t4a_launch", "//t4a_xfer:t4a_xfer", "//t4a_nvrtc:t4a_nvrtc", "//t4a_mem:t4a_mem", "//t4a_retire:t4a_retire", "//t4a_ctx:t4a_ctx", "//t4a_ctx:seam", "//t4a_ctx:status", "//testing/fake_driver:fake_driver", "@cmocka//:cmocka", "//testing/fixture:fixture"],
+            "deps": ["//t4a_launch:t4a_launch", "//t4a_xfer:t4a_xfer", "//t4a_nvrtc:t4a_nvrtc", "//t4a_mem:t4a_mem", "//t4a_retire:t4a_retire", "//t4a_ctx:t4a_ctx", "//t4a_ctx:seam", "//t4a_ctx:status", "//testing/fake_driver:fake_driver", "@cmocka//:cmocka", "//testing/fixture:fixture", "//testing/sweep:sweep"],
             "linkopts": ["-lpthread"],
             "tags": ["unit"],
             "data": [],

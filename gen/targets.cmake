@@ -263,7 +263,7 @@ t4a_test(NAME t4a_launch_launch_gpu_test
 t4a_test(NAME t4a_launch_graph_kernel_test
   SRCS t4a_launch/graph_kernel_test.c t4a_launch/launch_testutil.h
   LABELS unit
-  DEPS t4a_launch t4a_xfer t4a_nvrtc t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver t4a_ext_cmocka Threads::Threads fixture)
+  DEPS t4a_launch t4a_xfer t4a_nvrtc t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver t4a_ext_cmocka Threads::Threads fixture sweep)
 t4a_test(NAME t4a_launch_graph_test
   SRCS t4a_launch/graph_test.c
   LABELS unit

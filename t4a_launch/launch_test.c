@@ -32,8 +32,6 @@ __attribute__((noinline)) static int setup_leaky(void **state) {
 T4A_FIXTURE_DELIBERATE_LEAKS("setup_leaky", "test_failure_sweep",
                              "test_failure_after_enqueue_quarantines_the_buffers")
 
-static uint64_t calls(fixture *f, const char *entry) { return t4a_fake_calls(f->fake, entry); }
-
 /* add's four arguments: a, b, out and n. */
 typedef struct add_args {
   t4a_buffer *a, *b, *out;

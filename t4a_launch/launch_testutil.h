@@ -21,6 +21,7 @@
 #include "t4a_ctx/driver_table.h"
 #include "testing/fake_driver/fake_driver.h"
 #include "testing/fixture/fixture.h"
+#include "testing/sweep/sweep.h"
 
 #define CK(x) assert_int_equal((x), T4A_OK)
 
@@ -93,6 +94,41 @@ static inline t4a_buffer *make_buffer(fixture *f, size_t bytes) {
 /* The host view of a buffer's device memory (the fake's). */
 static inline void *view(fixture *f, t4a_buffer *b) {
   return t4a_fake_host_view(f->fake, (CUdeviceptr)t4a_buffer_devptr(b), t4a_buffer_size(b));
+}
+
+static inline uint64_t calls(fixture *f, const char *entry) {
+  return t4a_fake_calls(f->fake, entry);
+}
+
+/* b[i] = scale * i for i < n (through the fake's host view). */
+static inline void fill(fixture *f, t4a_buffer *b, int n, int scale) {
+  int *p = view(f, b);
+  for (int i = 0; i < n; i++) p[i] = scale * i;
+}
+
+/* Every element of b is `scale` * i. */
+static inline int holds(fixture *f, t4a_buffer *b, int n, int scale) {
+  int *p = view(f, b);
+  for (int i = 0; i < n; i++) {
+    if (p[i] != scale * i) return 0;
+  }
+  return 1;
+}
+
+/* The start of the failure sweeps of work fired through graphs (chains, graph fires): from a
+ * clean fixture, every driver call of s->op failed with UNKNOWN, then INVALID_HANDLE, each
+ * surfacing more than 10 times; then a cuGraphLaunch reported failed with its replay queued
+ * (typed, quarantined, counted). s->entry and s->after_enqueue are cleared after. */
+static inline void sweep_graph_launches(fixture *f, t4a_sweep *s) {
+  f->baseline = 0;
+  assert_int_equal(unaccounted(f), 0);
+  assert_true(t4a_sweep_driver(s, CUDA_ERROR_UNKNOWN, T4A_DRIVER_ERROR) > 10);
+  assert_true(t4a_sweep_driver(s, CUDA_ERROR_INVALID_HANDLE, T4A_DRIVER_ERROR) > 10);
+  s->entry = "cuGraphLaunch";
+  s->after_enqueue = 1;
+  assert_true(t4a_sweep_driver(s, CUDA_ERROR_UNKNOWN, T4A_DRIVER_ERROR) >= 1);
+  s->entry = NULL;
+  s->after_enqueue = 0;
 }
 
 static inline t4a_module *load_ptx(fixture *f) {

@@ -26,8 +26,6 @@ T4A_FIXTURE_DELIBERATE_LEAKS("setup_leaky", "test_failure_sweep",
                              "test_a5_module_leaked_without_context",
                              "test_a5_module_leaked_on_a_broken_lane")
 
-static uint64_t calls(fixture *f, const char *entry) { return t4a_fake_calls(f->fake, entry); }
-
 /* ---- images ---- */
 
 static void test_kinds_and_content_addressing(void **state) {
