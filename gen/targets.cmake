@@ -28,7 +28,7 @@ t4a_test(NAME t4a_ctx_status_test
 t4a_test(NAME t4a_ctx_ctx_test
   SRCS t4a_ctx/ctx_test.c
   LABELS unit
-  DEPS t4a_ctx_ctx_internal t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
+  DEPS fixture t4a_ctx_ctx_internal t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
 t4a_test(NAME t4a_ctx_loader_test
   SRCS t4a_ctx/loader_test.c
   LABELS unit
@@ -70,18 +70,18 @@ t4a_library(NAME testing_lsan_nvrtc_suppressions
   HDRS testing/lsan/nvrtc_suppressions.h)
 t4a_fuzzer(NAME testing_fuzz_ops_fuzz
   SRCS testing/fuzz/ops_fuzz.c testing/fuzz/ops_fuzz_regressions.h testing/fuzz/fuzz_replay.h
-  DEPS t4a_ctx_status_internal t4a fake_nvrtc fake_driver t4a_ext_cuda_headers Threads::Threads)
+  DEPS testing_fixture_host_kernels testing_fixture_leaks t4a_ctx_status_internal t4a fake_nvrtc fake_driver t4a_ext_cuda_headers Threads::Threads)
 t4a_test(NAME testing_fuzz_ops_fuzz_replay_test
   SRCS testing/fuzz/ops_fuzz.c testing/fuzz/ops_fuzz_regressions.h testing/fuzz/fuzz_replay.h testing/fuzz/fuzz_replay_main.c
   LABELS unit
-  DEPS t4a_ctx_status_internal t4a fake_nvrtc fake_driver t4a_ext_cuda_headers Threads::Threads)
+  DEPS testing_fixture_host_kernels testing_fixture_leaks t4a_ctx_status_internal t4a fake_nvrtc fake_driver t4a_ext_cuda_headers Threads::Threads)
 t4a_fuzzer(NAME testing_fuzz_bytes_fuzz
   SRCS testing/fuzz/bytes_fuzz.c testing/fuzz/bytes_fuzz_regressions.h testing/fuzz/fuzz_replay.h
-  DEPS t4a fake_nvrtc fake_driver t4a_ext_cuda_headers)
+  DEPS testing_fixture_host_kernels t4a fake_nvrtc fake_driver t4a_ext_cuda_headers)
 t4a_test(NAME testing_fuzz_bytes_fuzz_replay_test
   SRCS testing/fuzz/bytes_fuzz.c testing/fuzz/bytes_fuzz_regressions.h testing/fuzz/fuzz_replay.h testing/fuzz/fuzz_replay_main.c
   LABELS unit
-  DEPS t4a fake_nvrtc fake_driver t4a_ext_cuda_headers)
+  DEPS testing_fixture_host_kernels t4a fake_nvrtc fake_driver t4a_ext_cuda_headers)
 t4a_library(NAME testing_fake_driver_test_util
   SRCS testing/fake_driver/fake_test_util.c
   HDRS testing/fake_driver/fake_test_util.h
@@ -124,7 +124,7 @@ t4a_library(NAME t4a_mem
 t4a_test(NAME t4a_mem_mem_test
   SRCS t4a_mem/mem_test.c
   LABELS unit
-  DEPS t4a_ctx_ctx_internal t4a_mem t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
+  DEPS fixture t4a_ctx_ctx_internal t4a_mem t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
 t4a_library(NAME t4a_mem_pinned_arena
   SRCS t4a_mem/pinned_arena.c
   HDRS t4a_mem/include/t4a/pinned_arena.h
@@ -135,7 +135,7 @@ t4a_library(NAME t4a_mem_pinned_arena
 t4a_test(NAME t4a_mem_pinned_arena_test
   SRCS t4a_mem/pinned_arena_test.c
   LABELS unit
-  DEPS t4a_ctx_status_internal t4a_mem_pinned_arena t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver t4a_ext_cmocka Threads::Threads)
+  DEPS fixture t4a_ctx_status_internal t4a_mem_pinned_arena t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver t4a_ext_cmocka Threads::Threads)
 t4a_test(NAME t4a_mem_pinned_arena_gpu_test
   SRCS t4a_mem/pinned_arena_gpu_test.c
   LABELS gpu single
@@ -150,7 +150,7 @@ t4a_library(NAME t4a_retire
 t4a_test(NAME t4a_retire_retire_test
   SRCS t4a_retire/retire_test.c
   LABELS unit
-  DEPS t4a_ctx_ctx_internal t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
+  DEPS fixture t4a_ctx_ctx_internal t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
 t4a_test(NAME t4a_mem_mem_gpu_test
   SRCS t4a_mem/mem_gpu_test.c
   LABELS gpu single
@@ -165,11 +165,11 @@ t4a_library(NAME t4a_xfer
 t4a_test(NAME t4a_xfer_xfer_test
   SRCS t4a_xfer/xfer_test.c
   LABELS unit
-  DEPS t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
+  DEPS fixture t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
 t4a_test(NAME t4a_xfer_copy_test
   SRCS t4a_xfer/copy_test.c
   LABELS unit
-  DEPS t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
+  DEPS fixture t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
 t4a_test(NAME t4a_xfer_copy_gpu_test
   SRCS t4a_xfer/copy_gpu_test.c t4a_xfer/copy_gpu_common.h
   LABELS gpu single
@@ -189,7 +189,7 @@ t4a_test(NAME t4a_xfer_xfer_gpu_test
 t4a_test(NAME t4a_xfer_file_test
   SRCS t4a_xfer/file_test.c
   LABELS unit
-  DEPS t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
+  DEPS fixture t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
 t4a_test(NAME t4a_xfer_file_gpu_test
   SRCS t4a_xfer/file_gpu_test.c
   LABELS gpu single
@@ -249,19 +249,19 @@ t4a_library(NAME t4a_launch
 t4a_test(NAME t4a_launch_module_test
   SRCS t4a_launch/module_test.c t4a_launch/launch_testutil.h
   LABELS unit
-  DEPS t4a_ctx_status_internal t4a_ctx_ctx_internal t4a_launch t4a_nvrtc t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
+  DEPS fixture t4a_ctx_status_internal t4a_ctx_ctx_internal t4a_launch t4a_nvrtc t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
 t4a_test(NAME t4a_launch_launch_test
   SRCS t4a_launch/launch_test.c t4a_launch/launch_testutil.h
   LABELS unit
-  DEPS t4a_ctx_status_internal t4a_launch t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
+  DEPS fixture t4a_ctx_status_internal t4a_launch t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
 t4a_test(NAME t4a_launch_fire_graph_test
   SRCS t4a_launch/fire_graph_test.c t4a_launch/launch_testutil.h
   LABELS unit
-  DEPS t4a_ctx_status_internal t4a_launch t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
+  DEPS fixture t4a_ctx_status_internal t4a_launch t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
 t4a_test(NAME t4a_launch_chain_test
   SRCS t4a_launch/chain_test.c t4a_launch/launch_testutil.h
   LABELS unit
-  DEPS t4a_ctx_status_internal t4a_launch t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
+  DEPS fixture t4a_ctx_status_internal t4a_launch t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
 t4a_test(NAME t4a_launch_launch_gpu_test
   SRCS t4a_launch/launch_gpu_test.c
   LABELS gpu single
@@ -269,11 +269,11 @@ t4a_test(NAME t4a_launch_launch_gpu_test
 t4a_test(NAME t4a_launch_graph_kernel_test
   SRCS t4a_launch/graph_kernel_test.c t4a_launch/launch_testutil.h
   LABELS unit
-  DEPS t4a_retire_retire_internal t4a_launch t4a_xfer t4a_nvrtc t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver t4a_ext_cmocka Threads::Threads)
+  DEPS sweep fixture t4a_retire_retire_internal t4a_launch t4a_xfer t4a_nvrtc t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver t4a_ext_cmocka Threads::Threads)
 t4a_test(NAME t4a_launch_graph_test
   SRCS t4a_launch/graph_test.c
   LABELS unit
-  DEPS t4a_launch t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
+  DEPS fixture t4a_launch t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
 t4a_test(NAME t4a_launch_calibration_cache_test
   SRCS t4a_launch/calibration_cache_test.c
   LABELS unit
@@ -288,7 +288,7 @@ t4a_library(NAME t4a_raw
 t4a_test(NAME t4a_raw_raw_test
   SRCS t4a_raw/raw_test.c
   LABELS unit
-  DEPS t4a_ctx_status_internal t4a_raw t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
+  DEPS fixture t4a_ctx_status_internal t4a_raw t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
 t4a_test(NAME t4a_raw_raw_gpu_test
   SRCS t4a_raw/raw_gpu_test.c
   LABELS gpu single
@@ -307,23 +307,23 @@ t4a_library(NAME t4a
 t4a_test(NAME t4a_t4a_facade_test
   SRCS t4a/t4a_facade_test.c
   LABELS unit
-  DEPS t4a_ctx_status_internal t4a fake_driver sweep t4a_ext_cmocka)
+  DEPS fixture t4a_ctx_status_internal t4a fake_driver sweep t4a_ext_cmocka)
 t4a_test(NAME t4a_stress_test
   SRCS t4a/stress_test.c
   LABELS unit stress
-  DEPS t4a fake_nvrtc fake_driver t4a_ext_cmocka Threads::Threads)
+  DEPS fixture t4a fake_nvrtc fake_driver t4a_ext_cmocka Threads::Threads)
 t4a_test(NAME t4a_bad_input_test
   SRCS t4a/bad_input_test.c
   LABELS unit
-  DEPS t4a fake_nvrtc fake_driver t4a_ext_cmocka)
+  DEPS fixture t4a fake_nvrtc fake_driver t4a_ext_cmocka)
 t4a_test(NAME t4a_api_sweep_test
   SRCS t4a/api_sweep_test.c
   LABELS unit
-  DEPS t4a fake_nvrtc fake_driver sweep t4a_ext_cmocka)
+  DEPS fixture t4a fake_nvrtc fake_driver sweep t4a_ext_cmocka)
 t4a_test(NAME t4a_faults_gpu_test
   SRCS t4a/faults_gpu_test.c
   LABELS gpu faults
-  DEPS t4a t4a_ctx_seam testing_gpu_gpu_main fake_driver t4a_ext_cuda_headers t4a_ext_cmocka Threads::Threads m)
+  DEPS testing_fixture_host_kernels t4a t4a_ctx_seam testing_gpu_gpu_main fake_driver t4a_ext_cuda_headers t4a_ext_cmocka Threads::Threads m)
 t4a_binary(NAME examples_readme_example
   SRCS examples/readme_example.c
   OUTPUT_NAME readme_example
@@ -407,3 +407,14 @@ t4a_library(NAME t4a_launch_counter_list
 t4a_library(NAME t4a_raw_counter_list
   HDRS t4a_raw/include/t4a/raw_counters.h
   INCLUDE_DIR t4a_raw/include)
+t4a_library(NAME fixture
+  SRCS testing/fixture/fixture.c
+  HDRS testing/fixture/fixture.h
+  DEPS testing_fixture_host_kernels testing_fixture_leaks fake_driver t4a_ctx t4a_ctx_seam t4a_ctx_status t4a_mem t4a_retire t4a_xfer t4a_launch)
+t4a_library(NAME testing_fixture_host_kernels
+  SRCS testing/fixture/host_kernels.c
+  HDRS testing/fixture/host_kernels.h
+  DEPS fake_driver t4a_ext_cuda_headers m)
+t4a_library(NAME testing_fixture_leaks
+  SRCS testing/fixture/leaks.c
+  HDRS testing/fixture/leaks.h)

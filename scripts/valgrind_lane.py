@@ -9,9 +9,10 @@ definitely lost block fails it. Logs go to DIR/valgrind/<test>.log.
 
 Deliberate leaks. Where t4a cannot prove that queued work finished it leaks (and counts) what
 that work may touch instead of freeing it on a guess, and the failure sweeps make it do so on
-purpose; those tests name the functions whose allocations may leak in their
-__lsan_default_suppressions() ("leak:NAME" lines), and check with the fake driver that whatever
-is left alive is exactly what t4a counted. This script reads those names from the test's own
+purpose; those tests name the functions whose allocations may leak with
+T4A_FIXTURE_DELIBERATE_LEAKS("NAME", ...) (testing/fixture/leaks.h: it defines their
+__lsan_default_suppressions(); a hand-written one's "leak:NAME" lines are read too), and check
+with the fake driver that whatever is left alive is exactly what t4a counted. This script reads those names from the test's own
 sources (sources.json) and turns them into a valgrind suppression file for that test alone, so
 one list serves LeakSanitizer and valgrind and no other test inherits it.
 
@@ -55,6 +56,9 @@ def deliberate_leaks(target):
         m = re.search(r"__lsan_default_suppressions\(void\)\s*\{(.*?)\}", text, re.S)
         if m:
             names += re.findall(r"leak:([A-Za-z_][A-Za-z0-9_]*)", m.group(1))
+        # testing/fixture/leaks.h: T4A_FIXTURE_DELIBERATE_LEAKS("NAME", ...) at the start of a line
+        for m in re.finditer(r"^T4A_FIXTURE_DELIBERATE_LEAKS\((.*?)\)", text, re.S | re.M):
+            names += re.findall(r'"([A-Za-z_][A-Za-z0-9_]*)"', m.group(1))
     return sorted(set(names))
 
 

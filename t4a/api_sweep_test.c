@@ -19,24 +19,18 @@
 
 #include "t4a/t4a.h"
 #include "testing/fake_driver/fake_driver.h"
-#include "testing/fake_nvrtc/fake_nvrtc.h"
+#include "testing/fixture/fixture.h"
 #include "testing/sweep/sweep.h"
+#include "testing/fake_nvrtc/fake_nvrtc.h"
 
 static const char k_src[] = "extern \"C\" __global__ void k(float *p, int n) {}\n";
 
 typedef struct fixture {
-  t4a_fake *fake;
-  t4a_driver *drv;
+  t4a_fixture fx; /* a fake of two peer devices and its driver; no lane */
   t4a_nvrtc_lib *nvrtc;
   t4a_nvrtc_cache *cache;
   uint64_t lane_leaked; /* leaked + buffers_leaked of the lanes of closed runtimes */
 } fixture;
-
-static void k_none(t4a_fake_launch *l, void **p, void *user) {
-  (void)l;
-  (void)p;
-  (void)user;
-}
 
 static t4a_status keep(t4a_status st, t4a_status next) { return st != T4A_OK ? st : next; }
 
@@ -49,7 +43,7 @@ static t4a_status raw_body(t4a_raw_scope *scope, void *user) {
 static t4a_status use(fixture *f, t4a_runtime *rt, t4a_runtime *peer) {
   t4a_status st = T4A_OK;
   int count = 0;
-  st = t4a_device_count(f->drv, &count);
+  st = t4a_device_count(f->fx.drv, &count);
   st = keep(st, t4a_lane_check(t4a_runtime_lane(rt)));
   st = keep(st, t4a_ctx_holder_check(t4a_lane_holder(t4a_runtime_lane(rt))));
   t4a_nvrtc_artifact *a = NULL;
@@ -198,7 +192,7 @@ static t4a_status close_counted(fixture *f, t4a_runtime *rt) {
 __attribute__((noinline)) static t4a_status op_api(void *user) {
   fixture *f = user;
   t4a_runtime_options o = T4A_RUNTIME_OPTIONS_INIT;
-  o.driver = f->drv;
+  o.driver = f->fx.drv;
   o.xfer.chunk_bytes = 4096;
   o.xfer.copy_threads = 1;
   o.artifact_cache = f->cache;
@@ -222,21 +216,18 @@ __attribute__((noinline)) static t4a_status op_api(void *user) {
  * use sweep). */
 static long unaccounted(void *user) {
   fixture *f = user;
-  t4a_fake_progress(f->fake);
-  t4a_fake_live l;
-  t4a_fake_live_objects(f->fake, &l);
-  t4a_counter_values drv;
-  t4a_driver_stats(f->drv, &drv);
-  long live = (long)(l.device_allocs + l.host_allocs + l.host_registrations + l.events +
-                     l.modules);
-  return live - (long)(drv.leaked + f->lane_leaked);
+  return t4a_fixture_unaccounted(&f->fx, T4A_FIXTURE_LIVE_DEVICE_ALLOCS |
+                                             T4A_FIXTURE_LIVE_HOST_ALLOCS |
+                                             T4A_FIXTURE_LIVE_HOST_REGISTRATIONS |
+                                             T4A_FIXTURE_LIVE_EVENTS | T4A_FIXTURE_LIVE_MODULES) -
+         (long)f->lane_leaked;
 }
 
 static void test_api_sweep(void **state) {
   fixture *f = *state;
   assert_int_equal(op_api(f), T4A_OK); /* the untouched use works */
   assert_int_equal(unaccounted(f), 0);
-  t4a_sweep s = {.name = "api", .fake = f->fake, .op = op_api, .unaccounted = unaccounted,
+  t4a_sweep s = {.name = "api", .fake = f->fx.fake, .op = op_api, .unaccounted = unaccounted,
                  .user = f, .max_steps = 3000};
   int driver = t4a_sweep_driver(&s, CUDA_ERROR_UNKNOWN, T4A_DRIVER_ERROR);
   static const t4a_status host[] = {T4A_HOST_OUT_OF_MEMORY, T4A_INTERNAL};
@@ -245,23 +236,24 @@ static void test_api_sweep(void **state) {
           driver, malloc_steps);
   assert_true(driver > 20);
   assert_true(malloc_steps > 10);
-  assert_int_equal(t4a_fake_ordering_violations(f->fake), 0);
+  assert_int_equal(t4a_fake_ordering_violations(f->fx.fake), 0);
   assert_int_equal(t4a_fake_nvrtc_programs_live(), 0);
 }
 
 static int setup(void **state) {
   fixture *f = calloc(1, sizeof *f);
-  t4a_fake_options o = T4A_FAKE_OPTIONS_INIT;
-  o.num_devices = 2;
-  o.all_peers = 1;
-  static const size_t params[2] = {8, 4};
-  if (f == NULL || t4a_fake_create(&o, &f->fake) != T4A_OK ||
-      t4a_fake_driver(f->fake, &f->drv) != T4A_OK || t4a_fake_nvrtc_open(&f->nvrtc) != T4A_OK ||
+  if (f == NULL) return -1;
+  *state = f;
+  t4a_fixture_options o = t4a_fixture_defaults();
+  o.fake.num_devices = 2;
+  o.fake.all_peers = 1;
+  o.stacks = 0;
+  if (t4a_fixture_init(&f->fx, &o) != T4A_OK || t4a_fake_nvrtc_open(&f->nvrtc) != T4A_OK ||
       t4a_nvrtc_cache_create(f->nvrtc, NULL, &f->cache) != T4A_OK) {
     return -1;
   }
-  t4a_fake_register_kernel(f->fake, "k", 2, params, k_none, NULL);
-  *state = f;
+  static const size_t params[2] = {8, 4};
+  t4a_fake_register_kernel(f->fx.fake, "k", 2, params, t4a_hk_none, NULL);
   return 0;
 }
 
@@ -269,18 +261,14 @@ static int teardown(void **state) {
   fixture *f = *state;
   t4a_nvrtc_cache_destroy(f->cache);
   t4a_nvrtc_lib_release(f->nvrtc);
-  (void)t4a_fake_table(f->fake)->cuCtxSetCurrent(NULL);
-  t4a_fake_progress(f->fake);
-  t4a_driver_release(f->drv);
-  t4a_fake_destroy(f->fake);
+  (void)t4a_fixture_fini(&f->fx, 0);
   free(f);
   return 0;
 }
 
 /* The sweep's failed steps leak on purpose what t4a could not prove drained (counted, and
  * checked by unaccounted()); LeakSanitizer and the valgrind lane are told about op_api only. */
-const char *__lsan_default_suppressions(void);
-const char *__lsan_default_suppressions(void) { return "leak:op_api\n"; }
+T4A_FIXTURE_DELIBERATE_LEAKS("op_api")
 
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test_setup_teardown(test_api_sweep, setup,

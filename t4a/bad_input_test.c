@@ -19,11 +19,11 @@
 
 #include "t4a/t4a.h"
 #include "testing/fake_driver/fake_driver.h"
+#include "testing/fixture/fixture.h"
 #include "testing/fake_nvrtc/fake_nvrtc.h"
 
 static struct {
-  t4a_fake *fake;
-  t4a_driver *drv;
+  t4a_fixture fx; /* a fake of two devices and its driver; the runtimes open their lanes */
   t4a_runtime *rt, *other;
   t4a_nvrtc_lib *nvrtc;
   t4a_nvrtc_cache *cache;
@@ -36,12 +36,6 @@ static struct {
 
 static const char k_ptx[] = ".version 8.0\n.target sm_90\n.address_size 64\n\n"
                             ".visible .entry k(.param .u64 p, .param .u32 n)\n{\n  ret;\n}\n";
-
-static void k_none(t4a_fake_launch *l, void **p, void *user) {
-  (void)l;
-  (void)p;
-  (void)user;
-}
 
 /* Nothing lost: the runtime still round-trips 4 KiB exactly. */
 static void still_works(void) {
@@ -364,7 +358,7 @@ static void test_runtime(void **state) {
       T4A_LIMIT_EXCEEDED, "the size needed returned");
   assert_true(need > sizeof json);
   t4a_runtime_options o = T4A_RUNTIME_OPTIONS_INIT;
-  o.driver = g.drv;
+  o.driver = g.fx.drv;
   t4a_runtime *rt = (t4a_runtime *)1;
   row(area, "open device 5 of 2", t4a_runtime_open(5, &o, &rt), T4A_INVALID_DEVICE, NULL);
   assert_null(rt);
@@ -373,19 +367,18 @@ static void test_runtime(void **state) {
 static int setup(void **state) {
   (void)state;
   g.print = getenv("T4A_BAD_INPUT_TABLE") != NULL;
-  t4a_fake_options fo = T4A_FAKE_OPTIONS_INIT;
-  fo.num_devices = 2;
+  t4a_fixture_options fo = t4a_fixture_defaults();
+  fo.fake.num_devices = 2;
+  fo.stacks = 0;
+  if (t4a_fixture_init(&g.fx, &fo) != T4A_OK) return -1;
   static const size_t params[2] = {8, 4};
-  if (t4a_fake_create(&fo, &g.fake) != T4A_OK || t4a_fake_driver(g.fake, &g.drv) != T4A_OK) {
-    return -1;
-  }
-  t4a_fake_register_kernel(g.fake, "k", 2, params, k_none, NULL);
+  t4a_fake_register_kernel(g.fx.fake, "k", 2, params, t4a_hk_none, NULL);
   if (t4a_fake_nvrtc_open(&g.nvrtc) != T4A_OK ||
       t4a_nvrtc_cache_create(g.nvrtc, NULL, &g.cache) != T4A_OK) {
     return -1;
   }
   t4a_runtime_options o = T4A_RUNTIME_OPTIONS_INIT;
-  o.driver = g.drv;
+  o.driver = g.fx.drv;
   o.xfer.chunk_bytes = 4096;
   o.xfer.copy_threads = 1;
   t4a_module *m = NULL;
@@ -414,11 +407,8 @@ static int teardown(void **state) {
   int ok = t4a_runtime_close(g.rt) == T4A_OK && t4a_runtime_close(g.other) == T4A_OK;
   t4a_nvrtc_cache_destroy(g.cache);
   t4a_nvrtc_lib_release(g.nvrtc);
-  (void)t4a_fake_table(g.fake)->cuCtxSetCurrent(NULL);
-  t4a_fake_progress(g.fake);
-  t4a_driver_release(g.drv);
-  ok = ok && t4a_fake_nothing_live(g.fake) && t4a_fake_nvrtc_programs_live() == 0;
-  t4a_fake_destroy(g.fake);
+  ok = t4a_fixture_fini(&g.fx, T4A_FIXTURE_CHECK_NOTHING_LIVE) == 0 && ok &&
+       t4a_fake_nvrtc_programs_live() == 0;
   /* Only valid entries are left in the directory (no temporary file): remove them. */
   DIR *d = opendir(g.dir);
   struct dirent *e;

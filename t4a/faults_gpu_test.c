@@ -60,6 +60,7 @@
 #include "t4a/t4a.h"
 #include "t4a_ctx/driver_table.h"
 #include "testing/fake_driver/fake_driver.h"
+#include "testing/fixture/host_kernels.h"
 #include "testing/gpu/gpu_main.h"
 
 #define DEADLINE_S 60
@@ -1115,59 +1116,16 @@ static void test_lane(void **state) {
  * do not exist there, so some checks fail by design). Not a claim about any GPU. */
 static int g_fake_mode;
 
-static void fk_spin_fill(t4a_fake_launch *l, void **params, void *user) {
-  (void)user;
-  CUdeviceptr p = *(CUdeviceptr *)params[0];
-  unsigned n = *(unsigned *)params[1], v = *(unsigned *)params[2];
-  unsigned *w = t4a_fake_deref(l, p, (size_t)n * 4);
-  if (w != NULL) {
-    for (unsigned i = 0; i < n; i++) w[i] = v + i;
-  }
-}
-static void fk_poke(t4a_fake_launch *l, void **params, void *user) {
-  (void)user;
-  unsigned *w = t4a_fake_deref(l, *(CUdeviceptr *)params[0], 4);
-  if (w != NULL) *w = *(unsigned *)params[1];
-}
-static void fk_saxpy(t4a_fake_launch *l, void **params, void *user) {
-  (void)user;
-  int n = *(int *)params[0];
-  float a = *(float *)params[1];
-  float *x = t4a_fake_deref(l, *(CUdeviceptr *)params[2], (size_t)n * 4);
-  float *y = t4a_fake_deref(l, *(CUdeviceptr *)params[3], (size_t)n * 4);
-  if (x != NULL && y != NULL) {
-    for (int i = 0; i < n; i++) y[i] = fmaf(a, x[i], y[i]);
-  }
-}
-static void fk_bounded(t4a_fake_launch *l, void **params, void *user) {
-  (void)user;
-  unsigned g[3], b[3], sh;
-  t4a_fake_launch_dims(l, g, b, &sh);
-  int *p = t4a_fake_deref(l, *(CUdeviceptr *)params[0], (size_t)b[0] * 4);
-  if (p != NULL) {
-    for (unsigned i = 0; i < b[0]; i++) p[i] = (int)i;
-  }
-}
-static void fk_big_shared(t4a_fake_launch *l, void **params, void *user) {
-  (void)user;
-  int words = *(int *)params[1];
-  int *p = t4a_fake_deref(l, *(CUdeviceptr *)params[0], (size_t)words * 4);
-  if (p != NULL) {
-    for (int i = 0; i < words; i++) p[i] = words - 1 - i;
-  }
-}
-
 static int run_child_fake(void) {
   t4a_fake *fake = NULL;
   t4a_fake_options o = T4A_FAKE_OPTIONS_INIT;
   o.mem_bytes = (uint64_t)4 << 30;
   if (t4a_fake_create(&o, &fake) != T4A_OK || t4a_fake_driver(fake, &g_drv) != T4A_OK) return 1;
-  const size_t p4[4] = {8, 4, 4, 8}, p2[2] = {8, 4}, s4[4] = {4, 4, 8, 8}, p1[1] = {8};
-  t4a_fake_register_kernel(fake, "spin_fill", 4, p4, fk_spin_fill, NULL);
-  t4a_fake_register_kernel(fake, "poke", 2, p2, fk_poke, NULL);
-  t4a_fake_register_kernel(fake, "saxpy", 4, s4, fk_saxpy, NULL);
-  t4a_fake_register_kernel(fake, "bounded", 1, p1, fk_bounded, NULL);
-  t4a_fake_register_kernel(fake, "big_shared", 2, p2, fk_big_shared, NULL);
+  const t4a_host_kernel *kernels[] = {&t4a_hk_spin_fill, &t4a_hk_poke, &t4a_hk_saxpy,
+                                      &t4a_hk_bounded, &t4a_hk_big_shared};
+  for (size_t i = 0; i < sizeof kernels / sizeof *kernels; i++) {
+    t4a_host_kernel_register(fake, kernels[i], NULL, NULL);
+  }
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_lane)};
   int rc = _cmocka_run_group_tests("faults_gpu_test --fake", tests, 1, NULL, NULL);
   t4a_driver_release(g_drv);

@@ -22,6 +22,7 @@
 
 #include "t4a/t4a.h"
 #include "testing/fake_driver/fake_driver.h"
+#include "testing/fixture/fixture.h"
 #include "testing/fake_nvrtc/fake_nvrtc.h"
 
 enum { THREADS = 8, RUNTIMES = 3, SLOTS = 48 };
@@ -29,19 +30,6 @@ static const size_t k_sizes[3] = {512, 4096, 12288};
 
 static const char k_source[] =
     "extern \"C\" __global__ void add(unsigned char *p, int n, int v) {}\n";
-
-/* The host kernel: adds v to n bytes at p. */
-static void k_add(t4a_fake_launch *l, void **p, void *user) {
-  (void)user;
-  CUdeviceptr ptr;
-  int n, v;
-  memcpy(&ptr, p[0], 8);
-  memcpy(&n, p[1], 4);
-  memcpy(&v, p[2], 4);
-  unsigned char *h = t4a_fake_deref(l, ptr, (size_t)n);
-  if (h == NULL) return;
-  for (int i = 0; i < n; i++) h[i] = (unsigned char)(h[i] + v);
-}
 
 typedef struct slot {
   pthread_mutex_t lock;
@@ -59,8 +47,7 @@ typedef struct held {
 } held;
 
 static struct {
-  t4a_fake *fake;
-  t4a_driver *drv;
+  t4a_fixture fx; /* a fake of two peer devices and its driver; the runtimes open their lanes */
   t4a_nvrtc_lib *nvrtc;
   t4a_nvrtc_cache *cache;
   t4a_runtime *rt[RUNTIMES];
@@ -290,13 +277,12 @@ static void test_stress(void **state) {
   (void)state;
   const char *env = getenv("T4A_STRESS_OPS");
   g.ops = env != NULL ? atol(env) : 10000;
-  t4a_fake_options o = T4A_FAKE_OPTIONS_INIT;
-  o.num_devices = 2;
-  o.all_peers = 1;
-  assert_int_equal(t4a_fake_create(&o, &g.fake), T4A_OK);
-  assert_int_equal(t4a_fake_driver(g.fake, &g.drv), T4A_OK);
-  static const size_t params[3] = {8, 4, 4};
-  t4a_fake_register_kernel(g.fake, "add", 3, params, k_add, NULL);
+  t4a_fixture_options o = t4a_fixture_defaults();
+  o.fake.num_devices = 2;
+  o.fake.all_peers = 1;
+  o.stacks = 0;
+  o.kernels[0] = &t4a_hk_add_bytes; /* add(p, n, v): p[i] += v */
+  assert_int_equal(t4a_fixture_init(&g.fx, &o), T4A_OK);
   assert_int_equal(t4a_fake_nvrtc_open(&g.nvrtc), T4A_OK);
   assert_int_equal(t4a_nvrtc_cache_create(g.nvrtc, NULL, &g.cache), T4A_OK);
   t4a_fake_nvrtc_set_compile_delay(20000); /* the first compile overlaps the others */
@@ -307,7 +293,7 @@ static void test_stress(void **state) {
   size_t image_bytes = sizeof image;
   for (int r = 0; r < RUNTIMES; r++) {
     t4a_runtime_options ro = T4A_RUNTIME_OPTIONS_INIT;
-    ro.driver = g.drv;
+    ro.driver = g.fx.drv;
     ro.xfer.chunk_bytes = 8192;
     ro.xfer.copy_threads = 2;
     ro.table_capacity = 4;
@@ -345,9 +331,7 @@ static void test_stress(void **state) {
   }
   t4a_nvrtc_cache_destroy(g.cache);
   t4a_nvrtc_lib_release(g.nvrtc);
-  (void)t4a_fake_table(g.fake)->cuCtxSetCurrent(NULL);
-  t4a_fake_progress(g.fake);
-  t4a_driver_release(g.drv);
+  t4a_fixture_release(&g.fx); /* no context current, the GPU finishes, the driver goes */
   fprintf(stderr, "# stress: %d threads x %ld ops; per kind:", THREADS, g.ops);
   for (int k = 0; k < 13; k++) fprintf(stderr, " %ld", atomic_load(&g.done[k]));
   fprintf(stderr, "; NVRTC compiles %ld\n", compiles);
@@ -355,9 +339,9 @@ static void test_stress(void **state) {
   assert_int_equal(atomic_load(&g.mismatches), 0);
   assert_int_equal(compiles, 1);
   assert_int_equal(t4a_fake_nvrtc_programs_live(), 0);
-  assert_int_equal(t4a_fake_ordering_violations(g.fake), 0);
-  assert_true(t4a_fake_nothing_live(g.fake));
-  t4a_fake_destroy(g.fake);
+  assert_int_equal(t4a_fake_ordering_violations(g.fx.fake), 0);
+  assert_true(t4a_fake_nothing_live(g.fx.fake));
+  (void)t4a_fixture_fini(&g.fx, 0);
 }
 
 int main(void) {

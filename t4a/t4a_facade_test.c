@@ -19,6 +19,7 @@
 #include "t4a/t4a.h"
 #include "t4a_ctx/status_internal.h"
 #include "testing/fake_driver/fake_driver.h"
+#include "testing/fixture/fixture.h"
 #include "testing/sweep/sweep.h"
 
 #define CK(x) assert_int_equal((x), T4A_OK)
@@ -32,78 +33,28 @@ static const char k_scale_src[] =
     "  if (i < n) x[i] *= a;\n"
     "}\n";
 
-/* The same kernel as PTX text (the fake reads its .entry names; parameters come from the
- * registration below). */
+/* The same kernel as PTX text (the fake reads its .entry names; parameters come from
+ * t4a_hk_scale's registration). */
 static const char k_scale_ptx[] =
     ".version 8.0\n.target sm_90\n.address_size 64\n\n"
     ".visible .entry scale(.param .u64 x, .param .f32 a, .param .u32 n)\n{\n  ret;\n}\n";
 
-/* The host version of `scale`, run by the fake in stream order: every thread of the grid. */
-static void k_scale(t4a_fake_launch *l, void **p, void *user) {
-  (void)user;
-  CUdeviceptr x;
-  float a;
-  int n;
-  memcpy(&x, p[0], 8);
-  memcpy(&a, p[1], 4);
-  memcpy(&n, p[2], 4);
-  unsigned grid[3], block[3];
-  t4a_fake_launch_dims(l, grid, block, NULL);
-  long threads = (long)grid[0] * block[0];
-  long count = n < threads ? n : threads;
-  if (count <= 0) return;
-  float *px = t4a_fake_deref(l, x, (size_t)count * sizeof(float));
-  if (px == NULL) return;
-  for (long i = 0; i < count; i++) px[i] *= a;
-}
+typedef t4a_fixture fixture;
 
-static void k_nop(t4a_fake_launch *l, void **p, void *user) {
-  (void)l;
-  (void)p;
-  (void)user;
-}
-
-typedef struct fixture {
-  t4a_fake *fake;
-  t4a_driver *drv;
-} fixture;
-
+/* A fake of `devices` devices and its driver (the runtimes open their own lanes); the kernels
+ * scale (t4a_hk_scale: the fake runs every thread of the grid) and t4a_nop. */
 static int setup_devices(void **state, int devices) {
-  fixture *f = calloc(1, sizeof *f);
-  t4a_fake_options o = T4A_FAKE_OPTIONS_INIT;
-  o.num_devices = devices;
-  if (f == NULL || t4a_fake_create(&o, &f->fake) != T4A_OK ||
-      t4a_fake_driver(f->fake, &f->drv) != T4A_OK) {
-    return -1;
-  }
-  static const size_t params[3] = {8, 4, 4};
-  t4a_fake_register_kernel(f->fake, "scale", 3, params, k_scale, NULL);
-  t4a_fake_register_kernel(f->fake, "t4a_nop", 0, NULL, k_nop, NULL);
-  *state = f;
+  t4a_fixture_options o = t4a_fixture_defaults();
+  o.fake.num_devices = devices;
+  o.stacks = 0;
+  o.kernels[0] = &t4a_hk_scale;
+  if (t4a_fixture_setup(state, &o) != 0) return -1;
+  t4a_host_kernel_register(((fixture *)*state)->fake, &t4a_hk_nop, "t4a_nop", NULL);
   return 0;
 }
 static int setup(void **state) { return setup_devices(state, 2); }
 
-static int teardown(void **state) {
-  fixture *f = *state;
-  (void)t4a_fake_table(f->fake)->cuCtxSetCurrent(NULL);
-  t4a_fake_progress(f->fake);
-  t4a_driver_release(f->drv);
-  int clean = t4a_fake_nothing_live(f->fake) && t4a_fake_ordering_violations(f->fake) == 0;
-  if (!clean) {
-    t4a_fake_live l;
-    t4a_fake_live_objects(f->fake, &l);
-    fprintf(stderr, "# teardown: %llu device allocs, %llu host allocs, %llu streams, %llu events, "
-            "%llu pools, %llu modules, primary refs %d; %llu ordering violations\n",
-            (unsigned long long)l.device_allocs, (unsigned long long)l.host_allocs,
-            (unsigned long long)l.streams, (unsigned long long)l.events,
-            (unsigned long long)l.pools, (unsigned long long)l.modules, l.primary_refs[0],
-            (unsigned long long)t4a_fake_ordering_violations(f->fake));
-  }
-  t4a_fake_destroy(f->fake);
-  free(f);
-  return clean ? 0 : -1;
-}
+static int teardown(void **state) { return t4a_fixture_teardown(state, T4A_FIXTURE_CHECK_STRICT); }
 
 /* Small rings and one copy thread: the tests open many runtimes. */
 static t4a_runtime_options small_options(fixture *f) {
@@ -904,18 +855,17 @@ __attribute__((noinline)) static t4a_status op_use(void *user) {
  * pinned memory, events, modules, streams, pools and primary-context retains. */
 static long unaccounted_strict(void *user) {
   sweep_ctx *c = user;
-  t4a_fake_progress(c->f->fake);
-  t4a_fake_live l;
-  t4a_fake_live_objects(c->f->fake, &l);
   t4a_counter_values drv;
   t4a_driver_stats(c->f->drv, &drv);
-  long refs = 0;
-  for (int i = 0; i < T4A_FAKE_MAX_DEVICES; i++) refs += l.primary_refs[i];
-  long live = (long)(l.device_allocs + l.host_allocs + l.host_registrations + l.events +
-                     l.modules + l.streams + l.pools) + refs;
-  long counted = (long)(drv.leaked + drv.streams_leaked + drv.ctx_release_failures +
-                        c->lane_leaked + c->lane_pools_leaked);
-  return live - counted;
+  long counted = (long)(drv.streams_leaked + drv.ctx_release_failures + c->lane_leaked +
+                        c->lane_pools_leaked);
+  return t4a_fixture_unaccounted(c->f, T4A_FIXTURE_LIVE_DEVICE_ALLOCS |
+                                           T4A_FIXTURE_LIVE_HOST_ALLOCS |
+                                           T4A_FIXTURE_LIVE_HOST_REGISTRATIONS |
+                                           T4A_FIXTURE_LIVE_EVENTS | T4A_FIXTURE_LIVE_MODULES |
+                                           T4A_FIXTURE_LIVE_STREAMS | T4A_FIXTURE_LIVE_POOLS |
+                                           T4A_FIXTURE_LIVE_PRIMARY_REFS) -
+         counted;
 }
 
 /* A whole use: a buffer quarantined by a launch that may have run keeps its pool, lane and
@@ -923,14 +873,11 @@ static long unaccounted_strict(void *user) {
  * count those); memory, events and modules must match what t4a counted. */
 static long unaccounted_use(void *user) {
   sweep_ctx *c = user;
-  t4a_fake_progress(c->f->fake);
-  t4a_fake_live l;
-  t4a_fake_live_objects(c->f->fake, &l);
-  t4a_counter_values drv;
-  t4a_driver_stats(c->f->drv, &drv);
-  long live = (long)(l.device_allocs + l.host_allocs + l.host_registrations + l.events +
-                     l.modules);
-  return live - (long)(drv.leaked + c->lane_leaked);
+  return t4a_fixture_unaccounted(c->f, T4A_FIXTURE_LIVE_DEVICE_ALLOCS |
+                                           T4A_FIXTURE_LIVE_HOST_ALLOCS |
+                                           T4A_FIXTURE_LIVE_HOST_REGISTRATIONS |
+                                           T4A_FIXTURE_LIVE_EVENTS | T4A_FIXTURE_LIVE_MODULES) -
+         (long)c->lane_leaked;
 }
 
 /* `second`: another code to fail every call with (a use probes kernel parameters until
@@ -999,11 +946,8 @@ static void test_use_sweep(void **state) {
  * told about the sweep's frames only, and unaccounted_use checks that what stays alive is exactly
  * what t4a counted. The fixture's fake and driver go with them (the driver's last reference is
  * held by those lanes). */
-const char *__lsan_default_suppressions(void);
-const char *__lsan_default_suppressions(void) {
-  return "leak:op_use\nleak:setup_leaky\nleak:test_close_returns_cached_blocks\n"
-         "leak:test_close_counts_cached_blocks_of_a_lost_lane\n";
-}
+T4A_FIXTURE_DELIBERATE_LEAKS("op_use", "setup_leaky", "test_close_returns_cached_blocks",
+                             "test_close_counts_cached_blocks_of_a_lost_lane")
 
 __attribute__((noinline)) static int setup_leaky(void **state) {
   int rc = setup(state);
@@ -1013,14 +957,7 @@ __attribute__((noinline)) static int setup_leaky(void **state) {
 
 /* The sweeps leak on purpose (counted); teardown checks the fake's ordering only. */
 static int teardown_counted(void **state) {
-  fixture *f = *state;
-  (void)t4a_fake_table(f->fake)->cuCtxSetCurrent(NULL);
-  t4a_fake_progress(f->fake);
-  uint64_t violations = t4a_fake_ordering_violations(f->fake);
-  t4a_driver_release(f->drv);
-  t4a_fake_destroy(f->fake);
-  free(f);
-  return violations == 0 ? 0 : -1;
+  return t4a_fixture_teardown(state, T4A_FIXTURE_CHECK_ORDERING);
 }
 
 

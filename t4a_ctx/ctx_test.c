@@ -14,41 +14,34 @@
 #include "t4a_ctx/ctx_internal.h"
 #include "t4a_ctx/driver_table.h"
 #include "testing/fake_driver/fake_driver.h"
+#include "testing/fixture/fixture.h"
 #include "testing/sweep/sweep.h"
 
-typedef struct fixture {
-  t4a_fake *fake;
-  t4a_driver *drv;
-  const t4a_driver_table *raw;
-} fixture;
+typedef t4a_fixture fixture;
 
+static const t4a_driver_table *g_raw; /* the fake's own table (the tests' direct driver calls) */
+
+/* A fake of `devices` devices (0 can reach 1, not the other way round) and its driver; no lane:
+ * the tests open their own. */
 static int setup_n(void **state, int devices) {
-  fixture *f = calloc(1, sizeof *f);
-  t4a_fake_options o = T4A_FAKE_OPTIONS_INIT;
-  o.num_devices = devices;
-  o.peer[0][1] = 1; /* 0 can reach 1, not the other way round */
-  if (t4a_fake_create(&o, &f->fake) != T4A_OK) return -1;
-  if (t4a_fake_driver(f->fake, &f->drv) != T4A_OK) return -1;
-  f->raw = t4a_fake_table(f->fake);
-  *state = f;
+  t4a_fixture_options o = t4a_fixture_defaults();
+  o.fake.num_devices = devices;
+  o.fake.peer[0][1] = 1;
+  o.stacks = 0;
+  if (t4a_fixture_setup(state, &o) != 0) return -1;
+  g_raw = t4a_fake_table(((fixture *)*state)->fake);
   return 0;
 }
 static int setup(void **state) { return setup_n(state, 2); }
 
+/* Every test leaves the thread with no current context and nothing alive. */
 static int teardown(void **state) {
-  fixture *f = *state;
-  /* Every test leaves the thread with no current context and nothing alive. */
-  (void)f->raw->cuCtxSetCurrent(NULL);
-  t4a_driver_release(f->drv);
-  int clean = t4a_fake_nothing_live(f->fake);
-  t4a_fake_destroy(f->fake);
-  free(f);
-  return clean ? 0 : -1;
+  return t4a_fixture_teardown(state, T4A_FIXTURE_CHECK_NOTHING_LIVE);
 }
 
-static CUcontext current(const fixture *f) {
+static CUcontext current(void) {
   CUcontext c = (CUcontext)0x1;
-  assert_int_equal(f->raw->cuCtxGetCurrent(&c), CUDA_SUCCESS);
+  assert_int_equal(g_raw->cuCtxGetCurrent(&c), CUDA_SUCCESS);
   return c;
 }
 
@@ -73,7 +66,7 @@ static void test_enable_peer_once_per_pair(void **state) {
   assert_int_equal(t4a_ctx_holder_enable_peer(h1, h0), T4A_UNSUPPORTED);
   assert_int_equal(t4a_ctx_holder_enable_peer(h0, h0b), T4A_INVALID_ARGUMENT);
   assert_int_equal(t4a_ctx_holder_enable_peer(h0, NULL), T4A_INVALID_ARGUMENT);
-  assert_null(current(f));
+  assert_null(current());
   t4a_fake_inject(f->fake, "cuCtxEnablePeerAccess", 0, 1, CUDA_ERROR_UNKNOWN, 0);
   t4a_ctx_holder *h1b = NULL; /* a fresh pair member: h0 already has device 1 */
   assert_int_equal(t4a_ctx_holder_create(f->drv, 1, &h1b), T4A_OK);
@@ -90,7 +83,7 @@ static void test_enable_peer_once_per_pair(void **state) {
   assert_int_equal(v.peer_access_enabled, 2);
   t4a_ctx_holder_release(h0);
   t4a_ctx_holder_release(h1);
-  assert_null(current(f));
+  assert_null(current());
 }
 
 static void test_devices(void **state) {
@@ -167,21 +160,21 @@ static void test_scope_skips_set_when_current_and_restores(void **state) {
   assert_int_equal(t4a_ctx_holder_create(f->drv, 0, &h0), T4A_OK);
   assert_int_equal(t4a_ctx_holder_create(f->drv, 1, &h1), T4A_OK);
   CUcontext c0 = t4a_ctx_holder_native(h0), c1 = t4a_ctx_holder_native(h1);
-  assert_int_equal(f->raw->cuCtxSetCurrent(c1), CUDA_SUCCESS);
+  assert_int_equal(g_raw->cuCtxSetCurrent(c1), CUDA_SUCCESS);
   t4a_counters counters;
   memset(&counters, 0, sizeof counters);
 
   uint64_t sets = t4a_fake_calls(f->fake, "cuCtxSetCurrent");
   t4a_ctx_scope s;
   assert_int_equal(t4a_ctx_scope_enter(&s, h0, &counters), T4A_OK);
-  assert_ptr_equal(current(f), c0);
+  assert_ptr_equal(current(), c0);
   /* Nested scope on the same context: no set at all. */
   t4a_ctx_scope inner;
   assert_int_equal(t4a_ctx_scope_enter(&inner, h0, &counters), T4A_OK);
   assert_int_equal(t4a_ctx_scope_exit(&inner), T4A_OK);
-  assert_ptr_equal(current(f), c0);
+  assert_ptr_equal(current(), c0);
   assert_int_equal(t4a_ctx_scope_exit(&s), T4A_OK);
-  assert_ptr_equal(current(f), c1);
+  assert_ptr_equal(current(), c1);
   assert_int_equal(t4a_fake_calls(f->fake, "cuCtxSetCurrent") - sets, 2); /* set + restore */
 
   t4a_counter_values v;
@@ -199,7 +192,7 @@ static void test_scope_skips_set_when_current_and_restores(void **state) {
   assert_string_equal(e.entry, "cuCtxSetCurrent");
   assert_int_equal(e.code, CUDA_ERROR_INVALID_VALUE);
   assert_string_equal(e.code_name, "CUDA_ERROR_INVALID_VALUE");
-  assert_ptr_equal(current(f), c1);
+  assert_ptr_equal(current(), c1);
 
   /* A failed restore is reported and counted. */
   assert_int_equal(t4a_ctx_scope_enter(&s, h0, &counters), T4A_OK);
@@ -209,7 +202,7 @@ static void test_scope_skips_set_when_current_and_restores(void **state) {
   assert_int_equal(v.ctx_restore_failures, 1);
   assert_int_equal(t4a_ctx_scope_exit(&s), T4A_OK); /* a second exit does nothing */
 
-  assert_int_equal(f->raw->cuCtxSetCurrent(NULL), CUDA_SUCCESS);
+  assert_int_equal(g_raw->cuCtxSetCurrent(NULL), CUDA_SUCCESS);
   t4a_ctx_holder_release(h0);
   t4a_ctx_holder_release(h1);
 }
@@ -226,21 +219,21 @@ static void test_a1_last_holder_of_a_keeps_b_current(void **state) {
   t4a_ctx_holder_retain(a_holder);
   t4a_lane_release(a);
 
-  assert_ptr_equal(current(f), NULL);
+  assert_ptr_equal(current(), NULL);
   t4a_ctx_scope in_b;
   assert_int_equal(t4a_ctx_scope_enter(&in_b, t4a_lane_holder(b), NULL), T4A_OK);
   CUcontext ctx = t4a_ctx_holder_native(t4a_lane_holder(b));
-  assert_ptr_equal(current(f), ctx);
+  assert_ptr_equal(current(), ctx);
   /* The last holder of A goes away inside B's scope. */
   t4a_ctx_holder_release(a_holder);
-  assert_ptr_equal(current(f), ctx);
+  assert_ptr_equal(current(), ctx);
   /* B's work under its scope still succeeds. */
   assert_int_equal(t4a_lane_synchronize(b), T4A_OK);
   CUcontext via_stream = NULL;
-  assert_int_equal(f->raw->cuStreamGetCtx(t4a_lane_stream(b), &via_stream), CUDA_SUCCESS);
+  assert_int_equal(g_raw->cuStreamGetCtx(t4a_lane_stream(b), &via_stream), CUDA_SUCCESS);
   assert_ptr_equal(via_stream, ctx);
   assert_int_equal(t4a_ctx_scope_exit(&in_b), T4A_OK);
-  assert_ptr_equal(current(f), NULL); /* B's scope restored what it found */
+  assert_ptr_equal(current(), NULL); /* B's scope restored what it found */
   t4a_counter_values v;
   t4a_driver_stats(f->drv, &v);
   assert_int_equal(v.ctx_current_kept, 1);
@@ -253,22 +246,22 @@ static void test_final_holder_clears_only_a_destroyed_context(void **state) {
   t4a_ctx_holder *h = NULL;
   assert_int_equal(t4a_ctx_holder_create(f->drv, 1, &h), T4A_OK);
   CUcontext c = t4a_ctx_holder_native(h);
-  assert_int_equal(f->raw->cuCtxSetCurrent(c), CUDA_SUCCESS);
+  assert_int_equal(g_raw->cuCtxSetCurrent(c), CUDA_SUCCESS);
   t4a_ctx_holder_release(h);
-  assert_ptr_equal(current(f), NULL);
+  assert_ptr_equal(current(), NULL);
   t4a_fake_live live;
   t4a_fake_live_objects(f->fake, &live);
   assert_int_equal(live.primary_refs[1], 0);
 
   /* A context that someone outside t4a still retains stays current. */
   CUcontext outside = NULL;
-  assert_int_equal(f->raw->cuDevicePrimaryCtxRetain(&outside, 1), CUDA_SUCCESS);
+  assert_int_equal(g_raw->cuDevicePrimaryCtxRetain(&outside, 1), CUDA_SUCCESS);
   assert_int_equal(t4a_ctx_holder_create(f->drv, 1, &h), T4A_OK);
-  assert_int_equal(f->raw->cuCtxSetCurrent(outside), CUDA_SUCCESS);
+  assert_int_equal(g_raw->cuCtxSetCurrent(outside), CUDA_SUCCESS);
   t4a_ctx_holder_release(h);
-  assert_ptr_equal(current(f), outside);
-  assert_int_equal(f->raw->cuCtxSetCurrent(NULL), CUDA_SUCCESS);
-  assert_int_equal(f->raw->cuDevicePrimaryCtxRelease(1), CUDA_SUCCESS);
+  assert_ptr_equal(current(), outside);
+  assert_int_equal(g_raw->cuCtxSetCurrent(NULL), CUDA_SUCCESS);
+  assert_int_equal(g_raw->cuDevicePrimaryCtxRelease(1), CUDA_SUCCESS);
 }
 
 static void *release_holder(void *h) {
@@ -295,13 +288,13 @@ static void test_lanes_are_independent_and_release_anywhere(void **state) {
   assert_int_equal(live.primary_refs[0], 2);
   /* The stream is non-blocking and belongs to the lane's context. */
   unsigned flags = 0;
-  assert_int_equal(f->raw->cuStreamGetFlags(t4a_lane_stream(a), &flags), CUDA_SUCCESS);
+  assert_int_equal(g_raw->cuStreamGetFlags(t4a_lane_stream(a), &flags), CUDA_SUCCESS);
   assert_int_equal(flags & CU_STREAM_NON_BLOCKING, CU_STREAM_NON_BLOCKING);
   CUcontext sc = NULL;
-  assert_int_equal(f->raw->cuStreamGetCtx(t4a_lane_stream(a), &sc), CUDA_SUCCESS);
+  assert_int_equal(g_raw->cuStreamGetCtx(t4a_lane_stream(a), &sc), CUDA_SUCCESS);
   assert_ptr_equal(sc, t4a_ctx_holder_native(t4a_lane_holder(a)));
   /* Creation left the thread's context as it found it. */
-  assert_ptr_equal(current(f), NULL);
+  assert_ptr_equal(current(), NULL);
 
   assert_int_equal(t4a_lane_synchronize(a), T4A_OK);
   t4a_counter_values v;
@@ -572,14 +565,13 @@ static t4a_status op_peer(void *user) {
  * alive is either none or a leak that t4a counted (a drop path that could not prove safety). */
 static long unaccounted(void *user) {
   fixture *f = user;
-  t4a_fake_live live;
-  t4a_fake_live_objects(f->fake, &live);
   t4a_counter_values v;
   t4a_driver_stats(f->drv, &v);
-  long refs = 0;
-  for (int i = 0; i < T4A_FAKE_MAX_DEVICES; i++) refs += live.primary_refs[i];
-  return (long)(live.streams - v.streams_leaked) + (refs - (long)v.ctx_release_failures) +
-         (long)(live.device_allocs + live.host_allocs + live.events + live.pools + live.modules);
+  return t4a_fixture_live(f->fake, T4A_FIXTURE_LIVE_STREAMS | T4A_FIXTURE_LIVE_PRIMARY_REFS |
+                                       T4A_FIXTURE_LIVE_DEVICE_ALLOCS |
+                                       T4A_FIXTURE_LIVE_HOST_ALLOCS | T4A_FIXTURE_LIVE_EVENTS |
+                                       T4A_FIXTURE_LIVE_POOLS | T4A_FIXTURE_LIVE_MODULES) -
+         (long)v.streams_leaked - (long)v.ctx_release_failures;
 }
 
 /* Fails the Nth driver call with three result codes, then the Nth host allocation (see
@@ -596,13 +588,7 @@ static void sweep(fixture *f, t4a_sweep_op op, const char *name) {
 
 /* For tests that leak on purpose: what is alive must be exactly what t4a counted. */
 static int teardown_counted_leaks(void **state) {
-  fixture *f = *state;
-  (void)f->raw->cuCtxSetCurrent(NULL);
-  long extra = unaccounted(f);
-  t4a_driver_release(f->drv);
-  t4a_fake_destroy(f->fake);
-  free(f);
-  return extra == 0 ? 0 : -1;
+  return t4a_fixture_teardown_counted(state, unaccounted, 0);
 }
 
 static void test_sweep_lane(void **state) { sweep(*state, op_lane_cycle, "lane"); }
@@ -615,13 +601,13 @@ static void test_failed_create_leaves_context_alone(void **state) {
   t4a_ctx_holder *h = NULL;
   assert_int_equal(t4a_ctx_holder_create(f->drv, 1, &h), T4A_OK);
   CUcontext c1 = t4a_ctx_holder_native(h);
-  assert_int_equal(f->raw->cuCtxSetCurrent(c1), CUDA_SUCCESS);
+  assert_int_equal(g_raw->cuCtxSetCurrent(c1), CUDA_SUCCESS);
   t4a_fake_inject(f->fake, "cuStreamCreateWithPriority", 0, 1, CUDA_ERROR_OUT_OF_MEMORY, 0);
   t4a_lane *lane = NULL;
   assert_int_equal(t4a_lane_create(f->drv, 0, NULL, &lane), T4A_DEVICE_OUT_OF_MEMORY);
   assert_null(lane);
-  assert_ptr_equal(current(f), c1);
-  assert_int_equal(f->raw->cuCtxSetCurrent(NULL), CUDA_SUCCESS);
+  assert_ptr_equal(current(), c1);
+  assert_int_equal(g_raw->cuCtxSetCurrent(NULL), CUDA_SUCCESS);
   t4a_ctx_holder_release(h);
 }
 
@@ -663,7 +649,7 @@ static void test_cleanup_keeps_first_failure(void **state) {
       fail_msg("call %d: returned %s, detail says %s from %s (%d)", (int)n, t4a_status_name(st),
                t4a_status_name(e.status), e.entry, e.code);
     }
-    (void)f->raw->cuCtxSetCurrent(NULL);
+    (void)g_raw->cuCtxSetCurrent(NULL);
   }
   /* A drop path leaves the detail of an earlier failure alone. */
   t4a_lane *lane = NULL;
@@ -687,7 +673,7 @@ static void test_scope_outlives_lane(void **state) {
   assert_int_equal(t4a_ctx_scope_enter(&s, t4a_lane_holder(lane), NULL), T4A_OK);
   t4a_lane_release(lane);
   assert_int_equal(t4a_ctx_scope_exit(&s), T4A_OK);
-  assert_ptr_equal(current(f), NULL);
+  assert_ptr_equal(current(), NULL);
   t4a_fake_live live;
   t4a_fake_live_objects(f->fake, &live);
   assert_int_equal(live.primary_refs[0], 0);

@@ -27,26 +27,7 @@ __attribute__((noinline)) static int setup_leaky(void **state) {
   __asm__ volatile("" ::: "memory");
   return rc;
 }
-const char *__lsan_default_suppressions(void);
-const char *__lsan_default_suppressions(void) {
-  return "leak:setup_leaky\nleak:test_failure_sweep\n";
-}
-
-static uint64_t calls(fixture *f, const char *entry) { return t4a_fake_calls(f->fake, entry); }
-
-static void fill(fixture *f, t4a_buffer *b, int n, int scale) {
-  int *p = view(f, b);
-  for (int i = 0; i < n; i++) p[i] = scale * i;
-}
-
-/* Every element of b is `scale` * i. */
-static int holds(fixture *f, t4a_buffer *b, int n, int scale) {
-  int *p = view(f, b);
-  for (int i = 0; i < n; i++) {
-    if (p[i] != scale * i) return 0;
-  }
-  return 1;
-}
+T4A_FIXTURE_DELIBERATE_LEAKS("setup_leaky", "test_failure_sweep")
 
 static t4a_launch_table *table(fixture *f) {
   t4a_launch_table *t = NULL;
@@ -638,16 +619,8 @@ static void test_failure_sweep(void **state) {
                  .op = op_chain,
                  .unaccounted = unaccounted,
                  .user = f};
-  f->baseline = 0;
-  assert_int_equal(unaccounted(f), 0);
-  assert_true(t4a_sweep_driver(&s, CUDA_ERROR_UNKNOWN, T4A_DRIVER_ERROR) > 10);
-  assert_true(t4a_sweep_driver(&s, CUDA_ERROR_INVALID_HANDLE, T4A_DRIVER_ERROR) > 10);
-  /* A replay reported failed with its work queued: typed, quarantined, counted. */
-  s.entry = "cuGraphLaunch";
-  s.after_enqueue = 1;
-  assert_true(t4a_sweep_driver(&s, CUDA_ERROR_UNKNOWN, T4A_DRIVER_ERROR) >= 1);
+  sweep_graph_launches(f, &s); /* a replay failed with its work queued: quarantined */
   s.entry = "cuGraphExecKernelNodeSetParams";
-  s.after_enqueue = 0;
   assert_true(t4a_sweep_driver(&s, CUDA_ERROR_INVALID_VALUE, T4A_DRIVER_ERROR) >= 1);
   s.entry = "cuStreamGetCaptureInfo";
   assert_true(t4a_sweep_driver(&s, CUDA_ERROR_UNKNOWN, T4A_DRIVER_ERROR) >= 2);

@@ -9,18 +9,13 @@
 #include "t4a_launch/launch_testutil.h"
 #include "testing/sweep/sweep.h"
 
-static void k_nop(t4a_fake_launch *l, void **p, void *user) {
-  (void)l;
-  (void)p;
-  (*(int *)user)++;
-}
-static int nop_runs;
+static int nop_runs; /* runs of the kernel nop (t4a_hk_nop counts them) */
 
 static int setup(void **state) {
   int rc = fixture_setup(state, T4A_FAKE_QUERY_NEVER, 0);
   if (rc == 0) {
     fixture *f = *state;
-    t4a_fake_register_kernel(f->fake, "nop", 0, NULL, k_nop, &nop_runs);
+    t4a_host_kernel_register(f->fake, &t4a_hk_nop, NULL, &nop_runs);
   }
   return rc;
 }
@@ -35,12 +30,7 @@ __attribute__((noinline)) static int setup_leaky(void **state) {
   __asm__ volatile("" ::: "memory");
   return rc;
 }
-const char *__lsan_default_suppressions(void);
-const char *__lsan_default_suppressions(void) {
-  return "leak:setup_leaky\nleak:test_failure_sweep\n";
-}
-
-static uint64_t calls(fixture *f, const char *entry) { return t4a_fake_calls(f->fake, entry); }
+T4A_FIXTURE_DELIBERATE_LEAKS("setup_leaky", "test_failure_sweep")
 
 static t4a_launch_table *graph_table(fixture *f, uint32_t graph_after) {
   t4a_launch_table_options o = T4A_LAUNCH_TABLE_OPTIONS_INIT;
@@ -50,20 +40,6 @@ static t4a_launch_table *graph_table(fixture *f, uint32_t graph_after) {
   t4a_launch_table *t = NULL;
   CK(t4a_launch_table_create(f->retire, &o, &t));
   return t;
-}
-
-static void fill(fixture *f, t4a_buffer *b, int n, int scale) {
-  int *p = view(f, b);
-  for (int i = 0; i < n; i++) p[i] = scale * i;
-}
-
-/* Every element of b is `scale` * i. */
-static int holds(fixture *f, t4a_buffer *b, int n, int scale) {
-  int *p = view(f, b);
-  for (int i = 0; i < n; i++) {
-    if (p[i] != scale * i) return 0;
-  }
-  return 1;
 }
 
 /* The launch most tests fire: add(a, a, o, n) on N = 16 ints with a[i] = i, so o = 2a. */
@@ -727,16 +703,7 @@ static void test_failure_sweep(void **state) {
                  .op = op_graph_fires,
                  .unaccounted = unaccounted,
                  .user = f};
-  f->baseline = 0;
-  assert_int_equal(unaccounted(f), 0);
-  assert_true(t4a_sweep_driver(&s, CUDA_ERROR_UNKNOWN, T4A_DRIVER_ERROR) > 10);
-  assert_true(t4a_sweep_driver(&s, CUDA_ERROR_INVALID_HANDLE, T4A_DRIVER_ERROR) > 10);
-  /* The graph launch reports failure with the replay queued: typed, quarantined, counted. */
-  s.entry = "cuGraphLaunch";
-  s.after_enqueue = 1;
-  assert_true(t4a_sweep_driver(&s, CUDA_ERROR_UNKNOWN, T4A_DRIVER_ERROR) >= 1);
-  s.entry = NULL;
-  s.after_enqueue = 0;
+  sweep_graph_launches(f, &s); /* the graph launch failed with the replay queued */
   const t4a_status allowed[] = {T4A_HOST_OUT_OF_MEMORY};
   assert_true(t4a_sweep_fault(&s, T4A_FAULT_HOST_MALLOC, allowed, 1) > 3);
   /* Checked launches through a function's graph. */

@@ -20,58 +20,37 @@
 #include "t4a/xfer_file.h"
 #include "t4a_ctx/driver_table.h"
 #include "testing/fake_driver/fake_driver.h"
+#include "testing/fixture/fixture.h"
 #include "testing/sweep/sweep.h"
 
 #define CK(x) assert_int_equal((x), T4A_OK)
 
-typedef struct fixture {
-  t4a_fake *fake;
-  t4a_driver *drv;
-  t4a_lane *lane;
-  t4a_mem_pool *pool;
-  t4a_retire *retire;
-  t4a_xfer *xfer;
-  t4a_slots *slots;
-  long baseline;
-} fixture;
+typedef t4a_fixture fixture;
 
+static t4a_slots *g_slots; /* the fixture's slots: 8 of 4 bytes */
+
+/* The standard stack (the pool without reuse: live blocks = live buffers) with an xfer of one
+ * copy thread, and slots. */
 static int setup(void **state) {
-  fixture *f = calloc(1, sizeof *f);
-  t4a_fake_options o = T4A_FAKE_OPTIONS_INIT;
-  o.query_policy = T4A_FAKE_QUERY_NEVER;
-  t4a_mem_pool_options po = T4A_MEM_POOL_OPTIONS_INIT;
-  po.reuse_disabled = 1; /* live blocks = live buffers */
-  t4a_xfer_options xo = T4A_XFER_OPTIONS_INIT;
-  xo.chunk_bytes = 4096;
-  xo.copy_threads = 1;
-  if (t4a_fake_create(&o, &f->fake) != T4A_OK || t4a_fake_driver(f->fake, &f->drv) != T4A_OK ||
-      t4a_lane_create(f->drv, 0, NULL, &f->lane) != T4A_OK ||
-      t4a_mem_pool_create(f->lane, &po, &f->pool) != T4A_OK ||
-      t4a_retire_create(f->lane, NULL, &f->retire) != T4A_OK ||
-      t4a_xfer_create(f->retire, &xo, &f->xfer) != T4A_OK ||
-      t4a_slots_create(t4a_lane_holder(f->lane), 8, 4, &f->slots) != T4A_OK) {
-    return -1;
-  }
-  *state = f;
-  return 0;
+  t4a_fixture_options o = t4a_fixture_defaults();
+  o.fake.query_policy = T4A_FAKE_QUERY_NEVER;
+  o.build |= T4A_FIXTURE_XFER;
+  o.xfer.chunk_bytes = 4096;
+  o.xfer.copy_threads = 1;
+  if (t4a_fixture_setup(state, &o) != 0) return -1;
+  fixture *f = *state;
+  return t4a_slots_create(t4a_lane_holder(f->lane), 8, 4, &g_slots) == T4A_OK ? 0 : -1;
 }
 
-static int finish(fixture *f, int counted) {
-  t4a_slots_destroy(f->slots);
-  t4a_xfer_destroy(f->xfer);
-  t4a_status st = t4a_retire_destroy(f->retire);
-  t4a_mem_pool_release(f->pool);
-  (void)t4a_fake_table(f->fake)->cuCtxSetCurrent(NULL);
-  t4a_fake_progress(f->fake);
-  t4a_lane_release(f->lane);
-  t4a_driver_release(f->drv);
-  int clean = counted || (t4a_fake_nothing_live(f->fake) && st == T4A_OK);
-  int ok = clean && t4a_fake_ordering_violations(f->fake) == 0;
-  t4a_fake_destroy(f->fake);
-  free(f);
-  return ok ? 0 : -1;
+/* counted: the test leaked on purpose (the sweep checks its own accounting); else everything
+ * freed and a proved drain. No ordering violation either way. */
+static int finish(void **state, int counted) {
+  t4a_slots_destroy(g_slots);
+  g_slots = NULL;
+  unsigned checks = counted ? T4A_FIXTURE_CHECK_ORDERING : T4A_FIXTURE_CHECK_STRICT;
+  return t4a_fixture_teardown(state, checks);
 }
-static int teardown(void **state) { return finish(*state, 0); }
+static int teardown(void **state) { return finish(state, 0); }
 
 static t4a_buffer *buffer(fixture *f, size_t n) {
   t4a_buffer *b = NULL;
@@ -108,13 +87,13 @@ static void test_capture_replay_keeps_buffers(void **state) {
   fixture *f = *state;
   t4a_buffer *a = buffer(f, 64), *b = buffer(f, 64);
   uint32_t slot = 0;
-  CK(t4a_slot_acquire(f->slots, &slot));
+  CK(t4a_slot_acquire(g_slots, &slot));
   uint64_t value = 0;
   t4a_buffer *out = buffer(f, 64);
   CK(t4a_graph_capture_begin(f->retire));
   assert_true(t4a_lane_is_capturing(f->lane));
   assert_true(t4a_retire_is_capturing(f->retire));
-  CK(t4a_xfer_slot_upload(f->xfer, f->slots, slot, &value, sizeof value, a, 0));
+  CK(t4a_xfer_slot_upload(f->xfer, g_slots, slot, &value, sizeof value, a, 0));
   CK(t4a_xfer_copy(f->xfer, b, 0, f->xfer, a, 0, sizeof value, T4A_COPY_AUTO, NULL, NULL));
   CK(t4a_xfer_copy(f->xfer, out, 0, f->xfer, b, 0, sizeof value, T4A_COPY_AUTO, NULL, NULL));
   t4a_fake_progress(f->fake);
@@ -129,7 +108,7 @@ static void test_capture_replay_keeps_buffers(void **state) {
   assert_int_equal(frees, 0); /* the graph holds both */
   /* Replays: each one uses the slot's value at its run. */
   for (uint64_t i = 1; i <= 3; i++) {
-    memcpy(t4a_slot_host(f->slots, slot), &i, sizeof i); /* no replay is queued now */
+    memcpy(t4a_slot_host(g_slots, slot), &i, sizeof i); /* no replay is queued now */
     CK(t4a_graph_launch(g));
     assert_int_equal(read_u64(f, out), i);
   }
@@ -140,7 +119,7 @@ static void test_capture_replay_keeps_buffers(void **state) {
   t4a_fake_progress(f->fake);
   assert_int_equal(t4a_fake_calls(f->fake, "cuMemFreeAsync"), frees + 2);
   t4a_buffer_release(out);
-  t4a_slot_release(f->slots, slot);
+  t4a_slot_release(g_slots, slot);
 }
 
 /* A replay queued when the graph is released keeps the buffers until it ran. */
@@ -277,16 +256,9 @@ static void test_invalidated_capture(void **state) {
 /* ---- failure sweeps ---- */
 
 static long unaccounted(void *user) {
-  fixture *f = user;
-  t4a_fake_progress(f->fake);
-  t4a_fake_live live;
-  t4a_fake_live_objects(f->fake, &live);
-  t4a_counter_values lane, drv;
-  t4a_lane_stats(f->lane, &lane);
-  t4a_driver_stats(f->drv, &drv);
-  return (long)(live.device_allocs + live.host_allocs + live.events + live.graphs +
-                live.graph_execs) -
-         (long)(lane.buffers_leaked + lane.leaked + drv.leaked) - f->baseline;
+  return t4a_fixture_unaccounted(user, T4A_FIXTURE_LIVE_DEVICE_ALLOCS |
+                                           T4A_FIXTURE_LIVE_HOST_ALLOCS | T4A_FIXTURE_LIVE_EVENTS |
+                                           T4A_FIXTURE_LIVE_GRAPHS | T4A_FIXTURE_LIVE_GRAPH_EXECS);
 }
 
 static t4a_status op_graph(void *user) {
@@ -366,17 +338,10 @@ __attribute__((noinline)) static int setup_leaky(void **state) {
   __asm__ volatile("" ::: "memory");
   return rc;
 }
-const char *__lsan_default_suppressions(void);
-const char *__lsan_default_suppressions(void) {
-  /* The sweep's steps leak (and count) what t4a cannot prove drained; unaccounted() checks that
-   * every object alive is one t4a counted. */
-  return "leak:setup_leaky\nleak:op_graph\n";
-}
-static int teardown_counted(void **state) {
-  fixture *f = *state;
-  f->baseline = 0;
-  return finish(f, 1);
-}
+/* The sweep's steps leak (and count) what t4a cannot prove drained; unaccounted() checks that
+ * every object alive is one t4a counted. */
+T4A_FIXTURE_DELIBERATE_LEAKS("setup_leaky", "op_graph")
+static int teardown_counted(void **state) { return finish(state, 1); }
 
 int main(void) {
   const struct CMUnitTest tests[] = {

@@ -30,13 +30,8 @@ __attribute__((noinline)) static int setup_leaky(void **state) {
   __asm__ volatile("" ::: "memory");
   return rc;
 }
-const char *__lsan_default_suppressions(void);
-const char *__lsan_default_suppressions(void) {
-  return "leak:setup_leaky\nleak:test_failure_sweep\n"
-         "leak:test_failure_after_enqueue_quarantines_the_buffers\n";
-}
-
-static uint64_t calls(fixture *f, const char *entry) { return t4a_fake_calls(f->fake, entry); }
+T4A_FIXTURE_DELIBERATE_LEAKS("setup_leaky", "test_failure_sweep",
+                             "test_failure_after_enqueue_quarantines_the_buffers")
 
 /* add's four arguments: a, b, out and n. */
 typedef struct add_args {

@@ -24,13 +24,9 @@ __attribute__((noinline)) static int setup_leaky(void **state) {
   __asm__ volatile("" ::: "memory");
   return rc;
 }
-const char *__lsan_default_suppressions(void);
-const char *__lsan_default_suppressions(void) {
-  return "leak:setup_leaky\nleak:test_failure_sweep\nleak:test_a5_module_leaked_without_context\n"
-         "leak:test_a5_module_leaked_on_a_broken_lane\n";
-}
-
-static uint64_t calls(fixture *f, const char *entry) { return t4a_fake_calls(f->fake, entry); }
+T4A_FIXTURE_DELIBERATE_LEAKS("setup_leaky", "test_failure_sweep",
+                             "test_a5_module_leaked_without_context",
+                             "test_a5_module_leaked_on_a_broken_lane")
 
 /* ---- images ---- */
 

@@ -16,43 +16,30 @@
 #include "t4a_ctx/ctx_internal.h"
 #include "t4a_ctx/driver_table.h"
 #include "testing/fake_driver/fake_driver.h"
+#include "testing/fixture/fixture.h"
 #include "testing/sweep/sweep.h"
 
 #define MIB ((size_t)1 << 20)
 
-typedef struct fixture {
-  t4a_fake *fake;
-  t4a_driver *drv;
-  t4a_lane *lane;
-} fixture;
+typedef t4a_fixture fixture;
 
+/* A lane on device 0 of a one-device fake of mem_bytes (0: the default); the tests build their
+ * own pools. */
 static int setup_mem(void **state, uint64_t mem_bytes) {
-  fixture *f = calloc(1, sizeof *f);
-  t4a_fake_options o = T4A_FAKE_OPTIONS_INIT;
-  o.num_devices = 1;
-  o.mem_bytes = mem_bytes;
-  o.query_policy = T4A_FAKE_QUERY_NEVER;
-  if (t4a_fake_create(&o, &f->fake) != T4A_OK || t4a_fake_driver(f->fake, &f->drv) != T4A_OK ||
-      t4a_lane_create(f->drv, 0, NULL, &f->lane) != T4A_OK) {
-    return -1;
-  }
-  *state = f;
-  return 0;
+  t4a_fixture_options o = t4a_fixture_defaults();
+  o.fake.num_devices = 1;
+  o.fake.mem_bytes = mem_bytes;
+  o.fake.query_policy = T4A_FAKE_QUERY_NEVER;
+  o.build = 0;
+  return t4a_fixture_setup(state, &o);
 }
 static int setup(void **state) { return setup_mem(state, 0); }
 static int setup_small(void **state) { return setup_mem(state, 8 * MIB); }
 static int setup_1000(void **state) { return setup_mem(state, 1000 * MIB); }
 
+/* The GPU finishes; then the context goes: nothing may be left alive. */
 static int teardown(void **state) {
-  fixture *f = *state;
-  (void)t4a_fake_table(f->fake)->cuCtxSetCurrent(NULL);
-  t4a_fake_progress(f->fake); /* the GPU finishes; then the context goes */
-  t4a_lane_release(f->lane);
-  t4a_driver_release(f->drv);
-  int clean = t4a_fake_nothing_live(f->fake);
-  t4a_fake_destroy(f->fake);
-  free(f);
-  return clean ? 0 : -1;
+  return t4a_fixture_teardown(state, T4A_FIXTURE_CHECK_NOTHING_LIVE);
 }
 
 static uint64_t calls(fixture *f, const char *entry) { return t4a_fake_calls(f->fake, entry); }
@@ -532,26 +519,17 @@ static t4a_status op_all(void *user) {
 /* Objects alive in the fake beyond what t4a counted as leaked. */
 static long unaccounted(void *user) {
   fixture *f = user;
-  t4a_fake_progress(f->fake);
-  t4a_fake_live live;
-  t4a_fake_live_objects(f->fake, &live);
-  t4a_counter_values lane, drv;
+  t4a_counter_values lane;
   t4a_lane_stats(f->lane, &lane);
-  t4a_driver_stats(f->drv, &drv);
-  return (long)(live.device_allocs + live.pools + live.host_allocs + live.host_registrations) -
-         (long)(lane.buffers_leaked + lane.leaked + lane.pools_leaked + drv.leaked);
+  return t4a_fixture_unaccounted(f, T4A_FIXTURE_LIVE_DEVICE_ALLOCS | T4A_FIXTURE_LIVE_POOLS |
+                                        T4A_FIXTURE_LIVE_HOST_ALLOCS |
+                                        T4A_FIXTURE_LIVE_HOST_REGISTRATIONS) -
+         (long)lane.pools_leaked;
 }
 
 /* For tests that leak on purpose: what is alive must be exactly what t4a counted. */
 static int teardown_counted(void **state) {
-  fixture *f = *state;
-  (void)t4a_fake_table(f->fake)->cuCtxSetCurrent(NULL);
-  long extra = unaccounted(f);
-  t4a_lane_release(f->lane);
-  t4a_driver_release(f->drv);
-  t4a_fake_destroy(f->fake);
-  free(f);
-  return extra == 0 ? 0 : -1;
+  return t4a_fixture_teardown_counted(state, unaccounted, 0);
 }
 
 static void test_failure_sweep(void **state) {

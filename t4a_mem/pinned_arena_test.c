@@ -29,6 +29,7 @@
 #include "t4a_ctx/driver_table.h"
 #include "t4a_ctx/status_internal.h"
 #include "testing/fake_driver/fake_driver.h"
+#include "testing/fixture/fixture.h"
 
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer)
@@ -102,52 +103,53 @@ static void unmap_leaked_regions(void) {
 }
 
 typedef struct fixture {
-  t4a_fake *fake;
-  t4a_driver *drv;
-  const t4a_driver_table *raw;
-  t4a_ctx_holder *holder;
+  t4a_fixture fx;               /* a one-device fake, no lane */
+  const t4a_driver_table *raw;  /* the fake's own table */
+  t4a_ctx_holder *holder;       /* device 0's primary context */
   struct t4a_pinned_arena_process_stats base; /* process totals at setup */
 } fixture;
+
+static t4a_driver_table g_fake_entries; /* the fake's own table, behind the mmap entries */
+
+static void mmap_table(t4a_driver_table *table) {
+  g_fake_entries = *table;
+  g_fake_table = &g_fake_entries;
+  table->cuMemHostAlloc = mmap_cuMemHostAlloc;
+  table->cuMemFreeHost = mmap_cuMemFreeHost;
+}
 
 static int setup(void **state) {
   fixture *f = calloc(1, sizeof *f);
   if (f == NULL) return -1;
-  if (t4a_fake_create(NULL, &f->fake) != T4A_OK) return -1;
-  f->raw = t4a_fake_table(f->fake);
-  g_fake_table = f->raw;
-  t4a_driver_table table = *f->raw;
-  table.cuMemHostAlloc = mmap_cuMemHostAlloc;
-  table.cuMemFreeHost = mmap_cuMemFreeHost;
-  if (t4a_driver_create_from_table(&table, "fake, pinned memory from mmap", NULL, NULL,
-                                   &f->drv) != T4A_OK) {
-    return -1;
-  }
-  if (t4a_ctx_holder_create(f->drv, 0, &f->holder) != T4A_OK) return -1;
-  t4a_pinned_arena_process_stats(&f->base);
   *state = f;
+  t4a_fixture_options o = t4a_fixture_defaults();
+  o.wrap_table = mmap_table; /* a driver whose pinned memory comes from mmap */
+  o.wrapped_name = "fake, pinned memory from mmap";
+  o.stacks = 0;
+  if (t4a_fixture_init(&f->fx, &o) != T4A_OK) return -1;
+  f->raw = t4a_fake_table(f->fx.fake);
+  if (t4a_ctx_holder_create(f->fx.drv, 0, &f->holder) != T4A_OK) return -1;
+  t4a_pinned_arena_process_stats(&f->base);
   return 0;
 }
 
 /* Pinned regions the fake holds beyond those the arena counted as leaked. */
 static long unaccounted(fixture *f) {
-  t4a_fake_live live;
-  t4a_fake_live_objects(f->fake, &live);
   struct t4a_pinned_arena_process_stats t;
   t4a_pinned_arena_process_stats(&t);
-  return (long)live.host_allocs - (long)(t.regions_leaked - f->base.regions_leaked);
+  return t4a_fixture_live(f->fx.fake, T4A_FIXTURE_LIVE_HOST_ALLOCS) -
+         (long)(t.regions_leaked - f->base.regions_leaked);
 }
 
 static int finish(fixture *f, int need_nothing_live) {
-  (void)f->raw->cuCtxSetCurrent(NULL);
+  (void)t4a_fixture_drop_stacks(&f->fx); /* no context current */
   long extra = unaccounted(f);
   t4a_ctx_holder_release(f->holder);
-  t4a_driver_release(f->drv);
-  int clean = need_nothing_live ? t4a_fake_nothing_live(f->fake) : 1;
-  t4a_fake_destroy(f->fake);
+  int rc = t4a_fixture_fini(&f->fx, need_nothing_live ? T4A_FIXTURE_CHECK_NOTHING_LIVE : 0);
   unmap_leaked_regions();
   free(f);
   if (extra != 0) fprintf(stderr, "teardown: %ld pinned regions alive and not counted\n", extra);
-  return clean && extra == 0 ? 0 : -1;
+  return rc == 0 && extra == 0 ? 0 : -1;
 }
 
 static int teardown(void **state) { return finish(*state, 1); }
@@ -209,7 +211,7 @@ static void assert_disjoint(const live_alloc *slots, size_t num) {
  * keeps its bytes until freed; the arena asks the driver a few times, not 1,000. */
 static void test_mixed_sizes_few_host_allocs(void **state) {
   fixture *f = *state;
-  uint64_t calls0 = t4a_fake_calls(f->fake, "cuMemHostAlloc");
+  uint64_t calls0 = t4a_fake_calls(f->fx.fake, "cuMemHostAlloc");
   t4a_pinned_arena *a = make_arena(f, NULL);
   live_alloc slots[64];
   memset(slots, 0, sizeof slots);
@@ -246,7 +248,7 @@ static void test_mixed_sizes_few_host_allocs(void **state) {
 
   struct t4a_pinned_arena_stats s;
   t4a_pinned_arena_stats(a, &s);
-  uint64_t calls = t4a_fake_calls(f->fake, "cuMemHostAlloc") - calls0;
+  uint64_t calls = t4a_fake_calls(f->fx.fake, "cuMemHostAlloc") - calls0;
   printf("# 1000 mixed allocations: %llu cuMemHostAlloc calls, %llu regions, %.1f MiB pinned, "
          "%.1f MiB in use, %llu extents carved\n",
          (unsigned long long)calls, (unsigned long long)s.extents,
@@ -263,7 +265,7 @@ static void test_mixed_sizes_few_host_allocs(void **state) {
   assert_true(s.bytes_pinned >= s.bytes_in_use);
   assert_int_equal(s.extents, calls); /* no failed calls here: one region per call */
   t4a_fake_live live;
-  t4a_fake_live_objects(f->fake, &live);
+  t4a_fake_live_objects(f->fx.fake, &live);
   assert_int_equal(live.host_allocs, s.extents); /* the driver sees every region as pinned */
 
   for (size_t k = 0; k < 64; k++) t4a_pinned_arena_free(a, slots[k].p);
@@ -285,7 +287,7 @@ static void test_mixed_sizes_few_host_allocs(void **state) {
   t4a_pinned_arena_stats(a, &again);
   assert_int_equal(again.host_alloc_calls, s.host_alloc_calls);
   t4a_pinned_arena_destroy(a); /* with allocations still live: destroy ends them */
-  t4a_fake_live_objects(f->fake, &live);
+  t4a_fake_live_objects(f->fx.fake, &live);
   assert_int_equal(live.host_allocs, 0);
 }
 
@@ -396,16 +398,16 @@ static void test_cap_gives_typed_out_of_memory(void **state) {
   assert_true(n >= 8); /* most of the cap serves allocations */
   assert_int_equal(s.bytes_in_use, n * MIB);
   /* Freed memory serves the next request without the driver. */
-  uint64_t calls = t4a_fake_calls(f->fake, "cuMemHostAlloc");
+  uint64_t calls = t4a_fake_calls(f->fx.fake, "cuMemHostAlloc");
   t4a_pinned_arena_free(a, ptrs[--n]);
   assert_int_equal(t4a_pinned_arena_alloc(a, MIB, 0, &ptrs[n]), T4A_OK);
   n++;
-  assert_int_equal(t4a_fake_calls(f->fake, "cuMemHostAlloc"), calls);
+  assert_int_equal(t4a_fake_calls(f->fx.fake, "cuMemHostAlloc"), calls);
   /* Above the cap on its own: refused before any driver call. */
   void *p = NULL;
   expect_error(t4a_pinned_arena_alloc(a, 16 * MIB + 1, 0, &p), T4A_HOST_OUT_OF_MEMORY,
                "t4a_pinned_arena_alloc", 16 * MIB + 1);
-  assert_int_equal(t4a_fake_calls(f->fake, "cuMemHostAlloc"), calls);
+  assert_int_equal(t4a_fake_calls(f->fx.fake, "cuMemHostAlloc"), calls);
   for (size_t i = 0; i < n; i++) t4a_pinned_arena_free(a, ptrs[i]);
   t4a_pinned_arena_destroy(a);
 
@@ -429,7 +431,7 @@ static void test_host_alloc_failure_is_typed(void **state) {
 
   /* Out of pinnable memory: HOST_OUT_OF_MEMORY naming cuMemHostAlloc and the bytes. jemalloc
    * retries with an exact-size request, so fail every call until cleared. */
-  t4a_fake_inject(f->fake, "cuMemHostAlloc", 0, 1000, CUDA_ERROR_OUT_OF_MEMORY, 0);
+  t4a_fake_inject(f->fx.fake, "cuMemHostAlloc", 0, 1000, CUDA_ERROR_OUT_OF_MEMORY, 0);
   void *p = (void *)1;
   t4a_status st = t4a_pinned_arena_alloc(a, 32 * MIB, 0, &p);
   expect_error(st, T4A_HOST_OUT_OF_MEMORY, "cuMemHostAlloc", 32 * MIB);
@@ -446,24 +448,24 @@ static void test_host_alloc_failure_is_typed(void **state) {
   assert_int_equal(after.bytes_pinned, before.bytes_pinned);
   assert_true(after.host_alloc_calls > before.host_alloc_calls);
   assert_int_equal(after.allocations, 0);
-  t4a_fake_live_objects(f->fake, &live);
+  t4a_fake_live_objects(f->fx.fake, &live);
   assert_int_equal(live.host_allocs, after.extents);
 
   /* Any other driver failure keeps its mapped status, with the entry and the bytes. */
-  t4a_fake_clear_injections(f->fake);
-  t4a_fake_inject(f->fake, "cuMemHostAlloc", 0, 1000, CUDA_ERROR_UNKNOWN, 0);
+  t4a_fake_clear_injections(f->fx.fake);
+  t4a_fake_inject(f->fx.fake, "cuMemHostAlloc", 0, 1000, CUDA_ERROR_UNKNOWN, 0);
   st = t4a_pinned_arena_alloc(a, 32 * MIB, 0, &p);
   expect_error(st, T4A_DRIVER_ERROR, "cuMemHostAlloc", 32 * MIB);
   t4a_error_last(&e);
   assert_int_equal(e.code, CUDA_ERROR_UNKNOWN);
 
   /* Activation failure inside the hook: the scope's detail comes through. */
-  t4a_fake_clear_injections(f->fake);
-  t4a_fake_inject(f->fake, "cuCtxSetCurrent", 0, 1000, CUDA_ERROR_INVALID_CONTEXT, 0);
+  t4a_fake_clear_injections(f->fx.fake);
+  t4a_fake_inject(f->fx.fake, "cuCtxSetCurrent", 0, 1000, CUDA_ERROR_INVALID_CONTEXT, 0);
   st = t4a_pinned_arena_alloc(a, 32 * MIB, 0, &p);
   expect_error(st, T4A_INVALID_CONTEXT, "cuCtxSetCurrent", 32 * MIB);
 
-  t4a_fake_clear_injections(f->fake);
+  t4a_fake_clear_injections(f->fx.fake);
   assert_int_equal(t4a_pinned_arena_alloc(a, 32 * MIB, 0, &p), T4A_OK);
   memset(p, 1, 32 * MIB);
   t4a_pinned_arena_free(a, p);
@@ -519,17 +521,17 @@ static void test_destroy_returns_every_region(void **state) {
   t4a_pinned_arena_stats(a, &s);
   assert_true(s.extents >= 2);
   t4a_fake_live live;
-  t4a_fake_live_objects(f->fake, &live);
+  t4a_fake_live_objects(f->fx.fake, &live);
   assert_int_equal(live.host_allocs, s.extents);
-  uint64_t frees0 = t4a_fake_calls(f->fake, "cuMemFreeHost");
+  uint64_t frees0 = t4a_fake_calls(f->fx.fake, "cuMemFreeHost");
   t4a_pinned_arena_destroy(a); /* three allocations still live */
   t4a_pinned_arena_process_stats(&t1);
   assert_int_equal(t1.arenas_created - t0.arenas_created, 1);
   assert_int_equal(t1.arenas_destroyed - t0.arenas_destroyed, 1);
   assert_int_equal(t1.regions_freed - t0.regions_freed, s.extents);
   assert_int_equal(t1.regions_leaked, t0.regions_leaked);
-  assert_int_equal(t4a_fake_calls(f->fake, "cuMemFreeHost") - frees0, s.extents);
-  t4a_fake_live_objects(f->fake, &live);
+  assert_int_equal(t4a_fake_calls(f->fx.fake, "cuMemFreeHost") - frees0, s.extents);
+  t4a_fake_live_objects(f->fx.fake, &live);
   assert_int_equal(live.host_allocs, 0);
   /* The arena index is recycled by jemalloc: a new arena works after many create/destroy. */
   for (int i = 0; i < 20; i++) {
@@ -537,7 +539,7 @@ static void test_destroy_returns_every_region(void **state) {
     assert_int_equal(t4a_pinned_arena_alloc(a, 100, 0, &p[0]), T4A_OK);
     t4a_pinned_arena_destroy(a);
   }
-  t4a_fake_live_objects(f->fake, &live);
+  t4a_fake_live_objects(f->fx.fake, &live);
   assert_int_equal(live.host_allocs, 0);
 }
 
@@ -552,18 +554,18 @@ static void test_destroy_without_context_leaks_and_counts(void **state) {
   t4a_pinned_arena_stats(a, &s);
   struct t4a_pinned_arena_process_stats t0, t1;
   t4a_pinned_arena_process_stats(&t0);
-  uint64_t frees0 = t4a_fake_calls(f->fake, "cuMemFreeHost");
-  t4a_fake_inject(f->fake, "cuCtxGetCurrent", 0, 1, CUDA_ERROR_INVALID_CONTEXT, 0);
+  uint64_t frees0 = t4a_fake_calls(f->fx.fake, "cuMemFreeHost");
+  t4a_fake_inject(f->fx.fake, "cuCtxGetCurrent", 0, 1, CUDA_ERROR_INVALID_CONTEXT, 0);
   t4a_pinned_arena_destroy(a);
-  t4a_fake_clear_injections(f->fake);
+  t4a_fake_clear_injections(f->fx.fake);
   t4a_pinned_arena_process_stats(&t1);
   assert_int_equal(t1.regions_leaked - t0.regions_leaked, s.extents);
   assert_int_equal(t1.bytes_leaked - t0.bytes_leaked, s.bytes_pinned);
   assert_int_equal(t1.regions_freed, t0.regions_freed);
   assert_int_equal(t1.arenas_destroyed - t0.arenas_destroyed, 1);
-  assert_int_equal(t4a_fake_calls(f->fake, "cuMemFreeHost"), frees0); /* never freed blind */
+  assert_int_equal(t4a_fake_calls(f->fx.fake, "cuMemFreeHost"), frees0); /* never freed blind */
   t4a_fake_live live;
-  t4a_fake_live_objects(f->fake, &live);
+  t4a_fake_live_objects(f->fx.fake, &live);
   assert_int_equal(live.host_allocs, s.extents); /* the leak is real and visible */
 }
 
@@ -578,14 +580,14 @@ static void test_destroy_free_failure_leaks_one(void **state) {
   assert_true(s.extents >= 2);
   struct t4a_pinned_arena_process_stats t0, t1;
   t4a_pinned_arena_process_stats(&t0);
-  t4a_fake_inject(f->fake, "cuMemFreeHost", 0, 1, CUDA_ERROR_UNKNOWN, 0);
+  t4a_fake_inject(f->fx.fake, "cuMemFreeHost", 0, 1, CUDA_ERROR_UNKNOWN, 0);
   t4a_pinned_arena_destroy(a);
-  t4a_fake_clear_injections(f->fake);
+  t4a_fake_clear_injections(f->fx.fake);
   t4a_pinned_arena_process_stats(&t1);
   assert_int_equal(t1.regions_leaked - t0.regions_leaked, 1);
   assert_int_equal(t1.regions_freed - t0.regions_freed, s.extents - 1);
   t4a_fake_live live;
-  t4a_fake_live_objects(f->fake, &live);
+  t4a_fake_live_objects(f->fx.fake, &live);
   assert_int_equal(live.host_allocs, 1);
 }
 
@@ -662,17 +664,17 @@ static void test_min_extent_one_region(void **state) {
 static void test_arena_keeps_its_holder(void **state) {
   fixture *f = *state;
   t4a_ctx_holder *h = NULL;
-  assert_int_equal(t4a_ctx_holder_create(f->drv, 0, &h), T4A_OK);
+  assert_int_equal(t4a_ctx_holder_create(f->fx.drv, 0, &h), T4A_OK);
   t4a_pinned_arena *a = NULL;
   assert_int_equal(t4a_pinned_arena_create(h, NULL, &a), T4A_OK);
   t4a_ctx_holder_release(h);
   t4a_fake_live live;
-  t4a_fake_live_objects(f->fake, &live);
+  t4a_fake_live_objects(f->fx.fake, &live);
   assert_int_equal(live.primary_refs[0], 2); /* fixture's holder and the arena's */
   void *p = NULL;
   assert_int_equal(t4a_pinned_arena_alloc(a, 20 * MIB, 0, &p), T4A_OK);
   t4a_pinned_arena_destroy(a);
-  t4a_fake_live_objects(f->fake, &live);
+  t4a_fake_live_objects(f->fx.fake, &live);
   assert_int_equal(live.primary_refs[0], 1);
   assert_int_equal(live.host_allocs, 0);
   /* The thread's current context is as it was (none). */
@@ -756,7 +758,7 @@ static void test_threads_alloc_and_free_anywhere(void **state) {
   assert_int_equal(s.foreign_frees, 0);
   assert_int_equal(s.host_alloc_calls, s.extents);
   t4a_fake_live live;
-  t4a_fake_live_objects(f->fake, &live);
+  t4a_fake_live_objects(f->fx.fake, &live);
   assert_int_equal(live.host_allocs, s.extents);
   t4a_pinned_arena_destroy(a);
 }
@@ -903,13 +905,13 @@ static void sweep(fixture *f, const sweep_spec *spec) {
     for (;; n++) {
       assert_true(n < 200);
       if (spec->prepare != NULL) spec->prepare(f);
-      t4a_fake_clear_injections(f->fake);
-      t4a_fake_inject(f->fake, NULL, (uint64_t)n, spec->persistent ? 100000 : 1, codes[c], 0);
-      uint64_t before = t4a_fake_injected(f->fake);
+      t4a_fake_clear_injections(f->fx.fake);
+      t4a_fake_inject(f->fx.fake, NULL, (uint64_t)n, spec->persistent ? 100000 : 1, codes[c], 0);
+      uint64_t before = t4a_fake_injected(f->fx.fake);
       t4a_error_clear();
       t4a_status st = spec->op(f);
-      int fired = t4a_fake_injected(f->fake) != before;
-      t4a_fake_clear_injections(f->fake);
+      int fired = t4a_fake_injected(f->fx.fake) != before;
+      t4a_fake_clear_injections(f->fx.fake);
       (void)f->raw->cuCtxSetCurrent(NULL);
       t4a_error e;
       t4a_error_last(&e);

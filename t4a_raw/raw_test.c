@@ -25,6 +25,7 @@
 #include "t4a_ctx/driver_table.h"
 #include "t4a_ctx/status_internal.h"
 #include "testing/fake_driver/fake_driver.h"
+#include "testing/fixture/fixture.h"
 #include "testing/sweep/sweep.h"
 
 #define CK(x) assert_int_equal((x), T4A_OK)
@@ -32,121 +33,93 @@
 #define NUM_RT 3
 #define N 1000 /* ints per test vector */
 
-/* One runtime: a lane with its pool, retirement state and transfer state, and the test kernel
- * loaded in its context. */
+/* One runtime: the fixture's stack (a lane with its pool, retirement state and transfer state),
+ * and the test kernel loaded in its context. */
 typedef struct rt {
-  t4a_lane *lane;
-  t4a_mem_pool *pool;
-  t4a_retire *retire;
-  t4a_xfer *xfer;
+  t4a_fixture_stack *s;
   CUmodule module;
   CUfunction axpb;
 } rt;
 
 typedef struct fixture {
-  t4a_fake *fake;
-  t4a_driver *drv;
+  t4a_fixture fx;
   const t4a_driver_table *t; /* the fake's raw table (the tests' own driver calls) */
   rt r[NUM_RT];
-  long baseline;
 } fixture;
 
-/* axpb(const int *in, int *out, int n, int a, int b): out[i] = a * in[i] + b. */
-static const size_t k_axpb_params[] = {8, 8, 4, 4, 4};
-static void k_axpb(t4a_fake_launch *l, void **params, void *user) {
-  (void)user;
-  CUdeviceptr in, out;
-  int n, a, b;
-  memcpy(&in, params[0], 8);
-  memcpy(&out, params[1], 8);
-  memcpy(&n, params[2], 4);
-  memcpy(&a, params[3], 4);
-  memcpy(&b, params[4], 4);
-  const int *x = t4a_fake_deref(l, in, (size_t)n * sizeof(int));
-  int *y = t4a_fake_deref(l, out, (size_t)n * sizeof(int));
-  if (x == NULL || y == NULL) return;
-  for (int i = 0; i < n; i++) y[i] = a * x[i] + b;
-}
-
-static t4a_status rt_open(fixture *f, int ordinal, rt *out) {
-  t4a_mem_pool_options po = T4A_MEM_POOL_OPTIONS_INIT;
-  po.reuse_disabled = 1; /* a released buffer's block goes back at once: live blocks = buffers */
-  t4a_xfer_options xo = T4A_XFER_OPTIONS_INIT;
-  xo.chunk_bytes = CHUNK;
-  xo.num_chunks = 2;
-  t4a_status st = t4a_lane_create(f->drv, ordinal, NULL, &out->lane);
-  if (st == T4A_OK) st = t4a_mem_pool_create(out->lane, &po, &out->pool);
-  if (st == T4A_OK) st = t4a_retire_create(out->lane, NULL, &out->retire);
-  if (st == T4A_OK) st = t4a_xfer_create(out->retire, &xo, &out->xfer);
-  if (st != T4A_OK) return st;
-  /* The kernel's module, loaded in the lane's context (modules belong to a context). */
+/* The kernel's module (t4a_hk_axpb), loaded in the lane's context (modules belong to a
+ * context). */
+static t4a_status rt_load(fixture *f, rt *r) {
   t4a_ctx_scope s;
-  if ((st = t4a_ctx_scope_enter(&s, t4a_lane_holder(out->lane), NULL)) != T4A_OK) return st;
-  if (f->t->cuModuleLoadData(&out->module, "T4AFAKE1\naxpb\n") != CUDA_SUCCESS ||
-      f->t->cuModuleGetFunction(&out->axpb, out->module, "axpb") != CUDA_SUCCESS) {
+  t4a_status st = t4a_ctx_scope_enter(&s, t4a_lane_holder(r->s->lane), NULL);
+  if (st != T4A_OK) return st;
+  if (f->t->cuModuleLoadData(&r->module, "T4AFAKE1\naxpb\n") != CUDA_SUCCESS ||
+      f->t->cuModuleGetFunction(&r->axpb, r->module, "axpb") != CUDA_SUCCESS) {
     st = T4A_DRIVER_ERROR;
   }
   t4a_ctx_scope_exit_quiet(&s);
   return st;
 }
 
-/* Drops everything but the lane (the frees it enqueued run at the next progress). */
+/* Drops everything but the lane (the frees it enqueued run at the next progress): the xfer, the
+ * retire, the module, the pool. */
 static t4a_status rt_close(fixture *f, rt *r) {
-  t4a_xfer_destroy(r->xfer);
-  t4a_status st = t4a_retire_destroy(r->retire);
+  t4a_xfer_destroy(r->s->xfer);
+  r->s->xfer = NULL;
+  t4a_status st = t4a_retire_destroy(r->s->retire);
+  r->s->retire = NULL;
   if (r->module != NULL) {
     t4a_ctx_scope s;
-    if (t4a_ctx_scope_enter(&s, t4a_lane_holder(r->lane), NULL) == T4A_OK) {
+    if (t4a_ctx_scope_enter(&s, t4a_lane_holder(r->s->lane), NULL) == T4A_OK) {
       (void)f->t->cuModuleUnload(r->module); /* fails after a sticky error: the fake drops it */
       t4a_ctx_scope_exit_quiet(&s);
     }
   }
-  t4a_mem_pool_release(r->pool);
-  r->xfer = NULL;
-  r->retire = NULL;
-  r->pool = NULL;
   r->module = NULL;
+  (void)t4a_fixture_stack_close(r->s); /* the pool */
   return st;
 }
 
-/* Runtimes 0 and 1 on device 0 (sharing its primary context), runtime 2 on device 1. */
+/* Runtimes 0 and 1 on device 0 (sharing its primary context), runtime 2 on device 1; each the
+ * standard stack (the pool without reuse: a released buffer's block goes back at once, live
+ * blocks = buffers) with an xfer of two chunks. */
 static fixture *make(void) {
   fixture *f = calloc(1, sizeof *f);
-  t4a_fake_options o = T4A_FAKE_OPTIONS_INIT;
-  o.num_devices = 2;
-  o.query_policy = T4A_FAKE_QUERY_NEVER; /* nothing runs unless a sync or the test says so */
-  if (t4a_fake_create(&o, &f->fake) != T4A_OK || t4a_fake_driver(f->fake, &f->drv) != T4A_OK) {
-    return NULL;
-  }
-  f->t = t4a_fake_table(f->fake);
-  t4a_fake_register_kernel(f->fake, "axpb", 5, k_axpb_params, k_axpb, NULL);
-  static const int ordinals[NUM_RT] = {0, 0, 1};
+  if (f == NULL) return NULL;
+  t4a_fixture_options o = t4a_fixture_defaults();
+  o.fake.num_devices = 2;
+  o.fake.query_policy = T4A_FAKE_QUERY_NEVER; /* nothing runs unless a sync or the test says so */
+  o.kernels[0] = &t4a_hk_axpb;
+  o.stacks = NUM_RT;
+  o.ordinals[2] = 1;
+  o.build |= T4A_FIXTURE_XFER;
+  o.xfer.chunk_bytes = CHUNK;
+  o.xfer.num_chunks = 2;
+  if (t4a_fixture_init(&f->fx, &o) != T4A_OK) return NULL;
+  f->t = t4a_fake_table(f->fx.fake);
   for (int i = 0; i < NUM_RT; i++) {
-    if (rt_open(f, ordinals[i], &f->r[i]) != T4A_OK) return NULL;
+    f->r[i].s = &f->fx.stack[i];
+    if (rt_load(f, &f->r[i]) != T4A_OK) return NULL;
   }
   return f;
 }
 
+/* counted: the test leaked on purpose (teardown_counted checked the accounting); else
+ * everything freed and a proved drain. Never an ordering violation. */
 static int finish(fixture *f, int counted) {
   t4a_status st = T4A_OK;
   for (int i = 0; i < NUM_RT; i++) {
-    t4a_status s = f->r[i].retire != NULL ? rt_close(f, &f->r[i]) : T4A_OK;
+    t4a_status s = f->r[i].s->retire != NULL ? rt_close(f, &f->r[i]) : T4A_OK;
     if (st == T4A_OK) st = s;
   }
-  (void)f->t->cuCtxSetCurrent(NULL);
-  t4a_fake_progress(f->fake);
-  for (int i = 0; i < NUM_RT; i++) t4a_lane_release(f->r[i].lane);
-  int violations = (int)t4a_fake_ordering_violations(f->fake);
-  t4a_driver_release(f->drv);
-  int clean = 1;
-  if (!counted) clean = t4a_fake_nothing_live(f->fake) && st == T4A_OK;
-  if (!clean || violations) {
-    fprintf(stderr, "# teardown: clean %d (status %s), %d ordering violations\n", clean,
-            t4a_status_name(st), violations);
+  int rc = t4a_fixture_fini(&f->fx, counted ? T4A_FIXTURE_CHECK_ORDERING
+                                            : T4A_FIXTURE_CHECK_STRICT);
+  if (!counted && st != T4A_OK) {
+    fprintf(stderr, "# teardown: status %s\n", t4a_status_name(st));
+    rc = -1;
   }
-  t4a_fake_destroy(f->fake);
   free(f);
-  return clean && violations == 0 ? 0 : -1;
+  return rc;
 }
 
 static int setup(void **state) { return (*state = make()) != NULL ? 0 : -1; }
@@ -163,44 +136,33 @@ __attribute__((noinline)) static fixture *make_leaky(void) {
 static int setup_leaky(void **state) { return (*state = make_leaky()) != NULL ? 0 : -1; }
 
 static long unaccounted(fixture *f) {
-  t4a_fake_progress(f->fake);
-  t4a_fake_live live;
-  t4a_fake_live_objects(f->fake, &live);
-  t4a_counter_values drv, v;
-  t4a_driver_stats(f->drv, &drv);
-  long counted = (long)drv.leaked;
-  for (int i = 0; i < NUM_RT; i++) {
-    t4a_lane_stats(f->r[i].lane, &v);
-    counted += (long)(v.buffers_leaked + v.leaked);
-  }
   /* Pools are left out on both sides: a pool pinned by a quarantined (leaked) buffer stays alive
    * uncounted, and t4a_mem counts the pools it leaks apart (pools_leaked). */
-  return (long)(live.device_allocs + live.host_allocs + live.events) - counted - f->baseline;
+  return t4a_fixture_unaccounted(&f->fx, T4A_FIXTURE_LIVE_DEVICE_ALLOCS |
+                                             T4A_FIXTURE_LIVE_HOST_ALLOCS |
+                                             T4A_FIXTURE_LIVE_EVENTS);
 }
 
 static int teardown_counted(void **state) {
   fixture *f = *state;
   for (int i = 0; i < NUM_RT; i++) (void)rt_close(f, &f->r[i]);
-  f->baseline = 0;
+  (void)t4a_fixture_drop_stacks(&f->fx); /* baseline 0, no context current */
   long extra = unaccounted(f);
   if (extra != 0) fprintf(stderr, "# teardown: %ld objects alive uncounted\n", extra);
   int rc = finish(f, 1);
   return extra == 0 ? rc : -1;
 }
 
-const char *__lsan_default_suppressions(void);
-const char *__lsan_default_suppressions(void) {
-  /* make_leaky: the fixture of the sticky-fault test; buffer_leaky: buffers a test poisons on
-   * purpose (held by quarantine forever); op_raw: the sweep's steps. All are checked by
-   * unaccounted(): whatever they leave alive is exactly what t4a counted as leaked. */
-  return "leak:make_leaky\nleak:buffer_leaky\nleak:op_raw\n";
-}
+/* make_leaky: the fixture of the sticky-fault test; buffer_leaky: buffers a test poisons on
+ * purpose (held by quarantine forever); op_raw: the sweep's steps. All are checked by
+ * unaccounted(): whatever they leave alive is exactly what t4a counted as leaked. */
+T4A_FIXTURE_DELIBERATE_LEAKS("make_leaky", "buffer_leaky", "op_raw")
 
 /* ---- helpers ---- */
 
 static t4a_buffer *buffer(rt *r, size_t bytes) {
   t4a_buffer *b = NULL;
-  CK(t4a_buffer_create(r->pool, bytes, 0, 0, &b));
+  CK(t4a_buffer_create(r->s->pool, bytes, 0, 0, &b));
   return b;
 }
 __attribute__((noinline)) static t4a_buffer *buffer_leaky(rt *r, size_t bytes) {
@@ -214,23 +176,23 @@ static void iota(int *v, int n, int base) {
 }
 
 static void upload(rt *r, t4a_buffer *b, const void *src, size_t n) {
-  CK(t4a_xfer_upload(r->xfer, b, 0, src, n));
+  CK(t4a_xfer_upload(r->s->xfer, b, 0, src, n));
 }
 
 static void download(rt *r, t4a_buffer *b, void *dst, size_t n) {
   t4a_xfer_pending *p = NULL;
-  CK(t4a_xfer_download(r->xfer, b, 0, dst, n, &p));
+  CK(t4a_xfer_download(r->s->xfer, b, 0, dst, n, &p));
   CK(t4a_xfer_pending_wait(p));
   t4a_xfer_pending_release(p);
 }
 
 static t4a_counter_values counters(rt *r) {
   t4a_counter_values v;
-  t4a_lane_stats(r->lane, &v);
+  t4a_lane_stats(r->s->lane, &v);
   return v;
 }
 
-static CUcontext ctx_of(rt *r) { return t4a_ctx_holder_native(t4a_lane_holder(r->lane)); }
+static CUcontext ctx_of(rt *r) { return t4a_ctx_holder_native(t4a_lane_holder(r->s->lane)); }
 
 static CUcontext current(fixture *f) {
   CUcontext c = (CUcontext)(uintptr_t)0xdead;
@@ -264,7 +226,7 @@ static t4a_status launch_axpb(job *j, t4a_raw_scope *scope) {
   CUdeviceptr pin = (CUdeviceptr)in, pout = (CUdeviceptr)out;
   int n = N;
   void *args[] = {&pin, &pout, &n, &j->a, &j->b};
-  return T4A_CU(j->f->drv, cuLaunchKernel, j->r->axpb, 4, 1, 1, 256, 1, 1, 0,
+  return T4A_CU(j->f->fx.drv, cuLaunchKernel, j->r->axpb, 4, 1, 1, 256, 1, 1, 0,
                 (CUstream)t4a_raw_stream(scope), args, NULL);
 }
 
@@ -286,7 +248,7 @@ static t4a_status job_fn(t4a_raw_scope *scope, void *user) {
 
 static t4a_status run2(job *j) {
   t4a_raw_binding b[2] = {{j->in, T4A_RAW_READ}, {j->out, T4A_RAW_WRITE}};
-  return t4a_raw_run(j->r->retire, b, 2, job_fn, j);
+  return t4a_raw_run(j->r->s->retire, b, 2, job_fn, j);
 }
 
 /* ---- handles and device pointers ---- */
@@ -323,7 +285,7 @@ static void test_devptr_bound_only(void **state) {
   t4a_raw_binding b[4] = {{j.rd, T4A_RAW_READ}, {j.both, T4A_RAW_READ}, {j.wr, T4A_RAW_WRITE},
                           {j.both, T4A_RAW_WRITE}};
   t4a_counter_values before = counters(a);
-  CK(t4a_raw_run(a->retire, b, 4, ptrs_fn, &j));
+  CK(t4a_raw_run(a->s->retire, b, 4, ptrs_fn, &j));
   t4a_status want[11] = {T4A_OK,               T4A_INVALID_ARGUMENT, T4A_INVALID_ARGUMENT,
                          T4A_OK,               T4A_OK,               T4A_OK,
                          T4A_INVALID_ARGUMENT, T4A_INVALID_ARGUMENT, T4A_INVALID_ARGUMENT,
@@ -343,7 +305,7 @@ static void test_devptr_bound_only(void **state) {
   assert_int_equal(v.host_waits, before.host_waits);
   /* The typed error of an unbound buffer says so. */
   ptrs_job k = {j.rd, j.wr, j.both, j.unbound, {0}, {0}};
-  CK(t4a_raw_run(a->retire, b, 1, ptrs_fn, &k));
+  CK(t4a_raw_run(a->s->retire, b, 1, ptrs_fn, &k));
   assert_int_equal(k.st[3], T4A_INVALID_ARGUMENT); /* wr is not bound in this scope */
   t4a_buffer_release(j.rd);
   t4a_buffer_release(j.wr);
@@ -368,7 +330,7 @@ static void test_unbound_detail(void **state) {
   fixture *f = *state;
   rt *a = &f->r[0];
   detail_job j = {buffer(a, 64), {0}};
-  CK(t4a_raw_run(a->retire, NULL, 0, detail_fn, &j));
+  CK(t4a_raw_run(a->s->retire, NULL, 0, detail_fn, &j));
   assert_int_equal(j.e.status, T4A_INVALID_ARGUMENT);
   assert_non_null(strstr(j.e.message, "not bound to this raw scope"));
   t4a_buffer_release(j.unbound);
@@ -384,8 +346,8 @@ static void test_native_handles(void **state) {
     assert_int_equal(j.ran, 1);
     assert_ptr_equal(j.seen_ctx, ctx_of(r));
     assert_ptr_equal(j.seen_current, ctx_of(r));
-    assert_ptr_equal(j.seen_stream, t4a_lane_stream(r->lane));
-    assert_int_equal(j.seen_ordinal, t4a_lane_ordinal(r->lane));
+    assert_ptr_equal(j.seen_stream, t4a_lane_stream(r->s->lane));
+    assert_int_equal(j.seen_ordinal, t4a_lane_ordinal(r->s->lane));
     assert_int_equal(j.seen_ordinal, i == 2 ? 1 : 0);
     t4a_buffer_release(j.in);
     t4a_buffer_release(j.out);
@@ -408,26 +370,26 @@ static void test_argument_checks(void **state) {
   t4a_raw_binding ok = {x, T4A_RAW_READ};
   g_fn_runs = 0;
   assert_int_equal(t4a_raw_run(NULL, &ok, 1, count_fn, NULL), T4A_INVALID_ARGUMENT);
-  assert_int_equal(t4a_raw_run(a->retire, &ok, 1, NULL, NULL), T4A_INVALID_ARGUMENT);
-  assert_int_equal(t4a_raw_run(a->retire, NULL, 1, count_fn, NULL), T4A_INVALID_ARGUMENT);
+  assert_int_equal(t4a_raw_run(a->s->retire, &ok, 1, NULL, NULL), T4A_INVALID_ARGUMENT);
+  assert_int_equal(t4a_raw_run(a->s->retire, NULL, 1, count_fn, NULL), T4A_INVALID_ARGUMENT);
   t4a_raw_binding nobuf = {NULL, T4A_RAW_READ};
-  assert_int_equal(t4a_raw_run(a->retire, &nobuf, 1, count_fn, NULL), T4A_INVALID_ARGUMENT);
+  assert_int_equal(t4a_raw_run(a->s->retire, &nobuf, 1, count_fn, NULL), T4A_INVALID_ARGUMENT);
   t4a_raw_binding bad[2] = {{x, 0}, {x, 4}};
-  assert_int_equal(t4a_raw_run(a->retire, &bad[0], 1, count_fn, NULL), T4A_INVALID_ARGUMENT);
-  assert_int_equal(t4a_raw_run(a->retire, &bad[1], 1, count_fn, NULL), T4A_INVALID_ARGUMENT);
+  assert_int_equal(t4a_raw_run(a->s->retire, &bad[0], 1, count_fn, NULL), T4A_INVALID_ARGUMENT);
+  assert_int_equal(t4a_raw_run(a->s->retire, &bad[1], 1, count_fn, NULL), T4A_INVALID_ARGUMENT);
   /* Another runtime's buffer, on the same device (same context) and on another device. */
   t4a_raw_binding other[2] = {{x, T4A_RAW_READ}, {foreign, T4A_RAW_WRITE}};
-  assert_int_equal(t4a_raw_run(a->retire, other, 2, count_fn, NULL), T4A_FOREIGN_HANDLE);
+  assert_int_equal(t4a_raw_run(a->s->retire, other, 2, count_fn, NULL), T4A_FOREIGN_HANDLE);
   t4a_error e;
   t4a_error_last(&e);
   assert_non_null(strstr(e.message, "binding 1"));
   t4a_raw_binding remote = {far, T4A_RAW_READ};
-  assert_int_equal(t4a_raw_run(a->retire, &remote, 1, count_fn, NULL), T4A_FOREIGN_HANDLE);
+  assert_int_equal(t4a_raw_run(a->s->retire, &remote, 1, count_fn, NULL), T4A_FOREIGN_HANDLE);
   assert_int_equal(g_fn_runs, 0);
   assert_int_equal(counters(a).raw_scopes, 0);
   assert_int_equal(counters(a).admissions, 0);
   /* No bindings at all is fine. */
-  CK(t4a_raw_run(a->retire, NULL, 0, count_fn, NULL));
+  CK(t4a_raw_run(a->s->retire, NULL, 0, count_fn, NULL));
   assert_int_equal(g_fn_runs, 1);
   t4a_buffer_release(x);
   t4a_buffer_release(foreign);
@@ -447,12 +409,12 @@ static void test_kernel_in_stream_order(void **state) {
   job j = {.f = f, .r = a, .in = buffer(a, sizeof host), .out = buffer(a, sizeof host),
            .launch = 1, .a = 3, .b = -2};
   upload(a, j.in, host, sizeof host);
-  uint64_t waits = counters(a).host_waits, launches = t4a_fake_calls(f->fake, "cuLaunchKernel");
+  uint64_t waits = counters(a).host_waits, launches = t4a_fake_calls(f->fx.fake, "cuLaunchKernel");
   CK(run2(&j));
-  assert_int_equal(t4a_fake_calls(f->fake, "cuLaunchKernel"), launches + 1);
+  assert_int_equal(t4a_fake_calls(f->fx.fake, "cuLaunchKernel"), launches + 1);
   assert_int_equal(counters(a).host_waits, waits);
-  assert_true(t4a_fake_pending(f->fake, t4a_lane_stream(a->lane)) > 0); /* not run yet */
-  const int *view = t4a_fake_host_view(f->fake, t4a_buffer_devptr(j.out), sizeof got);
+  assert_true(t4a_fake_pending(f->fx.fake, t4a_lane_stream(a->s->lane)) > 0); /* not run yet */
+  const int *view = t4a_fake_host_view(f->fx.fake, t4a_buffer_devptr(j.out), sizeof got);
   assert_non_null(view);
   assert_int_not_equal(view[1], 3 * host[1] - 2);
   download(a, j.out, got, sizeof got);
@@ -472,7 +434,7 @@ static void test_buffers_kept_until_work_ran(void **state) {
            .launch = 1, .a = 2, .b = 1};
   upload(a, j.in, host, sizeof host);
   t4a_counter_values before = counters(a);
-  uint64_t frees = t4a_fake_calls(f->fake, "cuMemFreeAsync");
+  uint64_t frees = t4a_fake_calls(f->fx.fake, "cuMemFreeAsync");
   CK(run2(&j));
   t4a_buffer_release(j.in);
   t4a_buffer_release(j.out);
@@ -483,16 +445,16 @@ static void test_buffers_kept_until_work_ran(void **state) {
                        before.keepalives_deduplicated,
                    2);
   assert_int_equal(v.host_waits, before.host_waits);
-  assert_int_equal(t4a_fake_calls(f->fake, "cuMemFreeAsync"), frees); /* still held */
-  CK(t4a_retire_poll(a->retire)); /* seals the open epoch: its event is not complete yet */
-  assert_int_equal(t4a_fake_calls(f->fake, "cuMemFreeAsync"), frees);
-  t4a_fake_progress(f->fake); /* the kernel (reading and writing both blocks) and the event */
-  CK(t4a_retire_poll(a->retire));
+  assert_int_equal(t4a_fake_calls(f->fx.fake, "cuMemFreeAsync"), frees); /* still held */
+  CK(t4a_retire_poll(a->s->retire)); /* seals the open epoch: its event is not complete yet */
+  assert_int_equal(t4a_fake_calls(f->fx.fake, "cuMemFreeAsync"), frees);
+  t4a_fake_progress(f->fx.fake); /* the kernel (reading and writing both blocks) and the event */
+  CK(t4a_retire_poll(a->s->retire));
   assert_int_equal(counters(a).keepalives_released - before.keepalives_released, 2);
-  assert_int_equal(t4a_fake_calls(f->fake, "cuMemFreeAsync"), frees + 2);
-  t4a_fake_progress(f->fake);
-  assert_int_equal(t4a_fake_ordering_violations(f->fake), 0);
-  assert_int_equal(t4a_fake_sticky(f->fake, 0), CUDA_SUCCESS);
+  assert_int_equal(t4a_fake_calls(f->fx.fake, "cuMemFreeAsync"), frees + 2);
+  t4a_fake_progress(f->fx.fake);
+  assert_int_equal(t4a_fake_ordering_violations(f->fx.fake), 0);
+  assert_int_equal(t4a_fake_sticky(f->fx.fake, 0), CUDA_SUCCESS);
 }
 
 /* ---- poisoning ---- */
@@ -509,7 +471,7 @@ static void test_failure_quarantines_writes(void **state) {
            .launch = 1, .a = 1, .b = 1, .ret = T4A_UNSUPPORTED};
   upload(a, j.in, host, sizeof host);
   t4a_fake_live live_before;
-  t4a_fake_live_objects(f->fake, &live_before);
+  t4a_fake_live_objects(f->fx.fake, &live_before);
   t4a_counter_values before = counters(a);
   /* A stale detail of the same status on this thread must not pass for fn's. */
   (void)t4a_error_set_(T4A_UNSUPPORTED, "stale", 0, NULL, 0, "an older failure");
@@ -528,16 +490,16 @@ static void test_failure_quarantines_writes(void **state) {
                        before.keepalives_deduplicated,
                    1);
   struct t4a_retire_stats rs;
-  t4a_retire_stats(a->retire, &rs);
+  t4a_retire_stats(a->s->retire, &rs);
   assert_int_equal(rs.quarantined_held, 1);
-  CK(t4a_lane_check(a->lane));
+  CK(t4a_lane_check(a->s->lane));
   /* The caller drops both; the quarantined block is never freed. */
   t4a_buffer_release(j.in);
   t4a_buffer_release(j.out);
-  CK(t4a_retire_wait(a->retire));
-  t4a_fake_progress(f->fake); /* the free of `in`, enqueued when its keepalive went */
+  CK(t4a_retire_wait(a->s->retire));
+  t4a_fake_progress(f->fx.fake); /* the free of `in`, enqueued when its keepalive went */
   t4a_fake_live live;
-  t4a_fake_live_objects(f->fake, &live);
+  t4a_fake_live_objects(f->fx.fake, &live);
   assert_int_equal(live.device_allocs, live_before.device_allocs - 1); /* only `in` went */
   /* The runtime is usable: a round trip on the same lane. */
   t4a_buffer *x = buffer(a, sizeof host);
@@ -564,7 +526,7 @@ static void test_details(void **state) {
   rt *a = &f->r[0];
   t4a_buffer *w = buffer_leaky(a, 64);
   t4a_raw_binding b = {w, T4A_RAW_READ_WRITE};
-  assert_int_equal(t4a_raw_run(a->retire, &b, 1, own_detail_fn, NULL), T4A_DRIVER_ERROR);
+  assert_int_equal(t4a_raw_run(a->s->retire, &b, 1, own_detail_fn, NULL), T4A_DRIVER_ERROR);
   t4a_error e;
   t4a_error_last(&e);
   assert_string_equal(e.entry, "cublasSgemm_v2");
@@ -573,7 +535,7 @@ static void test_details(void **state) {
   assert_string_equal(e.message, "vendor call failed");
   assert_int_equal(counters(a).quarantined, 1);
   (void)t4a_error_set_(T4A_IO, "older", 0, NULL, 0, "kept");
-  CK(t4a_raw_run(a->retire, NULL, 0, ok_fn, NULL));
+  CK(t4a_raw_run(a->s->retire, NULL, 0, ok_fn, NULL));
   t4a_error_last(&e);
   assert_int_equal(e.status, T4A_IO);
   assert_string_equal(e.entry, "older");
@@ -591,14 +553,14 @@ static t4a_status reentry_fn(t4a_raw_scope *scope, void *user) {
   (void)scope;
   reentry_job *j = user;
   int v = 1;
-  j->nested_same = t4a_raw_run(j->self->retire, NULL, 0, ok_fn, NULL);
-  j->poll = t4a_retire_poll(j->self->retire);
-  j->upload = t4a_xfer_upload(j->self->xfer, j->x, 0, &v, sizeof v);
+  j->nested_same = t4a_raw_run(j->self->s->retire, NULL, 0, ok_fn, NULL);
+  j->poll = t4a_retire_poll(j->self->s->retire);
+  j->upload = t4a_xfer_upload(j->self->s->xfer, j->x, 0, &v, sizeof v);
   t4a_witness *w = NULL;
-  j->fence = t4a_retire_fence(j->self->retire, &w);
+  j->fence = t4a_retire_fence(j->self->s->retire, &w);
   t4a_witness_release(w);
   /* Another runtime on the same device (same context) is not re-entry. */
-  j->nested_other = t4a_raw_run(j->other->retire, NULL, 0, ok_fn, NULL);
+  j->nested_other = t4a_raw_run(j->other->s->retire, NULL, 0, ok_fn, NULL);
   return T4A_OK;
 }
 static void test_reentry(void **state) {
@@ -606,7 +568,7 @@ static void test_reentry(void **state) {
   rt *a = &f->r[0];
   reentry_job j = {a, &f->r[1], buffer(a, 64), T4A_OK, T4A_OK, T4A_OK, T4A_OK, T4A_OK};
   t4a_raw_binding b = {j.x, T4A_RAW_WRITE};
-  CK(t4a_raw_run(a->retire, &b, 1, reentry_fn, &j));
+  CK(t4a_raw_run(a->s->retire, &b, 1, reentry_fn, &j));
   assert_int_equal(j.nested_same, T4A_REENTRY);
   assert_int_equal(j.poll, T4A_REENTRY);
   assert_int_equal(j.upload, T4A_REENTRY);
@@ -617,7 +579,7 @@ static void test_reentry(void **state) {
   assert_int_equal(counters(&f->r[1]).raw_scopes, 1);
   /* Nothing was poisoned: the scope returned OK. */
   assert_int_equal(counters(a).quarantined, 0);
-  CK(t4a_lane_check(a->lane));
+  CK(t4a_lane_check(a->s->lane));
   t4a_buffer_release(j.x);
 }
 
@@ -645,8 +607,8 @@ static void test_context_restored(void **state) {
     }
   }
   (void)f->t->cuCtxSetCurrent(NULL);
-  CK(t4a_lane_check(a->lane));
-  CK(t4a_lane_check(c->lane));
+  CK(t4a_lane_check(a->s->lane));
+  CK(t4a_lane_check(c->s->lane));
 }
 
 /* A scope of a runtime on another device nested inside fn: its context is current inside, fn's
@@ -675,7 +637,7 @@ static t4a_status nest_inner(t4a_raw_scope *scope, void *user) {
   if (t4a_raw_devptr(scope, j->outer_buf, T4A_RAW_READ, &q) != T4A_INVALID_ARGUMENT) {
     return T4A_INTERNAL;
   }
-  st = T4A_CU(j->f->drv, cuMemsetD8Async, (CUdeviceptr)p, 0x5a, 256,
+  st = T4A_CU(j->f->fx.drv, cuMemsetD8Async, (CUdeviceptr)p, 0x5a, 256,
               (CUstream)t4a_raw_stream(scope));
   if (st != T4A_OK) return st;
   return j->inner_fail ? T4A_INTERNAL : T4A_OK;
@@ -684,12 +646,12 @@ static t4a_status nest_outer(t4a_raw_scope *scope, void *user) {
   nest_job *j = user;
   j->outer = scope;
   t4a_raw_binding b = {j->inner_buf, T4A_RAW_WRITE};
-  j->inner_st = t4a_raw_run(j->inner_rt->retire, &b, 1, nest_inner, j);
+  j->inner_st = t4a_raw_run(j->inner_rt->s->retire, &b, 1, nest_inner, j);
   (void)j->f->t->cuCtxGetCurrent(&j->after_inner);
   uint64_t p = 0;
   t4a_status st = t4a_raw_devptr(scope, j->outer_buf, T4A_RAW_WRITE, &p);
   if (st != T4A_OK) return st;
-  return T4A_CU(j->f->drv, cuMemsetD8Async, (CUdeviceptr)p, 0x33, 256,
+  return T4A_CU(j->f->fx.drv, cuMemsetD8Async, (CUdeviceptr)p, 0x33, 256,
                 (CUstream)t4a_raw_stream(scope));
 }
 static void test_nested_scope_of_another_runtime(void **state) {
@@ -703,7 +665,7 @@ static void test_nested_scope_of_another_runtime(void **state) {
     CUcontext caller = callers[k & 1];
     assert_int_equal(f->t->cuCtxSetCurrent(caller), CUDA_SUCCESS);
     t4a_raw_binding b = {j.outer_buf, T4A_RAW_WRITE};
-    CK(t4a_raw_run(a->retire, &b, 1, nest_outer, &j));
+    CK(t4a_raw_run(a->s->retire, &b, 1, nest_outer, &j));
     assert_int_equal(j.inner_st, j.inner_fail ? T4A_INTERNAL : T4A_OK);
     assert_ptr_equal(j.inner_current, ctx_of(c));
     assert_int_equal(j.inner_ordinal, 1);
@@ -724,7 +686,7 @@ static void test_nested_scope_of_another_runtime(void **state) {
   assert_int_equal(counters(c).raw_scopes_poisoned, 2);
   assert_int_equal(counters(c).quarantined, 2);
   assert_int_equal(counters(a).raw_scopes_poisoned, 0);
-  CK(t4a_lane_check(c->lane));
+  CK(t4a_lane_check(c->s->lane));
 }
 
 /* ---- handles after the scope ---- */
@@ -770,7 +732,7 @@ static void test_handle_invalid_after_return(void **state) {
   rt *a = &f->r[0];
   stale_job j = {.x = buffer(a, 64)};
   t4a_raw_binding b = {j.x, T4A_RAW_READ};
-  CK(t4a_raw_run(a->retire, &b, 1, stale_first, &j));
+  CK(t4a_raw_run(a->s->retire, &b, 1, stale_first, &j));
   assert_null(j.probe.stream); /* another thread: not open there */
   assert_int_equal(j.probe.ordinal, -1);
   uint64_t p = 5;
@@ -788,7 +750,7 @@ static void test_handle_invalid_after_return(void **state) {
   t4a_error_last(&e);
   assert_non_null(strstr(e.message, "not open"));
   /* Inside a later scope (likely at the same stack address) the old handle is still refused. */
-  CK(t4a_raw_run(a->retire, &b, 1, stale_second, &j));
+  CK(t4a_raw_run(a->s->retire, &b, 1, stale_second, &j));
   assert_int_equal(j.in_second, T4A_INVALID_ARGUMENT);
   assert_int_equal(j.in_second_ptr, 0);
   assert_int_equal(j.fail_ok, T4A_INVALID_ARGUMENT);
@@ -815,19 +777,19 @@ static void test_sticky_error_in_callback(void **state) {
   rt *a = &f->r[0], *c = &f->r[2];
   sticky_job j = {{.f = f, .r = a, .in = buffer_leaky(a, N * sizeof(int)),
                    .out = buffer_leaky(a, N * sizeof(int)), .a = 1, .b = 0},
-                  f->fake};
+                  f->fx.fake};
   t4a_raw_binding b[2] = {{j.base.in, T4A_RAW_READ}, {j.base.out, T4A_RAW_WRITE}};
-  assert_int_equal(t4a_raw_run(a->retire, b, 2, sticky_fn, &j), T4A_CONTEXT_LOST);
+  assert_int_equal(t4a_raw_run(a->s->retire, b, 2, sticky_fn, &j), T4A_CONTEXT_LOST);
   t4a_error e;
   t4a_error_last(&e);
   assert_string_equal(e.entry, "cuStreamQuery");
   assert_int_equal(e.code, CUDA_ERROR_ILLEGAL_ADDRESS);
   assert_non_null(strstr(e.message, "DRIVER_ERROR"));
   assert_ptr_equal(current(f), NULL);
-  assert_int_equal(t4a_lane_check(a->lane), T4A_LANE_BROKEN);
-  assert_int_equal(t4a_lane_check(f->r[1].lane), T4A_LANE_BROKEN); /* same device */
-  CK(t4a_lane_check(c->lane));
-  assert_int_equal(t4a_raw_run(a->retire, b, 2, ok_fn, NULL), T4A_LANE_BROKEN);
+  assert_int_equal(t4a_lane_check(a->s->lane), T4A_LANE_BROKEN);
+  assert_int_equal(t4a_lane_check(f->r[1].s->lane), T4A_LANE_BROKEN); /* same device */
+  CK(t4a_lane_check(c->s->lane));
+  assert_int_equal(t4a_raw_run(a->s->retire, b, 2, ok_fn, NULL), T4A_LANE_BROKEN);
   t4a_counter_values v = counters(a);
   assert_int_equal(v.raw_scopes, 1);
   assert_int_equal(v.raw_scopes_poisoned, 1);
@@ -835,7 +797,7 @@ static void test_sticky_error_in_callback(void **state) {
   /* The other device carries on. */
   t4a_buffer *y = buffer(c, 64);
   t4a_raw_binding by = {y, T4A_RAW_WRITE};
-  CK(t4a_raw_run(c->retire, &by, 1, ok_fn, NULL));
+  CK(t4a_raw_run(c->s->retire, &by, 1, ok_fn, NULL));
   t4a_buffer_release(y);
   t4a_buffer_release(j.base.in);
   t4a_buffer_release(j.base.out);
@@ -855,29 +817,29 @@ static void test_raw_scope_in_capture(void **state) {
            .launch = 1, .a = -1, .b = 7};
   t4a_buffer *w = buffer_leaky(a, 64);
   upload(a, j.in, host, sizeof host);
-  CK(t4a_retire_capture_begin(a->retire));
-  assert_true(t4a_retire_is_capturing(a->retire));
-  uint64_t queries = t4a_fake_calls(f->fake, "cuStreamQuery");
+  CK(t4a_retire_capture_begin(a->s->retire));
+  assert_true(t4a_retire_is_capturing(a->s->retire));
+  uint64_t queries = t4a_fake_calls(f->fx.fake, "cuStreamQuery");
   CK(run2(&j));
   t4a_raw_binding bw = {w, T4A_RAW_WRITE};
-  assert_int_equal(t4a_raw_run(a->retire, &bw, 1, own_detail_fn, NULL), T4A_DRIVER_ERROR);
-  assert_int_equal(t4a_fake_calls(f->fake, "cuStreamQuery"), queries);
+  assert_int_equal(t4a_raw_run(a->s->retire, &bw, 1, own_detail_fn, NULL), T4A_DRIVER_ERROR);
+  assert_int_equal(t4a_fake_calls(f->fx.fake, "cuStreamQuery"), queries);
   void *graph = NULL;
   t4a_keepalive *items = NULL;
   size_t n = 0;
-  CK(t4a_retire_capture_end(a->retire, &graph, &items, &n));
+  CK(t4a_retire_capture_end(a->s->retire, &graph, &items, &n));
   assert_non_null(graph);
   assert_int_equal(n, 2); /* in and out; w went to quarantine */
   assert_int_equal(counters(a).quarantined, 1);
   t4a_ctx_scope s;
-  CK(t4a_ctx_scope_enter(&s, t4a_lane_holder(a->lane), NULL));
+  CK(t4a_ctx_scope_enter(&s, t4a_lane_holder(a->s->lane), NULL));
   CUgraphExec exec = NULL;
   assert_int_equal(f->t->cuGraphInstantiateWithFlags(&exec, (CUgraph)graph, 0), CUDA_SUCCESS);
-  assert_int_equal(f->t->cuGraphLaunch(exec, t4a_lane_stream(a->lane)), CUDA_SUCCESS);
+  assert_int_equal(f->t->cuGraphLaunch(exec, t4a_lane_stream(a->s->lane)), CUDA_SUCCESS);
   t4a_ctx_scope_exit_quiet(&s);
   download(a, j.out, got, sizeof got);
   for (int i = 0; i < N; i++) assert_int_equal(got[i], -host[i] + 7);
-  CK(t4a_ctx_scope_enter(&s, t4a_lane_holder(a->lane), NULL));
+  CK(t4a_ctx_scope_enter(&s, t4a_lane_holder(a->s->lane), NULL));
   assert_int_equal(f->t->cuGraphExecDestroy(exec), CUDA_SUCCESS);
   assert_int_equal(f->t->cuGraphDestroy((CUgraph)graph), CUDA_SUCCESS);
   t4a_ctx_scope_exit_quiet(&s);
@@ -910,12 +872,12 @@ static t4a_status op_fn(t4a_raw_scope *scope, void *user) {
   if (st == T4A_OK) st = t4a_raw_devptr(scope, j->both, T4A_RAW_READ_WRITE, &both);
   if (st != T4A_OK) return st;
   CUstream s = t4a_raw_stream(scope);
-  st = T4A_CU(j->f->drv, cuMemsetD8Async, (CUdeviceptr)both, 1, 64, s);
+  st = T4A_CU(j->f->fx.drv, cuMemsetD8Async, (CUdeviceptr)both, 1, 64, s);
   if (st != T4A_OK) return st;
   CUdeviceptr pin = (CUdeviceptr)in, pout = (CUdeviceptr)out;
   int n = 16, a = 2, b = 3;
   void *args[] = {&pin, &pout, &n, &a, &b};
-  return T4A_CU(j->f->drv, cuLaunchKernel, j->r->axpb, 1, 1, 1, 32, 1, 1, 0, s, args, NULL);
+  return T4A_CU(j->f->fx.drv, cuLaunchKernel, j->r->axpb, 1, 1, 1, 32, 1, 1, 0, s, args, NULL);
 }
 
 /* On a fresh retirement state over the fixture's lane and pool: a scope with two bindings (on
@@ -925,10 +887,10 @@ static t4a_status op_raw(void *user) {
   sweep_ctx *s = user;
   t4a_retire *retire = NULL;
   op_job j = {s->f, s->r, NULL, NULL, NULL};
-  t4a_status st = t4a_retire_create(s->r->lane, NULL, &retire);
-  if (st == T4A_OK) st = t4a_buffer_create(s->r->pool, 64, 0, 0, &j.in);
-  if (st == T4A_OK) st = t4a_buffer_create(s->r->pool, 64, 0, 0, &j.out);
-  if (st == T4A_OK) st = t4a_buffer_create(s->r->pool, 64, 0, 0, &j.both);
+  t4a_status st = t4a_retire_create(s->r->s->lane, NULL, &retire);
+  if (st == T4A_OK) st = t4a_buffer_create(s->r->s->pool, 64, 0, 0, &j.in);
+  if (st == T4A_OK) st = t4a_buffer_create(s->r->s->pool, 64, 0, 0, &j.out);
+  if (st == T4A_OK) st = t4a_buffer_create(s->r->s->pool, 64, 0, 0, &j.both);
   if (st == T4A_OK) {
     t4a_raw_binding b[3] = {{j.out, T4A_RAW_WRITE}, {j.in, T4A_RAW_READ},
                             {j.both, T4A_RAW_READ_WRITE}};
@@ -956,9 +918,9 @@ static long sweep_unaccounted(void *user) { return unaccounted(((sweep_ctx *)use
 static void test_failure_sweep(void **state) {
   fixture *f = *state;
   sweep_ctx c = {f, &f->r[0]};
-  t4a_sweep s = {.name = "raw", .fake = f->fake, .op = op_raw,
+  t4a_sweep s = {.name = "raw", .fake = f->fx.fake, .op = op_raw,
                  .unaccounted = sweep_unaccounted, .user = &c};
-  f->baseline = unaccounted(f);
+  f->fx.baseline = unaccounted(f);
   assert_true(t4a_sweep_driver(&s, CUDA_ERROR_UNKNOWN, T4A_DRIVER_ERROR) > 5);
   /* The callback's enqueueing calls fail after enqueueing their work: typed, the writable
    * bindings quarantined, nothing leaked uncounted. */
@@ -975,7 +937,7 @@ static void test_failure_sweep(void **state) {
   t4a_counter_values v = counters(&f->r[0]);
   assert_true(v.raw_scopes_poisoned > 0);
   assert_true(v.quarantined > 0);
-  assert_int_equal(t4a_fake_ordering_violations(f->fake), 0);
+  assert_int_equal(t4a_fake_ordering_violations(f->fx.fake), 0);
 }
 
 int main(void) {

@@ -16,15 +16,12 @@
 #include "t4a_ctx/ctx_internal.h"
 #include "t4a_ctx/driver_table.h"
 #include "testing/fake_driver/fake_driver.h"
+#include "testing/fixture/fixture.h"
 #include "testing/sweep/sweep.h"
 
-typedef struct fixture {
-  t4a_fake *fake;
-  t4a_driver *drv;
-  t4a_lane *lane;
-  t4a_lane *other; /* a lane on device 1 */
-  CUdeviceptr mem; /* 4 KiB on device 0 */
-} fixture;
+typedef t4a_fixture fixture; /* f->lane on device 0, f->stack[1].lane on device 1 */
+
+static CUdeviceptr g_mem; /* 4 KiB on device 0 */
 
 /* A refcounted test object: counts how often it was released. */
 typedef struct object {
@@ -41,41 +38,36 @@ static t4a_keepalive keep(object *o) {
   return (t4a_keepalive){o, object_release, 0};
 }
 
+/* Two lanes, devices 0 and 1, nothing built on them; 4 KiB on device 0. */
 static int setup(void **state) {
-  fixture *f = calloc(1, sizeof *f);
-  t4a_fake_options o = T4A_FAKE_OPTIONS_INIT;
-  o.num_devices = 2;
-  o.query_policy = T4A_FAKE_QUERY_NEVER; /* work runs only on sync or explicit progress */
-  if (t4a_fake_create(&o, &f->fake) != T4A_OK || t4a_fake_driver(f->fake, &f->drv) != T4A_OK ||
-      t4a_lane_create(f->drv, 0, NULL, &f->lane) != T4A_OK ||
-      t4a_lane_create(f->drv, 1, NULL, &f->other) != T4A_OK) {
-    return -1;
-  }
+  t4a_fixture_options o = t4a_fixture_defaults();
+  o.fake.num_devices = 2;
+  o.fake.query_policy = T4A_FAKE_QUERY_NEVER; /* work runs only on sync or explicit progress */
+  o.stacks = 2;
+  o.ordinals[1] = 1;
+  o.build = 0;
+  if (t4a_fixture_setup(state, &o) != 0) return -1;
+  fixture *f = *state;
   t4a_ctx_scope s;
   if (t4a_ctx_scope_enter(&s, t4a_lane_holder(f->lane), NULL) != T4A_OK) return -1;
-  if (f->drv->t.cuMemAlloc(&f->mem, 4096) != CUDA_SUCCESS) return -1;
+  if (f->drv->t.cuMemAlloc(&g_mem, 4096) != CUDA_SUCCESS) return -1;
   (void)t4a_ctx_scope_exit(&s);
-  *state = f;
   return 0;
 }
 
 static int teardown(void **state) {
   fixture *f = *state;
   t4a_ctx_scope s;
-  int ok = 1;
   if (t4a_ctx_scope_enter(&s, t4a_lane_holder(f->lane), NULL) == T4A_OK) {
-    (void)f->drv->t.cuMemFree(f->mem);
+    (void)f->drv->t.cuMemFree(g_mem);
     (void)t4a_ctx_scope_exit(&s);
   }
-  t4a_lane_release(f->lane);
-  t4a_lane_release(f->other);
-  t4a_driver_release(f->drv);
+  t4a_fixture_release(f);
   t4a_fake_live live;
   t4a_fake_live_objects(f->fake, &live);
   /* Only what t4a counted as leaked may remain (a sticky test abandons streams and events). */
-  ok = live.device_allocs <= 1 && live.pools == 0;
-  t4a_fake_destroy(f->fake);
-  free(f);
+  int ok = live.device_allocs <= 1 && live.pools == 0;
+  (void)t4a_fixture_teardown(state, 0);
   return ok ? 0 : -1;
 }
 
@@ -88,7 +80,7 @@ static t4a_status admit_memset(fixture *f, t4a_retire *r, object *o) {
   t4a_admission adm;
   t4a_status st = t4a_admission_begin(r, o != NULL ? 1 : 0, &adm);
   if (st != T4A_OK) return st;
-  st = T4A_CU(f->drv, cuMemsetD8Async, f->mem, 0x5a, 4096, t4a_lane_stream(f->lane));
+  st = T4A_CU(f->drv, cuMemsetD8Async, g_mem, 0x5a, 4096, t4a_lane_stream(f->lane));
   if (st != T4A_OK && g_failures_after_enqueue && o != NULL) {
     t4a_keepalive k = keep(o);
     return t4a_admission_fail(&adm, st, &k, 1);
@@ -139,7 +131,7 @@ static void test_borrowed_keepalive_retains_once_per_epoch(void **state) {
   for (int i = 0; i < 10; i++) {
     t4a_admission adm;
     assert_int_equal(t4a_admission_begin(r, 1, &adm), T4A_OK);
-    assert_int_equal(T4A_CU(f->drv, cuMemsetD8Async, f->mem, 1, 64, t4a_lane_stream(f->lane)),
+    assert_int_equal(T4A_CU(f->drv, cuMemsetD8Async, g_mem, 1, 64, t4a_lane_stream(f->lane)),
                      T4A_OK);
     t4a_admission_keep_borrowed(&adm, (t4a_keepalive){&o, object_release, 0}, object_retain);
     t4a_admission_commit(&adm);
@@ -267,7 +259,7 @@ static void test_fail_after_enqueue_quarantines(void **state) {
   t4a_fake_inject(f->fake, "cuMemsetD8Async", 0, 1, CUDA_ERROR_UNKNOWN, 1);
   t4a_admission adm;
   assert_int_equal(t4a_admission_begin(r, 1, &adm), T4A_OK);
-  t4a_status st = T4A_CU(f->drv, cuMemsetD8Async, f->mem, 1, 16, t4a_lane_stream(f->lane));
+  t4a_status st = T4A_CU(f->drv, cuMemsetD8Async, g_mem, 1, 16, t4a_lane_stream(f->lane));
   assert_int_equal(st, T4A_DRIVER_ERROR);
   t4a_keepalive k = keep(&target);
   assert_int_equal(t4a_admission_fail(&adm, st, &k, 1), T4A_DRIVER_ERROR);
@@ -293,18 +285,18 @@ static void test_fail_after_enqueue_quarantines(void **state) {
 static void test_fail_marks_context_lost(void **state) {
   fixture *f = *state;
   t4a_retire *r = NULL;
-  assert_int_equal(t4a_retire_create(f->other, NULL, &r), T4A_OK);
+  assert_int_equal(t4a_retire_create(f->stack[1].lane, NULL, &r), T4A_OK);
   t4a_admission adm;
   assert_int_equal(t4a_admission_begin(r, 0, &adm), T4A_OK);
   t4a_error cause = {.status = T4A_CONTEXT_LOST, .entry = "cuLaunchKernel", .code = 700,
                      .code_name = "CUDA_ERROR_ILLEGAL_ADDRESS"};
   t4a_error_restore(&cause);
   assert_int_equal(t4a_admission_fail(&adm, T4A_CONTEXT_LOST, NULL, 0), T4A_CONTEXT_LOST);
-  assert_int_equal(t4a_lane_check(f->other), T4A_LANE_BROKEN);
+  assert_int_equal(t4a_lane_check(f->stack[1].lane), T4A_LANE_BROKEN);
   t4a_error e;
   t4a_error_last(&e);
   assert_string_equal(e.entry, "cuLaunchKernel");
-  t4a_lane_abandon_(f->other);
+  t4a_lane_abandon_(f->stack[1].lane);
   assert_int_not_equal(t4a_retire_destroy(r), T4A_OK);
 }
 
@@ -375,7 +367,7 @@ static void test_destroy_proves_the_drain(void **state) {
   object o = {0};
   t4a_admission adm;
   assert_int_equal(t4a_admission_begin(r, 1, &adm), T4A_OK);
-  assert_int_equal(T4A_CU(f->drv, cuMemsetD8Async, f->mem, 1, 4096, t4a_lane_stream(f->lane)),
+  assert_int_equal(T4A_CU(f->drv, cuMemsetD8Async, g_mem, 1, 4096, t4a_lane_stream(f->lane)),
                    T4A_OK);
   atomic_fetch_add(&o.refs, 1);
   t4a_admission_keep(&adm, (t4a_keepalive){&o, checking_release, 0});
@@ -481,7 +473,7 @@ static void test_upstream_witness_pruned(void **state) {
   fixture *f = *state;
   t4a_retire *r0 = NULL, *r1 = NULL;
   assert_int_equal(t4a_retire_create(f->lane, NULL, &r0), T4A_OK);
-  assert_int_equal(t4a_retire_create(f->other, NULL, &r1), T4A_OK);
+  assert_int_equal(t4a_retire_create(f->stack[1].lane, NULL, &r1), T4A_OK);
   t4a_witness *up = NULL, *down = NULL;
   assert_int_equal(admit_memset(f, r0, NULL), T4A_OK);
   assert_int_equal(t4a_retire_fence(r0, &up), T4A_OK);
@@ -489,7 +481,7 @@ static void test_upstream_witness_pruned(void **state) {
   assert_int_equal(t4a_witness_add_upstream(down, up), T4A_OK);
   assert_int_equal(t4a_witness_num_upstream(down), 1);
   /* down's own event runs, up's does not: down is not complete. */
-  t4a_fake_step(f->fake, t4a_lane_stream(f->other));
+  t4a_fake_step(f->fake, t4a_lane_stream(f->stack[1].lane));
   assert_int_equal(t4a_witness_query(down), T4A_NOT_READY);
   assert_int_equal(t4a_witness_wait(down), T4A_OK);
   assert_int_equal(t4a_witness_num_upstream(down), 0); /* pruned */
@@ -519,11 +511,11 @@ static void test_admission_record_and_cross_wait(void **state) {
   fixture *f = *state;
   t4a_retire *r0 = NULL, *r1 = NULL;
   assert_int_equal(t4a_retire_create(f->lane, NULL, &r0), T4A_OK);
-  assert_int_equal(t4a_retire_create(f->other, NULL, &r1), T4A_OK);
+  assert_int_equal(t4a_retire_create(f->stack[1].lane, NULL, &r1), T4A_OK);
   CUcontext before = NULL, now = NULL;
   assert_int_equal(f->drv->t.cuCtxGetCurrent(&before), CUDA_SUCCESS);
   t4a_counter_values v0, v1;
-  t4a_lane_stats(f->other, &v0);
+  t4a_lane_stats(f->stack[1].lane, &v0);
   uint64_t waits_before = v0.host_waits;
   t4a_admission a0, a1;
   assert_int_equal(t4a_admission_begin(r0, 0, &a0), T4A_OK);
@@ -537,12 +529,12 @@ static void test_admission_record_and_cross_wait(void **state) {
   assert_int_equal(f->drv->t.cuCtxGetCurrent(&now), CUDA_SUCCESS);
   assert_ptr_equal(now, before);
   /* Stream 1 cannot pass its wait before stream 0 ran. */
-  assert_int_equal(t4a_fake_step(f->fake, t4a_lane_stream(f->other)), 0);
+  assert_int_equal(t4a_fake_step(f->fake, t4a_lane_stream(f->stack[1].lane)), 0);
   assert_int_equal(t4a_witness_query(w1), T4A_NOT_READY);
   assert_int_equal(t4a_fake_step(f->fake, t4a_lane_stream(f->lane)), 1);
   t4a_fake_progress(f->fake);
   assert_int_equal(t4a_witness_query(w1), T4A_OK);
-  t4a_lane_stats(f->other, &v1);
+  t4a_lane_stats(f->stack[1].lane, &v1);
   assert_int_equal(v1.cross_waits - v0.cross_waits, 1);
   assert_int_equal(v1.host_waits, waits_before);
   assert_int_equal(v1.events_recorded - v0.events_recorded, 1);
@@ -552,7 +544,7 @@ static void test_admission_record_and_cross_wait(void **state) {
   assert_int_equal(t4a_admission_begin(r1, 0, &a1), T4A_OK);
   assert_int_equal(t4a_admission_wait(&a1, w0), T4A_OK);
   t4a_admission_commit(&a1);
-  t4a_lane_stats(f->other, &v0);
+  t4a_lane_stats(f->stack[1].lane, &v0);
   assert_int_equal(v0.cross_waits, v1.cross_waits);
   /* Outside an admission: typed. */
   t4a_admission none;
@@ -599,7 +591,7 @@ static void test_admission_wait_on_failed_witness(void **state) {
   fixture *f = *state;
   t4a_retire *r0 = NULL, *r1 = NULL;
   assert_int_equal(t4a_retire_create(f->lane, NULL, &r0), T4A_OK);
-  assert_int_equal(t4a_retire_create(f->other, NULL, &r1), T4A_OK);
+  assert_int_equal(t4a_retire_create(f->stack[1].lane, NULL, &r1), T4A_OK);
   t4a_witness *w = NULL;
   assert_int_equal(t4a_retire_fence(r0, &w), T4A_OK);
   t4a_fake_set_sticky(f->fake, 0, CUDA_ERROR_ILLEGAL_ADDRESS);
@@ -611,7 +603,8 @@ static void test_admission_wait_on_failed_witness(void **state) {
   t4a_error_last(&e);
   assert_string_equal(e.code_name, "CUDA_ERROR_ILLEGAL_ADDRESS");
   assert_int_equal(t4a_admission_abort(&a1, T4A_UPSTREAM_FAILED), T4A_UPSTREAM_FAILED);
-  assert_int_equal(t4a_lane_check(f->other), T4A_OK); /* device 1's lane is not broken by it */
+  /* device 1's lane is not broken by it */
+  assert_int_equal(t4a_lane_check(f->stack[1].lane), T4A_OK);
   t4a_witness_release(w);
   assert_int_not_equal(t4a_retire_destroy(r0), T4A_OK);
   assert_int_equal(t4a_retire_destroy(r1), T4A_OK);

@@ -21,101 +21,44 @@
 #include "t4a/xfer_copy.h"
 #include "t4a_ctx/driver_table.h"
 #include "testing/fake_driver/fake_driver.h"
+#include "testing/fixture/fixture.h"
 #include "testing/sweep/sweep.h"
 
 #define CHUNK ((size_t)4096)
 #define CK(x) assert_int_equal((x), T4A_OK)
 #define MAX_RT 4
 
-/* One runtime: a lane with its pool, retirement state and transfer state. */
-typedef struct rt {
-  t4a_lane *lane;
-  t4a_mem_pool *pool;
-  t4a_retire *retire;
-  t4a_xfer *xfer;
-} rt;
+/* One runtime: a lane with its pool, retirement state and transfer state (f->stack[i]). */
+typedef t4a_fixture_stack rt;
+typedef t4a_fixture fixture;
 
-typedef struct fixture {
-  t4a_fake *fake;
-  t4a_driver *drv;
-  rt r[MAX_RT];
-  int n;
-  long baseline;
-} fixture;
-
-static t4a_status rt_open(fixture *f, int ordinal, rt *out) {
-  t4a_mem_pool_options po = T4A_MEM_POOL_OPTIONS_INIT;
-  po.reuse_disabled = 1; /* a released buffer's block goes back at once: live blocks = buffers */
-  t4a_xfer_options xo = T4A_XFER_OPTIONS_INIT;
-  xo.chunk_bytes = CHUNK;
-  xo.num_chunks = 2;
-  t4a_status st = t4a_lane_create(f->drv, ordinal, NULL, &out->lane);
-  if (st == T4A_OK) st = t4a_mem_pool_create(out->lane, &po, &out->pool);
-  if (st == T4A_OK) st = t4a_retire_create(out->lane, NULL, &out->retire);
-  if (st == T4A_OK) st = t4a_xfer_create(out->retire, &xo, &out->xfer);
-  return st;
-}
-
-/* Drops everything but the lane (the frees it enqueued run at the next progress). */
-static t4a_status rt_close(rt *r) {
-  t4a_xfer_destroy(r->xfer);
-  t4a_status st = t4a_retire_destroy(r->retire);
-  t4a_mem_pool_release(r->pool);
-  r->xfer = NULL;
-  r->retire = NULL;
-  r->pool = NULL;
-  return st;
-}
-
-/* Devices: `ordinals` lists each runtime's device; peers: all pairs or none. */
+/* Devices: `ordinals` lists each runtime's device; peers: all pairs or none. Each runtime: the
+ * standard stack (the pool without reuse: a released buffer's block goes back at once, live
+ * blocks = buffers) with an xfer of two chunks. */
 static fixture *make(const int *ordinals, int n, int devices, int all_peers) {
+  t4a_fixture_options o = t4a_fixture_defaults();
+  o.fake.num_devices = devices;
+  o.fake.all_peers = all_peers;
+  o.fake.query_policy = T4A_FAKE_QUERY_NEVER; /* nothing runs unless a sync or the test says so */
+  o.stacks = n;
+  for (int i = 0; i < n; i++) o.ordinals[i] = ordinals[i];
+  o.build |= T4A_FIXTURE_XFER;
+  o.xfer.chunk_bytes = CHUNK;
+  o.xfer.num_chunks = 2;
   fixture *f = calloc(1, sizeof *f);
-  t4a_fake_options o = T4A_FAKE_OPTIONS_INIT;
-  o.num_devices = devices;
-  o.all_peers = all_peers;
-  o.query_policy = T4A_FAKE_QUERY_NEVER; /* nothing runs unless a sync or the test says so */
-  if (t4a_fake_create(&o, &f->fake) != T4A_OK || t4a_fake_driver(f->fake, &f->drv) != T4A_OK) {
-    return NULL;
-  }
-  for (int i = 0; i < n; i++) {
-    if (rt_open(f, ordinals[i], &f->r[i]) != T4A_OK) return NULL;
-  }
-  f->n = n;
+  if (f == NULL || t4a_fixture_init(f, &o) != T4A_OK) return NULL;
   return f;
 }
 
+/* counted: the test leaked on purpose (teardown_counted checked the accounting); else
+ * everything freed and a proved drain. Never an ordering violation, a foreign event observation
+ * or a non-portable pinned use. */
 static int finish(fixture *f, int counted) {
-  t4a_status st = T4A_OK;
-  for (int i = 0; i < f->n; i++) {
-    t4a_status s = f->r[i].retire != NULL ? rt_close(&f->r[i]) : T4A_OK;
-    if (st == T4A_OK) st = s;
-  }
-  (void)t4a_fake_table(f->fake)->cuCtxSetCurrent(NULL);
-  t4a_fake_progress(f->fake);
-  for (int i = 0; i < MAX_RT; i++) t4a_lane_release(f->r[i].lane);
-  int violations = (int)t4a_fake_ordering_violations(f->fake);
-  int foreign = (int)t4a_fake_foreign_event_observations(f->fake);
-  int nonportable = (int)t4a_fake_nonportable_pinned_uses(f->fake);
-  t4a_driver_release(f->drv);
-  int clean = 1;
-  if (!counted) clean = t4a_fake_nothing_live(f->fake) && st == T4A_OK;
-  if (!clean) {
-    t4a_fake_live l;
-    t4a_fake_live_objects(f->fake, &l);
-    fprintf(stderr, "# live: %llu device allocs, %llu host allocs, %llu regs, %llu streams, %llu "
-            "events, %llu pools, primary refs %d %d %d\n", (unsigned long long)l.device_allocs,
-            (unsigned long long)l.host_allocs, (unsigned long long)l.host_registrations,
-            (unsigned long long)l.streams, (unsigned long long)l.events,
-            (unsigned long long)l.pools, l.primary_refs[0], l.primary_refs[1], l.primary_refs[2]);
-  }
-  if (!clean || violations || foreign || nonportable) {
-    fprintf(stderr, "# teardown: clean %d (status %d), %d ordering violations, %d foreign event "
-            "observations, %d non-portable pinned uses\n", clean, (int)st, violations, foreign,
-            nonportable);
-  }
-  t4a_fake_destroy(f->fake);
+  unsigned checks = T4A_FIXTURE_CHECK_ORDERING | T4A_FIXTURE_CHECK_FOREIGN_EVENTS |
+                    T4A_FIXTURE_CHECK_NONPORTABLE;
+  int rc = t4a_fixture_fini(f, counted ? checks : checks | T4A_FIXTURE_CHECK_NOTHING_LIVE);
   free(f);
-  return clean && violations == 0 && foreign == 0 && nonportable == 0 ? 0 : -1;
+  return rc;
 }
 
 static int setup_same(void **state) { /* two runtimes on device 0, a third on device 1 */
@@ -156,45 +99,31 @@ static int setup_nopeer_leaky(void **state) {
 
 /* For the tests that fault on purpose: what is alive must be exactly what t4a counted. */
 static long unaccounted(void *user) {
-  fixture *f = user;
-  t4a_fake_progress(f->fake);
-  t4a_fake_live live;
-  t4a_fake_live_objects(f->fake, &live);
-  t4a_counter_values drv, v;
-  t4a_driver_stats(f->drv, &drv);
-  long counted = (long)drv.leaked;
-  for (int i = 0; i < f->n; i++) {
-    t4a_lane_stats(f->r[i].lane, &v);
-    counted += (long)(v.buffers_leaked + v.leaked);
-  }
   /* Pools are left out on both sides: a pool pinned by a quarantined (leaked) buffer stays alive
    * uncounted, and t4a_mem counts the pools it leaks apart (pools_leaked). */
-  return (long)(live.device_allocs + live.host_allocs + live.events) - counted - f->baseline;
+  return t4a_fixture_unaccounted(user, T4A_FIXTURE_LIVE_DEVICE_ALLOCS |
+                                           T4A_FIXTURE_LIVE_HOST_ALLOCS | T4A_FIXTURE_LIVE_EVENTS);
 }
 static int teardown_counted(void **state) {
   fixture *f = *state;
-  for (int i = 0; i < f->n; i++) (void)rt_close(&f->r[i]);
-  f->baseline = 0; /* the fixture's rings are gone too */
+  (void)t4a_fixture_drop_stacks(f); /* the fixture's rings are gone too */
   long extra = unaccounted(f);
   if (extra != 0) {
     t4a_fake_live l;
     t4a_fake_live_objects(f->fake, &l);
     fprintf(stderr, "# teardown: %ld objects alive uncounted (pools %llu; lanes %s %s %s)\n", extra,
-            (unsigned long long)l.pools, t4a_status_name(t4a_lane_check(f->r[0].lane)),
-            t4a_status_name(t4a_lane_check(f->r[1].lane)),
-            t4a_status_name(t4a_lane_check(f->r[2].lane)));
+            (unsigned long long)l.pools, t4a_status_name(t4a_lane_check(f->stack[0].lane)),
+            t4a_status_name(t4a_lane_check(f->stack[1].lane)),
+            t4a_status_name(t4a_lane_check(f->stack[2].lane)));
   }
   int rc = finish(f, 1);
   return extra == 0 ? rc : -1;
 }
-const char *__lsan_default_suppressions(void);
-const char *__lsan_default_suppressions(void) {
-  /* make_leaky: the fixtures of the fault tests; op_copy: the sweep's steps; the three fault
-   * tests: their quarantined buffers. All are checked by unaccounted(): whatever they leave
-   * alive is exactly what t4a counted as leaked. */
-  return "leak:make_leaky\nleak:op_copy\nleak:test_fault_lane_1_partial_staged_enqueue\n"
-         "leak:test_fault_lane_5_staged_fault\nleak:test_sticky_source_after_confirm\n";
-}
+/* make_leaky: the fixtures of the fault tests; op_copy: the sweep's steps; the three fault
+ * tests: their quarantined buffers. All are checked by unaccounted(): whatever they leave
+ * alive is exactly what t4a counted as leaked. */
+T4A_FIXTURE_DELIBERATE_LEAKS("make_leaky", "op_copy", "test_fault_lane_1_partial_staged_enqueue",
+                             "test_fault_lane_5_staged_fault", "test_sticky_source_after_confirm")
 
 /* ---- helpers ---- */
 
@@ -235,7 +164,7 @@ static uint64_t counter(rt *r, size_t offset_in_values) {
  * overwritten right after the call; B holds the old bytes; both lanes waited on each other once. */
 static void test_same_device_bracket(void **state) {
   fixture *f = *state;
-  rt *a = &f->r[0], *b = &f->r[1];
+  rt *a = &f->stack[0], *b = &f->stack[1];
   size_t n = 3 * CHUNK + 17;
   unsigned char *old = malloc(n), *newer = malloc(n);
   fill(old, n, 1);
@@ -266,7 +195,7 @@ static void test_same_device_bracket(void **state) {
 /* Within one lane: one stream, no waits; overlapping ranges of one buffer are refused. */
 static void test_one_lane_and_overlap(void **state) {
   fixture *f = *state;
-  rt *a = &f->r[0];
+  rt *a = &f->stack[0];
   unsigned char data[1000];
   fill(data, sizeof data, 3);
   t4a_buffer *x = buffer(a, 4096);
@@ -284,7 +213,7 @@ static void test_one_lane_and_overlap(void **state) {
 
 static void test_argument_checks(void **state) {
   fixture *f = *state;
-  rt *a = &f->r[0], *b = &f->r[1], *c = &f->r[2];
+  rt *a = &f->stack[0], *b = &f->stack[1], *c = &f->stack[2];
   t4a_buffer *x = buffer(a, 256), *y = buffer(b, 256), *z = buffer(c, 256);
   t4a_copy_path path = T4A_COPY_PEER;
   t4a_witness *w = (t4a_witness *)1;
@@ -364,17 +293,17 @@ static void run_opposing(fixture *f, rt *a, rt *b, size_t n) {
 }
 static void test_opposing_same_device(void **state) {
   fixture *f = *state;
-  run_opposing(f, &f->r[0], &f->r[1], 2 * CHUNK + 5);
+  run_opposing(f, &f->stack[0], &f->stack[1], 2 * CHUNK + 5);
 }
 static void test_opposing_staged(void **state) {
   fixture *f = *state;
-  run_opposing(f, &f->r[0], &f->r[1], 3 * CHUNK + 1);
-  assert_int_equal(COUNTER(&f->r[1], copies_staged), 200);
+  run_opposing(f, &f->stack[0], &f->stack[1], 3 * CHUNK + 1);
+  assert_int_equal(COUNTER(&f->stack[1], copies_staged), 200);
 }
 static void test_opposing_peer(void **state) {
   fixture *f = *state;
-  run_opposing(f, &f->r[0], &f->r[1], 3 * CHUNK + 1);
-  assert_int_equal(COUNTER(&f->r[1], copies_peer), 200);
+  run_opposing(f, &f->stack[0], &f->stack[1], 3 * CHUNK + 1);
+  assert_int_equal(COUNTER(&f->stack[1], copies_peer), 200);
 }
 
 /* ---- between devices ---- */
@@ -383,7 +312,7 @@ static void test_opposing_peer(void **state) {
  * odd sizes and offsets land byte-exact. */
 static void test_peer_path(void **state) {
   fixture *f = *state;
-  rt *a = &f->r[0], *b = &f->r[1];
+  rt *a = &f->stack[0], *b = &f->stack[1];
   size_t n = 5 * CHUNK + 3;
   unsigned char *data = malloc(n);
   fill(data, n, 6);
@@ -414,7 +343,7 @@ static void test_peer_path(void **state) {
  * (finish() checks the fake's non-portable count); the source may go at once. */
 static void test_staged_path(void **state) {
   fixture *f = *state;
-  rt *a = &f->r[0], *b = &f->r[1];
+  rt *a = &f->stack[0], *b = &f->stack[1];
   size_t sizes[] = {1, CHUNK, 7 * CHUNK + 333};
   for (size_t k = 0; k < 3; k++) {
     size_t n = sizes[k];
@@ -442,7 +371,7 @@ static void test_staged_path(void **state) {
  * and staged legs both (0 -> 1 peer in setup_peer; run again in setup_nopeer: staged). */
 static void test_fault_lane_2_chain(void **state) {
   fixture *f = *state;
-  rt *a = &f->r[0], *b = &f->r[1], *c = &f->r[2];
+  rt *a = &f->stack[0], *b = &f->stack[1], *c = &f->stack[2];
   size_t n = 4 * CHUNK + 9;
   unsigned char *data = malloc(n), *junk = malloc(n);
   fill(data, n, 20);
@@ -467,7 +396,7 @@ static void test_fault_lane_2_chain(void **state) {
  * query made under another context: finish() asserts none). */
 static void test_sticky_source_after_confirm(void **state) {
   fixture *f = *state;
-  rt *a = &f->r[0], *b = &f->r[1], *c = &f->r[2];
+  rt *a = &f->stack[0], *b = &f->stack[1], *c = &f->stack[2];
   size_t n = 2 * CHUNK + 1;
   unsigned char *data = malloc(n);
   fill(data, n, 30);
@@ -511,7 +440,7 @@ static void test_sticky_source_after_confirm(void **state) {
  * keeps working with the chunk it has left. */
 static void test_fault_lane_1_partial_staged_enqueue(void **state) {
   fixture *f = *state;
-  rt *a = &f->r[0], *b = &f->r[1];
+  rt *a = &f->stack[0], *b = &f->stack[1];
   size_t n = 4 * CHUNK;
   unsigned char *data = malloc(n);
   fill(data, n, 40);
@@ -552,7 +481,7 @@ static void test_fault_lane_1_partial_staged_enqueue(void **state) {
  * chunk the source was writing is never freed on a guess (leaked and counted at teardown). */
 static void test_fault_lane_5_staged_fault(void **state) {
   fixture *f = *state;
-  rt *a = &f->r[0], *b = &f->r[1];
+  rt *a = &f->stack[0], *b = &f->stack[1];
   size_t n = 3 * CHUNK;
   unsigned char *data = malloc(n);
   fill(data, n, 50);
@@ -621,7 +550,7 @@ static long sweep_unaccounted(void *user) { return unaccounted(((sweep_ctx *)use
 
 static void sweep_path(void **state, int to, int from, t4a_copy_path path) {
   fixture *f = *state;
-  sweep_ctx c = {f, &f->r[to], &f->r[from], path, 3 * CHUNK + 1};
+  sweep_ctx c = {f, &f->stack[to], &f->stack[from], path, 3 * CHUNK + 1};
   t4a_sweep s = {.name = "copy", .fake = f->fake, .op = op_copy,
                  .unaccounted = sweep_unaccounted, .user = &c};
   f->baseline = unaccounted(f);

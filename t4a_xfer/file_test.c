@@ -25,55 +25,49 @@
 #include "t4a/xfer_file.h"
 #include "t4a_ctx/driver_table.h"
 #include "testing/fake_driver/fake_driver.h"
+#include "testing/fixture/fixture.h"
 #include "testing/sweep/sweep.h"
 
 #define CHUNK ((size_t)4096)
 #define CK(x) assert_int_equal((x), T4A_OK)
 #define MAX_FILES 8
 
-typedef struct fixture {
-  t4a_fake *fake;
-  t4a_driver *drv;
-  t4a_lane *lane;
-  t4a_mem_pool *pool;
-  t4a_retire *retire;
-  t4a_xfer *xfer;
-  long baseline; /* objects the fixture itself holds while a sweep runs */
+typedef t4a_fixture fixture;
+
+/* The fixture's directory and the files a test wrote in it (one fixture at a time). */
+static struct {
   size_t page;
   char dir[256];
   char files[MAX_FILES][320];
   int num_files;
-} fixture;
+} g_tmp;
 
+static void remove_files(void) {
+  for (int i = 0; i < g_tmp.num_files; i++) (void)unlink(g_tmp.files[i]);
+  (void)rmdir(g_tmp.dir);
+}
+
+/* The standard stack (the pool without reuse: the fake's live blocks are exactly the buffers
+ * alive) with an xfer of two chunks, and a fresh directory. */
 static int setup(void **state) {
-  fixture *f = calloc(1, sizeof *f);
-  t4a_fake_options o = T4A_FAKE_OPTIONS_INIT;
-  o.num_devices = 2;
-  o.query_policy = T4A_FAKE_QUERY_NEVER; /* nothing runs unless a sync or the test says so */
-  t4a_mem_pool_options po = T4A_MEM_POOL_OPTIONS_INIT;
-  po.reuse_disabled = 1; /* the fake's live blocks are exactly the buffers alive */
-  t4a_xfer_options xo = T4A_XFER_OPTIONS_INIT;
-  xo.chunk_bytes = CHUNK;
-  xo.num_chunks = 2;
+  memset(&g_tmp, 0, sizeof g_tmp);
   const char *tmp = getenv("TEST_TMPDIR");
-  snprintf(f->dir, sizeof f->dir, "%s/t4a_file_test.XXXXXX", tmp != NULL ? tmp : "/tmp");
-  f->page = (size_t)sysconf(_SC_PAGESIZE);
+  snprintf(g_tmp.dir, sizeof g_tmp.dir, "%s/t4a_file_test.XXXXXX", tmp != NULL ? tmp : "/tmp");
+  g_tmp.page = (size_t)sysconf(_SC_PAGESIZE);
   char real[PATH_MAX];
   /* The real path: /proc/self/maps names mapped files by it. */
-  if (mkdtemp(f->dir) == NULL || realpath(f->dir, real) == NULL || strlen(real) >= sizeof f->dir) {
+  if (mkdtemp(g_tmp.dir) == NULL || realpath(g_tmp.dir, real) == NULL ||
+      strlen(real) >= sizeof g_tmp.dir) {
     return -1;
   }
-  strcpy(f->dir, real);
-  if (t4a_fake_create(&o, &f->fake) != T4A_OK ||
-      t4a_fake_driver(f->fake, &f->drv) != T4A_OK ||
-      t4a_lane_create(f->drv, 0, NULL, &f->lane) != T4A_OK ||
-      t4a_mem_pool_create(f->lane, &po, &f->pool) != T4A_OK ||
-      t4a_retire_create(f->lane, NULL, &f->retire) != T4A_OK ||
-      t4a_xfer_create(f->retire, &xo, &f->xfer) != T4A_OK) {
-    return -1;
-  }
-  *state = f;
-  return 0;
+  strcpy(g_tmp.dir, real);
+  t4a_fixture_options o = t4a_fixture_defaults();
+  o.fake.num_devices = 2;
+  o.fake.query_policy = T4A_FAKE_QUERY_NEVER; /* nothing runs unless a sync or the test says so */
+  o.build |= T4A_FIXTURE_XFER;
+  o.xfer.chunk_bytes = CHUNK;
+  o.xfer.num_chunks = 2;
+  return t4a_fixture_setup(state, &o);
 }
 
 /* For the sweep, which leaks on purpose: t4a_retire holds quarantined references (buffers, file
@@ -85,31 +79,12 @@ __attribute__((noinline)) static int setup_leaky(void **state) {
   __asm__ volatile("" ::: "memory");
   return rc;
 }
-const char *__lsan_default_suppressions(void);
-const char *__lsan_default_suppressions(void) {
-  return "leak:setup_leaky\nleak:test_failure_sweep\n";
-}
-
-static void remove_files(fixture *f) {
-  for (int i = 0; i < f->num_files; i++) (void)unlink(f->files[i]);
-  (void)rmdir(f->dir);
-}
+T4A_FIXTURE_DELIBERATE_LEAKS("setup_leaky", "test_failure_sweep")
 
 static int teardown(void **state) {
-  fixture *f = *state;
-  t4a_xfer_destroy(f->xfer);
-  t4a_status st = t4a_retire_destroy(f->retire);
-  t4a_mem_pool_release(f->pool);
-  (void)t4a_fake_table(f->fake)->cuCtxSetCurrent(NULL);
-  t4a_fake_progress(f->fake);
-  t4a_lane_release(f->lane);
-  t4a_driver_release(f->drv);
-  int clean = t4a_fake_nothing_live(f->fake) && t4a_fake_ordering_violations(f->fake) == 0;
-  if (!clean) fprintf(stderr, "teardown: objects left alive in the fake\n");
-  t4a_fake_destroy(f->fake);
-  remove_files(f);
-  free(f);
-  return clean && st == T4A_OK ? 0 : -1;
+  int rc = t4a_fixture_teardown(state, T4A_FIXTURE_CHECK_STRICT);
+  remove_files();
+  return rc;
 }
 
 static const char *g_sweep_path; /* a file the sweep maps, written by the sweep test */
@@ -130,34 +105,17 @@ static long mappings_of(const char *path) {
  * file (a file map that t4a leaked, quarantined or kept under a failed unregistration is counted
  * in `leaked` like any keepalive; one it lost track of is not). */
 static long unaccounted(void *user) {
-  fixture *f = user;
-  t4a_fake_progress(f->fake);
-  t4a_fake_live live;
-  t4a_fake_live_objects(f->fake, &live);
-  t4a_counter_values lane, drv;
-  t4a_lane_stats(f->lane, &lane);
-  t4a_driver_stats(f->drv, &drv);
-  return (long)(live.device_allocs + live.host_allocs + live.events + live.host_registrations) +
-         mappings_of(g_sweep_path) - (long)(lane.buffers_leaked + lane.leaked + drv.leaked) -
-         f->baseline;
+  return t4a_fixture_unaccounted(user, T4A_FIXTURE_LIVE_DEVICE_ALLOCS |
+                                           T4A_FIXTURE_LIVE_HOST_ALLOCS | T4A_FIXTURE_LIVE_EVENTS |
+                                           T4A_FIXTURE_LIVE_HOST_REGISTRATIONS) +
+         mappings_of(g_sweep_path);
 }
 
 static int teardown_counted(void **state) {
-  fixture *f = *state;
-  t4a_xfer_destroy(f->xfer);
-  (void)t4a_retire_destroy(f->retire);
-  t4a_mem_pool_release(f->pool);
-  (void)t4a_fake_table(f->fake)->cuCtxSetCurrent(NULL);
-  f->baseline = 0;
-  long extra = unaccounted(f);
+  int rc = t4a_fixture_teardown_counted(state, unaccounted, 0);
   g_sweep_path = NULL;
-  t4a_lane_release(f->lane);
-  t4a_driver_release(f->drv);
-  t4a_fake_destroy(f->fake);
-  remove_files(f);
-  free(f);
-  if (extra != 0) fprintf(stderr, "teardown_counted: %ld unaccounted\n", extra);
-  return extra == 0 ? 0 : -1;
+  remove_files();
+  return rc;
 }
 
 static t4a_counter_values counters(fixture *f) {
@@ -178,11 +136,10 @@ static void fill(unsigned char *p, size_t n, unsigned seed) {
 
 /* Writes a file of `n` bytes (pattern `seed`) in the fixture's directory; returns its path and,
  * if want != NULL, a malloc'd copy of its bytes. */
-static const char *make_file(fixture *f, const char *name, size_t n, unsigned seed,
-                             unsigned char **want) {
-  assert_true(f->num_files < MAX_FILES);
-  char *path = f->files[f->num_files++];
-  snprintf(path, sizeof f->files[0], "%s/%s", f->dir, name);
+static const char *make_file(const char *name, size_t n, unsigned seed, unsigned char **want) {
+  assert_true(g_tmp.num_files < MAX_FILES);
+  char *path = g_tmp.files[g_tmp.num_files++];
+  snprintf(path, sizeof g_tmp.files[0], "%s/%s", g_tmp.dir, name);
   unsigned char *bytes = malloc(n ? n : 1);
   fill(bytes, n, seed);
   int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -238,9 +195,9 @@ static void assert_detail_has(t4a_status want, const char *a, const char *b) {
 
 static void test_mapped_round_trip_and_keepalive(void **state) {
   fixture *f = *state;
-  const size_t n = 3 * f->page + 123; /* odd size, several ring chunks' worth */
+  const size_t n = 3 * g_tmp.page + 123; /* odd size, several ring chunks' worth */
   unsigned char *want = NULL;
-  const char *path = make_file(f, "data.bin", n, 1, &want);
+  const char *path = make_file("data.bin", n, 1, &want);
   t4a_file_map *m = NULL;
   CK(t4a_file_map_open(path, &m));
   assert_int_equal(t4a_file_map_size(m), n);
@@ -273,7 +230,7 @@ static void test_upload_file_and_open_errors(void **state) {
   fixture *f = *state;
   const size_t n = 5000;
   unsigned char *want = NULL;
-  const char *path = make_file(f, "conv.bin", n, 2, &want);
+  const char *path = make_file("conv.bin", n, 2, &want);
   t4a_buffer *b = buffer(f, n);
   CK(t4a_xfer_upload_file(f->xfer, b, 0, path, 1000, 4000));
   assert_true(is_mapped(path)); /* the upload's admission holds the mapping */
@@ -282,7 +239,7 @@ static void test_upload_file_and_open_errors(void **state) {
   assert_false(is_mapped(path));
 
   char missing[400];
-  snprintf(missing, sizeof missing, "%s/no-such-file", f->dir);
+  snprintf(missing, sizeof missing, "%s/no-such-file", g_tmp.dir);
   assert_int_equal(t4a_xfer_upload_file(f->xfer, b, 0, missing, 0, 1), T4A_IO);
   assert_detail_has(T4A_IO, "no-such-file", "No such file");
   t4a_error e;
@@ -290,12 +247,12 @@ static void test_upload_file_and_open_errors(void **state) {
   assert_string_equal(e.entry, "open");
   assert_int_equal(e.code, ENOENT);
   t4a_file_map *m = NULL;
-  assert_int_equal(t4a_file_map_open(f->dir, &m), T4A_INVALID_ARGUMENT); /* a directory */
+  assert_int_equal(t4a_file_map_open(g_tmp.dir, &m), T4A_INVALID_ARGUMENT); /* a directory */
   assert_detail_has(T4A_INVALID_ARGUMENT, "not a regular file", NULL);
   assert_null(m);
   /* A FIFO is refused without blocking. */
   char fifo[400];
-  snprintf(fifo, sizeof fifo, "%s/fifo", f->dir);
+  snprintf(fifo, sizeof fifo, "%s/fifo", g_tmp.dir);
   assert_int_equal(mkfifo(fifo, 0600), 0);
   assert_int_equal(t4a_file_map_open(fifo, &m), T4A_INVALID_ARGUMENT);
   assert_null(m);
@@ -313,7 +270,7 @@ static void test_upload_file_and_open_errors(void **state) {
 
 static void test_empty_file(void **state) {
   fixture *f = *state;
-  const char *path = make_file(f, "empty.bin", 0, 0, NULL);
+  const char *path = make_file("empty.bin", 0, 0, NULL);
   t4a_file_map *m = NULL;
   CK(t4a_file_map_open(path, &m));
   assert_int_equal(t4a_file_map_size(m), 0);
@@ -322,7 +279,7 @@ static void test_empty_file(void **state) {
   assert_int_equal(t4a_xfer_upload_mapped(f->xfer, b, 0, m, 0, 1), T4A_INVALID_ARGUMENT);
   assert_detail_has(T4A_INVALID_ARGUMENT, "(0 bytes)", NULL);
   t4a_file_range *r = NULL;
-  assert_int_equal(t4a_file_map_register(m, t4a_lane_holder(f->lane), 0, f->page, &r),
+  assert_int_equal(t4a_file_map_register(m, t4a_lane_holder(f->lane), 0, g_tmp.page, &r),
                    T4A_INVALID_ARGUMENT);
   assert_null(r);
   t4a_file_map_retain(m);
@@ -335,7 +292,7 @@ static void test_empty_file(void **state) {
 
 static void test_mapped_range_errors(void **state) {
   fixture *f = *state;
-  const char *path = make_file(f, "short.bin", 1000, 3, NULL);
+  const char *path = make_file("short.bin", 1000, 3, NULL);
   t4a_file_map *m = NULL;
   CK(t4a_file_map_open(path, &m));
   t4a_buffer *b = buffer(f, 4096);
@@ -555,9 +512,9 @@ static void test_slot_upload_under_capture_replays_read_the_slot(void **state) {
 
 static void test_registered_range(void **state) {
   fixture *f = *state;
-  const size_t pg = f->page, n = 4 * pg + 100; /* the last page is partial */
+  const size_t pg = g_tmp.page, n = 4 * pg + 100; /* the last page is partial */
   unsigned char *want = NULL;
-  const char *path = make_file(f, "reg.bin", n, 5, &want);
+  const char *path = make_file("reg.bin", n, 5, &want);
   t4a_file_map *m = NULL;
   CK(t4a_file_map_open(path, &m));
   t4a_ctx_holder *h = t4a_lane_holder(f->lane);
@@ -632,8 +589,8 @@ static void test_registered_range(void **state) {
 
 static void test_register_errors(void **state) {
   fixture *f = *state;
-  const size_t pg = f->page;
-  const char *path = make_file(f, "reg_err.bin", 3 * pg + 1, 6, NULL);
+  const size_t pg = g_tmp.page;
+  const char *path = make_file("reg_err.bin", 3 * pg + 1, 6, NULL);
   t4a_file_map *m = NULL;
   CK(t4a_file_map_open(path, &m));
   t4a_ctx_holder *h = t4a_lane_holder(f->lane);
@@ -710,7 +667,7 @@ static t4a_status op_all(void *user) {
   if (st == T4A_OK && memcmp(want, back, SWEEP_N) != 0) st = T4A_INTERNAL;
   if (st == T4A_OK) st = t4a_xfer_upload_file(x, b, 1, g_sweep_path, 5, 100);
   if (st == T4A_OK) st = t4a_file_map_open(g_sweep_path, &m);
-  if (st == T4A_OK) st = t4a_file_map_register(m, t4a_lane_holder(f->lane), 0, f->page, &range);
+  if (st == T4A_OK) st = t4a_file_map_register(m, t4a_lane_holder(f->lane), 0, g_tmp.page, &range);
   t4a_file_map_release(m);
   if (st == T4A_OK && memcmp(t4a_file_range_host(range), want, 4096) != 0) st = T4A_INTERNAL;
   t4a_file_range_release(range);
@@ -737,7 +694,7 @@ static t4a_status op_all(void *user) {
 static void test_failure_sweep(void **state) {
   fixture *f = *state;
   unsigned char *want = NULL;
-  g_sweep_path = make_file(f, "sweep.bin", SWEEP_N, 7, &want);
+  g_sweep_path = make_file("sweep.bin", SWEEP_N, 7, &want);
   free(want);
   t4a_sweep s = {.name = "xfer_file", .fake = f->fake, .op = op_all, .unaccounted = unaccounted,
                  .user = f};

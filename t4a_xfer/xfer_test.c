@@ -20,6 +20,7 @@
 #include "t4a/xfer.h"
 #include "t4a_ctx/driver_table.h"
 #include "testing/fake_driver/fake_driver.h"
+#include "testing/fixture/fixture.h"
 #include "testing/sweep/sweep.h"
 
 #define CHUNK ((size_t)4096)
@@ -108,15 +109,7 @@ static int gate_open(void) {
   return timed_out;
 }
 
-typedef struct fixture {
-  t4a_fake *fake;
-  t4a_driver *drv;
-  t4a_lane *lane;
-  t4a_mem_pool *pool;
-  t4a_retire *retire;
-  t4a_xfer *xfer;
-  long baseline; /* objects the fixture itself holds while a sweep runs */
-} fixture;
+typedef t4a_fixture fixture;
 
 static t4a_status make_xfer(t4a_retire *r, size_t chunk, uint32_t n, t4a_xfer **out) {
   t4a_xfer_options o = T4A_XFER_OPTIONS_INIT;
@@ -125,31 +118,28 @@ static t4a_status make_xfer(t4a_retire *r, size_t chunk, uint32_t n, t4a_xfer **
   return t4a_xfer_create(r, &o, out);
 }
 
-static int setup(void **state) {
-  fixture *f = calloc(1, sizeof *f);
-  t4a_fake_options o = T4A_FAKE_OPTIONS_INIT;
-  o.num_devices = 2;
-  o.query_policy = T4A_FAKE_QUERY_NEVER; /* nothing runs unless a sync or the test says so */
-  /* No reuse cache: a released buffer's block goes back at once, so the fake's live blocks are
-   * exactly the buffers alive (a quarantined buffer would keep a cache alive with its pool). */
-  t4a_mem_pool_options po = T4A_MEM_POOL_OPTIONS_INIT;
-  po.reuse_disabled = 1;
-  if (t4a_fake_create(&o, &f->fake) != T4A_OK) return -1;
-  t4a_driver_table table = *t4a_fake_table(f->fake);
-  real_event_sync = table.cuEventSynchronize;
-  real_htod = table.cuMemcpyHtoDAsync;
-  table.cuEventSynchronize = gated_event_sync;
-  table.cuMemcpyHtoDAsync = gated_htod;
+/* The gate's entries in the driver's table (the fake's own behind them). */
+static void gate_table(t4a_driver_table *table) {
+  real_event_sync = table->cuEventSynchronize;
+  real_htod = table->cuMemcpyHtoDAsync;
+  table->cuEventSynchronize = gated_event_sync;
+  table->cuMemcpyHtoDAsync = gated_htod;
   gate_arm(GATE_NONE);
-  if (t4a_driver_create_from_table(&table, "fake+gate", NULL, NULL, &f->drv) != T4A_OK ||
-      t4a_lane_create(f->drv, 0, NULL, &f->lane) != T4A_OK ||
-      t4a_mem_pool_create(f->lane, &po, &f->pool) != T4A_OK ||
-      t4a_retire_create(f->lane, NULL, &f->retire) != T4A_OK ||
-      make_xfer(f->retire, CHUNK, 2, &f->xfer) != T4A_OK) {
-    return -1;
-  }
-  *state = f;
-  return 0;
+}
+
+/* The standard stack (the pool without reuse: a released buffer's block goes back at once, so
+ * the fake's live blocks are exactly the buffers alive; a quarantined buffer would keep a cache
+ * alive with its pool) with an xfer of two chunks, on a driver over the gated table. */
+static int setup(void **state) {
+  t4a_fixture_options o = t4a_fixture_defaults();
+  o.fake.num_devices = 2;
+  o.fake.query_policy = T4A_FAKE_QUERY_NEVER; /* nothing runs unless a sync or the test says so */
+  o.wrap_table = gate_table;
+  o.wrapped_name = "fake+gate";
+  o.build |= T4A_FIXTURE_XFER;
+  o.xfer.chunk_bytes = CHUNK;
+  o.xfer.num_chunks = 2;
+  return t4a_fixture_setup(state, &o);
 }
 
 /* For the two tests that leak on purpose (a device fault; failure sweeps): t4a_retire holds
@@ -162,60 +152,26 @@ __attribute__((noinline)) static int setup_leaky(void **state) {
   __asm__ volatile("" ::: "memory");
   return rc;
 }
-const char *__lsan_default_suppressions(void);
-const char *__lsan_default_suppressions(void) {
-  return "leak:setup_leaky\nleak:test_failure_sweep\nleak:test_device_fault_during_download\n"
-         "leak:test_failure_names_the_chunk\n"
-         "leak:test_failed_download_keeps_its_chunks_until_complete\n"
-         "leak:test_quarantined_chunks_reclaimed_by_a_later_completion\n"
-         "leak:test_failed_answers_never_reclaim\nleak:test_reclaim_sweep\n";
-}
+T4A_FIXTURE_DELIBERATE_LEAKS("setup_leaky", "test_failure_sweep",
+                             "test_device_fault_during_download", "test_failure_names_the_chunk",
+                             "test_failed_download_keeps_its_chunks_until_complete",
+                             "test_quarantined_chunks_reclaimed_by_a_later_completion",
+                             "test_failed_answers_never_reclaim", "test_reclaim_sweep")
 
 static int teardown(void **state) {
-  fixture *f = *state;
-  t4a_xfer_destroy(f->xfer);
-  t4a_status st = t4a_retire_destroy(f->retire);
-  t4a_mem_pool_release(f->pool);
-  (void)t4a_fake_table(f->fake)->cuCtxSetCurrent(NULL);
-  t4a_fake_progress(f->fake);
-  t4a_lane_release(f->lane);
-  t4a_driver_release(f->drv);
-  int clean = t4a_fake_nothing_live(f->fake) && t4a_fake_ordering_violations(f->fake) == 0 &&
-              t4a_fake_foreign_event_observations(f->fake) == 0;
-  t4a_fake_destroy(f->fake);
-  free(f);
-  return clean && st == T4A_OK ? 0 : -1;
+  return t4a_fixture_teardown(state, T4A_FIXTURE_CHECK_STRICT | T4A_FIXTURE_CHECK_FOREIGN_EVENTS);
 }
 
 /* Objects alive in the fake beyond what t4a counted as leaked (pools and streams belong to
  * t4a_mem's and t4a_ctx's own sweeps: a quarantined buffer keeps its pool). */
 static long unaccounted(void *user) {
-  fixture *f = user;
-  t4a_fake_progress(f->fake);
-  t4a_fake_live live;
-  t4a_fake_live_objects(f->fake, &live);
-  t4a_counter_values lane, drv;
-  t4a_lane_stats(f->lane, &lane);
-  t4a_driver_stats(f->drv, &drv);
-  return (long)(live.device_allocs + live.host_allocs + live.events) -
-         (long)(lane.buffers_leaked + lane.leaked + drv.leaked) - f->baseline;
+  return t4a_fixture_unaccounted(user, T4A_FIXTURE_LIVE_DEVICE_ALLOCS |
+                                           T4A_FIXTURE_LIVE_HOST_ALLOCS | T4A_FIXTURE_LIVE_EVENTS);
 }
 
 /* For tests that fault or leak on purpose: what is alive must be exactly what t4a counted. */
 static int teardown_counted(void **state) {
-  fixture *f = *state;
-  t4a_xfer_destroy(f->xfer);
-  (void)t4a_retire_destroy(f->retire);
-  t4a_mem_pool_release(f->pool);
-  (void)t4a_fake_table(f->fake)->cuCtxSetCurrent(NULL);
-  f->baseline = 0;
-  long extra = unaccounted(f);
-  t4a_lane_release(f->lane);
-  t4a_driver_release(f->drv);
-  t4a_fake_destroy(f->fake);
-  free(f);
-  if (extra != 0) fprintf(stderr, "teardown_counted: %ld unaccounted\n", extra);
-  return extra == 0 ? 0 : -1;
+  return t4a_fixture_teardown_counted(state, unaccounted, 0);
 }
 
 static t4a_counter_values counters(fixture *f) {

@@ -26,9 +26,10 @@
 
 #include "t4a/t4a.h"
 #include "testing/fake_driver/fake_driver.h"
-#include "testing/fake_nvrtc/fake_nvrtc.h"
+#include "testing/fixture/host_kernels.h"
 #include "testing/fuzz/bytes_fuzz_regressions.h"
 #include "testing/fuzz/fuzz_replay.h"
+#include "testing/fake_nvrtc/fake_nvrtc.h"
 
 static void die(const char *what, const char *detail) {
   fprintf(stderr, "bytes_fuzz: invariant violated: %s%s%s\n", what, detail ? ": " : "",
@@ -90,12 +91,6 @@ static void read_file(const char *path, unsigned char **out, size_t *bytes) {
   *bytes = (size_t)n;
 }
 
-static void k_none(t4a_fake_launch *l, void **p, void *user) {
-  (void)l;
-  (void)p;
-  (void)user;
-}
-
 /* Removes the cache directory at exit (flat: entries and temporary files). */
 static void remove_dir(void) {
   DIR *dir = opendir(g.dir);
@@ -117,7 +112,7 @@ static void setup(void) {
   if (t4a_fake_create(&o, &g.fake) != T4A_OK || t4a_fake_driver(g.fake, &g.drv) != T4A_OK) {
     die("fake driver", NULL);
   }
-  t4a_fake_register_kernel(g.fake, "k", 1, params, k_none, NULL);
+  t4a_fake_register_kernel(g.fake, "k", 1, params, t4a_hk_none, NULL);
   t4a_runtime_options ro = T4A_RUNTIME_OPTIONS_INIT;
   ro.driver = g.drv;
   ro.xfer.chunk_bytes = 4096;

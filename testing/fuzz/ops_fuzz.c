@@ -39,9 +39,11 @@
 #include "t4a/t4a.h"
 #include "t4a_ctx/status_internal.h"
 #include "testing/fake_driver/fake_driver.h"
-#include "testing/fake_nvrtc/fake_nvrtc.h"
+#include "testing/fixture/host_kernels.h"
+#include "testing/fixture/leaks.h"
 #include "testing/fuzz/fuzz_replay.h"
 #include "testing/fuzz/ops_fuzz_regressions.h"
+#include "testing/fake_nvrtc/fake_nvrtc.h"
 
 enum { NRT = 3, NBUF = 8, NDESC = 4, MAXB = 8192, MAX_CLOSED = 64 };
 
@@ -202,19 +204,6 @@ static void range(reader *r, size_t bytes, size_t *off, size_t *n) {
 static const char k_ptx[] = ".version 8.0\n.target sm_90\n.address_size 64\n\n"
                             ".visible .entry add(.param .u64 p, .param .u32 n, .param .u32 v)\n"
                             "{\n  ret;\n}\n";
-
-static void k_add(t4a_fake_launch *l, void **p, void *user) {
-  (void)user;
-  CUdeviceptr ptr;
-  int n, v;
-  memcpy(&ptr, p[0], 8);
-  memcpy(&n, p[1], 4);
-  memcpy(&v, p[2], 4);
-  if (n <= 0) return;
-  unsigned char *h = t4a_fake_deref(l, ptr, (size_t)n);
-  if (h == NULL) return;
-  for (int i = 0; i < n; i++) h[i] = (unsigned char)(h[i] + v);
-}
 
 static void taint_rt_buffers(fz *z, int slot) {
   for (int i = 0; i < NBUF; i++) {
@@ -820,8 +809,7 @@ __attribute__((noinline)) static void run_faults(fz *z, reader *r) {
   run_ops(z, r);
   __asm__ volatile("" ::: "memory");
 }
-const char *__lsan_default_suppressions(void);
-const char *__lsan_default_suppressions(void) { return "leak:run_faults\n"; }
+T4A_FIXTURE_DELIBERATE_LEAKS("run_faults")
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static fz z; /* large: not on the stack */
@@ -838,8 +826,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (t4a_fake_create(&o, &z.fake) != T4A_OK || t4a_fake_driver(z.fake, &z.drv) != T4A_OK) {
     die("fake driver", NULL);
   }
-  static const size_t params[3] = {8, 4, 4};
-  t4a_fake_register_kernel(z.fake, "add", 3, params, k_add, NULL);
+  t4a_host_kernel_register(z.fake, &t4a_hk_add_bytes, NULL, NULL); /* add(p, n, v): p[i] += v */
   t4a_fake_nvrtc_clear_injections();
   if (t4a_fake_nvrtc_open(&z.nvrtc) != T4A_OK ||
       t4a_nvrtc_cache_create(z.nvrtc, NULL, &z.cache) != T4A_OK) {
