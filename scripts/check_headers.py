@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Compiles every public header (each library's include/t4a/*.h, from sources.json) on its own:
+"""Compiles every public header (each library's include/t4a/*.h, from the BUILD files) on its own:
 as C11 with gcc and as C++17 with g++, with -Wall -Wextra -Werror and WITHOUT the CUDA toolkit on
 the include path. Public headers must be self-contained, usable from C++, and free of CUDA types.
 They hold the user API only: no identifier of theirs but a macro ends in `_` (t4a's internal
@@ -7,14 +7,14 @@ names do; the X-macro helpers of the enums are macros), none
 names what an internal header declares (the header-only library targets without an include
 prefix: //t4a_ctx:status_internal, //t4a_ctx:ctx_internal, ...), and none includes an internal
 header. Exit 1 if a header fails."""
-import json
 import os
 import re
 import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+import build_graph
+from build_graph import ROOT
 
 
 def strip_comments(text):
@@ -32,23 +32,20 @@ def declared_names(text):
     return names - {"if", "for", "while", "switch", "return", "sizeof"}
 
 
-def internal_headers(manifest):
+def internal_headers(targets):
     """Headers of the library targets that have no include prefix (t4a's internal ones)."""
     out = []
-    for t in manifest["targets"]:
-        if t["kind"] != "library" or t.get("strip_include_prefix"):
+    for t in targets:
+        if t.kind != "library" or t.strip_include_prefix or not t.pkg.startswith("t4a"):
             continue
-        pkg = t["label"][2:].split(":", 1)[0]
-        if not pkg.startswith("t4a"):
-            continue
-        out += [os.path.join(pkg, h) for h in t.get("hdrs", [])]
+        out += [t.path(h) for h in t.hdrs]
     return sorted(set(out))
 
 
-def user_api_only(manifest, public):
+def user_api_only(targets, public):
     """The public headers (repository paths) that declare or name internal ones: a list of
     problems, empty when none."""
-    internal = internal_headers(manifest)
+    internal = internal_headers(targets)
     internal_names, public_names = set(), set()
     for h in internal:
         with open(os.path.join(ROOT, h)) as f:
@@ -77,23 +74,21 @@ def user_api_only(manifest, public):
 
 
 def main():
-    with open(os.path.join(ROOT, "sources.json")) as f:
-        manifest = json.load(f)
     include_dirs, headers = [], []
-    for t in manifest["targets"]:
-        prefix = t.get("strip_include_prefix")
-        if t["kind"] != "library" or not prefix:
+    targets = build_graph.load()[0]
+    for t in targets:
+        prefix = t.strip_include_prefix
+        if t.kind != "library" or not prefix:
             continue
-        pkg = t["label"][2:].split(":", 1)[0]
-        inc = os.path.join(ROOT, pkg, prefix)
+        inc = os.path.join(ROOT, t.path(prefix))
         include_dirs.append(inc)
-        for h in t.get("hdrs", []):
-            headers.append(os.path.relpath(os.path.join(ROOT, pkg, h), inc))
+        for h in t.hdrs:
+            headers.append(os.path.relpath(os.path.join(ROOT, t.path(h)), inc))
     flags = ["-Wall", "-Wextra", "-Werror", "-fsyntax-only"] + ["-I" + d for d in include_dirs]
     bad = 0
     public = sorted({os.path.relpath(os.path.join(i, h), ROOT) for i in include_dirs for h in headers
                      if os.path.exists(os.path.join(i, h))})
-    problems = user_api_only(manifest, public)
+    problems = user_api_only(targets, public)
     for p in problems:
         print("header check: %s" % p)
     if problems:
@@ -111,7 +106,7 @@ def main():
                     print("header check: %s fails as %s:\n%s" % (h, lang, r.stderr))
                     bad = 1
     print("header check: %d public headers, C11 and C++17, no CUDA on the path, no internal name "
-          "(%d internal headers): %s" % (len(set(headers)), len(internal_headers(manifest)),
+          "(%d internal headers): %s" % (len(set(headers)), len(internal_headers(targets)),
                                           "FAILED" if bad else "ok"))
     return bad
 

@@ -13,7 +13,7 @@ purpose; those tests name the functions whose allocations may leak with
 T4A_FIXTURE_DELIBERATE_LEAKS("NAME", ...) (testing/fixture/leaks.h: it defines their
 __lsan_default_suppressions(); a hand-written one's "leak:NAME" lines are read too), and check
 with the fake driver that whatever is left alive is exactly what t4a counted. This script reads those names from the test's own
-sources (sources.json) and turns them into a valgrind suppression file for that test alone, so
+sources (its BUILD target's srcs) and turns them into a valgrind suppression file for that test alone, so
 one list serves LeakSanitizer and valgrind and no other test inherits it.
 
 Skipped, with the reason printed: sh_test targets (they drive other binaries through a shell;
@@ -29,29 +29,19 @@ import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+import build_graph
+
+from build_graph import ROOT
 VALGRIND = ["valgrind", "--quiet", "--vgdb=no", "--error-exitcode=99", "--leak-check=full",
             "--errors-for-leak-kinds=definite", "--show-leak-kinds=definite", "--num-callers=50",
             "--track-origins=no"]
 
 
-def cmake_name(t):
-    if "cmake_name" in t:
-        return t["cmake_name"]
-    pkg, name = t["label"][2:].split(":", 1)
-    base = pkg.rsplit("/", 1)[-1] if pkg else ""
-    if name == base or not pkg:
-        return name
-    return "%s_%s" % (pkg.replace("/", "_"), name)
-
-
 def deliberate_leaks(target):
     """The "leak:NAME" entries of the test's __lsan_default_suppressions()."""
-    pkg = target["label"][2:].split(":", 1)[0]
     names = []
-    for src in target.get("srcs", []):
-        path = os.path.join(ROOT, pkg, src) if pkg else os.path.join(ROOT, src)
-        with open(path) as f:
+    for src in target.srcs:
+        with open(os.path.join(ROOT, target.path(src))) as f:
             text = f.read()
         m = re.search(r"__lsan_default_suppressions\(void\)\s*\{(.*?)\}", text, re.S)
         if m:
@@ -80,8 +70,7 @@ def main():
     args = ap.parse_args()
     args.build = os.path.abspath(args.build)  # the tests run with the build directory as cwd
 
-    with open(os.path.join(ROOT, "sources.json")) as f:
-        targets = {cmake_name(t): t for t in json.load(f)["targets"]}
+    targets = {t.cmake_name: t for t in build_graph.load()[0]}
     listing = subprocess.run(["ctest", "--show-only=json-v1", "-LE", "gpu"], cwd=args.build,
                              check=True, capture_output=True, text=True).stdout
     tests = json.loads(listing)["tests"]
