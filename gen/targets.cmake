@@ -70,7 +70,7 @@ t4a_library(NAME t4a_ctx_status
   HDRS t4a_ctx/include/t4a/status.h t4a_ctx/include/t4a/fault.h t4a_ctx/include/t4a/counters.h t4a_ctx/include/t4a/ctx_counters.h
   INCLUDE_DIR t4a_ctx/include
   INSTALL status
-  BUILD_DEPS t4a_raw_counter_list t4a_launch_counter_list t4a_xfer_counter_list t4a_nvrtc_counter_list t4a_mem_counter_list t4a_retire_counter_list)
+  HEADER_DEPS t4a_raw_counter_list t4a_launch_counter_list t4a_xfer_counter_list t4a_nvrtc_counter_list t4a_mem_counter_list t4a_retire_counter_list)
 t4a_library(NAME t4a_ctx_counters_internal
   HDRS t4a_ctx/counters_block.h
   DEPS t4a_ctx_status)
@@ -153,7 +153,7 @@ t4a_test(NAME t4a_launch_graph_test
 t4a_test(NAME t4a_launch_calibration_cache_test
   SRCS t4a_launch/calibration_cache_test.c
   LABELS unit
-  DEPS t4a_launch t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver t4a_ext_cmocka)
+  DEPS fixture testing_fixture_host_kernels t4a_launch t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver t4a_ext_cmocka)
 t4a_library(NAME t4a_launch_counter_list
   HDRS t4a_launch/include/t4a/launch_counters.h
   INCLUDE_DIR t4a_launch/include)

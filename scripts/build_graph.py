@@ -33,6 +33,10 @@ class Target:
     """One rule of a BUILD file, with its files as paths from the repository root."""
 
     def __init__(self, pkg, rule, attrs):
+        unknown = set(attrs) - ALLOWED[rule]
+        if unknown:
+            raise SystemExit("//%s:%s: %s takes no %s here (scripts/build_graph.py would lose it)"
+                             % (pkg, attrs.get("name"), rule, ", ".join(sorted(unknown))))
         self.pkg = pkg
         self.rule = rule
         self.name = attrs["name"]
@@ -50,6 +54,25 @@ class Target:
         self.linkshared = bool(attrs.get("linkshared", False))
         self.testonly = bool(attrs.get("testonly", False))
         self.kind = self._kind()
+        self._check(attrs)
+
+    def _check(self, attrs):
+        """What CMake cannot reproduce is refused, never dropped."""
+        where = self.label
+        fuzz = ["-fsanitize=fuzzer"] if self.kind == "fuzzer" else []
+        if self.rule.startswith("cc_") and self.srcs and self.copts != copts() + fuzz:
+            raise SystemExit("%s: copts must be T4A_COPTS%s" % (where, " + fuzzer" if fuzz else ""))
+        for o in self.linkopts:
+            if o not in SYSLIBS and o not in fuzz:
+                raise SystemExit("%s: linkopt %s has no CMake form (known: %s)"
+                                 % (where, o, ", ".join(sorted(SYSLIBS))))
+        if self.kind in ("test", "sh_test"):
+            form = "$(rootpath %s)" if self.kind == "test" else "$(location %s)"
+            given = [normalize(a[a.index(" ") + 1:-1], self.pkg) if a.startswith("$(") else a
+                     for a in attrs.get("args", [])]
+            if given != self.data:
+                raise SystemExit("%s: args must be [%s] for each data target, in order (CMake "
+                                 "passes the data targets' files)" % (where, form % "<data>"))
 
     def _kind(self):
         if self.rule == "cc_library":
@@ -96,10 +119,22 @@ class Target:
         return "%s_%s" % (self.pkg.replace("/", "_"), self.name)
 
 
+_COMMON = {"name", "srcs", "deps", "tags", "visibility", "testonly"}
+ALLOWED = {
+    "cc_library": _COMMON | {"hdrs", "copts", "linkopts", "strip_include_prefix"},
+    "cc_test": _COMMON | {"copts", "linkopts", "data", "args", "size"},
+    "cc_binary": _COMMON | {"copts", "linkopts", "linkshared"},
+    "sh_test": _COMMON | {"data", "args", "size"},
+    "alias": {"name", "actual", "visibility"},
+}
+
+
 def normalize(dep, pkg):
     """The full //pkg:name form of a label written relative to pkg (externals stay as they are)."""
     if dep.startswith(":"):
         return "//%s%s" % (pkg, dep)
+    if not dep.startswith(("//", "@")):
+        return "//%s:%s" % (pkg, dep)
     if dep.startswith("//") and ":" not in dep:
         return "%s:%s" % (dep, dep.rsplit("/", 1)[-1])
     return dep
@@ -112,6 +147,13 @@ def copts():
     return scope["T4A_COPTS"]
 
 
+def is_build_output(parent, d):
+    """Hidden folders, Bazel's output links and CMake build folders (build, build-*, or any
+    folder holding a CMakeCache.txt)."""
+    return (d.startswith((".", "bazel-")) or d == "build" or d.startswith("build-")
+            or os.path.exists(os.path.join(parent, d, "CMakeCache.txt")))
+
+
 def build_files():
     found = []
     for dirpath, dirnames, filenames in os.walk(ROOT):
@@ -119,7 +161,7 @@ def build_files():
         rel = "" if rel == "." else rel
         dirnames[:] = sorted(
             d for d in dirnames
-            if not d.startswith((".", "bazel-", "build"))
+            if not is_build_output(dirpath, d)
             and (os.path.join(rel, d) if rel else d) not in SKIP_DIRS
             and not os.path.exists(os.path.join(dirpath, d, "WORKSPACE")))
         if "BUILD.bazel" in filenames:
@@ -167,8 +209,14 @@ def load():
         if t.label in by_label:
             raise SystemExit("duplicate target %s" % t.label)
         by_label[t.label] = t
+    cmake_names = {}
     for t in targets:
-        for d in t.deps + t.data:
+        for d in t.deps + t.data + ([t.actual] if t.actual else []):
             if d not in EXTERNALS and d not in by_label:
                 raise SystemExit("%s depends on unknown target %s" % (t.label, d))
+        if t.kind != "alias":
+            if t.cmake_name in cmake_names:
+                raise SystemExit("%s and %s have the same CMake name %s (tag one cmake-name=...)"
+                                 % (cmake_names[t.cmake_name], t.label, t.cmake_name))
+            cmake_names[t.cmake_name] = t.label
     return targets, by_label

@@ -13,6 +13,8 @@
 #                                      runs each program; then configures, builds and installs
 #                                      this checkout with -DT4A_BUILD_TESTS=OFF (no test build, no
 #                                      cmocka) and runs the installed t4a program (demo --fake).
+#                                      Also: a program that links t4a::t4a through add_subdirectory
+#                                      must fail to include t4a_ctx/driver_table.h (layering probe).
 # Exit 0 when every check passed; each failure is printed with "consumers:".
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -77,6 +79,12 @@ cmake_consumer() {
   cmake --build "$out/subdir" -j "$jobs" >/dev/null || fail "build examples/cmake_consumer (add_subdirectory)"
   [ ! -e "$out/subdir/t4a/t4a_facade_test" ] || fail "add_subdirectory built t4a's tests"
   run_ok "$out/subdir/nvrtc_only" && run_ok "$out/subdir/facade"
+  # The layers hold in CMake too: linking t4a::t4a does not put t4a's internal headers on the
+  # include path (the probe includes the private driver table and must not compile).
+  probe=$(cmake --build "$out/subdir" --target layering_probe 2>&1) &&
+    fail "layering_probe compiled: a consumer of t4a::t4a sees t4a_ctx/driver_table.h"
+  echo "$probe" | grep -q 't4a_ctx/driver_table.h: No such file' ||
+    fail "layering_probe failed for another reason: $probe"
 
   # 3. pkg-config, static: one component.
   local flags

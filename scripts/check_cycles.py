@@ -46,7 +46,8 @@ def library_files():
 def resolve(include, src):
     """The repository file an #include "..." of src names, or None (system, CUDA, generated)."""
     candidates = [os.path.join(os.path.dirname(src), include)]
-    candidates += [os.path.join(d, include) for d in glob.glob(os.path.join("t4a*", "include"))]
+    candidates += [os.path.relpath(os.path.join(d, include), ROOT)
+                   for d in glob.glob(os.path.join(ROOT, "t4a*", "include"))]
     candidates.append(include)
     for c in candidates:
         if os.path.isfile(os.path.join(ROOT, c)):

@@ -27,19 +27,23 @@ def cmake_deps(t, by_label):
 
 def split_exported(t, by_label):
     """An installed library exports only what a consumer links: other installed libraries,
-    xxHash, jemalloc and system libraries. Internal header-only targets and the CUDA headers
-    are needed to build it, never by its users (BUILD_DEPS)."""
-    exported, build = [], []
+    xxHash, jemalloc and system libraries. Header-only targets of public headers (the counter
+    lists) reach its users in the build tree and are installed beside it (HEADER_DEPS). Internal
+    header-only targets and the CUDA headers are needed to build it, never by its users
+    (BUILD_DEPS)."""
+    exported, headers, build = [], [], []
     for d in t.deps:
         if d in EXTERNALS:
             (exported if d in ("@xxhash//:xxhash", "@jemalloc//:jemalloc") else build).append(
                 EXTERNALS[d])
         elif by_label[d].install is not None:
             exported.append(by_label[d].cmake_name)
+        elif by_label[d].strip_include_prefix and not by_label[d].srcs:
+            headers.append(by_label[d].cmake_name)  # public headers installed with it
         else:
             build.append(by_label[d].cmake_name)
     exported += [SYSLIBS[o] for o in t.linkopts if o in SYSLIBS]
-    return exported, build
+    return exported, headers, build
 
 
 def gen(targets, by_label):
@@ -47,12 +51,12 @@ def gen(targets, by_label):
     for t in targets:
         if t.kind == "alias":
             continue
-        deps, build_deps = cmake_deps(t, by_label), []
+        deps, header_deps, build_deps = cmake_deps(t, by_label), [], []
         args = ["NAME %s" % t.cmake_name]
         srcs = [t.path(s) for s in t.srcs]
         if t.kind == "library":
             if t.install is not None:
-                deps, build_deps = split_exported(t, by_label)
+                deps, header_deps, build_deps = split_exported(t, by_label)
             if srcs:
                 args.append("SRCS %s" % " ".join(srcs))
             if t.hdrs:
@@ -79,8 +83,6 @@ def gen(targets, by_label):
             args.append("OUTPUT_NAME %s" % t.name)
             if t.install is not None:
                 args.append("INSTALL")
-            if t.testonly:
-                args.append("TESTONLY")
             fn = "t4a_binary"
         elif t.kind == "fuzzer":
             args.append("SRCS %s" % " ".join(srcs))
@@ -94,6 +96,8 @@ def gen(targets, by_label):
             raise SystemExit("%s: unknown kind %s" % (t.label, t.kind))
         if deps:
             args.append("DEPS %s" % " ".join(deps))
+        if header_deps:
+            args.append("HEADER_DEPS %s" % " ".join(header_deps))
         if build_deps:
             args.append("BUILD_DEPS %s" % " ".join(build_deps))
         out.append("%s(%s)" % (fn, "\n  ".join(args)))
@@ -117,7 +121,7 @@ def orphans(targets):
             if pkg == "" and rel_dir == "":
                 dirnames[:] = []  # the root package holds build files only
             dirnames[:] = [d for d in dirnames
-                           if not d.startswith((".", "bazel-", "build"))
+                           if not build_graph.is_build_output(dirpath, d)
                            and not any(os.path.exists(os.path.join(dirpath, d, f))
                                        for f in ("WORKSPACE", "CMakeLists.txt", "BUILD.bazel"))]
             for fn in filenames:

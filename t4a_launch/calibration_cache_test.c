@@ -1,6 +1,6 @@
 /* The process's calibration table (t4a_launch_calibrate_device) on the fake driver: one
- * measurement per driver and device (told apart by the driver's address), later calls answered from the table; a failed measurement is
- * not stored; once the table is full a new pair is measured at every call and counted
+ * measurement per driver and device (told apart by the driver's address), later calls answered
+ * from the table; a failed measurement is not stored; once the table is full a new pair is measured at every call and counted
  * (not_stored), and no stored pair is overwritten. The table is process-wide: this file is the
  * only user in its process, and every test starts from the figures the previous one left. */
 #include <setjmp.h>
@@ -14,46 +14,45 @@
 
 #include "t4a/launch.h"
 #include "testing/fake_driver/fake_driver.h"
+#include "testing/fixture/fixture.h"
+#include "testing/fixture/host_kernels.h"
 
 #define CK(x) assert_int_equal((x), T4A_OK)
 
 enum { DRIVERS = 3 };
 
-static void k_nop(t4a_fake_launch *l, void **p, void *user) {
-  (void)l;
-  (void)p;
-  (void)user;
-}
-
-/* One fake of T4A_FAKE_MAX_DEVICES devices and DRIVERS drivers over it (each its own
- * t4a_driver, so its own pairs): more pairs than the table holds. */
+/* The standard fake of T4A_FAKE_MAX_DEVICES devices (no stacks: the table opens its own lanes)
+ * and DRIVERS drivers over it (the fixture's and DRIVERS - 1 more, each its own t4a_driver, so
+ * its own pairs): more pairs than the table holds. */
 typedef struct fixture {
+  t4a_fixture fx;
   t4a_fake *fake;
   t4a_driver *drv[DRIVERS];
 } fixture;
 
 static int setup(void **state) {
   fixture *f = calloc(1, sizeof *f);
-  t4a_fake_options o = T4A_FAKE_OPTIONS_INIT;
-  o.num_devices = T4A_FAKE_MAX_DEVICES;
-  if (f == NULL || t4a_fake_create(&o, &f->fake) != T4A_OK) return -1;
-  for (int i = 0; i < DRIVERS; i++) {
+  if (f == NULL) return -1;
+  *state = f;
+  t4a_fixture_options o = t4a_fixture_defaults();
+  o.fake.num_devices = T4A_FAKE_MAX_DEVICES;
+  o.stacks = 0;
+  if (t4a_fixture_init(&f->fx, &o) != T4A_OK) return -1;
+  f->fake = f->fx.fake;
+  f->drv[0] = f->fx.drv;
+  for (int i = 1; i < DRIVERS; i++) {
     if (t4a_fake_driver(f->fake, &f->drv[i]) != T4A_OK) return -1;
   }
-  t4a_fake_register_kernel(f->fake, "t4a_nop", 0, NULL, k_nop, NULL);
-  *state = f;
+  t4a_host_kernel_register(f->fake, &t4a_hk_nop, "t4a_nop", NULL);
   return 0;
 }
 
 static int teardown(void **state) {
   fixture *f = *state;
-  (void)t4a_fake_table(f->fake)->cuCtxSetCurrent(NULL);
-  t4a_fake_progress(f->fake);
-  for (int i = 0; i < DRIVERS; i++) t4a_driver_release(f->drv[i]);
-  int clean = t4a_fake_nothing_live(f->fake) && t4a_fake_ordering_violations(f->fake) == 0;
-  t4a_fake_destroy(f->fake);
+  for (int i = 1; i < DRIVERS; i++) t4a_driver_release(f->drv[i]);
+  int rc = t4a_fixture_fini(&f->fx, T4A_FIXTURE_CHECK_STRICT);
   free(f);
-  return clean ? 0 : -1;
+  return rc;
 }
 
 static struct t4a_launch_calibration_cache_stats table_stats(void) {

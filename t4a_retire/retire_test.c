@@ -340,7 +340,7 @@ static void test_release_runs_outside_the_lock(void **state) {
   assert_int_equal(t4a_admission_begin(g_reentrant, 1, &adm), T4A_OK);
   atomic_fetch_add(&o.refs, 1);
   t4a_admission_keep(&adm, (t4a_keepalive){&o, polling_release, 0});
-  /* get_state from inside the admission does not deadlock. */
+  /* t4a_retire_stats from inside the admission does not deadlock. */
   struct t4a_retire_stats rs;
   t4a_retire_stats(g_reentrant, &rs);
   assert_int_equal(rs.open_keepalives, 1);

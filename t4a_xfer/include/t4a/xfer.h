@@ -67,7 +67,7 @@ extern "C" {
 #endif
 
 /** @{ */
-/** Default staging chunk size and ring depth (measured on an H200, see above). */
+/** Default staging chunk size and ring depth (how they were chosen: docs/performance.md). */
 #define T4A_XFER_DEFAULT_CHUNK_BYTES ((size_t)16 << 20)
 #define T4A_XFER_DEFAULT_NUM_CHUNKS 2u
 /** @} */
