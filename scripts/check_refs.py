@@ -6,16 +6,22 @@
 - a cited design section (`design §13`, `design.md §9`, and any `§N` inside docs/design.md) is a
   `## N.` heading of docs/design.md;
 - a relative Markdown link in README.md or docs/*.md names a file that exists;
+- in README.md and docs/*.md, a Bazel label in backticks (`//t4a:stress_test`, `//t4a_nvrtc`) is a
+  target of a BUILD.bazel file, and a repository path in backticks (`bench/copy_bench.c`) exists
+  (the dated rows of docs/validation.md's run table are history and are left as written);
 - nothing cites a document outside the repository (a path into ../shared or /work/shared, the
   design brief, a style guide, anchor or toolchain notes) or an unnumbered source ("audit A5",
   "invariant 11", "seed item 3": cite the requirement instead).
 
 Files: every file git tracks outside third_party/ (sources, headers, scripts, build files, docs).
 Exit 1 naming each unresolved reference; runs in the drift lane of scripts/test.sh."""
+import glob
 import os
 import re
 import subprocess
 import sys
+
+import build_graph
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REQUIREMENTS = "docs/requirements.md"
@@ -31,6 +37,11 @@ CITE = re.compile(r"\b[Rr]equirements?\s+(" + ID_OR_RANGE + r"(?:(?:\s*,\s*(?:an
 DESIGN_CITE = re.compile(r"\bdesign(?:\.md)?(?:\]\([^)]*\))?\s+§\s*(\d+)")
 SELF_CITE = re.compile(r"§\s*(\d+)")  # inside docs/design.md, a bare § is one of its sections
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+LABEL = re.compile(r"(?<![@\w])(//[A-Za-z0-9_/]*(?::[A-Za-z0-9_.]+)?)")
+TICKED = re.compile(r"`([^`\n]+)`")
+PATH = re.compile(r"^(?:t4a\w*|testing|bench|tools|examples|scripts|docs|cmake|build_defs|gen)/"
+                  r"[\w./-]*\.(?:c|h|sh|py|md|bzl|cmake|in)$")
+HISTORY = re.compile(r"^\| 20\d\d-\d\d-\d\d")  # a dated row of a run table
 OUTSIDE = [
     (re.compile(r"\.\./shared\b|/work/shared\b"), "a path outside the repository"),
     (re.compile(r"design-brief|design brief", re.I), "the design brief (not in the repository)"),
@@ -82,7 +93,37 @@ def line_of(text, pos):
     return text.count("\n", 0, pos) + 1
 
 
-def check_file(path, defined, sections, problems):
+def check_ticks(path, text, labels, problems):
+    """Labels and repository paths in backticks, in a document; returns how many were checked."""
+    count = 0
+    for lineno, line in enumerate(text.split("\n"), 1):
+        if HISTORY.match(line):
+            continue
+        for tick in TICKED.finditer(line):
+            body = tick.group(1)
+            for m in LABEL.finditer(body):
+                label = m.group(1)
+                if body.startswith("...", m.end()):
+                    continue  # a pattern (//..., //t4a/...), not a label
+                count += 1
+                full = build_graph.normalize(label, "")
+                if full not in labels:
+                    problems.append("%s:%d: %s names no target of a BUILD.bazel file"
+                                    % (path, lineno, label))
+            for word in re.split(r"[\s,;()]+", body):
+                word = word.rstrip(".:")
+                if PATH.match(word) and "*" not in word and "<" not in word:
+                    count += 1
+                    # t4a/x.h is an installed header's include name: any library's include/t4a/x.h
+                    if word.startswith("t4a/") and glob.glob(os.path.join(ROOT, "*", "include", word)):
+                        continue
+                    if not os.path.exists(os.path.join(ROOT, word)):
+                        problems.append("%s:%d: %s names no file of the repository"
+                                        % (path, lineno, word))
+    return count
+
+
+def check_file(path, defined, sections, problems, labels):
     try:
         with open(os.path.join(ROOT, path), encoding="utf-8") as f:
             text = f.read()
@@ -111,6 +152,7 @@ def check_file(path, defined, sections, problems):
         if int(m.group(1)) not in sections:
             problems.append("%s: %r: %s has no section %s" % (path, m.group(0), DESIGN, m.group(1)))
     if path.endswith(".md"):
+        cites += check_ticks(path, text, labels, problems)
         base = os.path.dirname(path)
         for m in LINK.finditer(text):
             target = m.group(1)
@@ -129,9 +171,13 @@ def main():
     problems = []
     files = 0
     cites = 0
+    labels = set(build_graph.load()[1])
+    # examples/bazel_consumer is a workspace of its own; its labels are its targets
+    with open(os.path.join(ROOT, "examples", "bazel_consumer", "BUILD.bazel")) as f:
+        labels |= {"//:" + n for n in re.findall(r'name\s*=\s*"([^"]+)"', f.read())}
     for path in tracked_files():
         files += 1
-        cites += check_file(path, defined, sections, problems)
+        cites += check_file(path, defined, sections, problems, labels)
     for p in problems:
         print("refs: " + p)
     if problems:
