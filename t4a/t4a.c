@@ -48,6 +48,12 @@ static t4a_status teardown(t4a_runtime *rt) {
    * cache — blocks nobody uses any more, up to reuse_max_bytes — would go with the pool's last
    * release only, which a quarantined buffer never makes (found by testing/fuzz/ops_fuzz.c;
    * test_close_returns_cached_blocks). A failure here leaves them cached, as before. */
+  /* And the pool caches nothing from now on: a buffer the caller releases after close frees its
+   * block and waits for it, since nobody drains this lane any more — else a pool kept alive by a
+   * quarantined buffer cached those blocks for ever, uncounted, and a device fault after such a
+   * release left its free unrun and uncounted (found by testing/fuzz/ops_fuzz.c;
+   * test_release_after_close_*). */
+  t4a_mem_pool_close_(rt->pool);
   if (healthy && rt->pool != NULL) {
     t4a_error saved;
     t4a_error_last(&saved);

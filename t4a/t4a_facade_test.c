@@ -333,6 +333,65 @@ static void test_close_counts_cached_blocks_of_a_lost_lane(void **state) {
   t4a_lane_release(lane);
 }
 
+/* Regression (found by testing/fuzz/ops_fuzz.c, sticky_after_outliving_release): a buffer that
+ * outlives its runtime and is released after close, the device then faulting. Before the fix the
+ * release cached the block, the pool's last release enqueued its free on a lane nobody waits for,
+ * and after the fault that free never ran and was never counted. Now a closed pool caches nothing
+ * and the release frees the block after a proved drain (one counted host wait). */
+static void test_release_after_close_then_fault(void **state) {
+  fixture *f = *state;
+  t4a_runtime *rt = open_rt(f);
+  t4a_lane *lane = t4a_runtime_lane(rt);
+  t4a_lane_retain(lane); /* to read its counters after close */
+  t4a_buffer *b = NULL;
+  CK(t4a_runtime_buffer(rt, 4096, &b));
+  CK(t4a_runtime_close(rt));
+  t4a_buffer_release(b); /* after close: nobody drains the lane any more */
+  t4a_fake_set_sticky(f->fake, 0, CUDA_ERROR_ILLEGAL_ADDRESS);
+  assert_int_not_equal(t4a_lane_synchronize(lane), T4A_OK);
+  t4a_counter_values v;
+  t4a_lane_stats(lane, &v);
+  t4a_lane_release(lane); /* the fake drops work still queued when the context goes */
+  t4a_fake_live l;
+  t4a_fake_live_objects(f->fake, &l);
+  assert_int_equal(v.buffers_leaked + v.leaked, 0);
+  assert_int_equal(l.device_allocs, 0); /* freed after a proved drain */
+  t4a_fake_set_sticky(f->fake, 0, CUDA_SUCCESS);
+}
+
+/* Regression (found by testing/fuzz/ops_fuzz.c, quarantined_pool_caches_after_close): a
+ * quarantined buffer keeps the pool alive for ever; before the fix a buffer released after close
+ * went into that pool's reuse cache, never freed and never counted. Now a closed pool caches
+ * nothing: what stays alive is exactly the quarantined block, which t4a counts. */
+static void test_release_after_close_with_quarantine(void **state) {
+  fixture *f = *state;
+  t4a_runtime *rt = open_rt(f);
+  t4a_lane *lane = t4a_runtime_lane(rt);
+  t4a_lane_retain(lane);
+  t4a_buffer *q = NULL, *b = NULL;
+  CK(t4a_runtime_buffer(rt, 4096, &q));
+  t4a_raw_binding bind = {q, T4A_RAW_WRITE};
+  assert_int_equal(t4a_raw_run(t4a_runtime_retire(rt), &bind, 1, failing_scope, NULL),
+                   T4A_INTERNAL);
+  t4a_buffer_release(q); /* quarantined: t4a keeps it, and with it the pool */
+  CK(t4a_runtime_buffer(rt, 8192, &b));
+  CK(t4a_runtime_close(rt));
+  t4a_mem_pool *pool = t4a_buffer_pool(b);
+  t4a_buffer_release(b); /* after close */
+  struct t4a_mem_pool_stats ps;
+  t4a_mem_pool_stats(pool, &ps); /* still alive: the quarantined buffer holds it */
+  assert_int_equal(ps.cached_blocks, 0);
+  CK(t4a_lane_synchronize(lane));
+  t4a_fake_progress(f->fake);
+  t4a_fake_live l;
+  t4a_fake_live_objects(f->fake, &l);
+  t4a_counter_values v;
+  t4a_lane_stats(lane, &v);
+  assert_int_equal(l.device_allocs, 1); /* the quarantined block only */
+  assert_int_equal(v.buffers_leaked + v.leaked, 1);
+  t4a_lane_release(lane);
+}
+
 static void test_function_of_another_runtime(void **state) {
   fixture *f = *state;
   t4a_runtime *r1 = open_rt(f), *r2 = open_rt(f); /* two lanes on device 0 */
@@ -947,7 +1006,8 @@ static void test_use_sweep(void **state) {
  * what t4a counted. The fixture's fake and driver go with them (the driver's last reference is
  * held by those lanes). */
 T4A_FIXTURE_DELIBERATE_LEAKS("op_use", "setup_leaky", "test_close_returns_cached_blocks",
-                             "test_close_counts_cached_blocks_of_a_lost_lane")
+                             "test_close_counts_cached_blocks_of_a_lost_lane",
+                             "test_release_after_close_with_quarantine")
 
 __attribute__((noinline)) static int setup_leaky(void **state) {
   int rc = setup(state);
@@ -1081,6 +1141,10 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_close_returns_cached_blocks, setup_leaky,
                                       teardown_counted),
       cmocka_unit_test_setup_teardown(test_close_counts_cached_blocks_of_a_lost_lane, setup_leaky,
+                                      teardown_counted),
+      cmocka_unit_test_setup_teardown(test_release_after_close_then_fault, setup,
+                                      teardown_counted),
+      cmocka_unit_test_setup_teardown(test_release_after_close_with_quarantine, setup_leaky,
                                       teardown_counted),
       cmocka_unit_test_setup_teardown(test_function_of_another_runtime, setup, teardown),
       cmocka_unit_test_setup_teardown(test_close_from_inside_is_reentry, setup, teardown),

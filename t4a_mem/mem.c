@@ -28,6 +28,7 @@ typedef struct block {
 struct t4a_mem_pool {
   atomic_int refs;
   atomic_int abandoned;
+  atomic_int closed; /* its owner is gone (t4a_mem_pool_close_): nothing is cached any more */
   t4a_lane *lane; /* a reference */
   t4a_driver *driver;
   t4a_counters *counters;
@@ -221,6 +222,7 @@ t4a_status t4a_mem_pool_create(t4a_lane *lane, const t4a_mem_pool_options *optio
   }
   atomic_init(&p->refs, 1);
   atomic_init(&p->abandoned, 0);
+  atomic_init(&p->closed, 0);
   p->lane = lane;
   t4a_lane_retain(lane);
   p->driver = d;
@@ -257,6 +259,15 @@ void t4a_mem_pool_abandon_(t4a_mem_pool *p) {
     n++;
   }
   t4a_counter_add(p->counters, T4A_COUNTER_buffers_leaked, n);
+}
+
+void t4a_mem_pool_close_(t4a_mem_pool *p) {
+  if (p == NULL) return;
+  /* Under the lock: a release racing with this either cached its block before (the caller's
+   * trim or abandon that follows takes it) or sees the flag. */
+  pthread_mutex_lock(&p->lock);
+  atomic_store_explicit(&p->closed, 1, memory_order_relaxed);
+  pthread_mutex_unlock(&p->lock);
 }
 
 void t4a_mem_pool_release(t4a_mem_pool *p) {
@@ -574,6 +585,34 @@ static void free_one(t4a_mem_pool *p, block *blk) {
   }
 }
 
+/* Frees one block of a closed pool (its owner gone: no later drain of the lane covers the free)
+ * and waits for the lane's stream to reach it (a counted host wait), so that the block is freed
+ * after a proved drain; when the free or the wait fails, or the context cannot be activated, the
+ * block is leaked and counted, and the pool abandoned (no drain can be proved any more). */
+static void free_proved(t4a_mem_pool *p, block *blk) {
+  t4a_ctx_scope scope;
+  int freed = 0;
+  if (t4a_ctx_scope_enter(&scope, t4a_lane_holder(p->lane), p->counters) == T4A_OK) {
+    t4a_status st = T4A_CU(p->driver, cuMemFreeAsync, blk->ptr, t4a_lane_stream(p->lane));
+    if (st == T4A_OK) {
+      t4a_counter_add(p->counters, T4A_COUNTER_host_waits, 1);
+      st = T4A_CU(p->driver, cuStreamSynchronize, t4a_lane_stream(p->lane));
+    }
+    (void)t4a_lane_note_(p->lane, st); /* a lost context marks the lane's holder */
+    freed = st == T4A_OK;
+    t4a_ctx_scope_exit_quiet(&scope);
+  }
+  if (freed) {
+    t4a_counter_add(p->counters, T4A_COUNTER_device_frees, 1);
+  } else {
+    t4a_counter_add(p->counters, T4A_COUNTER_buffers_leaked, 1);
+    atomic_store_explicit(&p->abandoned, 1, memory_order_relaxed);
+  }
+  pthread_mutex_lock(&p->lock);
+  record_put(p, blk);
+  pthread_mutex_unlock(&p->lock);
+}
+
 /* Frees handed to the lane during a capture: a free enqueued then would be recorded into the
  * graph, so they run in stream order right after the capture ended (t4a_lane_defer_capture_). */
 typedef struct deferred_frees {
@@ -645,14 +684,29 @@ void t4a_buffer_release(t4a_buffer *b) {
     return;
   }
   block *over = NULL;
+  int closed = 0;
   if (blk->cacheable) {
     /* Same stream, stream order: the next owner's work runs after ours. No driver call. */
     pthread_mutex_lock(&p->lock);
-    cache_put(p, blk);
-    t4a_counter_add(p->counters, T4A_COUNTER_reuse_cached, 1);
-    over = cache_detach(p, 0);
+    closed = atomic_load_explicit(&p->closed, memory_order_relaxed);
+    if (!closed) {
+      cache_put(p, blk);
+      t4a_counter_add(p->counters, T4A_COUNTER_reuse_cached, 1);
+      over = cache_detach(p, 0);
+      blk = NULL;
+    }
     pthread_mutex_unlock(&p->lock);
-    blk = NULL;
+  } else {
+    closed = atomic_load_explicit(&p->closed, memory_order_relaxed);
+  }
+  if (closed && !t4a_lane_is_capturing(p->lane)) {
+    /* The owner is gone: nobody will drain this lane for us (test_buffer_after_close_...). */
+    t4a_error saved; /* a drop path never changes the caller's error detail */
+    t4a_error_last(&saved);
+    free_proved(p, blk);
+    t4a_error_restore(&saved);
+    t4a_mem_pool_release(p);
+    return;
   }
   if ((blk != NULL || over != NULL) && t4a_lane_is_capturing(p->lane) &&
       defer_frees(p, blk, over)) {

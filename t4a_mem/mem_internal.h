@@ -16,4 +16,11 @@ void t4a_pinned_release_object_(void *pinned);
  * release leaks the pool instead of calling the driver. */
 void t4a_mem_pool_abandon_(t4a_mem_pool *pool);
 
+/* Marks the pool as closed by its owner (t4a_runtime_close): from now on it caches nothing. A
+ * buffer released after it frees its block at once and waits for the lane's stream (a counted
+ * host wait: no owner will drain the lane later), so the block is freed after a proved drain; when
+ * that fails the block is leaked and counted (buffers_leaked) and the pool abandoned. Blocks
+ * cached before are the caller's to return (t4a_mem_pool_trim) or abandon. */
+void t4a_mem_pool_close_(t4a_mem_pool *pool);
+
 #endif /* T4A_MEM_MEM_INTERNAL_H_ */

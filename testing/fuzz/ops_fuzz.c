@@ -96,8 +96,6 @@ typedef struct fz {
   uint64_t lane_leaked;
   int injected_any; /* a driver or host failure was armed in this input */
   int captured;     /* a capture began in this input */
-  int outlived[2];  /* a buffer of the device was released after its runtime closed */
-  int quarantine[2]; /* a failure on the device may have quarantined a buffer */
 } fz;
 
 static void die(const char *what, const char *detail) {
@@ -133,12 +131,6 @@ static t4a_status check(fz *z, const char *op, t4a_status st, int capturing) {
     snprintf(msg, sizeof msg, "%s returned %s, detail says %s (%s)", op, t4a_status_name(st),
              t4a_status_name(e.status), e.message);
     die("detail does not match the status", msg);
-  }
-  /* A failure that may have enqueued work quarantines what it touched (any device: the status
-   * does not say which). */
-  if (st == T4A_DRIVER_ERROR || st == T4A_CONTEXT_LOST || st == T4A_LANE_BROKEN ||
-      st == T4A_UPSTREAM_FAILED || st == T4A_INTERNAL) {
-    z->quarantine[0] = z->quarantine[1] = 1;
   }
   /* A capture is THREAD_LOCAL: this thread's unsafe calls (frees, unloads) on any runtime
    * invalidate it, as the driver defines; statuses during a capture are not judged. */
@@ -285,10 +277,9 @@ static void close_rt(fz *z, int slot) {
   }
   t4a_function_release(x->fn);
   (void)check(z, "t4a_runtime_close", t4a_runtime_close(x->rt), 0);
-  /* The lane is kept until the end of the input, as test_objects_outlive_close does: a buffer
-   * that outlives its runtime and holds the last reference to the lane would otherwise end with
-   * a stream release that does not wait for the free it just enqueued (design §16, "Not done":
-   * harmless on a real driver, counted by the fake as a leak t4a does not count). */
+  /* The lane is kept until the end of the input: a buffer that outlives its runtime counts its
+   * release after close (freed after a proved drain, or leaked) in the lane's counters, which
+   * drop_lane reads. */
   if (z->num_closed == MAX_CLOSED) drop_lane(z, z->closed_lanes[--z->num_closed]);
   z->closed_lanes[z->num_closed++] = x->lane;
   for (int i = 0; i < NBUF; i++) {
@@ -311,7 +302,6 @@ static void op_buffer(fz *z, reader *r) {
     if (nb != NULL) die("t4a_runtime_buffer failed and left *out set", NULL);
     return;
   }
-  if (b->b != NULL && b->rt < 0) z->outlived[b->dev] = 1;
   t4a_buffer_release(b->b);
   b->b = nb;
   b->rt = slot;
@@ -324,7 +314,6 @@ static void op_buffer(fz *z, reader *r) {
 static void op_release(fz *z, reader *r) {
   fz_buf *b = buf_of(z, r);
   if (b == NULL) return;
-  if (b->rt < 0) z->outlived[b->dev] = 1;
   t4a_buffer_release(b->b);
   b->b = NULL;
 }
@@ -595,7 +584,6 @@ static void op_raw(fz *z, reader *r) {
   if (j.fail) {
     if (st == T4A_OK) die("a failing raw scope returned T4A_OK", NULL);
     if (access & T4A_RAW_WRITE) b->tainted = 1; /* quarantined: content unknown */
-    z->quarantine[b->dev] = 1;
     return;
   }
   (void)check(z, "t4a_raw_run", st, x->capturing);
@@ -635,7 +623,6 @@ static void op_inject(fz *z, reader *r) {
   if (code != CUDA_ERROR_UNKNOWN) after = 0;
   t4a_fake_inject(z->fake, entry, skip, count, code, after);
   z->injected_any = 1;
-  z->quarantine[0] = z->quarantine[1] = 1; /* a failed enqueue quarantines its buffers */
 }
 
 static void op_inject_nvrtc(fz *z, reader *r) {
@@ -732,7 +719,6 @@ static void teardown(fz *z) {
   t4a_fake_clear_injections(z->fake);
   t4a_fake_nvrtc_clear_injections();
   for (int i = 0; i < NBUF; i++) {
-    if (z->buf[i].b != NULL && z->buf[i].rt < 0) z->outlived[z->buf[i].dev] = 1;
     t4a_buffer_release(z->buf[i].b);
     z->buf[i].b = NULL;
   }
@@ -766,16 +752,12 @@ static void teardown(fz *z) {
            (unsigned long long)l.graph_execs, (unsigned long long)(drv.leaked + z->lane_leaked));
   /* A clean run frees everything, unless a capture made some of its frees fail (the capturing
    * thread's own frees and unloads on other runtimes are refused by the driver: leaked and
-   * counted, like the faults mode's). */
+   * counted, like the faults mode's). Every input is judged, buffers that outlived their runtime
+   * included: a closed pool caches nothing and frees each block released after close behind a
+   * proved drain, or counts it (sticky_after_outliving_release,
+   * quarantined_pool_caches_after_close). */
   if (!z->faults && !z->captured) {
     if (!t4a_fake_nothing_live(z->fake)) die("a clean run left objects alive in the driver", what);
-  } else if ((z->outlived[0] && (z->sticky_injected[0] || z->quarantine[0])) ||
-             (z->outlived[1] && (z->sticky_injected[1] || z->quarantine[1]))) {
-    /* Two known gaps, not judged (docs/validation.md, "Fuzzing"): a buffer that outlived its
-     * runtime enqueued its free on a lane nobody waits for, and the device then faulted (the
-     * free never runs, uncounted: design §16, "Not done"); and a pool kept alive for ever by a
-     * quarantined buffer caches the blocks of buffers released after its runtime closed (never
-     * freed, uncounted). */
   } else if (live > (long)(drv.leaked + z->lane_leaked)) {
     die("objects left alive that t4a did not count", what);
   }
