@@ -26,8 +26,9 @@
  * drain (the stream synchronised without error) and only then releases what the runtime's work
  * kept alive, or else leaks it, counts it and abandons the lane — then the pool (after a proved
  * drain its cached blocks are returned first, t4a_mem_pool_trim: a buffer the caller or a
- * quarantine still holds keeps the pool alive, but not its cache), the lane and the driver
- * reference. It returns the retirement state's verdict. Buffers, modules and functions
+ * quarantine still holds keeps the pool alive, but not its cache; and from then on the pool caches
+ * nothing: a buffer released after close frees its block and waits for the lane's stream, a
+ * counted host wait, or leaks and counts it), the lane and the driver reference. It returns the retirement state's verdict. Buffers, modules and functions
  * the caller still holds stay valid after close (each holds what it needs: a buffer its pool and
  * lane, a module its cache and lane); graphs, pending downloads and descriptor ids of the runtime
  * must be released, and a graph capture on its lane ended, before it is closed.
