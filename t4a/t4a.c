@@ -52,7 +52,7 @@ static t4a_status teardown(t4a_runtime *rt) {
    * block and waits for it, since nobody drains this lane any more — else a pool kept alive by a
    * quarantined buffer cached those blocks for ever, uncounted, and a device fault after such a
    * release left its free unrun and uncounted (found by testing/fuzz/ops_fuzz.c;
-   * test_release_after_close_*). */
+   * test_release_after_close_then_fault, test_release_after_close_with_quarantine). */
   t4a_mem_pool_close_(rt->pool);
   if (healthy && rt->pool != NULL) {
     t4a_error saved;

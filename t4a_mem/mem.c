@@ -700,7 +700,8 @@ void t4a_buffer_release(t4a_buffer *b) {
     closed = atomic_load_explicit(&p->closed, memory_order_relaxed);
   }
   if (closed && !t4a_lane_is_capturing(p->lane)) {
-    /* The owner is gone: nobody will drain this lane for us (test_buffer_after_close_...). */
+    /* The owner is gone: nobody will drain this lane for us (t4a_facade_test.c:
+     * test_release_after_close_then_fault, test_release_after_close_with_quarantine). */
     t4a_error saved; /* a drop path never changes the caller's error detail */
     t4a_error_last(&saved);
     free_proved(p, blk);
