@@ -63,8 +63,9 @@ void t4a_ctx_holder_retain(t4a_ctx_holder *holder) {
 
 /* Releases the primary context. The driver never changes a thread's current context on release;
  * the danger (requirement A1) is in clearing it ourselves. We clear it only when the context was
- * current here AND the release destroyed it (no other holder, in t4a or outside, retains it), so
- * the thread is not left with a dangling handle. */
+ * current here AND the release is known to have destroyed it (cuDevicePrimaryCtxGetState answers
+ * inactive: no other holder, in t4a or outside, retains it), so the thread is not left with a
+ * dangling handle. A failed query proves nothing: the context stays current. */
 static void holder_destroy(t4a_ctx_holder *h) {
   t4a_error saved; /* a drop path never changes the caller's error detail */
   t4a_error_last(&saved);
@@ -76,10 +77,13 @@ static void holder_destroy(t4a_ctx_holder *h) {
     if (was_current) {
       unsigned flags = 0;
       int active = 0;
-      if (d->t.cuDevicePrimaryCtxGetState(h->device, &flags, &active) == CUDA_SUCCESS && active) {
-        t4a_counter_add(&d->counters, T4A_COUNTER_ctx_current_kept, 1);
+      if (d->t.cuDevicePrimaryCtxGetState(h->device, &flags, &active) == CUDA_SUCCESS &&
+          !active) {
+        (void)d->t.cuCtxSetCurrent(NULL); /* known to be gone: clear the dangling handle */
       } else {
-        (void)d->t.cuCtxSetCurrent(NULL);
+        /* Still active (another holder keeps it), or unknown (the query failed): another holder
+         * may still use it, so it stays current (requirement A1). */
+        t4a_counter_add(&d->counters, T4A_COUNTER_ctx_current_kept, 1);
       }
     }
   } else {

@@ -264,6 +264,51 @@ static void test_final_holder_clears_only_a_destroyed_context(void **state) {
   assert_int_equal(g_raw->cuDevicePrimaryCtxRelease(1), CUDA_SUCCESS);
 }
 
+/* Requirement A1 through an error path: when cuDevicePrimaryCtxGetState fails, the final holder
+ * does not know whether the release destroyed the context, so it keeps it current: another holder
+ * may still use it. Only a context known to be gone (the query answers inactive) is cleared. */
+static void test_state_query_failure_keeps_the_current_context(void **state) {
+  fixture *f = *state;
+  t4a_ctx_holder *a = NULL, *b = NULL;
+  assert_int_equal(t4a_ctx_holder_create(f->drv, 0, &a), T4A_OK);
+  assert_int_equal(t4a_ctx_holder_create(f->drv, 0, &b), T4A_OK);
+  CUcontext c = t4a_ctx_holder_native(b);
+  t4a_ctx_scope in_b;
+  assert_int_equal(t4a_ctx_scope_enter(&in_b, b, NULL), T4A_OK);
+  assert_ptr_equal(current(), c);
+  t4a_counter_values v0, v1;
+  t4a_driver_stats(f->drv, &v0);
+  uint64_t injected = t4a_fake_injected(f->fake);
+  t4a_fake_inject(f->fake, "cuDevicePrimaryCtxGetState", 0, 1, CUDA_ERROR_UNKNOWN, 0);
+  t4a_ctx_holder_release(a); /* the last holder of A; B is alive and current */
+  t4a_fake_clear_injections(f->fake);
+  assert_int_equal(t4a_fake_injected(f->fake) - injected, 1);
+  assert_ptr_equal(current(), c); /* still B's */
+  /* B's work under its scope still succeeds. */
+  CUevent e = NULL;
+  assert_int_equal(g_raw->cuEventCreate(&e, 0), CUDA_SUCCESS);
+  assert_int_equal(g_raw->cuEventDestroy(e), CUDA_SUCCESS);
+  assert_int_equal(t4a_ctx_scope_exit(&in_b), T4A_OK);
+  assert_ptr_equal(current(), NULL);
+  t4a_driver_stats(f->drv, &v1);
+  assert_int_equal(v1.ctx_current_kept - v0.ctx_current_kept, 1);
+  assert_int_equal(v1.ctx_holders_destroyed - v0.ctx_holders_destroyed, 1);
+
+  /* The last holder of all, current here, with the query failing: the context is gone in fact,
+   * but that is not known, so the handle stays (a later call answers CONTEXT_IS_DESTROYED rather
+   * than t4a guessing); a query that answers inactive clears it (the test above). */
+  assert_int_equal(g_raw->cuCtxSetCurrent(c), CUDA_SUCCESS);
+  t4a_fake_inject(f->fake, "cuDevicePrimaryCtxGetState", 0, 1, CUDA_ERROR_UNKNOWN, 0);
+  t4a_ctx_holder_release(b);
+  t4a_fake_clear_injections(f->fake);
+  assert_ptr_equal(current(), c);
+  assert_int_equal(g_raw->cuCtxSynchronize(), CUDA_ERROR_CONTEXT_IS_DESTROYED);
+  assert_int_equal(g_raw->cuCtxSetCurrent(NULL), CUDA_SUCCESS);
+  t4a_fake_live live;
+  t4a_fake_live_objects(f->fake, &live);
+  assert_int_equal(live.primary_refs[0], 0);
+}
+
 static void *release_holder(void *h) {
   t4a_ctx_holder_release(h);
   return NULL;
@@ -695,6 +740,8 @@ int main(void) {
                                       teardown),
       cmocka_unit_test_setup_teardown(test_a1_last_holder_of_a_keeps_b_current, setup, teardown),
       cmocka_unit_test_setup_teardown(test_final_holder_clears_only_a_destroyed_context, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_state_query_failure_keeps_the_current_context, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_lanes_are_independent_and_release_anywhere, setup,
                                       teardown),

@@ -96,7 +96,8 @@ T4A_MUST_USE t4a_status t4a_driver_create_from_table(const t4a_driver_table *tab
                                                      void (*on_destroy)(void *user), void *user,
                                                      t4a_driver **out);
 
-/* Maps a CUresult to a status (no detail recorded). */
+/* Maps a CUresult to a status (no detail recorded). CUDA_ERROR_NOT_FOUND is DRIVER_ERROR here: it
+ * means UNKNOWN_ENTRY_POINT only from a symbol lookup, which t4a_cu_fail tells by its entry. */
 t4a_status t4a_status_from_cu(CUresult r);
 /* Whether r is a sticky error that leaves its context unusable (illegal address, launch failed,
  * hardware exceptions, ECC, assert). */
@@ -104,7 +105,9 @@ int t4a_cu_is_sticky(CUresult r);
 /* The CUresult's name through the table's cuGetErrorName, or a static fallback. Static string. */
 const char *t4a_cu_name(const t4a_driver *driver, CUresult r);
 
-/* Records a failed driver call in this thread's detail and returns the mapped status. */
+/* Records a failed driver call in this thread's detail and returns the mapped status
+ * (t4a_status_from_cu, except CUDA_ERROR_NOT_FOUND from cuModuleGetFunction or cuModuleGetGlobal:
+ * UNKNOWN_ENTRY_POINT). */
 t4a_status t4a_cu_fail(const t4a_driver *driver, CUresult r, const char *entry, uint64_t bytes);
 
 static inline t4a_status t4a_cu_result_(const t4a_driver *driver, CUresult r, const char *entry,

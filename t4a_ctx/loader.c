@@ -50,8 +50,6 @@ t4a_status t4a_status_from_cu(CUresult r) {
       return T4A_DRIVER_NOT_FOUND;
     case CUDA_ERROR_NOT_SUPPORTED:
       return T4A_UNSUPPORTED;
-    case CUDA_ERROR_NOT_FOUND:
-      return T4A_UNKNOWN_ENTRY_POINT;
     case CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES:
     case CUDA_ERROR_INVALID_CLUSTER_SIZE:
     case CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE:
@@ -93,8 +91,16 @@ const char *t4a_cu_name(const t4a_driver *driver, CUresult r) {
   return "CUDA_ERROR_(unnamed)";
 }
 
+/* Whether `entry` looks a symbol up by name in a module: only there does CUDA_ERROR_NOT_FOUND mean
+ * "no such entry point". Elsewhere it is an ordinary driver error (DRIVER_ERROR with its code). */
+static int is_symbol_lookup(const char *entry) {
+  return entry != NULL &&
+         (strcmp(entry, "cuModuleGetFunction") == 0 || strcmp(entry, "cuModuleGetGlobal") == 0);
+}
+
 t4a_status t4a_cu_fail(const t4a_driver *driver, CUresult r, const char *entry, uint64_t bytes) {
   t4a_status st = t4a_status_from_cu(r);
+  if (r == CUDA_ERROR_NOT_FOUND && is_symbol_lookup(entry)) st = T4A_UNKNOWN_ENTRY_POINT;
   const char *desc = NULL;
   if (driver != NULL && driver->t.cuGetErrorString != NULL &&
       driver->t.cuGetErrorString(r, &desc) != CUDA_SUCCESS) {

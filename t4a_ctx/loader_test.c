@@ -192,7 +192,9 @@ static void test_result_mapping(void **state) {
   assert_int_equal(t4a_status_from_cu(CUDA_ERROR_NOT_READY), T4A_NOT_READY);
   assert_int_equal(t4a_status_from_cu(CUDA_ERROR_ILLEGAL_ADDRESS), T4A_CONTEXT_LOST);
   assert_int_equal(t4a_status_from_cu(CUDA_ERROR_LAUNCH_FAILED), T4A_CONTEXT_LOST);
-  assert_int_equal(t4a_status_from_cu(CUDA_ERROR_NOT_FOUND), T4A_UNKNOWN_ENTRY_POINT);
+  /* Only a symbol lookup's CUDA_ERROR_NOT_FOUND means an unknown entry point (its call site says
+   * which entry it was: test_not_found_means_unknown_entry_only_for_lookups). */
+  assert_int_equal(t4a_status_from_cu(CUDA_ERROR_NOT_FOUND), T4A_DRIVER_ERROR);
   assert_int_equal(t4a_status_from_cu(CUDA_ERROR_INVALID_CONTEXT), T4A_INVALID_CONTEXT);
   assert_int_equal(t4a_status_from_cu(CUDA_ERROR_INVALID_VALUE), T4A_DRIVER_ERROR);
   assert_true(t4a_cu_is_sticky(CUDA_ERROR_ILLEGAL_ADDRESS));
@@ -210,6 +212,47 @@ static void test_result_mapping(void **state) {
   assert_int_equal(e.bytes, 0);
 }
 
+/* CUDA_ERROR_NOT_FOUND is UNKNOWN_ENTRY_POINT only from a symbol lookup (cuModuleGetFunction, and
+ * cuModuleGetGlobal were it used); from any other entry it is the driver error, with its code. */
+static void test_not_found_means_unknown_entry_only_for_lookups(void **state) {
+  (void)state;
+  t4a_fake *fake = NULL;
+  assert_int_equal(t4a_fake_create(NULL, &fake), T4A_OK);
+  t4a_driver *d = NULL;
+  assert_int_equal(t4a_fake_driver(fake, &d), T4A_OK);
+  t4a_error e;
+  /* Another entry: DRIVER_ERROR naming the entry and CUDA_ERROR_NOT_FOUND (500). */
+  t4a_fake_inject(fake, "cuDeviceGetCount", 0, 1, CUDA_ERROR_NOT_FOUND, 0);
+  int n = 0;
+  assert_int_equal(T4A_CU(d, cuDeviceGetCount, &n), T4A_DRIVER_ERROR);
+  t4a_error_last(&e);
+  assert_int_equal(e.status, T4A_DRIVER_ERROR);
+  assert_string_equal(e.entry, "cuDeviceGetCount");
+  assert_int_equal(e.code, CUDA_ERROR_NOT_FOUND);
+  assert_string_equal(e.code_name, "CUDA_ERROR_NOT_FOUND");
+  assert_int_equal(t4a_cu_fail(d, CUDA_ERROR_NOT_FOUND, "cuStreamGetAttribute", 0),
+                   T4A_DRIVER_ERROR);
+  /* Quietly (a drop path): the same status. */
+  t4a_fake_inject(fake, "cuDeviceGetCount", 0, 1, CUDA_ERROR_NOT_FOUND, 0);
+  assert_int_equal(T4A_CU_QUIET(d, cuDeviceGetCount, &n), T4A_DRIVER_ERROR);
+  /* A symbol lookup: UNKNOWN_ENTRY_POINT, with the code kept. */
+  t4a_fake_inject(fake, "cuModuleGetFunction", 0, 1, CUDA_ERROR_NOT_FOUND, 0);
+  CUfunction fn = NULL;
+  assert_int_equal(T4A_CU(d, cuModuleGetFunction, &fn, NULL, "missing"),
+                   T4A_UNKNOWN_ENTRY_POINT);
+  t4a_error_last(&e);
+  assert_string_equal(e.entry, "cuModuleGetFunction");
+  assert_int_equal(e.code, CUDA_ERROR_NOT_FOUND);
+  assert_int_equal(t4a_cu_fail(d, CUDA_ERROR_NOT_FOUND, "cuModuleGetGlobal", 0),
+                   T4A_UNKNOWN_ENTRY_POINT);
+  /* Other results of a lookup keep their own mapping. */
+  assert_int_equal(t4a_cu_fail(d, CUDA_ERROR_INVALID_VALUE, "cuModuleGetFunction", 0),
+                   T4A_DRIVER_ERROR);
+  assert_int_equal(t4a_fake_injected(fake), 3);
+  t4a_driver_release(d);
+  t4a_fake_destroy(fake);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_missing_library),
@@ -222,6 +265,7 @@ int main(void) {
       cmocka_unit_test(test_too_old_driver),
       cmocka_unit_test(test_init_failure_is_typed),
       cmocka_unit_test(test_result_mapping),
+      cmocka_unit_test(test_not_found_means_unknown_entry_only_for_lookups),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -425,6 +425,46 @@ static void test_pinned_slots_and_registration(void **state) {
   t4a_pinned_release(plain);
 }
 
+/* Requirement A5: a pinned chunk whose context cannot be activated at its last release is leaked
+ * and counted, never freed without its context. The fake, like the driver, refuses cuMemFreeHost
+ * with no current context: a release that "frees anyway" would be answered INVALID_CONTEXT. */
+static void test_pinned_leaked_without_context(void **state) {
+  fixture *f = *state;
+  const t4a_driver_table *t = t4a_fake_table(f->fake);
+  t4a_ctx_holder *h = t4a_lane_holder(f->lane);
+  CUcontext cur = (CUcontext)1;
+  assert_int_equal(t->cuCtxGetCurrent(&cur), CUDA_SUCCESS);
+  assert_null(cur); /* so the release must switch, and the switch can fail */
+  static const char *const k_fail[] = {"cuCtxGetCurrent", "cuCtxSetCurrent"};
+  for (int i = 0; i < 2; i++) {
+    t4a_pinned *p = NULL;
+    assert_int_equal(t4a_pinned_create(h, 4096, i == 0 ? 0 : T4A_PINNED_MAPPED, &p), T4A_OK);
+    void *host = t4a_pinned_host(p);
+    t4a_counter_values before, after;
+    t4a_driver_stats(f->drv, &before);
+    t4a_fake_live l0, l1;
+    t4a_fake_live_objects(f->fake, &l0);
+    uint64_t frees = calls(f, "cuMemFreeHost"), injected = t4a_fake_injected(f->fake);
+    t4a_error_clear();
+    t4a_fake_inject(f->fake, k_fail[i], 0, 1, CUDA_ERROR_UNKNOWN, 0);
+    t4a_pinned_release(p); /* the last reference: the scope cannot be entered */
+    t4a_fake_clear_injections(f->fake);
+    assert_int_equal(t4a_fake_injected(f->fake) - injected, 1);
+    t4a_error e;
+    t4a_error_last(&e);
+    assert_int_equal(e.status, T4A_OK); /* a drop path leaves the caller's detail alone */
+    assert_int_equal(calls(f, "cuMemFreeHost"), frees); /* never freed without its context */
+    t4a_driver_stats(f->drv, &after);
+    assert_int_equal(after.leaked - before.leaked, 1); /* leaked, counted */
+    t4a_fake_live_objects(f->fake, &l1);
+    assert_int_equal(l1.host_allocs, l0.host_allocs); /* still pinned in the driver */
+    /* "Free anyway" (no context current, as the failed activation left it) is refused. */
+    assert_int_equal(t->cuMemFreeHost(host), CUDA_ERROR_INVALID_CONTEXT);
+    t4a_fake_live_objects(f->fake, &l1);
+    assert_int_equal(l1.host_allocs, l0.host_allocs);
+  }
+}
+
 /* An owned registration releases its owner only after a successful unregister; a failed one
  * leaks both (counted); a refused registration releases the owner at once; read-only works. */
 static int g_owner_releases;
@@ -568,6 +608,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_failure_sweep, setup, teardown_counted),
       cmocka_unit_test_setup_teardown(test_zero_fill_and_quarantine, setup, teardown_counted),
       cmocka_unit_test_setup_teardown(test_sticky_leaks_instead_of_freeing, setup,
+                                      teardown_counted),
+      cmocka_unit_test_setup_teardown(test_pinned_leaked_without_context, setup,
                                       teardown_counted),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -587,6 +587,58 @@ static void test_witness_record_failure_counts_event(void **state) {
   assert_int_equal(t4a_retire_destroy(r), T4A_OK);
 }
 
+/* Requirement A5: a witness whose context cannot be activated at its last release leaks its event
+ * (counted), never destroys it without the context. The fake, like the driver, refuses
+ * cuEventDestroy with no current context: a release that "destroys anyway" is answered
+ * INVALID_CONTEXT (shown on an event made and recorded the way a witness's is). */
+static void test_witness_leaked_without_context(void **state) {
+  fixture *f = *state;
+  const t4a_driver_table *t = t4a_fake_table(f->fake);
+  t4a_retire *r = NULL;
+  assert_int_equal(t4a_retire_create(f->lane, NULL, &r), T4A_OK);
+  CUcontext cur = (CUcontext)1;
+  assert_int_equal(t->cuCtxGetCurrent(&cur), CUDA_SUCCESS);
+  assert_null(cur); /* so the release must switch, and the switch can fail */
+  static const char *const k_fail[] = {"cuCtxGetCurrent", "cuCtxSetCurrent"};
+  for (int i = 0; i < 2; i++) {
+    t4a_witness *w = NULL;
+    assert_int_equal(t4a_retire_fence(r, &w), T4A_OK);
+    assert_int_equal(t4a_witness_wait(w), T4A_OK);
+    t4a_counter_values before, after;
+    t4a_lane_stats(f->lane, &before);
+    t4a_fake_live l0, l1;
+    t4a_fake_live_objects(f->fake, &l0);
+    uint64_t destroys = t4a_fake_calls(f->fake, "cuEventDestroy");
+    uint64_t injected = t4a_fake_injected(f->fake);
+    t4a_error_clear();
+    t4a_fake_inject(f->fake, k_fail[i], 0, 1, CUDA_ERROR_UNKNOWN, 0);
+    t4a_witness_release(w); /* the last reference: the scope cannot be entered */
+    t4a_fake_clear_injections(f->fake);
+    assert_int_equal(t4a_fake_injected(f->fake) - injected, 1);
+    t4a_error e;
+    t4a_error_last(&e);
+    assert_int_equal(e.status, T4A_OK); /* a drop path leaves the caller's detail alone */
+    assert_int_equal(t4a_fake_calls(f->fake, "cuEventDestroy"), destroys);
+    t4a_lane_stats(f->lane, &after);
+    assert_int_equal(after.leaked - before.leaked, 1); /* leaked, counted */
+    t4a_fake_live_objects(f->fake, &l1);
+    assert_int_equal(l1.events, l0.events); /* still alive in the driver */
+  }
+  /* "Destroy anyway": an event of the lane's context, recorded on its stream as a witness's is,
+   * destroyed with no context current, is refused and stays alive. */
+  t4a_ctx_scope s;
+  assert_int_equal(t4a_ctx_scope_enter(&s, t4a_lane_holder(f->lane), NULL), T4A_OK);
+  CUevent ev = NULL;
+  assert_int_equal(t->cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+  assert_int_equal(t->cuEventRecord(ev, t4a_lane_stream(f->lane)), CUDA_SUCCESS);
+  assert_int_equal(t4a_ctx_scope_exit(&s), T4A_OK);
+  assert_int_equal(t->cuEventDestroy(ev), CUDA_ERROR_INVALID_CONTEXT);
+  assert_int_equal(t4a_ctx_scope_enter(&s, t4a_lane_holder(f->lane), NULL), T4A_OK);
+  assert_int_equal(t->cuEventDestroy(ev), CUDA_SUCCESS); /* under its context it goes */
+  assert_int_equal(t4a_ctx_scope_exit(&s), T4A_OK);
+  assert_int_equal(t4a_retire_destroy(r), T4A_OK);
+}
+
 static void test_admission_wait_on_failed_witness(void **state) {
   fixture *f = *state;
   t4a_retire *r0 = NULL, *r1 = NULL;
@@ -715,6 +767,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_admission_record_and_cross_wait, setup, teardown),
       cmocka_unit_test_setup_teardown(test_admission_wait_on_failed_witness, setup, teardown),
       cmocka_unit_test_setup_teardown(test_witness_record_failure_counts_event, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_witness_leaked_without_context, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bad_arguments, setup, teardown),
       cmocka_unit_test_setup_teardown(test_failure_sweep, setup, teardown),
   };

@@ -180,7 +180,63 @@ static void test_release_with_live_objects_leaks(void **state) {
   /* And the dead context's objects refuse work. */
   assert_int_equal(t->cuStreamSynchronize(x->s), CUDA_ERROR_INVALID_CONTEXT);
   assert_int_equal(t->cuEventQuery(e), CUDA_ERROR_INVALID_CONTEXT);
+  /* A destroy needs a current context: the destroyed one, still current here, answers that it is
+   * destroyed; under the revived context the old incarnation's stream and event are refused. */
+  assert_int_equal(t->cuStreamDestroy(x->s), CUDA_ERROR_CONTEXT_IS_DESTROYED);
+  assert_int_equal(t->cuEventDestroy(e), CUDA_ERROR_CONTEXT_IS_DESTROYED);
+  CUcontext revived;
+  CK(t->cuDevicePrimaryCtxRetain(&revived, 0));
   assert_int_equal(t->cuStreamDestroy(x->s), CUDA_ERROR_INVALID_CONTEXT);
+  assert_int_equal(t->cuEventDestroy(e), CUDA_ERROR_INVALID_CONTEXT);
+  CK(t->cuDevicePrimaryCtxRelease(0));
+}
+
+/* Creating and freeing what a context owns needs a current context (the Driver API documents
+ * CUDA_ERROR_INVALID_CONTEXT for each): a drop path that "destroys anyway" after failing to
+ * activate its context is refused, as on the driver, instead of passing quietly. */
+static void test_frees_and_destroys_need_a_current_context(void **state) {
+  fx *x = *state;
+  const t4a_driver_table *t = x->t;
+  CUevent e;
+  CK(t->cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
+  void *host;
+  CK(t->cuMemHostAlloc(&host, 4096, CU_MEMHOSTALLOC_PORTABLE));
+  static char reg[8192] __attribute__((aligned(4096)));
+  CK(t->cuMemHostRegister(reg, sizeof reg, CU_MEMHOSTREGISTER_PORTABLE));
+  CUmodule m = load_kernels(x, (const char *const[]){"k"}, 1);
+  CUdeviceptr d;
+  CK(t->cuMemAlloc(&d, 256));
+  CK(t->cuCtxSetCurrent(NULL));
+  assert_int_equal(t->cuMemFreeHost(host), CUDA_ERROR_INVALID_CONTEXT);
+  assert_int_equal(t->cuEventDestroy(e), CUDA_ERROR_INVALID_CONTEXT);
+  assert_int_equal(t->cuStreamDestroy(x->s), CUDA_ERROR_INVALID_CONTEXT);
+  assert_int_equal(t->cuModuleUnload(m), CUDA_ERROR_INVALID_CONTEXT);
+  assert_int_equal(t->cuMemHostUnregister(reg), CUDA_ERROR_INVALID_CONTEXT);
+  assert_int_equal(t->cuMemFree(d), CUDA_ERROR_INVALID_CONTEXT);
+  CUevent e2;
+  CUstream s2;
+  void *h2;
+  assert_int_equal(t->cuEventCreate(&e2, 0), CUDA_ERROR_INVALID_CONTEXT);
+  assert_int_equal(t->cuStreamCreate(&s2, 0), CUDA_ERROR_INVALID_CONTEXT);
+  assert_int_equal(t->cuMemHostAlloc(&h2, 64, 0), CUDA_ERROR_INVALID_CONTEXT);
+  assert_int_equal(t->cuMemAlloc(&d, 64), CUDA_ERROR_INVALID_CONTEXT);
+  /* Refused, nothing was freed. */
+  t4a_fake_live live;
+  t4a_fake_live_objects(x->fake, &live);
+  assert_int_equal(live.events, 1);
+  assert_int_equal(live.host_allocs, 1);
+  assert_int_equal(live.host_registrations, 1);
+  assert_int_equal(live.modules, 1);
+  assert_int_equal(live.streams, 1);
+  assert_int_equal(live.device_allocs, 1);
+  /* With the context current, each succeeds. */
+  CK(t->cuCtxSetCurrent(x->ctx));
+  CK(t->cuMemFreeHost(host));
+  CK(t->cuEventDestroy(e));
+  CK(t->cuModuleUnload(m));
+  CK(t->cuMemHostUnregister(reg));
+  CK(t->cuMemFree(d));
+  fx_clean(x);
 }
 
 static void test_reset_reclaims(void **state) {
@@ -370,6 +426,8 @@ cmocka_unit_test(test_devices),
 cmocka_unit_test_setup_teardown(test_primary_ctx_refcount_and_stale_handles, setup,
                                       teardown),
 cmocka_unit_test_setup_teardown(test_release_with_live_objects_leaks, setup, teardown),
+cmocka_unit_test_setup_teardown(test_frees_and_destroys_need_a_current_context, setup,
+                                      teardown),
 cmocka_unit_test_setup_teardown(test_reset_reclaims, setup, teardown),
 cmocka_unit_test_setup_teardown(test_current_context_is_per_thread, setup, teardown),
 cmocka_unit_test(test_ctx_limits_and_peer),

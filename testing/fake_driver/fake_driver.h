@@ -50,9 +50,23 @@
  * Rules the fake enforces (some stricter than the real driver, so bugs show up on a CPU):
  *  - Enqueueing calls (copies, fills, launches, stream-ordered alloc/free, event record, stream
  *    wait, graph launch/upload) need a current context, and the stream must belong to it
- *    (CUDA_ERROR_INVALID_CONTEXT otherwise). Syncs, queries and destroys of streams and events
- *    need no current context. NULL / CU_STREAM_LEGACY / CU_STREAM_PER_THREAD name the current
- *    context's default stream, which is an ordinary FIFO (no implicit legacy synchronization).
+ *    (CUDA_ERROR_INVALID_CONTEXT otherwise). NULL / CU_STREAM_LEGACY / CU_STREAM_PER_THREAD name
+ *    the current context's default stream, which is an ordinary FIFO (no implicit legacy
+ *    synchronization).
+ *  - Creating and freeing what a context owns needs a current context, as the Driver API
+ *    documents (cuda.h lists CUDA_ERROR_INVALID_CONTEXT among their results): cuMemAlloc,
+ *    cuMemFree, cuMemHostAlloc, cuMemFreeHost, cuMemHostRegister, cuMemHostUnregister,
+ *    cuMemHostGetDevicePointer, cuStreamCreate*, cuStreamDestroy, cuEventCreate,
+ *    cuEventDestroy, cuModuleLoadData*, cuModuleUnload, cuGraphInstantiateWithFlags. With no
+ *    current context they answer CUDA_ERROR_INVALID_CONTEXT; with a destroyed one current,
+ *    CUDA_ERROR_CONTEXT_IS_DESTROYED. Any usable context will do (t4a's pinned memory is
+ *    portable), though the object's own context must be alive. So a drop path that could not
+ *    activate its context and "destroys anyway" fails here, as it would on the driver; t4a leaks
+ *    and counts instead (requirement A5). Not required (lenient, since t4a always works under
+ *    the object's own context anyway): syncs and queries of streams and events (their handles
+ *    name their context; foreign observations are counted, see below), cuGraphDestroy,
+ *    cuGraphExecDestroy and the cuMemPool* calls (whose documented results do not include
+ *    CUDA_ERROR_INVALID_CONTEXT), and cuPointerGetAttribute.
  *  - Handles are numbers, never pointers; a destroyed object's handle is never reused, so a stale
  *    handle is always detected (INVALID_HANDLE). Primary-context handles are the exception, as
  *    on the real driver: one stable handle per device (see below).

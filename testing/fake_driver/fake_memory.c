@@ -802,7 +802,9 @@ CUresult fk_cuMemHostAlloc(t4a_fake *f, void **pp, size_t bytes, unsigned int fl
 
 CUresult fk_cuMemFreeHost(t4a_fake *f, void *ptr) {
   if (ptr == NULL) return CUDA_ERROR_INVALID_VALUE;
-  CUresult r = fk_current_sticky(f);
+  /* Needs a current context (any: the memory t4a frees is portable), as documented. */
+  fk_ctx *ctx;
+  CUresult r = fk_need_current(f, &ctx);
   if (r != CUDA_SUCCESS) return r;
   r = fk_capture_check_unsafe(f);
   if (r != CUDA_SUCCESS) return r;
@@ -850,7 +852,8 @@ CUresult fk_cuMemHostRegister(t4a_fake *f, void *ptr, size_t bytes, unsigned int
 
 CUresult fk_cuMemHostUnregister(t4a_fake *f, void *ptr) {
   if (ptr == NULL) return CUDA_ERROR_INVALID_VALUE;
-  CUresult r = fk_current_sticky(f);
+  fk_ctx *ctx; /* needs a current context, as documented */
+  CUresult r = fk_need_current(f, &ctx);
   if (r != CUDA_SUCCESS) return r;
   r = fk_capture_check_unsafe(f);
   if (r != CUDA_SUCCESS) return r;

@@ -498,9 +498,12 @@ CUresult fk_cuModuleLoadDataEx(t4a_fake *f, CUmodule *mod, const void *image,
 }
 
 CUresult fk_cuModuleUnload(t4a_fake *f, CUmodule mod) {
+  fk_ctx *cur; /* needs a current context (any), as documented */
+  CUresult r = fk_need_current(f, &cur);
+  if (r != CUDA_SUCCESS) return r;
   fk_module *m = fk_handle_get(f, FK_H(mod), FK_KIND_MODULE);
   if (m == NULL) return CUDA_ERROR_INVALID_HANDLE;
-  CUresult r = fk_ctx_usable(m->ctx);
+  r = fk_ctx_usable(m->ctx);
   if (r != CUDA_SUCCESS) return r;
   /* As measured on the H200: an unload during a capture (this thread's, or a global one) is
    * refused and breaks the capture. */

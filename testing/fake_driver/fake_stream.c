@@ -824,8 +824,11 @@ CUresult fk_cuStreamCreateWithPriority(t4a_fake *f, CUstream *ph, unsigned int f
 
 CUresult fk_cuStreamDestroy(t4a_fake *f, CUstream h) {
   if (is_default_stream_handle(h)) return CUDA_ERROR_INVALID_HANDLE;
+  fk_ctx *cur; /* needs a current context (any), as documented */
+  CUresult r = fk_need_current(f, &cur);
+  if (r != CUDA_SUCCESS) return r;
   fk_stream *s;
-  CUresult r = fk_stream_lookup(f, h, &s);
+  r = fk_stream_lookup(f, h, &s);
   if (r != CUDA_SUCCESS) return r;
   r = fk_ctx_usable(s->ctx);
   if (r != CUDA_SUCCESS) return r;
@@ -1017,8 +1020,11 @@ static CUresult event_lookup(t4a_fake *f, CUevent h, fk_event **out) {
 }
 
 CUresult fk_cuEventDestroy(t4a_fake *f, CUevent h) {
+  fk_ctx *cur; /* needs a current context (any), as documented */
+  CUresult r = fk_need_current(f, &cur);
+  if (r != CUDA_SUCCESS) return r;
   fk_event *e;
-  CUresult r = event_lookup(f, h, &e);
+  r = event_lookup(f, h, &e);
   if (r != CUDA_SUCCESS) return r;
   fk_event_free(f, e);
   return CUDA_SUCCESS;

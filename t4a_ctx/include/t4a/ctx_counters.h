@@ -18,7 +18,7 @@
   X(ctx_holders_destroyed, "primary-context holders destroyed (cuDevicePrimaryCtxRelease)")       \
   X(ctx_release_failures, "primary-context releases that failed (the retain is leaked)")          \
   X(ctx_faults, "devices whose primary context was marked lost by a sticky error")                \
-  X(ctx_current_kept, "final holder releases that left another holder's current context")         \
+  X(ctx_current_kept, "final holder releases that kept the context current (active, or unknown)")  \
   X(streams_created, "lane streams created")                                                      \
   X(streams_destroyed, "lane streams destroyed")                                                  \
   X(streams_leaked, "lane streams leaked because their context could not be activated")           \
