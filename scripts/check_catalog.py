@@ -12,7 +12,8 @@ utilities and fakes. A call is, after comments and string literals are stripped:
     T4A_CU_BYTES(driver, bytes, cuName, ...) (t4a_ctx/driver_table.h);
   - a member call through the table: `d->t.cuName(`, `lib->t.nvrtcName(`, `t->nvrtcName(`.
 A name that is only tested against NULL, or named in a message, is not a call.
-Exit 1 naming each required entry without a caller; runs in the drift lane of scripts/test.sh."""
+Exit 1 naming each required entry without a caller; runs in the drift lane of scripts/test.sh
+(requirement C8: no entry required that is never called)."""
 import os
 import re
 import sys
@@ -22,10 +23,10 @@ sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
 import build_graph  # noqa: E402
 
-# (catalogue header, its X-macro, what each entry's X(...) holds after the name)
+# (catalogue header, its X-macro, what it loads)
 CATALOGUES = [
-    ("t4a_ctx/driver_catalog.h", "T4A_DRIVER_CATALOG"),
-    ("t4a_nvrtc/nvrtc_catalog.h", "T4A_NVRTC_CATALOG"),
+    ("t4a_ctx/driver_catalog.h", "T4A_DRIVER_CATALOG", "a driver"),
+    ("t4a_nvrtc/nvrtc_catalog.h", "T4A_NVRTC_CATALOG", "an NVRTC"),
 ]
 # The T4A_CU macros and the index of the argument that names the entry.
 MACROS = {"T4A_CU": 1, "T4A_CU_QUIET": 1, "T4A_CU_BYTES": 2}
@@ -122,14 +123,14 @@ def main():
         return 1
     found = callers(files)
     problems, summary = [], []
-    for rel, macro in CATALOGUES:
+    for rel, macro, what in CATALOGUES:
         entries = catalogue(rel, macro)
         required = [e for e in entries if e[1] == "REQUIRED"]
         for name, _, line in required:
             if name not in found:
-                problems.append("%s:%d: %s is REQUIRED but no library code calls it (a driver "
+                problems.append("%s:%d: %s is REQUIRED but no library code calls it (%s "
                                 "lacking it would be refused for nothing): make it OPTIONAL, or "
-                                "call it" % (rel, line, name))
+                                "call it" % (rel, line, name, what))
         summary.append("%s: %d entries, %d required, each called" % (rel, len(entries),
                                                                      len(required)))
     for p in problems:
