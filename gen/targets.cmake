@@ -222,6 +222,10 @@ t4a_test(NAME t4a_nvrtc_identity_test
   SRCS t4a_nvrtc/identity_test.c
   LABELS unit
   DEPS t4a_nvrtc_internal t4a_nvrtc t4a_nvrtc_test_support t4a_ctx_status t4a_ext_cmocka t4a_ext_xxhash)
+t4a_test(NAME t4a_nvrtc_identity_cache_test
+  SRCS t4a_nvrtc/identity_cache_test.c
+  LABELS unit
+  DEPS t4a_nvrtc t4a_nvrtc_test_support t4a_ctx_status fake_nvrtc t4a_ext_cmocka)
 t4a_test(NAME t4a_nvrtc_cacheable_test
   SRCS t4a_nvrtc/cacheable_test.c
   LABELS unit

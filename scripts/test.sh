@@ -42,7 +42,8 @@ lane() {
 drift() {
   python3 scripts/gen_cmake.py --check && python3 scripts/check_readme.py &&
     python3 scripts/fuzz_regressions.py --check && python3 scripts/sweep_coverage.py --check &&
-    python3 scripts/check_refs.py && python3 scripts/check_counts.py && python3 scripts/check_cycles.py
+    python3 scripts/check_refs.py && python3 scripts/check_counts.py && python3 scripts/check_cycles.py &&
+    python3 scripts/check_catalog.py
 }
 
 headers() { python3 scripts/check_headers.py; }

@@ -2,7 +2,8 @@
  * close; a real NVRTC compile (CUBIN and PTX) loaded by the fake and launched as a host kernel
  * registered under the same name, round-tripped through upload and download; NVRTC asked for only
  * at the first compile; close from inside the runtime's own raw scope (REENTRY); buffers and
- * modules that outlive their runtime; the stats JSON (parsed, every counter name present, the
+ * modules that outlive their runtime; two runtimes on one ordinal, each with its own CUmemoryPool
+ * and its own pool figures; the stats JSON (parsed, every counter name present, the
  * size asked back when the buffer is too small); and failure sweeps over open/close and over a
  * whole use of the runtime (every driver call, host allocations, lock inits, copy threads) with
  * exact accounting of what the fake still holds. */
@@ -1133,6 +1134,135 @@ static void test_launch_calibration(void **state) {
   CK(t4a_runtime_close(plain));
 }
 
+/* ---- two runtimes on one ordinal ---- */
+
+/* The CUmemoryPools the driver made and the pool each pool allocation came from, recorded by
+ * wrapping the fake's entries (the fixture's wrap_table). */
+enum { MAX_RECORDED = 256 };
+static struct {
+  PFN_cuMemPoolCreate_v11020 create;
+  PFN_cuMemAllocFromPoolAsync_v11020 alloc;
+  CUmemoryPool pools[MAX_RECORDED];
+  size_t num_pools;
+  CUmemoryPool alloc_pool[MAX_RECORDED];
+  size_t num_allocs;
+} g_rec;
+
+static CUresult rec_pool_create(CUmemoryPool *pool, const CUmemPoolProps *props) {
+  CUresult r = g_rec.create(pool, props);
+  if (r == CUDA_SUCCESS && g_rec.num_pools < MAX_RECORDED) g_rec.pools[g_rec.num_pools++] = *pool;
+  return r;
+}
+
+static CUresult rec_alloc(CUdeviceptr *ptr, size_t bytes, CUmemoryPool pool, CUstream s) {
+  CUresult r = g_rec.alloc(ptr, bytes, pool, s);
+  if (r == CUDA_SUCCESS && g_rec.num_allocs < MAX_RECORDED) {
+    g_rec.alloc_pool[g_rec.num_allocs++] = pool;
+  }
+  return r;
+}
+
+static void record_pools(t4a_driver_table *t) {
+  memset(&g_rec, 0, sizeof g_rec);
+  g_rec.create = t->cuMemPoolCreate;
+  g_rec.alloc = t->cuMemAllocFromPoolAsync;
+  t->cuMemPoolCreate = rec_pool_create;
+  t->cuMemAllocFromPoolAsync = rec_alloc;
+}
+
+static int setup_recording(void **state) {
+  t4a_fixture_options o = t4a_fixture_defaults();
+  o.fake.num_devices = 1;
+  o.stacks = 0;
+  o.wrap_table = record_pools;
+  o.wrapped_name = "recording pools";
+  return t4a_fixture_setup(state, &o);
+}
+
+/* A buffer of `bytes` from rt; *pool: the CUmemoryPool of the driver allocation it took, or NULL
+ * when the runtime's reuse cache served it (no driver allocation). */
+static t4a_buffer *buffer_from(t4a_runtime *rt, size_t bytes, CUmemoryPool *pool) {
+  size_t before = g_rec.num_allocs;
+  t4a_buffer *b = NULL;
+  CK(t4a_runtime_buffer(rt, bytes, &b));
+  assert_true(g_rec.num_allocs <= before + 1);
+  *pool = g_rec.num_allocs > before ? g_rec.alloc_pool[before] : NULL;
+  return b;
+}
+
+/* Two runtimes on one ordinal: each has its own t4a pool over its own CUmemoryPool, allocates
+ * from it, and counts its own pool figures (t4a_mem_pool_stats) and reuse counters
+ * (t4a_runtime_stats): a block one runtime released is never handed to the other. */
+static void test_two_runtimes_on_one_ordinal_own_their_pools(void **state) {
+  fixture *f = *state;
+  size_t pools0 = g_rec.num_pools;
+  t4a_runtime *a = open_rt(f);
+  assert_int_equal(g_rec.num_pools, pools0 + 1);
+  t4a_runtime *b = open_rt(f);
+  assert_int_equal(g_rec.num_pools, pools0 + 2);
+  CUmemoryPool pool_a = g_rec.pools[pools0], pool_b = g_rec.pools[pools0 + 1];
+  assert_int_equal(t4a_runtime_ordinal(a), t4a_runtime_ordinal(b));
+  assert_ptr_not_equal(t4a_runtime_lane(a), t4a_runtime_lane(b));
+  assert_ptr_not_equal(t4a_runtime_pool(a), t4a_runtime_pool(b));
+  assert_true(pool_a != NULL && pool_b != NULL && pool_a != pool_b);
+  t4a_fake_live l;
+  t4a_fake_live_objects(f->fake, &l);
+  assert_int_equal(l.pools, 2);
+
+  t4a_counter_values va0, vb0, va, vb;
+  t4a_runtime_stats(a, &va0);
+  t4a_runtime_stats(b, &vb0);
+  CUmemoryPool got = NULL;
+  t4a_buffer *xa = buffer_from(a, 8192, &got);
+  assert_true(got == pool_a);
+  t4a_buffer *xb = buffer_from(b, 8192, &got);
+  assert_true(got == pool_b);
+
+  /* A's released block waits in A's cache, and A's figures alone say so. */
+  t4a_buffer_release(xa);
+  struct t4a_mem_pool_stats sa, sb;
+  t4a_mem_pool_stats(t4a_runtime_pool(a), &sa);
+  t4a_mem_pool_stats(t4a_runtime_pool(b), &sb);
+  assert_int_equal(sa.cached_blocks, 1);
+  assert_true(sa.cached_bytes >= 8192);
+  assert_int_equal(sb.cached_blocks, 0);
+  assert_int_equal(sb.cached_bytes, 0);
+  t4a_runtime_stats(a, &va);
+  t4a_runtime_stats(b, &vb);
+  assert_int_equal(va.reuse_cached - va0.reuse_cached, 1);
+  assert_int_equal(vb.reuse_cached - vb0.reuse_cached, 0);
+
+  /* B asks for the same size: a new block from B's own CUmemoryPool, not A's cached one. */
+  t4a_buffer *yb = buffer_from(b, 8192, &got);
+  assert_true(got == pool_b);
+  t4a_mem_pool_stats(t4a_runtime_pool(a), &sa);
+  assert_int_equal(sa.cached_blocks, 1);
+  t4a_runtime_stats(b, &vb);
+  assert_int_equal(vb.reuse_hits - vb0.reuse_hits, 0);
+  assert_int_equal(vb.reuse_misses - vb0.reuse_misses, 2);
+  assert_int_equal(vb.device_allocs - vb0.device_allocs, 2);
+  /* A asks for it: its own cached block, no driver allocation. */
+  t4a_buffer *ya = buffer_from(a, 8192, &got);
+  assert_null(got);
+  t4a_mem_pool_stats(t4a_runtime_pool(a), &sa);
+  assert_int_equal(sa.cached_blocks, 0);
+  t4a_runtime_stats(a, &va);
+  assert_int_equal(va.reuse_hits - va0.reuse_hits, 1);
+  assert_int_equal(va.device_allocs - va0.device_allocs, 1);
+
+  t4a_buffer_release(ya);
+  t4a_buffer_release(xb);
+  t4a_buffer_release(yb);
+  t4a_mem_pool_stats(t4a_runtime_pool(a), &sa);
+  t4a_mem_pool_stats(t4a_runtime_pool(b), &sb);
+  assert_int_equal(sa.cached_blocks, 1);
+  assert_int_equal(sb.cached_blocks, 2);
+  CK(t4a_runtime_close(b));
+  CK(t4a_runtime_close(a));
+  t4a_fake_live_objects(f->fake, &l);
+  assert_int_equal(l.pools, 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_open_accessors_close, setup, teardown),
@@ -1153,6 +1283,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_nvrtc_missing_only_at_compile, setup, teardown),
       cmocka_unit_test_setup_teardown(test_stats_json, setup, teardown),
       cmocka_unit_test_setup_teardown(test_launch_calibration, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_two_runtimes_on_one_ordinal_own_their_pools,
+                                      setup_recording, teardown),
       cmocka_unit_test_setup_teardown(test_open_close_sweep, setup, teardown_counted),
       cmocka_unit_test_setup_teardown(test_use_sweep, setup_leaky, teardown_counted),
   };

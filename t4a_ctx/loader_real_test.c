@@ -97,13 +97,32 @@ static void test_missing_optional_entry_is_a_capability(void **state) {
 
 static void test_entry_needing_newer_driver(void **state) {
   (void)state;
-  setenv("T4A_FAKE_LIBCUDA_TOO_OLD", "cuLaunchKernelEx", 1);
+  setenv("T4A_FAKE_LIBCUDA_TOO_OLD", "cuGraphExecUpdate", 1);
   t4a_driver *d = NULL;
   assert_int_equal(open_it(&d), T4A_DRIVER_TOO_OLD);
   t4a_error e;
   t4a_error_last(&e);
-  assert_string_equal(e.entry, "cuLaunchKernelEx");
-  assert_non_null(strstr(e.message, "11060"));
+  assert_string_equal(e.entry, "cuGraphExecUpdate");
+  assert_non_null(strstr(e.message, "12000"));
+}
+
+/* An entry no library code calls is optional (required means used): a driver without it, or
+ * with only an older version of it, opens with the slot NULL. */
+static void test_missing_unused_entry_opens(void **state) {
+  (void)state;
+  setenv("T4A_FAKE_LIBCUDA_MISSING", "cuMemAlloc", 1);
+  t4a_driver *d = NULL;
+  assert_int_equal(open_it(&d), T4A_OK);
+  assert_null(d->t.cuMemAlloc);
+  assert_non_null(d->t.cuMemAllocFromPoolAsync);
+  t4a_driver_release(d);
+  unsetenv("T4A_FAKE_LIBCUDA_MISSING");
+  setenv("T4A_FAKE_LIBCUDA_TOO_OLD", "cuLaunchKernelEx", 1);
+  d = NULL;
+  assert_int_equal(open_it(&d), T4A_OK);
+  assert_null(d->t.cuLaunchKernelEx);
+  assert_non_null(d->t.cuLaunchKernel);
+  t4a_driver_release(d);
 }
 
 static void test_old_driver_version(void **state) {
@@ -164,6 +183,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_setup(test_missing_required_entry, setup),
       cmocka_unit_test_setup(test_missing_optional_entry_is_a_capability, setup),
       cmocka_unit_test_setup(test_entry_needing_newer_driver, setup),
+      cmocka_unit_test_setup(test_missing_unused_entry_opens, setup),
       cmocka_unit_test_setup(test_old_driver_version, setup),
       cmocka_unit_test_setup(test_stub_library_is_named, setup),
       cmocka_unit_test_setup(test_toolkit_stub, setup),

@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -88,12 +89,33 @@ static void test_default_driver_outcome_is_stable(void **state) {
   t4a_driver_release(b);
 }
 
+/* The optional entries: the two capabilities, and the entries no library code calls yet (required
+ * means used: scripts/check_catalog.py; the fake and the tests may call them). */
+static const char *const k_optional[] = {
+    "cuFuncGetParamInfo", "cuStreamGetCaptureInfo", "cuCtxSynchronize",  "cuCtxGetDevice",
+    "cuStreamCreate",     "cuStreamGetCtx",         "cuStreamGetFlags",  "cuEventElapsedTime",
+    "cuMemAllocAsync",    "cuMemAlloc",             "cuMemFree",         "cuMemsetD32Async",
+    "cuMemcpyPeerAsync",  "cuMemcpyAsync",          "cuPointerGetAttribute", "cuModuleLoadData",
+    "cuLaunchKernelEx",   "cuGraphGetNodes",
+};
+enum { NUM_OPTIONAL = sizeof k_optional / sizeof k_optional[0] };
+
+static int listed_optional(const char *name) {
+  for (size_t i = 0; i < NUM_OPTIONAL; i++) {
+    if (strcmp(k_optional[i], name) == 0) return 1;
+  }
+  return 0;
+}
+
 static void test_catalogue(void **state) {
   (void)state;
   assert_true(t4a_driver_entry_count > 80);
   int optional = 0;
   for (size_t i = 0; i < t4a_driver_entry_count; i++) {
     const t4a_driver_entry_info *e = &t4a_driver_entries[i];
+    if (e->required == listed_optional(e->name)) {
+      fail_msg("%s is %s in the catalogue", e->name, e->required ? "REQUIRED" : "OPTIONAL");
+    }
     assert_true(strncmp(e->name, "cu", 2) == 0);
     assert_true(e->version >= 2000 && e->version <= T4A_DRIVER_MIN_VERSION + 100);
     for (size_t j = 0; j < i; j++) assert_string_not_equal(e->name, t4a_driver_entries[j].name);
@@ -109,7 +131,7 @@ static void test_catalogue(void **state) {
       assert_int_equal(e->version, 12030);
     }
   }
-  assert_int_equal(optional, 2);
+  assert_int_equal(optional, NUM_OPTIONAL);
 }
 
 static void test_fake_table_resolves_every_entry(void **state) {
@@ -150,6 +172,47 @@ static void test_table_missing_required_entry(void **state) {
   t.cuFuncGetParamInfo = NULL;
   assert_int_equal(t4a_driver_create_from_table(&t, "no-param-info", NULL, NULL, &d), T4A_OK);
   assert_false(t4a_driver_caps(d) & T4A_DRIVER_CAP_FUNC_PARAM_INFO);
+  t4a_driver_release(d);
+  t4a_fake_destroy(fake);
+}
+
+/* Every required entry refuses the load when missing, naming itself and its version; every
+ * optional one (the entries no library code calls among them: cuMemAlloc, cuLaunchKernelEx...)
+ * lets the driver open, and so does a table lacking all of them at once. */
+static void test_each_entry_missing(void **state) {
+  (void)state;
+  t4a_fake *fake = NULL;
+  assert_int_equal(t4a_fake_create(NULL, &fake), T4A_OK);
+  int required = 0;
+  t4a_driver_table none = *t4a_fake_table(fake);
+  for (size_t i = 0; i < t4a_driver_entry_count; i++) {
+    const t4a_driver_entry_info *ei = &t4a_driver_entries[i];
+    t4a_driver_table t = *t4a_fake_table(fake);
+    *(void **)((char *)&t + ei->offset) = NULL;
+    t4a_driver *d = (t4a_driver *)1;
+    t4a_status st = t4a_driver_create_from_table(&t, "partial", NULL, NULL, &d);
+    if (ei->required) {
+      required++;
+      if (st != T4A_DRIVER_SYMBOL_MISSING) fail_msg("a driver lacking %s opened", ei->name);
+      assert_null(d);
+      t4a_error e;
+      t4a_error_last(&e);
+      assert_string_equal(e.entry, ei->name);
+      char version[16];
+      snprintf(version, sizeof version, "%d", ei->version);
+      assert_non_null(strstr(e.message, version));
+    } else {
+      if (st != T4A_OK) fail_msg("a driver lacking the optional %s was refused", ei->name);
+      t4a_driver_release(d);
+      *(void **)((char *)&none + ei->offset) = NULL;
+    }
+  }
+  assert_int_equal(required, (int)t4a_driver_entry_count - NUM_OPTIONAL);
+  t4a_driver *d = NULL;
+  assert_int_equal(t4a_driver_create_from_table(&none, "no-optional", NULL, NULL, &d), T4A_OK);
+  assert_int_equal(t4a_driver_caps(d), 0);
+  assert_null(d->t.cuMemAlloc);
+  assert_null(d->t.cuLaunchKernelEx);
   t4a_driver_release(d);
   t4a_fake_destroy(fake);
 }
@@ -262,6 +325,7 @@ int main(void) {
       cmocka_unit_test(test_catalogue),
       cmocka_unit_test(test_fake_table_resolves_every_entry),
       cmocka_unit_test(test_table_missing_required_entry),
+      cmocka_unit_test(test_each_entry_missing),
       cmocka_unit_test(test_too_old_driver),
       cmocka_unit_test(test_init_failure_is_typed),
       cmocka_unit_test(test_result_mapping),

@@ -1,6 +1,7 @@
 /* The NVRTC entry-point catalogue. X(name, need): REQUIRED entries must resolve or the load is
- * refused; OPTIONAL ones become capabilities. Signatures come from nvrtc.h itself (the slot type
- * is a pointer to the declared function's type; nothing is linked). */
+ * refused; OPTIONAL ones become capabilities. Required means used: every REQUIRED entry has a
+ * caller in library code (scripts/check_catalog.py, drift lane). Signatures come from nvrtc.h
+ * itself (the slot type is a pointer to the declared function's type; nothing is linked). */
 #ifndef T4A_NVRTC_NVRTC_CATALOG_H_
 #define T4A_NVRTC_NVRTC_CATALOG_H_
 

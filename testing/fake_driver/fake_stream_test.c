@@ -574,7 +574,7 @@ static void test_stream_get_flags(void **state) {
     if (strcmp(t4a_driver_entries[i].name, "cuStreamGetFlags") != 0) continue;
     listed = 1;
     assert_int_equal(t4a_driver_entries[i].version, 5050);
-    assert_true(t4a_driver_entries[i].required);
+    assert_false(t4a_driver_entries[i].required); /* no library code calls it yet */
   }
   assert_true(listed);
   unsigned fl = 99;

@@ -30,6 +30,9 @@ static int g_armed;
 static long g_skip, g_count, g_injected, g_compiles, g_live;
 static int g_result;
 static unsigned g_delay_us;
+static int g_major = 13, g_minor = 0; /* what nvrtcVersion reports (the latest open's) */
+/* Serialises opens, so that each lib reads the version its own open set. */
+static pthread_mutex_t g_open_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static nvrtcResult injected(const char *entry) {
   nvrtcResult r = NVRTC_SUCCESS;
@@ -101,8 +104,10 @@ static const char *f_nvrtcGetErrorString(nvrtcResult r) {
 static nvrtcResult f_nvrtcVersion(int *major, int *minor) {
   INJECT(nvrtcVersion);
   if (major == NULL || minor == NULL) return NVRTC_ERROR_INVALID_INPUT;
-  *major = 13;
-  *minor = 0;
+  pthread_mutex_lock(&g_lock);
+  *major = g_major;
+  *minor = g_minor;
+  pthread_mutex_unlock(&g_lock);
   return NVRTC_SUCCESS;
 }
 
@@ -264,6 +269,16 @@ static nvrtcResult f_nvrtcGetLoweredName(nvrtcProgram prog, const char *expr,
 }
 
 t4a_status t4a_fake_nvrtc_open(t4a_nvrtc_lib **out) {
+  return t4a_fake_nvrtc_open_as(13, 0, "fake-nvrtc-13.0", out);
+}
+
+t4a_status t4a_fake_nvrtc_open_as(int major, int minor, const char *build_identity,
+                                  t4a_nvrtc_lib **out) {
+  char fallback[64];
+  if (build_identity == NULL) {
+    snprintf(fallback, sizeof fallback, "fake-nvrtc-%d.%d", major, minor);
+    build_identity = fallback;
+  }
   t4a_nvrtc_table t;
   memset(&t, 0, sizeof t);
   t.nvrtcGetErrorString = f_nvrtcGetErrorString;
@@ -277,5 +292,12 @@ t4a_status t4a_fake_nvrtc_open(t4a_nvrtc_lib **out) {
   t.nvrtcGetProgramLog = f_nvrtcGetProgramLog;
   t.nvrtcAddNameExpression = f_nvrtcAddNameExpression;
   t.nvrtcGetLoweredName = f_nvrtcGetLoweredName;
-  return t4a_nvrtc_lib_create_from_table(&t, "fake NVRTC", "fake-nvrtc-13.0", out);
+  pthread_mutex_lock(&g_open_lock);
+  pthread_mutex_lock(&g_lock);
+  g_major = major;
+  g_minor = minor;
+  pthread_mutex_unlock(&g_lock);
+  t4a_status st = t4a_nvrtc_lib_create_from_table(&t, "fake NVRTC", build_identity, out);
+  pthread_mutex_unlock(&g_open_lock);
+  return st;
 }

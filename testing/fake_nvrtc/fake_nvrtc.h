@@ -2,7 +2,8 @@
  * linked into a library).
  *
  * t4a_fake_nvrtc_open() returns a t4a_nvrtc_lib built (t4a_nvrtc_lib_create_from_table) from a
- * table of host functions that "compile" in microseconds: version 13.0, PTX output only (the
+ * table of host functions that "compile" in microseconds: version 13.0 and build identity
+ * "fake-nvrtc-13.0" (t4a_fake_nvrtc_open_as: any other), PTX output only (the
  * CUBIN, LTO-IR, PCH and architecture slots are left NULL). A compile writes PTX that the fake
  * driver loads: one `.visible .entry NAME()` per `__global__ void NAME` in the source. A source
  * containing "#error" fails with NVRTC_ERROR_COMPILATION and a one-line log. Name expressions
@@ -25,6 +26,12 @@ extern "C" {
 
 /* Statuses as t4a_nvrtc_lib_create_from_table (and an injected failure's). */
 T4A_MUST_USE t4a_status t4a_fake_nvrtc_open(t4a_nvrtc_lib **out);
+/* The same fake as another NVRTC: nvrtcVersion reports major.minor and the lib's build identity
+ * is `build_identity` (NULL: "fake-nvrtc-MAJOR.MINOR"), so artifacts of one identity are misses
+ * for another. t4a reads the version once, at open; a later nvrtcVersion call answers the latest
+ * open's version (opens are serialised). */
+T4A_MUST_USE t4a_status t4a_fake_nvrtc_open_as(int major, int minor, const char *build_identity,
+                                               t4a_nvrtc_lib **out);
 
 void t4a_fake_nvrtc_inject(const char *entry, long skip, long count, int result);
 void t4a_fake_nvrtc_clear_injections(void);
