@@ -291,13 +291,14 @@ static t4a_status raw_module_body(t4a_raw_scope *scope, void *user) {
 
 /* ---- the operations ---- */
 
+enum {
+#define K_SUM_(name, w) +(w)
+  K_TOTAL_WEIGHT = 0 SOAK_KINDS(K_SUM_)
+#undef K_SUM_
+};
+
 static int pick_kind(uint64_t *s) {
-  static int total = 0;
-  if (total == 0) {
-    int t = 0;
-    for (int k = 0; k < K_COUNT; k++) t += k_kind_weight[k];
-    total = t; /* same value from every thread */
-  }
+  const int total = K_TOTAL_WEIGHT;
   int r = (int)(next(s) % (uint64_t)total);
   for (int k = 0; k < K_COUNT; k++) {
     if (r < k_kind_weight[k]) return k;
@@ -698,7 +699,8 @@ static int open_driver_and_nvrtc(void) {
       failure("driver_open", st);
       return 0;
     }
-    if (!OK("nvrtc_lib_open", t4a_nvrtc_lib_open(NULL, &g.nvrtc))) return 0;
+    t4a_nvrtc_lib_options no = T4A_NVRTC_LIB_OPTIONS_INIT;
+    if (!OK("nvrtc_lib_open", t4a_nvrtc_lib_open(&no, &g.nvrtc))) return 0;
   }
   return OK("nvrtc_cache_create", t4a_nvrtc_cache_create(g.nvrtc, NULL, &g.cache));
 }
