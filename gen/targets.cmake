@@ -400,7 +400,7 @@ t4a_library(NAME testing_lsan_nvrtc_suppressions
 t4a_binary(NAME soak
   SRCS testing/soak/soak.c
   OUTPUT_NAME soak
-  DEPS t4a t4a_ctx_seam fake_driver fake_nvrtc fixture testing_fixture_host_kernels t4a_ext_cuda_headers Threads::Threads)
+  DEPS t4a t4a_ctx_seam fake_driver fake_nvrtc fixture testing_fixture_host_kernels testing_fixture_leaks t4a_ext_cuda_headers Threads::Threads)
 t4a_sh_test(NAME testing_soak_soak_fake_test
   SCRIPT testing/soak/soak_fake_test.sh
   LABELS unit

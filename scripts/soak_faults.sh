@@ -10,23 +10,29 @@
 # with PASS (0 mismatches, 0 unbalanced counters, its free-memory check included): another
 # process's fault does not reach it. Logs: ${T4A_SOAK_LOG:-.gpu/soak-faults}.{soak,fault-N}.log.
 # Exit 0 when the soak passed and every faulting process reported the fault as it should.
+# A dry run of this script on the CPU machine: T4A_SOAK_BIN=build/gcc/soak T4A_SOAK_ARGS=--fake
+# (each process then has its own fake driver: it checks the script and the fault mode, not the
+# isolation).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-300}
 faults=${2:-5}
 out=.gpu
 log=${T4A_SOAK_LOG:-$out/soak-faults}
-[ -x "$out/soak" ] || { echo "soak_faults: $out/soak missing: run scripts/gpu-test.sh first" >&2; exit 2; }
+soak=${T4A_SOAK_BIN:-$out/soak}
+read -r -a extra <<< "${T4A_SOAK_ARGS:-}"
+[ -x "$soak" ] || { echo "soak_faults: $soak missing: run scripts/gpu-test.sh first" >&2; exit 2; }
+mkdir -p "$(dirname "$log")"
 export LD_LIBRARY_PATH="$PWD/$out${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
-"$out/soak" --threads 16 --runtimes-per-device 2 --seconds "$secs" --seed 20 > "$log.soak.log" 2>&1 &
+"$soak" "${extra[@]}" --threads 16 --runtimes-per-device 2 --seconds "$secs" --seed 20 > "$log.soak.log" 2>&1 &
 soak_pid=$!
 bad=0
 gap=$((secs * 2 / 3 / (faults + 1)))
 [ $gap -ge 1 ] || gap=1
 for i in $(seq 1 "$faults"); do
   sleep "$gap"
-  if "$out/soak" --fault > "$log.fault-$i.log" 2>&1; then
+  if "$soak" "${extra[@]}" --fault > "$log.fault-$i.log" 2>&1; then
     echo "fault $i: $(tail -1 "$log.fault-$i.log")"
   else
     echo "fault $i: FAIL (exit $?): $(tail -1 "$log.fault-$i.log")"
