@@ -401,6 +401,14 @@ t4a_library(NAME testing_gpu_kernels
   HDRS testing/gpu/kernels_ptx.h)
 t4a_library(NAME testing_lsan_nvrtc_suppressions
   HDRS testing/lsan/nvrtc_suppressions.h)
+t4a_binary(NAME soak
+  SRCS testing/soak/soak.c
+  OUTPUT_NAME soak
+  DEPS t4a t4a_ctx_seam fake_driver fake_nvrtc fixture testing_fixture_host_kernels testing_fixture_leaks t4a_ext_cuda_headers Threads::Threads)
+t4a_sh_test(NAME testing_soak_soak_fake_test
+  SCRIPT testing/soak/soak_fake_test.sh
+  LABELS unit
+  DATA soak)
 t4a_library(NAME sweep
   SRCS testing/sweep/sweep.c
   HDRS testing/sweep/sweep.h
