@@ -72,11 +72,6 @@ static void unpin_descriptors(const chain_node *nodes, uint32_t n) {
   for (uint32_t i = 0; i < n; i++) nodes[i].d->chain_nodes--;
 }
 
-static void release_items(t4a_keepalive *items, size_t n) {
-  for (size_t i = 0; i < n; i++) items[i].release(items[i].object);
-  free(items);
-}
-
 static void note_fire(t4a_launch_table *t, t4a_launch_desc_ *d) {
   t4a_chain_rec_ *rec = t->rec;
   if (rec == NULL || rec->failed != T4A_OK) return;
@@ -140,7 +135,7 @@ static void core_unref(void *p) {
    * launches of the executable graph before freeing it anyway. */
   t4a_launch_destroy_native_(k->lane, k->graph, k->exec);
   free(k->nodes);
-  release_items(k->items, k->count);
+  t4a_launch_release_kept_(k->lane, k->items, k->count);
   t4a_lane_release(k->lane);
   free(k);
   t4a_error_restore(&saved);
@@ -217,7 +212,8 @@ static void drop_release(t4a_lane *lane, dropped *drop) {
   t4a_error saved;
   t4a_error_last(&saved);
   if (drop->graph != NULL) t4a_launch_destroy_native_(lane, drop->graph, NULL);
-  release_items(drop->items, drop->count); /* never instantiated: that work cannot run */
+  /* never instantiated: that work cannot run */
+  t4a_launch_release_kept_(lane, drop->items, drop->count);
   rec_free(drop->rec);
   t4a_error_restore(&saved);
 }

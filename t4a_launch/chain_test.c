@@ -170,6 +170,11 @@ static void test_keepalives_after_the_caller_released(void **state) {
   assert_int_equal(calls(f, "cuModuleUnload"), 1);
   assert_int_equal(calls(f, "cuMemFreeAsync"), 3); /* a, b, b2 */
   assert_int_equal(t4a_fake_ordering_violations(f->fake), 0);
+  /* The keepalives the recording took are counted released when the chain's graph goes. */
+  t4a_counter_values v;
+  t4a_lane_stats(f->lane, &v);
+  assert_true(v.keepalives_held > 0);
+  assert_int_equal(v.keepalives_released, v.keepalives_held);
   t4a_buffer_release(o);
   t4a_buffer_release(o2);
 }

@@ -34,9 +34,10 @@ struct t4a_graph {
   version *current; /* a reference */
 };
 
-static void release_items(t4a_keepalive *items, size_t n) {
+void t4a_launch_release_kept_(t4a_lane *lane, t4a_keepalive *items, size_t n) {
   for (size_t i = 0; i < n; i++) items[i].release(items[i].object);
   free(items);
+  if (n > 0) t4a_counter_add(t4a_lane_counters(lane), T4A_COUNTER_keepalives_released, n);
 }
 
 /* An executable graph whose destruction waits for the end of a capture of its lane. */
@@ -105,7 +106,7 @@ static void version_unref(void *p) {
   t4a_error_last(&saved);
   t4a_launch_destroy_native_(v->lane, v->graph, NULL);
   /* Every replay of this version completed (each held a reference): its work is done. */
-  release_items(v->items, v->count);
+  t4a_launch_release_kept_(v->lane, v->items, v->count);
   t4a_lane_release(v->lane);
   free(v);
   t4a_error_restore(&saved);
@@ -123,7 +124,8 @@ static t4a_status end_capture(t4a_retire *retire, version **out) {
   if (v == NULL) {
     t4a_lane *lane = t4a_retire_lane(retire);
     t4a_launch_destroy_native_(lane, (CUgraph)graph, NULL);
-    release_items(items, count); /* never instantiated: the captured work cannot run */
+    /* never instantiated: the captured work cannot run */
+    t4a_launch_release_kept_(lane, items, count);
     return T4A_HOST_OUT_OF_MEMORY;
   }
   atomic_init(&v->refs, 1);

@@ -118,6 +118,8 @@ static void test_capture_replay_keeps_buffers(void **state) {
   CK(t4a_retire_wait(f->retire)); /* that epoch retires: A and B are freed now */
   t4a_fake_progress(f->fake);
   assert_int_equal(t4a_fake_calls(f->fake, "cuMemFreeAsync"), frees + 2);
+  /* The captured keepalives are counted released with the graph's version. */
+  assert_int_equal(counters(f).keepalives_released, counters(f).keepalives_held);
   t4a_buffer_release(out);
   t4a_slot_release(g_slots, slot);
 }

@@ -235,6 +235,9 @@ static inline int t4a_launch_store_arg_(unsigned char *dst, const void *src, uin
  * the end of a capture of the lane for an executable graph; what cannot be destroyed is leaked
  * and counted. The driver finishes queued launches of an executable graph before freeing it. */
 void t4a_launch_destroy_native_(t4a_lane *lane, CUgraph graph, CUgraphExec exec);
+/* Releases the keepalives a capture handed over (t4a_retire_capture_end; the retire counted them
+ * held), frees the array and counts them released on the lane, as the retire does for an epoch. */
+void t4a_launch_release_kept_(t4a_lane *lane, t4a_keepalive *items, size_t n);
 
 /* t4a_module_release with a void * argument, for keepalive lists. */
 void t4a_module_release_object_(void *module);

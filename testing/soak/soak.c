@@ -17,8 +17,8 @@
  *
  * At the end, per runtime, after the slots were released, the chains destroyed, the descriptors
  * unregistered and the lane synchronised and trimmed: device_allocs = device_frees + cached
- * blocks + buffers_leaked (with 0 leaks), keepalives_held = keepalives_released + the keepalives
- * the chain recordings handed to their graphs, host_waits <= the waits the soak's calls asked
+ * blocks + buffers_leaked (with 0 leaks), keepalives_held = keepalives_released (those the chain
+ * recordings handed to their graphs included), host_waits <= the waits the soak's calls asked
  * for (downloads, syncs, trims, staging waits: a call may find its work done and not wait), bytes
  * uploaded and downloaded as the soak counted, raw scopes and chain replays as counted, nothing
  * quarantined; the shared cache compiled each distinct source once; a quiet phase on one thread
@@ -947,11 +947,11 @@ int main(int argc, char **argv) {
     BALANCE(c.buffers_leaked == 0 && c.leaked == 0 && c.quarantined == 0 && c.pools_leaked == 0,
             "runtime %d: leaked %" PRIu64 " buffers, %" PRIu64 " objects, %" PRIu64 " quarantined",
             r, c.buffers_leaked, c.leaked, c.quarantined);
-    /* a keepalive taken during a recording goes to the chain's graph, which drops it at destroy
-     * without counting it released: held = released + what the recordings took */
-    BALANCE(c.keepalives_held == c.keepalives_released + g.graph_keepalives[r],
-            "runtime %d: keepalives held %" PRIu64 " != released %" PRIu64 " + %" PRIu64
-            " handed to chains",
+    /* a keepalive taken during a recording goes to the chain's graph, which counts it released
+     * when the graph is destroyed (the chains are destroyed by now) */
+    BALANCE(c.keepalives_held == c.keepalives_released,
+            "runtime %d: keepalives held %" PRIu64 " != released %" PRIu64 " (%" PRIu64
+            " handed to chains)",
             r, c.keepalives_held, c.keepalives_released, g.graph_keepalives[r]);
     uint64_t waits = c.host_waits - base[r].host_waits;
     uint64_t staging = c.staging_waits - base[r].staging_waits;
