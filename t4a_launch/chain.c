@@ -529,7 +529,8 @@ void t4a_chain_destroy(t4a_chain *c) {
   if (t4a_retire_lock_would_invert_(t->retire)) {
     /* Inside an admission of the runtime (a raw scope's callback), or of one ordered after it:
      * the table's lock could deadlock against a fire waiting for that admission, and the
-     * hand-over of the buffers needs an admission of its own. The chain is kept for good (counted), as REENTRY would leave it. */
+     * hand-over of the buffers needs an admission of its own. The chain is kept for good
+     * (counted), as REENTRY would leave it. */
     t4a_counter_add(t4a_lane_counters(t4a_retire_lane(t->retire)), T4A_COUNTER_leaked, 1);
     return;
   }

@@ -10,8 +10,9 @@
  *   1. Checks the arguments: every binding names a live buffer of this retire's lane (another
  *      domain is T4A_FOREIGN_HANDLE) and a known access.
  *   2. Takes one admission on the retire (t4a/retire.h): the lane's operation lock (re-entry from
- *      the thread that holds it, or out of lock order, is T4A_REENTRY), the lane check (T4A_LANE_BROKEN), the lane's
- *      context made current, room reserved for one keepalive per bound buffer.
+ *      the thread that holds it, or out of lock order, is T4A_REENTRY), the lane check
+ *      (T4A_LANE_BROKEN), the lane's context made current, room reserved for one keepalive per
+ *      bound buffer.
  *   3. Runs fn(scope, user). Inside fn, and only there, the native handles are available:
  *      t4a_raw_context, t4a_raw_stream, t4a_raw_device_ordinal and t4a_raw_devptr (bound
  *      buffers only; a WRITE address only for a writable binding). Work must be enqueued on
