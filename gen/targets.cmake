@@ -44,7 +44,7 @@ t4a_library(NAME t4a
   INCLUDE_DIR t4a/include
   INSTALL t4a
   DEPS t4a_raw t4a_xfer t4a_launch t4a_nvrtc t4a_mem t4a_retire t4a_ctx t4a_ctx_status Threads::Threads
-  BUILD_DEPS t4a_mem_mem_internal t4a_ctx_status_internal)
+  BUILD_DEPS t4a_mem_mem_internal t4a_ctx_status_internal t4a_retire_retire_internal)
 t4a_test(NAME t4a_t4a_facade_test
   SRCS t4a/t4a_facade_test.c
   LABELS unit
@@ -251,7 +251,7 @@ t4a_library(NAME t4a_raw
   INCLUDE_DIR t4a_raw/include
   INSTALL raw
   DEPS t4a_mem t4a_retire t4a_ctx t4a_ctx_status
-  BUILD_DEPS t4a_mem_mem_internal t4a_ctx_status_internal t4a_ctx_seam)
+  BUILD_DEPS t4a_mem_mem_internal t4a_ctx_status_internal t4a_retire_retire_internal t4a_ctx_seam)
 t4a_test(NAME t4a_raw_raw_test
   SRCS t4a_raw/raw_test.c
   LABELS unit

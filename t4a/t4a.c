@@ -2,6 +2,7 @@
 #include "t4a/t4a.h"
 #include "t4a_ctx/status_internal.h"
 #include "t4a_mem/mem_internal.h"
+#include "t4a_retire/retire_internal.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -185,12 +186,14 @@ t4a_status t4a_runtime_close(t4a_runtime *rt) {
   if (rt == NULL) return T4A_OK;
   /* From inside one of this runtime's own admissions (a raw scope's callback) nothing may be
    * torn down: probe the lane's operation lock first. Any other answer of the probe is left to
-   * the teardown (which meets it again, or not), with the caller's detail kept. */
+   * the teardown (which meets it again, or not), with the caller's detail kept — a REENTRY for
+   * lock order too (inside another runtime's scope whose lane comes after this one's): no other
+   * thread may use a runtime being closed, so its teardown waits for no one. */
   t4a_error saved;
   t4a_error_last(&saved);
   t4a_admission adm;
   t4a_status probe = t4a_admission_begin(rt->retire, 0, &adm);
-  if (probe == T4A_REENTRY) {
+  if (probe == T4A_REENTRY && t4a_retire_held_by_this_thread_(rt->retire)) {
     return t4a_error_set_(T4A_REENTRY, NULL, 0, NULL, 0,
                           "t4a_runtime_close called from inside one of the runtime's own "
                           "admissions (a raw scope's callback): nothing was closed");

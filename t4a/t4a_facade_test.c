@@ -418,6 +418,75 @@ static void test_function_of_another_runtime(void **state) {
   CK(t4a_runtime_close(r1));
 }
 
+/* Inside a raw scope of runtime 2, runtime 1 (opened first: its lane comes before in the lock
+ * order) refuses what would wait for its lock — a sync, an upload, a launch, a descriptor
+ * (its table's lock) — with REENTRY instead of risking a deadlock, and still closes (no other
+ * thread may use a runtime being closed). Runtime 2's scope inside runtime 1's works. */
+typedef struct order_probe {
+  t4a_runtime *other;
+  t4a_function *fn;
+  t4a_buffer *b;
+  int close;
+  t4a_status sync_st, upload_st, launch_st, register_st, close_st;
+} order_probe;
+static t4a_status order_inside(t4a_raw_scope *scope, void *user) {
+  (void)scope;
+  order_probe *p = user;
+  if (p->close) {
+    p->close_st = t4a_runtime_close(p->other);
+    return T4A_OK;
+  }
+  p->sync_st = t4a_runtime_sync(p->other);
+  p->upload_st = t4a_runtime_upload(p->other, p->b, 0, "0123", 4);
+  float a = 2.0f;
+  int n = 1;
+  t4a_arg args[3] = {t4a_arg_buffer(p->b, 0), t4a_arg_scalar(&a, sizeof a),
+                     t4a_arg_scalar(&n, sizeof n)};
+  p->launch_st = t4a_runtime_launch(p->other, p->fn, 1, 32, args, 3);
+  t4a_launch_config c = {{1, 1, 1}, {32, 1, 1}, 0};
+  uint32_t id = 0;
+  p->register_st = t4a_descriptor_register(t4a_runtime_table(p->other), p->fn, &c, args, 3, &id);
+  return T4A_OK;
+}
+static void test_lock_order_across_runtimes(void **state) {
+  fixture *f = *state;
+  t4a_runtime *r1 = open_rt(f), *r2 = open_rt(f);
+  assert_true(t4a_lane_domain(t4a_runtime_lane(r1)) < t4a_lane_domain(t4a_runtime_lane(r2)));
+  t4a_module *m = NULL;
+  CK(t4a_runtime_load_image(r1, k_scale_ptx, sizeof k_scale_ptx, &m));
+  order_probe p = {.other = r1};
+  CK(t4a_runtime_function(r1, m, "scale", &p.fn));
+  CK(t4a_runtime_buffer(r1, 64, &p.b));
+  CK(t4a_raw_run(t4a_runtime_retire(r2), NULL, 0, order_inside, &p));
+  assert_int_equal(p.sync_st, T4A_REENTRY);
+  assert_int_equal(p.upload_st, T4A_REENTRY);
+  assert_int_equal(p.launch_st, T4A_REENTRY);
+  assert_int_equal(p.register_st, T4A_REENTRY);
+  /* In order: runtime 1's scope, runtime 2's work inside (the descriptor stays registered; the
+   * table goes with runtime 2's close). */
+  order_probe q = {.other = r2};
+  t4a_module *m2 = NULL;
+  CK(t4a_runtime_load_image(r2, k_scale_ptx, sizeof k_scale_ptx, &m2));
+  CK(t4a_runtime_function(r2, m2, "scale", &q.fn));
+  CK(t4a_runtime_buffer(r2, 64, &q.b));
+  CK(t4a_raw_run(t4a_runtime_retire(r1), NULL, 0, order_inside, &q));
+  CK(q.sync_st);
+  CK(q.upload_st);
+  CK(q.launch_st);
+  CK(q.register_st);
+  t4a_buffer_release(q.b);
+  t4a_function_release(q.fn);
+  t4a_module_release(m2);
+  /* Runtime 1 closes from inside runtime 2's scope. */
+  t4a_buffer_release(p.b);
+  t4a_function_release(p.fn);
+  t4a_module_release(m);
+  p.close = 1;
+  CK(t4a_raw_run(t4a_runtime_retire(r2), NULL, 0, order_inside, &p));
+  CK(p.close_st);
+  CK(t4a_runtime_close(r2));
+}
+
 typedef struct reentry {
   t4a_runtime *rt;
   t4a_status close_st, sync_st, upload_st;
@@ -1277,6 +1346,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_release_after_close_with_quarantine, setup_leaky,
                                       teardown_counted),
       cmocka_unit_test_setup_teardown(test_function_of_another_runtime, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_lock_order_across_runtimes, setup, teardown),
       cmocka_unit_test_setup_teardown(test_close_from_inside_is_reentry, setup, teardown),
       cmocka_unit_test_setup_teardown(test_compile_load_launch_download, setup, teardown),
       cmocka_unit_test_setup_teardown(test_compile_ptx_through_a_borrowed_cache, setup, teardown),

@@ -442,7 +442,7 @@ void t4a_chain_stats(t4a_chain *c, struct t4a_chain_stats *out) {
   if (out == NULL) return;
   memset(out, 0, sizeof *out);
   /* Inside an admission of the runtime the table's lock could deadlock: all zero. */
-  if (c == NULL || t4a_retire_held_by_this_thread_(c->table->retire)) return;
+  if (c == NULL || t4a_retire_lock_would_invert_(c->table->retire)) return;
   pthread_mutex_lock(&c->table->lock);
   out->kernel_nodes = c->cur->num_nodes;
   out->keepalives = (uint32_t)c->cur->count;
@@ -522,10 +522,11 @@ static void hold_buffers(t4a_launch_table *t, t4a_buffer *const *bufs, uint32_t 
 void t4a_chain_destroy(t4a_chain *c) {
   if (c == NULL) return;
   t4a_launch_table *t = c->table;
-  if (t4a_retire_held_by_this_thread_(t->retire)) {
-    /* Inside an admission of the runtime (a raw scope's callback): the table's lock could
-     * deadlock against a fire waiting for that admission, and the hand-over of the buffers needs
-     * an admission of its own. The chain is kept for good (counted), as REENTRY would leave it. */
+  if (t4a_retire_lock_would_invert_(t->retire)) {
+    /* Inside an admission of the runtime (a raw scope's callback), or of one ordered after it:
+     * the table's lock could deadlock against a fire waiting for that admission, and the
+     * hand-over of the buffers needs an admission of its own. The chain is kept for good
+     * (counted), as REENTRY would leave it. */
     t4a_counter_add(t4a_lane_counters(t4a_retire_lane(t->retire)), T4A_COUNTER_leaked, 1);
     return;
   }

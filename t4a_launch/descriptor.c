@@ -146,12 +146,15 @@ static t4a_status bind_arg(t4a_launch_table *t, desc *d, uint32_t i, const t4a_a
 
 /* Takes the table's lock, unless this thread holds the retire's operation lock (inside a raw
  * scope, say): a fire would then wait for that lock while holding the table's, and another
- * thread firing would wait for the table's while holding the retire's — re-entry instead. */
+ * thread firing would wait for the table's while holding the retire's — re-entry instead. The
+ * table's lock comes just before its retire's in the lock order (t4a_retire_internal.h): one
+ * held by this thread ordered after the retire's refuses it too. */
 t4a_status t4a_launch_table_lock_(t4a_launch_table *t) {
-  if (t4a_retire_held_by_this_thread_(t->retire)) {
+  if (t4a_retire_lock_would_invert_(t->retire)) {
     return t4a_error_set_(T4A_REENTRY, NULL, 0, NULL, 0,
-                          "a launch table was used from inside an admission of its own runtime "
-                          "(a raw scope's callback?)");
+                          "a launch table was used from inside an admission of its own runtime, "
+                          "or of a runtime whose lane comes after its own in the lock order (a "
+                          "raw scope's callback?)");
   }
   pthread_mutex_lock(&t->lock);
   return T4A_OK;
@@ -397,7 +400,7 @@ void t4a_launch_table_stats(t4a_launch_table *t, struct t4a_launch_table_stats *
   memset(out, 0, sizeof *out);
   /* Inside an admission of the table's runtime (a raw scope's callback) the table's lock could
    * deadlock against a fire waiting for the admission: all zero. */
-  if (t == NULL || t4a_retire_held_by_this_thread_(t->retire)) return;
+  if (t == NULL || t4a_retire_lock_would_invert_(t->retire)) return;
   pthread_mutex_lock(&t->lock);
   out->strategy = t->strategy;
   out->graph_after = t->graph_after;

@@ -8,12 +8,15 @@
  * and random orders) and every test checks that it saw no ordering violation. */
 #include <pthread.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -22,6 +25,7 @@
 #include "t4a/raw.h"
 #include "t4a/retire.h"
 #include "t4a/xfer.h"
+#include "t4a/xfer_copy.h"
 #include "t4a_ctx/driver_table.h"
 #include "t4a_ctx/status_internal.h"
 #include "testing/fake_driver/fake_driver.h"
@@ -156,7 +160,7 @@ static int teardown_counted(void **state) {
 /* make_leaky: the fixture of the sticky-fault test; buffer_leaky: buffers a test poisons on
  * purpose (held by quarantine forever); op_raw: the sweep's steps. All are checked by
  * unaccounted(): whatever they leave alive is exactly what t4a counted as leaked. */
-T4A_FIXTURE_DELIBERATE_LEAKS("make_leaky", "buffer_leaky", "op_raw")
+T4A_FIXTURE_DELIBERATE_LEAKS("make_leaky", "buffer_leaky", "op_raw", "op_raw_many")
 
 /* ---- helpers ---- */
 
@@ -850,6 +854,282 @@ static void test_raw_scope_in_capture(void **state) {
   t4a_buffer_release(w);
 }
 
+/* ---- lock order: nesting, several runtimes at once ---- */
+
+/* Inside fn, a scope of a runtime whose lane comes after the outer one's is allowed; one whose
+ * lane comes before is refused with REENTRY (it could deadlock against a thread holding that lane
+ * and waiting for this one), as are a copy and an upload that would take it. */
+typedef struct order_job {
+  rt *inner;
+  rt *copy_a, *copy_b;
+  t4a_buffer *xa, *xb;
+  t4a_status nested, copy, upload;
+} order_job;
+static t4a_status order_fn(t4a_raw_scope *scope, void *user) {
+  (void)scope;
+  order_job *j = user;
+  int v = 7;
+  j->nested = t4a_raw_run(j->inner->s->retire, NULL, 0, ok_fn, NULL);
+  if (j->copy_a != NULL) {
+    j->copy = t4a_xfer_copy(j->copy_b->s->xfer, j->xb, 0, j->copy_a->s->xfer, j->xa, 0, 64,
+                            T4A_COPY_AUTO, NULL, NULL);
+    j->upload = t4a_xfer_upload(j->copy_a->s->xfer, j->xa, 0, &v, sizeof v);
+  }
+  return T4A_OK;
+}
+static void test_nesting_out_of_lock_order_refused(void **state) {
+  fixture *f = *state;
+  rt *a = &f->r[0], *b = &f->r[1], *c = &f->r[2];
+  assert_true(t4a_lane_domain(a->s->lane) < t4a_lane_domain(b->s->lane));
+  assert_true(t4a_lane_domain(b->s->lane) < t4a_lane_domain(c->s->lane));
+  t4a_buffer *xa = buffer(a, 64), *xb = buffer(b, 64);
+  /* In order: c inside a, and inside b (a copy a -> b and an upload to a from inside c's). */
+  order_job j = {.inner = c};
+  CK(t4a_raw_run(a->s->retire, NULL, 0, order_fn, &j));
+  CK(j.nested);
+  /* Out of order: a inside c; the copy between a and b and the upload to a inside c's scope. */
+  uint64_t refused = counters(a).admissions_refused_reentry;
+  j = (order_job){.inner = a, .copy_a = a, .copy_b = b, .xa = xa, .xb = xb};
+  CK(t4a_raw_run(c->s->retire, NULL, 0, order_fn, &j));
+  assert_int_equal(j.nested, T4A_REENTRY);
+  assert_int_equal(j.copy, T4A_REENTRY);
+  assert_int_equal(j.upload, T4A_REENTRY);
+  assert_int_equal(counters(a).admissions_refused_reentry, refused + 3);
+  /* a inside b: refused too. */
+  j = (order_job){.inner = a};
+  CK(t4a_raw_run(b->s->retire, NULL, 0, order_fn, &j));
+  assert_int_equal(j.nested, T4A_REENTRY);
+  /* The refused scopes never ran; nothing was poisoned, every lane is usable. */
+  assert_int_equal(counters(a).raw_scopes, 1);
+  assert_int_equal(counters(c).raw_scopes, 2);
+  assert_int_equal(counters(a).quarantined + counters(b).quarantined + counters(c).quarantined, 0);
+  CK(t4a_xfer_copy(b->s->xfer, xb, 0, a->s->xfer, xa, 0, 64, T4A_COPY_AUTO, NULL, NULL));
+  t4a_buffer_release(xa);
+  t4a_buffer_release(xb);
+}
+
+typedef struct order_detail_job {
+  t4a_retire *inner;
+  t4a_error e;
+} order_detail_job;
+static t4a_status refused_detail_fn(t4a_raw_scope *scope, void *user) {
+  (void)scope;
+  order_detail_job *j = user;
+  t4a_status st = t4a_raw_run(j->inner, NULL, 0, ok_fn, NULL);
+  t4a_error_last(&j->e);
+  return st == T4A_REENTRY ? T4A_OK : T4A_INTERNAL;
+}
+/* The refusal's detail names the way out. */
+static void test_out_of_order_detail(void **state) {
+  fixture *f = *state;
+  order_detail_job j = {.inner = f->r[0].s->retire};
+  CK(t4a_raw_run(f->r[2].s->retire, NULL, 0, refused_detail_fn, &j));
+  assert_int_equal(j.e.status, T4A_REENTRY);
+  assert_non_null(strstr(j.e.message, "out of lock order"));
+  assert_non_null(strstr(j.e.message, "t4a_raw_run_many"));
+}
+
+/* One scope over three runtimes (two devices), named out of lock order: every scope's stream and
+ * bound buffers inside, targets[0]'s context current, each one's work lands; a nested scope
+ * ordered before one of them is refused; the caller's context comes back. */
+typedef struct many_job {
+  fixture *f;
+  t4a_buffer *buf[3];
+  int ordinals[3];
+  CUcontext current_inside;
+  t4a_status nested, foreign_devptr;
+  int fail;
+} many_job;
+static t4a_status many_fn(t4a_raw_scope *const *scopes, size_t count, void *user) {
+  many_job *j = user;
+  if (count != 3) return T4A_INTERNAL;
+  (void)j->f->t->cuCtxGetCurrent(&j->current_inside);
+  for (size_t i = 0; i < count; i++) {
+    j->ordinals[i] = t4a_raw_device_ordinal(scopes[i]);
+    uint64_t p = 0;
+    t4a_status st = t4a_raw_devptr(scopes[i], j->buf[i], T4A_RAW_WRITE, &p);
+    if (st != T4A_OK) return st;
+    /* Each stream's work under its own context (fn may change the current one). */
+    st = T4A_CU(j->f->fx.drv, cuCtxSetCurrent, (CUcontext)t4a_raw_context(scopes[i]));
+    if (st != T4A_OK) return st;
+    st = T4A_CU(j->f->fx.drv, cuMemsetD8Async, (CUdeviceptr)p, (unsigned char)(0x10 + i), 128,
+                (CUstream)t4a_raw_stream(scopes[i]));
+    if (st != T4A_OK) return st;
+  }
+  uint64_t q = 0;
+  j->foreign_devptr = t4a_raw_devptr(scopes[0], j->buf[1], T4A_RAW_READ, &q);
+  j->nested = t4a_raw_run(j->f->r[1].s->retire, NULL, 0, ok_fn, NULL); /* b: held */
+  if (j->fail) return t4a_raw_fail(scopes[1], T4A_INTERNAL, "vendorGroupEnd", 3, NULL, "group");
+  return T4A_OK;
+}
+static void test_run_many(void **state) {
+  fixture *f = *state;
+  rt *a = &f->r[0], *b = &f->r[1], *c = &f->r[2];
+  for (int fail = 0; fail < 2; fail++) {
+    many_job j = {.f = f, .fail = fail};
+    rt *order[3] = {c, a, b}; /* not the lock order */
+    t4a_raw_binding bind[3];
+    t4a_raw_target t[3];
+    for (int i = 0; i < 3; i++) {
+      j.buf[i] = fail ? buffer_leaky(order[i], 128) : buffer(order[i], 128);
+      bind[i] = (t4a_raw_binding){j.buf[i], T4A_RAW_WRITE};
+      t[i] = (t4a_raw_target){order[i]->s->retire, &bind[i], 1};
+    }
+    assert_int_equal(f->t->cuCtxSetCurrent(NULL), CUDA_SUCCESS);
+    t4a_status st = t4a_raw_run_many(t, 3, many_fn, &j);
+    assert_int_equal(st, fail ? T4A_INTERNAL : T4A_OK);
+    if (fail) {
+      t4a_error e;
+      t4a_error_last(&e);
+      assert_string_equal(e.entry, "vendorGroupEnd");
+    }
+    assert_ptr_equal(current(f), NULL);
+    assert_ptr_equal(j.current_inside, ctx_of(c));
+    assert_int_equal(j.ordinals[0], 1);
+    assert_int_equal(j.ordinals[1], 0);
+    assert_int_equal(j.ordinals[2], 0);
+    assert_int_equal(j.foreign_devptr, T4A_INVALID_ARGUMENT);
+    assert_int_equal(j.nested, T4A_REENTRY);
+    if (!fail) {
+      for (int i = 0; i < 3; i++) {
+        unsigned char got[128];
+        download(order[i], j.buf[i], got, sizeof got);
+        for (int k = 0; k < 128; k++) assert_int_equal(got[k], 0x10 + i);
+      }
+    }
+    for (int i = 0; i < 3; i++) t4a_buffer_release(j.buf[i]);
+  }
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(counters(&f->r[i]).raw_scopes, 2);
+    assert_int_equal(counters(&f->r[i]).raw_scopes_poisoned, 1);
+    assert_int_equal(counters(&f->r[i]).quarantined, 1);
+    CK(t4a_lane_check(f->r[i].s->lane));
+  }
+  /* Argument checks: nothing taken. */
+  t4a_raw_target dup[2] = {{a->s->retire, NULL, 0}, {a->s->retire, NULL, 0}};
+  many_job j = {.f = f};
+  assert_int_equal(t4a_raw_run_many(dup, 2, many_fn, &j), T4A_INVALID_ARGUMENT);
+  assert_int_equal(t4a_raw_run_many(NULL, 1, many_fn, &j), T4A_INVALID_ARGUMENT);
+  assert_int_equal(t4a_raw_run_many(dup, 0, many_fn, &j), T4A_INVALID_ARGUMENT);
+  assert_int_equal(t4a_raw_run_many(dup, 1, NULL, &j), T4A_INVALID_ARGUMENT);
+  t4a_buffer *x = buffer(c, 64);
+  t4a_raw_binding foreign = {x, T4A_RAW_READ};
+  t4a_raw_target ft[2] = {{b->s->retire, NULL, 0}, {a->s->retire, &foreign, 1}};
+  assert_int_equal(t4a_raw_run_many(ft, 2, many_fn, &j), T4A_FOREIGN_HANDLE);
+  ft[1].retire = NULL;
+  assert_int_equal(t4a_raw_run_many(ft, 2, many_fn, &j), T4A_INVALID_ARGUMENT);
+  t4a_buffer_release(x);
+  assert_int_equal(counters(a).raw_scopes, 2);
+}
+
+/* Opposite nestings, scopes over both runtimes and copies both ways, on several threads at once,
+ * many times: with the lock order nothing waits forever (a wrong-order nesting is REENTRY at
+ * once). A watchdog fails the test instead of letting a deadlock hang it. */
+#define STRESS_ITERS 3000
+typedef struct stress {
+  fixture *f;
+  rt *a, *b;
+  t4a_buffer *xa, *xb;
+  _Atomic int bad;
+  _Atomic long refused;
+} stress;
+typedef struct stress_arg {
+  stress *s;
+  int kind;
+} stress_arg;
+static t4a_status stress_inner(t4a_raw_scope *scope, void *user) {
+  (void)scope;
+  (void)user;
+  return T4A_OK;
+}
+/* kind 0: raw(b){raw(a)} (refused inside); kind 1: raw(a){raw(b)}. */
+static t4a_status stress_outer(t4a_raw_scope *scope, void *user) {
+  (void)scope;
+  stress_arg *g = user;
+  stress *s = g->s;
+  rt *inner = g->kind == 0 ? s->a : s->b;
+  t4a_status st = t4a_raw_run(inner->s->retire, NULL, 0, stress_inner, NULL);
+  /* Only the refusal is right for kind 0, but the loop goes on either way (checked at the end),
+   * so that without the lock order the threads meet the deadlock instead of stopping early. */
+  if (st == T4A_REENTRY && g->kind == 0) {
+    atomic_fetch_add(&s->refused, 1);
+  } else if (st != T4A_OK) {
+    atomic_store(&s->bad, 1);
+  }
+  return T4A_OK;
+}
+static t4a_status stress_many(t4a_raw_scope *const *scopes, size_t count, void *user) {
+  (void)scopes;
+  (void)count;
+  (void)user;
+  return T4A_OK;
+}
+static void *stress_main(void *p) {
+  stress_arg *g = p;
+  stress *s = g->s;
+  for (int i = 0; i < STRESS_ITERS && !atomic_load(&s->bad); i++) {
+    t4a_status st = T4A_OK;
+    switch (g->kind) {
+      case 0:
+      case 1: {
+        rt *outer = g->kind == 0 ? s->b : s->a;
+        t4a_raw_binding bind = {g->kind == 0 ? s->xb : s->xa, T4A_RAW_READ};
+        st = t4a_raw_run(outer->s->retire, &bind, 1, stress_outer, g);
+        break;
+      }
+      case 2:
+        st = t4a_xfer_copy(s->b->s->xfer, s->xb, 0, s->a->s->xfer, s->xa, 64, 64, T4A_COPY_AUTO,
+                           NULL, NULL);
+        break;
+      case 3:
+        st = t4a_xfer_copy(s->a->s->xfer, s->xa, 0, s->b->s->xfer, s->xb, 64, 64, T4A_COPY_AUTO,
+                           NULL, NULL);
+        break;
+      default: {
+        t4a_raw_target t[2] = {{s->b->s->retire, NULL, 0}, {s->a->s->retire, NULL, 0}};
+        st = t4a_raw_run_many(t, 2, stress_many, NULL);
+        break;
+      }
+    }
+    if (st != T4A_OK) {
+      fprintf(stderr, "# stress kind %d: %s\n", g->kind, t4a_status_name(st));
+      atomic_store(&s->bad, 1);
+    }
+  }
+  return NULL;
+}
+static void on_watchdog(int sig) {
+  (void)sig;
+  static const char msg[] = "# lock-order stress: no progress in time (a deadlock)\n";
+  if (write(2, msg, sizeof msg - 1) < 0) _exit(3);
+  _exit(2);
+}
+static void test_opposite_nestings_and_copies_never_deadlock(void **state) {
+  fixture *f = *state;
+  stress s = {.f = f, .a = &f->r[0], .b = &f->r[1]};
+  s.xa = buffer(s.a, 256);
+  s.xb = buffer(s.b, 256);
+  signal(SIGALRM, on_watchdog);
+  alarm(45); /* generous under TSan on a loaded machine (a run takes well under 1 s); a deadlock
+              * never finishes. Under the size-small test timeout (60 s). */
+  enum { THREADS = 6 };
+  stress_arg args[THREADS];
+  pthread_t th[THREADS];
+  for (int i = 0; i < THREADS; i++) {
+    args[i] = (stress_arg){&s, i % 5};
+    assert_int_equal(pthread_create(&th[i], NULL, stress_main, &args[i]), 0);
+  }
+  for (int i = 0; i < THREADS; i++) pthread_join(th[i], NULL);
+  alarm(0);
+  signal(SIGALRM, SIG_DFL);
+  assert_int_equal(atomic_load(&s.bad), 0);
+  assert_int_equal(atomic_load(&s.refused), 2 * STRESS_ITERS); /* kinds 0: threads 0 and 5 */
+  CK(t4a_retire_wait(s.a->s->retire));
+  CK(t4a_retire_wait(s.b->s->retire));
+  t4a_buffer_release(s.xa);
+  t4a_buffer_release(s.xb);
+}
+
 /* ---- failure sweeps ---- */
 
 typedef struct sweep_ctx {
@@ -913,6 +1193,95 @@ static t4a_status op_raw(void *user) {
   return st != T4A_OK ? st : d;
 }
 
+/* On fresh retirement states — three over runtime 0's lane, two over runtime 2's (device 1), so
+ * the scopes' records go to the heap — one scope over all five, named out of lock order: a fill
+ * on each stream, a kernel on targets[0]'s (device 0, current inside), 20 bindings (heap) on one;
+ * a wait on each, and the teardowns. */
+typedef struct many_op {
+  op_job j;
+  t4a_buffer *far; /* runtime 2's */
+} many_op;
+static t4a_status op_many_fn(t4a_raw_scope *const *scopes, size_t count, void *user) {
+  many_op *m = user;
+  t4a_status st = count == 5 ? op_fn(scopes[0], &m->j) : T4A_INTERNAL;
+  /* The far scope's fill runs under its own context, made current here (restored after). */
+  uint64_t p = 0;
+  if (st == T4A_OK) st = t4a_raw_devptr(scopes[1], m->far, T4A_RAW_WRITE, &p);
+  if (st == T4A_OK) {
+    st = T4A_CU(m->j.f->fx.drv, cuCtxSetCurrent, (CUcontext)t4a_raw_context(scopes[1]));
+  }
+  if (st == T4A_OK) {
+    st = T4A_CU(m->j.f->fx.drv, cuMemsetD8Async, (CUdeviceptr)p, 2, 64,
+                (CUstream)t4a_raw_stream(scopes[1]));
+  }
+  return st;
+}
+static long sweep_unaccounted(void *user);
+static t4a_status op_raw_many(void *user) {
+  sweep_ctx *s = user;
+  enum { M = 5 };
+  rt *on[M] = {s->r, &s->f->r[2], s->r, &s->f->r[2], s->r};
+  t4a_retire *retire[M] = {NULL};
+  many_op m = {{s->f, s->r, NULL, NULL, NULL}, NULL};
+  op_job *jp = &m.j;
+  t4a_status st = T4A_OK;
+  for (int i = 0; i < M && st == T4A_OK; i++) {
+    st = t4a_retire_create(on[i]->s->lane, NULL, &retire[i]);
+  }
+  if (st == T4A_OK) st = t4a_buffer_create(s->r->s->pool, 64, 0, 0, &jp->in);
+  if (st == T4A_OK) st = t4a_buffer_create(s->r->s->pool, 64, 0, 0, &jp->out);
+  if (st == T4A_OK) st = t4a_buffer_create(s->r->s->pool, 64, 0, 0, &jp->both);
+  if (st == T4A_OK) st = t4a_buffer_create(s->f->r[2].s->pool, 64, 0, 0, &m.far);
+  if (st == T4A_OK) {
+    t4a_raw_binding b0[3] = {{jp->out, T4A_RAW_WRITE}, {jp->in, T4A_RAW_READ},
+                             {jp->both, T4A_RAW_READ_WRITE}};
+    t4a_raw_binding b1[20];
+    for (int i = 0; i < 20; i++) {
+      b1[i] = (t4a_raw_binding){m.far, i % 2 ? T4A_RAW_READ : T4A_RAW_WRITE};
+    }
+    t4a_raw_binding b2 = {jp->in, T4A_RAW_READ};
+    t4a_raw_target t[M] = {{retire[4], b0, 3}, {retire[3], b1, 20}, {retire[2], &b2, 1},
+                           {retire[1], NULL, 0}, {retire[0], NULL, 0}};
+    st = t4a_raw_run_many(t, M, op_many_fn, &m);
+  }
+  for (int i = 0; i < M && st == T4A_OK; i++) st = t4a_retire_wait(retire[i]);
+  t4a_buffer_release(jp->in);
+  t4a_buffer_release(jp->out);
+  t4a_buffer_release(jp->both);
+  t4a_buffer_release(m.far);
+  for (int i = M; i-- > 0;) {
+    t4a_status d = t4a_retire_destroy(retire[i]);
+    if (st == T4A_OK) st = d;
+  }
+  return st;
+}
+
+static void test_failure_sweep_many(void **state) {
+  fixture *f = *state;
+  sweep_ctx c = {f, &f->r[0]};
+  t4a_sweep s = {.name = "raw_many", .fake = f->fx.fake, .op = op_raw_many,
+                 .unaccounted = sweep_unaccounted, .user = &c, .max_steps = 5000};
+  f->fx.baseline = unaccounted(f);
+  assert_true(t4a_sweep_driver(&s, CUDA_ERROR_UNKNOWN, T4A_DRIVER_ERROR) > 5);
+  /* The callback's enqueueing calls (two fills, one on each device, and a kernel) fail after
+   * enqueueing their work: typed, every scope's writable bindings quarantined. */
+  static const char *const enqueueing[] = {"cuMemsetD8Async", "cuLaunchKernel"};
+  static const int steps[] = {2, 1};
+  s.after_enqueue = 1;
+  for (size_t i = 0; i < 2; i++) {
+    s.entry = enqueueing[i];
+    assert_true(t4a_sweep_driver(&s, CUDA_ERROR_UNKNOWN, T4A_DRIVER_ERROR) >= steps[i]);
+  }
+  s.entry = NULL;
+  s.after_enqueue = 0;
+  static const t4a_status host[] = {T4A_HOST_OUT_OF_MEMORY, T4A_INTERNAL};
+  assert_true(t4a_sweep_fault(&s, T4A_FAULT_HOST_MALLOC, host, 2) > 0);
+  t4a_counter_values v = counters(&f->r[2]);
+  assert_true(v.raw_scopes_poisoned > 0);
+  assert_true(v.quarantined > 0);
+  assert_int_equal(t4a_fake_ordering_violations(f->fx.fake), 0);
+}
+
 static long sweep_unaccounted(void *user) { return unaccounted(((sweep_ctx *)user)->f); }
 
 static void test_failure_sweep(void **state) {
@@ -960,6 +1329,12 @@ int main(void) {
                                       teardown_counted),
       cmocka_unit_test_setup_teardown(test_raw_scope_in_capture, setup_leaky, teardown_counted),
       cmocka_unit_test_setup_teardown(test_failure_sweep, setup_leaky, teardown_counted),
+      cmocka_unit_test_setup_teardown(test_nesting_out_of_lock_order_refused, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_out_of_order_detail, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_run_many, setup_leaky, teardown_counted),
+      cmocka_unit_test_setup_teardown(test_opposite_nestings_and_copies_never_deadlock, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_failure_sweep_many, setup_leaky, teardown_counted),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -51,10 +51,19 @@ struct t4a_retire {
   epoch capture;
   const void *capture_thread; /* the thread that began it (THREAD_LOCAL: only it may end it) */
   _Atomic uint64_t capture_seq; /* captures begun so far (t4a_retire_capture_seq) */
+  /* Lock order: (lane domain, order) ascending; `order` is unique per retire (two retires of one
+   * lane share its domain). `held_next`: while the owner holds `lock`, the next lock in its
+   * thread's list of held retire locks (owner thread only). */
+  uint64_t order;
+  struct t4a_retire *held_next;
 };
 
 /* A distinct address per thread identifies the lock owner without touching pthread_t racily. */
 static _Thread_local char t_thread_id;
+/* The retire locks this thread holds, most recently taken first (linked through held_next). */
+static _Thread_local t4a_retire *t_held;
+/* Retire order numbers: unique in the process. */
+static _Atomic uint64_t g_next_order = 1;
 
 /* ---- small containers ---- */
 
@@ -126,7 +135,27 @@ static void epoch_free(epoch *e) {
 
 /* ---- lock ---- */
 
-static t4a_status lock_enter(t4a_retire *r) {
+int t4a_retire_lock_before_(const t4a_retire *a, const t4a_retire *b) {
+  uint64_t da = t4a_lane_domain(a->lane), db = t4a_lane_domain(b->lane);
+  return da < db || (da == db && a->order < b->order);
+}
+
+/* The lock this thread holds that `r`'s must not be waited for under: `r` itself, or one ordered
+ * at or after it. NULL when waiting for r's lock keeps this thread's locks in order. */
+static const t4a_retire *held_against(const t4a_retire *r) {
+  for (const t4a_retire *h = t_held; h != NULL; h = h->held_next) {
+    if (h == r || !t4a_retire_lock_before_(h, r)) return h;
+  }
+  return NULL;
+}
+
+int t4a_retire_lock_would_invert_(const t4a_retire *r) {
+  return r != NULL && held_against(r) != NULL;
+}
+
+/* `ordered`: refuse a lock ordered before one this thread holds (everything but teardown, which
+ * no other thread may be waiting on). */
+static t4a_status lock_enter_(t4a_retire *r, int ordered) {
   if (atomic_load_explicit(&r->owner, memory_order_relaxed) == &t_thread_id) {
     t4a_counter_add(r->counters, T4A_COUNTER_admissions_refused_reentry, 1);
     return t4a_error_set_(T4A_REENTRY, NULL, 0, NULL, 0,
@@ -134,12 +163,42 @@ static t4a_status lock_enter(t4a_retire *r) {
                           "(a callback called back into its own runtime)",
                           (unsigned long long)t4a_lane_domain(r->lane));
   }
-  pthread_mutex_lock(&r->lock);
+  const t4a_retire *h = ordered ? held_against(r) : NULL;
+  if (h != NULL) {
+    /* Waiting here could deadlock against a thread that holds this lock and waits for h's (a
+     * copy or a raw scope taking both in order). */
+    t4a_counter_add(r->counters, T4A_COUNTER_admissions_refused_reentry, 1);
+    return t4a_error_set_(T4A_REENTRY, NULL, 0, NULL, 0,
+                          "lane %llu: entered from inside an admission of lane %llu (a raw "
+                          "scope's callback?), out of lock order: lanes are locked in ascending "
+                          "domain order (take both at once with t4a_raw_run_many)",
+                          (unsigned long long)t4a_lane_domain(r->lane),
+                          (unsigned long long)t4a_lane_domain(h->lane));
+  }
+  /* Teardown out of order (inside a scope of a later lane): no other thread may use the retire,
+   * so the lock is free; a try-lock takes it without a wait (and without a lock-order edge). */
+  if (!ordered && held_against(r) != NULL && pthread_mutex_trylock(&r->lock) == 0) {
+    /* taken */
+  } else {
+    pthread_mutex_lock(&r->lock);
+  }
   atomic_store_explicit(&r->owner, &t_thread_id, memory_order_relaxed);
+  r->held_next = t_held;
+  t_held = r;
   return T4A_OK;
 }
 
+static t4a_status lock_enter(t4a_retire *r) { return lock_enter_(r, 1); }
+
 static void lock_exit(t4a_retire *r) {
+  /* Usually the most recent lock; any order is handled. */
+  for (t4a_retire **p = &t_held; *p != NULL; p = &(*p)->held_next) {
+    if (*p == r) {
+      *p = r->held_next;
+      break;
+    }
+  }
+  r->held_next = NULL;
   atomic_store_explicit(&r->owner, NULL, memory_order_relaxed);
   pthread_mutex_unlock(&r->lock);
 }
@@ -297,6 +356,7 @@ t4a_status t4a_retire_create(t4a_lane *lane, const t4a_retire_options *options,
   t4a_retire *r = t4a_host_calloc(1, sizeof *r);
   if (r == NULL) return T4A_HOST_OUT_OF_MEMORY;
   r->sealed = t4a_host_calloc(o.max_sealed_epochs, sizeof *r->sealed);
+  r->order = atomic_fetch_add_explicit(&g_next_order, 1, memory_order_relaxed);
   r->spare_capacity = 8;
   r->spare_events = t4a_host_calloc(r->spare_capacity, sizeof *r->spare_events);
   if (r->sealed == NULL || r->spare_events == NULL) goto oom;
@@ -364,7 +424,8 @@ static void quarantine_add(t4a_retire *r, t4a_keepalive k) {
 
 t4a_status t4a_retire_destroy(t4a_retire *r) {
   if (r == NULL) return T4A_OK;
-  t4a_status st = lock_enter(r);
+  /* Not order-checked: no other thread may use (so none waits for) a retire being destroyed. */
+  t4a_status st = lock_enter_(r, 0);
   if (st != T4A_OK) return st;
   t4a_ctx_scope scope;
   st = t4a_lane_check(r->lane);

@@ -12,6 +12,16 @@
  * waiting in the wrong order. */
 int t4a_retire_held_by_this_thread_(const t4a_retire *retire);
 
+/* Lock order of retires' operation locks: ascending (lane domain, creation order of the retire).
+ * A thread holding retire locks may wait only for one ordered after all of them; admissions and
+ * observations that would wait out of order return T4A_REENTRY instead (t4a_retire_destroy is
+ * exempt: no other thread may be using a retire being destroyed). Nonzero if a is before b. */
+int t4a_retire_lock_before_(const t4a_retire *a, const t4a_retire *b);
+
+/* Whether waiting for `retire`'s lock now, on this thread, would break the lock order: this
+ * thread holds it, or holds a retire lock ordered at or after it. */
+int t4a_retire_lock_would_invert_(const t4a_retire *retire);
+
 /* Records a fresh event on the lane's stream and wraps it in a witness (one reference). The
  * lane's context must be current. */
 t4a_status t4a_witness_record_(t4a_lane *lane, t4a_witness **out);

@@ -10,8 +10,9 @@
  *   1. Checks the arguments: every binding names a live buffer of this retire's lane (another
  *      domain is T4A_FOREIGN_HANDLE) and a known access.
  *   2. Takes one admission on the retire (t4a/retire.h): the lane's operation lock (re-entry from
- *      the thread that holds it is T4A_REENTRY), the lane check (T4A_LANE_BROKEN), the lane's
- *      context made current, room reserved for one keepalive per bound buffer.
+ *      the thread that holds it, or out of lock order, is T4A_REENTRY), the lane check
+ *      (T4A_LANE_BROKEN), the lane's context made current, room reserved for one keepalive per
+ *      bound buffer.
  *   3. Runs fn(scope, user). Inside fn, and only there, the native handles are available:
  *      t4a_raw_context, t4a_raw_stream, t4a_raw_device_ordinal and t4a_raw_devptr (bound
  *      buffers only; a WRITE address only for a writable binding). Work must be enqueued on
@@ -29,11 +30,16 @@
  *   5. The context that was current on the calling thread before t4a_raw_run is current again
  *      when it returns, on every path, even if fn changed the current context.
  *
- * Re-entry: fn runs under the lane's operation lock. A call from fn into an operation on the same
- * retire (an upload through a t4a_xfer on it, t4a_retire_poll, a nested t4a_raw_run on it…)
- * returns T4A_REENTRY instead of deadlocking. A scope of another retire (another runtime, on this
- * device or another) may be nested inside fn; it restores fn's context when it returns.
- * Other threads' operations on the lane wait until the scope ends: keep fn short.
+ * Re-entry and lock order: fn runs under the lane's operation lock. A call from fn into an
+ * operation on the same retire (an upload through a t4a_xfer on it, t4a_retire_poll, a nested
+ * t4a_raw_run on it…) returns T4A_REENTRY instead of deadlocking. Lanes' locks are taken in one
+ * order, ascending lane domain (t4a_lane_domain; as copies between lanes take theirs): inside fn,
+ * an operation on another retire — a nested scope, a copy, an upload — is allowed when its lane
+ * comes after every lane this thread holds (it restores fn's context when it returns), and
+ * returns T4A_REENTRY instead of waiting otherwise, since a thread holding that lane and waiting
+ * for this one would deadlock. A scope over several runtimes at once (an NCCL group, say) is
+ * t4a_raw_run_many, which takes its locks in order whatever the targets' order. Other threads'
+ * operations on the lane wait until the scope ends: keep fn short.
  *
  * Graph capture: while the retire captures (t4a_retire_is_capturing), a raw scope is allowed and
  * what fn enqueues on t4a_raw_stream is captured too; the bound buffers' keepalives go to the
@@ -95,6 +101,31 @@ typedef t4a_status (*t4a_raw_fn)(t4a_raw_scope *scope, void *user);
  * was not run, nothing is held). After fn ran: T4A_OK, fn's failure, or CONTEXT_LOST. */
 T4A_MUST_USE t4a_status t4a_raw_run(t4a_retire *retire, const t4a_raw_binding *bindings,
                                     size_t count, t4a_raw_fn fn, void *user);
+
+/** One runtime of a raw scope over several (t4a_raw_run_many): its retire and the buffers bound
+ * to its scope (bindings may be NULL when count is 0). */
+typedef struct t4a_raw_target {
+  t4a_retire *retire; /**< the runtime's retirement state */
+  const t4a_raw_binding *bindings; /**< borrowed for the call */
+  size_t count; /**< number of bindings */
+} t4a_raw_target;
+
+/** The caller's function of t4a_raw_run_many: scopes[i] is targets[i]'s scope, for the accessors
+ * below; `count` is the targets' count. Returns as t4a_raw_fn does. */
+typedef t4a_status (*t4a_raw_many_fn)(t4a_raw_scope *const *scopes, size_t count, void *user);
+
+/** Runs fn(scopes, count, user) inside one raw scope per target, all open at once: what one call
+ * over several runtimes needs (an NCCL group over two devices). The targets' admissions are taken
+ * in lock order (see above), all or none: if one fails, those taken are let go and fn is not run.
+ * While fn runs, targets[0]'s context is current. Each scope is as t4a_raw_run's (same checks,
+ * keepalives, REENTRY and nesting rules): if fn returns T4A_OK every scope commits; otherwise
+ * every scope is poisoned (each lane's writable bindings quarantined), and a lane whose stream
+ * then reports a sticky error is marked lost. The caller's context is current again on return.
+ * Statuses: t4a_raw_run's, plus INVALID_ARGUMENT for NULL targets, a count of 0, a target
+ * without a retire or two targets naming one retire. After fn failed: CONTEXT_LOST if a lane was
+ * found lost, else fn's failure. Counters: raw_scopes and raw_scopes_poisoned on each lane. */
+T4A_MUST_USE t4a_status t4a_raw_run_many(const t4a_raw_target *targets, size_t count,
+                                         t4a_raw_many_fn fn, void *user);
 
 /** Inside fn: the lane's CUcontext (current on this thread while fn runs), as void *. NULL (with
  * an INVALID_ARGUMENT detail) for a handle that is not open on this thread. */

@@ -14,7 +14,10 @@
  * since the uncertain work may have run on a stream this lane's drain does not cover).
  * The lock records its owner thread: a second begin (or an observation) from the thread that
  * holds it — for instance from inside a raw callback — returns T4A_REENTRY instead of
- * deadlocking.
+ * deadlocking. Lanes' locks have one order, ascending lane domain (then the retire's creation,
+ * for two retires of one lane): a begin or observation that would wait for a lock ordered before
+ * one the thread holds returns T4A_REENTRY too (t4a_retire_destroy excepted), so admissions
+ * nested over several lanes — raw scopes, copies — never wait in a cycle.
  *
  * Epochs. Keepalives join the open epoch (deduplicated: an object the open epoch already holds is
  * released at once). The open epoch is sealed by one event (CU_EVENT_DISABLE_TIMING) when it holds
