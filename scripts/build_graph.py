@@ -3,8 +3,8 @@
 plain records for the scripts that need them (gen_cmake.py, check_headers.py, valgrind_lane.py).
 
 A BUILD file is read by running it as Python with stand-ins for the rules it may use: cc_library,
-cc_test, cc_binary, sh_test, alias, exports_files. Anything else (glob, select, macros) is refused:
-the files list their targets and files explicitly. Two tags carry what CMake needs and Bazel
+cc_test, cc_binary, sh_test, alias, exports_files, package_group. Anything else (glob, select,
+macros) is refused: the files list their targets and files explicitly. Two tags carry what CMake needs and Bazel
 ignores: "cmake-install=NAME" (the library is installed as t4a::NAME; on a program, installed
 into bin/) and "cmake-name=NAME" (the CMake target's name when the default would clash).
 A cc_binary is a shared object with linkshared = True and a libFuzzer target with the tag
@@ -52,7 +52,6 @@ class Target:
         self.strip_include_prefix = attrs.get("strip_include_prefix", "")
         self.actual = normalize(attrs["actual"], pkg) if "actual" in attrs else None
         self.linkshared = bool(attrs.get("linkshared", False))
-        self.testonly = bool(attrs.get("testonly", False))
         self.kind = self._kind()
         self._check(attrs)
 
@@ -190,6 +189,7 @@ def _reader(pkg, targets, t4a_copts):
         "sh_test": rule("sh_test"),
         "alias": rule("alias"),
         "exports_files": lambda *a, **k: None,
+        "package_group": lambda *a, **k: None,  # visibility only: nothing CMake builds
         "glob": refused("glob"),
         "select": refused("select"),
     }

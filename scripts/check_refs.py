@@ -172,6 +172,10 @@ def main():
     files = 0
     cites = 0
     labels = set(build_graph.load()[1])
+    for pkg in build_graph.build_files():  # package groups are labels too
+        with open(os.path.join(ROOT, pkg, "BUILD.bazel")) as f:
+            labels |= {"//%s:%s" % (pkg, n) for n in
+                       re.findall(r'package_group\(\s*name\s*=\s*"([^"]+)"', f.read())}
     # examples/bazel_consumer is a workspace of its own; its labels are its targets
     with open(os.path.join(ROOT, "examples", "bazel_consumer", "BUILD.bazel")) as f:
         labels |= {"//:" + n for n in re.findall(r'name\s*=\s*"([^"]+)"', f.read())}
