@@ -177,9 +177,7 @@ static t4a_status lock_enter_(t4a_retire *r, int ordered) {
   }
   /* Teardown out of order (inside a scope of a later lane): no other thread may use the retire,
    * so the lock is free; a try-lock takes it without a wait (and without a lock-order edge). */
-  if (!ordered && held_against(r) != NULL && pthread_mutex_trylock(&r->lock) == 0) {
-    /* taken */
-  } else {
+  if (ordered || held_against(r) == NULL || pthread_mutex_trylock(&r->lock) != 0) {
     pthread_mutex_lock(&r->lock);
   }
   atomic_store_explicit(&r->owner, &t_thread_id, memory_order_relaxed);
