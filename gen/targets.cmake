@@ -366,6 +366,10 @@ t4a_test(NAME testing_fake_driver_fake_module_test
   SRCS testing/fake_driver/fake_module_test.c
   LABELS unit
   DEPS testing_fake_driver_test_util fake_driver t4a_ctx_seam t4a_ctx t4a_ctx_status t4a_ext_cmocka Threads::Threads)
+t4a_test(NAME testing_fake_driver_fake_occupancy_test
+  SRCS testing/fake_driver/fake_occupancy_test.c
+  LABELS unit
+  DEPS testing_fake_driver_test_util fake_driver t4a_ctx_seam t4a_ctx t4a_ctx_status t4a_ext_cmocka Threads::Threads)
 t4a_test(NAME testing_fake_driver_fake_graph_test
   SRCS testing/fake_driver/fake_graph_test.c
   LABELS unit

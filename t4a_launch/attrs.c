@@ -154,6 +154,20 @@ t4a_status t4a_function_allow_non_portable_clusters(t4a_function *fn, int allow)
   return leave(fn, &scope, st);
 }
 
+/* Kept here (not in launch.c) so that launch.c uses this file and not the reverse. */
+t4a_status t4a_launch_raise_shared_(t4a_function *fn, uint32_t shared) {
+  if (shared <= atomic_load_explicit(&fn->dyn_shared_max, memory_order_acquire)) return T4A_OK;
+  t4a_status st = T4A_OK;
+  pthread_mutex_lock(&fn->attr_lock);
+  if (shared > atomic_load_explicit(&fn->dyn_shared_max, memory_order_relaxed)) {
+    st = T4A_CU(fn->module->cache->driver, cuFuncSetAttribute, fn->handle,
+                CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)shared);
+    if (st == T4A_OK) atomic_store_explicit(&fn->dyn_shared_max, shared, memory_order_release);
+  }
+  pthread_mutex_unlock(&fn->attr_lock);
+  return st;
+}
+
 /* ---- launch attributes -------------------------------------------------------------------- */
 
 /* The driver-side checks of a cluster (context current): the portable size unless the kernel

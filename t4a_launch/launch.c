@@ -178,19 +178,6 @@ int t4a_launch_refused_before_enqueue_(CUresult r) {
   }
 }
 
-t4a_status t4a_launch_raise_shared_(t4a_function *fn, uint32_t shared) {
-  if (shared <= atomic_load_explicit(&fn->dyn_shared_max, memory_order_acquire)) return T4A_OK;
-  t4a_status st = T4A_OK;
-  pthread_mutex_lock(&fn->attr_lock);
-  if (shared > atomic_load_explicit(&fn->dyn_shared_max, memory_order_relaxed)) {
-    st = T4A_CU(fn->module->cache->driver, cuFuncSetAttribute, fn->handle,
-                CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)shared);
-    if (st == T4A_OK) atomic_store_explicit(&fn->dyn_shared_max, shared, memory_order_release);
-  }
-  pthread_mutex_unlock(&fn->attr_lock);
-  return st;
-}
-
 static void module_retain_object(void *m) { t4a_module_retain(m); }
 static void buffer_retain_object(void *b) { t4a_buffer_retain(b); }
 
