@@ -66,6 +66,14 @@
  * Raw-bytes launches take the parameters packed as bytes with their offsets (for struct or half
  * parameters) and check offsets and sizes against the kernel's layout.
  *
+ * Occupancy and launch attributes: blocks per SM for a block size and dynamic shared memory, a
+ * suggested block size and minimum grid; cooperative launches, thread-block clusters and
+ * programmatic dependent launch through cuLaunchKernelEx on the checked (t4a_launch_ex),
+ * raw-bytes (t4a_launch_raw_ex) and descriptor (t4a_descriptor_register_ex) paths, checked
+ * against the device's and the kernel's limits before anything is enqueued. An older driver
+ * without the entries answers UNSUPPORTED (T4A_DRIVER_CAP_LAUNCH_EX, _OCCUPANCY,
+ * _CLUSTER_OCCUPANCY).
+ *
  * L2 persistence: the persisting-L2 limit of the lane's context (clamped to the device maximum,
  * the applied value returned), an access-policy window on the lane's stream, a reset of the
  * persisting lines.
