@@ -4,7 +4,8 @@
  * and cluster dimensions checked before anything is enqueued (typed errors naming the limit, no
  * cuLaunchKernelEx call, no admission), the fake agreeing at the driver's call, attributes seen by
  * the kernel on the checked, raw-bytes and descriptor paths, 10,000 descriptor fires with
- * attributes and no heap allocation, a chain recording a cluster fire and keeping its attributes
+ * attributes and no heap allocation (also on GRAPH tables and module caches: never a one-node
+ * graph), a chain recording a cluster fire and keeping its attributes
  * through a node update, an older driver without the entries (UNSUPPORTED), an older device, and
  * a failure sweep. */
 #include "t4a/chain.h"
@@ -46,6 +47,10 @@ static int setup_opts(void **state, int cc_major, int omit_launch_ex, int omit_o
   o.build |= T4A_FIXTURE_MODULE_CACHE | T4A_FIXTURE_TABLE;
   o.launch_table.launch.strategy = strategy;
   o.launch_table.launch.graph_after = 1;
+  static t4a_module_cache_options co = T4A_MODULE_CACHE_OPTIONS_INIT;
+  co.launch.strategy = strategy;
+  co.launch.graph_after = 1;
+  o.cache = &co;
   o.kernels[0] = &t4a_hk_add;
   o.kernels[1] = &k_probe;
   return t4a_fixture_setup(state, &o);
@@ -449,6 +454,33 @@ static void test_graph_table_fires_them_plain(void **state) {
   test_descriptor_fires_allocate_nothing(state);
 }
 
+/* A GRAPH module cache: checked launches with attributes are cuLaunchKernelEx, never the
+ * function's one-node graph; the same function without attributes goes through its graph. */
+static void test_graph_cache_checked_launches(void **state) {
+  fixture *f = *state;
+  t4a_module *m = load_probe(f);
+  t4a_function *fn = get_fn(m, "probe");
+  t4a_buffer *out = make_buffer(f, 64);
+  memset(view(f, out), 0, 64);
+  t4a_arg arg = t4a_arg_buffer(out, 0);
+  t4a_launch_config cfg = config_1d(8, 128, 0);
+  t4a_launch_attrs two = cluster_attrs(2, 1, 1);
+  for (int i = 0; i < 100; i++) CK(t4a_launch_ex(f->retire, fn, &cfg, &two, &arg, 1));
+  assert_int_equal(calls(f, "cuLaunchKernelEx"), 100);
+  assert_int_equal(calls(f, "cuGraphLaunch"), 0);
+  assert_int_equal(lane_counters(f).launch_graphs_built, 0);
+  for (int i = 0; i < 3; i++) CK(t4a_launch(f->retire, fn, &cfg, &arg, 1));
+  CK(t4a_retire_wait(f->retire));
+  assert_int_equal(lane_counters(f).launch_graphs_built, 1);
+  assert_true(calls(f, "cuGraphLaunch") >= 2);
+  int *o = probe_out(f, out);
+  assert_int_equal(o[6], 103);
+  assert_int_equal(o[0], 0); /* the last, graphed, launch had no cluster */
+  t4a_buffer_release(out);
+  t4a_function_release(fn);
+  t4a_module_release(m);
+}
+
 /* ---- chains ---- */
 
 static void test_chain_records_attributes(void **state) {
@@ -662,6 +694,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_programmatic_and_no_attributes, setup, teardown),
       cmocka_unit_test_setup_teardown(test_descriptor_fires_allocate_nothing, setup, teardown),
       cmocka_unit_test_setup_teardown(test_graph_table_fires_them_plain, setup_graph, teardown),
+      cmocka_unit_test_setup_teardown(test_graph_cache_checked_launches, setup_graph, teardown),
       cmocka_unit_test_setup_teardown(test_chain_records_attributes, setup, teardown),
       cmocka_unit_test_setup_teardown(test_older_driver, setup_old_driver, teardown),
       cmocka_unit_test_setup_teardown(test_driver_without_occupancy, setup_no_occupancy,
