@@ -131,6 +131,9 @@ typedef struct bench {
   t4a_arg args4b[4]; /* args4 with c in place of q: rebinds alternate the two */
   void *params4[4];
   uint32_t fire0_id, fire4_id;
+  /* descriptors of the empty kernel with launch attributes (issue 23): a cluster of 2 blocks
+   * (grid 2) and a cooperative launch (grid 2); 0 where the device refused them */
+  uint32_t cfire0_id, kfire0_id;
   /* the same descriptors in a table that fires GRAPH from the first fire (issue 14) */
   t4a_launch_table *gtable;
   uint32_t gfire0_id, gfire4_id;
@@ -259,6 +262,7 @@ typedef struct launch_arg {
   int glaunch;    /* launch blocks: the GRAPH cache's functions (t4a_launch on the retire) */
   int rebind;     /* fire blocks: t4a_descriptor_rebind_fire, every argument, alternating
                      args4 and args4b (so every fire changes the output pointer) */
+  int attr;       /* raw cuLaunchKernelEx blocks: 1 a cluster of 2, 2 cooperative (grid 2) */
 } launch_arg;
 
 static t4a_status blk_t4a_launch(bench *b, const void *arg, uint32_t ops, double *out_s) {
@@ -302,6 +306,11 @@ static t4a_status blk_t4a_fire(bench *b, const void *arg, uint32_t ops, double *
   t4a_status st = ctx_enter(b, la->no_ctx);
   if (st != T4A_OK) return st;
   uint32_t id = *la->fire;
+  if (id == 0) {
+    ctx_exit(b);
+    return t4a_error_set_(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
+                          "the device refused this descriptor's launch attributes");
+  }
   t4a_launch_table *t = la->graph ? b->gtable : b->table;
   win_begin(b);
   if (la->rebind) {
@@ -327,6 +336,42 @@ static t4a_status blk_raw_launch(bench *b, const void *arg, uint32_t ops, double
   win_begin(b);
   for (uint32_t i = 0; i < ops && st == T4A_OK; i++) {
     st = T4A_CU(b->drv, cuLaunchKernel, f, 1, 1, 1, BLOCK_THREADS, 1, 1, 0, s, params, NULL);
+  }
+  *out_s = win_end(b);
+  t4a_status s2 = raw_sync(b, s);
+  ctx_exit(b);
+  return st != T4A_OK ? st : s2;
+}
+
+/* The raw side of the attribute fires: cuLaunchKernelEx of the empty kernel, grid 2, with a
+ * cluster of 2 or the cooperative attribute. */
+static t4a_status blk_raw_launch_ex(bench *b, const void *arg, uint32_t ops, double *out_s) {
+  const launch_arg *la = arg;
+  t4a_status st = ctx_enter(b, 0);
+  if (st != T4A_OK) return st;
+  CUlaunchAttribute attr;
+  memset(&attr, 0, sizeof attr);
+  if (la->attr == 1) {
+    attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attr.value.clusterDim.x = 2;
+    attr.value.clusterDim.y = attr.value.clusterDim.z = 1;
+  } else {
+    attr.id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+    attr.value.cooperative = 1;
+  }
+  CUlaunchConfig lc;
+  memset(&lc, 0, sizeof lc);
+  lc.gridDimX = 2;
+  lc.gridDimY = lc.gridDimZ = 1;
+  lc.blockDimX = BLOCK_THREADS;
+  lc.blockDimY = lc.blockDimZ = 1;
+  lc.hStream = b->stream;
+  lc.attrs = &attr;
+  lc.numAttrs = 1;
+  CUstream s = b->stream;
+  win_begin(b);
+  for (uint32_t i = 0; i < ops && st == T4A_OK; i++) {
+    st = T4A_CU(b->drv, cuLaunchKernelEx, &lc, b->r_empty, NULL, NULL);
   }
   *out_s = win_end(b);
   t4a_status s2 = raw_sync(b, s);
@@ -987,6 +1032,20 @@ static int open_all(bench *b) {
   t4a_launch_config cfg = {{1, 1, 1}, {BLOCK_THREADS, 1, 1}, 0};
   st = t4a_descriptor_register(b->table, b->f_empty, &cfg, NULL, 0, &b->fire0_id);
   if (st == T4A_OK) st = t4a_descriptor_register(b->table, b->f_args4, &cfg, b->args4, 4, &b->fire4_id);
+  if (st == T4A_OK) {
+    /* Launch attributes (checked once, here): a cluster of 2 and a cooperative grid of 2. */
+    t4a_launch_config cfg2 = {{2, 1, 1}, {BLOCK_THREADS, 1, 1}, 0};
+    t4a_launch_attrs cl = T4A_LAUNCH_ATTRS_INIT, co = T4A_LAUNCH_ATTRS_INIT;
+    cl.cluster[0] = 2;
+    cl.cluster[1] = cl.cluster[2] = 1;
+    co.cooperative = 1;
+    st = t4a_descriptor_register_ex(b->table, b->f_empty, &cfg2, &cl, NULL, 0, &b->cfire0_id);
+    if (st == T4A_UNSUPPORTED) st = T4A_OK; /* no clusters here: the row fails, typed */
+    if (st == T4A_OK) {
+      st = t4a_descriptor_register_ex(b->table, b->f_empty, &cfg2, &co, NULL, 0, &b->kfire0_id);
+    }
+    if (st == T4A_UNSUPPORTED) st = T4A_OK;
+  }
   t4a_launch_table_options go = T4A_LAUNCH_TABLE_OPTIONS_INIT;
   go.capacity = 4;
   go.launch.strategy = T4A_LAUNCH_STRATEGY_GRAPH;
@@ -1087,8 +1146,8 @@ static void close_all(bench *b) {
   t4a_graph_release(b->g1);
   t4a_graph_release(b->g1000);
   if (b->table != NULL) {
-    uint32_t ids[2] = {b->fire0_id, b->fire4_id};
-    for (int i = 0; i < 2; i++) {
+    uint32_t ids[4] = {b->fire0_id, b->fire4_id, b->cfire0_id, b->kfire0_id};
+    for (int i = 0; i < 4; i++) {
       if (ids[i] != 0 && (st = t4a_descriptor_unregister(b->table, ids[i])) != T4A_OK) {
         print_failure(b, "t4a_descriptor_unregister", st);
         b->failures++;
@@ -1150,17 +1209,20 @@ static void close_all(bench *b) {
 
 /* ---- the groups of measurements ---- */
 
-static launch_arg k_glaunch0 = {0, 0, NULL, 0, 1, 0}, k_glaunch4 = {1, 0, NULL, 0, 1, 0},
-                  k_glaunch4_alt = {1, 0, NULL, 0, 1, 1};
-static launch_arg k_launch0 = {0, 0, NULL, 0, 0, 0}, k_launch4 = {1, 0, NULL, 0, 0, 0},
-                  k_launch0_noctx = {0, 1, NULL, 0, 0, 0};
+static launch_arg k_glaunch0 = {0, 0, NULL, 0, 1, 0, 0}, k_glaunch4 = {1, 0, NULL, 0, 1, 0, 0},
+                  k_glaunch4_alt = {1, 0, NULL, 0, 1, 1, 0};
+static launch_arg k_launch0 = {0, 0, NULL, 0, 0, 0, 0}, k_launch4 = {1, 0, NULL, 0, 0, 0, 0},
+                  k_launch0_noctx = {0, 1, NULL, 0, 0, 0, 0};
 
 static void run_launches(bench *b) {
   uint32_t ops = b->fake ? 20 : 5000, reps = 21, warm = 2;
-  static launch_arg fire0 = {0, 0, NULL, 0, 0, 0}, fire4 = {1, 0, NULL, 0, 0, 0};
-  static launch_arg fire4_rb = {1, 0, NULL, 0, 0, 1}, gfire0 = {0, 0, NULL, 1, 0, 0},
-                    gfire4 = {1, 0, NULL, 1, 0, 0}, gfire4_rb = {1, 0, NULL, 1, 0, 1};
+  static launch_arg fire0 = {0, 0, NULL, 0, 0, 0, 0}, fire4 = {1, 0, NULL, 0, 0, 0, 0};
+  static launch_arg fire4_rb = {1, 0, NULL, 0, 0, 1, 0}, gfire0 = {0, 0, NULL, 1, 0, 0, 0},
+                    gfire4 = {1, 0, NULL, 1, 0, 0, 0}, gfire4_rb = {1, 0, NULL, 1, 0, 1, 0};
+  static launch_arg cfire0 = {0, 0, NULL, 0, 0, 0, 1}, kfire0 = {0, 0, NULL, 0, 0, 0, 2};
   fire0.fire = &b->fire0_id;
+  cfire0.fire = &b->cfire0_id;
+  kfire0.fire = &b->kfire0_id;
   fire4.fire = fire4_rb.fire = &b->fire4_id;
   gfire0.fire = &b->gfire0_id;
   gfire4.fire = gfire4_rb.fire = &b->gfire4_id;
@@ -1196,6 +1258,16 @@ static void run_launches(bench *b) {
       {"fire4", "fire", "descriptor fire of args4 (2 buffers, 2 scalars bound) vs cuLaunchKernel",
        "submit", ops, reps, warm, 0, 0, GOAL_RATIO_LE, 1.02, "<= 1.02x raw",
        {blk_t4a_fire, &fire4, "t4a_descriptor_fire"}, {blk_raw_launch, &k_launch4, "cuLaunchKernel"}},
+      {"cfire0", "fire",
+       "descriptor fire of the empty kernel with a cluster of 2 blocks (grid 2) vs cuLaunchKernelEx with the same attribute",
+       "submit", ops, reps, warm, 0, 0, GOAL_RATIO_LE, 1.05, "<= 1.05x raw",
+       {blk_t4a_fire, &cfire0, "t4a_descriptor_fire (cluster 2)"},
+       {blk_raw_launch_ex, &cfire0, "cuLaunchKernelEx (cluster 2)"}},
+      {"kfire0", "fire",
+       "descriptor fire of the empty kernel as a cooperative launch (grid 2) vs cuLaunchKernelEx with the same attribute",
+       "submit", ops, reps, warm, 0, 0, GOAL_RATIO_LE, 1.05, "<= 1.05x raw",
+       {blk_t4a_fire, &kfire0, "t4a_descriptor_fire (cooperative)"},
+       {blk_raw_launch_ex, &kfire0, "cuLaunchKernelEx (cooperative)"}},
       {"fire4_rebind", "fire",
        "plain descriptor, every argument rebound before each fire (output alternating) vs cuLaunchKernel",
        "submit", ops, reps, warm, 0, 0, GOAL_NONE, 0, "",

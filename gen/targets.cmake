@@ -116,7 +116,7 @@ t4a_library(NAME t4a_ctx_ctx_internal
   HDRS t4a_ctx/ctx_internal.h
   DEPS t4a_ctx t4a_ctx_status)
 t4a_library(NAME t4a_launch
-  SRCS t4a_launch/module.c t4a_launch/launch.c t4a_launch/descriptor.c t4a_launch/calibrate.c t4a_launch/calibration_cache.c t4a_launch/policy.c t4a_launch/l2.c t4a_launch/launch_internal.h t4a_launch/graph.c t4a_launch/chain.c
+  SRCS t4a_launch/module.c t4a_launch/launch.c t4a_launch/attrs.c t4a_launch/descriptor.c t4a_launch/calibrate.c t4a_launch/calibration_cache.c t4a_launch/policy.c t4a_launch/l2.c t4a_launch/launch_internal.h t4a_launch/graph.c t4a_launch/chain.c
   HDRS t4a_launch/include/t4a/launch.h t4a_launch/include/t4a/graph.h t4a_launch/include/t4a/chain.h
   INCLUDE_DIR t4a_launch/include
   INSTALL launch
@@ -138,10 +138,18 @@ t4a_test(NAME t4a_launch_chain_test
   SRCS t4a_launch/chain_test.c t4a_launch/launch_testutil.h
   LABELS unit
   DEPS fixture t4a_ctx_status_internal t4a_launch t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
+t4a_test(NAME t4a_launch_attrs_test
+  SRCS t4a_launch/attrs_test.c t4a_launch/launch_internal.h t4a_launch/launch_testutil.h
+  LABELS unit
+  DEPS fixture t4a_ctx_status_internal t4a_launch t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
 t4a_test(NAME t4a_launch_launch_gpu_test
   SRCS t4a_launch/launch_gpu_test.c
   LABELS gpu single
   DEPS testing_gpu_gpu_main t4a_launch t4a_xfer t4a_nvrtc t4a_mem t4a_retire t4a_ctx t4a_ctx_status t4a_ext_cmocka m)
+t4a_test(NAME t4a_launch_attrs_gpu_test
+  SRCS t4a_launch/attrs_gpu_test.c t4a_launch/launch_internal.h
+  LABELS gpu single
+  DEPS testing_gpu_gpu_main t4a_launch t4a_xfer t4a_nvrtc t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status t4a_ext_cuda_headers t4a_ext_cmocka m)
 t4a_test(NAME t4a_launch_graph_kernel_test
   SRCS t4a_launch/graph_kernel_test.c t4a_launch/launch_testutil.h
   LABELS unit
@@ -327,7 +335,7 @@ t4a_library(NAME t4a_xfer_counter_list
   HDRS t4a_xfer/include/t4a/xfer_counters.h
   INCLUDE_DIR t4a_xfer/include)
 t4a_library(NAME fake_driver
-  SRCS testing/fake_driver/fake_driver.c testing/fake_driver/fake_entries.c testing/fake_driver/fake_device.c testing/fake_driver/fake_stream.c testing/fake_driver/fake_memory.c testing/fake_driver/fake_module.c testing/fake_driver/fake_graph.c testing/fake_driver/fake_internal.h testing/fake_driver/fake_errors.h
+  SRCS testing/fake_driver/fake_driver.c testing/fake_driver/fake_entries.c testing/fake_driver/fake_device.c testing/fake_driver/fake_stream.c testing/fake_driver/fake_memory.c testing/fake_driver/fake_module.c testing/fake_driver/fake_occupancy.c testing/fake_driver/fake_graph.c testing/fake_driver/fake_internal.h testing/fake_driver/fake_errors.h
   HDRS testing/fake_driver/fake_driver.h
   DEPS t4a_ctx_status_internal t4a_ctx_seam t4a_ctx t4a_ctx_status t4a_ext_cuda_headers Threads::Threads)
 t4a_library(NAME testing_fake_driver_test_util
@@ -356,6 +364,10 @@ t4a_test(NAME testing_fake_driver_fake_fault_test
   DEPS testing_fake_driver_test_util fake_driver t4a_ctx_seam t4a_ctx t4a_ctx_status t4a_ext_cmocka Threads::Threads)
 t4a_test(NAME testing_fake_driver_fake_module_test
   SRCS testing/fake_driver/fake_module_test.c
+  LABELS unit
+  DEPS testing_fake_driver_test_util fake_driver t4a_ctx_seam t4a_ctx t4a_ctx_status t4a_ext_cmocka Threads::Threads)
+t4a_test(NAME testing_fake_driver_fake_occupancy_test
+  SRCS testing/fake_driver/fake_occupancy_test.c
   LABELS unit
   DEPS testing_fake_driver_test_util fake_driver t4a_ctx_seam t4a_ctx t4a_ctx_status t4a_ext_cmocka Threads::Threads)
 t4a_test(NAME testing_fake_driver_fake_graph_test

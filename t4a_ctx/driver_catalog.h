@@ -112,7 +112,11 @@
   X(cuGraphExecKernelNodeSetParams, 12000, REQUIRED) \
   X(cuGraphGetNodes, 10000, OPTIONAL)               \
   /* capture introspection (launch chains: the node a captured fire added) */ \
-  X(cuStreamGetCaptureInfo, 12030, OPTIONAL)
+  X(cuStreamGetCaptureInfo, 12030, OPTIONAL)                                        \
+  /* occupancy (capabilities: occupancy queries, cooperative and cluster launches) */ \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessor, 6050, OPTIONAL)                    \
+  X(cuOccupancyMaxPotentialBlockSize, 6050, OPTIONAL)                               \
+  X(cuOccupancyMaxPotentialClusterSize, 11070, OPTIONAL)
 
 /* The oldest driver t4a accepts: cuGetProcAddress_v2 (the resolver) first shipped with CUDA 12.0. */
 #define T4A_DRIVER_MIN_VERSION 12000

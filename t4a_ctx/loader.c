@@ -142,6 +142,13 @@ static t4a_status finish(t4a_driver *d, int min_version) {
   d->caps = 0;
   if (d->t.cuFuncGetParamInfo != NULL) d->caps |= T4A_DRIVER_CAP_FUNC_PARAM_INFO;
   if (d->t.cuStreamGetCaptureInfo != NULL) d->caps |= T4A_DRIVER_CAP_CAPTURE_INFO;
+  if (d->t.cuLaunchKernelEx != NULL) d->caps |= T4A_DRIVER_CAP_LAUNCH_EX;
+  if (d->t.cuOccupancyMaxActiveBlocksPerMultiprocessor != NULL) {
+    d->caps |= T4A_DRIVER_CAP_OCCUPANCY;
+  }
+  if (d->t.cuOccupancyMaxPotentialClusterSize != NULL) {
+    d->caps |= T4A_DRIVER_CAP_CLUSTER_OCCUPANCY;
+  }
   CUresult r = d->t.cuInit(0);
   if (r == CUDA_ERROR_STUB_LIBRARY) {
     return t4a_error_set_(T4A_DRIVER_NOT_FOUND, "cuInit", (int)r, t4a_cu_name(d, r), 0,

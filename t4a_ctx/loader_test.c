@@ -97,6 +97,8 @@ static const char *const k_optional[] = {
     "cuMemAllocAsync",    "cuMemAlloc",             "cuMemFree",         "cuMemsetD32Async",
     "cuMemcpyPeerAsync",  "cuMemcpyAsync",          "cuPointerGetAttribute", "cuModuleLoadData",
     "cuLaunchKernelEx",   "cuGraphGetNodes",
+    "cuOccupancyMaxActiveBlocksPerMultiprocessor", "cuOccupancyMaxPotentialBlockSize",
+    "cuOccupancyMaxPotentialClusterSize",
 };
 enum { NUM_OPTIONAL = sizeof k_optional / sizeof k_optional[0] };
 
@@ -148,6 +150,9 @@ static void test_fake_table_resolves_every_entry(void **state) {
   assert_int_equal(t4a_driver_version(d), 13000);
   assert_true(t4a_driver_caps(d) & T4A_DRIVER_CAP_FUNC_PARAM_INFO);
   assert_true(t4a_driver_caps(d) & T4A_DRIVER_CAP_CAPTURE_INFO);
+  assert_true(t4a_driver_caps(d) & T4A_DRIVER_CAP_LAUNCH_EX);
+  assert_true(t4a_driver_caps(d) & T4A_DRIVER_CAP_OCCUPANCY);
+  assert_true(t4a_driver_caps(d) & T4A_DRIVER_CAP_CLUSTER_OCCUPANCY);
   assert_string_equal(t4a_driver_origin(d), "fake");
   t4a_driver_release(d);
   t4a_fake_destroy(fake);
@@ -172,6 +177,17 @@ static void test_table_missing_required_entry(void **state) {
   t.cuFuncGetParamInfo = NULL;
   assert_int_equal(t4a_driver_create_from_table(&t, "no-param-info", NULL, NULL, &d), T4A_OK);
   assert_false(t4a_driver_caps(d) & T4A_DRIVER_CAP_FUNC_PARAM_INFO);
+  t4a_driver_release(d);
+  /* The launch-attribute and occupancy entries are capabilities too (an older driver). */
+  t = *t4a_fake_table(fake);
+  t.cuLaunchKernelEx = NULL;
+  t.cuOccupancyMaxActiveBlocksPerMultiprocessor = NULL;
+  t.cuOccupancyMaxPotentialClusterSize = NULL;
+  assert_int_equal(t4a_driver_create_from_table(&t, "no-launch-ex", NULL, NULL, &d), T4A_OK);
+  assert_int_equal(t4a_driver_caps(d) & (T4A_DRIVER_CAP_LAUNCH_EX | T4A_DRIVER_CAP_OCCUPANCY |
+                                         T4A_DRIVER_CAP_CLUSTER_OCCUPANCY),
+                   0);
+  assert_true(t4a_driver_caps(d) & T4A_DRIVER_CAP_FUNC_PARAM_INFO);
   t4a_driver_release(d);
   t4a_fake_destroy(fake);
 }

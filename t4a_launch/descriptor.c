@@ -160,9 +160,9 @@ t4a_status t4a_launch_table_lock_(t4a_launch_table *t) {
   return T4A_OK;
 }
 
-t4a_status t4a_descriptor_register(t4a_launch_table *t, t4a_function *fn,
-                                   const t4a_launch_config *config, const t4a_arg *args,
-                                   uint32_t num_args, uint32_t *out_id) {
+static t4a_status register_desc(t4a_launch_table *t, t4a_function *fn,
+                                const t4a_launch_config *config, const t4a_launch_attrs *attrs,
+                                const t4a_arg *args, uint32_t num_args, uint32_t *out_id) {
   if (out_id == NULL) return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
   *out_id = 0;
   if (t == NULL || fn == NULL || config == NULL || (num_args > 0 && args == NULL)) {
@@ -200,6 +200,9 @@ t4a_status t4a_descriptor_register(t4a_launch_table *t, t4a_function *fn,
     sizes[i] = size;
     if (off + size > total) total = off + size;
   }
+  /* The attributes last: their checks may ask the driver (occupancy, cluster limits). */
+  t4a_launch_ex_ ex;
+  if ((st = t4a_launch_check_attrs_(fn, config, attrs, &ex)) != T4A_OK) return st;
   size_t n = num_args;
   size_t head = (sizeof(desc) + 7) / 8 * 8;
   size_t block = head + n * (sizeof(void *) + sizeof(t4a_buffer *) + 2 * sizeof(uint32_t)) + total;
@@ -213,7 +216,9 @@ t4a_status t4a_descriptor_register(t4a_launch_table *t, t4a_function *fn,
   d->bytes = (unsigned char *)(d->sizes + n);
   d->num_params = num_args;
   d->cfg = *config;
-  d->graph.enabled = t->strategy == T4A_LAUNCH_STRATEGY_GRAPH;
+  d->ex = ex;
+  /* A launch with attributes fires as cuLaunchKernelEx, never through a one-node graph. */
+  d->graph.enabled = t->strategy == T4A_LAUNCH_STRATEGY_GRAPH && ex.num == 0;
   d->graph.fires_left = t->graph_after - 1;
   t4a_function_retain(fn);
   d->fn = fn;
@@ -253,14 +258,27 @@ t4a_status t4a_descriptor_register(t4a_launch_table *t, t4a_function *fn,
   return T4A_OK;
 }
 
+t4a_status t4a_descriptor_register(t4a_launch_table *t, t4a_function *fn,
+                                   const t4a_launch_config *config, const t4a_arg *args,
+                                   uint32_t num_args, uint32_t *out_id) {
+  return register_desc(t, fn, config, NULL, args, num_args, out_id);
+}
+
+t4a_status t4a_descriptor_register_ex(t4a_launch_table *t, t4a_function *fn,
+                                      const t4a_launch_config *config,
+                                      const t4a_launch_attrs *attrs, const t4a_arg *args,
+                                      uint32_t num_args, uint32_t *out_id) {
+  return register_desc(t, fn, config, attrs, args, num_args, out_id);
+}
+
 static t4a_status fire_locked(t4a_launch_table *t, desc *d) {
   t4a_launch_graph_ *g = &d->graph;
   g->used = g->built = g->updated = g->fell_back = 0;
   g->want_node = t->rec != NULL; /* a chain is being recorded: learn the captured node */
-  t4a_status st = t4a_launch_enqueue_(t->retire, d->fn, &d->cfg,
-                                      d->num_params > 0 ? d->ptrs : NULL, d->bufs, d->num_params,
-                                      g); /* always the descriptor's: a PLAIN table's fires never
-                                             go through the function's own graph */
+  t4a_status st = t4a_launch_enqueue_ex_(t->retire, d->fn, &d->cfg,
+                                         d->num_params > 0 ? d->ptrs : NULL, d->bufs,
+                                         d->num_params, g, &d->ex);
+  /* (always the descriptor's graph: a PLAIN table's fires never go through the function's) */
   if (g->want_node) {
     if (st != T4A_OK) g->node_status = st; /* the recording cannot be trusted either */
     t->observer->note_fire(t, d); /* registered with the recording */

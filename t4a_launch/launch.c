@@ -162,6 +162,7 @@ int t4a_launch_refused_before_enqueue_(CUresult r) {
     case CUDA_ERROR_INVALID_IMAGE:
     case CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES:
     case CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE:
+    case CUDA_ERROR_INVALID_CLUSTER_SIZE:
     /* Capture rules: nothing queued, and work of an invalidated capture never runs. */
     case CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED:
     case CUDA_ERROR_STREAM_CAPTURE_INVALIDATED:
@@ -175,21 +176,6 @@ int t4a_launch_refused_before_enqueue_(CUresult r) {
     default:
       return 0;
   }
-}
-
-/* Raises the function's dynamic shared memory limit to `shared` if it is below (memoised: the
- * highest value set). Context current. */
-static t4a_status raise_shared(t4a_function *fn, uint32_t shared) {
-  if (shared <= atomic_load_explicit(&fn->dyn_shared_max, memory_order_acquire)) return T4A_OK;
-  t4a_status st = T4A_OK;
-  pthread_mutex_lock(&fn->attr_lock);
-  if (shared > atomic_load_explicit(&fn->dyn_shared_max, memory_order_relaxed)) {
-    st = T4A_CU(fn->module->cache->driver, cuFuncSetAttribute, fn->handle,
-                CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)shared);
-    if (st == T4A_OK) atomic_store_explicit(&fn->dyn_shared_max, shared, memory_order_release);
-  }
-  pthread_mutex_unlock(&fn->attr_lock);
-  return st;
 }
 
 static void module_retain_object(void *m) { t4a_module_retain(m); }
@@ -328,6 +314,13 @@ static void captured_node(t4a_driver *drv, t4a_lane *lane, t4a_launch_graph_ *g)
 t4a_status t4a_launch_enqueue_(t4a_retire *retire, t4a_function *fn, const t4a_launch_config *cfg,
                                void **params, t4a_buffer *const *buffers, uint32_t num_buffers,
                                t4a_launch_graph_ *graph) {
+  return t4a_launch_enqueue_ex_(retire, fn, cfg, params, buffers, num_buffers, graph, NULL);
+}
+
+t4a_status t4a_launch_enqueue_ex_(t4a_retire *retire, t4a_function *fn,
+                                  const t4a_launch_config *cfg, void **params,
+                                  t4a_buffer *const *buffers, uint32_t num_buffers,
+                                  t4a_launch_graph_ *graph, const t4a_launch_ex_ *ex) {
   uint32_t keep = 1;
   for (uint32_t i = 0; i < num_buffers; i++) keep += buffers[i] != NULL;
   t4a_admission adm;
@@ -335,12 +328,16 @@ t4a_status t4a_launch_enqueue_(t4a_retire *retire, t4a_function *fn, const t4a_l
   if (st != T4A_OK) return st;
   t4a_lane *lane = t4a_retire_lane(retire);
   t4a_driver *drv = fn->module->cache->driver;
-  if ((st = raise_shared(fn, cfg->shared_bytes)) != T4A_OK) return t4a_admission_abort(&adm, st);
+  if ((st = t4a_launch_raise_shared_(fn, cfg->shared_bytes)) != T4A_OK) {
+    return t4a_admission_abort(&adm, st);
+  }
+  int with_attrs = ex != NULL && ex->num > 0;
   /* A checked launch of a function of a GRAPH cache: its own graph, unless another thread is
    * launching it now (its node must not change between the update and the launch). */
   t4a_launch_graph_ *g = graph; /* the descriptor's graph, or the function's */
   int fn_locked = 0;
-  if (g == NULL && fn->graph.enabled && pthread_mutex_trylock(&fn->graph_lock) == 0) {
+  if (g == NULL && !with_attrs && fn->graph.enabled &&
+      pthread_mutex_trylock(&fn->graph_lock) == 0) {
     fn_locked = 1;
     g = &fn->graph;
     note_function_args(fn, cfg, params);
@@ -348,7 +345,23 @@ t4a_status t4a_launch_enqueue_(t4a_retire *retire, t4a_function *fn, const t4a_l
   CUresult r;
   const char *entry;
   int used = 0;
-  if (g != NULL && use_graph(drv, lane, fn, cfg, params, g)) {
+  if (with_attrs) {
+    /* Attributes: always cuLaunchKernelEx (a one-node graph would need node attributes). */
+    CUlaunchConfig lc;
+    memset(&lc, 0, sizeof lc);
+    lc.gridDimX = cfg->grid[0];
+    lc.gridDimY = cfg->grid[1];
+    lc.gridDimZ = cfg->grid[2];
+    lc.blockDimX = cfg->block[0];
+    lc.blockDimY = cfg->block[1];
+    lc.blockDimZ = cfg->block[2];
+    lc.sharedMemBytes = cfg->shared_bytes;
+    lc.hStream = t4a_lane_stream(lane);
+    lc.attrs = (CUlaunchAttribute *)ex->attrs;
+    lc.numAttrs = ex->num;
+    r = drv->t.cuLaunchKernelEx(&lc, fn->handle, params, NULL);
+    entry = "cuLaunchKernelEx";
+  } else if (g != NULL && use_graph(drv, lane, fn, cfg, params, g)) {
     r = drv->t.cuGraphLaunch(g->exec, t4a_lane_stream(lane));
     entry = "cuGraphLaunch";
     used = 1;
@@ -397,8 +410,9 @@ t4a_status t4a_launch_enqueue_(t4a_retire *retire, t4a_function *fn, const t4a_l
 
 /* ---- public launches ---------------------------------------------------------------------- */
 
-t4a_status t4a_launch(t4a_retire *retire, t4a_function *fn, const t4a_launch_config *config,
-                      const t4a_arg *args, uint32_t num_args) {
+static t4a_status launch_args(t4a_retire *retire, t4a_function *fn,
+                              const t4a_launch_config *config, const t4a_launch_attrs *attrs,
+                              const t4a_arg *args, uint32_t num_args) {
   uint64_t domain = 0;
   t4a_status st = check_common(retire, fn, config, &domain);
   if (st != T4A_OK) return st;
@@ -419,13 +433,26 @@ t4a_status t4a_launch(t4a_retire *retire, t4a_function *fn, const t4a_launch_con
     if (st != T4A_OK) return st;
     params[i] = (void *)(uintptr_t)src;
   }
-  return t4a_launch_enqueue_(retire, fn, config, num_args > 0 ? params : NULL, buffers, num_args,
-                             NULL);
+  t4a_launch_ex_ ex;
+  if ((st = t4a_launch_check_attrs_(fn, config, attrs, &ex)) != T4A_OK) return st;
+  return t4a_launch_enqueue_ex_(retire, fn, config, num_args > 0 ? params : NULL, buffers,
+                                num_args, NULL, &ex);
 }
 
-t4a_status t4a_launch_raw(t4a_retire *retire, t4a_function *fn, const t4a_launch_config *config,
-                          const void *params, size_t bytes, const uint32_t *offsets,
-                          uint32_t num_params) {
+t4a_status t4a_launch(t4a_retire *retire, t4a_function *fn, const t4a_launch_config *config,
+                      const t4a_arg *args, uint32_t num_args) {
+  return launch_args(retire, fn, config, NULL, args, num_args);
+}
+
+t4a_status t4a_launch_ex(t4a_retire *retire, t4a_function *fn, const t4a_launch_config *config,
+                         const t4a_launch_attrs *attrs, const t4a_arg *args, uint32_t num_args) {
+  return launch_args(retire, fn, config, attrs, args, num_args);
+}
+
+static t4a_status launch_bytes(t4a_retire *retire, t4a_function *fn,
+                               const t4a_launch_config *config, const t4a_launch_attrs *attrs,
+                               const void *params, size_t bytes, const uint32_t *offsets,
+                               uint32_t num_params) {
   uint64_t domain = 0;
   t4a_status st = check_common(retire, fn, config, &domain);
   if (st != T4A_OK) return st;
@@ -462,5 +489,21 @@ t4a_status t4a_launch_raw(t4a_retire *retire, t4a_function *fn, const t4a_launch
                             fn->name, last, implied, size);
     }
   }
-  return t4a_launch_enqueue_(retire, fn, config, num_params > 0 ? ptrs : NULL, NULL, 0, NULL);
+  t4a_launch_ex_ ex;
+  if ((st = t4a_launch_check_attrs_(fn, config, attrs, &ex)) != T4A_OK) return st;
+  return t4a_launch_enqueue_ex_(retire, fn, config, num_params > 0 ? ptrs : NULL, NULL, 0, NULL,
+                                &ex);
+}
+
+t4a_status t4a_launch_raw(t4a_retire *retire, t4a_function *fn, const t4a_launch_config *config,
+                          const void *params, size_t bytes, const uint32_t *offsets,
+                          uint32_t num_params) {
+  return launch_bytes(retire, fn, config, NULL, params, bytes, offsets, num_params);
+}
+
+t4a_status t4a_launch_raw_ex(t4a_retire *retire, t4a_function *fn,
+                             const t4a_launch_config *config, const t4a_launch_attrs *attrs,
+                             const void *params, size_t bytes, const uint32_t *offsets,
+                             uint32_t num_params) {
+  return launch_bytes(retire, fn, config, attrs, params, bytes, offsets, num_params);
 }

@@ -24,7 +24,19 @@ typedef struct t4a_launch_limits {
   uint32_t max_block[3];
   uint32_t max_grid[3];
   uint32_t max_shared_optin; /* CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN */
+  uint32_t sm_count;         /* CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT */
+  uint8_t cooperative;       /* CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH */
+  uint8_t clusters;          /* CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH */
+  uint32_t cc_major;         /* CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR */
 } t4a_launch_limits;
+
+/* Launch attributes checked and ready for cuLaunchKernelEx (attrs.c): at most one each of
+ * cooperative, cluster dimension and programmatic stream serialization. num 0: none (the launch
+ * is a plain cuLaunchKernel). Stored inline in a descriptor: no heap per fire. */
+typedef struct t4a_launch_ex_ {
+  CUlaunchAttribute attrs[3];
+  uint32_t num;
+} t4a_launch_ex_;
 
 /* A cache key: a tag ('I' an image hashed with its kind, 'A' an NVRTC artifact's key) and 16
  * bytes of XXH3-128. */
@@ -147,6 +159,7 @@ typedef struct t4a_launch_desc_ {
   uint32_t *sizes;   /* num_params */
   unsigned char *bytes;
   t4a_launch_graph_ graph; /* GRAPH strategy: its one-node executable graph */
+  t4a_launch_ex_ ex;       /* launch attributes, checked at registration (num 0: none) */
   uint64_t bind_gen;       /* bumped by every (re)bind: chains compare it with their node's */
   uint32_t chain_nodes;    /* kernel nodes of live chains (and of a recording) naming it:
                               unregister is refused (BUSY) while it is not 0 */
@@ -215,6 +228,25 @@ t4a_status t4a_launch_enqueue_(t4a_retire *retire, t4a_function *fn,
                                const t4a_launch_config *config, void **params,
                                t4a_buffer *const *buffers, uint32_t num_buffers,
                                t4a_launch_graph_ *graph);
+/* As t4a_launch_enqueue_, with launch attributes (`ex` NULL or num 0: none). A launch with
+ * attributes is one cuLaunchKernelEx, never a one-node graph's cuGraphLaunch (`graph` is then
+ * used only for a chain recording's captured node). */
+t4a_status t4a_launch_enqueue_ex_(t4a_retire *retire, t4a_function *fn,
+                                  const t4a_launch_config *config, void **params,
+                                  t4a_buffer *const *buffers, uint32_t num_buffers,
+                                  t4a_launch_graph_ *graph, const t4a_launch_ex_ *ex);
+
+/* Checks `attrs` (NULL: none) for a launch of `fn` with `config` (already checked) against the
+ * driver's capabilities, the device's and the kernel's limits (attrs.c; driver calls under the
+ * lane's context: occupancy for a cooperative grid, the non-portable attribute and
+ * cuOccupancyMaxPotentialClusterSize for a cluster) and fills *out. Statuses: INVALID_LAUNCH
+ * (naming the limit), UNSUPPORTED (capability or device), LANE_BROKEN, driver failures. */
+t4a_status t4a_launch_check_attrs_(t4a_function *fn, const t4a_launch_config *config,
+                                   const t4a_launch_attrs *attrs, t4a_launch_ex_ *out);
+
+/* Raises the function's dynamic shared memory limit to `shared` if it is below (memoised: the
+ * highest value set). Context current. */
+t4a_status t4a_launch_raise_shared_(t4a_function *fn, uint32_t shared);
 
 /* Marks descriptor `id`'s graph node stale, as a rebind does (calibration's rebind figure; an
  * unknown id is ignored). */

@@ -121,7 +121,7 @@ static void cache_release(t4a_module_cache *c) {
 }
 
 static t4a_status query_limits(t4a_driver *drv, CUdevice dev, t4a_launch_limits *out) {
-  static const CUdevice_attribute attrs[8] = {
+  static const CUdevice_attribute attrs[12] = {
       CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
       CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X,
       CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y,
@@ -130,9 +130,14 @@ static t4a_status query_limits(t4a_driver *drv, CUdevice dev, t4a_launch_limits 
       CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y,
       CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z,
       CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+      /* launch attributes (attrs.c) */
+      CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+      CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH,
+      CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH,
+      CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
   };
-  uint32_t v[8];
-  for (int i = 0; i < 8; i++) {
+  uint32_t v[12];
+  for (int i = 0; i < 12; i++) {
     int x = 0;
     t4a_status st = T4A_CU(drv, cuDeviceGetAttribute, &x, attrs[i], dev);
     if (st != T4A_OK) return st;
@@ -144,6 +149,10 @@ static t4a_status query_limits(t4a_driver *drv, CUdevice dev, t4a_launch_limits 
     out->max_grid[i] = v[4 + i];
   }
   out->max_shared_optin = v[7];
+  out->sm_count = v[8];
+  out->cooperative = v[9] != 0;
+  out->clusters = v[10] != 0;
+  out->cc_major = v[11];
   return T4A_OK;
 }
 

@@ -13,6 +13,8 @@ echo "$out" | grep -q '^devices: 3$' || fail "info --fake 3 did not list 3 devic
 echo "$out" | grep -q '^device 2: T4A Fake Device 2$' || fail "device 2 missing: $out"
 echo "$out" | grep -q 'compute capability: 9.0' || fail "no compute capability: $out"
 echo "$out" | grep -q '^driver: CUDA 13.0 (fake)' || fail "no driver line: $out"
+echo "$out" | grep -q '^driver capabilities: func-param-info capture-info launch-ex occupancy cluster-occupancy; absent: none$' ||
+  fail "no capabilities line: $out"
 
 out=$(T4A_LIBCUDA_PATH=/nonexistent/libcuda.so.1 "$t4a" info)
 rc=$?

@@ -66,6 +66,31 @@ static int print_devices(t4a_driver *drv) {
   int v = t4a_driver_version(drv);
   printf("driver: CUDA %d.%d (%s)%s\n", v / 1000, (v % 1000) / 10, t4a_driver_origin(drv),
          t4a_driver_caps(drv) & T4A_DRIVER_CAP_FUNC_PARAM_INFO ? " func-param-info" : "");
+  /* The optional entries t4a can work without, each a capability (docs/design.md §2). */
+  static const struct {
+    uint32_t bit;
+    const char *name;
+  } caps[] = {
+      {T4A_DRIVER_CAP_FUNC_PARAM_INFO, "func-param-info"},
+      {T4A_DRIVER_CAP_CAPTURE_INFO, "capture-info"},
+      {T4A_DRIVER_CAP_LAUNCH_EX, "launch-ex"},
+      {T4A_DRIVER_CAP_OCCUPANCY, "occupancy"},
+      {T4A_DRIVER_CAP_CLUSTER_OCCUPANCY, "cluster-occupancy"},
+  };
+  uint32_t have = t4a_driver_caps(drv);
+  printf("driver capabilities:");
+  for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++) {
+    if (have & caps[i].bit) printf(" %s", caps[i].name);
+  }
+  printf("; absent:");
+  int absent = 0;
+  for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++) {
+    if (!(have & caps[i].bit)) {
+      printf(" %s", caps[i].name);
+      absent = 1;
+    }
+  }
+  printf("%s\n", absent ? "" : " none");
   int count = 0;
   if (t4a_device_count(drv, &count) != T4A_OK) {
     print_error("devices");
@@ -107,8 +132,8 @@ static void info_usage(FILE *f) {
   fprintf(f,
           "usage: t4a info [--fake [N]]\n"
           "  Prints the t4a version, the NVRTC that loads (version, origin, capabilities, target\n"
-          "  architectures), the CUDA driver's version and each device: name, UUID, compute\n"
-          "  capability, SMs, memory, L2, shared memory, PCI address, peer access.\n"
+          "  architectures), the CUDA driver's version and capabilities (present and absent), and\n"
+          "  each device: name, UUID, compute capability, SMs, memory, L2, shared memory, PCI, peers.\n"
           "  --fake [N]  the fake driver of the tests with N devices (1..%d, default 2)\n"
           "  Exit: 0 listed, 1 no CUDA driver loads (or a device query failed), 2 bad usage.\n",
           T4A_FAKE_MAX_DEVICES);

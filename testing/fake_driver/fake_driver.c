@@ -384,6 +384,12 @@ t4a_status t4a_fake_create(const t4a_fake_options *options, t4a_fake **out) {
   }
   fk_fill_table(&f->table);
   if (opt.omit_param_info) f->table.cuFuncGetParamInfo = NULL;
+  if (opt.omit_launch_ex) f->table.cuLaunchKernelEx = NULL;
+  if (opt.omit_occupancy) {
+    f->table.cuOccupancyMaxActiveBlocksPerMultiprocessor = NULL;
+    f->table.cuOccupancyMaxPotentialBlockSize = NULL;
+    f->table.cuOccupancyMaxPotentialClusterSize = NULL;
+  }
   g_fake = f;
   fk_unlock();
   *out = f;

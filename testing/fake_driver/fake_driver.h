@@ -149,6 +149,9 @@ typedef struct t4a_fake_options {
   int all_peers;
   unsigned char peer[T4A_FAKE_MAX_DEVICES][T4A_FAKE_MAX_DEVICES];
   int omit_param_info;      /* leave the optional cuFuncGetParamInfo slot NULL */
+  int omit_launch_ex;       /* leave cuLaunchKernelEx NULL (an older driver) */
+  int omit_occupancy;       /* leave the three cuOccupancy* slots NULL */
+  int gpc_sms;              /* SMs per GPC, the bound of a cluster's blocks (0: 16) */
   t4a_fake_query_policy query_policy;
   /* Left at CREATION, the environment may override it for a stress run of a whole suite:
    * T4A_FAKE_PROGRESS_ORDER=reverse or random[:SEED]. */
@@ -263,6 +266,24 @@ void *t4a_fake_deref(t4a_fake_launch *launch, CUdeviceptr ptr, size_t bytes);
 /* Inside a kernel: the launch geometry. */
 void t4a_fake_launch_dims(const t4a_fake_launch *launch, unsigned grid[3], unsigned block[3],
                           unsigned *shared_bytes);
+/* Inside a kernel: the launch attributes it was launched with (cuLaunchKernelEx, or the kernel
+ * node's): cluster dims (all 0: none), cooperative, programmatic (NULL outputs skipped). */
+void t4a_fake_launch_attrs(const t4a_fake_launch *launch, unsigned cluster[3], int *cooperative,
+                           int *programmatic);
+/* Sets kernel `name`'s resources as the occupancy model sees them (registered first; 0 keeps a
+ * default): registers per thread (32), static shared bytes (0), max threads per block (1024, as
+ * __launch_bounds__ would lower it). cuFuncGetAttribute answers them.
+ *
+ * The occupancy model (cuOccupancy*, and cooperative and cluster launches): resident blocks per
+ * SM = the least of 32, 2048 / (threads rounded up to 32), 65536 / (registers x threads rounded
+ * up to 32), and shared memory per SM (233,472) / (static + dynamic + 1 KiB reserved per block);
+ * 0 when the block exceeds the kernel's max threads or the dynamic bytes its current maximum. A
+ * cooperative launch needs the grid <= that x SM count (else
+ * CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE); a cluster needs CLUSTER_LAUNCH (cc >= 9), dims that
+ * divide the grid, a size <= 8, or <= 16 with the non-portable attribute set, and <= blocks per
+ * SM x gpc_sms (else CUDA_ERROR_INVALID_CLUSTER_SIZE). */
+void t4a_fake_set_kernel_resources(t4a_fake *fake, const char *name, int regs,
+                                   int static_shared, int max_threads);
 
 /* ---- module images ---- */
 /* Builds a fake module image naming `num` kernels into buf; returns the bytes needed (incl. NUL). */

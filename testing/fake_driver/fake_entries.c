@@ -185,6 +185,16 @@ FK_ENTRY(cuGraphExecKernelNodeSetParams,
 FK_ENTRY(cuGraphGetNodes, (CUgraph graph, CUgraphNode *nodes, size_t *num),
          (c_.f, graph, nodes, num))
 
+/* ---- occupancy ---- */
+FK_ENTRY(cuOccupancyMaxActiveBlocksPerMultiprocessor,
+         (int *num, CUfunction func, int block, size_t dyn), (c_.f, num, func, block, dyn))
+FK_ENTRY(cuOccupancyMaxPotentialBlockSize,
+         (int *min_grid, int *block, CUfunction func, CUoccupancyB2DSize to_dyn, size_t dyn,
+          int limit),
+         (c_.f, min_grid, block, func, to_dyn, dyn, limit))
+FK_ENTRY(cuOccupancyMaxPotentialClusterSize,
+         (int *size, CUfunction func, const CUlaunchConfig *config), (c_.f, size, func, config))
+
 void fk_fill_table(t4a_driver_table *table) {
   static const t4a_driver_table k_table = {
 #define FK_TABLE_SLOT_(name, version, need) .name = fake_##name,

@@ -373,6 +373,9 @@ CUresult fk_cuGraphExecKernelNodeSetParams(t4a_fake *f, CUgraphExec exec, CUgrap
   fk_op *op;
   r = kernel_params_op(f, params, e->ctx, &op);
   if (r != CUDA_SUCCESS) return r;
+  /* A node's launch attributes (a captured cuLaunchKernelEx's) are not part of its parameters:
+   * an update keeps them. */
+  op->u.kernel.attrs = en->op.u.kernel.attrs;
   fk_op_release_payload(f, &en->op);
   en->op = *op;
   en->op.next = NULL;

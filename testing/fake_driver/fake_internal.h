@@ -163,6 +163,13 @@ typedef struct fk_end {
   uint64_t pin_id;
 } fk_end;
 
+/* The launch attributes the fake models (cuLaunchKernelEx; fake_occupancy.c). */
+typedef struct fk_launch_attrs {
+  unsigned cluster[3]; /* all 0: no cluster */
+  int cooperative;
+  int programmatic; /* programmatic stream serialization allowed */
+} fk_launch_attrs;
+
 /* A snapshot of a kernel's arguments, laid out as the registered parameter list says. */
 typedef struct fk_args {
   size_t num;
@@ -193,6 +200,7 @@ typedef struct fk_op {
       t4a_fake_kernel_fn fn; /* NULL: an unregistered kernel, which does nothing */
       void *user;
       fk_args args;
+      fk_launch_attrs attrs; /* cuLaunchKernelEx's (kept by graph nodes and their updates) */
     } kernel;
     struct {
       CUdeviceptr ptr;
@@ -311,6 +319,7 @@ typedef struct fk_func {
   int device_fn; /* a CUBIN's GLOBAL device function: found by name, not launchable */
   int max_dyn_shared;
   int carveout;
+  int non_portable_cluster; /* CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED */
 } fk_func;
 
 struct fk_module {
@@ -330,6 +339,8 @@ typedef struct fk_kernel {
   size_t total;
   t4a_fake_kernel_fn fn;
   void *user;
+  /* Resources (t4a_fake_set_kernel_resources; 0: the defaults of fake_occupancy.c). */
+  int regs, static_shared, max_threads;
 } fk_kernel;
 
 typedef struct fk_node {
@@ -365,6 +376,7 @@ struct t4a_fake_launch {
   t4a_fake *fake;
   fk_ctx *ctx;
   unsigned grid[3], block[3], shared;
+  fk_launch_attrs attrs;
   int faulted;
 };
 
@@ -707,6 +719,30 @@ CUresult fk_cuLaunchKernel(t4a_fake *f, CUfunction func, unsigned gx, unsigned g
                            void **params, void **extra);
 CUresult fk_cuLaunchKernelEx(t4a_fake *f, const CUlaunchConfig *config, CUfunction func,
                              void **params, void **extra);
+
+/* ---- occupancy and launch attributes (fake_occupancy.c) ----------------------------------- */
+
+/* The function's resources: registers per thread, static shared bytes, max threads per block. */
+void fk_func_resources(t4a_fake *f, const fk_func *fn, int *regs, int *static_shared,
+                       int *max_threads);
+/* Resident blocks per SM for `threads` per block and `dyn` dynamic shared bytes (0 when one
+ * block does not fit). */
+int fk_blocks_per_sm(t4a_fake *f, const fk_func *fn, unsigned threads, size_t dyn);
+/* The largest cluster the function can launch with (block, dyn), as
+ * cuOccupancyMaxPotentialClusterSize answers. */
+int fk_max_cluster(t4a_fake *f, const fk_func *fn, unsigned threads, size_t dyn);
+/* Reads cuLaunchKernelEx's attributes and checks them against the device's and the function's
+ * limits (the driver's rules: cooperative grid resident at once, cluster dims dividing the grid,
+ * the portable size 8 unless the function allows non-portable sizes, 16 at most). */
+CUresult fk_launch_attrs_read(t4a_fake *f, const CUlaunchConfig *config, CUfunction func,
+                              fk_launch_attrs *out);
+CUresult fk_cuOccupancyMaxActiveBlocksPerMultiprocessor(t4a_fake *f, int *num, CUfunction func,
+                                                        int block, size_t dyn);
+CUresult fk_cuOccupancyMaxPotentialBlockSize(t4a_fake *f, int *min_grid, int *block,
+                                             CUfunction func, CUoccupancyB2DSize to_dyn,
+                                             size_t dyn, int limit);
+CUresult fk_cuOccupancyMaxPotentialClusterSize(t4a_fake *f, int *size, CUfunction func,
+                                               const CUlaunchConfig *config);
 
 CUresult fk_cuGraphCreate(t4a_fake *f, CUgraph *graph, unsigned int flags);
 CUresult fk_cuGraphAddKernelNode(t4a_fake *f, CUgraphNode *node, CUgraph graph,

@@ -543,12 +543,14 @@ CUresult fk_cuFuncGetAttribute(t4a_fake *f, int *pi, CUfunction_attribute attr, 
   CUresult r = func_lookup(f, func, &fn);
   if (r != CUDA_SUCCESS) return r;
   int cc = f->opt.cc_major * 10 + f->opt.cc_minor;
+  int regs, static_shared, max_threads;
+  fk_func_resources(f, fn, &regs, &static_shared, &max_threads);
   switch (attr) {
-    case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *pi = 1024; break;
-    case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES: *pi = 0; break;
+    case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *pi = max_threads; break;
+    case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES: *pi = static_shared; break;
     case CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES: *pi = 0; break;
     case CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES: *pi = 0; break;
-    case CU_FUNC_ATTRIBUTE_NUM_REGS: *pi = 32; break;
+    case CU_FUNC_ATTRIBUTE_NUM_REGS: *pi = regs; break;
     case CU_FUNC_ATTRIBUTE_PTX_VERSION: *pi = cc; break;
     case CU_FUNC_ATTRIBUTE_BINARY_VERSION: *pi = cc; break;
     case CU_FUNC_ATTRIBUTE_CACHE_MODE_CA: *pi = 0; break;
@@ -558,7 +560,7 @@ CUresult fk_cuFuncGetAttribute(t4a_fake *f, int *pi, CUfunction_attribute attr, 
     case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH: *pi = 0; break;
     case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT: *pi = 0; break;
     case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH: *pi = 0; break;
-    case CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED: *pi = 0; break;
+    case CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED: *pi = fn->non_portable_cluster; break;
     case CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE: *pi = 0; break;
     default:
       return CUDA_ERROR_INVALID_VALUE;
@@ -579,6 +581,10 @@ CUresult fk_cuFuncSetAttribute(t4a_fake *f, CUfunction func, CUfunction_attribut
     case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
       if (value < -1 || value > 100) return CUDA_ERROR_INVALID_VALUE;
       fn->carveout = value;
+      return CUDA_SUCCESS;
+    case CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED:
+      if (value != 0 && value != 1) return CUDA_ERROR_INVALID_VALUE;
+      fn->non_portable_cluster = value;
       return CUDA_SUCCESS;
     default:
       return CUDA_ERROR_INVALID_VALUE;
@@ -643,6 +649,14 @@ CUresult fk_build_launch(t4a_fake *f, CUfunction func, const unsigned grid[3],
   }
   if (shared > (unsigned)fn->max_dyn_shared) return CUDA_ERROR_INVALID_VALUE;
   if (params != NULL && extra != NULL) return CUDA_ERROR_INVALID_VALUE;
+  {
+    /* A block above the kernel's own limit (__launch_bounds__): refused, as on the H200. */
+    int regs, static_shared, max_threads;
+    fk_func_resources(f, fn, &regs, &static_shared, &max_threads);
+    if ((uint64_t)block[0] * block[1] * block[2] > (uint64_t)max_threads) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+  }
 
   fk_op *op = fk_op_new(FK_OP_KERNEL);
   if (op == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -713,6 +727,7 @@ void fk_run_kernel(t4a_fake *f, fk_ctx *ctx, const fk_op *op) {
     launch.block[i] = op->u.kernel.block[i];
   }
   launch.shared = op->u.kernel.shared;
+  launch.attrs = op->u.kernel.attrs;
   const fk_args *a = &op->u.kernel.args;
   void *small[16];
   void **pv = small;
@@ -778,5 +793,11 @@ CUresult fk_cuLaunchKernelEx(t4a_fake *f, const CUlaunchConfig *config, CUfuncti
   fk_op *op;
   r = fk_build_launch(f, func, grid, block, config->sharedMemBytes, params, extra, s->ctx, &op);
   if (r != CUDA_SUCCESS) return r;
+  /* The attributes' limits (fake_occupancy.c): a refusal queues nothing. */
+  r = fk_launch_attrs_read(f, config, func, &op->u.kernel.attrs);
+  if (r != CUDA_SUCCESS) {
+    fk_op_free(f, op);
+    return r;
+  }
   return fk_submit(f, s, op);
 }

@@ -56,6 +56,12 @@ typedef struct t4a_driver t4a_driver;
 #define T4A_DRIVER_CAP_FUNC_PARAM_INFO (1u << 0) /**< cuFuncGetParamInfo (driver >= 12.4) */
 #define T4A_DRIVER_CAP_CAPTURE_INFO (1u << 1)    /**< cuStreamGetCaptureInfo v3 (driver >= 12.3):
                                                     launch chains (t4a/chain.h) */
+#define T4A_DRIVER_CAP_LAUNCH_EX (1u << 2)        /**< cuLaunchKernelEx (11.6): launch attributes
+                                                    (cooperative, clusters, PDL; t4a/launch.h) */
+#define T4A_DRIVER_CAP_OCCUPANCY (1u << 3)        /**< cuOccupancyMaxActiveBlocksPerMultiprocessor:
+                                                    occupancy queries, cooperative launches */
+#define T4A_DRIVER_CAP_CLUSTER_OCCUPANCY (1u << 4) /**< cuOccupancyMaxPotentialClusterSize (11.7):
+                                                     cluster launches */
 
 /** Options of t4a_driver_open; zero means the default. */
 typedef struct t4a_driver_options {

@@ -66,6 +66,14 @@
  * Raw-bytes launches take the parameters packed as bytes with their offsets (for struct or half
  * parameters) and check offsets and sizes against the kernel's layout.
  *
+ * Occupancy and launch attributes: blocks per SM for a block size and dynamic shared memory, a
+ * suggested block size and minimum grid; cooperative launches, thread-block clusters and
+ * programmatic dependent launch through cuLaunchKernelEx on the checked (t4a_launch_ex),
+ * raw-bytes (t4a_launch_raw_ex) and descriptor (t4a_descriptor_register_ex) paths, checked
+ * against the device's and the kernel's limits before anything is enqueued. An older driver
+ * without the entries answers UNSUPPORTED (T4A_DRIVER_CAP_LAUNCH_EX, _OCCUPANCY,
+ * _CLUSTER_OCCUPANCY).
+ *
  * L2 persistence: the persisting-L2 limit of the lane's context (clamped to the device maximum,
  * the applied value returned), an access-policy window on the lane's stream, a reset of the
  * persisting lines.
@@ -324,6 +332,87 @@ T4A_MUST_USE t4a_status t4a_launch_raw(t4a_retire *retire, t4a_function *functio
                                        size_t bytes, const uint32_t *offsets,
                                        uint32_t num_params);
 
+/* ---- occupancy and launch attributes ---- */
+
+/** Resident blocks per multiprocessor of `function` launched with `block_threads` threads per
+ * block and `shared_bytes` of dynamic shared memory (cuOccupancyMaxActiveBlocksPerMultiprocessor;
+ * 0 when one block does not fit). The function's dynamic shared memory limit is raised to
+ * `shared_bytes` first, as a launch with it would. Statuses: INVALID_ARGUMENT (NULL,
+ * block_threads 0 or above the device's max threads per block, shared_bytes above the device's
+ * opt-in maximum), UNSUPPORTED (no cuOccupancyMaxActiveBlocksPerMultiprocessor:
+ * T4A_DRIVER_CAP_OCCUPANCY), LANE_BROKEN, driver failures. */
+T4A_MUST_USE t4a_status t4a_function_occupancy(t4a_function *function, uint32_t block_threads,
+                                               uint32_t shared_bytes, uint32_t *out_blocks_per_sm);
+
+/** A suggested launch shape (t4a_function_suggest_block). */
+typedef struct t4a_block_suggestion {
+  uint32_t block_threads; /**< the block size with the highest occupancy */
+  uint32_t blocks_per_sm; /**< resident blocks per SM at that size */
+  uint32_t min_grid;      /**< blocks for full occupancy: blocks_per_sm x the SM count */
+  uint32_t shared_bytes;  /**< the dynamic shared memory per block at that size */
+} t4a_block_suggestion;
+
+/** Suggests the block size with the most resident threads per SM, as the driver's
+ * cuOccupancyMaxPotentialBlockSize does: from the largest block (the least of the kernel's and the
+ * device's max threads per block and `block_limit`, 0: no limit of its own) down in steps of 32
+ * threads, the first strictly highest occupancy wins (ties go to the larger block), stopping at
+ * full occupancy. Dynamic shared memory per block is `shared_bytes` + `shared_per_thread` x the
+ * block size (bytes, per-thread, or both); sizes needing more than the device's opt-in maximum are
+ * skipped. Computed over t4a_function_occupancy (one query per size tried; the function's dynamic
+ * shared memory limit raised as each would need). Statuses: INVALID_ARGUMENT (NULL),
+ * UNSUPPORTED (as t4a_function_occupancy), LIMIT_EXCEEDED (no size fits a block), LANE_BROKEN,
+ * driver failures (cuFuncGetAttribute, cuOccupancyMaxActiveBlocksPerMultiprocessor). */
+T4A_MUST_USE t4a_status t4a_function_suggest_block(t4a_function *function, uint32_t shared_bytes,
+                                                   uint32_t shared_per_thread,
+                                                   uint32_t block_limit,
+                                                   t4a_block_suggestion *out);
+
+/** Allows (1) or forbids (0) cluster sizes above the portable 8 blocks for `function`
+ * (CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED; sm_90 allows 16). Statuses:
+ * INVALID_ARGUMENT (NULL, allow not 0 or 1), UNSUPPORTED (the device has no clusters),
+ * LANE_BROKEN, driver failures (cuFuncSetAttribute). */
+T4A_MUST_USE t4a_status t4a_function_allow_non_portable_clusters(t4a_function *function,
+                                                                 int allow);
+
+/** Launch attributes (cuLaunchKernelEx); zero means none. */
+typedef struct t4a_launch_attrs {
+  /** Blocks per thread-block cluster in each dimension (sm_90: distributed shared memory); all 0:
+   * no cluster. Each must divide the grid's dimension; the size (their product) is at most 8, or
+   * 16 where the kernel allows non-portable sizes, and at most what the device can co-schedule for
+   * this block and shared memory (cuOccupancyMaxPotentialClusterSize). */
+  uint32_t cluster[3];
+  /** 1: a cooperative launch (every block resident at once, so a grid-wide barrier is safe); the
+   * grid must not exceed blocks per SM (t4a_function_occupancy) x the SM count. */
+  int cooperative;
+  /** 1: programmatic dependent launch: the kernel may start before the previous kernel of the
+   * stream completed (it waits with griddepcontrol.wait / cudaGridDependencySynchronize); sm_90. */
+  int programmatic;
+} t4a_launch_attrs;
+/** No attributes. */
+#define T4A_LAUNCH_ATTRS_INIT {{0, 0, 0}, 0, 0}
+
+/** As t4a_launch, with launch attributes (NULL or all zero: exactly t4a_launch). Attributes are
+ * checked after the arguments, before anything is enqueued; the launch is one cuLaunchKernelEx
+ * (never a one-node graph, whatever the module cache's strategy). Statuses: those of t4a_launch;
+ * INVALID_LAUNCH (a cooperative grid above what the device holds at once, naming the limit; a
+ * cluster dimension of 0 or not dividing the grid; a cluster above 8 blocks without the
+ * non-portable attribute, above 16, or above the kernel's co-schedulable size), UNSUPPORTED
+ * (cooperative and cluster together; no cuLaunchKernelEx, T4A_DRIVER_CAP_LAUNCH_EX; no occupancy
+ * entry for a cooperative launch or no cuOccupancyMaxPotentialClusterSize for a cluster; a device
+ * without cooperative launches, clusters or, for programmatic launches, sm_90), driver failures
+ * (also cuOccupancyMaxActiveBlocksPerMultiprocessor, cuFuncGetAttribute,
+ * cuOccupancyMaxPotentialClusterSize, cuLaunchKernelEx). */
+T4A_MUST_USE t4a_status t4a_launch_ex(t4a_retire *retire, t4a_function *function,
+                                      const t4a_launch_config *config,
+                                      const t4a_launch_attrs *attrs, const t4a_arg *args,
+                                      uint32_t num_args);
+/** As t4a_launch_raw, with launch attributes checked as t4a_launch_ex does. */
+T4A_MUST_USE t4a_status t4a_launch_raw_ex(t4a_retire *retire, t4a_function *function,
+                                          const t4a_launch_config *config,
+                                          const t4a_launch_attrs *attrs, const void *params,
+                                          size_t bytes, const uint32_t *offsets,
+                                          uint32_t num_params);
+
 /* ---- descriptors ---- */
 
 /** A table of launch descriptors on one retirement state. Opaque. */
@@ -408,6 +497,16 @@ T4A_MUST_USE t4a_status t4a_descriptor_register(t4a_launch_table *table, t4a_fun
                                                 const t4a_launch_config *config,
                                                 const t4a_arg *args, uint32_t num_args,
                                                 uint32_t *out_id);
+/** As t4a_descriptor_register, with launch attributes checked once here as t4a_launch_ex does
+ * (the statuses of both). Its fires are cuLaunchKernelEx with the attributes (no heap allocation
+ * per fire; never through a GRAPH table's one-node graph); a chain records them as kernel nodes
+ * with the attributes. */
+T4A_MUST_USE t4a_status t4a_descriptor_register_ex(t4a_launch_table *table,
+                                                   t4a_function *function,
+                                                   const t4a_launch_config *config,
+                                                   const t4a_launch_attrs *attrs,
+                                                   const t4a_arg *args, uint32_t num_args,
+                                                   uint32_t *out_id);
 /** Launches descriptor `id` (no checks beyond the id; no heap allocation), as t4a_launch does
  * after its checks. Statuses: INVALID_ARGUMENT (unknown or stale id), REENTRY, LANE_BROKEN,
  * CONTEXT_LOST, driver failures. */
