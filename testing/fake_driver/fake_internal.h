@@ -284,6 +284,8 @@ typedef struct fk_alloc {
   fk_access *acc; /* the last access of each stream that touched it */
   size_t num_acc, cap_acc;
   uint64_t id;
+  int module_mem; /* a module global's memory: freed with its module, never by cuMemFree*, not
+                     counted in t4a_fake_live.device_allocs (the module is counted) */
 } fk_alloc;
 
 /* A block freed by a stream operation: where and when, to judge later accesses to it. */
@@ -313,11 +315,20 @@ typedef struct fk_func {
   int carveout;
 } fk_func;
 
+/* A global of a module (__device__ or __constant__): its name, size and memory. */
+typedef struct fk_modglobal {
+  char *name;
+  int is_const;    /* __constant__ (counted in CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES) */
+  fk_alloc *alloc; /* module memory (fk_alloc.module_mem), freed with the module */
+} fk_modglobal;
+
 struct fk_module {
   fk_obj o;
   fk_ctx *ctx;
   size_t num_funcs;
   fk_func **funcs;
+  size_t num_globals;
+  fk_modglobal *globals;
   fk_link link; /* t4a_fake.modules */
 };
 
@@ -330,6 +341,7 @@ typedef struct fk_kernel {
   size_t total;
   t4a_fake_kernel_fn fn;
   void *user;
+  t4a_fake_kernel_attrs attrs; /* t4a_fake_set_kernel_attrs; zero fields: the defaults */
 } fk_kernel;
 
 typedef struct fk_node {
@@ -364,6 +376,7 @@ typedef struct fk_exec {
 struct t4a_fake_launch {
   t4a_fake *fake;
   fk_ctx *ctx;
+  fk_module *mod; /* the launched function's module (its globals) */
   unsigned grid[3], block[3], shared;
   int faulted;
 };
@@ -571,6 +584,8 @@ void fk_capture_end_free(t4a_fake *f, fk_stream *s);
 fk_pool *fk_pool_new(t4a_fake *f, int device, int is_default);
 void fk_pool_free(t4a_fake *f, fk_pool *p);
 void fk_alloc_free(t4a_fake *f, fk_alloc *a);
+/* Memory for a module global of `bytes` on ctx's device, valid at once (zero-filled). */
+CUresult fk_module_alloc(t4a_fake *f, fk_ctx *ctx, size_t bytes, fk_alloc **out);
 void fk_pin_free(t4a_fake *f, fk_pin *p);
 /* The host bytes behind [addr, addr + bytes) if it lies in one live range accessible from ctx's
  * device (kernel: stricter peer rules), else NULL. */
@@ -697,6 +712,8 @@ CUresult fk_cuModuleLoadDataEx(t4a_fake *f, CUmodule *mod, const void *image,
                                unsigned int num_options, CUjit_option *options, void **values);
 CUresult fk_cuModuleUnload(t4a_fake *f, CUmodule mod);
 CUresult fk_cuModuleGetFunction(t4a_fake *f, CUfunction *func, CUmodule mod, const char *name);
+CUresult fk_cuModuleGetGlobal(t4a_fake *f, CUdeviceptr *dptr, size_t *bytes, CUmodule mod,
+                              const char *name);
 CUresult fk_cuFuncGetAttribute(t4a_fake *f, int *pi, CUfunction_attribute attr, CUfunction func);
 CUresult fk_cuFuncSetAttribute(t4a_fake *f, CUfunction func, CUfunction_attribute attr,
                                int value);
