@@ -116,7 +116,7 @@ t4a_library(NAME t4a_ctx_ctx_internal
   HDRS t4a_ctx/ctx_internal.h
   DEPS t4a_ctx t4a_ctx_status)
 t4a_library(NAME t4a_launch
-  SRCS t4a_launch/module.c t4a_launch/launch.c t4a_launch/descriptor.c t4a_launch/calibrate.c t4a_launch/calibration_cache.c t4a_launch/policy.c t4a_launch/l2.c t4a_launch/launch_internal.h t4a_launch/graph.c t4a_launch/chain.c
+  SRCS t4a_launch/module.c t4a_launch/globals.c t4a_launch/launch.c t4a_launch/descriptor.c t4a_launch/calibrate.c t4a_launch/calibration_cache.c t4a_launch/policy.c t4a_launch/l2.c t4a_launch/launch_internal.h t4a_launch/graph.c t4a_launch/chain.c
   HDRS t4a_launch/include/t4a/launch.h t4a_launch/include/t4a/graph.h t4a_launch/include/t4a/chain.h
   INCLUDE_DIR t4a_launch/include
   INSTALL launch
