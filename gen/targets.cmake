@@ -126,6 +126,10 @@ t4a_test(NAME t4a_launch_module_test
   SRCS t4a_launch/module_test.c t4a_launch/launch_testutil.h
   LABELS unit
   DEPS fixture t4a_ctx_status_internal t4a_ctx_ctx_internal t4a_launch t4a_nvrtc t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
+t4a_test(NAME t4a_launch_globals_test
+  SRCS t4a_launch/globals_test.c t4a_launch/launch_testutil.h
+  LABELS unit
+  DEPS fixture t4a_ctx_status_internal t4a_ctx_ctx_internal t4a_launch t4a_xfer t4a_nvrtc t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
 t4a_test(NAME t4a_launch_launch_test
   SRCS t4a_launch/launch_test.c t4a_launch/launch_testutil.h
   LABELS unit

@@ -21,9 +21,12 @@
  * "const NAME BYTES" (__constant__), zero-filled; in PTX every module-scope ".global" or ".const"
  * variable declaration (".visible .const .align 4 .b8 table[256];"), its size the element type's
  * times its dimensions, its initialiser (integers, 0f/0d hex floats) applied; in a CUBIN every
- * defined GLOBAL (or WEAK) STT_OBJECT symbol in a ".nv.constant*" or ".nv.global*" section, its
- * st_size bytes, initialised from the section's bytes (NOBITS: zeros). A LOCAL (static) one is
- * not found (not measured on the driver). The user constant bank holds 64 KiB: an image whose
+ * defined STT_OBJECT symbol in a ".nv.constant*" or ".nv.global*" section, its st_size bytes,
+ * initialised from the section's bytes (NOBITS: zeros). LOCAL symbols count: NVRTC's
+ * whole-program sm_90 CUBINs (CUDA 13.0) bind every global LOCAL (lut_table in .nv.constant3,
+ * lut_calls in .nv.global, an initialised one in .nv.global.init), and cuModuleGetGlobal is how
+ * such globals are reached (the GPU test, t4a_launch/globals_gpu_test.c, checks it on the
+ * driver). The user constant bank holds 64 KiB: an image whose
  * __constant__ globals add up to more is CUDA_ERROR_INVALID_IMAGE (ptxas refuses such a source).
  * A global's memory lives as long as its module: a copy or kernel touching it after the unload
  * faults (ILLEGAL_ADDRESS), as any access outside live memory does.
@@ -559,12 +562,12 @@ static int elf_range_ok(uint64_t off, uint64_t size) {
   return off >= sizeof(Elf64_Ehdr) && off <= FK_IMAGE_LIMIT && size <= FK_IMAGE_LIMIT - off;
 }
 
-/* A defined STT_OBJECT symbol: a global when GLOBAL (or WEAK) in a ".nv.constant*" or
- * ".nv.global*" section, initialised from the section's bytes (NOBITS: zeros). */
+/* A defined STT_OBJECT symbol: a global when in a ".nv.constant*" or ".nv.global*" section (LOCAL
+ * ones too: whole-program NVRTC output makes every global LOCAL), initialised from the section's bytes (NOBITS: zeros). */
 static CUresult elf_global(const unsigned char *img, const Elf64_Ehdr *eh, const char *strtab,
                            uint64_t strtab_size, const Elf64_Sym *sym, name_list *out,
                            const char **why) {
-  if (ELF64_ST_BIND(sym->st_info) == STB_LOCAL || sym->st_size == 0) return CUDA_SUCCESS;
+  if (sym->st_size == 0) return CUDA_SUCCESS;
   if (sym->st_shndx >= eh->e_shnum || sym->st_name >= strtab_size) {
     *why = "ELF image: a global's section or name is out of range";
     return CUDA_ERROR_INVALID_IMAGE;
