@@ -146,6 +146,10 @@ t4a_test(NAME t4a_launch_launch_gpu_test
   SRCS t4a_launch/launch_gpu_test.c
   LABELS gpu single
   DEPS testing_gpu_gpu_main t4a_launch t4a_xfer t4a_nvrtc t4a_mem t4a_retire t4a_ctx t4a_ctx_status t4a_ext_cmocka m)
+t4a_test(NAME t4a_launch_globals_gpu_test
+  SRCS t4a_launch/globals_gpu_test.c
+  LABELS gpu single
+  DEPS testing_gpu_gpu_main t4a_launch t4a_xfer t4a_nvrtc t4a_mem t4a_retire t4a_ctx t4a_ctx_status t4a_ext_cmocka)
 t4a_test(NAME t4a_launch_graph_kernel_test
   SRCS t4a_launch/graph_kernel_test.c t4a_launch/launch_testutil.h
   LABELS unit
