@@ -422,7 +422,7 @@ t4a_library(NAME sweep
   HDRS testing/sweep/sweep.h
   DEPS fake_driver t4a_ctx_status t4a_ext_cuda_headers t4a_ext_cmocka)
 t4a_binary(NAME t4a_cli
-  SRCS tools/t4a_main.c tools/compile_cmd.c tools/compile_cmd.h tools/demo_cmd.c tools/demo_cmd.h tools/run_cmd.c tools/run_cmd.h tools/progress.c tools/progress.h
+  SRCS tools/t4a_main.c tools/compile_cmd.c tools/compile_cmd.h tools/demo_cmd.c tools/demo_cmd.h tools/kernel_cmd.c tools/kernel_cmd.h tools/run_cmd.c tools/run_cmd.h tools/progress.c tools/progress.h
   OUTPUT_NAME t4a
   INSTALL
   DEPS t4a examples_warm_chain t4a_ctx t4a_ctx_status t4a_nvrtc fake_driver testing_lsan_nvrtc_suppressions Threads::Threads)
