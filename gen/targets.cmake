@@ -116,7 +116,7 @@ t4a_library(NAME t4a_ctx_ctx_internal
   HDRS t4a_ctx/ctx_internal.h
   DEPS t4a_ctx t4a_ctx_status)
 t4a_library(NAME t4a_launch
-  SRCS t4a_launch/module.c t4a_launch/launch.c t4a_launch/attrs.c t4a_launch/descriptor.c t4a_launch/calibrate.c t4a_launch/calibration_cache.c t4a_launch/policy.c t4a_launch/l2.c t4a_launch/launch_internal.h t4a_launch/graph.c t4a_launch/chain.c
+  SRCS t4a_launch/module.c t4a_launch/globals.c t4a_launch/launch.c t4a_launch/attrs.c t4a_launch/descriptor.c t4a_launch/calibrate.c t4a_launch/calibration_cache.c t4a_launch/policy.c t4a_launch/l2.c t4a_launch/launch_internal.h t4a_launch/graph.c t4a_launch/chain.c
   HDRS t4a_launch/include/t4a/launch.h t4a_launch/include/t4a/graph.h t4a_launch/include/t4a/chain.h
   INCLUDE_DIR t4a_launch/include
   INSTALL launch
@@ -126,6 +126,10 @@ t4a_test(NAME t4a_launch_module_test
   SRCS t4a_launch/module_test.c t4a_launch/launch_testutil.h
   LABELS unit
   DEPS fixture t4a_ctx_status_internal t4a_ctx_ctx_internal t4a_launch t4a_nvrtc t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
+t4a_test(NAME t4a_launch_globals_test
+  SRCS t4a_launch/globals_test.c t4a_launch/launch_testutil.h
+  LABELS unit
+  DEPS fixture t4a_ctx_status_internal t4a_ctx_ctx_internal t4a_launch t4a_xfer t4a_nvrtc t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
 t4a_test(NAME t4a_launch_launch_test
   SRCS t4a_launch/launch_test.c t4a_launch/launch_testutil.h
   LABELS unit
@@ -146,6 +150,10 @@ t4a_test(NAME t4a_launch_launch_gpu_test
   SRCS t4a_launch/launch_gpu_test.c
   LABELS gpu single
   DEPS testing_gpu_gpu_main t4a_launch t4a_xfer t4a_nvrtc t4a_mem t4a_retire t4a_ctx t4a_ctx_status t4a_ext_cmocka m)
+t4a_test(NAME t4a_launch_globals_gpu_test
+  SRCS t4a_launch/globals_gpu_test.c
+  LABELS gpu single
+  DEPS testing_gpu_gpu_main t4a_launch t4a_xfer t4a_nvrtc t4a_mem t4a_retire t4a_ctx t4a_ctx_status t4a_ext_cmocka)
 t4a_test(NAME t4a_launch_attrs_gpu_test
   SRCS t4a_launch/attrs_gpu_test.c t4a_launch/launch_internal.h
   LABELS gpu single
@@ -426,7 +434,7 @@ t4a_library(NAME sweep
   HDRS testing/sweep/sweep.h
   DEPS fake_driver t4a_ctx_status t4a_ext_cuda_headers t4a_ext_cmocka)
 t4a_binary(NAME t4a_cli
-  SRCS tools/t4a_main.c tools/compile_cmd.c tools/compile_cmd.h tools/demo_cmd.c tools/demo_cmd.h tools/run_cmd.c tools/run_cmd.h tools/progress.c tools/progress.h
+  SRCS tools/t4a_main.c tools/compile_cmd.c tools/compile_cmd.h tools/demo_cmd.c tools/demo_cmd.h tools/kernel_cmd.c tools/kernel_cmd.h tools/run_cmd.c tools/run_cmd.h tools/progress.c tools/progress.h
   OUTPUT_NAME t4a
   INSTALL
   DEPS t4a examples_warm_chain t4a_ctx t4a_ctx_status t4a_nvrtc fake_driver testing_lsan_nvrtc_suppressions Threads::Threads)

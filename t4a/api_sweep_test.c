@@ -2,7 +2,7 @@
  * a use that opens a runtime and goes through device and lane checks, compiles through a borrowed
  * artifact cache on the fake NVRTC (a full request with a name expression, and the one-call
  * kernel path), loads an artifact, reads and declares kernel parameters, registers and rebinds a
- * descriptor, plans a copy, asks for a buffer's address inside a raw scope, takes admission
+ * descriptor, writes and reads a module global, plans a copy, asks for a buffer's address inside a raw scope, takes admission
  * witnesses, registers owned host memory and grants a peer pool access — then closes. Every
  * driver call and every host allocation of it is failed in turn: each failure must be typed with
  * full detail, and whatever stays alive in the fake is exactly what t4a counted as leaked. */
@@ -73,6 +73,21 @@ static t4a_status use(fixture *f, t4a_runtime *rt, t4a_runtime *peer) {
   if (st == T4A_OK) st = t4a_runtime_kernel(rt, k_src, "k", &fn2);
   if (st == T4A_OK) st = t4a_runtime_buffer(rt, 256, &b);
   if (st == T4A_OK) st = t4a_runtime_buffer(rt, 256, &c);
+  /* A module global (a fake image declaring one), written and read back through the runtime. */
+  static const char k_global_img[] = "T4AFAKE1\nk\nglobal g 8\n";
+  t4a_module *gm = NULL;
+  t4a_buffer *g = NULL;
+  if (st == T4A_OK) {
+    st = t4a_module_load(t4a_runtime_module_cache(rt), k_global_img, sizeof k_global_img,
+                         T4A_IMAGE_PTX, &gm);
+  }
+  if (st == T4A_OK) st = t4a_runtime_global(rt, gm, "g", 8, &g);
+  uint64_t gv = 0x1122334455667788ull, gback = 0;
+  if (st == T4A_OK) st = t4a_runtime_upload(rt, g, 0, &gv, sizeof gv);
+  if (st == T4A_OK) st = t4a_runtime_download(rt, g, 0, &gback, sizeof gback);
+  if (st == T4A_OK && gback != gv) st = T4A_INTERNAL;
+  t4a_buffer_release(g);
+  t4a_module_release(gm);
   int v = 3;
   t4a_launch_config cfg = {{1, 1, 1}, {1, 1, 1}, 0};
   t4a_arg args[2] = {t4a_arg_buffer(b, 0), t4a_arg_scalar(&v, 4)};

@@ -346,6 +346,25 @@ t4a_status t4a_runtime_function(t4a_runtime *rt, t4a_module *module, const char 
   return T4A_OK;
 }
 
+t4a_status t4a_runtime_global(t4a_runtime *rt, t4a_module *module, const char *name,
+                              size_t expected_bytes, t4a_buffer **out) {
+  if (out != NULL) *out = NULL;
+  if (rt == NULL) return null_runtime();
+  t4a_buffer *g = NULL;
+  t4a_status st = t4a_module_get_global(module, name, expected_bytes, &g);
+  if (st != T4A_OK) return st;
+  uint64_t mine = t4a_lane_domain(rt->lane), its = t4a_buffer_domain(g);
+  if (its != mine) {
+    t4a_buffer_release(g);
+    return t4a_error_set_(T4A_FOREIGN_HANDLE, NULL, 0, NULL, 0,
+                          "the module of global '%s' belongs to domain %" PRIu64
+                          ", not this runtime's (%" PRIu64 ")",
+                          name, its, mine);
+  }
+  *out = g;
+  return T4A_OK;
+}
+
 t4a_status t4a_runtime_kernel(t4a_runtime *rt, const char *source, const char *name,
                               t4a_function **out) {
   if (out != NULL) *out = NULL;

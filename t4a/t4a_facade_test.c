@@ -418,6 +418,40 @@ static void test_function_of_another_runtime(void **state) {
   CK(t4a_runtime_close(r1));
 }
 
+/* A module global through the facade: a view of runtime 1's domain, refused to runtime 2 (lookup,
+ * upload, launch argument) with nothing enqueued; written and read back through runtime 1. */
+static void test_global_of_another_runtime(void **state) {
+  fixture *f = *state;
+  t4a_runtime *r1 = open_rt(f), *r2 = open_rt(f);
+  static const char img[] = "T4AFAKE1\nscale\nglobal gx 16\n";
+  t4a_module *m = NULL;
+  CK(t4a_module_load(t4a_runtime_module_cache(r1), img, sizeof img, T4A_IMAGE_PTX, &m));
+  t4a_buffer *g = (t4a_buffer *)1;
+  assert_int_equal(t4a_runtime_global(r2, m, "gx", 0, &g), T4A_FOREIGN_HANDLE);
+  assert_null(g);
+  assert_int_equal(t4a_runtime_global(r1, m, "gy", 0, &g), T4A_UNKNOWN_ENTRY_POINT);
+  assert_int_equal(t4a_runtime_global(r1, m, "gx", 8, &g), T4A_ARGUMENT_MISMATCH);
+  assert_int_equal(t4a_runtime_global(NULL, m, "gx", 0, &g), T4A_INVALID_ARGUMENT);
+  CK(t4a_runtime_global(r1, m, "gx", 16, &g));
+  float x[4] = {1, 2, 3, 4}, back[4] = {0};
+  assert_int_equal(t4a_runtime_upload(r2, g, 0, x, sizeof x), T4A_FOREIGN_HANDLE);
+  t4a_function *fn = NULL;
+  CK(t4a_runtime_function(r1, m, "scale", &fn));
+  float a = 2.0f;
+  int n = 4;
+  t4a_arg args[3] = {t4a_arg_buffer(g, 0), t4a_arg_scalar(&a, sizeof a),
+                     t4a_arg_scalar(&n, sizeof n)};
+  CK(t4a_runtime_upload(r1, g, 0, x, sizeof x));
+  CK(t4a_runtime_launch(r1, fn, 1, 4, args, 3));
+  CK(t4a_runtime_download(r1, g, 0, back, sizeof back));
+  for (int i = 0; i < 4; i++) assert_true(back[i] == 2.0f * x[i]);
+  t4a_function_release(fn);
+  t4a_buffer_release(g);
+  t4a_module_release(m);
+  CK(t4a_runtime_close(r2));
+  CK(t4a_runtime_close(r1));
+}
+
 /* Inside a raw scope of runtime 2, runtime 1 (opened first: its lane comes before in the lock
  * order) refuses what would wait for its lock — a sync, an upload, a launch, a descriptor
  * (its table's lock) — with REENTRY instead of risking a deadlock, and still closes (no other
@@ -1346,6 +1380,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_release_after_close_with_quarantine, setup_leaky,
                                       teardown_counted),
       cmocka_unit_test_setup_teardown(test_function_of_another_runtime, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_global_of_another_runtime, setup, teardown),
       cmocka_unit_test_setup_teardown(test_lock_order_across_runtimes, setup, teardown),
       cmocka_unit_test_setup_teardown(test_close_from_inside_is_reentry, setup, teardown),
       cmocka_unit_test_setup_teardown(test_compile_load_launch_download, setup, teardown),

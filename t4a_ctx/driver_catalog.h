@@ -94,6 +94,7 @@
   X(cuModuleLoadDataEx, 2010, REQUIRED)              \
   X(cuModuleUnload, 2000, REQUIRED)                  \
   X(cuModuleGetFunction, 2000, REQUIRED)             \
+  X(cuModuleGetGlobal, 3020, REQUIRED)               \
   X(cuFuncGetAttribute, 2020, REQUIRED)              \
   X(cuFuncSetAttribute, 9000, REQUIRED)              \
   X(cuFuncGetParamInfo, 12040, OPTIONAL)             \

@@ -112,7 +112,7 @@ static t4a_launch_attrs coop_attrs(void) {
 
 static void test_occupancy(void **state) {
   fixture *f = *state;
-  t4a_fake_set_kernel_resources(f->fake, "probe", 64, 0, 0);
+  t4a_fake_set_kernel_attrs(f->fake, "probe", &(t4a_fake_kernel_attrs){64, 0, 0, 0});
   t4a_module *m = load_probe(f);
   t4a_function *fn = get_fn(m, "probe");
   uint32_t n = 99;
@@ -163,8 +163,8 @@ static void test_suggest_matches_the_driver(void **state) {
     char name[16];
     snprintf(name, sizeof name, "k%zu", i);
     t4a_host_kernel_register(f->fake, &k_probe, name, NULL);
-    t4a_fake_set_kernel_resources(f->fake, name, cases[i].regs, cases[i].static_shared,
-                                  cases[i].max_threads);
+    t4a_fake_kernel_attrs ka = {cases[i].regs, cases[i].static_shared, 0, cases[i].max_threads};
+    t4a_fake_set_kernel_attrs(f->fake, name, &ka);
     const char *names[1] = {name};
     size_t bytes = 0;
     char *image = fake_image(names, 1, &bytes);
@@ -209,7 +209,7 @@ static int *probe_out(fixture *f, t4a_buffer *b) { return view(f, b); }
 
 static void test_cooperative_grid_checked_before_enqueue(void **state) {
   fixture *f = *state;
-  t4a_fake_set_kernel_resources(f->fake, "probe", 64, 0, 0);
+  t4a_fake_set_kernel_attrs(f->fake, "probe", &(t4a_fake_kernel_attrs){64, 0, 0, 0});
   t4a_module *m = load_probe(f);
   t4a_function *fn = get_fn(m, "probe");
   t4a_buffer *out = make_buffer(f, 64);

@@ -93,14 +93,25 @@ struct t4a_module_cache {
   atomic_uint_fast64_t unloads; /* counted by modules, also after the cache handle is gone */
 };
 
+/* A global of a module, learnt once (cuModuleGetGlobal) and kept in the module's list (its
+ * lock); freed with the module. */
+typedef struct t4a_global_rec_ {
+  struct t4a_global_rec_ *next;
+  t4a_devptr ptr;
+  size_t bytes;
+  char name[]; /* NUL-terminated */
+} t4a_global_rec_;
+
 struct t4a_module {
-  atomic_long refs;        /* callers, the cache's table, functions handed out, keepalives */
+  atomic_long refs;        /* callers, the cache's table, functions handed out, keepalives,
+                              views of its globals */
   t4a_module_cache *cache; /* a reference */
   CUmodule handle;
   t4a_module_key key;
   size_t bytes;
-  pthread_mutex_t lock; /* the function list */
+  pthread_mutex_t lock; /* the function list and the global list */
   t4a_function *functions;
+  t4a_global_rec_ *globals; /* globals.c */
   /* Guarded by the cache's lock. */
   t4a_module *hash_next, *lru_prev, *lru_next;
   int cached; /* in the table (holding the cache's reference) */

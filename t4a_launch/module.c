@@ -329,6 +329,11 @@ static void module_destroy(t4a_module *m) {
     pthread_mutex_destroy(&f->graph_lock);
     free(f);
   }
+  while (m->globals != NULL) {
+    t4a_global_rec_ *g = m->globals;
+    m->globals = g->next;
+    free(g);
+  }
   pthread_mutex_destroy(&m->lock);
   free(m);
   t4a_error_restore(&saved);

@@ -50,11 +50,16 @@ struct t4a_mem_pool {
 struct t4a_buffer {
   atomic_int refs;
   atomic_int quarantined;
-  t4a_mem_pool *pool; /* a reference */
-  block *blk;         /* the allocation (its base and class size) */
+  t4a_mem_pool *pool; /* a reference; NULL for a view */
+  block *blk;         /* the allocation (its base and class size); NULL for a view */
   CUdeviceptr ptr;    /* aligned address handed out */
   size_t bytes;       /* requested size */
   uint64_t domain;    /* the pool's lane's (read by every launch check: one load) */
+  /* A view (t4a_buffer_view_create_): memory t4a_mem did not allocate, kept by its owner. */
+  void *owner;
+  void (*owner_release)(void *owner);
+  t4a_counters *counters; /* the lane's (the owner keeps the lane alive) */
+  const char *name;       /* owned by the owner */
 };
 
 static uint32_t size_class(size_t bytes, size_t *out_class_bytes) {
@@ -669,8 +674,54 @@ static int defer_frees(t4a_mem_pool *p, block *blk, block *over) {
   return 1;
 }
 
+t4a_status t4a_buffer_view_create_(t4a_lane *lane, t4a_devptr ptr, size_t bytes, const char *name,
+                                   void *owner, void (*owner_release)(void *owner),
+                                   t4a_buffer **out) {
+  if (out == NULL) return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
+  *out = NULL;
+  if (lane == NULL || ptr == 0 || bytes == 0 || owner == NULL || owner_release == NULL) {
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                          "a view needs a lane, an address, a size and an owner");
+  }
+  t4a_buffer *b = t4a_host_calloc(1, sizeof *b);
+  if (b == NULL) return T4A_HOST_OUT_OF_MEMORY;
+  atomic_init(&b->refs, 1);
+  atomic_init(&b->quarantined, 0);
+  b->ptr = ptr;
+  b->bytes = bytes;
+  b->domain = t4a_lane_domain(lane);
+  b->owner = owner;
+  b->owner_release = owner_release;
+  b->counters = t4a_lane_counters(lane);
+  b->name = name;
+  *out = b;
+  return T4A_OK;
+}
+
+const char *t4a_buffer_view_name_(const t4a_buffer *b) {
+  return b != NULL && b->pool == NULL ? b->name : NULL;
+}
+
+/* The last reference of a view: its owner's reference goes, unless the view was quarantined
+ * (work touching its memory is of unknown state): then the owner is kept for good, counted. */
+static void view_release(t4a_buffer *b) {
+  if (atomic_load_explicit(&b->quarantined, memory_order_relaxed)) {
+    t4a_counter_add(b->counters, T4A_COUNTER_leaked, 1);
+  } else {
+    t4a_error saved; /* a drop path never changes the caller's error detail */
+    t4a_error_last(&saved);
+    b->owner_release(b->owner);
+    t4a_error_restore(&saved);
+  }
+  free(b);
+}
+
 void t4a_buffer_release(t4a_buffer *b) {
   if (b == NULL || atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) != 1) return;
+  if (b->pool == NULL) {
+    view_release(b);
+    return;
+  }
   t4a_mem_pool *p = b->pool;
   block *blk = b->blk;
   int quarantined = atomic_load_explicit(&b->quarantined, memory_order_relaxed);

@@ -23,4 +23,19 @@ void t4a_mem_pool_abandon_(t4a_mem_pool *pool);
  * cached before are the caller's to return (t4a_mem_pool_trim) or abandon. */
 void t4a_mem_pool_close_(t4a_mem_pool *pool);
 
+/* A view: a t4a_buffer over `bytes` of device memory at `ptr` that t4a_mem did not allocate (a
+ * module global, t4a_launch), in `lane`'s allocation domain, so that uploads, downloads, copies,
+ * launches and raw scopes take it as they take a buffer and keep it alive the same way. The view
+ * holds `owner` (the caller hands one reference over on success; on failure it keeps it), which
+ * must keep the memory, `name` and the lane alive; the view's last release calls
+ * owner_release(owner) with the caller's error detail kept, or, if the view was quarantined,
+ * keeps the owner for good and counts it in the lane's `leaked`. t4a_buffer_pool of a view is
+ * NULL. Statuses: INVALID_ARGUMENT (NULL, 0 bytes, no owner), HOST_OUT_OF_MEMORY. */
+t4a_status t4a_buffer_view_create_(t4a_lane *lane, t4a_devptr ptr, size_t bytes, const char *name,
+                                   void *owner, void (*owner_release)(void *owner),
+                                   t4a_buffer **out);
+
+/* The name a view was created with (NULL for a buffer of a pool, or a view without one). */
+const char *t4a_buffer_view_name_(const t4a_buffer *buffer);
+
 #endif /* T4A_MEM_MEM_INTERNAL_H_ */

@@ -370,7 +370,8 @@ t4a_status t4a_xfer_copy(t4a_xfer *dx, t4a_buffer *dst, size_t doff, t4a_xfer *s
     if (taken == T4A_COPY_PEER) {
       /* Once per pair / pool: the destination context reaches the source's memory. */
       st = t4a_ctx_holder_enable_peer(t4a_lane_holder(dx->lane), t4a_lane_holder(sx->lane));
-      if (st == T4A_OK) {
+      /* A view of module memory (a module global) has no pool to grant access to. */
+      if (st == T4A_OK && t4a_buffer_pool(src) != NULL) {
         st = t4a_mem_pool_grant_access(t4a_buffer_pool(src), t4a_lane_holder(dx->lane));
       }
       if (st != T4A_OK) return st;

@@ -541,9 +541,11 @@ t4a_status t4a_xfer_check_buffer_(const t4a_xfer *x, const t4a_buffer *buf, size
   }
   size_t size = t4a_buffer_size(buf);
   if (bytes == 0 || offset > size || bytes > size - offset) {
+    const char *global = t4a_buffer_view_name_(buf); /* a module global's view */
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                          "range [%zu, +%zu) is empty or outside the %zu-byte buffer", offset,
-                          bytes, size);
+                          "range [%zu, +%zu) is empty or outside the %zu-byte %s%s%s", offset,
+                          bytes, size, global != NULL ? "global '" : "buffer",
+                          global != NULL ? global : "", global != NULL ? "'" : "");
   }
   return T4A_OK;
 }

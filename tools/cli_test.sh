@@ -2,6 +2,7 @@
 # Checks the t4a program: `info --fake` lists the fake devices; `info` without a driver (forced
 # with a bogus T4A_LIBCUDA_PATH) says so and exits non-zero; `compile` compiles, then hits the disk
 # cache from a second process with no NVRTC call, and prints the log of a failing compile;
+# `kernel --fake` prints a compiled kernel's attributes and globals;
 # `demo --fake` runs the warm chain on the fake driver, verified, with its counters; `stats` prints
 # JSON only; `bench` shows progress on stderr; every command has --help; bad usage exits 2.
 set -u
@@ -64,7 +65,7 @@ echo "$out" | grep -q '^    "launches": [0-9]' || fail "no stats JSON: $out"
 [ $? -eq 2 ] || fail "demo --n 0 did not exit 2"
 
 # Help for every command, on stdout, exit 0; the top-level help documents the exit codes.
-for c in info compile demo bench stats version; do
+for c in info compile kernel demo bench stats version; do
   "$t4a" "$c" --help | grep -q "^usage: t4a $c" || fail "$c --help"
   "$t4a" help "$c" | grep -q "^usage: t4a $c" || fail "help $c"
 done
@@ -101,6 +102,33 @@ T4A_PROGRESS_MS=1 "$t4a" compile "$dir/k.cu" --arch sm_90 >"$dir/c.out" 2>"$dir/
 grep -Eq '^t4a compile k\.cu for sm_90: [0-9.]+ s$' "$dir/c.err" ||
   fail "compile: no progress line: $(cat "$dir/c.err")"
 ! grep -q '^t4a compile k' "$dir/c.out" || fail "compile: progress on stdout"
+
+# t4a kernel --fake: a real NVRTC CUBIN loaded by the fake; its globals' sizes are the compiler's.
+cat >"$dir/g.cu" <<'EOF_CU'
+__constant__ float table[64];
+__device__ int init_val = 42;
+extern "C" __global__ void lut(const int *idx, float *out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = table[idx[i] & 63] + (float)init_val;
+}
+EOF_CU
+out=$("$t4a" kernel "$dir/g.cu" lut --fake --global table --global init_val 2>&1) ||
+  fail "kernel --fake exited $?: $out"
+echo "$out" | grep -q '^kernel: lut (cubin for sm_90, ' || fail "kernel: no kernel line: $out"
+echo "$out" | grep -q '^registers: [0-9]* per thread$' || fail "kernel: no registers: $out"
+echo "$out" | grep -q '^constant memory: 256 bytes$' || fail "kernel: constant memory: $out"
+echo "$out" | grep -q '^max threads per block: 1024$' || fail "kernel: threads: $out"
+echo "$out" | grep -q '^global table: 256 bytes at 0x' || fail "kernel: global table: $out"
+echo "$out" | grep -q '^global init_val: 4 bytes at 0x' || fail "kernel: global init_val: $out"
+"$t4a" kernel "$dir/g.cu" nope --fake >/dev/null 2>"$dir/kerr"
+[ $? -eq 1 ] || fail "kernel: an unknown kernel did not exit 1"
+grep -q "no kernel named 'nope'" "$dir/kerr" || fail "kernel: no message: $(cat "$dir/kerr")"
+"$t4a" kernel "$dir/g.cu" lut --fake --global tabel >/dev/null 2>"$dir/kerr"
+[ $? -eq 1 ] || fail "kernel: an unknown global did not exit 1"
+grep -q "no global (__device__ or __constant__) named 'tabel'" "$dir/kerr" ||
+  fail "kernel: no global message: $(cat "$dir/kerr")"
+"$t4a" kernel "$dir/g.cu" >/dev/null 2>&1
+[ $? -eq 2 ] || fail "kernel without a NAME did not exit 2"
 
 "$t4a" bogus >/dev/null 2>&1
 [ $? -eq 2 ] || fail "unknown command did not exit 2"

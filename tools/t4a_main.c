@@ -5,6 +5,8 @@
  *                           real driver. Exit 0 on success, 1 when no driver can be loaded.
  *   t4a compile FILE.cu --arch ARCH ...  compile with NVRTC through the artifact cache
  *                           (tools/compile_cmd.h).
+ *   t4a kernel FILE.cu NAME [--fake] [--global G]...  a compiled kernel's attributes and module
+ *                           globals (tools/kernel_cmd.h).
  *   t4a demo [--n N] [--fake] [--json]  the warm chain of examples/warm_chain.h: NVRTC, the
  *                           runtime facade, N steps of kernel -> copy -> kernel three ways
  *                           (checked launches, descriptors, a graph), verified on the CPU, with
@@ -31,6 +33,7 @@
 #include "testing/lsan/nvrtc_suppressions.h"
 #include "tools/compile_cmd.h"
 #include "tools/demo_cmd.h"
+#include "tools/kernel_cmd.h"
 #include "tools/run_cmd.h"
 
 static void print_error(const char *what) {
@@ -195,6 +198,8 @@ static void usage(FILE *f) {
           "  info [--fake [N]]             driver, NVRTC and devices\n"
           "  compile FILE.cu --arch ARCH [--ptx|--cubin] [-o OUT] [--cache DIR] ...\n"
           "                                compile with NVRTC through the artifact cache\n"
+          "  kernel FILE.cu NAME [--fake] [--arch ARCH] [--global G]...\n"
+          "                                a compiled kernel's attributes, module globals\n"
           "  demo [--n N] [--fake] [--json]\n"
           "                                the warm chain, verified, with counters and times\n"
           "  bench [--fake] [--rounds R] [--n N]\n"
@@ -219,6 +224,8 @@ static int help(const char *cmd) {
     char h[] = "--help";
     char *args[] = {h, NULL};
     return t4a_cmd_compile(1, args);
+  } else if (strcmp(cmd, "kernel") == 0) {
+    t4a_cmd_kernel_usage(stdout);
   } else if (strcmp(cmd, "demo") == 0) {
     t4a_cmd_demo_usage(stdout);
   } else if (strcmp(cmd, "bench") == 0) {
@@ -243,6 +250,7 @@ int main(int argc, char **argv) {
   const char *cmd = argv[1];
   if (strcmp(cmd, "info") == 0) return cmd_info(argc - 2, argv + 2);
   if (strcmp(cmd, "compile") == 0) return t4a_cmd_compile(argc - 2, argv + 2);
+  if (strcmp(cmd, "kernel") == 0) return t4a_cmd_kernel(argc - 2, argv + 2);
   if (strcmp(cmd, "demo") == 0) return t4a_cmd_demo(argc - 2, argv + 2);
   if (strcmp(cmd, "bench") == 0) return t4a_cmd_bench(argc - 2, argv + 2);
   if (strcmp(cmd, "stats") == 0) return t4a_cmd_stats(argc - 2, argv + 2);

@@ -31,13 +31,18 @@
  *    by executed work outside a live allocation raises a sticky CUDA_ERROR_ILLEGAL_ADDRESS on the
  *    executing context; from then on every call under that context returns it.
  *  - Modules load from: the fake image format (text starting "T4AFAKE1\n" followed by one kernel
- *    name per line), PTX text (every ".entry NAME"), and real CUBIN ELF (kernels: the STT_FUNC
+ *    name per line, and "global NAME BYTES" / "const NAME BYTES" lines for globals), PTX text (every ".entry NAME"), and real CUBIN ELF (kernels: the STT_FUNC
  *    symbols marked as entries, STO_CUDA_ENTRY 0x10 in st_other). As measured on the real
  *    driver, a CUBIN's GLOBAL device function (separate compilation) is found by
  *    cuModuleGetFunction too, but has no parameter info and its launch fails with
  *    CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES; LOCAL device functions are not found.
  *    Kernels are host functions registered by name with their parameter sizes (and optionally
- *    alignments), so cuFuncGetParamInfo answers and launches run on CPU in stream order.
+ *    alignments), so cuFuncGetParamInfo answers and launches run on CPU in stream order; their
+ *    attributes (registers, static shared and local memory, launch bounds) can be set, and the
+ *    launch bound is enforced. Module globals (__device__, __constant__: declared in the fake
+ *    format, PTX declarations, CUBIN STT_OBJECT symbols; fake_module.c) are memory of their
+ *    module, found by cuModuleGetGlobal and by a host kernel through t4a_fake_launch_global,
+ *    gone at the unload; the constant bank's 64 KiB is enforced at load.
  *  - Failure injection per entry point (or for any entry): let `skip` calls succeed, then fail
  *    `count` calls with a chosen CUresult; optionally after enqueueing the work. Sticky errors on
  *    demand. A count of every call per entry.
@@ -263,6 +268,27 @@ void t4a_fake_register_kernel_aligned(t4a_fake *fake, const char *name, size_t n
 /* Inside a kernel: the host address of [ptr, ptr + bytes) in device memory. Out of bounds: raises
  * the sticky ILLEGAL_ADDRESS on the launching context and returns NULL (the kernel must return). */
 void *t4a_fake_deref(t4a_fake_launch *launch, CUdeviceptr ptr, size_t bytes);
+/* Inside a kernel: the device address of global `name` of the module the launched function came
+ * from (what a CUDA kernel reaches by the variable's name), and its size in *out_bytes; 0 (and
+ * 0 bytes) when the module has none of that name. Read it with t4a_fake_deref: beyond its size
+ * is ILLEGAL_ADDRESS, as everywhere. */
+CUdeviceptr t4a_fake_launch_global(t4a_fake_launch *launch, const char *name, size_t *out_bytes);
+
+/* What cuFuncGetAttribute reports for a registered kernel, and the limit a launch is held to.
+ * A field <= 0 keeps its default: 32 registers, no static shared or local memory, 1,024
+ * threads per block. CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES is the module's __constant__ bytes. */
+typedef struct t4a_fake_kernel_attrs {
+  int num_regs;
+  int static_shared_bytes; /* the default dynamic maximum is 48 KiB less this; a raise may go to
+                              the opt-in 227 KiB less this */
+  int local_bytes;
+  int max_threads_per_block; /* __launch_bounds__: a launch of more threads per block is
+                                CUDA_ERROR_INVALID_VALUE (as measured on the H200) */
+} t4a_fake_kernel_attrs;
+/* Sets the attributes of registered kernel `name` (re-registering it resets them). */
+void t4a_fake_set_kernel_attrs(t4a_fake *fake, const char *name,
+                               const t4a_fake_kernel_attrs *attrs);
+
 /* Inside a kernel: the launch geometry. */
 void t4a_fake_launch_dims(const t4a_fake_launch *launch, unsigned grid[3], unsigned block[3],
                           unsigned *shared_bytes);
@@ -270,11 +296,8 @@ void t4a_fake_launch_dims(const t4a_fake_launch *launch, unsigned grid[3], unsig
  * node's): cluster dims (all 0: none), cooperative, programmatic (NULL outputs skipped). */
 void t4a_fake_launch_attrs(const t4a_fake_launch *launch, unsigned cluster[3], int *cooperative,
                            int *programmatic);
-/* Sets kernel `name`'s resources as the occupancy model sees them (registered first; 0 keeps a
- * default): registers per thread (32), static shared bytes (0), max threads per block (1024, as
- * __launch_bounds__ would lower it). cuFuncGetAttribute answers them.
- *
- * The occupancy model (cuOccupancy*, and cooperative and cluster launches): resident blocks per
+/* The occupancy model (cuOccupancy*, and cooperative and cluster launches), over the attributes
+ * t4a_fake_set_kernel_attrs gives a kernel: resident blocks per
  * SM = the least of 32, 2048 / (threads rounded up to 32), 65536 / (registers x threads rounded
  * up to 32), and shared memory per SM (233,472) / (static + dynamic + 1 KiB reserved per block);
  * 0 when the block exceeds the kernel's max threads or the dynamic bytes its current maximum. A
@@ -282,12 +305,20 @@ void t4a_fake_launch_attrs(const t4a_fake_launch *launch, unsigned cluster[3], i
  * CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE); a cluster needs CLUSTER_LAUNCH (cc >= 9), dims that
  * divide the grid, a size <= 8, or <= 16 with the non-portable attribute set, and <= blocks per
  * SM x gpc_sms (else CUDA_ERROR_INVALID_CLUSTER_SIZE). */
-void t4a_fake_set_kernel_resources(t4a_fake *fake, const char *name, int regs,
-                                   int static_shared, int max_threads);
 
 /* ---- module images ---- */
 /* Builds a fake module image naming `num` kernels into buf; returns the bytes needed (incl. NUL). */
 size_t t4a_fake_image(char *buf, size_t size, const char *const *kernel_names, size_t num);
+/* A global of a fake module image: "global NAME BYTES" (__device__) or "const NAME BYTES"
+ * (__constant__) lines, zero-filled at load. */
+typedef struct t4a_fake_global {
+  const char *name;
+  size_t bytes;
+  int is_const;
+} t4a_fake_global;
+/* As t4a_fake_image, with `num_globals` globals after the kernels. */
+size_t t4a_fake_image_globals(char *buf, size_t size, const char *const *kernel_names, size_t num,
+                              const t4a_fake_global *globals, size_t num_globals);
 
 #ifdef __cplusplus
 }

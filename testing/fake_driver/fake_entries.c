@@ -147,6 +147,8 @@ FK_ENTRY(cuModuleLoadDataEx,
 FK_ENTRY(cuModuleUnload, (CUmodule mod), (c_.f, mod))
 FK_ENTRY(cuModuleGetFunction, (CUfunction * func, CUmodule mod, const char *name),
          (c_.f, func, mod, name))
+FK_ENTRY(cuModuleGetGlobal, (CUdeviceptr * dptr, size_t *bytes, CUmodule mod, const char *name),
+         (c_.f, dptr, bytes, mod, name))
 FK_ENTRY(cuFuncGetAttribute, (int *pi, CUfunction_attribute attr, CUfunction func),
          (c_.f, pi, attr, func))
 FK_ENTRY(cuFuncSetAttribute, (CUfunction func, CUfunction_attribute attr, int value),

@@ -292,6 +292,8 @@ typedef struct fk_alloc {
   fk_access *acc; /* the last access of each stream that touched it */
   size_t num_acc, cap_acc;
   uint64_t id;
+  int module_mem; /* a module global's memory: freed with its module, never by cuMemFree*, not
+                     counted in t4a_fake_live.device_allocs (the module is counted) */
 } fk_alloc;
 
 /* A block freed by a stream operation: where and when, to judge later accesses to it. */
@@ -322,11 +324,20 @@ typedef struct fk_func {
   int non_portable_cluster; /* CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED */
 } fk_func;
 
+/* A global of a module (__device__ or __constant__): its name, size and memory. */
+typedef struct fk_modglobal {
+  char *name;
+  int is_const;    /* __constant__ (counted in CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES) */
+  fk_alloc *alloc; /* module memory (fk_alloc.module_mem), freed with the module */
+} fk_modglobal;
+
 struct fk_module {
   fk_obj o;
   fk_ctx *ctx;
   size_t num_funcs;
   fk_func **funcs;
+  size_t num_globals;
+  fk_modglobal *globals;
   fk_link link; /* t4a_fake.modules */
 };
 
@@ -339,8 +350,7 @@ typedef struct fk_kernel {
   size_t total;
   t4a_fake_kernel_fn fn;
   void *user;
-  /* Resources (t4a_fake_set_kernel_resources; 0: the defaults of fake_occupancy.c). */
-  int regs, static_shared, max_threads;
+  t4a_fake_kernel_attrs attrs; /* t4a_fake_set_kernel_attrs; zero fields: the defaults */
 } fk_kernel;
 
 typedef struct fk_node {
@@ -375,6 +385,7 @@ typedef struct fk_exec {
 struct t4a_fake_launch {
   t4a_fake *fake;
   fk_ctx *ctx;
+  fk_module *mod; /* the launched function's module (its globals) */
   unsigned grid[3], block[3], shared;
   fk_launch_attrs attrs;
   int faulted;
@@ -583,6 +594,8 @@ void fk_capture_end_free(t4a_fake *f, fk_stream *s);
 fk_pool *fk_pool_new(t4a_fake *f, int device, int is_default);
 void fk_pool_free(t4a_fake *f, fk_pool *p);
 void fk_alloc_free(t4a_fake *f, fk_alloc *a);
+/* Memory for a module global of `bytes` on ctx's device, valid at once (zero-filled). */
+CUresult fk_module_alloc(t4a_fake *f, fk_ctx *ctx, size_t bytes, fk_alloc **out);
 void fk_pin_free(t4a_fake *f, fk_pin *p);
 /* The host bytes behind [addr, addr + bytes) if it lies in one live range accessible from ctx's
  * device (kernel: stricter peer rules), else NULL. */
@@ -709,6 +722,8 @@ CUresult fk_cuModuleLoadDataEx(t4a_fake *f, CUmodule *mod, const void *image,
                                unsigned int num_options, CUjit_option *options, void **values);
 CUresult fk_cuModuleUnload(t4a_fake *f, CUmodule mod);
 CUresult fk_cuModuleGetFunction(t4a_fake *f, CUfunction *func, CUmodule mod, const char *name);
+CUresult fk_cuModuleGetGlobal(t4a_fake *f, CUdeviceptr *dptr, size_t *bytes, CUmodule mod,
+                              const char *name);
 CUresult fk_cuFuncGetAttribute(t4a_fake *f, int *pi, CUfunction_attribute attr, CUfunction func);
 CUresult fk_cuFuncSetAttribute(t4a_fake *f, CUfunction func, CUfunction_attribute attr,
                                int value);
@@ -722,9 +737,12 @@ CUresult fk_cuLaunchKernelEx(t4a_fake *f, const CUlaunchConfig *config, CUfuncti
 
 /* ---- occupancy and launch attributes (fake_occupancy.c) ----------------------------------- */
 
-/* The function's resources: registers per thread, static shared bytes, max threads per block. */
-void fk_func_resources(t4a_fake *f, const fk_func *fn, int *regs, int *static_shared,
-                       int *max_threads);
+/* The function's attributes (fake_module.c): its registered kernel's (t4a_fake_set_kernel_attrs),
+ * zero fields taking the defaults (32 registers, no static shared or local memory, 1,024
+ * threads per block). */
+t4a_fake_kernel_attrs fk_func_attrs(t4a_fake *f, const fk_func *fn);
+/* Its current dynamic shared memory maximum: as raised, or 48 KiB less its static shared memory. */
+int fk_func_max_dyn(t4a_fake *f, const fk_func *fn);
 /* Resident blocks per SM for `threads` per block and `dyn` dynamic shared bytes (0 when one
  * block does not fit). */
 int fk_blocks_per_sm(t4a_fake *f, const fk_func *fn, unsigned threads, size_t dyn);

@@ -106,8 +106,10 @@ void fk_alloc_free(t4a_fake *f, fk_alloc *a) {
   free(a->acc);
   if (a->device >= 0) {
     f->dev[a->device].used_bytes -= a->size;
-    f->live.device_allocs--;
-    f->live.device_bytes -= a->size;
+    if (!a->module_mem) {
+      f->live.device_allocs--;
+      f->live.device_bytes -= a->size;
+    }
     free(a->host);
     fk_pool *p = a->pool;
     if (p != NULL) {
@@ -121,10 +123,20 @@ void fk_alloc_free(t4a_fake *f, fk_alloc *a) {
   free(a);
 }
 
-/* A live device allocation starting exactly at ptr (mappings of host memory excluded). */
+CUresult fk_module_alloc(t4a_fake *f, fk_ctx *ctx, size_t bytes, fk_alloc **out) {
+  CUresult r = device_alloc(f, ctx, ctx->device, NULL, bytes, out);
+  if (r != CUDA_SUCCESS) return r;
+  (*out)->module_mem = 1; /* the module is what is live, not an allocation */
+  f->live.device_allocs--;
+  f->live.device_bytes -= bytes;
+  return CUDA_SUCCESS;
+}
+
+/* A live device allocation starting exactly at ptr (mappings of host memory and module globals
+ * excluded: neither is freed with cuMemFree*). */
 static fk_alloc *alloc_at(t4a_fake *f, CUdeviceptr ptr) {
   fk_alloc *a = fk_rindex_find(&f->allocs, ptr, 0);
-  if (a == NULL || a->base != ptr || a->device < 0) return NULL;
+  if (a == NULL || a->base != ptr || a->device < 0 || a->module_mem) return NULL;
   return a;
 }
 
@@ -167,7 +179,7 @@ void fk_memory_reclaim_ctx(t4a_fake *f, fk_ctx *ctx) {
   }
   for (size_t i = f->allocs.n; i-- > 0;) {
     fk_alloc *a = f->allocs.v[i].obj;
-    if (a->ctx == ctx && a->device >= 0) fk_alloc_free(f, a);
+    if (a->ctx == ctx && a->device >= 0 && !a->module_mem) fk_alloc_free(f, a);
   }
 }
 

@@ -17,6 +17,19 @@
  *     cuLaunchKernel with CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES (not sticky); the fake does the
  *     same. Neither binding nor sections tell kernels from device functions; the entry mark
  *     does.
+ * Globals (cuModuleGetGlobal): in the fake format a line "global NAME BYTES" (__device__) or
+ * "const NAME BYTES" (__constant__), zero-filled; in PTX every module-scope ".global" or ".const"
+ * variable declaration (".visible .const .align 4 .b8 table[256];"), its size the element type's
+ * times its dimensions, its initialiser (integers, 0f/0d hex floats) applied; in a CUBIN every
+ * defined STT_OBJECT symbol in a ".nv.constant*" or ".nv.global*" section, its st_size bytes,
+ * initialised from the section's bytes (NOBITS: zeros). LOCAL symbols count: NVRTC's
+ * whole-program sm_90 CUBINs (CUDA 13.0) bind every global LOCAL (lut_table in .nv.constant3,
+ * lut_calls in .nv.global, an initialised one in .nv.global.init), and cuModuleGetGlobal is how
+ * such globals are reached (the GPU test, t4a_launch/globals_gpu_test.c, checks it on the
+ * driver). The user constant bank holds 64 KiB: an image whose
+ * __constant__ globals add up to more is CUDA_ERROR_INVALID_IMAGE (ptxas refuses such a source).
+ * A global's memory lives as long as its module: a copy or kernel touching it after the unload
+ * faults (ILLEGAL_ADDRESS), as any access outside live memory does.
  * The driver API passes images without a size, so the ELF reader trusts only what the headers
  * declare and checks every offset, size and string against them (and a 1 GiB sanity bound);
  * the text readers stop at the first NUL or at the first byte that is not text. Anything else is
@@ -128,17 +141,76 @@ void t4a_fake_register_kernel_aligned(t4a_fake *fake, const char *name, size_t n
 
 /* ---- image readers ------------------------------------------------------------------------ */
 
+typedef struct global_decl {
+  char *name;
+  size_t bytes;
+  int is_const;
+  unsigned char *init; /* bytes initial values (NULL: zeros) */
+} global_decl;
+
 typedef struct name_list {
   char **v;
   unsigned char *entry; /* 1: a kernel; 0: a device function (found, not launchable) */
   size_t n, cap;
+  global_decl *g; /* the module's globals */
+  size_t ng, gcap;
 } name_list;
 
 static void names_free(name_list *l) {
   for (size_t i = 0; i < l->n; i++) free(l->v[i]);
   free(l->v);
   free(l->entry);
+  for (size_t i = 0; i < l->ng; i++) {
+    free(l->g[i].name);
+    free(l->g[i].init);
+  }
+  free(l->g);
   memset(l, 0, sizeof *l);
+}
+
+#define FK_CONST_BANK_BYTES 65536u /* the user constant bank (__constant__) */
+
+/* Adds a global (a second declaration of one name is an invalid image). `init` (bytes long or
+ * NULL) is copied. Returns CUDA_SUCCESS, CUDA_ERROR_OUT_OF_MEMORY or CUDA_ERROR_INVALID_IMAGE. */
+static CUresult globals_add(name_list *l, const char *s, size_t len, size_t bytes, int is_const,
+                            const unsigned char *init, const char **why) {
+  if (bytes == 0 || bytes > FK_IMAGE_LIMIT) {
+    *why = "a global of 0 bytes or beyond the image limit";
+    return CUDA_ERROR_INVALID_IMAGE;
+  }
+  size_t const_total = 0;
+  for (size_t i = 0; i < l->ng; i++) {
+    if (strlen(l->g[i].name) == len && memcmp(l->g[i].name, s, len) == 0) {
+      *why = "a global is declared twice";
+      return CUDA_ERROR_INVALID_IMAGE;
+    }
+    if (l->g[i].is_const) const_total += l->g[i].bytes;
+  }
+  if (is_const && const_total + bytes > FK_CONST_BANK_BYTES) {
+    *why = "the __constant__ globals exceed the 64 KiB constant bank";
+    return CUDA_ERROR_INVALID_IMAGE;
+  }
+  if (l->ng == l->gcap) {
+    size_t cap = l->gcap ? l->gcap * 2 : 4;
+    global_decl *g = realloc(l->g, cap * sizeof *g);
+    if (g == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+    l->g = g;
+    l->gcap = cap;
+  }
+  global_decl d = {malloc(len + 1), bytes, is_const, NULL};
+  if (d.name == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+  memcpy(d.name, s, len);
+  d.name[len] = '\0';
+  if (init != NULL) {
+    d.init = malloc(bytes);
+    if (d.init == NULL) {
+      free(d.name);
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    memcpy(d.init, init, bytes);
+  }
+  l->g[l->ng++] = d;
+  return CUDA_SUCCESS;
 }
 
 /* Adds a function unless present (a kernel wins over a device function of the same name).
@@ -181,6 +253,45 @@ static int ident_start(unsigned char c) {
 
 static int ident_char(unsigned char c) { return ident_start(c) || (c >= '0' && c <= '9'); }
 
+/* A line "global NAME BYTES" or "const NAME BYTES" of the fake format (at t, `n` bytes): 1 if it
+ * is one (added, or *r set on failure), 0 if not. */
+static int parse_fake_global(const char *t, size_t n, name_list *out, CUresult *r,
+                             const char **why) {
+  int is_const;
+  size_t at;
+  if (n > 7 && memcmp(t, "global ", 7) == 0) {
+    is_const = 0;
+    at = 7;
+  } else if (n > 6 && memcmp(t, "const ", 6) == 0) {
+    is_const = 1;
+    at = 6;
+  } else {
+    return 0;
+  }
+  size_t name = at;
+  while (at < n && ident_char((unsigned char)t[at])) at++;
+  size_t name_len = at - name;
+  if (name_len == 0 || !ident_start((unsigned char)t[name]) || at >= n || t[at] != ' ') {
+    *why = "fake image: a global line is not \"global|const NAME BYTES\"";
+    *r = CUDA_ERROR_INVALID_IMAGE;
+    return 1;
+  }
+  at++;
+  uint64_t bytes = 0;
+  size_t digits = 0;
+  while (at < n && t[at] >= '0' && t[at] <= '9' && bytes <= FK_IMAGE_LIMIT) {
+    bytes = bytes * 10 + (uint64_t)(t[at++] - '0');
+    digits++;
+  }
+  if (digits == 0 || at != n) {
+    *why = "fake image: a global's size is not a decimal number";
+    *r = CUDA_ERROR_INVALID_IMAGE;
+    return 1;
+  }
+  *r = globals_add(out, t + name, name_len, (size_t)bytes, is_const, NULL, why);
+  return 1;
+}
+
 static CUresult parse_fake(const char *t, name_list *out, const char **why) {
   size_t i = strlen(FK_FAKE_MAGIC);
   while (t[i] != '\0') {
@@ -189,6 +300,17 @@ static CUresult parse_fake(const char *t, name_list *out, const char **why) {
       return CUDA_ERROR_INVALID_IMAGE;
     }
     size_t start = i;
+    size_t line_end = i;
+    while (t[line_end] != '\0' && t[line_end] != '\n') line_end++;
+    size_t line_len = line_end > start && t[line_end - 1] == '\r' ? line_end - 1 - start
+                                                                  : line_end - start;
+    CUresult gr = CUDA_SUCCESS;
+    if (parse_fake_global(t + start, line_len, out, &gr, why)) {
+      if (gr != CUDA_SUCCESS) return gr;
+      i = line_end;
+      if (t[i] == '\n') i++;
+      continue;
+    }
     while (t[i] != '\0' && t[i] != '\n') {
       unsigned char c = (unsigned char)t[i];
       if (c != '\r' && (c <= 0x20 || c >= 0x7F)) {
@@ -205,8 +327,151 @@ static CUresult parse_fake(const char *t, name_list *out, const char **why) {
   return CUDA_SUCCESS;
 }
 
+static size_t skip_space(const char *t, size_t j) {
+  while (t[j] == ' ' || t[j] == '\t' || t[j] == '\n' || t[j] == '\r') j++;
+  return j;
+}
+
+/* The bytes of a PTX fundamental type (".b8" ... ".f64"), 0 if it is not one. */
+static size_t ptx_type_bytes(const char *t, size_t len) {
+  if (len < 3 || t[0] != '.') return 0;
+  char k = t[1];
+  if (k != 'b' && k != 'u' && k != 's' && k != 'f') return 0;
+  if (len == 3 && t[2] == '8' && k != 'f') return 1;
+  if (len == 4 && memcmp(t + 2, "16", 2) == 0) return 2;
+  if (len == 4 && memcmp(t + 2, "32", 2) == 0) return 4;
+  if (len == 4 && memcmp(t + 2, "64", 2) == 0) return 8;
+  return 0;
+}
+
+/* One initialiser value for an element of `elem` bytes: a decimal or 0x integer (optionally
+ * negative), or a 0fXXXXXXXX / 0dXXXXXXXXXXXXXXXX hex float; stored little-endian at dst.
+ * Returns the index after it, or 0 if it is not one of those. */
+static size_t ptx_init_value(const char *t, size_t j, size_t elem, unsigned char *dst) {
+  int neg = 0;
+  if (t[j] == '-') {
+    neg = 1;
+    j++;
+  }
+  uint64_t v = 0;
+  size_t start = j;
+  if (t[j] == '0' && (t[j + 1] == 'f' || t[j + 1] == 'F' || t[j + 1] == 'd' || t[j + 1] == 'D' ||
+                      t[j + 1] == 'x' || t[j + 1] == 'X')) {
+    char kind = (char)(t[j + 1] | 0x20);
+    j += 2;
+    size_t hex = j;
+    while ((t[j] >= '0' && t[j] <= '9') || ((t[j] | 0x20) >= 'a' && (t[j] | 0x20) <= 'f')) {
+      int d = t[j] <= '9' ? t[j] - '0' : (t[j] | 0x20) - 'a' + 10;
+      v = v << 4 | (uint64_t)d;
+      j++;
+    }
+    size_t n = j - hex;
+    if (n == 0 || n > 16 || (kind == 'f' && (n != 8 || elem != 4 || neg)) ||
+        (kind == 'd' && (n != 16 || elem != 8 || neg))) {
+      return 0;
+    }
+  } else {
+    while (t[j] >= '0' && t[j] <= '9') v = v * 10 + (uint64_t)(t[j++] - '0');
+    if (j == start) return 0;
+  }
+  if (ident_char((unsigned char)t[j])) return 0;
+  if (neg) v = (uint64_t)0 - v;
+  for (size_t b = 0; b < elem; b++) dst[b] = (unsigned char)(v >> (8 * b));
+  return j;
+}
+
+/* A module-scope variable declaration after ".global" or ".const" (t[j] is the byte after the
+ * directive): [.align N] [.v2|.v4] .TYPE NAME [N]... [= INIT] ;. Declarations that are not of
+ * this form (a ".global" qualifying something else) are passed over. *end: where to go on. */
+static CUresult parse_ptx_global(const char *t, size_t j, int is_const, name_list *out,
+                                 size_t *end, const char **why) {
+  *end = j;
+  j = skip_space(t, j);
+  if (strncmp(t + j, ".align", 6) == 0 && !ident_char((unsigned char)t[j + 6])) {
+    j = skip_space(t, j + 6);
+    while (t[j] >= '0' && t[j] <= '9') j++;
+    j = skip_space(t, j);
+  }
+  size_t vec = 1;
+  if (strncmp(t + j, ".v2", 3) == 0 || strncmp(t + j, ".v4", 3) == 0) {
+    vec = (size_t)(t[j + 2] - '0');
+    j = skip_space(t, j + 3);
+  }
+  size_t ts = j;
+  if (t[j] == '.') j++;
+  while (ident_char((unsigned char)t[j])) j++;
+  size_t elem = ptx_type_bytes(t + ts, j - ts);
+  if (elem == 0) return CUDA_SUCCESS; /* not a variable declaration */
+  elem *= vec;
+  j = skip_space(t, j);
+  size_t name = j;
+  if (!ident_start((unsigned char)t[j])) return CUDA_SUCCESS;
+  while (ident_char((unsigned char)t[j])) j++;
+  size_t name_len = j - name;
+  uint64_t count = 1;
+  j = skip_space(t, j);
+  while (t[j] == '[') {
+    uint64_t dim = 0;
+    size_t d0 = ++j;
+    while (t[j] >= '0' && t[j] <= '9' && dim <= FK_IMAGE_LIMIT) dim = dim * 10 + (uint64_t)(t[j++] - '0');
+    if (j == d0 || t[j] != ']' || dim == 0) {
+      *why = "PTX text: a global's dimension is not a positive number";
+      return CUDA_ERROR_INVALID_IMAGE;
+    }
+    count *= dim;
+    if (count > FK_IMAGE_LIMIT) {
+      *why = "PTX text: a global beyond the image limit";
+      return CUDA_ERROR_INVALID_IMAGE;
+    }
+    j = skip_space(t, j + 1);
+  }
+  uint64_t bytes = count * elem;
+  if (bytes > FK_IMAGE_LIMIT) {
+    *why = "PTX text: a global beyond the image limit";
+    return CUDA_ERROR_INVALID_IMAGE;
+  }
+  unsigned char *init = NULL;
+  if (t[j] == '=') {
+    init = calloc(1, (size_t)bytes);
+    if (init == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+    j = skip_space(t, j + 1);
+    int braced = t[j] == '{';
+    if (braced) j = skip_space(t, j + 1);
+    for (uint64_t k = 0;; k++) {
+      size_t next = k < count ? ptx_init_value(t, j, elem, init + k * elem) : 0;
+      if (next == 0) {
+        free(init);
+        *why = "PTX text: a global's initialiser is not modelled by the fake (integers and "
+               "0f/0d hex floats only) or has more values than elements";
+        return CUDA_ERROR_INVALID_IMAGE;
+      }
+      j = skip_space(t, next);
+      if (!braced || t[j] != ',') break;
+      j = skip_space(t, j + 1);
+    }
+    if (braced) {
+      if (t[j] != '}') {
+        free(init);
+        *why = "PTX text: a global's initialiser is not closed";
+        return CUDA_ERROR_INVALID_IMAGE;
+      }
+      j = skip_space(t, j + 1);
+    }
+  }
+  if (t[j] != ';') {
+    free(init);
+    *why = "PTX text: a global's declaration does not end with ';'";
+    return CUDA_ERROR_INVALID_IMAGE;
+  }
+  CUresult r = globals_add(out, t + name, name_len, (size_t)bytes, is_const, init, why);
+  free(init);
+  *end = j + 1;
+  return r;
+}
+
 static CUresult parse_ptx(const char *t, name_list *out, const char **why) {
-  int has_version = 0, has_target = 0;
+  int has_version = 0, has_target = 0, is_extern = 0;
+  int depth = 0; /* braces: module scope at 0 */
   size_t i = 0;
   while (t[i] != '\0') {
     unsigned char c = (unsigned char)t[i];
@@ -257,6 +522,15 @@ static CUresult parse_ptx(const char *t, name_list *out, const char **why) {
       size_t len = j - i;
       if (len == 8 && memcmp(t + i, ".version", 8) == 0) has_version = 1;
       if (len == 7 && memcmp(t + i, ".target", 7) == 0) has_target = 1;
+      if (len == 7 && memcmp(t + i, ".extern", 7) == 0) is_extern = 1;
+      if (depth == 0 && !is_extern && ((len == 7 && memcmp(t + i, ".global", 7) == 0) ||
+                                       (len == 6 && memcmp(t + i, ".const", 6) == 0))) {
+        size_t end = j;
+        CUresult r = parse_ptx_global(t, j, len == 6, out, &end, why);
+        if (r != CUDA_SUCCESS) return r;
+        i = end;
+        continue;
+      }
       if (len == 6 && memcmp(t + i, ".entry", 6) == 0) {
         while (t[j] == ' ' || t[j] == '\t' || t[j] == '\n' || t[j] == '\r') j++;
         size_t start = j;
@@ -270,6 +544,9 @@ static CUresult parse_ptx(const char *t, name_list *out, const char **why) {
       i = j;
       continue;
     }
+    if (c == '{') depth++;
+    if (c == '}' && depth > 0) depth--;
+    if (c == ';' || c == '{' || c == '}') is_extern = 0;
     i++;
   }
   if (!has_version || !has_target) {
@@ -283,6 +560,42 @@ static CUresult parse_ptx(const char *t, name_list *out, const char **why) {
 static int elf_range_ok(uint64_t off, uint64_t size) {
   if (size == 0) return off <= FK_IMAGE_LIMIT;
   return off >= sizeof(Elf64_Ehdr) && off <= FK_IMAGE_LIMIT && size <= FK_IMAGE_LIMIT - off;
+}
+
+/* A defined STT_OBJECT symbol: a global when in a ".nv.constant*" or ".nv.global*" section (LOCAL
+ * ones too: whole-program NVRTC output makes every global LOCAL), initialised from the section's bytes (NOBITS: zeros). */
+static CUresult elf_global(const unsigned char *img, const Elf64_Ehdr *eh, const char *strtab,
+                           uint64_t strtab_size, const Elf64_Sym *sym, name_list *out,
+                           const char **why) {
+  if (sym->st_size == 0) return CUDA_SUCCESS;
+  if (sym->st_shndx >= eh->e_shnum || sym->st_name >= strtab_size) {
+    *why = "ELF image: a global's section or name is out of range";
+    return CUDA_ERROR_INVALID_IMAGE;
+  }
+  Elf64_Shdr sec, names;
+  memcpy(&sec, img + eh->e_shoff + (uint64_t)sym->st_shndx * sizeof sec, sizeof sec);
+  if (eh->e_shstrndx == SHN_UNDEF || eh->e_shstrndx >= eh->e_shnum) return CUDA_SUCCESS;
+  memcpy(&names, img + eh->e_shoff + (uint64_t)eh->e_shstrndx * sizeof names, sizeof names);
+  if (names.sh_type != SHT_STRTAB || names.sh_size == 0 ||
+      !elf_range_ok(names.sh_offset, names.sh_size) || sec.sh_name >= names.sh_size ||
+      img[names.sh_offset + names.sh_size - 1] != '\0') {
+    *why = "ELF image: bad section name table";
+    return CUDA_ERROR_INVALID_IMAGE;
+  }
+  const char *sname = (const char *)img + names.sh_offset + sec.sh_name;
+  int is_const = strncmp(sname, ".nv.constant", 12) == 0;
+  if (!is_const && strncmp(sname, ".nv.global", 10) != 0) return CUDA_SUCCESS;
+  const unsigned char *init = NULL;
+  if (sec.sh_type != SHT_NOBITS) {
+    if (!elf_range_ok(sec.sh_offset, sec.sh_size) || sym->st_value > sec.sh_size ||
+        sym->st_size > sec.sh_size - sym->st_value) {
+      *why = "ELF image: a global lies outside its section";
+      return CUDA_ERROR_INVALID_IMAGE;
+    }
+    init = img + sec.sh_offset + sym->st_value;
+  }
+  const char *name = strtab + sym->st_name;
+  return globals_add(out, name, strlen(name), (size_t)sym->st_size, is_const, init, why);
 }
 
 static CUresult parse_elf(const unsigned char *img, name_list *out, const char **why) {
@@ -331,6 +644,11 @@ static CUresult parse_elf(const unsigned char *img, name_list *out, const char *
     for (uint64_t k = 0; k < count; k++) {
       Elf64_Sym sym;
       memcpy(&sym, img + sh.sh_offset + k * sizeof sym, sizeof sym);
+      if (ELF64_ST_TYPE(sym.st_info) == STT_OBJECT && sym.st_shndx != SHN_UNDEF) {
+        CUresult gr = elf_global(img, &eh, strtab, st.sh_size, &sym, out, why);
+        if (gr != CUDA_SUCCESS) return gr;
+        continue;
+      }
       if (ELF64_ST_TYPE(sym.st_info) != STT_FUNC || sym.st_shndx == SHN_UNDEF) continue;
       /* Kernels carry the entry mark. A device function (no mark) is visible only when GLOBAL
        * (or WEAK): the LOCAL "$kernel$helper" copies of whole-program mode are not. */
@@ -365,9 +683,20 @@ static CUresult parse_image(const void *image, name_list *out, const char **why)
 }
 
 size_t t4a_fake_image(char *buf, size_t size, const char *const *kernel_names, size_t num) {
+  return t4a_fake_image_globals(buf, size, kernel_names, num, NULL, 0);
+}
+
+size_t t4a_fake_image_globals(char *buf, size_t size, const char *const *kernel_names, size_t num,
+                              const t4a_fake_global *globals, size_t num_globals) {
   size_t need = strlen(FK_FAKE_MAGIC) + 1;
   for (size_t i = 0; kernel_names != NULL && i < num; i++) {
     if (kernel_names[i] != NULL) need += strlen(kernel_names[i]) + 1;
+  }
+  char line[320];
+  for (size_t i = 0; globals != NULL && i < num_globals; i++) {
+    int n = snprintf(line, sizeof line, "%s %s %zu\n", globals[i].is_const ? "const" : "global",
+                     globals[i].name != NULL ? globals[i].name : "", globals[i].bytes);
+    need += n > 0 ? (size_t)n : 0;
   }
   if (buf == NULL || size == 0) return need;
   size_t at = 0;
@@ -378,6 +707,11 @@ size_t t4a_fake_image(char *buf, size_t size, const char *const *kernel_names, s
     if (n == NULL) continue;
     for (size_t k = 0; n[k] != '\0' && at + 1 < size; k++) buf[at++] = n[k];
     if (at + 1 < size) buf[at++] = '\n';
+  }
+  for (size_t i = 0; globals != NULL && i < num_globals; i++) {
+    snprintf(line, sizeof line, "%s %s %zu\n", globals[i].is_const ? "const" : "global",
+             globals[i].name != NULL ? globals[i].name : "", globals[i].bytes);
+    for (size_t k = 0; line[k] != '\0' && at + 1 < size; k++) buf[at++] = line[k];
   }
   buf[at] = '\0';
   return need;
@@ -398,6 +732,11 @@ void fk_module_free(t4a_fake *f, fk_module *m) {
     free(fn);
   }
   free(m->funcs);
+  for (size_t i = 0; i < m->num_globals; i++) {
+    if (m->globals[i].alloc != NULL) fk_alloc_free(f, m->globals[i].alloc);
+    free(m->globals[i].name);
+  }
+  free(m->globals);
   fk_list_remove(&m->link);
   free(m);
 }
@@ -447,8 +786,25 @@ static CUresult module_load(t4a_fake *f, CUmodule *mod, const void *image, const
     fn->name = names.v[i];
     fn->device_fn = !names.entry[i];
     names.v[i] = NULL;
-    fn->max_dyn_shared = FK_DEFAULT_DYN_SHARED;
+    fn->max_dyn_shared = -1; /* the default: 48 KiB less the kernel's static shared memory */
     fn->carveout = -1;
+  }
+  if (names.ng > 0) {
+    m->globals = calloc(names.ng, sizeof *m->globals);
+    if (m->globals == NULL) goto oom;
+  }
+  for (size_t i = 0; i < names.ng; i++) {
+    fk_modglobal *g = &m->globals[m->num_globals++];
+    g->name = names.g[i].name;
+    names.g[i].name = NULL;
+    g->is_const = names.g[i].is_const;
+    r = fk_module_alloc(f, ctx, names.g[i].bytes, &g->alloc);
+    if (r != CUDA_SUCCESS) {
+      names_free(&names);
+      fk_module_free(f, m);
+      return r;
+    }
+    if (names.g[i].init != NULL) memcpy(g->alloc->host, names.g[i].init, names.g[i].bytes);
   }
   names_free(&names);
   *mod = (CUmodule)(uintptr_t)m->o.handle;
@@ -514,6 +870,24 @@ CUresult fk_cuModuleUnload(t4a_fake *f, CUmodule mod) {
   return CUDA_SUCCESS;
 }
 
+CUresult fk_cuModuleGetGlobal(t4a_fake *f, CUdeviceptr *dptr, size_t *bytes, CUmodule mod,
+                              const char *name) {
+  /* One of dptr and bytes (not both) may be NULL, as documented. */
+  if (name == NULL || (dptr == NULL && bytes == NULL)) return CUDA_ERROR_INVALID_VALUE;
+  fk_module *m = fk_handle_get(f, FK_H(mod), FK_KIND_MODULE);
+  if (m == NULL) return CUDA_ERROR_INVALID_HANDLE;
+  CUresult r = fk_ctx_usable(m->ctx);
+  if (r != CUDA_SUCCESS) return r;
+  for (size_t i = 0; i < m->num_globals; i++) {
+    if (strcmp(m->globals[i].name, name) == 0) {
+      if (dptr != NULL) *dptr = m->globals[i].alloc->base;
+      if (bytes != NULL) *bytes = m->globals[i].alloc->size;
+      return CUDA_SUCCESS;
+    }
+  }
+  return CUDA_ERROR_NOT_FOUND;
+}
+
 CUresult fk_cuModuleGetFunction(t4a_fake *f, CUfunction *func, CUmodule mod, const char *name) {
   if (func == NULL || name == NULL) return CUDA_ERROR_INVALID_VALUE;
   fk_module *m = fk_handle_get(f, FK_H(mod), FK_KIND_MODULE);
@@ -531,6 +905,40 @@ CUresult fk_cuModuleGetFunction(t4a_fake *f, CUfunction *func, CUmodule mod, con
 
 /* ---- functions ---------------------------------------------------------------------------- */
 
+/* The attributes of a function: its registered kernel's (t4a_fake_set_kernel_attrs), zero fields
+ * (and unregistered kernels) taking the defaults: 32 registers, no static shared or local
+ * memory, 1,024 threads per block. */
+t4a_fake_kernel_attrs fk_func_attrs(t4a_fake *f, const fk_func *fn) {
+  t4a_fake_kernel_attrs a = {0, 0, 0, 0};
+  const fk_kernel *k = fn->device_fn ? NULL : fk_kernel_find(f, fn->name);
+  if (k != NULL) a = k->attrs;
+  if (a.num_regs <= 0) a.num_regs = 32;
+  if (a.static_shared_bytes < 0) a.static_shared_bytes = 0;
+  if (a.local_bytes < 0) a.local_bytes = 0;
+  if (a.max_threads_per_block <= 0 || a.max_threads_per_block > 1024) {
+    a.max_threads_per_block = 1024;
+  }
+  return a;
+}
+
+/* The user constant memory a kernel of the module may read: the module's __constant__ globals
+ * (the fake does not track which kernel reads which). */
+static int module_const_bytes(const fk_module *m) {
+  size_t n = 0;
+  for (size_t i = 0; i < m->num_globals; i++) {
+    if (m->globals[i].is_const) n += m->globals[i].alloc->size;
+  }
+  return (int)n;
+}
+
+/* CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: as raised, or 48 KiB less the kernel's static
+ * shared memory (the driver's default). */
+int fk_func_max_dyn(t4a_fake *f, const fk_func *fn) {
+  if (fn->max_dyn_shared >= 0) return fn->max_dyn_shared;
+  int v = FK_DEFAULT_DYN_SHARED - fk_func_attrs(f, fn).static_shared_bytes;
+  return v > 0 ? v : 0;
+}
+
 static CUresult func_lookup(t4a_fake *f, CUfunction h, fk_func **out) {
   *out = fk_handle_get(f, FK_H(h), FK_KIND_FUNC);
   if (*out == NULL) return CUDA_ERROR_INVALID_HANDLE;
@@ -543,18 +951,17 @@ CUresult fk_cuFuncGetAttribute(t4a_fake *f, int *pi, CUfunction_attribute attr, 
   CUresult r = func_lookup(f, func, &fn);
   if (r != CUDA_SUCCESS) return r;
   int cc = f->opt.cc_major * 10 + f->opt.cc_minor;
-  int regs, static_shared, max_threads;
-  fk_func_resources(f, fn, &regs, &static_shared, &max_threads);
+  t4a_fake_kernel_attrs a = fk_func_attrs(f, fn);
   switch (attr) {
-    case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *pi = max_threads; break;
-    case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES: *pi = static_shared; break;
-    case CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES: *pi = 0; break;
-    case CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES: *pi = 0; break;
-    case CU_FUNC_ATTRIBUTE_NUM_REGS: *pi = regs; break;
+    case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *pi = a.max_threads_per_block; break;
+    case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES: *pi = a.static_shared_bytes; break;
+    case CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES: *pi = module_const_bytes(fn->mod); break;
+    case CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES: *pi = a.local_bytes; break;
+    case CU_FUNC_ATTRIBUTE_NUM_REGS: *pi = a.num_regs; break;
     case CU_FUNC_ATTRIBUTE_PTX_VERSION: *pi = cc; break;
     case CU_FUNC_ATTRIBUTE_BINARY_VERSION: *pi = cc; break;
     case CU_FUNC_ATTRIBUTE_CACHE_MODE_CA: *pi = 0; break;
-    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: *pi = fn->max_dyn_shared; break;
+    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: *pi = fk_func_max_dyn(f, fn); break;
     case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT: *pi = fn->carveout; break;
     case CU_FUNC_ATTRIBUTE_CLUSTER_SIZE_MUST_BE_SET: *pi = 0; break;
     case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH: *pi = 0; break;
@@ -575,7 +982,10 @@ CUresult fk_cuFuncSetAttribute(t4a_fake *f, CUfunction func, CUfunction_attribut
   if (r != CUDA_SUCCESS) return r;
   switch (attr) {
     case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
-      if (value < 0 || value > FK_OPTIN_DYN_SHARED) return CUDA_ERROR_INVALID_VALUE;
+      /* Static plus dynamic shared memory must fit the opt-in maximum per block. */
+      if (value < 0 || value > FK_OPTIN_DYN_SHARED - fk_func_attrs(f, fn).static_shared_bytes) {
+        return CUDA_ERROR_INVALID_VALUE;
+      }
       fn->max_dyn_shared = value;
       return CUDA_SUCCESS;
     case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
@@ -647,16 +1057,13 @@ CUresult fk_build_launch(t4a_fake *f, CUfunction func, const unsigned grid[3],
       block[2] > 64u || (uint64_t)block[0] * block[1] * block[2] > 1024u) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  if (shared > (unsigned)fn->max_dyn_shared) return CUDA_ERROR_INVALID_VALUE;
-  if (params != NULL && extra != NULL) return CUDA_ERROR_INVALID_VALUE;
-  {
-    /* A block above the kernel's own limit (__launch_bounds__): refused, as on the H200. */
-    int regs, static_shared, max_threads;
-    fk_func_resources(f, fn, &regs, &static_shared, &max_threads);
-    if ((uint64_t)block[0] * block[1] * block[2] > (uint64_t)max_threads) {
-      return CUDA_ERROR_INVALID_VALUE;
-    }
+  if (shared > (unsigned)fk_func_max_dyn(f, fn)) return CUDA_ERROR_INVALID_VALUE;
+  /* A kernel's own limit (__launch_bounds__): measured on the H200, a launch above it is
+   * CUDA_ERROR_INVALID_VALUE. */
+  if ((uint64_t)block[0] * block[1] * block[2] > (uint64_t)fk_func_attrs(f, fn).max_threads_per_block) {
+    return CUDA_ERROR_INVALID_VALUE;
   }
+  if (params != NULL && extra != NULL) return CUDA_ERROR_INVALID_VALUE;
 
   fk_op *op = fk_op_new(FK_OP_KERNEL);
   if (op == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -722,6 +1129,7 @@ void fk_run_kernel(t4a_fake *f, fk_ctx *ctx, const fk_op *op) {
   memset(&launch, 0, sizeof launch);
   launch.fake = f;
   launch.ctx = ctx;
+  launch.mod = fn->mod;
   for (int i = 0; i < 3; i++) {
     launch.grid[i] = op->u.kernel.grid[i];
     launch.block[i] = op->u.kernel.block[i];
@@ -753,6 +1161,36 @@ void *t4a_fake_deref(t4a_fake_launch *launch, CUdeviceptr ptr, size_t bytes) {
   }
   fk_unlock();
   return p;
+}
+
+CUdeviceptr t4a_fake_launch_global(t4a_fake_launch *launch, const char *name, size_t *out_bytes) {
+  if (out_bytes != NULL) *out_bytes = 0;
+  if (launch == NULL || launch->mod == NULL || name == NULL) return 0;
+  fk_lock();
+  CUdeviceptr p = 0;
+  for (size_t i = 0; i < launch->mod->num_globals; i++) {
+    const fk_modglobal *g = &launch->mod->globals[i];
+    if (strcmp(g->name, name) == 0) {
+      p = g->alloc->base;
+      if (out_bytes != NULL) *out_bytes = g->alloc->size;
+      break;
+    }
+  }
+  fk_unlock();
+  return p;
+}
+
+void t4a_fake_set_kernel_attrs(t4a_fake *fake, const char *name,
+                               const t4a_fake_kernel_attrs *attrs) {
+  if (fake == NULL || name == NULL || attrs == NULL) return;
+  fk_lock();
+  fk_kernel *k = fk_kernel_find(fake, name);
+  if (k != NULL) {
+    k->attrs = *attrs;
+  } else {
+    fprintf(stderr, "t4a_fake_set_kernel_attrs: no kernel '%s' is registered\n", name);
+  }
+  fk_unlock();
 }
 
 void t4a_fake_launch_dims(const t4a_fake_launch *launch, unsigned grid[3], unsigned block[3],

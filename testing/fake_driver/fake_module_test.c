@@ -818,6 +818,203 @@ static void test_real_cubin_kernels_and_device_functions(void **state) {
   fx_clean(x);
 }
 
+/* ---- module globals ----------------------------------------------------------------------- */
+
+/* lut(int *out, int n): out[i] = table[i % 16] + counter, table a __constant__ int[16] and
+ * counter a __device__ int of the launched function's module; then counter += 1. */
+static const size_t k_lut_params[2] = {8, 4};
+static void k_lut(t4a_fake_launch *l, void **params, void *user) {
+  (void)user;
+  CUdeviceptr out;
+  int n;
+  memcpy(&out, params[0], 8);
+  memcpy(&n, params[1], 4);
+  size_t tb = 0, cb = 0;
+  CUdeviceptr tp = t4a_fake_launch_global(l, "table", &tb);
+  CUdeviceptr cp = t4a_fake_launch_global(l, "counter", &cb);
+  const int *table = t4a_fake_deref(l, tp, 16 * sizeof(int));
+  int *counter = t4a_fake_deref(l, cp, sizeof(int));
+  int *o = t4a_fake_deref(l, out, (size_t)n * sizeof(int));
+  if (table == NULL || counter == NULL || o == NULL || tb != 64 || cb != 4) return;
+  for (int i = 0; i < n; i++) o[i] = table[i % 16] + *counter;
+  *counter += 1;
+}
+
+/* Globals of the fake format: found with their sizes, module memory (not an allocation, not
+ * freed by cuMemFree), written and read by copies, read by a kernel through its module, and
+ * gone with the module. */
+static void test_globals_fake_format(void **state) {
+  fx *x = *state;
+  const t4a_driver_table *t = x->t;
+  t4a_fake_register_kernel(x->fake, "lut", 2, k_lut_params, k_lut, NULL);
+  const t4a_fake_global g[2] = {{"table", 64, 1}, {"counter", 4, 0}};
+  char img[256];
+  assert_true(t4a_fake_image_globals(img, sizeof img, (const char *const[]){"lut"}, 1, g, 2) <=
+              sizeof img);
+  assert_non_null(strstr(img, "const table 64\n"));
+  t4a_fake_live before;
+  t4a_fake_live_objects(x->fake, &before);
+  CUmodule m = NULL;
+  CK(t->cuModuleLoadData(&m, img));
+  t4a_fake_live after;
+  t4a_fake_live_objects(x->fake, &after);
+  assert_int_equal(after.device_allocs, before.device_allocs); /* the module is what lives */
+  assert_int_equal(after.modules, before.modules + 1);
+  CUdeviceptr tp = 0, cp = 0;
+  size_t tb = 0, cb = 0;
+  CK(t->cuModuleGetGlobal(&tp, &tb, m, "table"));
+  assert_int_equal(tb, 64);
+  CK(t->cuModuleGetGlobal(&cp, NULL, m, "counter")); /* one of the two may be NULL */
+  CK(t->cuModuleGetGlobal(NULL, &cb, m, "counter"));
+  assert_int_equal(cb, 4);
+  assert_true(tp != 0 && cp != 0 && tp != cp);
+  assert_int_equal(t->cuModuleGetGlobal(NULL, NULL, m, "table"), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(t->cuModuleGetGlobal(&tp, &tb, m, "lut"), CUDA_ERROR_NOT_FOUND);
+  assert_int_equal(t->cuModuleGetGlobal(&tp, &tb, m, NULL), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(t->cuMemFree(tp), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(t->cuMemFreeAsync(tp, x->s), CUDA_ERROR_INVALID_VALUE);
+  int table[16], out[20], back = 0;
+  for (int i = 0; i < 16; i++) table[i] = 100 * i;
+  CK(t->cuMemcpyHtoDAsync(tp, table, sizeof table, x->s));
+  CUdeviceptr d = 0;
+  CK(t->cuMemAlloc(&d, sizeof out));
+  int n = 20;
+  void *args[] = {&d, &n};
+  CK(launch1(x, get_fn(x, m, "lut"), x->s, args));
+  CK(launch1(x, get_fn(x, m, "lut"), x->s, args));
+  CK(t->cuMemcpyDtoHAsync(out, d, sizeof out, x->s));
+  CK(t->cuMemcpyDtoHAsync(&back, cp, sizeof back, x->s));
+  CK(t->cuStreamSynchronize(x->s));
+  for (int i = 0; i < 20; i++) assert_int_equal(out[i], 100 * (i % 16) + 1); /* second run */
+  assert_int_equal(back, 2);
+  CK(t->cuMemFree(d));
+  CK(t->cuModuleUnload(m));
+  /* The global's memory went with the module: a copy into it faults. */
+  CK(t->cuMemcpyHtoDAsync(tp, table, sizeof table, x->s));
+  assert_int_equal(t->cuStreamSynchronize(x->s), CUDA_ERROR_ILLEGAL_ADDRESS);
+  assert_int_equal(t4a_fake_sticky(x->fake, 0), CUDA_ERROR_ILLEGAL_ADDRESS);
+  t4a_fake_destroy(x->fake);
+  x->fake = NULL;
+}
+
+/* A copy past a global's end faults when it runs (the driver's memory rule), like any copy
+ * outside live memory. */
+static void test_global_copy_past_its_end_faults(void **state) {
+  fx *x = *state;
+  const t4a_driver_table *t = x->t;
+  CUmodule m = NULL;
+  CK(t->cuModuleLoadData(&m, "T4AFAKE1\nk\nglobal small 8\n"));
+  CUdeviceptr p = 0;
+  size_t b = 0;
+  CK(t->cuModuleGetGlobal(&p, &b, m, "small"));
+  assert_int_equal(b, 8);
+  char bytes[16] = {0};
+  CK(t->cuMemcpyHtoDAsync(p, bytes, 16, x->s));
+  assert_int_equal(t->cuStreamSynchronize(x->s), CUDA_ERROR_ILLEGAL_ADDRESS);
+  t4a_fake_destroy(x->fake);
+  x->fake = NULL;
+}
+
+/* The image readers' globals: fake lines (bad ones refused), PTX declarations with their
+ * initialisers (an .extern one is not a definition; a ".global" qualifying a parameter is not a
+ * declaration), the 64 KiB constant bank. */
+static void test_globals_of_every_format(void **state) {
+  fx *x = *state;
+  const t4a_driver_table *t = x->t;
+  CUmodule m = NULL;
+  static const char *const bad[] = {
+      "T4AFAKE1\nglobal g\n",      "T4AFAKE1\nglobal g 0\n",  "T4AFAKE1\nconst 9 4\n",
+      "T4AFAKE1\nglobal g 4x\n",   "T4AFAKE1\nglobal g 4\nconst g 8\n",
+      "T4AFAKE1\nconst a 40000\nconst b 30000\n",
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    assert_int_equal(t->cuModuleLoadData(&m, bad[i]), CUDA_ERROR_INVALID_IMAGE);
+  }
+  CK(t->cuModuleLoadData(&m, "T4AFAKE1\nconst a 40000\nglobal b 30000\n"));
+  CK(t->cuModuleUnload(m));
+
+  static const char ptx[] =
+      ".version 8.8\n.target sm_90\n.address_size 64\n"
+      "// .global .u32 in_a_comment;\n"
+      ".extern .global .align 4 .u32 elsewhere;\n"
+      ".visible .const .align 4 .b8 tab[8] = {1, 0, 0, 0, 2, 0, 0, 0};\n"
+      ".visible .global .align 4 .u32 cnt = 7;\n"
+      ".visible .global .align 8 .f64 two = 0d4000000000000000;\n"
+      ".global .align 16 .v4 .f32 quad[2][3];\n"
+      ".visible .entry k(\n .param .u64 .ptr .global .align 4 k_param_0\n)\n{\n ret;\n}\n";
+  CK(t->cuModuleLoadData(&m, ptx));
+  CUdeviceptr p = 0;
+  size_t b = 0;
+  assert_int_equal(t->cuModuleGetGlobal(&p, &b, m, "elsewhere"), CUDA_ERROR_NOT_FOUND);
+  assert_int_equal(t->cuModuleGetGlobal(&p, &b, m, "in_a_comment"), CUDA_ERROR_NOT_FOUND);
+  assert_int_equal(t->cuModuleGetGlobal(&p, &b, m, "k_param_0"), CUDA_ERROR_NOT_FOUND);
+  CK(t->cuModuleGetGlobal(&p, &b, m, "quad"));
+  assert_int_equal(b, 2 * 3 * 16);
+  CK(t->cuModuleGetGlobal(&p, &b, m, "tab"));
+  assert_int_equal(b, 8);
+  unsigned char tab[8];
+  CK(t->cuMemcpyDtoHAsync(tab, p, 8, x->s));
+  uint32_t cnt = 0;
+  CK(t->cuModuleGetGlobal(&p, &b, m, "cnt"));
+  assert_int_equal(b, 4);
+  CK(t->cuMemcpyDtoHAsync(&cnt, p, 4, x->s));
+  double two = 0;
+  CK(t->cuModuleGetGlobal(&p, &b, m, "two"));
+  CK(t->cuMemcpyDtoHAsync(&two, p, 8, x->s));
+  CK(t->cuStreamSynchronize(x->s));
+  assert_int_equal(tab[0], 1);
+  assert_int_equal(tab[4], 2);
+  assert_int_equal(cnt, 7);
+  assert_true(two == 2.0);
+  int v = 0;
+  CK(t->cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES, get_fn(x, m, "k")));
+  assert_int_equal(v, 8); /* the module's __constant__ bytes */
+  CK(t->cuModuleUnload(m));
+  /* An initialiser the fake does not model is refused rather than read wrong. */
+  assert_int_equal(t->cuModuleLoadData(&m, ".version 8.8\n.target sm_90\n"
+                                           ".global .f32 f = 1.5;\n"),
+                   CUDA_ERROR_INVALID_IMAGE);
+  fx_clean(x);
+}
+
+/* Registered attributes: reported by cuFuncGetAttribute, the launch bound enforced, static shared
+ * memory taken from the default and the opt-in dynamic maximum. */
+static void test_kernel_attributes(void **state) {
+  fx *x = *state;
+  const t4a_driver_table *t = x->t;
+  seen sn;
+  memset(&sn, 0, sizeof sn);
+  t4a_fake_register_kernel(x->fake, "seen", 1, k_seen_params, k_seen, &sn);
+  t4a_fake_kernel_attrs a = {40, 1024, 16, 64};
+  t4a_fake_set_kernel_attrs(x->fake, "seen", &a);
+  CUmodule m = load_kernels(x, (const char *const[]){"seen"}, 1);
+  CUfunction f = get_fn(x, m, "seen");
+  int v = 0;
+  CK(t->cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_NUM_REGS, f));
+  assert_int_equal(v, 40);
+  CK(t->cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f));
+  assert_int_equal(v, 1024);
+  CK(t->cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, f));
+  assert_int_equal(v, 16);
+  CK(t->cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f));
+  assert_int_equal(v, 64);
+  CK(t->cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, f));
+  assert_int_equal(v, 49152 - 1024);
+  assert_int_equal(t->cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                         232448 - 1024 + 1),
+                   CUDA_ERROR_INVALID_VALUE);
+  CK(t->cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 232448 - 1024));
+  int64_t arg = 1;
+  void *args[] = {&arg};
+  assert_int_equal(t->cuLaunchKernel(f, 1, 1, 1, 65, 1, 1, 0, x->s, args, NULL),
+                   CUDA_ERROR_INVALID_VALUE);
+  CK(t->cuLaunchKernel(f, 1, 1, 1, 64, 1, 1, 0, x->s, args, NULL));
+  CK(t->cuStreamSynchronize(x->s));
+  assert_int_equal(sn.runs, 1);
+  CK(t->cuModuleUnload(m));
+  fx_clean(x);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
 cmocka_unit_test_setup_teardown(test_modules_all_formats, setup, teardown),
@@ -829,6 +1026,10 @@ cmocka_unit_test_setup_teardown(test_kernel_copy_kernel_chain, setup, teardown),
 cmocka_unit_test_setup_teardown(test_explicit_param_alignment, setup, teardown),
 cmocka_unit_test_setup_teardown(test_real_cubin_kernels_and_device_functions, setup,
                                       teardown),
+cmocka_unit_test_setup_teardown(test_globals_fake_format, setup, teardown),
+cmocka_unit_test_setup_teardown(test_global_copy_past_its_end_faults, setup, teardown),
+cmocka_unit_test_setup_teardown(test_globals_of_every_format, setup, teardown),
+cmocka_unit_test_setup_teardown(test_kernel_attributes, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

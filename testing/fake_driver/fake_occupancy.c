@@ -28,19 +28,11 @@
 
 static int imin(int a, int b) { return a < b ? a : b; }
 
-void fk_func_resources(t4a_fake *f, const fk_func *fn, int *regs, int *static_shared,
-                       int *max_threads) {
-  const fk_kernel *k = fn->device_fn ? NULL : fk_kernel_find(f, fn->name);
-  *regs = k != NULL && k->regs > 0 ? k->regs : 32;
-  *static_shared = k != NULL && k->static_shared > 0 ? k->static_shared : 0;
-  *max_threads = k != NULL && k->max_threads > 0 ? k->max_threads : 1024;
-}
-
 int fk_blocks_per_sm(t4a_fake *f, const fk_func *fn, unsigned threads, size_t dyn) {
-  int regs, stat, max_threads;
-  fk_func_resources(f, fn, &regs, &stat, &max_threads);
+  t4a_fake_kernel_attrs a = fk_func_attrs(f, fn);
+  int regs = a.num_regs, stat = a.static_shared_bytes, max_threads = a.max_threads_per_block;
   if (threads == 0 || threads > (unsigned)max_threads) return 0;
-  if (dyn > (size_t)fn->max_dyn_shared) return 0;
+  if (dyn > (size_t)fk_func_max_dyn(f, fn)) return 0;
   int warps_threads = (int)((threads + 31) / 32 * 32);
   int n = FK_SM_BLOCKS;
   n = imin(n, FK_SM_THREADS / warps_threads);
@@ -85,8 +77,7 @@ CUresult fk_cuOccupancyMaxPotentialBlockSize(t4a_fake *f, int *min_grid, int *bl
   fk_func *fn;
   CUresult r = func_of(f, func, &fn);
   if (r != CUDA_SUCCESS) return r;
-  int regs, stat, max_threads;
-  fk_func_resources(f, fn, &regs, &stat, &max_threads);
+  int max_threads = fk_func_attrs(f, fn).max_threads_per_block;
   int top = max_threads < 1024 ? max_threads : 1024;
   if (limit > 0 && limit < top) top = limit;
   int best_blocks = 0, best_size = 0, best_threads = 0;
@@ -180,15 +171,3 @@ void t4a_fake_launch_attrs(const t4a_fake_launch *launch, unsigned cluster[3], i
   if (programmatic != NULL) *programmatic = launch->attrs.programmatic;
 }
 
-void t4a_fake_set_kernel_resources(t4a_fake *fake, const char *name, int regs, int static_shared,
-                                   int max_threads) {
-  if (fake == NULL || name == NULL) return;
-  fk_lock();
-  fk_kernel *k = fk_kernel_find(fake, name);
-  if (k != NULL) {
-    if (regs > 0) k->regs = regs;
-    if (static_shared > 0) k->static_shared = static_shared;
-    if (max_threads > 0) k->max_threads = max_threads;
-  }
-  fk_unlock();
-}

@@ -53,7 +53,7 @@ static void test_occupancy_model(void **state) {
   fx *x = *state;
   const t4a_driver_table *t = x->t;
   t4a_fake_register_kernel(x->fake, "noop", 0, NULL, NULL, NULL);
-  t4a_fake_set_kernel_resources(x->fake, "noop", 64, 4096, 512);
+  t4a_fake_set_kernel_attrs(x->fake, "noop", &(t4a_fake_kernel_attrs){64, 4096, 0, 512});
   CUmodule m = load_kernels(x, (const char *const[]){"noop"}, 1);
   CUfunction f = get_fn(x, m, "noop");
   int v = 0;
@@ -66,11 +66,11 @@ static void test_occupancy_model(void **state) {
   /* 256 threads: registers 65,536 / (64 x 256) = 4; shared 233,472 / (4,096 + 1,024) = 45. */
   CK(t->cuOccupancyMaxActiveBlocksPerMultiprocessor(&v, f, 256, 0));
   assert_int_equal(v, 4);
-  /* 48,000 dynamic bytes: 233,472 / (4,096 + 48,000 + 1,024) = 4; 50,000 exceeds the
-   * function's current maximum (49,152): 0. */
-  CK(t->cuOccupancyMaxActiveBlocksPerMultiprocessor(&v, f, 64, 48000));
-  assert_int_equal(v, 4);
-  CK(t->cuOccupancyMaxActiveBlocksPerMultiprocessor(&v, f, 64, 50000));
+  /* 40,000 dynamic bytes: 233,472 / (4,096 + 40,000 + 1,024) = 5; 46,000 exceeds the
+   * function's current maximum (48 KiB less its 4,096 static bytes: 45,056): 0. */
+  CK(t->cuOccupancyMaxActiveBlocksPerMultiprocessor(&v, f, 64, 40000));
+  assert_int_equal(v, 5);
+  CK(t->cuOccupancyMaxActiveBlocksPerMultiprocessor(&v, f, 64, 46000));
   assert_int_equal(v, 0);
   /* Above the kernel's max threads: 0, and a launch is refused. */
   CK(t->cuOccupancyMaxActiveBlocksPerMultiprocessor(&v, f, 513, 0));

@@ -249,6 +249,13 @@ T4A_MUST_USE t4a_status t4a_runtime_load_image(t4a_runtime *rt, const void *imag
 T4A_MUST_USE t4a_status t4a_runtime_function(t4a_runtime *rt, t4a_module *module,
                                              const char *name, t4a_function **out);
 
+/** Looks global `name` (__device__ or __constant__) up in `module` and returns a view of it
+ * (t4a_module_get_global): a buffer that t4a_runtime_upload, _download, _copy and launches take,
+ * holding the module alive while work on it is queued; `expected_bytes` 0 accepts any size.
+ * Statuses as t4a_module_get_global, and FOREIGN_HANDLE for a module of another runtime. */
+T4A_MUST_USE t4a_status t4a_runtime_global(t4a_runtime *rt, t4a_module *module, const char *name,
+                                           size_t expected_bytes, t4a_buffer **out);
+
 /** Compile, load and look up in one call: kernel `name` (an extern "C" name, or a lowered one)
  * of `source`. The function holds its module; the artifact is not kept (the cache has it).
  * Statuses as the three calls. */

@@ -58,7 +58,7 @@ extern "C" {
   X(COMPILE_FAILED, 18, "NVRTC compilation failed")                                                \
   X(INVALID_LAUNCH, 19, "the launch configuration is invalid for this device or kernel")           \
   X(ARGUMENT_MISMATCH, 20, "launch arguments do not match the kernel's parameters")                \
-  X(UNKNOWN_ENTRY_POINT, 21, "the module has no kernel of that name")                              \
+  X(UNKNOWN_ENTRY_POINT, 21, "the module has no kernel or global of that name")                    \
   X(CACHE_CORRUPT, 22, "a cache entry is corrupt")                                                 \
   X(IO, 23, "a file operation failed")                                                             \
   X(LANE_BROKEN, 24, "the lane is broken by an earlier fault and refuses new work")               \

@@ -27,6 +27,9 @@
  * completed. The last reference unloads the module under its context; if that context cannot be
  * activated (or is lost) the module is leaked and counted (`leaked`, requirement A5).
  *
+ * Globals. t4a_module_get_global looks a __device__ or __constant__ variable up (UNKNOWN_ENTRY_POINT
+ * naming it) and hands out a view of it that every buffer operation accepts (below).
+ *
  * Functions. t4a_module_get_function looks a kernel up (UNKNOWN_ENTRY_POINT naming it); one
  * function object per (module, name), which lives as long as its module (a function reference is
  * a module reference). Its parameter list comes from cuFuncGetParamInfo, probed once when the
@@ -250,6 +253,49 @@ T4A_MUST_USE t4a_status t4a_function_param(t4a_function *function, uint32_t inde
 /** Where the driver has no cuFuncGetParamInfo: the number of parameters launches must pass.
  * INVALID_ARGUMENT where the driver knows the list and it differs. */
 T4A_MUST_USE t4a_status t4a_function_declare_params(t4a_function *function, uint32_t count);
+
+/* ---- module globals ---- */
+
+/** Looks up global `name` of `module` (a __device__ or __constant__ variable; cuModuleGetGlobal,
+ * learnt once per module and name) and returns a new reference to a view of it: a t4a_buffer
+ * whose t4a_buffer_devptr and t4a_buffer_size are the global's address and size, in the module's
+ * allocation domain. It is written and read as any buffer — t4a_xfer uploads and downloads,
+ * copies, memsets, raw scopes — with offsets and sizes checked against the global's size (typed
+ * errors, nothing enqueued), and it is a launch, descriptor or chain argument
+ * (t4a_arg_buffer: its address). Every such use keeps the view, and the view keeps the module:
+ * the module is not unloaded while work that touches the global is queued. t4a_buffer_pool of a
+ * view is NULL. Each lookup makes its own view (one host allocation). `expected_bytes` 0 accepts
+ * any size; otherwise the global must be exactly that big. Statuses: INVALID_ARGUMENT (NULL, an
+ * empty name), UNKNOWN_ENTRY_POINT (no global of that name: the name in the detail),
+ * ARGUMENT_MISMATCH (the global's size is not `expected_bytes`: both in the detail),
+ * LANE_BROKEN, HOST_OUT_OF_MEMORY, driver failures (cuModuleGetGlobal). */
+T4A_MUST_USE t4a_status t4a_module_get_global(t4a_module *module, const char *name,
+                                              size_t expected_bytes, t4a_buffer **out);
+
+/* ---- kernel attributes ---- */
+
+/** What the driver says about a compiled kernel (cuFuncGetAttribute). */
+typedef struct t4a_kernel_attributes {
+  uint32_t num_regs;              /**< registers per thread */
+  uint32_t static_shared_bytes;   /**< statically allocated shared memory per block */
+  uint32_t const_bytes;           /**< user constant memory (__constant__) the kernel needs */
+  uint32_t local_bytes;           /**< local memory per thread (spills, stack arrays) */
+  uint32_t max_dynamic_shared_bytes; /**< dynamic shared memory a launch may use as the
+                                        function is now (48 KiB less the static part until
+                                        raised; t4a_launch raises it on demand) */
+  uint32_t max_dynamic_shared_optin_bytes; /**< the most it can be raised to: the device's
+                                              opt-in maximum per block less the static part */
+  uint32_t max_threads_per_block; /**< threads per block beyond which a launch fails
+                                     (__launch_bounds__, registers) */
+  uint32_t ptx_version;           /**< virtual architecture, major * 10 + minor (90) */
+  uint32_t binary_version;        /**< binary architecture, major * 10 + minor (90) */
+} t4a_kernel_attributes;
+
+/** Reads the kernel's attributes from the driver (eight cuFuncGetAttribute calls under the lane's
+ * context). On failure *out is zero. Statuses: INVALID_ARGUMENT (NULL), LANE_BROKEN, driver
+ * failures (cuFuncGetAttribute). */
+T4A_MUST_USE t4a_status t4a_function_get_attributes(t4a_function *function,
+                                                    t4a_kernel_attributes *out);
 
 /* ---- checked launches ---- */
 

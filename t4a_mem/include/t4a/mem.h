@@ -134,7 +134,8 @@ size_t t4a_buffer_size(const t4a_buffer *buffer);
 /** @} */
 /** The allocation domain the buffer belongs to (its pool's lane's domain). */
 uint64_t t4a_buffer_domain(const t4a_buffer *buffer);
-/** The buffer's pool (borrowed). */
+/** The buffer's pool (borrowed); NULL for a view of memory no pool allocated (a module global,
+ * t4a_module_get_global in t4a/launch.h), which is otherwise used as any buffer. */
 t4a_mem_pool *t4a_buffer_pool(const t4a_buffer *buffer);
 
 /* ---- pinned host memory ---- */
