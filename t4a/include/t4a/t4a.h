@@ -51,6 +51,7 @@
 #include "t4a/graph.h"
 #include "t4a/launch.h"
 #include "t4a/mem.h"
+#include "t4a/jitlink.h"
 #include "t4a/nvrtc.h"
 #include "t4a/raw.h"
 #include "t4a/retire.h"
@@ -232,6 +233,29 @@ T4A_MUST_USE t4a_status t4a_runtime_compile_request(t4a_runtime *rt,
                                                     const t4a_nvrtc_request *request,
                                                     t4a_nvrtc_artifact **out,
                                                     t4a_nvrtc_outcome *out_outcome);
+
+/** Compiles `source` to LTO-IR (relocatable device code, -rdc=true) for the runtime's target
+ * through the artifact cache: a device library compiled once, or kernels that call one. Statuses
+ * as t4a_runtime_compile. */
+T4A_MUST_USE t4a_status t4a_runtime_compile_lto(t4a_runtime *rt, const char *source,
+                                                const char *program_name,
+                                                t4a_nvrtc_artifact **out);
+/** Links LTO-IR artifacts into a CUBIN artifact through the runtime's link cache (t4a/jitlink.h),
+ * for the runtime's target when request->target is NULL (sm_NN for a compute_NN target). The
+ * first link opens nvJitLink and creates the link cache: in memory, and in the artifact cache's
+ * disk directory when it has one. out_outcome (may be NULL): where the CUBIN came from, a failed
+ * link's log. Statuses: as t4a_jitlink_cache_link; JITLINK_NOT_FOUND, JITLINK_SYMBOL_MISSING
+ * (nvJitLink cannot be opened; asked again at the next link). */
+T4A_MUST_USE t4a_status t4a_runtime_link(t4a_runtime *rt, const t4a_jitlink_request *request,
+                                         t4a_nvrtc_artifact **out,
+                                         t4a_nvrtc_outcome *out_outcome);
+/** One call: compiles `source` to LTO-IR (t4a_runtime_compile_lto), links it with `libraries`
+ * (LTO-IR artifacts, num_libraries of them, may be 0), loads the CUBIN and looks up kernel
+ * `name`. Statuses: as the calls it makes. */
+T4A_MUST_USE t4a_status t4a_runtime_kernel_linked(t4a_runtime *rt, const char *source,
+                                                  const t4a_nvrtc_artifact *const *libraries,
+                                                  size_t num_libraries, const char *name,
+                                                  t4a_function **out);
 
 /** Loads an artifact (PTX or CUBIN) into the runtime's module cache (t4a_module_load_artifact: a
  * second load of one artifact is a cache hit). Statuses as t4a_module_load_artifact. */
