@@ -7,6 +7,7 @@
  * size asked back when the buffer is too small); and failure sweeps over open/close and over a
  * whole use of the runtime (every driver call, host allocations, lock inits, copy threads) with
  * exact accounting of what the fake still holds. */
+#define _GNU_SOURCE /* mkdtemp */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -592,6 +593,120 @@ static void test_compile_load_launch_download(void **state) {
   t4a_module_release(m);
   t4a_nvrtc_artifact_release(a);
   CK(t4a_runtime_close(rt));
+}
+
+/* ---- LTO: a device library linked with nvJitLink (real), loaded by the fake ---- */
+
+static int jitlink_available(void) {
+  t4a_jitlink_lib *lib = NULL;
+  if (t4a_jitlink_lib_open(NULL, &lib) != T4A_OK) return 0;
+  t4a_jitlink_lib_release(lib);
+  return 1;
+}
+
+/* The library: compiled once to LTO-IR. The kernel calls it; on the fake the host kernel "scale"
+ * stands for it (x * a), on a GPU (t4a/lto_gpu_test.c) the linked code runs. */
+static const char k_lib_mul_src[] =
+    "extern \"C\" __device__ float lib_mul(float x, float a) { return x * a; }\n";
+static const char k_scale_linked_src[] =
+    "extern \"C\" __device__ float lib_mul(float x, float a);\n"
+    "extern \"C\" __global__ void scale(float *x, float a, int n) {\n"
+    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  if (i < n) x[i] = lib_mul(x[i], a);\n"
+    "}\n";
+
+static void test_link_load_launch(void **state) {
+  fixture *f = *state;
+  if (!nvrtc_available() || !jitlink_available()) {
+    fprintf(stderr, "# NVRTC or nvJitLink is not available: skipped\n");
+    skip();
+  }
+  char dir[] = "/tmp/t4a_facade_lto_XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  t4a_runtime_options o = small_options(f);
+  o.artifacts.disk_dir = dir;
+  t4a_runtime *rt = NULL;
+  CK(t4a_runtime_open(0, &o, &rt));
+  t4a_nvrtc_artifact *lib = NULL;
+  CK(t4a_runtime_compile_lto(rt, k_lib_mul_src, "lib_mul.cu", &lib));
+  assert_int_equal(t4a_nvrtc_artifact_output(lib), T4A_NVRTC_OUTPUT_LTOIR);
+  /* An unlinked LTO-IR artifact does not load. */
+  t4a_module *m = (t4a_module *)1;
+  assert_int_equal(t4a_runtime_load(rt, lib, &m), T4A_INVALID_ARGUMENT);
+  assert_null(m);
+  t4a_error e;
+  t4a_error_last(&e);
+  assert_non_null(strstr(e.message, "link LTO-IR first"));
+  /* The one-call path: compile the kernel to LTO-IR, link it with the library, load, look up. */
+  const t4a_nvrtc_artifact *libs[1] = {lib};
+  t4a_function *fn = NULL;
+  CK(t4a_runtime_kernel_linked(rt, k_scale_linked_src, libs, 1, "scale", &fn));
+  round_trip(rt, fn, 2.5f);
+  t4a_function_release(fn);
+  /* The same again: the compile and the link are memory hits, the load a module-cache hit. */
+  t4a_counter_values v0, v1;
+  t4a_runtime_stats(rt, &v0);
+  CK(t4a_runtime_kernel_linked(rt, k_scale_linked_src, libs, 1, "scale", &fn));
+  t4a_runtime_stats(rt, &v1);
+  assert_int_equal(v1.module_loads, v0.module_loads);
+  t4a_function_release(fn);
+  /* The explicit calls: the link's origin, the linked CUBIN for the runtime's target. */
+  t4a_nvrtc_artifact *k = NULL, *linked = NULL;
+  CK(t4a_runtime_compile_lto(rt, k_scale_linked_src, NULL, &k));
+  const t4a_nvrtc_artifact *in[2] = {k, lib};
+  t4a_jitlink_request r = T4A_JITLINK_REQUEST_INIT;
+  r.inputs = in;
+  r.num_inputs = 2;
+  t4a_nvrtc_outcome oc = T4A_NVRTC_OUTCOME_INIT;
+  CK(t4a_runtime_link(rt, &r, &linked, &oc));
+  assert_int_equal(oc.origin, T4A_NVRTC_ORIGIN_MEMORY);
+  assert_int_equal(t4a_nvrtc_artifact_output(linked), T4A_NVRTC_OUTPUT_CUBIN);
+  assert_string_equal(t4a_nvrtc_artifact_target(linked), "sm_90");
+  CK(t4a_runtime_load(rt, linked, &m));
+  CK(t4a_runtime_function(rt, m, "scale", &fn));
+  round_trip(rt, fn, -3.0f);
+  t4a_function_release(fn);
+  t4a_module_release(m);
+  t4a_nvrtc_artifact_release(linked);
+  /* Bad input: a PTX input; an undefined symbol (its log in the outcome); nothing cached. */
+  t4a_nvrtc_artifact *ptx = NULL;
+  t4a_nvrtc_request pr = T4A_NVRTC_REQUEST_INIT;
+  pr.source = k_scale_src;
+  pr.output = T4A_NVRTC_OUTPUT_PTX;
+  CK(t4a_runtime_compile_request(rt, &pr, &ptx, NULL));
+  in[1] = ptx;
+  linked = (t4a_nvrtc_artifact *)1;
+  assert_int_equal(t4a_runtime_link(rt, &r, &linked, &oc), T4A_INVALID_ARGUMENT);
+  assert_null(linked);
+  t4a_error_last(&e);
+  assert_non_null(strstr(e.message, "is ptx, not LTO-IR"));
+  in[1] = k; /* the kernel twice: lib_mul is undefined (and scale defined twice) */
+  in[0] = k;
+  r.num_inputs = 1;
+  linked = (t4a_nvrtc_artifact *)1;
+  assert_int_equal(t4a_runtime_link(rt, &r, &linked, &oc), T4A_LINK_FAILED);
+  assert_null(linked);
+  assert_non_null(oc.log);
+  assert_non_null(strstr(oc.log, "lib_mul"));
+  /* The link cache wrote its entry beside the artifacts, in the runtime's disk directory: a new
+   * runtime on the same directory gets the linked CUBIN from disk. */
+  t4a_nvrtc_outcome_deinit(&oc);
+  t4a_nvrtc_artifact_release(ptx);
+  CK(t4a_runtime_close(rt));
+  CK(t4a_runtime_open(0, &o, &rt));
+  in[0] = k;
+  in[1] = lib;
+  r.num_inputs = 2;
+  CK(t4a_runtime_link(rt, &r, &linked, &oc));
+  assert_int_equal(oc.origin, T4A_NVRTC_ORIGIN_DISK);
+  t4a_nvrtc_artifact_release(linked);
+  t4a_nvrtc_outcome_deinit(&oc);
+  t4a_nvrtc_artifact_release(k);
+  t4a_nvrtc_artifact_release(lib);
+  CK(t4a_runtime_close(rt));
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  assert_int_equal(system(cmd), 0);
 }
 
 /* compile_ptx: the artifact is PTX, the fake reads its .entry, the result is the same. A borrowed
@@ -1350,6 +1465,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_close_from_inside_is_reentry, setup, teardown),
       cmocka_unit_test_setup_teardown(test_compile_load_launch_download, setup, teardown),
       cmocka_unit_test_setup_teardown(test_compile_ptx_through_a_borrowed_cache, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_link_load_launch, setup, teardown),
       cmocka_unit_test_setup_teardown(test_nvrtc_missing_only_at_compile, setup, teardown),
       cmocka_unit_test_setup_teardown(test_stats_json, setup, teardown),
       cmocka_unit_test_setup_teardown(test_launch_calibration, setup, teardown),
