@@ -23,7 +23,7 @@ t4a_binary(NAME bench_xfer_bench
   OUTPUT_NAME xfer_bench
   DEPS bench_harness t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status)
 t4a_binary(NAME bench_nvrtc_bench
-  SRCS bench/nvrtc_bench.c
+  SRCS bench/nvrtc_bench.c bench/link_rows.c bench/link_rows.h
   OUTPUT_NAME nvrtc_bench
   DEPS bench_harness t4a_nvrtc t4a_ctx_status testing_lsan_nvrtc_suppressions)
 t4a_binary(NAME examples_readme_example
