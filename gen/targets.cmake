@@ -61,6 +61,10 @@ t4a_test(NAME t4a_api_sweep_test
   SRCS t4a/api_sweep_test.c
   LABELS unit
   DEPS fixture t4a fake_nvrtc fake_driver sweep t4a_ext_cmocka)
+t4a_test(NAME t4a_lto_gpu_test
+  SRCS t4a/lto_gpu_test.c
+  LABELS gpu single
+  DEPS t4a testing_gpu_gpu_main t4a_ext_cmocka m)
 t4a_test(NAME t4a_faults_gpu_test
   SRCS t4a/faults_gpu_test.c
   LABELS gpu faults
