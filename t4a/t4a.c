@@ -41,7 +41,7 @@ static t4a_status teardown(t4a_runtime *rt) {
   t4a_module_cache_destroy(rt->modules);
   t4a_xfer_destroy(rt->xfer);
   if (rt->own_artifacts) t4a_nvrtc_cache_destroy(rt->artifacts);
-  t4a_jitlink_cache_destroy(rt->links);
+  if (rt->own_links) t4a_jitlink_cache_destroy(rt->links);
   t4a_status st = t4a_retire_destroy(rt->retire);
   int healthy = st == T4A_OK && rt->lane != NULL && !t4a_lane_is_abandoned(rt->lane) &&
                 !t4a_lane_is_broken(rt->lane);
@@ -177,6 +177,7 @@ t4a_status t4a_runtime_open(int ordinal, const t4a_runtime_options *options, t4a
     return st;
   }
   if (o->artifact_cache != NULL) rt->artifacts = o->artifact_cache;
+  if (o->link_cache != NULL) rt->links = o->link_cache;
   rt->artifact_options = o->artifacts;
   rt->artifact_options.disk_dir = rt->disk_dir;
   *out = rt;
@@ -329,8 +330,9 @@ t4a_status t4a_runtime_compile_lto(t4a_runtime *rt, const char *source, const ch
   return t4a_runtime_compile_request(rt, &r, out, NULL);
 }
 
-/* The link cache, created at the first link: nvJitLink opened by its default search, the disk
- * level in the artifact cache's directory (the runtime's own cache's, or the borrowed one's). */
+/* The link cache: the caller's, or created at the first link: nvJitLink opened by its default
+ * search, the disk level in the artifact cache's directory (the runtime's own cache's, or the
+ * borrowed one's). */
 static t4a_status link_cache(t4a_runtime *rt, t4a_jitlink_cache **out) {
   *out = NULL;
   t4a_status st = T4A_OK;
@@ -346,6 +348,7 @@ static t4a_status link_cache(t4a_runtime *rt, t4a_jitlink_cache **out) {
       st = t4a_jitlink_cache_create(lib, &lo, &rt->links);
       t4a_jitlink_lib_release(lib); /* the cache holds it */
     }
+    if (st == T4A_OK) rt->own_links = 1;
   }
   *out = rt->links;
   pthread_mutex_unlock(&rt->lock);

@@ -1185,12 +1185,110 @@ static void test_use_sweep(void **state) {
   t4a_nvrtc_lib_release(lib);
 }
 
+/* The LTO path under the sweeps: open, compile the library and the kernel to LTO-IR (memory
+ * hits of a warm artifact cache), link (a memory hit of a warm, borrowed link cache), load the
+ * CUBIN, look the kernel up, launch it, download, close. Every driver call and host allocation
+ * failed in turn; open/close's strict accounting holds (a launch that failed after enqueueing is
+ * not possible here: the kernel's buffer is downloaded and released before close). */
+static t4a_status use_linked(t4a_runtime *rt) {
+  enum { M = 300 };
+  float x[M], back[M], a = 2.0f;
+  int n = M;
+  fill(x, M);
+  t4a_nvrtc_artifact *lib = NULL;
+  t4a_function *fn = NULL;
+  t4a_buffer *b = NULL;
+  t4a_status st = t4a_runtime_compile_lto(rt, k_lib_mul_src, "lib_mul.cu", &lib);
+  const t4a_nvrtc_artifact *libs[1] = {lib};
+  if (st == T4A_OK) st = t4a_runtime_kernel_linked(rt, k_scale_linked_src, libs, 1, "scale", &fn);
+  if (st == T4A_OK) st = t4a_runtime_buffer(rt, sizeof x, &b);
+  if (st == T4A_OK) st = t4a_runtime_upload(rt, b, 0, x, sizeof x);
+  t4a_arg args[3] = {t4a_arg_buffer(b, 0), t4a_arg_scalar(&a, sizeof a),
+                     t4a_arg_scalar(&n, sizeof n)};
+  if (st == T4A_OK) st = t4a_runtime_launch(rt, fn, 2, 256, args, 3);
+  if (st == T4A_OK) st = t4a_runtime_download(rt, b, 0, back, sizeof back);
+  for (int i = 0; st == T4A_OK && i < M; i++) {
+    if (back[i] != x[i] * a) st = t4a_error_set_(T4A_INTERNAL, NULL, 0, NULL, 0, "wrong");
+  }
+  t4a_buffer_release(b);
+  t4a_function_release(fn);
+  t4a_nvrtc_artifact_release(lib);
+  return st;
+}
+
+__attribute__((noinline)) static t4a_status op_link(void *user) {
+  sweep_ctx *c = user;
+  t4a_runtime *rt = NULL;
+  t4a_status st = t4a_runtime_open(0, &c->options, &rt);
+  if (st != T4A_OK) return st;
+  t4a_lane *lane = t4a_runtime_lane(rt);
+  t4a_lane_retain(lane);
+  st = use_linked(rt);
+  t4a_error saved;
+  t4a_error_last(&saved);
+  t4a_status closed = t4a_runtime_close(rt);
+  if (st == T4A_OK) {
+    st = closed;
+  } else {
+    t4a_error_restore(&saved);
+  }
+  t4a_counter_values v;
+  t4a_lane_stats(lane, &v);
+  c->lane_leaked += v.leaked + v.buffers_leaked;
+  c->lane_pools_leaked += v.pools_leaked;
+  t4a_lane_release(lane);
+  __asm__ volatile("" ::: "memory");
+  return st;
+}
+
+static void test_link_sweep(void **state) {
+  fixture *f = *state;
+  if (!nvrtc_available() || !jitlink_available()) {
+    fprintf(stderr, "# NVRTC or nvJitLink is not available: skipped\n");
+    skip();
+  }
+  sweep_ctx c = {.f = f, .options = small_options(f), .use = 1};
+  c.options.pool.reuse_disabled = 1;
+  t4a_nvrtc_lib *lib = NULL;
+  t4a_jitlink_lib *jl = NULL;
+  t4a_jitlink_cache *links = NULL;
+  CK(t4a_nvrtc_lib_open(NULL, &lib));
+  CK(t4a_nvrtc_cache_create(lib, NULL, &c.cache));
+  CK(t4a_jitlink_lib_open(NULL, &jl));
+  CK(t4a_jitlink_cache_create(jl, NULL, &links));
+  c.options.artifact_cache = c.cache;
+  c.options.link_cache = links;
+  t4a_runtime *rt = NULL;
+  CK(t4a_runtime_open(0, &c.options, &rt));
+  CK(use_linked(rt)); /* warm: NVRTC and nvJitLink run here, once */
+  CK(t4a_runtime_close(rt));
+  t4a_sweep s = {.name = "link", .fake = f->fake, .op = op_link, .unaccounted = unaccounted_use,
+                 .user = &c, .max_steps = 3000};
+  int driver = t4a_sweep_driver(&s, CUDA_ERROR_UNKNOWN, T4A_DRIVER_ERROR);
+  const t4a_status oom[] = {T4A_HOST_OUT_OF_MEMORY};
+  int malloc_steps = t4a_sweep_fault(&s, T4A_FAULT_HOST_MALLOC, oom, 1);
+  fprintf(stderr, "# link sweep: %d driver failures, %d allocation failures surfaced\n", driver,
+          malloc_steps);
+  assert_true(driver > 20);
+  assert_true(malloc_steps > 5);
+  /* The link ran once (the warm-up): every step's link was a memory hit of the borrowed cache,
+   * and no step's failure was cached. */
+  struct t4a_jitlink_cache_stats ls;
+  t4a_jitlink_cache_stats(links, &ls);
+  assert_int_equal(ls.counters.jitlink_links, 1);
+  assert_int_equal(ls.memory_entries, 1);
+  t4a_jitlink_cache_destroy(links);
+  t4a_jitlink_lib_release(jl);
+  t4a_nvrtc_cache_destroy(c.cache);
+  t4a_nvrtc_lib_release(lib);
+}
+
 /* The use sweep's quarantined buffers (a launch or copy that failed after it may have been
  * enqueued) are held forever with their pool, lane and context, as t4a must: LeakSanitizer is
  * told about the sweep's frames only, and unaccounted_use checks that what stays alive is exactly
  * what t4a counted. The fixture's fake and driver go with them (the driver's last reference is
  * held by those lanes). */
-T4A_FIXTURE_DELIBERATE_LEAKS("op_use", "setup_leaky", "test_close_returns_cached_blocks",
+T4A_FIXTURE_DELIBERATE_LEAKS("op_use", "op_link", "setup_leaky", "test_close_returns_cached_blocks",
                              "test_close_counts_cached_blocks_of_a_lost_lane",
                              "test_release_after_close_with_quarantine")
 
@@ -1473,6 +1571,7 @@ int main(void) {
                                       setup_recording, teardown),
       cmocka_unit_test_setup_teardown(test_open_close_sweep, setup, teardown_counted),
       cmocka_unit_test_setup_teardown(test_use_sweep, setup_leaky, teardown_counted),
+      cmocka_unit_test_setup_teardown(test_link_sweep, setup_leaky, teardown_counted),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -132,6 +132,10 @@ typedef struct t4a_runtime_options {
    * (no graph could be built, say), the runtime opens with PLAIN and the stats JSON says why
    * ("calibration_failed"). */
   int calibrate_launches;
+  /** A link cache to link through (t4a_runtime_link), borrowed: it must outlive the runtime.
+   * NULL: at the first link the runtime opens nvJitLink and creates its own (memory, and the
+   * artifact cache's disk directory when it has one). */
+  t4a_jitlink_cache *link_cache;
 } t4a_runtime_options;
 /** Every option at its default (zero). */
 #define T4A_RUNTIME_OPTIONS_INIT                                                                  \
@@ -139,7 +143,7 @@ typedef struct t4a_runtime_options {
     NULL, T4A_LANE_OPTIONS_INIT, T4A_MEM_POOL_OPTIONS_INIT, T4A_RETIRE_OPTIONS_INIT,              \
         T4A_XFER_OPTIONS_INIT, T4A_MODULE_CACHE_OPTIONS_INIT, 0, NULL,                            \
         T4A_NVRTC_LIB_OPTIONS_INIT, T4A_NVRTC_CACHE_OPTIONS_INIT, NULL, 0, T4A_LAUNCH_POLICY_INIT, \
-        0                                                                                         \
+        0, NULL                                                                                   \
   }
 
 /** Opens a runtime on device `ordinal`: takes a driver reference, creates the lane, the pool, the
