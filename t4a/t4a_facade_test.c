@@ -1201,6 +1201,16 @@ static t4a_status use_linked(t4a_runtime *rt) {
   t4a_status st = t4a_runtime_compile_lto(rt, k_lib_mul_src, "lib_mul.cu", &lib);
   const t4a_nvrtc_artifact *libs[1] = {lib};
   if (st == T4A_OK) st = t4a_runtime_kernel_linked(rt, k_scale_linked_src, libs, 1, "scale", &fn);
+  /* The explicit link too (a memory hit of the same link). */
+  t4a_nvrtc_artifact *k = NULL, *linked = NULL;
+  if (st == T4A_OK) st = t4a_runtime_compile_lto(rt, k_scale_linked_src, NULL, &k);
+  const t4a_nvrtc_artifact *in[2] = {k, lib};
+  t4a_jitlink_request r = T4A_JITLINK_REQUEST_INIT;
+  r.inputs = in;
+  r.num_inputs = 2;
+  if (st == T4A_OK) st = t4a_runtime_link(rt, &r, &linked, NULL);
+  t4a_nvrtc_artifact_release(linked);
+  t4a_nvrtc_artifact_release(k);
   if (st == T4A_OK) st = t4a_runtime_buffer(rt, sizeof x, &b);
   if (st == T4A_OK) st = t4a_runtime_upload(rt, b, 0, x, sizeof x);
   t4a_arg args[3] = {t4a_arg_buffer(b, 0), t4a_arg_scalar(&a, sizeof a),

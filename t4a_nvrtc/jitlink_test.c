@@ -763,6 +763,26 @@ static void test_sweep_jitlink_calls(void **state) {
   assert_null(a);
   assert_string_equal(g_w.failed, "nvJitLinkAddData");
   assert_int_equal(g_w.live, 0);
+  /* Opening nvJitLink with every dlopen, dlsym and host allocation failed in turn: typed, or
+   * absorbed (another candidate path loads). */
+  for (long n = 0;; n++) {
+    assert_true(n < 100);
+    fault_plan plan;
+    fault_plan_install(&plan, n,
+                       FAULT_BIT(T4A_FAULT_HOST_MALLOC) | FAULT_BIT(T4A_FAULT_DLOPEN) |
+                           FAULT_BIT(T4A_FAULT_DLSYM));
+    t4a_jitlink_lib *opened = (t4a_jitlink_lib *)1;
+    t4a_status st = t4a_jitlink_lib_open(NULL, &opened);
+    fault_plan_remove();
+    if (st == T4A_OK) {
+      t4a_jitlink_lib_release(opened);
+      if (plan.failed_point < 0) break;
+      continue;
+    }
+    assert_null(opened);
+    assert_true(st == T4A_HOST_OUT_OF_MEMORY || st == T4A_JITLINK_NOT_FOUND ||
+                st == T4A_JITLINK_SYMBOL_MISSING);
+  }
   /* Lib construction: a failed version query is typed. */
   wrap_reset(0, NVJITLINK_ERROR_INTERNAL);
   t4a_jitlink_lib *l2 = (t4a_jitlink_lib *)1;
