@@ -44,7 +44,10 @@ static int real_arch(const char *t, char *out, size_t out_size) {
   while (d[n] >= '0' && d[n] <= '9') n++;
   if (n < 2 || n > 4) return 0;
   if (d[n] != '\0' && !((d[n] == 'a' || d[n] == 'f') && d[n + 1] == '\0')) return 0;
-  snprintf(out, out_size, "%s", t);
+  size_t len = 3 + n + (d[n] != '\0'); /* at most 8 */
+  if (len + 1 > out_size) return 0;
+  memcpy(out, t, len);
+  out[len] = '\0';
   return 1;
 }
 
@@ -53,6 +56,7 @@ static int arch_of_input(const char *t, char *out, size_t out_size) {
   char tmp[32];
   if (strncmp(t, "compute_", 8) == 0) {
     snprintf(tmp, sizeof tmp, "sm_%.20s", t + 8);
+    tmp[sizeof tmp - 1] = '\0';
     return real_arch(tmp, out, out_size);
   }
   return real_arch(t, out, out_size);
