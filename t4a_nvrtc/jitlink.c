@@ -32,8 +32,13 @@ typedef struct link_prepared {
   const char *implicit[2];
 } link_prepared;
 
-static t4a_status bad(const char *fmt, const char *a, size_t i) {
-  return t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_jitlink_link", 0, NULL, 0, fmt, a, i);
+static t4a_status bad(const char *what) {
+  return t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_jitlink_link", 0, NULL, 0, "%s", what);
+}
+
+static t4a_status bad_at(const char *what, size_t i, const char *why) {
+  return t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_jitlink_link", 0, NULL, 0, "%s %zu %s", what,
+                        i, why);
 }
 
 /* "sm_NN" with an optional a/f suffix: copies it into out. */
@@ -72,20 +77,20 @@ static int has_control(const char *s) {
 static t4a_status prepare(const t4a_jitlink_request *req, link_prepared *lp) {
   memset(lp, 0, sizeof *lp);
   lp->req = req;
-  if (req == NULL) return bad("the request is NULL%s%zu", "", 0);
+  if (req == NULL) return bad("the request is NULL");
   if (req->num_inputs == 0 || req->inputs == NULL) {
-    return bad("a link needs at least one input%s%zu", "", 0);
+    return bad("a link needs at least one input");
   }
   if (req->num_inputs > LINK_MAX_ITEMS || req->num_options > LINK_MAX_ITEMS) {
     return t4a_error_set_(T4A_LIMIT_EXCEEDED, "t4a_jitlink_link", 0, NULL, 0,
                           "at most %u inputs and %u options", LINK_MAX_ITEMS, LINK_MAX_ITEMS);
   }
   if (req->num_options > 0 && req->options == NULL) {
-    return bad("options is NULL with num_options > 0%s%zu", "", 0);
+    return bad("options is NULL with num_options > 0");
   }
   for (size_t i = 0; i < req->num_inputs; i++) {
     const t4a_nvrtc_artifact *a = req->inputs[i];
-    if (a == NULL) return bad("input %s%zu is NULL", "", i);
+    if (a == NULL) return bad_at("input", i, "is NULL");
     if (a->output != T4A_NVRTC_OUTPUT_LTOIR) {
       return t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_jitlink_link", 0, NULL, 0,
                             "input %zu (%.100s) is %s, not LTO-IR: nvJitLink links LTO-IR here "
@@ -95,8 +100,8 @@ static t4a_status prepare(const t4a_jitlink_request *req, link_prepared *lp) {
   }
   for (size_t i = 0; i < req->num_options; i++) {
     const char *o = req->options[i];
-    if (o == NULL || o[0] == '\0') return bad("option %s%zu is NULL or empty", "", i);
-    if (has_control(o)) return bad("option %s%zu contains a control character", "", i);
+    if (o == NULL || o[0] == '\0') return bad_at("option", i, "is NULL or empty");
+    if (has_control(o)) return bad_at("option", i, "contains a control character");
     if (strncmp(o, "-arch", 5) == 0 || strcmp(o, "-lto") == 0 || strcmp(o, "-ptx") == 0) {
       return t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_jitlink_link", 0, NULL, 0,
                             "option %zu (%.60s) sets what t4a sets: the target is the request's "
