@@ -88,7 +88,7 @@ void t4a_jitlink_lib_stats(const t4a_jitlink_lib *lib, t4a_counter_values *out);
  *     -optimize-unused-variables, -jump-table-density=, -no-cache, -device-stack-protector,
  *     -split-compile=, -split-compile-extended=, -verbose. Everything else (-Xptxas, -time, any
  *     option t4a does not know) is refused: link uncached.
- * t4a passes -arch=<target> and -lto after the caller's options. */
+ * t4a passes -arch=\<target\> and -lto after the caller's options. */
 typedef struct t4a_jitlink_request {
   const t4a_nvrtc_artifact *const *inputs; /**< LTO-IR artifacts, linked in this order */
   size_t num_inputs;                       /**< how many inputs */
