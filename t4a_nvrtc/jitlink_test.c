@@ -207,6 +207,8 @@ static void test_table_missing_entry(void **state) {
 static void test_link_library_and_kernel(void **state) {
   env *e = need(state);
   uint64_t before = lib_links(e->jl);
+  t4a_counter_values v0;
+  t4a_jitlink_lib_stats(e->jl, &v0);
   const t4a_nvrtc_artifact *in[2];
   t4a_jitlink_request r = two(in, e->kernel, e->lib);
   t4a_nvrtc_artifact *a = NULL;
@@ -224,7 +226,7 @@ static void test_link_library_and_kernel(void **state) {
   assert_int_equal(lib_links(e->jl), before + 1);
   t4a_counter_values v;
   t4a_jitlink_lib_stats(e->jl, &v);
-  assert_int_equal(v.jitlink_link_successes, v.jitlink_links - 0 * before);
+  assert_int_equal(v.jitlink_link_successes, v0.jitlink_link_successes + 1);
   /* The same link again: the same key and the same bytes (nvJitLink is deterministic). */
   t4a_nvrtc_artifact *b = NULL;
   CK(t4a_jitlink_link(e->jl, &r, &b, NULL));
@@ -553,9 +555,8 @@ static void test_cache_bounds(void **state) {
   CK(t4a_jitlink_cache_create(e->jl, &co, &c));
   const t4a_nvrtc_artifact *in[2];
   t4a_jitlink_request r = two(in, e->kernel, e->lib);
-  t4a_jitlink_request q = two(in + 0, e->kernel, e->lib);
   const t4a_nvrtc_artifact *in2[2];
-  q = two(in2, e->lib, e->kernel);
+  t4a_jitlink_request q = two(in2, e->lib, e->kernel);
   t4a_nvrtc_artifact_release(cached(c, &r, T4A_NVRTC_ORIGIN_COMPILED));
   t4a_nvrtc_artifact_release(cached(c, &q, T4A_NVRTC_ORIGIN_COMPILED)); /* evicts r */
   t4a_nvrtc_artifact_release(cached(c, &r, T4A_NVRTC_ORIGIN_COMPILED));
