@@ -467,20 +467,27 @@ t4a_status t4a_jitlink_link(t4a_jitlink_lib *lib, const t4a_jitlink_request *req
 
 /* ---- The link cache --------------------------------------------------------------------------- */
 
+/* One link's slot. key and record are set before the entry is inserted and never change. An
+ * in-flight entry (its owner is linking or reading the disk) is in the list but not in the
+ * bounds' figures and never evicted; threads that find it wait on the cache's condition
+ * variable. refs counts the list's membership and every waiter; the entry is freed at zero. */
 typedef struct lentry {
   uint8_t key[16];
   uint8_t *record;
   size_t record_bytes;
-  t4a_nvrtc_artifact *art;
+  int inflight, failed, in_list, refs;
+  t4a_nvrtc_artifact *art; /* ready: the entry's own reference */
   size_t charge;
-  struct lentry *prev, *next; /* LRU, most recent first */
+  struct lentry *prev, *next; /* most recent first */
 } lentry;
 
 struct t4a_jitlink_cache {
   t4a_jitlink_lib *lib;
   pthread_mutex_t mu;
+  pthread_cond_t cv;
   lentry lru; /* sentinel */
-  size_t num, bytes, max_entries, max_bytes;
+  size_t num, bytes, max_entries, max_bytes; /* ready entries only */
+  int waiting;                               /* threads waiting for an in-flight link */
   t4a_counters counters;
   int has_disk;
   t4a_nvrtc_disk disk;
@@ -490,6 +497,10 @@ static void lentry_free(lentry *e) {
   t4a_nvrtc_artifact_release(e->art);
   free(e->record);
   free(e);
+}
+
+static void lentry_unref(lentry *e) {
+  if (--e->refs == 0) lentry_free(e);
 }
 
 static void lru_unlink(lentry *e) {
@@ -502,6 +513,17 @@ static void lru_front(t4a_jitlink_cache *c, lentry *e) {
   e->prev = &c->lru;
   c->lru.next->prev = e;
   c->lru.next = e;
+}
+
+/* Takes an entry out of the list (and, if ready, out of the figures); caller holds the mutex. */
+static void list_remove(t4a_jitlink_cache *c, lentry *e) {
+  lru_unlink(e);
+  e->in_list = 0;
+  if (!e->inflight && !e->failed) {
+    c->num--;
+    c->bytes -= e->charge;
+  }
+  lentry_unref(e);
 }
 
 /* The entry of a record, moved to the front; caller holds the mutex. */
@@ -539,11 +561,19 @@ t4a_status t4a_jitlink_cache_create(t4a_jitlink_lib *lib, const t4a_jitlink_cach
     return t4a_error_set_(T4A_HOST_OUT_OF_MEMORY, "pthread_mutex_init", rc, NULL, 0,
                           "pthread_mutex_init failed: %s", strerror(rc));
   }
+  rc = t4a_fault_sim(T4A_FAULT_MUTEX_INIT) ? ENOMEM : pthread_cond_init(&c->cv, NULL);
+  if (rc != 0) {
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+    return t4a_error_set_(T4A_HOST_OUT_OF_MEMORY, "pthread_cond_init", rc, NULL, 0,
+                          "pthread_cond_init failed: %s", strerror(rc));
+  }
   if (o.disk_dir != NULL) {
     t4a_status st = t4a_nvrtc_disk_init(
         &c->disk, o.disk_dir, o.disk_max_bytes != 0 ? o.disk_max_bytes : DEFAULT_DISK_MAX_BYTES,
         o.disk_fsync);
     if (st != T4A_OK) {
+      pthread_cond_destroy(&c->cv);
       pthread_mutex_destroy(&c->mu);
       free(c);
       return st;
@@ -561,13 +591,21 @@ void t4a_jitlink_cache_destroy(t4a_jitlink_cache *cache) {
   lentry *e = cache->lru.next;
   while (e != &cache->lru) {
     lentry *next = e->next;
-    lentry_free(e);
+    lentry_free(e); /* no call is in progress: only the list holds it */
     e = next;
   }
+  pthread_cond_destroy(&cache->cv);
   pthread_mutex_destroy(&cache->mu);
   if (cache->has_disk) t4a_nvrtc_disk_deinit(&cache->disk);
   t4a_jitlink_lib_release(cache->lib);
   free(cache);
+}
+
+int t4a_jitlink_cache_waiting(t4a_jitlink_cache *cache) {
+  pthread_mutex_lock(&cache->mu);
+  int n = cache->waiting;
+  pthread_mutex_unlock(&cache->mu);
+  return n;
 }
 
 void t4a_jitlink_cache_stats(const t4a_jitlink_cache *cache, struct t4a_jitlink_cache_stats *out) {
@@ -582,51 +620,47 @@ void t4a_jitlink_cache_stats(const t4a_jitlink_cache *cache, struct t4a_jitlink_
   pthread_mutex_unlock(&c->mu);
 }
 
-/* Keeps a new artifact in memory (unless an equal entry arrived meanwhile: then that one's
- * artifact replaces *art). A failed allocation only costs the memory level. */
-static void publish(t4a_jitlink_cache *c, const uint8_t key[16], const uint8_t *record,
-                    size_t record_bytes, t4a_nvrtc_artifact **art) {
+/* Makes the owner's in-flight entry ready with `art` (or drops it when larger than the whole
+ * level) and keeps the level within its bounds. Caller holds the mutex. */
+static void publish_ready(t4a_jitlink_cache *c, lentry *e, t4a_nvrtc_artifact *art) {
+  t4a_nvrtc_artifact_retain(art);
+  e->art = art;
+  e->inflight = 0;
+  e->charge = art->total_bytes + e->record_bytes + sizeof *e;
+  if (e->charge > c->max_bytes) {
+    e->failed = 1; /* not kept: out of the list, out of no figures */
+    list_remove(c, e);
+    return;
+  }
+  c->num++;
+  c->bytes += e->charge;
+  while (c->num > c->max_entries || c->bytes > c->max_bytes) {
+    lentry *victim = c->lru.prev;
+    while (victim != &c->lru && (victim->inflight || victim == e)) victim = victim->prev;
+    if (victim == &c->lru) break; /* cannot happen: e alone fits both bounds */
+    t4a_counter_add(&c->counters, T4A_COUNTER_jitlink_mem_evictions, 1);
+    list_remove(c, victim);
+  }
+}
+
+/* A new in-flight entry for the record (NULL when it cannot be allocated: the call then links
+ * without caching). */
+static lentry *new_entry(const uint8_t key[16], const uint8_t *record, size_t record_bytes) {
   t4a_error saved;
   t4a_error_last(&saved);
   lentry *e = t4a_host_calloc(1, sizeof *e);
   uint8_t *copy = e != NULL ? t4a_host_malloc(record_bytes) : NULL;
   if (copy == NULL) {
     free(e);
-    e = NULL;
-  } else {
-    memcpy(copy, record, record_bytes);
-    memcpy(e->key, key, 16);
-    e->record = copy;
-    e->record_bytes = record_bytes;
+    t4a_nvrtc_error_restore(&saved);
+    return NULL;
   }
-  pthread_mutex_lock(&c->mu);
-  lentry *other = find(c, key, record, record_bytes);
-  if (other != NULL) { /* another thread linked it first: one artifact for both */
-    t4a_nvrtc_artifact_retain(other->art);
-    t4a_nvrtc_artifact_release(*art);
-    *art = other->art;
-  } else if (e != NULL) {
-    e->charge = (*art)->total_bytes + record_bytes + sizeof *e;
-    if (e->charge <= c->max_bytes) {
-      t4a_nvrtc_artifact_retain(*art);
-      e->art = *art;
-      lru_front(c, e);
-      c->num++;
-      c->bytes += e->charge;
-      e = NULL;
-      while (c->num > c->max_entries || c->bytes > c->max_bytes) {
-        lentry *victim = c->lru.prev;
-        lru_unlink(victim);
-        c->num--;
-        c->bytes -= victim->charge;
-        t4a_counter_add(&c->counters, T4A_COUNTER_jitlink_mem_evictions, 1);
-        lentry_free(victim);
-      }
-    }
-  }
-  pthread_mutex_unlock(&c->mu);
-  if (e != NULL) lentry_free(e); /* not kept (larger than the level, or a duplicate) */
-  t4a_nvrtc_error_restore(&saved);
+  memcpy(copy, record, record_bytes);
+  memcpy(e->key, key, 16);
+  e->record = copy;
+  e->record_bytes = record_bytes;
+  e->inflight = 1;
+  return e;
 }
 
 t4a_status t4a_jitlink_cache_link(t4a_jitlink_cache *cache, const t4a_jitlink_request *request,
@@ -652,16 +686,51 @@ t4a_status t4a_jitlink_cache_link(t4a_jitlink_cache *cache, const t4a_jitlink_re
   t4a_nvrtc_log log = {NULL, 0};
   t4a_nvrtc_origin origin = T4A_NVRTC_ORIGIN_MEMORY;
   t4a_nvrtc_artifact *art = NULL;
+  lentry *mine = NULL;
+  int joined = 0;
   pthread_mutex_lock(&cache->mu);
-  lentry *e = find(cache, key, record, record_bytes);
-  if (e != NULL) {
-    art = e->art;
-    t4a_nvrtc_artifact_retain(art);
+  for (;;) {
+    lentry *e = find(cache, key, record, record_bytes);
+    if (e != NULL && e->inflight) { /* another thread links it: wait for its result */
+      joined = 1;
+      e->refs++;
+      cache->waiting++;
+      while (e->inflight) pthread_cond_wait(&cache->cv, &cache->mu);
+      cache->waiting--;
+      int ready = e->art != NULL; /* kept, or too large to keep: handed to the waiters */
+      if (ready) {
+        art = e->art;
+        t4a_nvrtc_artifact_retain(art);
+      }
+      lentry_unref(e);
+      if (ready) break;
+      continue; /* its link failed (never cached): look again, and link if nobody does */
+    }
+    if (e != NULL) {
+      art = e->art;
+      t4a_nvrtc_artifact_retain(art);
+      break;
+    }
+    if (mine == NULL) { /* a miss: build the in-flight entry outside the mutex, look again */
+      pthread_mutex_unlock(&cache->mu);
+      mine = new_entry(key, record, record_bytes);
+      pthread_mutex_lock(&cache->mu);
+      if (mine == NULL) break; /* no memory for the entry: link uncached */
+      continue;
+    }
+    mine->refs = 1;
+    mine->in_list = 1;
+    lru_front(cache, mine);
+    break;
   }
   pthread_mutex_unlock(&cache->mu);
   if (art != NULL) {
-    t4a_counter_add(&cache->counters, T4A_COUNTER_jitlink_mem_hits, 1);
+    if (mine != NULL) lentry_free(mine); /* built for a miss that another thread filled */
+    t4a_counter_add(&cache->counters,
+                    joined ? T4A_COUNTER_jitlink_mem_joins : T4A_COUNTER_jitlink_mem_hits, 1);
+    origin = joined ? T4A_NVRTC_ORIGIN_JOINED : T4A_NVRTC_ORIGIN_MEMORY;
   } else {
+    /* This thread owns the link (mine in the list, or NULL: uncached). */
     t4a_counter_add(&cache->counters, T4A_COUNTER_jitlink_mem_misses, 1);
     origin = T4A_NVRTC_ORIGIN_DISK;
     if (cache->has_disk) {
@@ -674,11 +743,20 @@ t4a_status t4a_jitlink_cache_link(t4a_jitlink_cache *cache, const t4a_jitlink_re
       origin = T4A_NVRTC_ORIGIN_COMPILED;
       st = link_run(lib, &lp, key, &cache->counters, &art, &log);
     }
-    if (st == T4A_OK) {
-      publish(cache, key, record, record_bytes, &art);
-      if (origin == T4A_NVRTC_ORIGIN_COMPILED && cache->has_disk) {
-        t4a_nvrtc_disk_store(&cache->disk, art, record, record_bytes, &cache->counters);
+    if (mine != NULL) {
+      pthread_mutex_lock(&cache->mu);
+      if (st == T4A_OK) {
+        publish_ready(cache, mine, art);
+      } else {
+        mine->inflight = 0;
+        mine->failed = 1;
+        list_remove(cache, mine); /* never cached: the next call links again */
       }
+      pthread_cond_broadcast(&cache->cv);
+      pthread_mutex_unlock(&cache->mu);
+    }
+    if (st == T4A_OK && origin == T4A_NVRTC_ORIGIN_COMPILED && cache->has_disk) {
+      t4a_nvrtc_disk_store(&cache->disk, art, record, record_bytes, &cache->counters);
     }
   }
   free(heap);

@@ -57,6 +57,10 @@ T4A_MUST_USE t4a_status t4a_jitlink_lib_create_from_table(const t4a_jitlink_tabl
                                                           const char *build_identity,
                                                           t4a_jitlink_lib **out);
 
+/* Threads waiting in t4a_jitlink_cache_link for another thread's link of the same request (tests:
+ * hold a link until the others have joined it). */
+int t4a_jitlink_cache_waiting(t4a_jitlink_cache *cache);
+
 /* The name of an nvJitLinkResult ("NVJITLINK_ERROR_PTX_COMPILE"); static. */
 const char *t4a_jitlink_result_name(nvJitLinkResult r);
 

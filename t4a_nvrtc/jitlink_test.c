@@ -15,7 +15,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -595,13 +598,16 @@ static void test_cache_bounds(void **state) {
 /* A table wrapping the real nvJitLink: counts calls and live handles, fails call `fail_at`. */
 static struct {
   t4a_jitlink_table real;
-  long calls, fail_at, live;
+  atomic_long calls, live; /* the race test calls from several threads */
+  long fail_at;
   nvJitLinkResult code;
   const char *failed;
+  /* If set, nvJitLinkComplete calls it first; a nonzero result is returned instead of linking. */
+  nvJitLinkResult (*on_complete)(void);
 } g_w;
 
 static int wfail(const char *entry) {
-  long i = g_w.calls++;
+  long i = atomic_fetch_add(&g_w.calls, 1);
   if (i == g_w.fail_at) {
     g_w.failed = entry;
     return 1;
@@ -628,6 +634,10 @@ static nvJitLinkResult w_add(nvJitLinkHandle h, nvJitLinkInputType t, const void
   return wfail("nvJitLinkAddData") ? g_w.code : g_w.real.nvJitLinkAddData(h, t, d, n, name);
 }
 static nvJitLinkResult w_complete(nvJitLinkHandle h) {
+  if (g_w.on_complete != NULL) {
+    nvJitLinkResult r = g_w.on_complete();
+    if (r != NVJITLINK_SUCCESS) return r;
+  }
   return wfail("nvJitLinkComplete") ? g_w.code : g_w.real.nvJitLinkComplete(h);
 }
 static nvJitLinkResult w_cubin_size(nvJitLinkHandle h, size_t *n) {
@@ -668,7 +678,8 @@ static t4a_jitlink_table wrapped(const t4a_jitlink_lib *real) {
 }
 
 static void wrap_reset(long fail_at, nvJitLinkResult code) {
-  g_w.calls = 0;
+  g_w.on_complete = NULL;
+  atomic_store(&g_w.calls, 0);
   g_w.fail_at = fail_at;
   g_w.code = code;
   g_w.failed = NULL;
@@ -832,6 +843,106 @@ static void test_sweep_faults(void **state) {
   }
 }
 
+/* ---- concurrent links of one request -------------------------------------------------------- */
+
+enum { THREADS = 8 };
+static struct {
+  t4a_jitlink_cache *cache;
+  t4a_jitlink_request req;
+  t4a_nvrtc_artifact *got[THREADS];
+  t4a_status st[THREADS];
+  t4a_nvrtc_origin origin[THREADS];
+  atomic_int completes;
+  int fail_first;
+} g_race;
+
+/* The first link holds until the seven other threads wait for it (then fails it if asked);
+ * later links run at once. */
+static nvJitLinkResult hold_first(void) {
+  if (atomic_fetch_add(&g_race.completes, 1) != 0) return NVJITLINK_SUCCESS;
+  for (int i = 0; i < 20000 && t4a_jitlink_cache_waiting(g_race.cache) < THREADS - 1; i++) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  assert_int_equal(t4a_jitlink_cache_waiting(g_race.cache), THREADS - 1);
+  return g_race.fail_first ? NVJITLINK_ERROR_PTX_COMPILE : NVJITLINK_SUCCESS;
+}
+
+static void *race_thread(void *arg) {
+  long i = (long)(intptr_t)arg;
+  t4a_nvrtc_outcome o = T4A_NVRTC_OUTCOME_INIT;
+  g_race.st[i] = t4a_jitlink_cache_link(g_race.cache, &g_race.req, &g_race.got[i], &o);
+  g_race.origin[i] = o.origin;
+  t4a_nvrtc_outcome_deinit(&o);
+  return NULL;
+}
+
+static void race(t4a_jitlink_lib *lib, int fail_first, struct t4a_jitlink_cache_stats *s) {
+  memset(g_race.got, 0, sizeof g_race.got);
+  atomic_store(&g_race.completes, 0);
+  g_race.fail_first = fail_first;
+  CK(t4a_jitlink_cache_create(lib, NULL, &g_race.cache));
+  g_w.on_complete = hold_first;
+  pthread_t t[THREADS];
+  for (long i = 0; i < THREADS; i++) {
+    assert_int_equal(pthread_create(&t[i], NULL, race_thread, (void *)(intptr_t)i), 0);
+  }
+  for (int i = 0; i < THREADS; i++) pthread_join(t[i], NULL);
+  g_w.on_complete = NULL;
+  t4a_jitlink_cache_stats(g_race.cache, s);
+  assert_int_equal(g_w.live, 0);
+}
+
+static void test_concurrent_links_join(void **state) {
+  env *e = need(state);
+  wrap_reset(-1, NVJITLINK_SUCCESS);
+  t4a_jitlink_table t = wrapped(e->jl);
+  t4a_jitlink_lib *lib = NULL;
+  CK(t4a_jitlink_lib_create_from_table(&t, "wrapped", NULL, &lib));
+  const t4a_nvrtc_artifact *in[2];
+  g_race.req = two(in, e->kernel, e->lib);
+  /* Eight threads, one request: one links, seven wait for it and get its artifact. */
+  struct t4a_jitlink_cache_stats s;
+  race(lib, 0, &s);
+  int joined = 0;
+  for (int i = 0; i < THREADS; i++) {
+    CK(g_race.st[i]);
+    assert_ptr_equal(g_race.got[i], g_race.got[0]);
+    joined += g_race.origin[i] == T4A_NVRTC_ORIGIN_JOINED;
+  }
+  assert_int_equal(joined, THREADS - 1);
+  assert_int_equal(s.counters.jitlink_links, 1);
+  assert_int_equal(s.counters.jitlink_mem_misses, 1);
+  assert_int_equal(s.counters.jitlink_mem_joins, THREADS - 1);
+  assert_int_equal(s.memory_entries, 1);
+  for (int i = 0; i < THREADS; i++) t4a_nvrtc_artifact_release(g_race.got[i]);
+  t4a_jitlink_cache_destroy(g_race.cache);
+  /* The held link fails: its thread gets LINK_FAILED, nothing is cached, the waiters look again
+   * and one of them links (once) for the others. */
+  race(lib, 1, &s);
+  int failed = 0;
+  t4a_nvrtc_artifact *ok = NULL;
+  for (int i = 0; i < THREADS; i++) {
+    if (g_race.st[i] == T4A_LINK_FAILED) {
+      failed++;
+      assert_null(g_race.got[i]);
+      continue;
+    }
+    CK(g_race.st[i]);
+    if (ok == NULL) ok = g_race.got[i];
+    assert_ptr_equal(g_race.got[i], ok);
+  }
+  assert_int_equal(failed, 1);
+  assert_int_equal(s.counters.jitlink_links, 2);
+  assert_int_equal(s.counters.jitlink_link_successes, 1);
+  assert_int_equal(s.counters.jitlink_mem_misses, 2);
+  assert_int_equal(s.counters.jitlink_mem_joins, THREADS - 2);
+  assert_int_equal(s.memory_entries, 1);
+  for (int i = 0; i < THREADS; i++) t4a_nvrtc_artifact_release(g_race.got[i]);
+  t4a_jitlink_cache_destroy(g_race.cache);
+  t4a_jitlink_lib_release(lib);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_open),
@@ -846,6 +957,7 @@ int main(void) {
       cmocka_unit_test(test_cache_bounds),
       cmocka_unit_test(test_sweep_jitlink_calls),
       cmocka_unit_test(test_sweep_faults),
+      cmocka_unit_test(test_concurrent_links_join),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -11,7 +11,8 @@
   X(jitlink_link_successes, "nvJitLinkComplete calls that returned NVJITLINK_SUCCESS")            \
   X(jitlink_mem_hits, "link-cache lookups answered from memory")                                  \
   X(jitlink_mem_misses, "link-cache lookups not in memory (went to disk or nvJitLink)")           \
-  X(jitlink_mem_evictions, "linked artifacts evicted from the link cache's memory level")
+  X(jitlink_mem_evictions, "linked artifacts evicted from the link cache's memory level")        \
+  X(jitlink_mem_joins, "link-cache lookups that waited for another thread's link of the same")
 
 /** Every link counter, in the joined order. */
 #define T4A_JITLINK_COUNTERS(X) T4A_JITLINK_COUNTERS_1(X)
