@@ -21,8 +21,8 @@
  * the module cache like any CUBIN artifact (t4a_module_load_artifact).
  *
  * Thread-safety: libs and caches may be used from any thread; t4a_jitlink_cache_destroy must not
- * overlap another call on that cache. Two threads that miss on one link at once may both link;
- * one result is kept and both get it. Ownership and errors as t4a/nvrtc.h: a failed link's full
+ * overlap another call on that cache. Concurrent cached links of one request link once; the
+ * others wait for it (origin JOINED). Ownership and errors as t4a/nvrtc.h: a failed link's full
  * error log is delivered in the t4a_nvrtc_outcome. */
 #ifndef T4A_JITLINK_H_
 #define T4A_JITLINK_H_
@@ -133,8 +133,9 @@ T4A_MUST_USE t4a_status t4a_jitlink_cache_create(t4a_jitlink_lib *lib,
 /** Destroys the cache (artifacts handed out stay valid); leaves the directory. Accepts NULL. */
 void t4a_jitlink_cache_destroy(t4a_jitlink_cache *cache);
 
-/** Returns the linked artifact for a request: from memory, from disk, or by linking (then kept in
- * memory and written to disk). A failed link is never cached. A disk problem is counted and
+/** Returns the linked artifact for a request: from memory, from disk, from another thread's
+ * in-flight link of it, or by linking (then kept in memory and written to disk). A failed link is
+ * never cached: the threads that waited for it look again (one of them links). A disk problem is counted and
  * never fails the call. out_outcome may be NULL. Statuses: as t4a_jitlink_link, plus
  * INVALID_ARGUMENT for an option that is not on the cached allowlist. */
 T4A_MUST_USE t4a_status t4a_jitlink_cache_link(t4a_jitlink_cache *cache,
@@ -145,7 +146,8 @@ T4A_MUST_USE t4a_status t4a_jitlink_cache_link(t4a_jitlink_cache *cache,
 /** A snapshot of a link cache (t4a_jitlink_cache_stats). */
 struct t4a_jitlink_cache_stats {
   /** The cache's counters: jitlink_links and jitlink_link_successes made for it,
-   * jitlink_mem_hits, jitlink_mem_misses, jitlink_mem_evictions, and its disk level's
+   * jitlink_mem_hits, jitlink_mem_misses, jitlink_mem_joins, jitlink_mem_evictions, and its disk
+   * level's
    * nvrtc_disk_hits, _misses, _writes, _corrupt, _errors and _evictions. Others are 0. */
   t4a_counter_values counters;
   size_t memory_entries; /**< linked artifacts the memory level holds now */
