@@ -11,6 +11,7 @@
  *                NVRTC, creating the cache), reported separately: every new process pays the
  *                NVRTC load before its first hit.
  *   disk hit, same process: a fresh cache over the populated directory; R caches.
+ * Then the link rows (bench/link_rows.c): nvJitLink link time and link-cache hits.
  *
  * Usage: nvrtc_bench [--repeats R] [--batch B]     (defaults 11 and 2000)
  *        nvrtc_bench --disk-hit DIR small|large    (the child mode: prints load, create, hit ns)
@@ -32,6 +33,7 @@
 #include "testing/lsan/nvrtc_suppressions.h"
 #define T4A_BENCH_NAME "nvrtc_bench"
 #include "bench/harness.h"
+#include "bench/link_rows.h"
 
 /* The 20-line kernel. */
 static const char k_small[] =
@@ -370,6 +372,7 @@ int main(int argc, char **argv) {
       "artifact costs %.2f ms\n",
       fs.disk_hit_child_us.med <= 500.0 ? "met" : "MISSED", fs.disk_hit_child_us.med / 1e3,
       fs.child_open_ms.med, fs.child_open_ms.med + fs.disk_hit_child_us.med / 1e3);
+  (void)t4a_bench_link_rows(lib, repeats, batch / 10 > 0 ? batch / 10 : 1);
   free(large);
   t4a_nvrtc_lib_release(lib);
   return 0;

@@ -23,7 +23,7 @@ t4a_binary(NAME bench_xfer_bench
   OUTPUT_NAME xfer_bench
   DEPS bench_harness t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status)
 t4a_binary(NAME bench_nvrtc_bench
-  SRCS bench/nvrtc_bench.c
+  SRCS bench/nvrtc_bench.c bench/link_rows.c bench/link_rows.h
   OUTPUT_NAME nvrtc_bench
   DEPS bench_harness t4a_nvrtc t4a_ctx_status testing_lsan_nvrtc_suppressions)
 t4a_binary(NAME examples_readme_example
@@ -61,6 +61,10 @@ t4a_test(NAME t4a_api_sweep_test
   SRCS t4a/api_sweep_test.c
   LABELS unit
   DEPS fixture t4a fake_nvrtc fake_driver sweep t4a_ext_cmocka)
+t4a_test(NAME t4a_lto_gpu_test
+  SRCS t4a/lto_gpu_test.c
+  LABELS gpu single
+  DEPS t4a testing_gpu_gpu_main t4a_ext_cmocka m)
 t4a_test(NAME t4a_faults_gpu_test
   SRCS t4a/faults_gpu_test.c
   LABELS gpu faults
@@ -210,14 +214,14 @@ t4a_library(NAME t4a_mem_mem_internal
   HDRS t4a_mem/mem_internal.h
   DEPS t4a_mem)
 t4a_library(NAME t4a_nvrtc
-  SRCS t4a_nvrtc/nvrtc_loader.c t4a_nvrtc/nvrtc_request.c t4a_nvrtc/nvrtc_cacheable.c t4a_nvrtc/nvrtc_compile.c t4a_nvrtc/nvrtc_cache.c t4a_nvrtc/nvrtc_disk.c t4a_nvrtc/nvrtc_internal.h t4a_nvrtc/nvrtc_table.h t4a_nvrtc/nvrtc_catalog.h
-  HDRS t4a_nvrtc/include/t4a/nvrtc.h
+  SRCS t4a_nvrtc/nvrtc_loader.c t4a_nvrtc/nvrtc_request.c t4a_nvrtc/nvrtc_cacheable.c t4a_nvrtc/nvrtc_compile.c t4a_nvrtc/nvrtc_cache.c t4a_nvrtc/nvrtc_disk.c t4a_nvrtc/jitlink_loader.c t4a_nvrtc/jitlink.c t4a_nvrtc/nvrtc_internal.h t4a_nvrtc/nvrtc_table.h t4a_nvrtc/nvrtc_catalog.h t4a_nvrtc/jitlink_table.h t4a_nvrtc/jitlink_catalog.h
+  HDRS t4a_nvrtc/include/t4a/jitlink.h t4a_nvrtc/include/t4a/nvrtc.h
   INCLUDE_DIR t4a_nvrtc/include
   INSTALL nvrtc
   DEPS t4a_ctx_status t4a_ext_xxhash ${CMAKE_DL_LIBS} Threads::Threads
   BUILD_DEPS t4a_ctx_status_internal t4a_ctx_counters_internal t4a_ext_cuda_headers)
 t4a_library(NAME t4a_nvrtc_internal
-  HDRS t4a_nvrtc/nvrtc_table.h t4a_nvrtc/nvrtc_catalog.h t4a_nvrtc/nvrtc_internal.h
+  HDRS t4a_nvrtc/nvrtc_table.h t4a_nvrtc/nvrtc_catalog.h t4a_nvrtc/nvrtc_internal.h t4a_nvrtc/jitlink_table.h t4a_nvrtc/jitlink_catalog.h
   DEPS t4a_nvrtc t4a_ctx_status t4a_ctx_counters_internal t4a_ext_cuda_headers t4a_ext_xxhash Threads::Threads)
 t4a_library(NAME t4a_nvrtc_test_support
   SRCS t4a_nvrtc/nvrtc_testutil.c
@@ -258,8 +262,12 @@ t4a_test(NAME t4a_nvrtc_failure_test
   SRCS t4a_nvrtc/failure_test.c
   LABELS unit
   DEPS t4a_nvrtc t4a_nvrtc_test_support t4a_ctx_status t4a_ext_cmocka)
+t4a_test(NAME t4a_nvrtc_jitlink_test
+  SRCS t4a_nvrtc/jitlink_test.c
+  LABELS unit
+  DEPS t4a_nvrtc_internal t4a_nvrtc t4a_nvrtc_test_support t4a_ctx_status t4a_ext_cmocka t4a_ext_cuda_headers Threads::Threads)
 t4a_library(NAME t4a_nvrtc_counter_list
-  HDRS t4a_nvrtc/include/t4a/nvrtc_counters.h
+  HDRS t4a_nvrtc/include/t4a/jitlink_counters.h t4a_nvrtc/include/t4a/nvrtc_counters.h
   INCLUDE_DIR t4a_nvrtc/include)
 t4a_library(NAME t4a_raw
   SRCS t4a_raw/raw.c

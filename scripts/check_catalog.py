@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Required means used: fails when a REQUIRED entry of the driver catalogue
-(t4a_ctx/driver_catalog.h) or of the NVRTC catalogue (t4a_nvrtc/nvrtc_catalog.h) has no caller in
+(t4a_ctx/driver_catalog.h), of the NVRTC catalogue (t4a_nvrtc/nvrtc_catalog.h) or of the nvJitLink
+catalogue (t4a_nvrtc/jitlink_catalog.h) has no caller in
 library code. A driver or NVRTC that lacks a required entry is refused at load, so an entry no
 library code calls must be OPTIONAL (it stays in the catalogue: the fake and the tests may call
 it, and a later change that calls it makes it REQUIRED again).
@@ -27,6 +28,7 @@ import build_graph  # noqa: E402
 CATALOGUES = [
     ("t4a_ctx/driver_catalog.h", "T4A_DRIVER_CATALOG", "a driver"),
     ("t4a_nvrtc/nvrtc_catalog.h", "T4A_NVRTC_CATALOG", "an NVRTC"),
+    ("t4a_nvrtc/jitlink_catalog.h", "T4A_JITLINK_CATALOG", "an nvJitLink"),
 ]
 # The T4A_CU macros and the index of the argument that names the entry.
 MACROS = {"T4A_CU": 1, "T4A_CU_QUIET": 1, "T4A_CU_BYTES": 2}

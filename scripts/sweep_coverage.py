@@ -14,7 +14,9 @@ same test file (called, or handed over by name as a callback). A sweep is either
     that calls the harness; or
   - the NVRTC sweeps of t4a_nvrtc/failure_test.c (fail the Nth NVRTC call, host allocation or
     file operation for every N, through t4a_nvrtc/nvrtc_testutil): the functions it names as
-    attempts (`attempt`, `test_lib_from_table_sweep`).
+    attempts (`attempt`, `test_lib_from_table_sweep`); and the nvJitLink sweeps of
+    t4a_nvrtc/jitlink_test.c (fail the Nth nvJitLink call through a wrapped table, and the Nth
+    host allocation or file operation): `link_attempt`, `test_sweep_jitlink_calls`.
 This is a lexical reading (a call site in an operation's body), not a measurement: a function
 counted as covered is exercised by a sweep; whether every one of its failure paths is reached is
 what each sweep's own step count shows.
@@ -26,7 +28,8 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "docs", "sweep-coverage.md")
-NVRTC_ROOTS = {"t4a_nvrtc/failure_test.c": ["attempt", "test_lib_from_table_sweep"]}
+NVRTC_ROOTS = {"t4a_nvrtc/failure_test.c": ["attempt", "test_lib_from_table_sweep"],
+               "t4a_nvrtc/jitlink_test.c": ["link_attempt", "test_sweep_jitlink_calls"]}
 
 
 def strip_comments(text):

@@ -226,6 +226,87 @@ static void test_requests(void **state) {
       "the log in the outcome; nothing cached (the next call compiles again)");
 }
 
+/* ---- nvJitLink links (real NVRTC and nvJitLink: skipped without them) ---- */
+
+static t4a_status link_row(t4a_jitlink_cache *c, const t4a_nvrtc_artifact *const *in, size_t n,
+                           const char *option, const char *target, t4a_nvrtc_outcome *out) {
+  t4a_jitlink_request r = T4A_JITLINK_REQUEST_INIT;
+  r.inputs = in;
+  r.num_inputs = n;
+  r.options = option != NULL ? &option : NULL;
+  r.num_options = option != NULL ? 1 : 0;
+  r.target = target;
+  t4a_nvrtc_artifact *a = (t4a_nvrtc_artifact *)1;
+  t4a_status st = t4a_jitlink_cache_link(c, &r, &a, out);
+  if (st != T4A_OK) assert_null(a);
+  t4a_nvrtc_artifact_release(st == T4A_OK ? a : NULL);
+  struct t4a_jitlink_cache_stats s;
+  t4a_jitlink_cache_stats(c, &s);
+  if (st != T4A_OK) assert_int_equal(s.memory_entries, 0); /* nothing cached */
+  return st;
+}
+
+static void test_links(void **state) {
+  (void)state;
+  static const char *area = "nvJitLink link";
+  t4a_nvrtc_lib *nv = NULL;
+  t4a_jitlink_lib *jl = NULL;
+  if (t4a_nvrtc_lib_open(NULL, &nv) != T4A_OK || t4a_jitlink_lib_open(NULL, &jl) != T4A_OK) {
+    t4a_nvrtc_lib_release(nv);
+    fprintf(stderr, "# NVRTC or nvJitLink is not available: skipped\n");
+    skip();
+  }
+  static const char *const rdc[1] = {"-rdc=true"};
+  t4a_nvrtc_request q = T4A_NVRTC_REQUEST_INIT;
+  q.source = "extern \"C\" __device__ float missing_fn(float);\n"
+             "extern \"C\" __global__ void k(float *p) { p[0] = missing_fn(p[0]); }\n";
+  q.target = "sm_90";
+  q.output = T4A_NVRTC_OUTPUT_LTOIR;
+  q.options = rdc;
+  q.num_options = 1;
+  t4a_nvrtc_artifact *lto = NULL, *cubin = NULL, *ptx = NULL;
+  assert_int_equal(t4a_nvrtc_compile(nv, &q, &lto, NULL), T4A_OK);
+  q.source = "extern \"C\" __global__ void z(float *p) { p[0] = 1; }\n";
+  q.output = T4A_NVRTC_OUTPUT_CUBIN;
+  q.options = NULL;
+  q.num_options = 0;
+  assert_int_equal(t4a_nvrtc_compile(nv, &q, &cubin, NULL), T4A_OK);
+  t4a_nvrtc_request p = good();
+  assert_int_equal(t4a_nvrtc_compile(g.nvrtc, &p, &ptx, NULL), T4A_OK); /* the fake's PTX */
+  t4a_jitlink_cache *c = NULL;
+  assert_int_equal(t4a_jitlink_cache_create(jl, NULL, &c), T4A_OK);
+  const char *also = "no artifact; nothing cached; runtime round-trips";
+  t4a_nvrtc_outcome out = T4A_NVRTC_OUTCOME_INIT;
+  const t4a_nvrtc_artifact *in[2] = {lto, ptx};
+  row(area, "a PTX input", link_row(c, in, 2, NULL, NULL, &out), T4A_INVALID_ARGUMENT, also);
+  in[1] = cubin;
+  row(area, "a CUBIN input", link_row(c, in, 2, NULL, NULL, &out), T4A_INVALID_ARGUMENT, also);
+  row(area, "no input", link_row(c, in, 0, NULL, NULL, &out), T4A_INVALID_ARGUMENT, also);
+  row(area, "option -arch=sm_80 (the target is the request's)",
+      link_row(c, in, 1, "-arch=sm_80", NULL, &out), T4A_INVALID_ARGUMENT, also);
+  row(area, "option -Xptxas=-v through the link cache (not on its list)",
+      link_row(c, in, 1, "-Xptxas=-v", NULL, &out), T4A_INVALID_ARGUMENT, also);
+  row(area, "target compute_90", link_row(c, in, 1, NULL, "compute_90", &out),
+      T4A_INVALID_ARGUMENT, also);
+  row(area, "target sm_80 below the input's sm_90", link_row(c, in, 1, NULL, "sm_80", &out),
+      T4A_INVALID_ARGUMENT, also);
+  row(area, "an undefined symbol (missing_fn)", link_row(c, in, 1, NULL, NULL, &out),
+      T4A_LINK_FAILED, "nvJitLink's log in the outcome; nothing cached (the next call links again)");
+  assert_non_null(out.log);
+  assert_non_null(strstr(out.log, "missing_fn"));
+  t4a_module *m = (t4a_module *)1;
+  row(area, "an LTO-IR artifact loaded as a module", t4a_runtime_load(g.rt, lto, &m),
+      T4A_INVALID_ARGUMENT, NULL);
+  assert_null(m);
+  t4a_nvrtc_outcome_deinit(&out);
+  t4a_jitlink_cache_destroy(c);
+  t4a_jitlink_lib_release(jl);
+  t4a_nvrtc_artifact_release(lto);
+  t4a_nvrtc_artifact_release(cubin);
+  t4a_nvrtc_artifact_release(ptx);
+  t4a_nvrtc_lib_release(nv);
+}
+
 /* ---- disk-cache files ---- */
 
 static int find_entry(char *out, size_t size) {
@@ -432,6 +513,7 @@ int main(void) {
       cmocka_unit_test(test_requests),
       cmocka_unit_test(test_disk),
       cmocka_unit_test(test_runtime),
+      cmocka_unit_test(test_links),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -29,6 +29,8 @@ struct t4a_runtime {
   char *nvrtc_path;           /* copies of the string options (NULL when not given) */
   char *disk_dir;
   t4a_nvrtc_cache_options artifact_options; /* disk_dir pointing at the copy above */
+  t4a_jitlink_cache *links; /* the caller's (borrowed) or the runtime's own (under `lock`) */
+  int own_links;            /* 1: created at the first link, destroyed at close */
 };
 
 #endif /* T4A_T4A_RUNTIME_INTERNAL_H_ */

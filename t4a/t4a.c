@@ -41,6 +41,7 @@ static t4a_status teardown(t4a_runtime *rt) {
   t4a_module_cache_destroy(rt->modules);
   t4a_xfer_destroy(rt->xfer);
   if (rt->own_artifacts) t4a_nvrtc_cache_destroy(rt->artifacts);
+  if (rt->own_links) t4a_jitlink_cache_destroy(rt->links);
   t4a_status st = t4a_retire_destroy(rt->retire);
   int healthy = st == T4A_OK && rt->lane != NULL && !t4a_lane_is_abandoned(rt->lane) &&
                 !t4a_lane_is_broken(rt->lane);
@@ -176,6 +177,7 @@ t4a_status t4a_runtime_open(int ordinal, const t4a_runtime_options *options, t4a
     return st;
   }
   if (o->artifact_cache != NULL) rt->artifacts = o->artifact_cache;
+  if (o->link_cache != NULL) rt->links = o->link_cache;
   rt->artifact_options = o->artifacts;
   rt->artifact_options.disk_dir = rt->disk_dir;
   *out = rt;
@@ -311,6 +313,104 @@ t4a_status t4a_runtime_compile(t4a_runtime *rt, const char *source, const char *
   int ptx = rt->compile_ptx || strncmp(rt->target, "compute_", 8) == 0;
   r.output = ptx ? T4A_NVRTC_OUTPUT_PTX : T4A_NVRTC_OUTPUT_CUBIN;
   return t4a_runtime_compile_request(rt, &r, out, NULL);
+}
+
+t4a_status t4a_runtime_compile_lto(t4a_runtime *rt, const char *source, const char *program_name,
+                                   t4a_nvrtc_artifact **out) {
+  if (out != NULL) *out = NULL;
+  if (rt == NULL) return null_runtime();
+  static const char *const rdc[1] = {"-rdc=true"};
+  t4a_nvrtc_request r = T4A_NVRTC_REQUEST_INIT;
+  r.program_name = program_name;
+  r.source = source;
+  r.target = rt->target;
+  r.output = T4A_NVRTC_OUTPUT_LTOIR;
+  r.options = rdc;
+  r.num_options = 1;
+  return t4a_runtime_compile_request(rt, &r, out, NULL);
+}
+
+/* The link cache: the caller's, or created at the first link: nvJitLink opened by its default
+ * search, the disk level in the artifact cache's directory (the runtime's own cache's, or the
+ * borrowed one's). */
+static t4a_status link_cache(t4a_runtime *rt, t4a_jitlink_cache **out) {
+  *out = NULL;
+  t4a_status st = T4A_OK;
+  pthread_mutex_lock(&rt->lock);
+  if (rt->links == NULL) {
+    t4a_jitlink_lib *lib = NULL;
+    st = t4a_jitlink_lib_open(NULL, &lib);
+    if (st == T4A_OK) {
+      t4a_jitlink_cache_options lo = T4A_JITLINK_CACHE_OPTIONS_INIT;
+      lo.disk_dir = rt->artifacts != NULL ? t4a_nvrtc_cache_disk_dir(rt->artifacts)
+                                          : rt->artifact_options.disk_dir;
+      lo.disk_max_bytes = rt->artifact_options.disk_max_bytes;
+      st = t4a_jitlink_cache_create(lib, &lo, &rt->links);
+      t4a_jitlink_lib_release(lib); /* the cache holds it */
+    }
+    if (st == T4A_OK) rt->own_links = 1;
+  }
+  *out = rt->links;
+  pthread_mutex_unlock(&rt->lock);
+  return st;
+}
+
+t4a_status t4a_runtime_link(t4a_runtime *rt, const t4a_jitlink_request *request,
+                            t4a_nvrtc_artifact **out, t4a_nvrtc_outcome *out_outcome) {
+  if (out != NULL) *out = NULL;
+  if (rt == NULL) return null_runtime();
+  if (request == NULL || out == NULL) {
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "request or out is NULL");
+  }
+  t4a_jitlink_cache *cache = NULL;
+  t4a_status st = link_cache(rt, &cache);
+  if (st != T4A_OK) return st;
+  t4a_jitlink_request r = *request;
+  char target[40];
+  if (r.target == NULL) {
+    const char *t = rt->target;
+    if (strncmp(t, "compute_", 8) == 0) {
+      snprintf(target, sizeof target, "sm_%.30s", t + 8);
+    } else {
+      snprintf(target, sizeof target, "%.39s", t);
+    }
+    r.target = target;
+  }
+  return t4a_jitlink_cache_link(cache, &r, out, out_outcome);
+}
+
+t4a_status t4a_runtime_kernel_linked(t4a_runtime *rt, const char *source,
+                                     const t4a_nvrtc_artifact *const *libraries,
+                                     size_t num_libraries, const char *name, t4a_function **out) {
+  if (out != NULL) *out = NULL;
+  if (rt == NULL) return null_runtime();
+  if (name == NULL || out == NULL || (libraries == NULL && num_libraries > 0)) {
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                          "name or out is NULL, or libraries is NULL with num_libraries > 0");
+  }
+  if (num_libraries >= 65536) {
+    return t4a_error_set_(T4A_LIMIT_EXCEEDED, NULL, 0, NULL, 0, "at most 65535 libraries");
+  }
+  const t4a_nvrtc_artifact **inputs = t4a_host_malloc((num_libraries + 1) * sizeof *inputs);
+  if (inputs == NULL) return T4A_HOST_OUT_OF_MEMORY;
+  t4a_nvrtc_artifact *k = NULL, *linked = NULL;
+  t4a_module *m = NULL;
+  t4a_status st = t4a_runtime_compile_lto(rt, source, NULL, &k);
+  if (st == T4A_OK) {
+    inputs[0] = k;
+    for (size_t i = 0; i < num_libraries; i++) inputs[i + 1] = libraries[i];
+    t4a_jitlink_request r = T4A_JITLINK_REQUEST_INIT;
+    r.inputs = inputs;
+    r.num_inputs = num_libraries + 1;
+    st = t4a_runtime_link(rt, &r, &linked, NULL);
+  }
+  if (st == T4A_OK) st = t4a_runtime_load(rt, linked, &m);
+  if (st == T4A_OK) st = t4a_runtime_function(rt, m, name, out);
+  t4a_module_release(m); /* the function holds its module */
+  t4a_nvrtc_artifact_release(linked);
+  t4a_nvrtc_artifact_release(k);
+  free(inputs);
+  return st;
 }
 
 t4a_status t4a_runtime_load(t4a_runtime *rt, const t4a_nvrtc_artifact *artifact,

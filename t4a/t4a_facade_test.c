@@ -7,6 +7,7 @@
  * size asked back when the buffer is too small); and failure sweeps over open/close and over a
  * whole use of the runtime (every driver call, host allocations, lock inits, copy threads) with
  * exact accounting of what the fake still holds. */
+#define _GNU_SOURCE /* mkdtemp */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -628,6 +629,120 @@ static void test_compile_load_launch_download(void **state) {
   CK(t4a_runtime_close(rt));
 }
 
+/* ---- LTO: a device library linked with nvJitLink (real), loaded by the fake ---- */
+
+static int jitlink_available(void) {
+  t4a_jitlink_lib *lib = NULL;
+  if (t4a_jitlink_lib_open(NULL, &lib) != T4A_OK) return 0;
+  t4a_jitlink_lib_release(lib);
+  return 1;
+}
+
+/* The library: compiled once to LTO-IR. The kernel calls it; on the fake the host kernel "scale"
+ * stands for it (x * a), on a GPU (t4a/lto_gpu_test.c) the linked code runs. */
+static const char k_lib_mul_src[] =
+    "extern \"C\" __device__ float lib_mul(float x, float a) { return x * a; }\n";
+static const char k_scale_linked_src[] =
+    "extern \"C\" __device__ float lib_mul(float x, float a);\n"
+    "extern \"C\" __global__ void scale(float *x, float a, int n) {\n"
+    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  if (i < n) x[i] = lib_mul(x[i], a);\n"
+    "}\n";
+
+static void test_link_load_launch(void **state) {
+  fixture *f = *state;
+  if (!nvrtc_available() || !jitlink_available()) {
+    fprintf(stderr, "# NVRTC or nvJitLink is not available: skipped\n");
+    skip();
+  }
+  char dir[] = "/tmp/t4a_facade_lto_XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  t4a_runtime_options o = small_options(f);
+  o.artifacts.disk_dir = dir;
+  t4a_runtime *rt = NULL;
+  CK(t4a_runtime_open(0, &o, &rt));
+  t4a_nvrtc_artifact *lib = NULL;
+  CK(t4a_runtime_compile_lto(rt, k_lib_mul_src, "lib_mul.cu", &lib));
+  assert_int_equal(t4a_nvrtc_artifact_output(lib), T4A_NVRTC_OUTPUT_LTOIR);
+  /* An unlinked LTO-IR artifact does not load. */
+  t4a_module *m = (t4a_module *)1;
+  assert_int_equal(t4a_runtime_load(rt, lib, &m), T4A_INVALID_ARGUMENT);
+  assert_null(m);
+  t4a_error e;
+  t4a_error_last(&e);
+  assert_non_null(strstr(e.message, "link LTO-IR first"));
+  /* The one-call path: compile the kernel to LTO-IR, link it with the library, load, look up. */
+  const t4a_nvrtc_artifact *libs[1] = {lib};
+  t4a_function *fn = NULL;
+  CK(t4a_runtime_kernel_linked(rt, k_scale_linked_src, libs, 1, "scale", &fn));
+  round_trip(rt, fn, 2.5f);
+  t4a_function_release(fn);
+  /* The same again: the compile and the link are memory hits, the load a module-cache hit. */
+  t4a_counter_values v0, v1;
+  t4a_runtime_stats(rt, &v0);
+  CK(t4a_runtime_kernel_linked(rt, k_scale_linked_src, libs, 1, "scale", &fn));
+  t4a_runtime_stats(rt, &v1);
+  assert_int_equal(v1.module_loads, v0.module_loads);
+  t4a_function_release(fn);
+  /* The explicit calls: the link's origin, the linked CUBIN for the runtime's target. */
+  t4a_nvrtc_artifact *k = NULL, *linked = NULL;
+  CK(t4a_runtime_compile_lto(rt, k_scale_linked_src, NULL, &k));
+  const t4a_nvrtc_artifact *in[2] = {k, lib};
+  t4a_jitlink_request r = T4A_JITLINK_REQUEST_INIT;
+  r.inputs = in;
+  r.num_inputs = 2;
+  t4a_nvrtc_outcome oc = T4A_NVRTC_OUTCOME_INIT;
+  CK(t4a_runtime_link(rt, &r, &linked, &oc));
+  assert_int_equal(oc.origin, T4A_NVRTC_ORIGIN_MEMORY);
+  assert_int_equal(t4a_nvrtc_artifact_output(linked), T4A_NVRTC_OUTPUT_CUBIN);
+  assert_string_equal(t4a_nvrtc_artifact_target(linked), "sm_90");
+  CK(t4a_runtime_load(rt, linked, &m));
+  CK(t4a_runtime_function(rt, m, "scale", &fn));
+  round_trip(rt, fn, -3.0f);
+  t4a_function_release(fn);
+  t4a_module_release(m);
+  t4a_nvrtc_artifact_release(linked);
+  /* Bad input: a PTX input; an undefined symbol (its log in the outcome); nothing cached. */
+  t4a_nvrtc_artifact *ptx = NULL;
+  t4a_nvrtc_request pr = T4A_NVRTC_REQUEST_INIT;
+  pr.source = k_scale_src;
+  pr.output = T4A_NVRTC_OUTPUT_PTX;
+  CK(t4a_runtime_compile_request(rt, &pr, &ptx, NULL));
+  in[1] = ptx;
+  linked = (t4a_nvrtc_artifact *)1;
+  assert_int_equal(t4a_runtime_link(rt, &r, &linked, &oc), T4A_INVALID_ARGUMENT);
+  assert_null(linked);
+  t4a_error_last(&e);
+  assert_non_null(strstr(e.message, "is ptx, not LTO-IR"));
+  in[1] = k; /* the kernel twice: lib_mul is undefined (and scale defined twice) */
+  in[0] = k;
+  r.num_inputs = 1;
+  linked = (t4a_nvrtc_artifact *)1;
+  assert_int_equal(t4a_runtime_link(rt, &r, &linked, &oc), T4A_LINK_FAILED);
+  assert_null(linked);
+  assert_non_null(oc.log);
+  assert_non_null(strstr(oc.log, "lib_mul"));
+  /* The link cache wrote its entry beside the artifacts, in the runtime's disk directory: a new
+   * runtime on the same directory gets the linked CUBIN from disk. */
+  t4a_nvrtc_outcome_deinit(&oc);
+  t4a_nvrtc_artifact_release(ptx);
+  CK(t4a_runtime_close(rt));
+  CK(t4a_runtime_open(0, &o, &rt));
+  in[0] = k;
+  in[1] = lib;
+  r.num_inputs = 2;
+  CK(t4a_runtime_link(rt, &r, &linked, &oc));
+  assert_int_equal(oc.origin, T4A_NVRTC_ORIGIN_DISK);
+  t4a_nvrtc_artifact_release(linked);
+  t4a_nvrtc_outcome_deinit(&oc);
+  t4a_nvrtc_artifact_release(k);
+  t4a_nvrtc_artifact_release(lib);
+  CK(t4a_runtime_close(rt));
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
 /* compile_ptx: the artifact is PTX, the fake reads its .entry, the result is the same. A borrowed
  * artifact cache is the runtime's cache and is not destroyed by close. */
 static void test_compile_ptx_through_a_borrowed_cache(void **state) {
@@ -1104,12 +1219,120 @@ static void test_use_sweep(void **state) {
   t4a_nvrtc_lib_release(lib);
 }
 
+/* The LTO path under the sweeps: open, compile the library and the kernel to LTO-IR (memory
+ * hits of a warm artifact cache), link (a memory hit of a warm, borrowed link cache), load the
+ * CUBIN, look the kernel up, launch it, download, close. Every driver call and host allocation
+ * failed in turn; open/close's strict accounting holds (a launch that failed after enqueueing is
+ * not possible here: the kernel's buffer is downloaded and released before close). */
+static t4a_status use_linked(t4a_runtime *rt) {
+  enum { M = 300 };
+  float x[M], back[M], a = 2.0f;
+  int n = M;
+  fill(x, M);
+  t4a_nvrtc_artifact *lib = NULL;
+  t4a_function *fn = NULL;
+  t4a_buffer *b = NULL;
+  t4a_status st = t4a_runtime_compile_lto(rt, k_lib_mul_src, "lib_mul.cu", &lib);
+  const t4a_nvrtc_artifact *libs[1] = {lib};
+  if (st == T4A_OK) st = t4a_runtime_kernel_linked(rt, k_scale_linked_src, libs, 1, "scale", &fn);
+  /* The explicit link too (a memory hit of the same link). */
+  t4a_nvrtc_artifact *k = NULL, *linked = NULL;
+  if (st == T4A_OK) st = t4a_runtime_compile_lto(rt, k_scale_linked_src, NULL, &k);
+  const t4a_nvrtc_artifact *in[2] = {k, lib};
+  t4a_jitlink_request r = T4A_JITLINK_REQUEST_INIT;
+  r.inputs = in;
+  r.num_inputs = 2;
+  if (st == T4A_OK) st = t4a_runtime_link(rt, &r, &linked, NULL);
+  t4a_nvrtc_artifact_release(linked);
+  t4a_nvrtc_artifact_release(k);
+  if (st == T4A_OK) st = t4a_runtime_buffer(rt, sizeof x, &b);
+  if (st == T4A_OK) st = t4a_runtime_upload(rt, b, 0, x, sizeof x);
+  t4a_arg args[3] = {t4a_arg_buffer(b, 0), t4a_arg_scalar(&a, sizeof a),
+                     t4a_arg_scalar(&n, sizeof n)};
+  if (st == T4A_OK) st = t4a_runtime_launch(rt, fn, 2, 256, args, 3);
+  if (st == T4A_OK) st = t4a_runtime_download(rt, b, 0, back, sizeof back);
+  for (int i = 0; st == T4A_OK && i < M; i++) {
+    if (back[i] != x[i] * a) st = t4a_error_set_(T4A_INTERNAL, NULL, 0, NULL, 0, "wrong");
+  }
+  t4a_buffer_release(b);
+  t4a_function_release(fn);
+  t4a_nvrtc_artifact_release(lib);
+  return st;
+}
+
+__attribute__((noinline)) static t4a_status op_link(void *user) {
+  sweep_ctx *c = user;
+  t4a_runtime *rt = NULL;
+  t4a_status st = t4a_runtime_open(0, &c->options, &rt);
+  if (st != T4A_OK) return st;
+  t4a_lane *lane = t4a_runtime_lane(rt);
+  t4a_lane_retain(lane);
+  st = use_linked(rt);
+  t4a_error saved;
+  t4a_error_last(&saved);
+  t4a_status closed = t4a_runtime_close(rt);
+  if (st == T4A_OK) {
+    st = closed;
+  } else {
+    t4a_error_restore(&saved);
+  }
+  t4a_counter_values v;
+  t4a_lane_stats(lane, &v);
+  c->lane_leaked += v.leaked + v.buffers_leaked;
+  c->lane_pools_leaked += v.pools_leaked;
+  t4a_lane_release(lane);
+  __asm__ volatile("" ::: "memory");
+  return st;
+}
+
+static void test_link_sweep(void **state) {
+  fixture *f = *state;
+  if (!nvrtc_available() || !jitlink_available()) {
+    fprintf(stderr, "# NVRTC or nvJitLink is not available: skipped\n");
+    skip();
+  }
+  sweep_ctx c = {.f = f, .options = small_options(f), .use = 1};
+  c.options.pool.reuse_disabled = 1;
+  t4a_nvrtc_lib *lib = NULL;
+  t4a_jitlink_lib *jl = NULL;
+  t4a_jitlink_cache *links = NULL;
+  CK(t4a_nvrtc_lib_open(NULL, &lib));
+  CK(t4a_nvrtc_cache_create(lib, NULL, &c.cache));
+  CK(t4a_jitlink_lib_open(NULL, &jl));
+  CK(t4a_jitlink_cache_create(jl, NULL, &links));
+  c.options.artifact_cache = c.cache;
+  c.options.link_cache = links;
+  t4a_runtime *rt = NULL;
+  CK(t4a_runtime_open(0, &c.options, &rt));
+  CK(use_linked(rt)); /* warm: NVRTC and nvJitLink run here, once */
+  CK(t4a_runtime_close(rt));
+  t4a_sweep s = {.name = "link", .fake = f->fake, .op = op_link, .unaccounted = unaccounted_use,
+                 .user = &c, .max_steps = 3000};
+  int driver = t4a_sweep_driver(&s, CUDA_ERROR_UNKNOWN, T4A_DRIVER_ERROR);
+  const t4a_status oom[] = {T4A_HOST_OUT_OF_MEMORY};
+  int malloc_steps = t4a_sweep_fault(&s, T4A_FAULT_HOST_MALLOC, oom, 1);
+  fprintf(stderr, "# link sweep: %d driver failures, %d allocation failures surfaced\n", driver,
+          malloc_steps);
+  assert_true(driver > 20);
+  assert_true(malloc_steps > 5);
+  /* The link ran once (the warm-up): every step's link was a memory hit of the borrowed cache,
+   * and no step's failure was cached. */
+  struct t4a_jitlink_cache_stats ls;
+  t4a_jitlink_cache_stats(links, &ls);
+  assert_int_equal(ls.counters.jitlink_links, 1);
+  assert_int_equal(ls.memory_entries, 1);
+  t4a_jitlink_cache_destroy(links);
+  t4a_jitlink_lib_release(jl);
+  t4a_nvrtc_cache_destroy(c.cache);
+  t4a_nvrtc_lib_release(lib);
+}
+
 /* The use sweep's quarantined buffers (a launch or copy that failed after it may have been
  * enqueued) are held forever with their pool, lane and context, as t4a must: LeakSanitizer is
  * told about the sweep's frames only, and unaccounted_use checks that what stays alive is exactly
  * what t4a counted. The fixture's fake and driver go with them (the driver's last reference is
  * held by those lanes). */
-T4A_FIXTURE_DELIBERATE_LEAKS("op_use", "setup_leaky", "test_close_returns_cached_blocks",
+T4A_FIXTURE_DELIBERATE_LEAKS("op_use", "op_link", "setup_leaky", "test_close_returns_cached_blocks",
                              "test_close_counts_cached_blocks_of_a_lost_lane",
                              "test_release_after_close_with_quarantine")
 
@@ -1385,6 +1608,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_close_from_inside_is_reentry, setup, teardown),
       cmocka_unit_test_setup_teardown(test_compile_load_launch_download, setup, teardown),
       cmocka_unit_test_setup_teardown(test_compile_ptx_through_a_borrowed_cache, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_link_load_launch, setup, teardown),
       cmocka_unit_test_setup_teardown(test_nvrtc_missing_only_at_compile, setup, teardown),
       cmocka_unit_test_setup_teardown(test_stats_json, setup, teardown),
       cmocka_unit_test_setup_teardown(test_launch_calibration, setup, teardown),
@@ -1392,6 +1616,7 @@ int main(void) {
                                       setup_recording, teardown),
       cmocka_unit_test_setup_teardown(test_open_close_sweep, setup, teardown_counted),
       cmocka_unit_test_setup_teardown(test_use_sweep, setup_leaky, teardown_counted),
+      cmocka_unit_test_setup_teardown(test_link_sweep, setup_leaky, teardown_counted),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -562,7 +562,8 @@ t4a_status t4a_module_load_artifact(t4a_module_cache *c, const t4a_nvrtc_artifac
       break;
     default:
       return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                            "only PTX and CUBIN artifacts load as modules (LTO-IR needs linking)");
+                            "only PTX and CUBIN artifacts load as modules (link LTO-IR first: "
+                            "t4a_jitlink_link, t4a_runtime_link)");
   }
   size_t bytes = 0;
   const void *data = t4a_nvrtc_artifact_data(artifact, &bytes);

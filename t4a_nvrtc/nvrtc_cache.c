@@ -421,3 +421,7 @@ t4a_status t4a_nvrtc_cache_compile(t4a_nvrtc_cache *cache, const t4a_nvrtc_reque
 uint64_t t4a_nvrtc_cache_disk_scans(const t4a_nvrtc_cache *cache) {
   return cache != NULL && cache->has_disk ? atomic_load(&cache->disk.scans) : 0;
 }
+
+const char *t4a_nvrtc_cache_disk_dir(const t4a_nvrtc_cache *cache) {
+  return cache != NULL && cache->has_disk ? cache->disk.dir : NULL;
+}

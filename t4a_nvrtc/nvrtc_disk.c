@@ -240,11 +240,29 @@ static void remove_if_same(const char *path, int fd) {
   }
 }
 
+/* What a lookup expects to find: a compile's entry (p: its prepared request, compared through
+ * the identity emitter), or an entry whose identity record is given whole (a link: record, and
+ * the artifact's kind, version and build identity). */
+typedef struct disk_expect {
+  const t4a_nvrtc_lib *lib;
+  const t4a_nvrtc_prepared *p;
+  const uint8_t *record;
+  size_t record_bytes;
+  t4a_nvrtc_output output;
+  int major, minor;
+  const char *build_identity;
+} disk_expect;
+
+static int str_is(t4a_nvrtc_str s, const char *want) {
+  return s.n == strlen(want) && memcmp(s.p, want, s.n) == 0;
+}
+
 /* Checks a whole file image and builds the artifact. Returns NULL and sets *corrupt for anything
  * wrong with the bytes; NULL without *corrupt for an allocation failure. */
-static t4a_nvrtc_artifact *decode(const uint8_t *buf, size_t size, const t4a_nvrtc_lib *lib,
-                                  const t4a_nvrtc_prepared *p, const uint8_t key[16],
-                                  int *corrupt) {
+static t4a_nvrtc_artifact *decode(const uint8_t *buf, size_t size, const disk_expect *x,
+                                  const uint8_t key[16], int *corrupt) {
+  const t4a_nvrtc_lib *lib = x->lib;
+  const t4a_nvrtc_prepared *p = x->p;
   *corrupt = 1;
   if (size < DISK_HEADER_BYTES || memcmp(buf, DISK_MAGIC, 8) != 0 || rd32(buf + 8) != DISK_FORMAT ||
       rd32(buf + 12) != DISK_HEADER_BYTES || rd64(buf + 56) != XXH3_64bits(buf, 56) ||
@@ -256,7 +274,10 @@ static t4a_nvrtc_artifact *decode(const uint8_t *buf, size_t size, const t4a_nvr
   if (rd64(buf + 40) != XXH3_64bits(payload, payload_bytes)) return NULL;
   reader r = {payload, payload_bytes, 0};
   t4a_nvrtc_str identity = r_str(&r);
-  if (r.bad || !t4a_nvrtc_identity_equal(lib, p, (const uint8_t *)identity.p, identity.n)) {
+  int same = p != NULL ? t4a_nvrtc_identity_equal(lib, p, (const uint8_t *)identity.p, identity.n)
+                       : identity.n == x->record_bytes &&
+                             memcmp(identity.p, x->record, identity.n) == 0;
+  if (r.bad || !same) {
     return NULL; /* a foreign entry (a hash collision, or a file put there by hand) */
   }
   t4a_nvrtc_artifact_parts parts;
@@ -267,7 +288,13 @@ static t4a_nvrtc_artifact *decode(const uint8_t *buf, size_t size, const t4a_nvr
   parts.program_name = r_str(&r);
   t4a_nvrtc_str data = r_str(&r), log = r_str(&r);
   uint64_t num_names = r_u64(&r);
-  if (r.bad || output != (uint64_t)p->req->output || major != (uint64_t)lib->major ||
+  if (p == NULL) {
+    if (r.bad || output != (uint64_t)x->output || major != (uint64_t)x->major ||
+        minor != (uint64_t)x->minor || !str_is(parts.build_identity, x->build_identity) ||
+        num_names > r.left / 16 || data.n == 0) {
+      return NULL;
+    }
+  } else if (r.bad || output != (uint64_t)p->req->output || major != (uint64_t)lib->major ||
       minor != (uint64_t)lib->minor || parts.target.n != strlen(p->target) ||
       memcmp(parts.target.p, p->target, parts.target.n) != 0 ||
       parts.build_identity.n != strlen(lib->build_identity) ||
@@ -315,9 +342,8 @@ static t4a_nvrtc_artifact *decode(const uint8_t *buf, size_t size, const t4a_nvr
   return art;
 }
 
-t4a_nvrtc_artifact *t4a_nvrtc_disk_lookup(t4a_nvrtc_disk *disk, const t4a_nvrtc_lib *lib,
-                                          const t4a_nvrtc_prepared *p, const uint8_t key[16],
-                                          t4a_counters *c) {
+static t4a_nvrtc_artifact *lookup(t4a_nvrtc_disk *disk, const disk_expect *x,
+                                  const uint8_t key[16], t4a_counters *c) {
   t4a_error saved;
   t4a_error_last(&saved);
   char path[PATH_MAX];
@@ -368,7 +394,7 @@ t4a_nvrtc_artifact *t4a_nvrtc_disk_lookup(t4a_nvrtc_disk *disk, const t4a_nvrtc_
       error = 1;
     goto out;
   }
-  art = decode(buf, size, lib, p, key, &corrupt);
+  art = decode(buf, size, x, key, &corrupt);
   if (art == NULL && !corrupt) error = 1;
   if (art != NULL && !t4a_fault_sim(T4A_FAULT_FILE_WRITE)) {
     (void)futimens(fd, NULL); /* a hit is a use: the LRU scan keeps recently used entries */
@@ -384,6 +410,21 @@ out:
   free(buf);
   t4a_nvrtc_error_restore(&saved);
   return art;
+}
+
+t4a_nvrtc_artifact *t4a_nvrtc_disk_lookup(t4a_nvrtc_disk *disk, const t4a_nvrtc_lib *lib,
+                                          const t4a_nvrtc_prepared *p, const uint8_t key[16],
+                                          t4a_counters *c) {
+  disk_expect x = {lib, p, NULL, 0, T4A_NVRTC_OUTPUT_PTX, 0, 0, NULL};
+  return lookup(disk, &x, key, c);
+}
+
+t4a_nvrtc_artifact *t4a_nvrtc_disk_lookup_record(t4a_nvrtc_disk *disk, const uint8_t *record,
+                                                 size_t record_bytes, t4a_nvrtc_output output,
+                                                 int major, int minor, const char *build_identity,
+                                                 const uint8_t key[16], t4a_counters *c) {
+  disk_expect x = {NULL, NULL, record, record_bytes, output, major, minor, build_identity};
+  return lookup(disk, &x, key, c);
 }
 
 /* ---- Writing ------------------------------------------------------------------------------ */

@@ -196,6 +196,14 @@ t4a_nvrtc_artifact *t4a_nvrtc_disk_lookup(t4a_nvrtc_disk *disk, const t4a_nvrtc_
                                           const t4a_nvrtc_prepared *p, const uint8_t key[16],
                                           t4a_counters *c);
 
+/* As t4a_nvrtc_disk_lookup, for an entry whose identity record is given whole (a link, see
+ * jitlink.c): the stored record must equal it byte for byte, and the stored artifact must have
+ * this kind, version and build identity. */
+t4a_nvrtc_artifact *t4a_nvrtc_disk_lookup_record(t4a_nvrtc_disk *disk, const uint8_t *record,
+                                                 size_t record_bytes, t4a_nvrtc_output output,
+                                                 int major, int minor, const char *build_identity,
+                                                 const uint8_t key[16], t4a_counters *c);
+
 /* Writes an artifact with its identity record atomically, then scans the directory if the size
  * estimate passed the bound, if this cache never scanned it, or every
  * T4A_NVRTC_DISK_RESCAN_WRITES writes. Every failure is counted (nvrtc_disk_errors) and otherwise

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "t4a/counters.h"
+#include "t4a/jitlink.h"
 #include "t4a/nvrtc.h"
 #include "t4a/status.h"
 #include "tools/progress.h"
@@ -18,7 +19,8 @@
 static const char k_usage[] =
     "usage: t4a compile FILE.cu --arch ARCH [--ptx | --cubin | --ltoir] [-o OUT] [--cache DIR]\n"
     "                   [--header NAME=PATH]... [--name-expr EXPR]... [--repeat N]\n"
-    "                   [NVRTC options: -DNAME=VALUE, --std=c++17, ...]\n";
+    "                   [NVRTC options: -DNAME=VALUE, --std=c++17, ...]\n"
+    "       t4a compile FILE.cu LIB.cu... --arch ARCH -dlto [-Xnvlink OPT]... [-o OUT] [--cache DIR]\n";
 
 static const char k_help[] =
     "  Compiles one CUDA C++ source with NVRTC through t4a's artifact cache and says where the\n"
@@ -30,6 +32,11 @@ static const char k_help[] =
     "  --header NAME=PATH a named header for #include \"NAME\" (repeatable)\n"
     "  --name-expr EXPR   a name expression (e.g. k<int>) whose lowered name is printed\n"
     "  --repeat N         compile N times through the cache (the first compiles, then hits)\n"
+    "  -dlto              device link-time optimisation, as nvcc: each FILE.cu is compiled to\n"
+    "                     LTO-IR (-rdc=true added unless -rdc or -dc is given), then nvJitLink\n"
+    "                     links them, in order, into a CUBIN for sm_NN (through a link cache;\n"
+    "                     --cache DIR holds its entries too)\n"
+    "  -Xnvlink OPT       an nvJitLink option (-O3, -maxrregcount=N, ...; repeatable)\n"
     "  Any other argument starting with '-' goes to NVRTC, in order.\n"
     "  A compile that runs longer than a second prints a progress line on stderr every second\n"
     "  (T4A_PROGRESS_MS=N: every N ms, 0: none).\n"
@@ -133,6 +140,11 @@ static int nvrtc_flag_takes_value(const char *s) {
 
 typedef struct compile_args {
   const char *file, *arch, *out, *cache_dir;
+  const char **files; /* every source file (file is the first); more than one needs -dlto */
+  size_t num_files;
+  int dlto, rdc_given;
+  const char **link_options; /* -Xnvlink values */
+  size_t num_link_options;
   int output; /* -1: by architecture */
   long repeat;
   const char **options;
@@ -154,11 +166,16 @@ static int parse(int argc, char **argv, compile_args *a) {
       return -1; /* done: exit 0 */
     }
     if (strcmp(s, "--arch") == 0 || strcmp(s, "-o") == 0 || strcmp(s, "--cache") == 0 ||
-        strcmp(s, "--header") == 0 || strcmp(s, "--name-expr") == 0 || strcmp(s, "--repeat") == 0) {
+        strcmp(s, "--header") == 0 || strcmp(s, "--name-expr") == 0 || strcmp(s, "--repeat") == 0 ||
+        strcmp(s, "-Xnvlink") == 0) {
       if (next == NULL) return usage("%s needs a value", s);
       takes = 1;
     }
-    if (strcmp(s, "--arch") == 0) {
+    if (strcmp(s, "-dlto") == 0 || strcmp(s, "--dlink-time-opt") == 0) {
+      a->dlto = 1; /* not NVRTC's: each source becomes LTO-IR, then nvJitLink links them */
+    } else if (strcmp(s, "-Xnvlink") == 0) {
+      a->link_options[a->num_link_options++] = next;
+    } else if (strcmp(s, "--arch") == 0) {
       a->arch = next;
     } else if (strcmp(s, "-o") == 0) {
       a->out = next;
@@ -198,20 +215,37 @@ static int parse(int argc, char **argv, compile_args *a) {
       if (a->output >= 0 && a->output != kind) return usage("%s conflicts with another kind", s);
       a->output = kind;
     } else if (s[0] == '-' && s[1] != '\0') {
+      if (strncmp(s, "-rdc", 4) == 0 || strncmp(s, "--relocatable-device-code", 25) == 0 ||
+          strcmp(s, "-dc") == 0 || strcmp(s, "--device-c") == 0) {
+        a->rdc_given = 1;
+      }
       a->options[a->num_options++] = s; /* for NVRTC, in order */
       if (nvrtc_flag_takes_value(s)) {
         if (next == NULL) return usage("%s needs a value", s);
         a->options[a->num_options++] = next;
         i++;
       }
-    } else if (a->file == NULL) {
-      a->file = s;
     } else {
-      return usage("one source file only (also got \"%s\")", s);
+      if (a->file == NULL) a->file = s;
+      a->files[a->num_files++] = s;
     }
     i += takes;
   }
   if (a->file == NULL) return usage("%s", "no source file");
+  if (a->num_files > 1 && !a->dlto) {
+    return usage("one source file only, unless -dlto links several (also got \"%s\")",
+                 a->files[1]);
+  }
+  if (a->dlto) {
+    if (a->output >= 0 && a->output != T4A_NVRTC_OUTPUT_CUBIN) {
+      return usage("%s", "-dlto links into a CUBIN: --ptx and --ltoir do not apply");
+    }
+    if (a->num_exprs > 0 || a->repeat > 1) {
+      return usage("%s", "--name-expr and --repeat are for one source without -dlto");
+    }
+  } else if (a->num_link_options > 0) {
+    return usage("%s", "-Xnvlink needs -dlto");
+  }
   if (a->arch == NULL) return usage("%s", "--arch is required (for example --arch sm_90)");
   if (a->output < 0) {
     a->output =
@@ -233,6 +267,142 @@ static int report_failure(t4a_status st, const t4a_nvrtc_outcome *o) {
   return EXIT_COMPILE;
 }
 
+static void print_link_counters(const t4a_jitlink_cache *cache) {
+  struct t4a_jitlink_cache_stats s;
+  t4a_jitlink_cache_stats(cache, &s);
+  for (int id = 0; id < T4A_COUNTER_COUNT; id++) {
+    const char *name = t4a_counter_name((t4a_counter_id)id);
+    if (name == NULL || strncmp(name, "jitlink_", 8) != 0) continue;
+    printf("counter %s = %llu\n", name,
+           (unsigned long long)t4a_counter_value(&s.counters, (t4a_counter_id)id));
+  }
+}
+
+/* -dlto: every source to LTO-IR through the artifact cache, then one link through the link
+ * cache (both on --cache DIR when given). */
+static int compile_and_link(const compile_args *a) {
+  int rc = 0;
+  t4a_nvrtc_lib *lib = NULL;
+  t4a_nvrtc_cache *cache = NULL;
+  t4a_jitlink_lib *jl = NULL;
+  t4a_jitlink_cache *links = NULL;
+  t4a_nvrtc_outcome outcome = T4A_NVRTC_OUTCOME_INIT;
+  t4a_nvrtc_artifact **inputs = calloc(a->num_files, sizeof *inputs);
+  char **sources = calloc(a->num_files, sizeof *sources);
+  const char **options = calloc(a->num_options + 1, sizeof *options);
+  t4a_nvrtc_artifact *linked = NULL;
+  t4a_status st;
+  if (inputs == NULL || sources == NULL || options == NULL) {
+    fprintf(stderr, "t4a compile: out of memory\n");
+    rc = EXIT_COMPILE;
+    goto done;
+  }
+  for (size_t i = 0; i < a->num_options; i++) options[i] = a->options[i];
+  size_t num_options = a->num_options;
+  if (!a->rdc_given) options[num_options++] = "-rdc=true";
+  if (t4a_nvrtc_lib_open(NULL, &lib) != T4A_OK) {
+    print_failure("NVRTC");
+    rc = EXIT_COMPILE;
+    goto done;
+  }
+  t4a_nvrtc_cache_options co = T4A_NVRTC_CACHE_OPTIONS_INIT;
+  co.disk_dir = a->cache_dir;
+  if ((st = t4a_nvrtc_cache_create(lib, &co, &cache)) != T4A_OK) {
+    print_failure("cache");
+    rc = st == T4A_INVALID_ARGUMENT ? EXIT_USAGE : EXIT_COMPILE;
+    goto done;
+  }
+  for (size_t i = 0; i < a->num_files; i++) {
+    size_t bytes = 0;
+    sources[i] = read_file(a->files[i], &bytes);
+    if (sources[i] == NULL) {
+      fprintf(stderr, "t4a compile: cannot read %s: %s\n", a->files[i], strerror(errno));
+      rc = EXIT_USAGE;
+      goto done;
+    }
+    const char *base = strrchr(a->files[i], '/');
+    t4a_nvrtc_request r = T4A_NVRTC_REQUEST_INIT;
+    r.program_name = base != NULL ? base + 1 : a->files[i];
+    r.source = sources[i];
+    r.source_bytes = bytes;
+    r.headers = a->headers;
+    r.num_headers = a->num_headers;
+    r.options = options;
+    r.num_options = num_options;
+    r.target = a->arch;
+    r.output = T4A_NVRTC_OUTPUT_LTOIR;
+    st = t4a_nvrtc_cache_compile(cache, &r, &inputs[i], &outcome);
+    if (st != T4A_OK) {
+      rc = report_failure(st, &outcome);
+      goto done;
+    }
+    size_t n = 0;
+    (void)t4a_nvrtc_artifact_data(inputs[i], &n);
+    printf("artifact: %s (%s: lto-ir, %zu bytes, key %s)\n",
+           t4a_nvrtc_origin_name(outcome.origin), r.program_name, n,
+           t4a_nvrtc_artifact_key_hex(inputs[i]));
+  }
+  if (t4a_jitlink_lib_open(NULL, &jl) != T4A_OK) {
+    print_failure("nvJitLink");
+    rc = EXIT_COMPILE;
+    goto done;
+  }
+  t4a_jitlink_cache_options lo = T4A_JITLINK_CACHE_OPTIONS_INIT;
+  lo.disk_dir = a->cache_dir;
+  if ((st = t4a_jitlink_cache_create(jl, &lo, &links)) != T4A_OK) {
+    print_failure("link cache");
+    rc = EXIT_COMPILE;
+    goto done;
+  }
+  t4a_jitlink_request lr = T4A_JITLINK_REQUEST_INIT;
+  lr.inputs = (const t4a_nvrtc_artifact *const *)inputs;
+  lr.num_inputs = a->num_files;
+  lr.options = a->link_options;
+  lr.num_options = a->num_link_options;
+  st = t4a_jitlink_cache_link(links, &lr, &linked, &outcome);
+  if (st != T4A_OK) {
+    if (outcome.log != NULL && outcome.log_bytes > 0) {
+      fputs(outcome.log, stderr);
+      if (outcome.log[outcome.log_bytes - 1] != '\n') fputc('\n', stderr);
+    }
+    print_failure(st == T4A_LINK_FAILED ? "link error" : "link failed");
+    rc = st == T4A_INVALID_ARGUMENT || st == T4A_UNSUPPORTED || st == T4A_LIMIT_EXCEEDED
+             ? EXIT_USAGE
+             : EXIT_COMPILE;
+    goto done;
+  }
+  size_t bytes = 0;
+  int major = 0, minor = 0;
+  (void)t4a_nvrtc_artifact_data(linked, &bytes);
+  t4a_jitlink_lib_version(jl, &major, &minor);
+  printf("link: %s\n", t4a_nvrtc_origin_name(outcome.origin));
+  printf("output: cubin for %s, %zu bytes, key %s\n", t4a_nvrtc_artifact_target(linked), bytes,
+         t4a_nvrtc_artifact_key_hex(linked));
+  printf("nvjitlink: %d.%d (%s)\n", major, minor, t4a_jitlink_lib_origin(jl));
+  size_t log_bytes = 0;
+  const char *log = t4a_nvrtc_artifact_log(linked, &log_bytes);
+  if (log_bytes > 0) fprintf(stderr, "%s", log);
+  if (a->out != NULL) rc = write_output(a->out, linked);
+  print_counters(cache);
+  print_link_counters(links);
+done:
+  fflush(stdout);
+  t4a_nvrtc_artifact_release(linked);
+  for (size_t i = 0; inputs != NULL && i < a->num_files; i++) {
+    t4a_nvrtc_artifact_release(inputs[i]);
+  }
+  for (size_t i = 0; sources != NULL && i < a->num_files; i++) free(sources[i]);
+  t4a_nvrtc_outcome_deinit(&outcome);
+  t4a_jitlink_cache_destroy(links);
+  t4a_jitlink_lib_release(jl);
+  t4a_nvrtc_cache_destroy(cache);
+  t4a_nvrtc_lib_release(lib);
+  free(inputs);
+  free(sources);
+  free(options);
+  return rc;
+}
+
 int t4a_cmd_compile(int argc, char **argv) {
   if (argc < 0) argc = 0;
   size_t slots = (size_t)argc + 1;
@@ -244,18 +414,25 @@ int t4a_cmd_compile(int argc, char **argv) {
   a.headers = calloc(slots, sizeof *a.headers);
   a.header_texts = calloc(slots, sizeof *a.header_texts);
   a.exprs = calloc(slots, sizeof *a.exprs);
+  a.files = calloc(slots, sizeof *a.files);
+  a.link_options = calloc(slots, sizeof *a.link_options);
   char *source = NULL;
   t4a_nvrtc_lib *lib = NULL;
   t4a_nvrtc_cache *cache = NULL;
   t4a_nvrtc_outcome outcome = T4A_NVRTC_OUTCOME_INIT;
   int rc = 0;
-  if (a.options == NULL || a.headers == NULL || a.header_texts == NULL || a.exprs == NULL) {
+  if (a.options == NULL || a.headers == NULL || a.header_texts == NULL || a.exprs == NULL ||
+      a.files == NULL || a.link_options == NULL) {
     fprintf(stderr, "t4a compile: out of memory\n");
     rc = EXIT_COMPILE;
     goto done;
   }
   if ((rc = parse(argc, argv, &a)) != 0) {
     if (rc < 0) rc = 0; /* --help */
+    goto done;
+  }
+  if (a.dlto) {
+    rc = compile_and_link(&a);
     goto done;
   }
   size_t source_bytes = 0;
@@ -342,5 +519,7 @@ done:
   free(a.headers);
   free(a.header_texts);
   free(a.exprs);
+  free(a.files);
+  free(a.link_options);
   return rc;
 }

@@ -14,6 +14,12 @@ extern "C" {
  *
  *   FILE.cu --arch ARCH [--ptx | --cubin | --ltoir] [-o OUT] [--cache DIR]
  *           [--header NAME=PATH]... [--name-expr EXPR]... [--repeat N] [NVRTC options...]
+ *   FILE.cu LIB.cu... --arch ARCH -dlto [-Xnvlink OPT]... [-o OUT] [--cache DIR] [...]
+ *
+ * -dlto (as nvcc): every source is compiled to LTO-IR (with -rdc=true unless -rdc or -dc is
+ * given) and nvJitLink links them, in order, into a CUBIN through a link cache (on --cache DIR
+ * when given); each source's origin, the link's origin and both caches' counters are printed.
+ * A link error prints nvJitLink's log and exits 1.
  *
  * Any other argument that starts with '-' (-DNAME=V, -U, --std=c++17, -lineinfo, ...) is passed
  * to NVRTC in order. The output kind defaults to CUBIN for sm_NN and PTX for compute_NN. Output

@@ -177,6 +177,57 @@ static void test_bad_usage_exits_2(void **state) {
   assert_int_equal(run(bad_header, 5), 2);
 }
 
+/* -dlto: a device library and the kernel that calls it, each compiled to LTO-IR, linked by
+ * nvJitLink; a second run with the cache is disk hits all the way; an undefined symbol prints
+ * nvJitLink's log and exits 1; misuse exits 2. */
+static void test_dlto_links_a_library(void **state) {
+  (void)state;
+  char lib[600], kern[600], cubin[600], cache[600];
+  snprintf(lib, sizeof lib, "%s/lib_affine.cu", g_dir);
+  snprintf(kern, sizeof kern, "%s/apply.cu", g_dir);
+  snprintf(cubin, sizeof cubin, "%s/apply.cubin", g_dir);
+  snprintf(cache, sizeof cache, "%s/lto-cache", g_dir);
+  write_text(lib, "extern \"C\" __device__ float lib_affine(float x) { return 3.0f * x + 1.0f; }\n");
+  write_text(kern,
+             "extern \"C\" __device__ float lib_affine(float x);\n"
+             "extern \"C\" __global__ void apply(float *p) { p[0] = lib_affine(p[0]); }\n");
+  const char *args[] = {kern, lib, "--arch", "sm_90", "-dlto", "--cache", cache, "-o", cubin,
+                        "-Xnvlink", "-O3"};
+  assert_int_equal(run(args, 11), 0);
+  assert_non_null(strstr(g_out, "artifact: compiled (apply.cu: lto-ir"));
+  assert_non_null(strstr(g_out, "artifact: compiled (lib_affine.cu: lto-ir"));
+  assert_non_null(strstr(g_out, "link: compiled\n"));
+  assert_non_null(strstr(g_out, "output: cubin for sm_90"));
+  assert_non_null(strstr(g_out, "counter jitlink_links = 1\n"));
+  FILE *f = fopen(cubin, "rb");
+  assert_non_null(f);
+  unsigned char magic[4] = {0};
+  assert_int_equal(fread(magic, 1, 4, f), 4);
+  fclose(f);
+  assert_memory_equal(magic, "\x7f" "ELF", 4);
+  assert_int_equal(run(args, 11), 0);
+  assert_non_null(strstr(g_out, "artifact: disk (apply.cu"));
+  assert_non_null(strstr(g_out, "link: disk\n"));
+  assert_non_null(strstr(g_out, "counter nvrtc_compile_attempts = 0\n"));
+  assert_non_null(strstr(g_out, "counter jitlink_links = 0\n"));
+  /* The kernel alone: lib_affine is undefined. */
+  const char *alone[] = {kern, "--arch", "sm_90", "-dlto"};
+  assert_int_equal(run(alone, 4), 1);
+  assert_non_null(strstr(g_err, "Unresolved extern function 'lib_affine'"));
+  assert_non_null(strstr(g_err, "LINK_FAILED"));
+  /* Misuse. */
+  const char *two_no_dlto[] = {kern, lib, "--arch", "sm_90"};
+  assert_int_equal(run(two_no_dlto, 4), 2);
+  assert_non_null(strstr(g_err, "unless -dlto"));
+  const char *xnvlink_alone[] = {kern, "--arch", "sm_90", "-Xnvlink", "-O3"};
+  assert_int_equal(run(xnvlink_alone, 5), 2);
+  const char *dlto_ptx[] = {kern, lib, "--arch", "sm_90", "-dlto", "--ptx"};
+  assert_int_equal(run(dlto_ptx, 6), 2);
+  const char *unlisted[] = {kern, lib, "--arch", "sm_90", "-dlto", "-Xnvlink", "-Xptxas=-v"};
+  assert_int_equal(run(unlisted, 7), 2);
+  assert_non_null(strstr(g_err, "not one a cached link accepts"));
+}
+
 /* A header file is passed with its byte count: a NUL in it is refused (exit 2), not a header
  * silently cut at the NUL. */
 static void test_header_with_a_nul_is_refused(void **state) {
@@ -205,6 +256,7 @@ int main(void) {
       cmocka_unit_test(test_compile_error_prints_the_log),
       cmocka_unit_test(test_bad_usage_exits_2),
       cmocka_unit_test(test_header_with_a_nul_is_refused),
+      cmocka_unit_test(test_dlto_links_a_library),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "t4a/ctx.h"
+#include "t4a/jitlink.h"
 #include "t4a/nvrtc.h"
 #include "t4a/status.h"
 #include "t4a/t4a.h"
@@ -63,6 +64,14 @@ static void print_nvrtc(void) {
     printf("\n");
   }
   t4a_nvrtc_lib_release(lib);
+  t4a_jitlink_lib *jl = NULL;
+  if (t4a_jitlink_lib_open(NULL, &jl) != T4A_OK) {
+    print_error("nvjitlink");
+    return;
+  }
+  t4a_jitlink_lib_version(jl, &major, &minor);
+  printf("nvjitlink: %d.%d (%s)\n", major, minor, t4a_jitlink_lib_origin(jl));
+  t4a_jitlink_lib_release(jl);
 }
 
 static int print_devices(t4a_driver *drv) {
@@ -135,8 +144,9 @@ static void info_usage(FILE *f) {
   fprintf(f,
           "usage: t4a info [--fake [N]]\n"
           "  Prints the t4a version, the NVRTC that loads (version, origin, capabilities, target\n"
-          "  architectures), the CUDA driver's version and capabilities (present and absent), and\n"
-          "  each device: name, UUID, compute capability, SMs, memory, L2, shared memory, PCI, peers.\n"
+          "  architectures), the nvJitLink that loads, the CUDA driver's version and capabilities\n"
+          "  (present and absent), and each device: name, UUID, compute capability, SMs, memory, L2,\n"
+          "  shared memory, PCI, peers.\n"
           "  --fake [N]  the fake driver of the tests with N devices (1..%d, default 2)\n"
           "  Exit: 0 listed, 1 no CUDA driver loads (or a device query failed), 2 bad usage.\n",
           T4A_FAKE_MAX_DEVICES);

@@ -51,6 +51,7 @@
 #include "t4a/graph.h"
 #include "t4a/launch.h"
 #include "t4a/mem.h"
+#include "t4a/jitlink.h"
 #include "t4a/nvrtc.h"
 #include "t4a/raw.h"
 #include "t4a/retire.h"
@@ -131,6 +132,10 @@ typedef struct t4a_runtime_options {
    * (no graph could be built, say), the runtime opens with PLAIN and the stats JSON says why
    * ("calibration_failed"). */
   int calibrate_launches;
+  /** A link cache to link through (t4a_runtime_link), borrowed: it must outlive the runtime.
+   * NULL: at the first link the runtime opens nvJitLink and creates its own (memory, and the
+   * artifact cache's disk directory when it has one). */
+  t4a_jitlink_cache *link_cache;
 } t4a_runtime_options;
 /** Every option at its default (zero). */
 #define T4A_RUNTIME_OPTIONS_INIT                                                                  \
@@ -138,7 +143,7 @@ typedef struct t4a_runtime_options {
     NULL, T4A_LANE_OPTIONS_INIT, T4A_MEM_POOL_OPTIONS_INIT, T4A_RETIRE_OPTIONS_INIT,              \
         T4A_XFER_OPTIONS_INIT, T4A_MODULE_CACHE_OPTIONS_INIT, 0, NULL,                            \
         T4A_NVRTC_LIB_OPTIONS_INIT, T4A_NVRTC_CACHE_OPTIONS_INIT, NULL, 0, T4A_LAUNCH_POLICY_INIT, \
-        0                                                                                         \
+        0, NULL                                                                                   \
   }
 
 /** Opens a runtime on device `ordinal`: takes a driver reference, creates the lane, the pool, the
@@ -232,6 +237,29 @@ T4A_MUST_USE t4a_status t4a_runtime_compile_request(t4a_runtime *rt,
                                                     const t4a_nvrtc_request *request,
                                                     t4a_nvrtc_artifact **out,
                                                     t4a_nvrtc_outcome *out_outcome);
+
+/** Compiles `source` to LTO-IR (relocatable device code, -rdc=true) for the runtime's target
+ * through the artifact cache: a device library compiled once, or kernels that call one. Statuses
+ * as t4a_runtime_compile. */
+T4A_MUST_USE t4a_status t4a_runtime_compile_lto(t4a_runtime *rt, const char *source,
+                                                const char *program_name,
+                                                t4a_nvrtc_artifact **out);
+/** Links LTO-IR artifacts into a CUBIN artifact through the runtime's link cache (t4a/jitlink.h),
+ * for the runtime's target when request->target is NULL (sm_NN for a compute_NN target). The
+ * first link opens nvJitLink and creates the link cache: in memory, and in the artifact cache's
+ * disk directory when it has one. out_outcome (may be NULL): where the CUBIN came from, a failed
+ * link's log. Statuses: as t4a_jitlink_cache_link; JITLINK_NOT_FOUND, JITLINK_SYMBOL_MISSING
+ * (nvJitLink cannot be opened; asked again at the next link). */
+T4A_MUST_USE t4a_status t4a_runtime_link(t4a_runtime *rt, const t4a_jitlink_request *request,
+                                         t4a_nvrtc_artifact **out,
+                                         t4a_nvrtc_outcome *out_outcome);
+/** One call: compiles `source` to LTO-IR (t4a_runtime_compile_lto), links it with `libraries`
+ * (LTO-IR artifacts, num_libraries of them, may be 0), loads the CUBIN and looks up kernel
+ * `name`. Statuses: as the calls it makes. */
+T4A_MUST_USE t4a_status t4a_runtime_kernel_linked(t4a_runtime *rt, const char *source,
+                                                  const t4a_nvrtc_artifact *const *libraries,
+                                                  size_t num_libraries, const char *name,
+                                                  t4a_function **out);
 
 /** Loads an artifact (PTX or CUBIN) into the runtime's module cache (t4a_module_load_artifact: a
  * second load of one artifact is a cache hit). Statuses as t4a_module_load_artifact. */

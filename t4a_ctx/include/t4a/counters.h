@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "t4a/ctx_counters.h"
+#include "t4a/jitlink_counters.h"
 #include "t4a/launch_counters.h"
 #include "t4a/mem_counters.h"
 #include "t4a/nvrtc_counters.h"
@@ -44,7 +45,8 @@ extern "C" {
   T4A_LAUNCH_COUNTERS_2(X)              \
   T4A_RAW_COUNTERS_1(X)                 \
   T4A_CTX_COUNTERS_3(X)                 \
-  T4A_LAUNCH_COUNTERS_3(X)
+  T4A_LAUNCH_COUNTERS_3(X)              \
+  T4A_JITLINK_COUNTERS_1(X)
 
 /** One id per counter of T4A_COUNTER_LIST (T4A_COUNTER_<name>), then T4A_COUNTER_COUNT. */
 typedef enum t4a_counter_id {

@@ -67,7 +67,11 @@ extern "C" {
   X(INTERNAL, 27, "internal invariant violated")                                                   \
   X(NVRTC_ERROR, 28, "an NVRTC call failed")                                                       \
   X(BUSY, 29, "the object is still in use")                                                      \
-  X(UPSTREAM_FAILED, 30, "work this operation depends on failed on another lane or device")
+  X(UPSTREAM_FAILED, 30, "work this operation depends on failed on another lane or device")     \
+  X(JITLINK_NOT_FOUND, 31, "the nvJitLink library could not be loaded")                            \
+  X(JITLINK_SYMBOL_MISSING, 32, "a required nvJitLink entry point is missing")                     \
+  X(LINK_FAILED, 33, "nvJitLink could not link the inputs")                                        \
+  X(JITLINK_ERROR, 34, "an nvJitLink call failed")
 
 /** Every status of t4a: T4A_<name> = value for each entry of T4A_STATUS_MAP (T4A_OK = 0);
  * values are never renumbered. */

@@ -214,8 +214,8 @@ void t4a_module_cache_stats(t4a_module_cache *cache, struct t4a_module_cache_sta
  * both. */
 T4A_MUST_USE t4a_status t4a_module_load(t4a_module_cache *cache, const void *image, size_t bytes,
                                         t4a_image_kind kind, t4a_module **out);
-/** As t4a_module_load, for an NVRTC artifact (PTX or CUBIN; LTO-IR is INVALID_ARGUMENT), keyed by
- * the artifact's key. */
+/** As t4a_module_load, for an NVRTC artifact (PTX or CUBIN, a linked one included: t4a/jitlink.h;
+ * LTO-IR is INVALID_ARGUMENT until linked), keyed by the artifact's key. */
 T4A_MUST_USE t4a_status t4a_module_load_artifact(t4a_module_cache *cache,
                                                  const t4a_nvrtc_artifact *artifact,
                                                  t4a_module **out);

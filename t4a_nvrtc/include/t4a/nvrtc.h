@@ -347,6 +347,9 @@ struct t4a_nvrtc_cache_stats {
 /** Copies the cache's figures into *out (all zero for a NULL cache; nothing for a NULL out).
  * Takes the cache's lock for the memory level's figures. */
 void t4a_nvrtc_cache_stats(const t4a_nvrtc_cache *cache, struct t4a_nvrtc_cache_stats *out);
+/** The cache's disk directory as given (trailing slashes dropped), or NULL for a memory-only or
+ * NULL cache. Owned by the cache. */
+const char *t4a_nvrtc_cache_disk_dir(const t4a_nvrtc_cache *cache);
 
 #ifdef __cplusplus
 }
