@@ -266,10 +266,9 @@ static void test_file_identity(void **state) {
   assert_int_equal(test_count_files(dir, ".t4aid", "lib-"), 2);
 
   /* The memo answers while the metadata match: plant a wrong hash in it and it is believed... */
-  char memo[700], real[600];
-  assert_non_null(realpath(a, real));
+  char memo[700]; /* keyed by the name the file is opened by */
   snprintf(memo, sizeof memo, "%s/lib-%016llx.t4aid", dir,
-           (unsigned long long)XXH3_64bits(real, strlen(real)));
+           (unsigned long long)XXH3_64bits(a, strlen(a)));
   {
     FILE *f = fopen(memo, "r+");
     assert_non_null(f);
@@ -308,6 +307,11 @@ static void test_file_identity(void **state) {
   char missing[700];
   snprintf(missing, sizeof missing, "%s/none.so", dir);
   assert_int_equal(t4a_nvrtc_file_identity(missing, dir, id3, sizeof id3), T4A_IO);
+  FILE *txt = fopen(missing, "w");
+  assert_non_null(txt);
+  fputs("not a shared object\n", txt);
+  fclose(txt);
+  assert_int_equal(t4a_nvrtc_file_identity(missing, dir, id3, sizeof id3), T4A_INVALID_ARGUMENT);
   test_rmdir(dir);
 }
 

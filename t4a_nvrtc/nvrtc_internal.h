@@ -217,10 +217,11 @@ uint64_t t4a_nvrtc_cache_disk_scans(const t4a_nvrtc_cache *cache);
 
 /* ---- The identity from files (nvrtc_libid.c) ---------------------------------------------- */
 
-/* The loaded object behind a dlopen handle: resolved path and in-memory GNU build-id ("" for
- * none). Returns 0 if the handle has no link map (nvrtc_loader.c). */
-int t4a_nvrtc_loaded_object(void *handle, char *real_path, size_t real_path_size, char *build_id,
-                            size_t build_id_size);
+/* The loaded object behind a dlopen handle: the loader's name for it (l_name), resolved path and
+ * in-memory GNU build-id ("" for none). Returns 0 if the handle has no link map
+ * (nvrtc_loader.c). */
+int t4a_nvrtc_loaded_object(void *handle, char *l_name, size_t l_name_size, char *real_path,
+                            size_t real_path_size, char *build_id, size_t build_id_size);
 
 /* The identity of the NVRTC that t4a_nvrtc_lib_open(library_path) would load, derived from the
  * files without loading (see nvrtc_libid.c): *out_id is an identity-only lib (no table) holding

@@ -50,9 +50,12 @@ struct t4a_nvrtc_lib {
   t4a_counters counters; /* nvrtc_compile_attempts / _successes over every compile */
   char origin[512];
   char build_identity[T4A_NVRTC_BUILD_IDENTITY_MAX];
-  /* A loaded library's objects (empty for an injected table): the resolved paths of libnvrtc and
-   * of the libnvrtc-builtins its name resolves to, and their build-ids read from memory ("" for
-   * none). nvrtc_libid.c derives the cache's file identity from them. */
+  /* A loaded library's objects (empty for an injected table): for libnvrtc and for the
+   * libnvrtc-builtins its name resolves to, the name the loader recorded (l_name), the resolved
+   * path and the build-id read from memory ("" for none). nvrtc_libid.c derives the cache's file
+   * identity from them. */
+  char load_name[T4A_NVRTC_PATH_MAX];
+  char builtins_load_name[T4A_NVRTC_PATH_MAX];
   char real_path[T4A_NVRTC_PATH_MAX];
   char builtins_path[T4A_NVRTC_PATH_MAX];
   char build_id[129];
