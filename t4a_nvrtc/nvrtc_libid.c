@@ -287,10 +287,12 @@ static int version_read(const char *dir, file_id *id) {
   return 1;
 }
 
-typedef enum probe_result { PROBE_NONE, PROBE_NOT_ELF, PROBE_OK } probe_result;
+typedef enum probe_result { PROBE_NONE, PROBE_NOT_ELF, PROBE_OK, PROBE_ERROR } probe_result;
 
-/* What the file the loader would call `name` is: absent or unreadable (NONE), not a shared object
- * this process can load (NOT_ELF), or one, with its identity in *id (OK): from the memo in
+/* What the file the loader would call `name` is: absent (NONE: stat fails or it is no regular
+ * file, as the loader would skip it), not a shared object this process can load (NOT_ELF), one
+ * whose identity could not be read (ERROR: open or read failed, memory, or it changed while it was
+ * read), or one, with its identity in *id (OK): from the memo in
  * memo_dir while the file's metadata match it, else by reading the whole file (then memoised,
  * keeping a memoised version when the content is unchanged). set_major >= 0: records that version
  * for this content (a process that loaded it and asked nvrtcVersion). */
@@ -318,12 +320,12 @@ static probe_result file_probe(const char *name, const char *memo_dir, file_id *
     }
     return PROBE_OK; /* only loadable files are memoised */
   }
-  if (t4a_fault_sim(T4A_FAULT_FILE_OPEN)) return PROBE_NONE;
+  if (t4a_fault_sim(T4A_FAULT_FILE_OPEN)) return PROBE_ERROR;
   int fd = open(name, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return PROBE_NONE;
+  if (fd < 0) return PROBE_ERROR;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     close(fd);
-    return PROBE_NONE;
+    return PROBE_ERROR;
   }
   m = meta_of(&st); /* the file opened (it may have been replaced since the stat) */
   long long started = now_ns();
@@ -335,14 +337,15 @@ static probe_result file_probe(const char *name, const char *memo_dir, file_id *
   unsigned char *buf = t4a_host_malloc(HASH_CHUNK);
   if (buf == NULL) {
     close(fd);
-    return PROBE_NONE;
+    return PROBE_ERROR;
   }
   XXH3_state_t state;
   XXH3_128bits_reset(&state);
   long long total = 0;
   int ok = 1;
   for (;;) {
-    ssize_t r = t4a_fault_sim(T4A_FAULT_FILE_READ) ? -1 : read(fd, buf, HASH_CHUNK);
+    /* One fault point per file, not per chunk. */
+    ssize_t r = total == 0 && t4a_fault_sim(T4A_FAULT_FILE_READ) ? -1 : read(fd, buf, HASH_CHUNK);
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) {
       ok = 0;
@@ -357,9 +360,9 @@ static probe_result file_probe(const char *name, const char *memo_dir, file_id *
   struct stat after;
   ok = ok && fstat(fd, &after) == 0;
   close(fd);
-  if (!ok) return PROBE_NONE;
+  if (!ok) return PROBE_ERROR;
   file_meta m2 = meta_of(&after);
-  if (memcmp(&m, &m2, sizeof m) != 0 || total != m.size) return PROBE_NONE;
+  if (memcmp(&m, &m2, sizeof m) != 0 || total != m.size) return PROBE_ERROR;
   XXH128_canonical_t c;
   XXH128_canonicalFromHash(&c, XXH3_128bits_digest(&state));
   hex_of(c.digest, 16, id->hash, sizeof id->hash);
@@ -389,6 +392,8 @@ t4a_status t4a_nvrtc_file_identity(const char *path, const char *memo_dir, char 
   file_id id;
   switch (file_probe(path, memo_dir, &id, -1, -1)) {
     case PROBE_NONE:
+      return t4a_error_set_(T4A_IO, "stat", 0, NULL, 0, "%s is no regular file", path);
+    case PROBE_ERROR:
       return t4a_error_set_(T4A_IO, "read", 0, NULL, 0, "cannot read %s", path);
     case PROBE_NOT_ELF:
       return t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_nvrtc_file_identity", 0, NULL, 0,
@@ -480,7 +485,15 @@ static int has_hwcaps(const char *dir) {
 static found_kind candidate(const char *path, const char *memo_dir, found_lib *out) {
   size_t n = strlen(path);
   if (n >= sizeof out->name) return FOUND_NONE;
-  if (file_probe(path, memo_dir, &out->id, -1, -1) != PROBE_OK) return FOUND_NONE;
+  switch (file_probe(path, memo_dir, &out->id, -1, -1)) {
+    case PROBE_NONE:
+    case PROBE_NOT_ELF:
+      return FOUND_NONE; /* the loader moves on too */
+    case PROBE_ERROR:
+      return FOUND_UNCERTAIN; /* exists, but cannot be identified: learnt by loading */
+    case PROBE_OK:
+      break;
+  }
   memcpy(out->name, path, n + 1);
   out->mem_build_id[0] = '\0';
   return FOUND_FILE;
