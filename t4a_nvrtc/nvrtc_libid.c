@@ -760,7 +760,7 @@ static t4a_nvrtc_lib *make_id(int major, int minor, uint32_t caps, const char *o
   id->major = major;
   id->minor = minor;
   id->caps = caps;
-  snprintf(id->origin, sizeof id->origin, "%s", origin);
+  snprintf(id->origin, sizeof id->origin, "%.511s", origin); /* origin[512] */
   snprintf(id->build_identity, sizeof id->build_identity, "nvrtc %d.%d %s; builtins %s", major,
            minor, nvrtc_desc, builtins_desc);
   return id;
