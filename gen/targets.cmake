@@ -229,7 +229,7 @@ t4a_test(NAME t4a_nvrtc_identity_cache_test
 t4a_test(NAME t4a_nvrtc_lazy_test
   SRCS t4a_nvrtc/lazy_test.c
   LABELS unit
-  DEPS t4a_nvrtc_internal t4a_nvrtc t4a_nvrtc_test_support t4a_ctx_status t4a_ext_cmocka t4a_ext_xxhash ${CMAKE_DL_LIBS})
+  DEPS t4a_nvrtc_internal t4a_nvrtc t4a_nvrtc_test_support t4a_ctx_status t4a_ext_cmocka t4a_ext_xxhash ${CMAKE_DL_LIBS} Threads::Threads)
 t4a_test(NAME t4a_nvrtc_cacheable_test
   SRCS t4a_nvrtc/cacheable_test.c
   LABELS unit

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -154,9 +155,60 @@ static int run_child(const char *mode, const char *dir, const char *lib, const c
  *   compile DIR [LIB]   a lazy cache compiles add1: prints "origin identity"
  *   hit DIR [LIB]       a lazy cache must answer add1 from disk with no NVRTC call, NVRTC not
  *                       loaded, libnvrtc not mapped; prints the identity
+ *   threads DIR         eight threads ask a lazy cache (identity derived, NVRTC not loaded) for
+ *                       one new request at once: NVRTC is loaded once, compiles once, the
+ *                       others join (or, scheduled later, hit memory); prints joins + hits
  *   swap DIR LIB        a lazy cache derives the identity of the default NVRTC; then LIB (a
  *                       changed copy with the same soname) is loaded; a miss must compile under
  *                       LIB's identity, not the derived one; prints "before|after" */
+typedef struct racer {
+  t4a_nvrtc_cache *cache;
+  pthread_barrier_t *start;
+  t4a_status st;
+  t4a_nvrtc_origin origin;
+} racer;
+
+static void *race(void *arg) {
+  racer *r = arg;
+  t4a_nvrtc_request q = test_add1_request();
+  q.program_name = "race.cu"; /* a request no other test compiled */
+  t4a_nvrtc_artifact *a = NULL;
+  t4a_nvrtc_outcome out = T4A_NVRTC_OUTCOME_INIT;
+  pthread_barrier_wait(r->start);
+  r->st = t4a_nvrtc_cache_compile(r->cache, &q, &a, &out);
+  r->origin = out.origin;
+  t4a_nvrtc_outcome_deinit(&out);
+  t4a_nvrtc_artifact_release(a);
+  return NULL;
+}
+
+static int child_threads(t4a_nvrtc_cache *c) {
+  enum { kThreads = 8 };
+  pthread_barrier_t start;
+  pthread_barrier_init(&start, NULL, kThreads);
+  racer r[kThreads];
+  pthread_t t[kThreads];
+  for (int i = 0; i < kThreads; i++) {
+    r[i] = (racer){c, &start, T4A_OK, T4A_NVRTC_ORIGIN_NONE};
+    if (pthread_create(&t[i], NULL, race, &r[i]) != 0) FAIL("pthread_create");
+  }
+  int compiled = 0;
+  for (int i = 0; i < kThreads; i++) {
+    pthread_join(t[i], NULL);
+    if (r[i].st != T4A_OK) FAIL("thread %d: %s", i, t4a_status_name(r[i].st));
+    compiled += r[i].origin == T4A_NVRTC_ORIGIN_COMPILED;
+  }
+  pthread_barrier_destroy(&start);
+  struct t4a_nvrtc_cache_stats s;
+  t4a_nvrtc_cache_stats(c, &s);
+  if (compiled != 1 || s.counters.nvrtc_compile_attempts != 1) FAIL("compiled %d times", compiled);
+  if (!t4a_nvrtc_cache_lib_loaded(c)) FAIL("NVRTC not loaded");
+  /* The others waited for the compile or, scheduled after it, hit memory. */
+  printf("%llu\n", (unsigned long long)(s.counters.nvrtc_mem_joins + s.counters.nvrtc_mem_hits));
+  t4a_nvrtc_cache_destroy(c);
+  return 0;
+}
+
 static int child(const char *mode, const char *dir, const char *lib) {
   t4a_nvrtc_cache_options o = T4A_NVRTC_CACHE_OPTIONS_INIT;
   o.disk_dir = dir;
@@ -179,6 +231,10 @@ static int child(const char *mode, const char *dir, const char *lib) {
   const char *id = t4a_nvrtc_cache_build_identity(c);
   char before[T4A_NVRTC_BUILD_IDENTITY_MAX];
   snprintf(before, sizeof before, "%s", id);
+  if (strcmp(mode, "threads") == 0) {
+    if (before[0] == '\0') FAIL("no derived identity");
+    return child_threads(c);
+  }
   if (strcmp(mode, "identity") == 0) {
     printf("%s\n", id[0] != '\0' ? id : "-");
     t4a_nvrtc_cache_destroy(c);
@@ -350,6 +406,19 @@ static void test_new_process_disk_hit(void **state) {
   assert_int_equal(run_child("hit", g_dir, NULL, NULL, hit, sizeof hit), 0);
 }
 
+/* Eight threads at a lazy cache's first miss: one load, one compile, seven answered by it. */
+static void test_threads_at_the_first_miss(void **state) {
+  (void)state;
+  if (!g_have_nvrtc) skip();
+  char dir[512], joins[64];
+  test_tmpdir(dir, sizeof dir);
+  char loaded[8192];
+  assert_int_equal(run_child("loaded", dir, NULL, NULL, loaded, sizeof loaded), 0); /* memos */
+  assert_int_equal(run_child("threads", dir, NULL, NULL, joins, sizeof joins), 0);
+  assert_string_equal(joins, "7");
+  test_rmdir(dir);
+}
+
 /* Another build of NVRTC (libnvrtc with one byte changed where the loader never reads, so it
  * loads and compiles): its key is another, the original's entry is never its hit, and each hits
  * its own. Found through LD_LIBRARY_PATH, the derived identity is the copy's too (the search
@@ -468,6 +537,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_file_identity),
       cmocka_unit_test(test_derived_equals_loaded),
       cmocka_unit_test(test_new_process_disk_hit),
+      cmocka_unit_test(test_threads_at_the_first_miss),
       cmocka_unit_test(test_other_build_never_hits),
       cmocka_unit_test(test_contradicted_identity_is_replaced),
       cmocka_unit_test(test_not_found),
