@@ -527,11 +527,8 @@ static found_kind ld_cache_parse(const char *name, char *out, size_t out_size, s
   close(fd);
   found_kind result = FOUND_UNCERTAIN;
   size_t base = 0;
-  if (memcmp(buf, old_magic, sizeof old_magic - 1) == 0) {
-    uint32_t nold;
-    memcpy(&nold, buf + 12, 4);
-    base = (16 + (size_t)nold * 12 + 7) & ~(size_t)7;
-  }
+  /* The combined old + new format (glibc before 2.32 wrote it): undecided, not guessed. */
+  if (memcmp(buf, old_magic, sizeof old_magic - 1) == 0) goto out;
   if (base + 48 > size || memcmp(buf + base, new_magic, sizeof new_magic - 1) != 0) goto out;
   uint32_t nlibs;
   memcpy(&nlibs, buf + base + 20, 4);
@@ -550,7 +547,11 @@ static found_kind ld_cache_parse(const char *name, char *out, size_t out_size, s
     if ((size_t)key + name_len + 1 > size - base || memcmp(buf + base + key, name, name_len + 1) != 0) {
       continue;
     }
-    if (flags != OUR_CACHE_FLAGS) continue;
+    if (flags == 0 || flags == 1) { /* libc4 / plain ELF entries: glibc's rule varies by port */
+      result = FOUND_UNCERTAIN;
+      break;
+    }
+    if (flags != OUR_CACHE_FLAGS) continue; /* another ABI's library (multilib) */
     if (hwcap != 0) { /* a glibc-hwcaps or legacy hwcap entry: chosen by CPU features */
       result = FOUND_UNCERTAIN;
       break;
