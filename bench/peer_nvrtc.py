@@ -21,8 +21,10 @@ directory and its cccl/ subfolder (CUDA 13 keeps CUB there), from CUDA_PATH or /
 CuPy's figures include loading the module on the device (it loads at get_function); t4a's rows do
 not (a t4a artifact is context-free); the JSON says so.
 
-Usage: python3 bench/peer_nvrtc.py --json OUT [--repeats R]
-Prints the JSON and writes it to OUT. A peer that is not installed (or no GPU) is recorded as
+Usage: python3 bench/peer_nvrtc.py --json OUT [--repeats R] [--nvrtc-bench PATH]
+Prints the JSON and writes it to OUT. With --nvrtc-bench (e.g. .gpu/nvrtc_bench or
+build/rel/nvrtc_bench), t4a's own rows are run in the same call, after the peers, and its output
+is stored under "t4a_nvrtc_bench". A peer that is not installed (or no GPU) is recorded as
 "unavailable" with the reason; the exit status is 1 only if nothing at all could be measured.
 """
 import argparse
@@ -197,6 +199,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", required=True, help="where to write the JSON")
     ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--nvrtc-bench", help="t4a's nvrtc_bench binary, run in the same call")
     a = ap.parse_args()
     if a.repeats < 1:
         ap.error("--repeats must be positive")
@@ -211,6 +214,14 @@ def main():
         "cupy": measure_cupy(a.repeats),
         "cuda_core": measure_cuda_core(a.repeats),
     }
+    if a.nvrtc_bench:
+        try:
+            p = subprocess.run([a.nvrtc_bench, "--repeats", str(a.repeats)], capture_output=True,
+                               text=True, timeout=1800)
+            result["t4a_nvrtc_bench"] = {"rc": p.returncode, "stdout": p.stdout,
+                                         "stderr": p.stderr[-2000:]}
+        except Exception as e:
+            result["t4a_nvrtc_bench"] = {"error": str(e)}
     text = json.dumps(result, indent=2)
     with open(a.json, "w") as f:
         f.write(text + "\n")
