@@ -214,7 +214,7 @@ t4a_library(NAME t4a_mem_mem_internal
   HDRS t4a_mem/mem_internal.h
   DEPS t4a_mem)
 t4a_library(NAME t4a_nvrtc
-  SRCS t4a_nvrtc/nvrtc_loader.c t4a_nvrtc/nvrtc_request.c t4a_nvrtc/nvrtc_cacheable.c t4a_nvrtc/nvrtc_compile.c t4a_nvrtc/nvrtc_cache.c t4a_nvrtc/nvrtc_disk.c t4a_nvrtc/jitlink_loader.c t4a_nvrtc/jitlink.c t4a_nvrtc/nvrtc_internal.h t4a_nvrtc/nvrtc_table.h t4a_nvrtc/nvrtc_catalog.h t4a_nvrtc/jitlink_table.h t4a_nvrtc/jitlink_catalog.h
+  SRCS t4a_nvrtc/nvrtc_loader.c t4a_nvrtc/nvrtc_request.c t4a_nvrtc/nvrtc_cacheable.c t4a_nvrtc/nvrtc_compile.c t4a_nvrtc/nvrtc_cache.c t4a_nvrtc/nvrtc_disk.c t4a_nvrtc/jitlink_loader.c t4a_nvrtc/jitlink.c t4a_nvrtc/nvrtc_libid.c t4a_nvrtc/nvrtc_internal.h t4a_nvrtc/nvrtc_table.h t4a_nvrtc/nvrtc_catalog.h t4a_nvrtc/jitlink_table.h t4a_nvrtc/jitlink_catalog.h
   HDRS t4a_nvrtc/include/t4a/jitlink.h t4a_nvrtc/include/t4a/nvrtc.h
   INCLUDE_DIR t4a_nvrtc/include
   INSTALL nvrtc
@@ -246,6 +246,10 @@ t4a_test(NAME t4a_nvrtc_identity_cache_test
   SRCS t4a_nvrtc/identity_cache_test.c
   LABELS unit
   DEPS t4a_nvrtc t4a_nvrtc_test_support t4a_ctx_status fake_nvrtc t4a_ext_cmocka)
+t4a_test(NAME t4a_nvrtc_lazy_test
+  SRCS t4a_nvrtc/lazy_test.c
+  LABELS unit
+  DEPS t4a_nvrtc_internal t4a_nvrtc t4a_nvrtc_test_support t4a_ctx_status t4a_ext_cmocka t4a_ext_xxhash ${CMAKE_DL_LIBS} Threads::Threads)
 t4a_test(NAME t4a_nvrtc_cacheable_test
   SRCS t4a_nvrtc/cacheable_test.c
   LABELS unit

@@ -272,14 +272,11 @@ static t4a_status artifact_cache(t4a_runtime *rt, t4a_nvrtc_cache **out) {
   t4a_status st = T4A_OK;
   pthread_mutex_lock(&rt->lock);
   if (rt->artifacts == NULL) {
+    /* NVRTC itself is loaded at the cache's first miss: a process whose kernels are all on disk
+     * never loads it. No library file at all is NVRTC_NOT_FOUND here, asked again next time. */
     t4a_nvrtc_lib_options lo = T4A_NVRTC_LIB_OPTIONS_INIT;
     lo.library_path = rt->nvrtc_path;
-    t4a_nvrtc_lib *lib = NULL;
-    st = t4a_nvrtc_lib_open(&lo, &lib);
-    if (st == T4A_OK) {
-      st = t4a_nvrtc_cache_create(lib, &rt->artifact_options, &rt->artifacts);
-      t4a_nvrtc_lib_release(lib); /* the cache holds it */
-    }
+    st = t4a_nvrtc_cache_create_lazy(&lo, &rt->artifact_options, &rt->artifacts);
     if (st == T4A_OK) rt->own_artifacts = 1;
   }
   *out = rt->artifacts;

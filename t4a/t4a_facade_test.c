@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -740,6 +742,79 @@ static void test_link_load_launch(void **state) {
   CK(t4a_runtime_close(rt));
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
+/* ---- a new process's kernel from the disk cache: NVRTC is never loaded ---- */
+
+static const char *g_lazy_child_dir; /* set in the exec'd child (main: --lazy-child DIR) */
+
+static int libnvrtc_mapped(void) {
+  FILE *maps = fopen("/proc/self/maps", "r");
+  assert_non_null(maps);
+  char line[4096];
+  int found = 0;
+  while (fgets(line, sizeof line, maps) != NULL) found |= strstr(line, "libnvrtc") != NULL;
+  fclose(maps);
+  return found;
+}
+
+/* The child: a fresh process whose runtime finds the kernel on disk. Its compile calls NVRTC 0
+ * times, libnvrtc is not in its address space, and the kernel runs. */
+static void lazy_child(void **state) {
+  fixture *f = *state;
+  t4a_runtime_options o = small_options(f);
+  o.artifacts.disk_dir = g_lazy_child_dir;
+  t4a_runtime *rt = NULL;
+  CK(t4a_runtime_open(0, &o, &rt));
+  t4a_function *fn = NULL;
+  CK(t4a_runtime_kernel(rt, k_scale_src, "scale", &fn));
+  struct t4a_nvrtc_cache_stats cs;
+  t4a_nvrtc_cache_stats(t4a_runtime_artifact_cache(rt), &cs);
+  assert_int_equal(cs.counters.nvrtc_disk_hits, 1);
+  assert_int_equal(cs.counters.nvrtc_compile_attempts, 0);
+  assert_int_equal(libnvrtc_mapped(), 0);
+  round_trip(rt, fn, 2.5f);
+  t4a_function_release(fn);
+  CK(t4a_runtime_close(rt));
+  assert_int_equal(libnvrtc_mapped(), 0);
+}
+
+static void test_disk_hit_in_a_new_process_loads_no_nvrtc(void **state) {
+  fixture *f = *state;
+  if (!nvrtc_available()) {
+    fprintf(stderr, "# NVRTC is not available: skipped\n");
+    skip();
+  }
+  char dir[] = "/tmp/t4a-facade-lazy-XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  /* This process compiles (NVRTC loaded at that first miss) and writes the disk entry. */
+  t4a_runtime_options o = small_options(f);
+  o.artifacts.disk_dir = dir;
+  t4a_runtime *rt = NULL;
+  CK(t4a_runtime_open(0, &o, &rt));
+  t4a_function *fn = NULL;
+  CK(t4a_runtime_kernel(rt, k_scale_src, "scale", &fn));
+  struct t4a_nvrtc_cache_stats cs;
+  t4a_nvrtc_cache_stats(t4a_runtime_artifact_cache(rt), &cs);
+  assert_int_equal(cs.counters.nvrtc_compile_attempts, 1);
+  assert_int_equal(cs.counters.nvrtc_disk_writes, 1);
+  t4a_function_release(fn);
+  CK(t4a_runtime_close(rt));
+  /* A new process (a fresh exec of this test) finds it. */
+  fflush(NULL);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    execl("/proc/self/exe", "t4a_facade_test", "--lazy-child", dir, (char *)NULL);
+    _exit(127);
+  }
+  int status = 0;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   assert_int_equal(system(cmd), 0);
 }
 
@@ -1589,7 +1664,12 @@ static void test_two_runtimes_on_one_ordinal_own_their_pools(void **state) {
   assert_int_equal(l.pools, 0);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  if (argc == 3 && strcmp(argv[1], "--lazy-child") == 0) {
+    g_lazy_child_dir = argv[2];
+    const struct CMUnitTest child[] = {cmocka_unit_test_setup_teardown(lazy_child, setup, teardown)};
+    return cmocka_run_group_tests(child, NULL, NULL);
+  }
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_open_accessors_close, setup, teardown),
       cmocka_unit_test_setup_teardown(test_defaults_and_refusals, setup, teardown),
@@ -1610,6 +1690,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_compile_ptx_through_a_borrowed_cache, setup, teardown),
       cmocka_unit_test_setup_teardown(test_link_load_launch, setup, teardown),
       cmocka_unit_test_setup_teardown(test_nvrtc_missing_only_at_compile, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_disk_hit_in_a_new_process_loads_no_nvrtc, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(test_stats_json, setup, teardown),
       cmocka_unit_test_setup_teardown(test_launch_calibration, setup, teardown),
       cmocka_unit_test_setup_teardown(test_two_runtimes_on_one_ordinal_own_their_pools,

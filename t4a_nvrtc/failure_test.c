@@ -33,7 +33,13 @@ static t4a_nvrtc_request sweep_request(void) {
   return r;
 }
 
-typedef enum sweep_mode { UNCACHED, CACHED_MISS, CACHED_DISK } sweep_mode;
+/* LAZY_MISS / LAZY_DISK: a cache from t4a_nvrtc_cache_create_lazy that misses (loading NVRTC at
+ * the miss) / hits the disk (its compiler identity read from the files). */
+typedef enum sweep_mode { UNCACHED, CACHED_MISS, CACHED_DISK, LAZY_MISS, LAZY_DISK } sweep_mode;
+
+/* The NVRTC compile attempts the last attempt's cache made (its own counters: a lazy cache's lib
+ * is its own). */
+static uint64_t g_cache_attempts;
 
 /* One attempt of the operation under test; returns its status, releasing what it made. */
 static t4a_status attempt(t4a_nvrtc_lib *lib, sweep_mode mode, const char *dir,
@@ -48,7 +54,11 @@ static t4a_status attempt(t4a_nvrtc_lib *lib, sweep_mode mode, const char *dir,
     t4a_nvrtc_cache_options opts = T4A_NVRTC_CACHE_OPTIONS_INIT;
     opts.disk_dir = dir;
     t4a_nvrtc_cache *c = NULL;
-    st = t4a_nvrtc_cache_create(lib, &opts, &c);
+    if (mode == LAZY_MISS || mode == LAZY_DISK) {
+      st = t4a_nvrtc_cache_create_lazy(NULL, &opts, &c);
+    } else {
+      st = t4a_nvrtc_cache_create(lib, &opts, &c);
+    }
     if (st != T4A_OK) {
       assert_null(c);
       *origin = T4A_NVRTC_ORIGIN_NONE;
@@ -58,6 +68,7 @@ static t4a_status attempt(t4a_nvrtc_lib *lib, sweep_mode mode, const char *dir,
     struct t4a_nvrtc_cache_stats cs;
     t4a_nvrtc_cache_stats(c, &cs);
     assert_int_equal(cs.memory_entries, st == T4A_OK ? 1 : 0); /* a failure is never cached */
+    g_cache_attempts = cs.counters.nvrtc_compile_attempts;
     t4a_nvrtc_cache_destroy(c);
   }
   *origin = o.origin;
@@ -152,6 +163,28 @@ static void test_attempts_counted_at_the_call(void **state) {
   nvrtc_wrap_close();
 }
 
+/* Copies the library-identity memos (*.t4aid) of the real NVRTC into dir, so that a sweep over a
+ * fresh directory does not hash the 100 MB library at every step (LAZY_MISS sweeps that path). */
+static char g_memo_template[512];
+
+static void seed_memos(const char *dir) {
+  char *tmpl = g_memo_template;
+  if (tmpl[0] == '\0') {
+    test_tmpdir(tmpl, sizeof g_memo_template);
+    t4a_nvrtc_lib *lib = NULL;
+    assert_int_equal(t4a_nvrtc_lib_open(NULL, &lib), T4A_OK);
+    t4a_nvrtc_cache_options o = T4A_NVRTC_CACHE_OPTIONS_INIT;
+    o.disk_dir = tmpl;
+    t4a_nvrtc_cache *c = NULL;
+    assert_int_equal(t4a_nvrtc_cache_create(lib, &o, &c), T4A_OK);
+    t4a_nvrtc_cache_destroy(c);
+    t4a_nvrtc_lib_release(lib);
+  }
+  char cmd[1200];
+  snprintf(cmd, sizeof cmd, "cp '%s'/*.t4aid '%s'/ 2>/dev/null", tmpl, dir);
+  assert_int_equal(system(cmd), 0);
+}
+
 /* Fails fault-point consultation N (of the points in mask) for every N. */
 static void fault_sweep(t4a_nvrtc_lib *lib, sweep_mode mode, unsigned mask, int populate_first,
                         long min_points) {
@@ -159,6 +192,7 @@ static void fault_sweep(t4a_nvrtc_lib *lib, sweep_mode mode, unsigned mask, int 
   long n = 0;
   for (;; n++) {
     test_tmpdir(dir, sizeof dir);
+    if (mode != LAZY_MISS) seed_memos(dir);
     if (populate_first) {
       t4a_nvrtc_origin origin;
       assert_int_equal(attempt(lib, CACHED_MISS, dir, &origin), T4A_OK);
@@ -169,9 +203,14 @@ static void fault_sweep(t4a_nvrtc_lib *lib, sweep_mode mode, unsigned mask, int 
     fault_plan plan;
     fault_plan_install(&plan, n, mask);
     t4a_nvrtc_origin origin = T4A_NVRTC_ORIGIN_NONE;
+    g_cache_attempts = 0;
     t4a_status st = attempt(lib, mode, dir, &origin);
     fault_plan_remove();
     t4a_nvrtc_lib_stats(lib, &after);
+    if (mode == LAZY_MISS || mode == LAZY_DISK) { /* the lazy cache loaded its own lib */
+      before.nvrtc_compile_attempts = 0;
+      after.nvrtc_compile_attempts = g_cache_attempts;
+    }
     int point = plan.failed_point;
     assert_int_equal(test_count_files(dir, NULL, ".t4a-tmp-"), 0);
     if (point < 0) {
@@ -191,6 +230,17 @@ static void fault_sweep(t4a_nvrtc_lib *lib, sweep_mode mode, unsigned mask, int 
       case T4A_FAULT_MUTEX_INIT:
         assert_int_equal(st, T4A_HOST_OUT_OF_MEMORY);
         assert_non_null(strstr(e.entry, "pthread_"));
+        break;
+      case T4A_FAULT_DLOPEN:
+        /* A lazy cache loading NVRTC at its miss: NOT_FOUND (nothing cached; asked again at the
+         * next miss), or the builtins' load, which only changes the identity. */
+        assert_true(st == T4A_OK || st == T4A_NVRTC_NOT_FOUND);
+        if (st != T4A_OK) assert_string_equal(e.entry, "dlopen");
+        break;
+      case T4A_FAULT_DLSYM:
+        /* A required entry: named; an optional one: a capability less (PTX needs none). */
+        assert_true(st == T4A_OK || st == T4A_NVRTC_SYMBOL_MISSING);
+        if (st != T4A_OK) assert_non_null(strstr(e.entry, "nvrtc"));
         break;
       default:
         /* A file failure: only creating the directory may fail the call (IO); a disk failure
@@ -234,6 +284,25 @@ static void test_every_fault_point_sweep_cached_disk_hit(void **state) {
   t4a_nvrtc_lib *lib = NULL;
   assert_int_equal(t4a_nvrtc_lib_open(NULL, &lib), T4A_OK);
   fault_sweep(lib, CACHED_DISK, FAULT_ALL_BITS, 1, 12);
+  t4a_nvrtc_lib_release(lib);
+}
+
+/* The lazy cache: every fault point, including the load of NVRTC at the miss. The populated
+ * directory of LAZY_DISK was written by a cache over the loaded lib, so it holds the memos the
+ * lazy cache derives its identity from: each fault costs at most a hash of the library files, a
+ * load of NVRTC or a recompile. */
+#define FAULT_LAZY_BITS (FAULT_ALL_BITS | FAULT_BIT(T4A_FAULT_DLOPEN) | FAULT_BIT(T4A_FAULT_DLSYM))
+
+static void test_every_fault_point_sweep_lazy_miss(void **state) {
+  (void)state;
+  fault_sweep(NULL, LAZY_MISS, FAULT_LAZY_BITS, 0, 12);
+}
+
+static void test_every_fault_point_sweep_lazy_disk_hit(void **state) {
+  (void)state;
+  t4a_nvrtc_lib *lib = NULL;
+  assert_int_equal(t4a_nvrtc_lib_open(NULL, &lib), T4A_OK);
+  fault_sweep(lib, LAZY_DISK, FAULT_LAZY_BITS, 1, 12);
   t4a_nvrtc_lib_release(lib);
 }
 
@@ -285,6 +354,12 @@ static void test_lib_from_table_sweep(void **state) {
   nvrtc_wrap_close();
 }
 
+static int group_teardown(void **state) {
+  (void)state;
+  if (g_memo_template[0] != '\0') test_rmdir(g_memo_template);
+  return 0;
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_nvrtc_sweep_uncached),
@@ -294,6 +369,8 @@ int main(void) {
       cmocka_unit_test(test_every_fault_point_sweep_cached_miss),
       cmocka_unit_test(test_every_fault_point_sweep_cached_disk_hit),
       cmocka_unit_test(test_lib_from_table_sweep),
+      cmocka_unit_test(test_every_fault_point_sweep_lazy_miss),
+      cmocka_unit_test(test_every_fault_point_sweep_lazy_disk_hit),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return cmocka_run_group_tests(tests, NULL, group_teardown);
 }

@@ -16,7 +16,9 @@
 #define DEFAULT_MAX_BYTES ((size_t)256 << 20)
 #define DEFAULT_DISK_MAX_BYTES ((uint64_t)1 << 30)
 
-typedef enum entry_state { E_INFLIGHT, E_READY, E_FAILED } entry_state;
+/* E_RETRY: the owner found, on loading NVRTC, that the identity the key was made with is not the
+ * loaded one; owner and waiters start over with the new identity. */
+typedef enum entry_state { E_INFLIGHT, E_READY, E_FAILED, E_RETRY } entry_state;
 
 /* One request's slot. key, identity and identity_bytes are set before the entry is inserted and
  * never change (so they are read without the mutex by whoever holds a reference); every other
@@ -40,8 +42,18 @@ typedef struct entry {
   struct entry *prev, *next; /* LRU, most recent first (E_READY in the table only) */
 } entry;
 
+/* lib is the NVRTC compiles run with; id the identity keys are made with (lib itself, or an
+ * identity-only lib of the same build derived from its files: nvrtc_libid.c). A lazy cache starts
+ * with lib NULL and loads it at its first miss (under load_mu), then compares the identity of what
+ * it loaded with the one it derived: if they differ, id is replaced (the old one is kept in
+ * old_id, since calls in progress may hold it) and calls keyed with the old one start over. Both
+ * pointers change at most once each, from the loading thread. */
 struct t4a_nvrtc_cache {
-  t4a_nvrtc_lib *lib;
+  t4a_nvrtc_lib *_Atomic lib;
+  t4a_nvrtc_lib *_Atomic id;
+  t4a_nvrtc_lib *old_id;
+  pthread_mutex_t load_mu;
+  char *lib_path; /* the lazy cache's t4a_nvrtc_lib_options.library_path (copy), or NULL */
   pthread_mutex_t mu;
   pthread_cond_t cv;
   entry **buckets;
@@ -101,10 +113,11 @@ static void table_remove(t4a_nvrtc_cache *c, entry *e) {
 
 /* The entry holding the request under `key`, compared in full. Caller holds the mutex. Only the
  * rare path (two requests with one 128-bit key) calls it: see find_or_insert. */
-static entry *table_find(t4a_nvrtc_cache *c, const uint8_t key[16], const t4a_nvrtc_prepared *p) {
+static entry *table_find(t4a_nvrtc_cache *c, const t4a_nvrtc_lib *id, const uint8_t key[16],
+                         const t4a_nvrtc_prepared *p) {
   for (entry *e = c->buckets[bucket_of(c, key)]; e != NULL; e = e->hnext) {
     if (memcmp(e->key, key, 16) == 0 &&
-        t4a_nvrtc_identity_equal(c->lib, p, e->identity, e->identity_bytes)) {
+        t4a_nvrtc_identity_equal(id, p, e->identity, e->identity_bytes)) {
       return e;
     }
   }
@@ -127,8 +140,8 @@ static void table_insert(t4a_nvrtc_cache *c, entry *e) {
  * because an entry's identity never changes and the reference keeps it alive. Only when the first
  * entry with the key holds another request (a 128-bit collision) does the search compare under
  * the mutex. */
-static entry *find_or_insert(t4a_nvrtc_cache *c, const uint8_t key[16], const t4a_nvrtc_prepared *p,
-                             entry *mine, int *in_flight) {
+static entry *find_or_insert(t4a_nvrtc_cache *c, const t4a_nvrtc_lib *id, const uint8_t key[16],
+                             const t4a_nvrtc_prepared *p, entry *mine, int *in_flight) {
   pthread_mutex_lock(&c->mu);
   entry *cand = c->buckets[bucket_of(c, key)];
   while (cand != NULL && memcmp(cand->key, key, 16) != 0) cand = cand->hnext;
@@ -140,11 +153,11 @@ static entry *find_or_insert(t4a_nvrtc_cache *c, const uint8_t key[16], const t4
   cand->refs++;
   *in_flight = cand->state == E_INFLIGHT;
   pthread_mutex_unlock(&c->mu);
-  if (t4a_nvrtc_identity_equal(c->lib, p, cand->identity, cand->identity_bytes)) return cand;
+  if (t4a_nvrtc_identity_equal(id, p, cand->identity, cand->identity_bytes)) return cand;
 
   pthread_mutex_lock(&c->mu);
   entry_unref(cand);
-  entry *e = table_find(c, key, p);
+  entry *e = table_find(c, id, key, p);
   if (e != NULL) {
     e->refs++;
     *in_flight = e->state == E_INFLIGHT;
@@ -197,17 +210,18 @@ static t4a_status lock_init(t4a_nvrtc_cache *c) {
     return t4a_error_set_(T4A_HOST_OUT_OF_MEMORY, "pthread_cond_init", rc, NULL, 0,
                           "pthread_cond_init failed: %s", strerror(rc));
   }
+  rc = pthread_mutex_init(&c->load_mu, NULL);
+  if (rc != 0) {
+    pthread_cond_destroy(&c->cv);
+    pthread_mutex_destroy(&c->mu);
+    return t4a_error_set_(T4A_HOST_OUT_OF_MEMORY, "pthread_mutex_init", rc, NULL, 0,
+                          "pthread_mutex_init failed: %s", strerror(rc));
+  }
   return T4A_OK;
 }
 
-t4a_status t4a_nvrtc_cache_create(t4a_nvrtc_lib *lib, const t4a_nvrtc_cache_options *options,
-                                  t4a_nvrtc_cache **out) {
-  if (out == NULL || lib == NULL) {
-    if (out != NULL) *out = NULL;
-    return t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_nvrtc_cache_create", 0, NULL, 0,
-                          "lib or out is NULL");
-  }
-  *out = NULL;
+/* A cache with its table, locks and disk level, and no lib or identity yet. */
+static t4a_status cache_new(const t4a_nvrtc_cache_options *options, t4a_nvrtc_cache **out) {
   t4a_nvrtc_cache_options o = T4A_NVRTC_CACHE_OPTIONS_INIT;
   if (options != NULL) o = *options;
   t4a_nvrtc_cache *c = t4a_host_calloc(1, sizeof *c);
@@ -234,6 +248,7 @@ t4a_status t4a_nvrtc_cache_create(t4a_nvrtc_lib *lib, const t4a_nvrtc_cache_opti
                              o.disk_max_bytes != 0 ? o.disk_max_bytes : DEFAULT_DISK_MAX_BYTES,
                              o.disk_fsync);
     if (st != T4A_OK) {
+      pthread_mutex_destroy(&c->load_mu);
       pthread_cond_destroy(&c->cv);
       pthread_mutex_destroy(&c->mu);
       free(c->buckets);
@@ -242,10 +257,112 @@ t4a_status t4a_nvrtc_cache_create(t4a_nvrtc_lib *lib, const t4a_nvrtc_cache_opti
     }
     c->has_disk = 1;
   }
-  t4a_nvrtc_lib_retain(lib);
-  c->lib = lib;
+  atomic_init(&c->lib, NULL);
+  atomic_init(&c->id, NULL);
   *out = c;
   return T4A_OK;
+}
+
+/* The identity keys are made with for a loaded lib: its files' identity with a disk level (shared
+ * with lazy caches and other processes), else the lib itself. A new reference. */
+static t4a_nvrtc_lib *identity_for(t4a_nvrtc_cache *c, t4a_nvrtc_lib *lib) {
+  t4a_nvrtc_lib *id = c->has_disk ? t4a_nvrtc_libid_loaded(lib, c->disk.dir) : NULL;
+  if (id == NULL) {
+    t4a_nvrtc_lib_retain(lib);
+    id = lib;
+  }
+  return id;
+}
+
+t4a_status t4a_nvrtc_cache_create(t4a_nvrtc_lib *lib, const t4a_nvrtc_cache_options *options,
+                                  t4a_nvrtc_cache **out) {
+  if (out == NULL || lib == NULL) {
+    if (out != NULL) *out = NULL;
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_nvrtc_cache_create", 0, NULL, 0,
+                          "lib or out is NULL");
+  }
+  *out = NULL;
+  t4a_nvrtc_cache *c = NULL;
+  t4a_status st = cache_new(options, &c);
+  if (st != T4A_OK) return st;
+  t4a_nvrtc_lib_retain(lib);
+  atomic_store(&c->lib, lib);
+  atomic_store(&c->id, identity_for(c, lib));
+  *out = c;
+  return T4A_OK;
+}
+
+t4a_status t4a_nvrtc_cache_create_lazy(const t4a_nvrtc_lib_options *lib_options,
+                                       const t4a_nvrtc_cache_options *options,
+                                       t4a_nvrtc_cache **out) {
+  if (out == NULL) {
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_nvrtc_cache_create_lazy", 0, NULL, 0,
+                          "out is NULL");
+  }
+  *out = NULL;
+  t4a_nvrtc_cache *c = NULL;
+  t4a_status st = cache_new(options, &c);
+  if (st != T4A_OK) return st;
+  const char *path = lib_options != NULL ? lib_options->library_path : NULL;
+  if (path != NULL) {
+    c->lib_path = t4a_host_malloc(strlen(path) + 1);
+    if (c->lib_path == NULL) {
+      t4a_nvrtc_cache_destroy(c);
+      return T4A_HOST_OUT_OF_MEMORY;
+    }
+    memcpy(c->lib_path, path, strlen(path) + 1);
+  }
+  t4a_nvrtc_lib *id = NULL;
+  st = t4a_nvrtc_libid_lazy(path, c->has_disk ? c->disk.dir : NULL, &id);
+  if (st != T4A_OK) {
+    t4a_nvrtc_cache_destroy(c);
+    return st;
+  }
+  atomic_store(&c->id, id); /* NULL: learnt at the first compile, by loading */
+  *out = c;
+  return T4A_OK;
+}
+
+/* Loads NVRTC for a lazy cache (once; a failure is returned and retried by the next call) and
+ * settles the identity. */
+static t4a_status ensure_loaded(t4a_nvrtc_cache *c, t4a_nvrtc_lib **out) {
+  t4a_nvrtc_lib *lib = atomic_load(&c->lib);
+  if (lib != NULL) {
+    *out = lib;
+    return T4A_OK;
+  }
+  t4a_status st = T4A_OK;
+  pthread_mutex_lock(&c->load_mu);
+  lib = atomic_load(&c->lib);
+  if (lib == NULL) {
+    t4a_nvrtc_lib_options lo = T4A_NVRTC_LIB_OPTIONS_INIT;
+    lo.library_path = c->lib_path;
+    st = t4a_nvrtc_lib_open(&lo, &lib);
+    if (st == T4A_OK) {
+      t4a_nvrtc_lib *loaded = identity_for(c, lib);
+      t4a_nvrtc_lib *cur = atomic_load(&c->id);
+      if (cur != NULL && cur->major == loaded->major && cur->minor == loaded->minor &&
+          strcmp(cur->build_identity, loaded->build_identity) == 0) {
+        t4a_nvrtc_lib_release(loaded); /* what was derived is what was loaded */
+      } else {
+        c->old_id = cur;
+        atomic_store(&c->id, loaded);
+      }
+      atomic_store(&c->lib, lib);
+    }
+  }
+  pthread_mutex_unlock(&c->load_mu);
+  *out = lib;
+  return st;
+}
+
+int t4a_nvrtc_cache_lib_loaded(const t4a_nvrtc_cache *cache) {
+  return cache != NULL && atomic_load(&((t4a_nvrtc_cache *)cache)->lib) != NULL;
+}
+
+const char *t4a_nvrtc_cache_build_identity(const t4a_nvrtc_cache *cache) {
+  const t4a_nvrtc_lib *id = cache != NULL ? atomic_load(&((t4a_nvrtc_cache *)cache)->id) : NULL;
+  return id != NULL ? id->build_identity : "";
 }
 
 void t4a_nvrtc_cache_destroy(t4a_nvrtc_cache *cache) {
@@ -259,10 +376,14 @@ void t4a_nvrtc_cache_destroy(t4a_nvrtc_cache *cache) {
     }
   }
   free(cache->buckets);
+  pthread_mutex_destroy(&cache->load_mu);
   pthread_cond_destroy(&cache->cv);
   pthread_mutex_destroy(&cache->mu);
   if (cache->has_disk) t4a_nvrtc_disk_deinit(&cache->disk);
-  t4a_nvrtc_lib_release(cache->lib);
+  t4a_nvrtc_lib_release(atomic_load(&cache->id));
+  t4a_nvrtc_lib_release(cache->old_id);
+  t4a_nvrtc_lib_release(atomic_load(&cache->lib));
+  free(cache->lib_path);
   free(cache);
 }
 
@@ -293,11 +414,13 @@ static t4a_status take_failure(const entry *e, t4a_nvrtc_log *log) {
 }
 
 /* Answers from an entry found with a reference (which this drops): its artifact, at once or when
- * its owner publishes it, or the owner's failure. */
+ * its owner publishes it, or the owner's failure. *retry: the owner gave the request up to start
+ * over with another identity (nothing is answered; the caller starts over too). */
 static t4a_status answer(t4a_nvrtc_cache *c, entry *e, int in_flight, t4a_nvrtc_artifact **out,
-                         t4a_nvrtc_outcome *out_outcome) {
+                         t4a_nvrtc_outcome *out_outcome, int *retry) {
   t4a_nvrtc_log log = {NULL, 0};
   t4a_status st;
+  *retry = 0;
   pthread_mutex_lock(&c->mu);
   in_flight |= e->state == E_INFLIGHT;
   if (in_flight) {
@@ -306,6 +429,12 @@ static t4a_status answer(t4a_nvrtc_cache *c, entry *e, int in_flight, t4a_nvrtc_
   } else if (e->prev != NULL) { /* still in the LRU: now the most recent */
     lru_unlink(e);
     lru_push_front(c, e);
+  }
+  if (e->state == E_RETRY) {
+    entry_unref(e);
+    pthread_mutex_unlock(&c->mu);
+    *retry = 1;
+    return T4A_OK;
   }
   if (e->state == E_READY) {
     t4a_nvrtc_artifact_retain(e->art);
@@ -333,16 +462,29 @@ t4a_status t4a_nvrtc_cache_compile(t4a_nvrtc_cache *cache, const t4a_nvrtc_reque
                           "cache or out is NULL");
   }
   *out = NULL;
-  t4a_nvrtc_lib *lib = cache->lib;
+  t4a_status st;
+  t4a_nvrtc_lib *lib = NULL;
+again:;
+  /* The identity keys are made with; a lazy cache that could not derive it loads NVRTC now. */
+  t4a_nvrtc_lib *id = atomic_load(&cache->id);
+  if (id == NULL) {
+    st = ensure_loaded(cache, &lib);
+    if (st != T4A_OK) return st;
+    id = atomic_load(&cache->id);
+  }
   t4a_nvrtc_prepared p;
-  t4a_status st = t4a_nvrtc_prepare(lib, request, &p);
+  st = t4a_nvrtc_prepare(id, request, &p);
   if (st != T4A_OK) return st;
   uint8_t key[16];
-  t4a_nvrtc_identity_key(lib, &p, key);
+  t4a_nvrtc_identity_key(id, &p, key);
 
-  int in_flight = 0;
-  entry *e = find_or_insert(cache, key, &p, NULL, &in_flight);
-  if (e != NULL) return answer(cache, e, in_flight, out, out_outcome);
+  int in_flight = 0, retry = 0;
+  entry *e = find_or_insert(cache, id, key, &p, NULL, &in_flight);
+  if (e != NULL) {
+    st = answer(cache, e, in_flight, out, out_outcome, &retry);
+    if (retry) goto again;
+    return st;
+  }
 
   /* Not in memory. What a cached compile may read is checked on a miss only: an entry of either
    * level is a request that passed the checks (their verdict depends on the identity alone). The
@@ -350,23 +492,25 @@ t4a_status t4a_nvrtc_cache_compile(t4a_nvrtc_cache *cache, const t4a_nvrtc_reque
   st = t4a_nvrtc_check_options(&p);
   if (st != T4A_OK) return st;
   /* The in-flight entry, identity record included, is built before the mutex is taken. */
-  size_t id_bytes = t4a_nvrtc_identity_size(lib, &p);
+  size_t id_bytes = t4a_nvrtc_identity_size(id, &p);
   e = t4a_host_calloc(1, sizeof *e);
   uint8_t *identity = e != NULL ? t4a_host_malloc(id_bytes) : NULL;
   if (identity == NULL) {
     free(e);
     return T4A_HOST_OUT_OF_MEMORY;
   }
-  t4a_nvrtc_identity_write(lib, &p, identity);
+  t4a_nvrtc_identity_write(id, &p, identity);
   memcpy(e->key, key, 16);
   e->identity = identity;
   e->identity_bytes = id_bytes;
   e->state = E_INFLIGHT;
   e->refs = 2; /* the table and this owner */
-  entry *other = find_or_insert(cache, key, &p, e, &in_flight);
+  entry *other = find_or_insert(cache, id, key, &p, e, &in_flight);
   if (other != NULL) { /* another thread got there first */
     entry_free(e);
-    return answer(cache, other, in_flight, out, out_outcome);
+    st = answer(cache, other, in_flight, out, out_outcome, &retry);
+    if (retry) goto again;
+    return st;
   }
   /* A miss: this thread owns the request until it is published. */
   t4a_counter_add(&cache->counters, T4A_COUNTER_nvrtc_mem_misses, 1);
@@ -375,12 +519,33 @@ t4a_status t4a_nvrtc_cache_compile(t4a_nvrtc_cache *cache, const t4a_nvrtc_reque
   t4a_nvrtc_artifact *art = NULL;
   t4a_nvrtc_origin origin = T4A_NVRTC_ORIGIN_COMPILED;
   if (cache->has_disk) {
-    art = t4a_nvrtc_disk_lookup(&cache->disk, lib, &p, key, &cache->counters);
+    art = t4a_nvrtc_disk_lookup(&cache->disk, id, &p, key, &cache->counters);
     if (art != NULL) origin = T4A_NVRTC_ORIGIN_DISK;
   }
   if (art == NULL) {
-    st = t4a_nvrtc_check_includes(&p);
-    if (st == T4A_OK) st = t4a_nvrtc_compile_prepared(lib, &p, key, &cache->counters, &art, &log);
+    /* NVRTC must run: a lazy cache loads it now. */
+    st = ensure_loaded(cache, &lib);
+    if (st == T4A_OK && atomic_load(&cache->id) != id) {
+      retry = 1; /* what was loaded is not the build the key names */
+    } else if (st == T4A_OK && lib != id) {
+      /* The key's identity cannot check what only the loaded lib knows (its architectures and
+       * outputs, for a lazily derived identity): validate against the lib too. */
+      t4a_nvrtc_prepared q;
+      st = t4a_nvrtc_prepare(lib, request, &q);
+    }
+    if (st == T4A_OK && !retry) st = t4a_nvrtc_check_includes(&p);
+    if (st == T4A_OK && !retry) {
+      st = t4a_nvrtc_compile_prepared(lib, id, &p, key, &cache->counters, &art, &log);
+    }
+  }
+  if (retry) {
+    pthread_mutex_lock(&cache->mu);
+    e->state = E_RETRY;
+    table_remove(cache, e);
+    pthread_cond_broadcast(&cache->cv);
+    entry_unref(e);
+    pthread_mutex_unlock(&cache->mu);
+    goto again;
   }
   t4a_error failure;
   if (st != T4A_OK) t4a_error_last(&failure);

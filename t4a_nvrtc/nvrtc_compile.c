@@ -387,7 +387,8 @@ static void count(t4a_nvrtc_lib *lib, t4a_counters *extra, t4a_counter_id id) {
   if (extra != NULL) t4a_counter_add(extra, id, 1);
 }
 
-t4a_status t4a_nvrtc_compile_prepared(t4a_nvrtc_lib *lib, const t4a_nvrtc_prepared *p,
+t4a_status t4a_nvrtc_compile_prepared(t4a_nvrtc_lib *lib, const t4a_nvrtc_lib *id,
+                                      const t4a_nvrtc_prepared *p,
                                       const uint8_t key[16], t4a_counters *extra,
                                       t4a_nvrtc_artifact **out, t4a_nvrtc_log *log) {
   const t4a_nvrtc_request *r = p->req;
@@ -483,11 +484,11 @@ t4a_status t4a_nvrtc_compile_prepared(t4a_nvrtc_lib *lib, const t4a_nvrtc_prepar
 
   t4a_nvrtc_artifact_parts parts = {
       .output = r->output,
-      .major = lib->major,
-      .minor = lib->minor,
+      .major = id->major,
+      .minor = id->minor,
       .key = key,
       .target = {p->target, strlen(p->target)},
-      .build_identity = {lib->build_identity, strlen(lib->build_identity)},
+      .build_identity = {id->build_identity, strlen(id->build_identity)},
       .program_name = {p->program_name, p->program_name_bytes},
       .data = NULL,
       .data_bytes = data_size,
@@ -553,7 +554,7 @@ t4a_status t4a_nvrtc_compile(t4a_nvrtc_lib *lib, const t4a_nvrtc_request *reques
   uint8_t key[16];
   t4a_nvrtc_identity_key(lib, &p, key);
   t4a_nvrtc_log log = {NULL, 0};
-  st = t4a_nvrtc_compile_prepared(lib, &p, key, NULL, out, &log);
+  st = t4a_nvrtc_compile_prepared(lib, lib, &p, key, NULL, out, &log);
   t4a_nvrtc_outcome_set(out_outcome,
                         st == T4A_OK ? T4A_NVRTC_ORIGIN_COMPILED : T4A_NVRTC_ORIGIN_NONE, &log);
   return st;

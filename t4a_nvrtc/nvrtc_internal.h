@@ -150,10 +150,13 @@ typedef struct t4a_nvrtc_log {
   size_t bytes;
 } t4a_nvrtc_log;
 
-/* Runs NVRTC for a prepared request. key is the request's key (stored in the artifact). Counts
+/* Runs NVRTC for a prepared request. key is the request's key (stored in the artifact); the
+ * artifact carries id's version and build identity (the identity the key was made with: lib
+ * itself, or the cache's identity of the same build from its files). Counts
  * attempts and successes in lib's block and, if non-NULL, in extra. On COMPILE_FAILED and on
  * INVALID_ARGUMENT from NVRTC, *log receives the log (or stays NULL). */
-T4A_MUST_USE t4a_status t4a_nvrtc_compile_prepared(t4a_nvrtc_lib *lib, const t4a_nvrtc_prepared *p,
+T4A_MUST_USE t4a_status t4a_nvrtc_compile_prepared(t4a_nvrtc_lib *lib, const t4a_nvrtc_lib *id,
+                                                   const t4a_nvrtc_prepared *p,
                                                    const uint8_t key[16], t4a_counters *extra,
                                                    t4a_nvrtc_artifact **out, t4a_nvrtc_log *log);
 
@@ -219,6 +222,36 @@ void t4a_nvrtc_disk_evict(t4a_nvrtc_disk *disk, t4a_counters *c);
 
 /* Scans of the directory made by this cache (tests: writes do not scan every time). */
 uint64_t t4a_nvrtc_cache_disk_scans(const t4a_nvrtc_cache *cache);
+
+/* ---- The identity from files (nvrtc_libid.c) ---------------------------------------------- */
+
+/* The loaded object behind a dlopen handle: the loader's name for it (l_name), resolved path and
+ * in-memory GNU build-id ("" for none). Returns 0 if the handle has no link map
+ * (nvrtc_loader.c). */
+int t4a_nvrtc_loaded_object(void *handle, char *l_name, size_t l_name_size, char *real_path,
+                            size_t real_path_size, char *build_id, size_t build_id_size);
+
+/* The identity of the NVRTC that t4a_nvrtc_lib_open(library_path) would load, derived from the
+ * files without loading (see nvrtc_libid.c): *out_id is an identity-only lib (no table) holding
+ * the version, the identity string "nvrtc M.m build-id B xxh128 H; builtins build-id B xxh128 H",
+ * capabilities CUBIN and LTO-IR assumed and no architecture list. *out_id stays NULL (status OK)
+ * when the identity can only be learnt by loading: memo_dir NULL, no process recorded the version
+ * of this content in memo_dir yet, or a search the emulation cannot decide. NVRTC_NOT_FOUND when
+ * no candidate file exists (the message lists them); HOST_OUT_OF_MEMORY. */
+T4A_MUST_USE t4a_status t4a_nvrtc_libid_lazy(const char *library_path, const char *memo_dir,
+                                             t4a_nvrtc_lib **out_id);
+/* The same identity for a loaded lib (its objects' files, hashes memoised in memo_dir), with its
+ * capabilities and architectures; records its version for the content in memo_dir. NULL for an
+ * injected table, without memo_dir, or when a file cannot be read. Leaves the error detail. */
+t4a_nvrtc_lib *t4a_nvrtc_libid_loaded(const t4a_nvrtc_lib *lib, const char *memo_dir);
+/* "build-id B xxh128 H bytes N" of any file, its hash memoised in memo_dir (may be NULL). IO if it
+ * cannot be read; INVALID_ARGUMENT. (Tests: a changed byte changes it, a touch does not.) */
+T4A_MUST_USE t4a_status t4a_nvrtc_file_identity(const char *path, const char *memo_dir, char *out,
+                                                size_t out_size);
+/* Whether the cache has loaded NVRTC (a lazy cache loads it at its first miss). */
+int t4a_nvrtc_cache_lib_loaded(const t4a_nvrtc_cache *cache);
+/* The identity string the cache keys on now ("" while unknown). */
+const char *t4a_nvrtc_cache_build_identity(const t4a_nvrtc_cache *cache);
 
 /* Formats a key as 32 lowercase hex digits and a NUL. */
 void t4a_nvrtc_key_hex(const uint8_t key[16], char out[33]);

@@ -13,6 +13,7 @@
 
 #include "t4a/fault.h"
 #include "t4a_ctx/status_internal.h"
+#include "t4a_nvrtc/nvrtc_internal.h"
 #include "t4a_nvrtc/nvrtc_table.h"
 
 typedef struct nvrtc_entry {
@@ -142,32 +143,46 @@ static int find_build_id(struct dl_phdr_info *info, size_t size, void *user) {
   return 1; /* the object was found; it has no build-id */
 }
 
-/* Describes the loaded object behind `handle`: "build-id <hex>" when it has one, else
- * "file <realpath> size <n> mtime <s.ns>". Writes the resolved path into real_path. */
-static void describe_loaded(void *handle, char *out, size_t out_size, char *real_path,
-                            size_t real_path_size) {
+/* The loaded object behind `handle`: the name the loader recorded (l_name), its resolved path and
+ * the lowercase hex of its GNU build-id read from memory ("" when it has none). Returns 0 if the
+ * handle has no link map. */
+int t4a_nvrtc_loaded_object(void *handle, char *l_name, size_t l_name_size, char *real_path,
+                            size_t real_path_size, char *build_id, size_t build_id_size) {
   struct link_map *lm = NULL;
   real_path[0] = '\0';
-  if (dlinfo(handle, RTLD_DI_LINKMAP, &lm) != 0 || lm == NULL) {
-    snprintf(out, out_size, "unknown");
-    return;
-  }
-  char hex[129] = "";
-  build_id_search s = {lm->l_addr, lm->l_name, hex, sizeof hex};
+  build_id[0] = '\0';
+  if (l_name_size > 0) l_name[0] = '\0';
+  if (dlinfo(handle, RTLD_DI_LINKMAP, &lm) != 0 || lm == NULL) return 0;
+  build_id_search s = {lm->l_addr, lm->l_name, build_id, build_id_size};
   dl_iterate_phdr(find_build_id, &s);
   char resolved[PATH_MAX];
   if (realpath(lm->l_name, resolved) == NULL) snprintf(resolved, sizeof resolved, "%s", lm->l_name);
   snprintf(real_path, real_path_size, "%s", resolved);
+  if (l_name_size > 0) snprintf(l_name, l_name_size, "%s", lm->l_name);
+  return 1;
+}
+
+/* Describes the loaded object behind `handle`: "build-id <hex>" when it has one, else
+ * "file <realpath> size <n> mtime <s.ns>". Writes the resolved path into real_path and the
+ * build-id into build_id. */
+static void describe_loaded(void *handle, char *out, size_t out_size, char *l_name,
+                            size_t l_name_size, char *real_path, size_t real_path_size, char *hex,
+                            size_t hex_size) {
+  if (!t4a_nvrtc_loaded_object(handle, l_name, l_name_size, real_path, real_path_size, hex,
+                               hex_size)) {
+    snprintf(out, out_size, "unknown");
+    return;
+  }
   if (hex[0] != '\0') {
     snprintf(out, out_size, "build-id %s", hex);
     return;
   }
   struct stat st;
-  if (stat(resolved, &st) == 0) {
-    snprintf(out, out_size, "file %s size %lld mtime %lld.%09ld", resolved, (long long)st.st_size,
+  if (stat(real_path, &st) == 0) {
+    snprintf(out, out_size, "file %s size %lld mtime %lld.%09ld", real_path, (long long)st.st_size,
              (long long)st.st_mtim.tv_sec, (long)st.st_mtim.tv_nsec);
   } else {
-    snprintf(out, out_size, "file %s", resolved);
+    snprintf(out, out_size, "file %s", real_path);
   }
 }
 
@@ -202,17 +217,20 @@ static void pin_builtins(t4a_nvrtc_lib *lib, const char *nvrtc_real_path, char *
     snprintf(out, out_size, "%s not found", name);
     return;
   }
-  char real[PATH_MAX];
   void *resolved = dlopen(name, RTLD_NOW | RTLD_NOLOAD);
   if (resolved == NULL) (void)dlerror();
-  describe_loaded(resolved != NULL ? resolved : lib->dl_builtins, out, out_size, real, sizeof real);
+  describe_loaded(resolved != NULL ? resolved : lib->dl_builtins, out, out_size,
+                  lib->builtins_load_name, sizeof lib->builtins_load_name, lib->builtins_path,
+                  sizeof lib->builtins_path, lib->builtins_build_id, sizeof lib->builtins_build_id);
   if (resolved != NULL) dlclose(resolved); /* the reference RTLD_NOLOAD added */
 }
 
 static void compute_build_identity(t4a_nvrtc_lib *lib) {
-  char nvrtc_desc[PATH_MAX + 96], builtins_desc[PATH_MAX + 96], real[PATH_MAX];
-  describe_loaded(lib->dl, nvrtc_desc, sizeof nvrtc_desc, real, sizeof real);
-  pin_builtins(lib, real, builtins_desc, sizeof builtins_desc);
+  char nvrtc_desc[PATH_MAX + 96], builtins_desc[PATH_MAX + 96];
+  describe_loaded(lib->dl, nvrtc_desc, sizeof nvrtc_desc, lib->load_name, sizeof lib->load_name,
+                  lib->real_path, sizeof lib->real_path,
+                  lib->build_id, sizeof lib->build_id);
+  pin_builtins(lib, lib->real_path, builtins_desc, sizeof builtins_desc);
   snprintf(lib->build_identity, sizeof lib->build_identity, "nvrtc %d.%d %s; builtins %s",
            lib->major, lib->minor, nvrtc_desc, builtins_desc);
 }

@@ -36,6 +36,7 @@ typedef struct t4a_nvrtc_table {
 #define T4A_NVRTC_MAX_ARCHS 128
 /* Room for two library descriptions of a path each (2 * (PATH_MAX + 96) + 64 on Linux). */
 #define T4A_NVRTC_BUILD_IDENTITY_MAX 8448
+#define T4A_NVRTC_PATH_MAX 4096 /* PATH_MAX on Linux */
 
 struct t4a_nvrtc_lib {
   t4a_nvrtc_table t;
@@ -49,6 +50,16 @@ struct t4a_nvrtc_lib {
   t4a_counters counters; /* nvrtc_compile_attempts / _successes over every compile */
   char origin[512];
   char build_identity[T4A_NVRTC_BUILD_IDENTITY_MAX];
+  /* A loaded library's objects (empty for an injected table): for libnvrtc and for the
+   * libnvrtc-builtins its name resolves to, the name the loader recorded (l_name), the resolved
+   * path and the build-id read from memory ("" for none). nvrtc_libid.c derives the cache's file
+   * identity from them. */
+  char load_name[T4A_NVRTC_PATH_MAX];
+  char builtins_load_name[T4A_NVRTC_PATH_MAX];
+  char real_path[T4A_NVRTC_PATH_MAX];
+  char builtins_path[T4A_NVRTC_PATH_MAX];
+  char build_id[129];
+  char builtins_build_id[129];
 };
 
 /* Builds a lib from a ready table (tests: a wrapped or fake NVRTC). Every REQUIRED slot must be

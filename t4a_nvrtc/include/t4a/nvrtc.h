@@ -311,13 +311,30 @@ typedef struct t4a_nvrtc_cache_options {
 #define T4A_NVRTC_CACHE_OPTIONS_INIT \
   { 0, 0, NULL, 0, 0 }
 
-/** Creates a cache over `lib` (retained). options may be NULL (memory only, defaults).
+/** Creates a cache over `lib` (retained). options may be NULL (memory only, defaults). With a
+ * disk level and a loaded (not injected) lib, the key's compiler identity is that of the
+ * library files: version, GNU build-id and an XXH3-128 hash of the content of libnvrtc and of
+ * its libnvrtc-builtins (hashes memoised in the directory, revalidated by file metadata), so that
+ * caches of any process over the same build share entries; otherwise it is the lib's build
+ * identity.
  * Statuses: INVALID_ARGUMENT (lib or out NULL, an unusable path), IO (the directory cannot be
  * created or is not a writable directory: path and errno in the message), HOST_OUT_OF_MEMORY
  * (also when the mutex or condition variable cannot be initialised). */
 T4A_MUST_USE t4a_status t4a_nvrtc_cache_create(t4a_nvrtc_lib *lib,
                                                const t4a_nvrtc_cache_options *options,
                                                t4a_nvrtc_cache **out);
+/** Creates a cache that loads NVRTC only when it must compile: at its first miss. The key's
+ * compiler identity is read from the library files t4a_nvrtc_lib_open(lib_options) would load,
+ * without loading them (see t4a_nvrtc_cache_create for what it holds), so a process whose
+ * requests are all on disk never loads NVRTC. lib_options may be NULL. Without a disk level, or
+ * when the identity can only be learnt by loading (the first process after NVRTC changed), the
+ * first compile call loads NVRTC. Statuses: as t4a_nvrtc_cache_create, and NVRTC_NOT_FOUND when
+ * no candidate library file exists (nothing is created). t4a_nvrtc_cache_compile on a lazy cache
+ * may also return t4a_nvrtc_lib_open's statuses at a miss (NVRTC_NOT_FOUND, NVRTC_SYMBOL_MISSING,
+ * ...): nothing is cached and the next miss tries to load again. */
+T4A_MUST_USE t4a_status t4a_nvrtc_cache_create_lazy(const t4a_nvrtc_lib_options *lib_options,
+                                                    const t4a_nvrtc_cache_options *options,
+                                                    t4a_nvrtc_cache **out);
 /** Destroys the cache: drops its references to artifacts (those handed out stay valid) and to the
  * lib. No call on the cache may be in progress. Leaves the directory as it is. Accepts NULL. */
 void t4a_nvrtc_cache_destroy(t4a_nvrtc_cache *cache);
