@@ -336,6 +336,13 @@ t4a_status t4a_launch_enqueue_(t4a_retire *retire, t4a_function *fn, const t4a_l
   t4a_lane *lane = t4a_retire_lane(retire);
   t4a_driver *drv = fn->module->cache->driver;
   if ((st = raise_shared(fn, cfg->shared_bytes)) != T4A_OK) return t4a_admission_abort(&adm, st);
+  /* Buffers of another stream's pool (a sibling lane of the domain): this stream waits for
+   * their allocation first (amortised; nothing for the pool's own lane). */
+  for (uint32_t i = 0; i < num_buffers; i++) {
+    if (buffers[i] != NULL && (st = t4a_buffer_use_on_(buffers[i], lane)) != T4A_OK) {
+      return t4a_admission_abort(&adm, st);
+    }
+  }
   /* A checked launch of a function of a GRAPH cache: its own graph, unless another thread is
    * launching it now (its node must not change between the update and the launch). */
   t4a_launch_graph_ *g = graph; /* the descriptor's graph, or the function's */
@@ -384,7 +391,8 @@ t4a_status t4a_launch_enqueue_(t4a_retire *retire, t4a_function *fn, const t4a_l
       &adm, (t4a_keepalive){.object = fn->module, .release = t4a_module_release_object_},
       module_retain_object);
   for (uint32_t i = 0; i < num_buffers; i++) {
-    if (buffers[i] == NULL) continue;
+    /* A buffer of another stream's pool is ordered by its marks instead (t4a_buffer_used_on_). */
+    if (buffers[i] == NULL || !t4a_buffer_used_on_(buffers[i], lane)) continue;
     t4a_admission_keep_borrowed(
         &adm, (t4a_keepalive){.object = buffers[i], .release = t4a_buffer_release_object_},
         buffer_retain_object);
