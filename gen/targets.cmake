@@ -39,16 +39,20 @@ t4a_library(NAME examples_warm_chain
   HDRS examples/warm_chain.h
   DEPS t4a)
 t4a_library(NAME t4a
-  SRCS t4a/t4a.c t4a/stats_json.c t4a/runtime_internal.h
+  SRCS t4a/t4a.c t4a/stats_json.c t4a/stream.c t4a/runtime_internal.h
   HDRS t4a/include/t4a/t4a.h
   INCLUDE_DIR t4a/include
   INSTALL t4a
   DEPS t4a_raw t4a_xfer t4a_launch t4a_nvrtc t4a_mem t4a_retire t4a_ctx t4a_ctx_status Threads::Threads
-  BUILD_DEPS t4a_mem_mem_internal t4a_ctx_status_internal t4a_retire_retire_internal)
+  BUILD_DEPS t4a_mem_mem_internal t4a_ctx_ctx_internal t4a_ctx_status_internal t4a_retire_retire_internal)
 t4a_test(NAME t4a_t4a_facade_test
   SRCS t4a/t4a_facade_test.c
   LABELS unit
   DEPS fixture t4a_ctx_status_internal t4a fake_driver sweep t4a_ext_cmocka)
+t4a_test(NAME t4a_streams_test
+  SRCS t4a/streams_test.c
+  LABELS unit
+  DEPS fixture t4a_ctx_seam t4a_ctx_status_internal t4a fake_driver sweep t4a_ext_cmocka)
 t4a_test(NAME t4a_stress_test
   SRCS t4a/stress_test.c
   LABELS unit stress

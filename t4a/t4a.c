@@ -37,6 +37,8 @@ static t4a_status copy_string(const char *s, char **out) {
 
 /* Releases every piece in teardown order; returns the retirement state's verdict. */
 static t4a_status teardown(t4a_runtime *rt) {
+  /* Streams first: their retires hold the pool's buffers and the table's modules. */
+  t4a_status streams = rt->lock_ready ? t4a_runtime_streams_close_(rt) : T4A_OK;
   t4a_launch_table_destroy(rt->table);
   t4a_module_cache_destroy(rt->modules);
   t4a_xfer_destroy(rt->xfer);
@@ -74,7 +76,7 @@ static t4a_status teardown(t4a_runtime *rt) {
   free(rt->nvrtc_path);
   free(rt->disk_dir);
   free(rt);
-  return st;
+  return st != T4A_OK ? st : streams;
 }
 
 static t4a_status set_target(t4a_runtime *rt, const t4a_runtime_options *o) {
@@ -124,6 +126,7 @@ static t4a_status open_pieces(t4a_runtime *rt, const t4a_runtime_options *o) {
     calibrate(rt);
   }
   if (st == T4A_OK) st = t4a_xfer_create(rt->retire, &o->xfer, &rt->xfer);
+  rt->xfer_options = o->xfer;
   /* One launch policy for the module cache and the table: the runtime's. */
   t4a_launch_policy launch = o->launch;
   launch.calibration = rt->calibrated ? &rt->calibration : NULL;
