@@ -1,5 +1,6 @@
 /* The facade's own code: the composed runtime (t4a/t4a.h). Its stats JSON is stats_json.c. */
 #include "t4a/t4a.h"
+#include "t4a_ctx/ctx_internal.h"
 #include "t4a_ctx/status_internal.h"
 #include "t4a_mem/mem_internal.h"
 #include "t4a_retire/retire_internal.h"
@@ -67,6 +68,9 @@ static t4a_status teardown(t4a_runtime *rt) {
     t4a_mem_pool_abandon_(rt->pool);
   }
   t4a_mem_pool_release(rt->pool);
+  /* The lane's marker event (made when a stream was ordered after this one's work) goes now: a
+   * quarantined buffer may keep the lane alive for ever. */
+  t4a_lane_drop_marker_(rt->lane);
   /* After a proved drain, let the pool's last frees run while the context is certainly alive:
    * the lane's release may release the primary context (one counted host wait). */
   if (healthy) st = t4a_lane_synchronize(rt->lane);

@@ -63,6 +63,11 @@ t4a_lane_mark_ t4a_lane_mark_origin_(const t4a_lane *lane);
 t4a_status t4a_lane_order_after_(t4a_lane *waiter, t4a_lane_mark_ mark);
 /* Orders the waiter after every mark taken so far on every other stream of its domain. */
 t4a_status t4a_lane_order_after_all_(t4a_lane *waiter);
+/* Destroys the lane's marker event now (the next order after the lane records a new one): for an
+ * owner that is done with the lane while objects it cannot release (a quarantined buffer) may
+ * keep the lane alive for ever (t4a_runtime_close). Waits already enqueued on it are unaffected.
+ * Leaked and counted (the driver's `leaked`) without a context. */
+void t4a_lane_drop_marker_(t4a_lane *lane);
 /* The group's newest sequence number (0 when not grouped); read before a drain. */
 uint64_t t4a_lane_mark_seq_(const t4a_lane *lane);
 /* A proved drain of the lane's stream (t4a_retire's teardown): marks up to `seq` (read with

@@ -445,6 +445,29 @@ void t4a_lane_note_drained_(t4a_lane *lane, uint64_t seq) {
   pthread_mutex_unlock(&g->lock);
 }
 
+void t4a_lane_drop_marker_(t4a_lane *lane) {
+  lane_group *g = lane != NULL ? atomic_load_explicit(&lane->group, memory_order_acquire) : NULL;
+  if (g == NULL) return;
+  pthread_mutex_lock(&g->lock);
+  group_member *m = &g->m[lane->slot];
+  CUevent marker = m->marker;
+  m->marker = NULL;
+  m->marker_seq = 0; /* the next order after this lane records a new one */
+  pthread_mutex_unlock(&g->lock);
+  if (marker == NULL) return;
+  t4a_error saved; /* a drop path never changes the caller's error detail */
+  t4a_error_last(&saved);
+  t4a_ctx_scope scope;
+  int destroyed = 0;
+  if (!t4a_lane_is_broken(lane) &&
+      t4a_ctx_scope_enter(&scope, lane->holder, &lane->counters) == T4A_OK) {
+    destroyed = T4A_CU_QUIET(lane->driver, cuEventDestroy, marker) == T4A_OK;
+    t4a_ctx_scope_exit_quiet(&scope);
+  }
+  if (!destroyed) t4a_counter_add(&lane->driver->counters, T4A_COUNTER_leaked, 1);
+  t4a_error_restore(&saved);
+}
+
 /* The lane leaves its group (its context current, or `ctx_ok` 0): after a proved drain of what
  * was marked on it since its last one (a counted host wait), so later orderings after its marks
  * need nothing; without one the group is tainted. Destroys its marker. */
