@@ -22,6 +22,10 @@ t4a_binary(NAME bench_xfer_bench
   SRCS bench/xfer_bench.c
   OUTPUT_NAME xfer_bench
   DEPS bench_harness t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status)
+t4a_binary(NAME bench_overlap_bench
+  SRCS bench/overlap_bench.c
+  OUTPUT_NAME overlap_bench
+  DEPS bench_harness t4a t4a_ctx_status)
 t4a_binary(NAME bench_nvrtc_bench
   SRCS bench/nvrtc_bench.c
   OUTPUT_NAME nvrtc_bench
@@ -65,6 +69,10 @@ t4a_test(NAME t4a_api_sweep_test
   SRCS t4a/api_sweep_test.c
   LABELS unit
   DEPS fixture t4a fake_nvrtc fake_driver sweep t4a_ext_cmocka)
+t4a_test(NAME t4a_streams_gpu_test
+  SRCS t4a/streams_gpu_test.c
+  LABELS gpu single
+  DEPS t4a testing_gpu_gpu_main t4a_ext_cmocka)
 t4a_test(NAME t4a_faults_gpu_test
   SRCS t4a/faults_gpu_test.c
   LABELS gpu faults
