@@ -562,6 +562,34 @@ static t4a_status use(t4a_runtime *rt, t4a_lane **keep) {
   if (st == T4A_OK) st = t4a_runtime_upload_on(rt, s2, x, 0, v, sizeof v);
   if (st == T4A_OK) st = axpb_on(rt, s2, fn, x, y, 3, 0);
   if (st == T4A_OK) st = t4a_stream_wait(rt, NULL, s2);
+  /* A descriptor of the runtime's table fired on s2, at both levels. */
+  uint32_t id = 0;
+  int n = N, a = 1, b = 0;
+  t4a_arg args[5] = {t4a_arg_buffer(y, 0), t4a_arg_buffer(y, 0), t4a_arg_scalar(&n, 4),
+                     t4a_arg_scalar(&a, 4), t4a_arg_scalar(&b, 4)};
+  t4a_launch_config cfg = {{1, 1, 1}, {N, 1, 1}, 0};
+  if (st == T4A_OK) st = t4a_descriptor_register(t4a_runtime_table(rt), fn, &cfg, args, 5, &id);
+  if (st == T4A_OK) st = t4a_runtime_fire_on(rt, s2, id);
+  if (st == T4A_OK) {
+    st = t4a_descriptor_fire_on(t4a_runtime_table(rt), t4a_stream_retire(s2), id);
+  }
+  if (id != 0) {
+    t4a_status un = t4a_descriptor_unregister(t4a_runtime_table(rt), id);
+    if (st == T4A_OK) st = un;
+  }
+  if (st == T4A_OK) st = t4a_stream_wait(rt, NULL, s2);
+  if (st == T4A_OK) st = t4a_stream_sync(rt, s2);
+  t4a_xfer *xf = NULL;
+  if (st == T4A_OK) st = t4a_stream_xfer(rt, s2, &xf);
+  int least = 0, greatest = 0;
+  if (st == T4A_OK) st = t4a_runtime_priority_range(rt, &least, &greatest);
+  /* The lower level: a lane beside the runtime's, at the most urgent priority. */
+  t4a_lane *sib = NULL;
+  t4a_lane_options lo = T4A_LANE_OPTIONS_INIT;
+  lo.priority = greatest;
+  if (st == T4A_OK) st = t4a_lane_create_sibling(t4a_runtime_lane(rt), &lo, &sib);
+  if (st == T4A_OK) st = t4a_lane_priority_range(sib, &least, &greatest);
+  t4a_lane_release(sib);
   if (st == T4A_OK) st = t4a_runtime_buffer(rt, sizeof v, &z);
   if (st == T4A_OK) st = t4a_runtime_copy_on(rt, NULL, z, 0, y, 0, sizeof v);
   t4a_buffer_release(x);
