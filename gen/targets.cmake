@@ -72,7 +72,11 @@ t4a_test(NAME t4a_api_sweep_test
 t4a_test(NAME t4a_streams_gpu_test
   SRCS t4a/streams_gpu_test.c
   LABELS gpu single
-  DEPS t4a testing_gpu_gpu_main t4a_ext_cmocka)
+  DEPS testing_fixture_host_kernels t4a testing_gpu_gpu_main fake_driver t4a_ext_cmocka)
+t4a_sh_test(NAME t4a_streams_gpu_fake_test
+  SCRIPT t4a/streams_gpu_fake_test.sh
+  LABELS unit
+  DATA t4a_streams_gpu_test)
 t4a_test(NAME t4a_faults_gpu_test
   SRCS t4a/faults_gpu_test.c
   LABELS gpu faults

@@ -7,7 +7,9 @@
  *   - a cross-stream lifetime the hardware would break if the order were missing: a buffer read
  *     by a slow kernel on stream 2 is released at once, its block reused on stream 1 and
  *     overwritten by an upload right away; the kernel must still read the old values.
- * Kernels are compiled with NVRTC through the runtime. */
+ * Kernels are compiled with NVRTC through the runtime. `--fake` runs the same code on the fake
+ * driver (the kernels' host twins, 8 MiB instead of 256, and the fake's ordering checks): a dry
+ * run of the test's logic, not a claim about any GPU. */
 #define _POSIX_C_SOURCE 200809L
 #include "testing/gpu/gpu_main.h"
 
@@ -16,10 +18,13 @@
 #include <time.h>
 
 #include "t4a/t4a.h"
+#include "testing/fake_driver/fake_driver.h"
+#include "testing/fixture/host_kernels.h"
 
 #define CK(x) assert_int_equal((x), T4A_OK)
 
 static t4a_driver *g_drv;
+static t4a_fake *g_fake; /* --fake */
 
 static const char k_src[] =
     "extern \"C\" __global__ void slow_fill(unsigned *p, unsigned n, unsigned v,\n"
@@ -116,7 +121,7 @@ static void test_copy_compute_overlap(void **state) {
   (void)state;
   kit k;
   kit_open(&k);
-  const size_t bytes = (size_t)256 << 20;
+  const size_t bytes = (size_t)(g_fake != NULL ? 8 : 256) << 20;
   const unsigned words = (unsigned)(bytes / 4);
   unsigned *host = malloc(bytes), *back = malloc(bytes);
   assert_non_null(host);
@@ -167,6 +172,7 @@ static void test_copy_compute_overlap(void **state) {
   assert_non_null(fb);
   CK(t4a_runtime_download(k.rt, fill, 0, fb, (size_t)k.threads * 4));
   for (unsigned i = 0; i < k.threads; i++) assert_int_equal(fb[i], 11u + i);
+  if (g_fake != NULL) assert_int_equal(t4a_fake_ordering_violations(g_fake), 0);
   double longer = up > kt ? up : kt;
   printf("overlap (one run each, information only; bench/overlap_bench has the paired figure): "
          "upload %.2f ms, kernel %.2f ms, overlapped %.2f ms = %.3f x the longer, serial would be "
@@ -222,6 +228,7 @@ static void test_release_while_another_stream_reads(void **state) {
   t4a_counter_values c;
   t4a_lane_stats(t4a_runtime_lane(k.rt), &c);
   assert_int_equal(c.cross_stream_releases, 1);
+  if (g_fake != NULL) assert_int_equal(t4a_fake_ordering_violations(g_fake), 0);
   t4a_counter_values c2;
   t4a_lane_stats(t4a_stream_lane(k.s2), &c2);
   assert_true(c2.cross_stream_events >= 1); /* the marker stream 1 waited for before the reuse */
@@ -236,11 +243,26 @@ static void test_release_while_another_stream_reads(void **state) {
   kit_close(&k);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_priority_range),
       cmocka_unit_test(test_copy_compute_overlap),
       cmocka_unit_test(test_release_while_another_stream_reads),
   };
+  if (argc > 1 && strcmp(argv[1], "--fake") == 0) {
+    t4a_fake_options o = T4A_FAKE_OPTIONS_INIT;
+    o.mem_bytes = (uint64_t)1 << 30;
+    if (t4a_fake_create(&o, &g_fake) != T4A_OK || t4a_fake_driver(g_fake, &g_drv) != T4A_OK) {
+      return 1;
+    }
+    t4a_host_kernel_register(g_fake, &t4a_hk_spin_fill, "slow_fill", NULL);
+    t4a_host_kernel_register(g_fake, &t4a_hk_add_one, NULL, NULL);
+    t4a_host_kernel_register(g_fake, &t4a_hk_slow_copy, NULL, NULL);
+    int rc = _cmocka_run_group_tests("streams_gpu_test --fake", tests,
+                                     sizeof tests / sizeof tests[0], NULL, NULL);
+    t4a_driver_release(g_drv);
+    t4a_fake_destroy(g_fake);
+    return rc;
+  }
   return t4a_gpu_test_main("streams_gpu_test", tests, sizeof tests / sizeof tests[0], 1, &g_drv);
 }
