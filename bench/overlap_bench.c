@@ -2,7 +2,7 @@
  * beside a kernel of about the same length on stream 1, then a kernel on stream 1 that waits for
  * the upload (t4a_stream_wait: an event record and a stream wait, no host wait).
  *
- *   overlap_bench [--mib M] [--repeats R] [--json]
+ *   overlap_bench [--mib M] [--repeats R] [--json] [--fake]
  *
  * Variants, interleaved in one process (each repeat runs all four, in an order rotated by the
  * repeat number; one warm-up repeat not counted), each timed until its work completed (times
@@ -16,7 +16,9 @@
  *            stream 1, one sync.
  * Prints the medians, overlap / max(upload, kernel) (the goal: <= 1.15) and overlap / serial;
  * checks the uploaded words (+1) after the last repeat. The kernels are compiled with NVRTC
- * through the runtime. Needs a GPU (exits 77 without a driver). */
+ * through the runtime. Needs a GPU (exits 77 without a driver). --fake runs the same code on the
+ * fake driver of the tests with the kernels' host twins (a smoke run: 8 MiB unless --mib, the
+ * figures mean nothing and say so). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
 #include <stdio.h>
@@ -24,6 +26,7 @@
 #include <string.h>
 
 #include "t4a/t4a.h"
+#include "testing/fake_driver/fake_driver.h"
 #define T4A_BENCH_NAME "overlap_bench"
 #include "bench/harness.h"
 
@@ -40,6 +43,24 @@ static const char k_src[] =
     "  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;\n"
     "  if (i < n) p[i] += 1u;\n"
     "}\n";
+
+/* --fake: the two kernels on the host (as t4a_bench's empty kernel: the fake runs them). */
+static void host_slow_fill(t4a_fake_launch *l, void **params, void *user) {
+  (void)user;
+  unsigned n = *(unsigned *)params[1], v = *(unsigned *)params[2];
+  unsigned *w = t4a_fake_deref_write(l, *(CUdeviceptr *)params[0], (size_t)n * 4);
+  if (w != NULL) {
+    for (unsigned i = 0; i < n; i++) w[i] = v + i;
+  }
+}
+static void host_add_one(t4a_fake_launch *l, void **params, void *user) {
+  (void)user;
+  unsigned n = *(unsigned *)params[1];
+  unsigned *w = t4a_fake_deref_write(l, *(CUdeviceptr *)params[0], (size_t)n * 4);
+  if (w != NULL) {
+    for (unsigned i = 0; i < n; i++) w[i] += 1u;
+  }
+}
 
 enum { V_UPLOAD = 0, V_KERNEL, V_SERIAL, V_OVERLAP, NUM_V };
 static const char *const k_names[NUM_V] = {"upload (stream 2)", "kernel (stream 1)",
@@ -108,8 +129,8 @@ static double median_of(bench *b, int v, int n) {
 }
 
 int main(int argc, char **argv) {
-  size_t mib = 256;
-  int repeats = 9, json = 0;
+  size_t mib = 0;
+  int repeats = 9, json = 0, fake = 0;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--mib") == 0 && i + 1 < argc) {
       mib = (size_t)strtoull(argv[++i], NULL, 0);
@@ -117,17 +138,34 @@ int main(int argc, char **argv) {
       repeats = atoi(argv[++i]);
     } else if (strcmp(argv[i], "--json") == 0) {
       json = 1;
+    } else if (strcmp(argv[i], "--fake") == 0) {
+      fake = 1;
     } else {
-      fprintf(stderr, "usage: overlap_bench [--mib M] [--repeats R] [--json]\n");
+      fprintf(stderr, "usage: overlap_bench [--mib M] [--repeats R] [--json] [--fake]\n");
       return 2;
     }
   }
-  if (mib == 0 || mib > 16384 || repeats < 1 || repeats > 1000) {
+  if (mib == 0) mib = fake ? 8 : 256;
+  if (mib > 16384 || repeats < 1 || repeats > 1000) {
     fprintf(stderr, "overlap_bench: --mib must be 1..16384 and --repeats 1..1000\n");
     return 2;
   }
   t4a_driver *drv = NULL;
-  t4a_status st = t4a_driver_open(NULL, &drv);
+  t4a_fake *fk = NULL;
+  t4a_status st = T4A_OK;
+  if (fake) {
+    t4a_fake_options fo = T4A_FAKE_OPTIONS_INIT;
+    fo.mem_bytes = (uint64_t)(mib * 4 + 64) << 20;
+    st = t4a_fake_create(&fo, &fk);
+    if (st == T4A_OK) st = t4a_fake_driver(fk, &drv);
+    if (st == T4A_OK) {
+      static const size_t fill_sizes[4] = {8, 4, 4, 8}, add_sizes[2] = {8, 4};
+      t4a_fake_register_kernel(fk, "slow_fill", 4, fill_sizes, host_slow_fill, NULL);
+      t4a_fake_register_kernel(fk, "add_one", 2, add_sizes, host_add_one, NULL);
+    }
+  } else {
+    st = t4a_driver_open(NULL, &drv);
+  }
   if (st == T4A_DRIVER_NOT_FOUND) {
     printf("SKIP: no CUDA driver\n");
     return 77;
@@ -197,6 +235,7 @@ int main(int argc, char **argv) {
            s[V_OVERLAP].med / longer, s[V_OVERLAP].med / s[V_SERIAL].med, b.spin);
   } else {
     char m[3][32];
+    if (fake) printf("# FAKE DRIVER: a smoke run; the times below mean nothing\n");
     printf("# %zu MiB pageable upload on stream 2 vs slow_fill on stream 1 (spin %llu cycles, "
            "%u threads), %d repeats (+1 warm-up), interleaved; times until completion\n",
            mib, b.spin, b.fill_n, repeats);
@@ -222,5 +261,16 @@ int main(int argc, char **argv) {
   T4A_BENCH_CHECK(t4a_stream_destroy(b.rt, b.s2));
   T4A_BENCH_CHECK(t4a_runtime_close(b.rt));
   t4a_driver_release(drv);
+  if (fk != NULL) {
+    uint64_t violations = t4a_fake_ordering_violations(fk);
+    int clean = t4a_fake_nothing_live(fk);
+    t4a_fake_destroy(fk);
+    if (violations != 0 || !clean) {
+      fprintf(stderr, "overlap_bench --fake: %llu ordering violations, %s\n",
+              (unsigned long long)violations, clean ? "nothing left" : "objects left alive");
+      return 1;
+    }
+    printf("smoke: ok (fake driver: no ordering violation, nothing left alive)\n");
+  }
   return 0;
 }

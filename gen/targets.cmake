@@ -25,7 +25,11 @@ t4a_binary(NAME bench_xfer_bench
 t4a_binary(NAME bench_overlap_bench
   SRCS bench/overlap_bench.c
   OUTPUT_NAME overlap_bench
-  DEPS bench_harness t4a t4a_ctx_status)
+  DEPS bench_harness t4a t4a_ctx_status fake_driver testing_lsan_nvrtc_suppressions)
+t4a_sh_test(NAME bench_overlap_smoke_test
+  SCRIPT bench/overlap_smoke_test.sh
+  LABELS unit
+  DATA bench_overlap_bench)
 t4a_binary(NAME bench_nvrtc_bench
   SRCS bench/nvrtc_bench.c
   OUTPUT_NAME nvrtc_bench
