@@ -112,6 +112,10 @@ t4a_test(NAME t4a_ctx_ctx_test
   SRCS t4a_ctx/ctx_test.c
   LABELS unit
   DEPS fixture t4a_ctx_ctx_internal t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
+t4a_test(NAME t4a_ctx_lane_group_test
+  SRCS t4a_ctx/lane_group_test.c
+  LABELS unit
+  DEPS fixture t4a_ctx_ctx_internal t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver t4a_ext_cmocka)
 t4a_test(NAME t4a_ctx_loader_test
   SRCS t4a_ctx/loader_test.c
   LABELS unit
