@@ -617,14 +617,8 @@ static void lane_destroy(t4a_lane *lane) {
   if (atomic_load_explicit(&lane->abandoned, memory_order_relaxed)) {
     /* No proved drain: the stream may still hold work; leave it to the driver and count it. */
     t4a_counter_add(&d->counters, T4A_COUNTER_streams_leaked, 1);
-    if (atomic_load_explicit(&lane->group, memory_order_relaxed) != NULL) {
-      if (t4a_ctx_scope_enter(&scope, lane->holder, &lane->counters) == T4A_OK) {
-        group_leave(lane, 1);
-        t4a_ctx_scope_exit_quiet(&scope);
-      } else {
-        group_leave(lane, 0);
-      }
-    }
+    group_leave(lane, 0); /* no driver call either: its marker is leaked (counted), the group
+                           * tainted if it had marks */
   } else if (t4a_ctx_scope_enter(&scope, lane->holder, &lane->counters) == T4A_OK) {
     group_leave(lane, 1);
     if (T4A_CU_QUIET(d, cuStreamDestroy, lane->stream) == T4A_OK) {
