@@ -4,8 +4,8 @@
  * its block then reused on stream 1, must never overlap (the fake's per-block race detection),
  * and the same run with the driver's stream waits dropped must be caught; the events recorded
  * per cross-stream release (the stated bound, asserted with the counters); a stream of another
- * runtime (FOREIGN_HANDLE, nothing enqueued); raw scopes, descriptor fires and graph captures on a
- * stream; teardown with streams left; a failure sweep over a whole use of streams. */
+ * runtime (FOREIGN_HANDLE, nothing enqueued); raw scopes, descriptor fires, graph captures and a
+ * launch chain on a stream; teardown with streams left; a failure sweep over a whole use of streams. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -496,6 +496,48 @@ static void test_raw_graph_and_copy_on_a_stream(void **state) {
   assert_int_equal(t4a_fake_ordering_violations(f->fake), 0);
 }
 
+/* A launch chain on a stream: a descriptor table made on the stream's retire (the runtime's
+ * functions and buffers are the stream's), recorded once and replayed there, with a rebind seen
+ * by the next replay. */
+static void test_chain_on_a_stream(void **state) {
+  fixture *f = *state;
+  t4a_runtime *rt = open_rt(f);
+  t4a_function *fn = load_axpb(rt);
+  t4a_stream *s2 = NULL;
+  CK(t4a_stream_create(rt, NULL, &s2));
+  t4a_buffer *x = ints(rt, 1), *y = NULL;
+  CK(t4a_runtime_buffer(rt, N * sizeof(int), &y));
+  CK(t4a_stream_wait(rt, s2, NULL));
+  t4a_launch_table *table = NULL;
+  CK(t4a_launch_table_create(t4a_stream_retire(s2), NULL, &table));
+  int n = N, a = 2, b = 3;
+  t4a_arg args[5] = {t4a_arg_buffer(x, 0), t4a_arg_buffer(y, 0), t4a_arg_scalar(&n, 4),
+                     t4a_arg_scalar(&a, 4), t4a_arg_scalar(&b, 4)};
+  t4a_launch_config cfg = {{1, 1, 1}, {N, 1, 1}, 0};
+  uint32_t id = 0;
+  CK(t4a_descriptor_register(table, fn, &cfg, args, 5, &id));
+  CK(t4a_chain_begin(table));
+  CK(t4a_descriptor_fire(table, id));
+  t4a_chain *chain = NULL;
+  CK(t4a_chain_end(table, &chain));
+  CK(t4a_chain_replay(table, chain));
+  expect_ints(rt, s2, y, 2, 5); /* 2 * (1 + i) + 3 */
+  int b2 = 10;
+  t4a_arg nb = t4a_arg_scalar(&b2, 4);
+  CK(t4a_descriptor_rebind(table, id, 4, &nb));
+  CK(t4a_chain_replay(table, chain));
+  expect_ints(rt, s2, y, 2, 12);
+  t4a_chain_destroy(chain);
+  CK(t4a_descriptor_unregister(table, id));
+  t4a_launch_table_destroy(table);
+  t4a_buffer_release(x);
+  t4a_buffer_release(y);
+  t4a_function_release(fn);
+  CK(t4a_stream_destroy(rt, s2));
+  CK(t4a_runtime_close(rt));
+  assert_int_equal(t4a_fake_ordering_violations(f->fake), 0);
+}
+
 /* Destroying a stream with work queued proves its drain; its blocks' marks then need nothing. */
 static void test_destroy_with_work_queued(void **state) {
   fixture *f = *state;
@@ -696,6 +738,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_events_per_cross_stream_release, setup, teardown),
       cmocka_unit_test_setup_teardown(test_stream_of_another_runtime, setup, teardown),
       cmocka_unit_test_setup_teardown(test_raw_graph_and_copy_on_a_stream, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_chain_on_a_stream, setup, teardown),
       cmocka_unit_test_setup_teardown(test_destroy_with_work_queued, setup, teardown),
       cmocka_unit_test_setup_teardown(test_streams_sweep, setup, teardown_counted),
   };
