@@ -49,6 +49,9 @@ struct t4a_stream {
  * INVALID_ARGUMENT (NULL rt), FOREIGN_HANDLE (a stream of another runtime: nothing enqueued). */
 t4a_status t4a_runtime_stream_resolve_(t4a_runtime *rt, t4a_stream *stream, t4a_lane **lane,
                                        t4a_retire **retire);
+/* Whether this thread is inside an admission of one of the runtime's streams (a raw scope on it):
+ * then close refuses (REENTRY). */
+int t4a_runtime_streams_held_(t4a_runtime *rt);
 /* Destroys every stream left (t4a_runtime_close, before the runtime's own pieces); returns the
  * first failure. */
 t4a_status t4a_runtime_streams_close_(t4a_runtime *rt);

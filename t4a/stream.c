@@ -105,6 +105,16 @@ t4a_status t4a_stream_destroy(t4a_runtime *rt, t4a_stream *stream) {
   return stream_teardown(stream);
 }
 
+int t4a_runtime_streams_held_(t4a_runtime *rt) {
+  int held = 0;
+  pthread_mutex_lock(&rt->lock);
+  for (t4a_stream *s = rt->streams; s != NULL && !held; s = s->next) {
+    held = t4a_retire_held_by_this_thread_(s->retire);
+  }
+  pthread_mutex_unlock(&rt->lock);
+  return held;
+}
+
 t4a_status t4a_runtime_streams_close_(t4a_runtime *rt) {
   t4a_status first = T4A_OK;
   t4a_error detail;

@@ -428,6 +428,7 @@ static void test_stream_of_another_runtime(void **state) {
 /* ---- the lower paths on a stream ---- */
 
 typedef struct raw_job {
+  t4a_runtime *rt;
   t4a_buffer *buf;
   t4a_stream *stream;
   int seen_stream;
@@ -435,6 +436,9 @@ typedef struct raw_job {
 
 static t4a_status raw_fill(t4a_raw_scope *scope, void *user) {
   raw_job *j = user;
+  /* From inside the stream's scope neither the stream nor the runtime may go. */
+  if (t4a_stream_destroy(j->rt, j->stream) != T4A_REENTRY) return T4A_INTERNAL;
+  if (t4a_runtime_close(j->rt) != T4A_REENTRY) return T4A_INTERNAL;
   t4a_devptr p = 0;
   t4a_status st = t4a_raw_devptr(scope, j->buf, T4A_RAW_WRITE, &p);
   if (st != T4A_OK) return st;
@@ -455,7 +459,7 @@ static void test_raw_graph_and_copy_on_a_stream(void **state) {
   CK(t4a_runtime_buffer(rt, N * sizeof(int), &y));
   CK(t4a_runtime_buffer(rt, N * sizeof(int), &z));
   CK(t4a_stream_wait(rt, s2, NULL));
-  raw_job j = {x, s2, 0};
+  raw_job j = {rt, x, s2, 0};
   t4a_raw_binding bind = {x, T4A_RAW_WRITE};
   CK(t4a_raw_run(t4a_stream_retire(s2), &bind, 1, raw_fill, &j));
   assert_int_equal(j.seen_stream, 1);

@@ -206,6 +206,11 @@ t4a_status t4a_runtime_close(t4a_runtime *rt) {
                           "admissions (a raw scope's callback): nothing was closed");
   }
   if (probe == T4A_OK) (void)t4a_admission_abort(&adm, T4A_OK);
+  if (rt->lock_ready && t4a_runtime_streams_held_(rt)) {
+    return t4a_error_set_(T4A_REENTRY, NULL, 0, NULL, 0,
+                          "t4a_runtime_close called from inside an admission of one of the "
+                          "runtime's streams (a raw scope's callback): nothing was closed");
+  }
   t4a_error_restore(&saved);
   return teardown(rt);
 }

@@ -159,7 +159,8 @@ T4A_MUST_USE t4a_status t4a_runtime_open(int ordinal, const t4a_runtime_options 
  * after a proved drain; otherwise the retirement state's failure (CONTEXT_LOST, LANE_BROKEN, a
  * driver error…), everything it could not prove finished having been leaked and counted — never
  * freed on a guess. Called from inside one of this runtime's own callbacks (a raw scope on its
- * lane), it returns REENTRY and does nothing. Accepts NULL (T4A_OK). */
+ * lane or on one of its streams), it returns REENTRY and does nothing. Streams left are destroyed
+ * first. Accepts NULL (T4A_OK). */
 t4a_status t4a_runtime_close(t4a_runtime *rt);
 
 /* ---- Accessors (borrowed; valid until close) ---- */
