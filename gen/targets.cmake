@@ -60,7 +60,7 @@ t4a_test(NAME t4a_t4a_facade_test
 t4a_test(NAME t4a_streams_test
   SRCS t4a/streams_test.c
   LABELS unit
-  DEPS fixture t4a_ctx_seam t4a_ctx_status_internal t4a fake_driver sweep t4a_ext_cmocka)
+  DEPS fixture t4a_ctx_seam t4a_ctx_status_internal t4a fake_driver sweep t4a_ext_cmocka Threads::Threads)
 t4a_test(NAME t4a_stress_test
   SRCS t4a/stress_test.c
   LABELS unit stress
