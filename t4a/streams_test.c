@@ -448,8 +448,9 @@ static t4a_status raw_fill(t4a_raw_scope *scope, void *user) {
   return T4A_OK;
 }
 
-/* A raw scope, a graph captured and launched, a copy, on a stream: each on the stream's own
- * CUstream; buffers of the runtime bound and ordered as everywhere. */
+/* A raw scope, a graph captured and launched, a copy, pinned transfers and a raw-bytes launch on
+ * a stream: each on the stream's own CUstream; buffers of the runtime ordered as everywhere (a
+ * raw-bytes launch keeps no buffer: its addresses are the caller's, here kept by `w`). */
 static void test_raw_graph_and_copy_on_a_stream(void **state) {
   fixture *f = *state;
   t4a_runtime *rt = open_rt(f);
@@ -480,6 +481,29 @@ static void test_raw_graph_and_copy_on_a_stream(void **state) {
   CK(t4a_graph_launch(g));
   expect_ints(rt, s2, y, 4, 40); /* 4 * (10 + i) */
   expect_ints(rt, s2, z, 1, 10);
+  /* Pinned transfers through the stream's ring, and a raw-bytes launch, on s2 too. */
+  t4a_xfer *x2 = NULL;
+  CK(t4a_stream_xfer(rt, s2, &x2));
+  t4a_pinned *pin = NULL;
+  CK(t4a_pinned_create(t4a_lane_holder(t4a_runtime_lane(rt)), N * sizeof(int), 0, &pin));
+  int *ph = t4a_pinned_host(pin);
+  for (int i = 0; i < N; i++) ph[i] = 5 * i;
+  t4a_buffer *w = NULL;
+  CK(t4a_runtime_buffer(rt, N * sizeof(int), &w));
+  CK(t4a_xfer_upload_pinned(x2, w, 0, pin, 0, N * sizeof(int)));
+  struct {
+    uint64_t in, out;
+    int n, a, b;
+  } packed = {t4a_buffer_devptr(w), t4a_buffer_devptr(w), N, 1, 1};
+  const uint32_t offs[5] = {0, 8, 16, 20, 24};
+  CK(t4a_launch_raw(t4a_stream_retire(s2), fn, &cfg, &packed, 28, offs, 5)); /* w += 1 */
+  t4a_xfer_pending *pd = NULL;
+  CK(t4a_xfer_download_pinned(x2, w, 0, pin, 0, N * sizeof(int), &pd));
+  CK(t4a_xfer_pending_wait(pd));
+  t4a_xfer_pending_release(pd);
+  for (int i = 0; i < N; i++) assert_int_equal(ph[i], 5 * i + 1);
+  t4a_buffer_release(w);
+  t4a_pinned_release(pin);
   /* A buffer whose first use on s2 would need an order inside a capture is refused. */
   t4a_buffer *fresh = NULL;
   CK(t4a_runtime_buffer(rt, N * sizeof(int), &fresh));
