@@ -22,6 +22,14 @@ t4a_binary(NAME bench_xfer_bench
   SRCS bench/xfer_bench.c
   OUTPUT_NAME xfer_bench
   DEPS bench_harness t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status)
+t4a_binary(NAME bench_overlap_bench
+  SRCS bench/overlap_bench.c
+  OUTPUT_NAME overlap_bench
+  DEPS bench_harness t4a t4a_ctx_status fake_driver testing_lsan_nvrtc_suppressions)
+t4a_sh_test(NAME bench_overlap_smoke_test
+  SCRIPT bench/overlap_smoke_test.sh
+  LABELS unit
+  DATA bench_overlap_bench)
 t4a_binary(NAME bench_nvrtc_bench
   SRCS bench/nvrtc_bench.c bench/link_rows.c bench/link_rows.h
   OUTPUT_NAME nvrtc_bench
@@ -39,16 +47,20 @@ t4a_library(NAME examples_warm_chain
   HDRS examples/warm_chain.h
   DEPS t4a)
 t4a_library(NAME t4a
-  SRCS t4a/t4a.c t4a/stats_json.c t4a/runtime_internal.h
+  SRCS t4a/t4a.c t4a/stats_json.c t4a/stream.c t4a/runtime_internal.h
   HDRS t4a/include/t4a/t4a.h
   INCLUDE_DIR t4a/include
   INSTALL t4a
   DEPS t4a_raw t4a_xfer t4a_launch t4a_nvrtc t4a_mem t4a_retire t4a_ctx t4a_ctx_status Threads::Threads
-  BUILD_DEPS t4a_mem_mem_internal t4a_ctx_status_internal t4a_retire_retire_internal)
+  BUILD_DEPS t4a_mem_mem_internal t4a_ctx_ctx_internal t4a_ctx_status_internal t4a_retire_retire_internal)
 t4a_test(NAME t4a_t4a_facade_test
   SRCS t4a/t4a_facade_test.c
   LABELS unit
   DEPS fixture t4a_ctx_status_internal t4a fake_driver sweep t4a_ext_cmocka)
+t4a_test(NAME t4a_streams_test
+  SRCS t4a/streams_test.c
+  LABELS unit
+  DEPS fixture t4a_ctx_seam t4a_ctx_status_internal t4a fake_driver sweep t4a_ext_cmocka Threads::Threads)
 t4a_test(NAME t4a_stress_test
   SRCS t4a/stress_test.c
   LABELS unit stress
@@ -61,6 +73,14 @@ t4a_test(NAME t4a_api_sweep_test
   SRCS t4a/api_sweep_test.c
   LABELS unit
   DEPS fixture t4a fake_nvrtc fake_driver sweep t4a_ext_cmocka)
+t4a_test(NAME t4a_streams_gpu_test
+  SRCS t4a/streams_gpu_test.c
+  LABELS gpu single
+  DEPS testing_fixture_host_kernels t4a testing_gpu_gpu_main fake_driver t4a_ext_cmocka)
+t4a_sh_test(NAME t4a_streams_gpu_fake_test
+  SCRIPT t4a/streams_gpu_fake_test.sh
+  LABELS unit
+  DATA t4a_streams_gpu_test)
 t4a_test(NAME t4a_lto_gpu_test
   SRCS t4a/lto_gpu_test.c
   LABELS gpu single
@@ -96,6 +116,10 @@ t4a_test(NAME t4a_ctx_ctx_test
   SRCS t4a_ctx/ctx_test.c
   LABELS unit
   DEPS fixture t4a_ctx_ctx_internal t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
+t4a_test(NAME t4a_ctx_lane_group_test
+  SRCS t4a_ctx/lane_group_test.c
+  LABELS unit
+  DEPS fixture t4a_ctx_ctx_internal t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver t4a_ext_cmocka)
 t4a_test(NAME t4a_ctx_loader_test
   SRCS t4a_ctx/loader_test.c
   LABELS unit
@@ -212,7 +236,7 @@ t4a_library(NAME t4a_mem_counter_list
   INCLUDE_DIR t4a_mem/include)
 t4a_library(NAME t4a_mem_mem_internal
   HDRS t4a_mem/mem_internal.h
-  DEPS t4a_mem)
+  DEPS t4a_mem t4a_ctx_ctx_internal)
 t4a_library(NAME t4a_nvrtc
   SRCS t4a_nvrtc/nvrtc_loader.c t4a_nvrtc/nvrtc_request.c t4a_nvrtc/nvrtc_cacheable.c t4a_nvrtc/nvrtc_compile.c t4a_nvrtc/nvrtc_cache.c t4a_nvrtc/nvrtc_disk.c t4a_nvrtc/jitlink_loader.c t4a_nvrtc/jitlink.c t4a_nvrtc/nvrtc_libid.c t4a_nvrtc/nvrtc_internal.h t4a_nvrtc/nvrtc_table.h t4a_nvrtc/nvrtc_catalog.h t4a_nvrtc/jitlink_table.h t4a_nvrtc/jitlink_catalog.h
   HDRS t4a_nvrtc/include/t4a/jitlink.h t4a_nvrtc/include/t4a/nvrtc.h

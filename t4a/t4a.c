@@ -1,5 +1,6 @@
 /* The facade's own code: the composed runtime (t4a/t4a.h). Its stats JSON is stats_json.c. */
 #include "t4a/t4a.h"
+#include "t4a_ctx/ctx_internal.h"
 #include "t4a_ctx/status_internal.h"
 #include "t4a_mem/mem_internal.h"
 #include "t4a_retire/retire_internal.h"
@@ -37,6 +38,8 @@ static t4a_status copy_string(const char *s, char **out) {
 
 /* Releases every piece in teardown order; returns the retirement state's verdict. */
 static t4a_status teardown(t4a_runtime *rt) {
+  /* Streams first: their retires hold the pool's buffers and the table's modules. */
+  t4a_status streams = rt->lock_ready ? t4a_runtime_streams_close_(rt) : T4A_OK;
   t4a_launch_table_destroy(rt->table);
   t4a_module_cache_destroy(rt->modules);
   t4a_xfer_destroy(rt->xfer);
@@ -66,6 +69,9 @@ static t4a_status teardown(t4a_runtime *rt) {
     t4a_mem_pool_abandon_(rt->pool);
   }
   t4a_mem_pool_release(rt->pool);
+  /* The lane's marker event (made when a stream was ordered after this one's work) goes now: a
+   * quarantined buffer may keep the lane alive for ever. */
+  t4a_lane_drop_marker_(rt->lane);
   /* After a proved drain, let the pool's last frees run while the context is certainly alive:
    * the lane's release may release the primary context (one counted host wait). */
   if (healthy) st = t4a_lane_synchronize(rt->lane);
@@ -75,7 +81,7 @@ static t4a_status teardown(t4a_runtime *rt) {
   free(rt->nvrtc_path);
   free(rt->disk_dir);
   free(rt);
-  return st;
+  return st != T4A_OK ? st : streams;
 }
 
 static t4a_status set_target(t4a_runtime *rt, const t4a_runtime_options *o) {
@@ -125,6 +131,7 @@ static t4a_status open_pieces(t4a_runtime *rt, const t4a_runtime_options *o) {
     calibrate(rt);
   }
   if (st == T4A_OK) st = t4a_xfer_create(rt->retire, &o->xfer, &rt->xfer);
+  rt->xfer_options = o->xfer;
   /* One launch policy for the module cache and the table: the runtime's. */
   t4a_launch_policy launch = o->launch;
   launch.calibration = rt->calibrated ? &rt->calibration : NULL;
@@ -201,6 +208,11 @@ t4a_status t4a_runtime_close(t4a_runtime *rt) {
                           "admissions (a raw scope's callback): nothing was closed");
   }
   if (probe == T4A_OK) (void)t4a_admission_abort(&adm, T4A_OK);
+  if (rt->lock_ready && t4a_runtime_streams_held_(rt)) {
+    return t4a_error_set_(T4A_REENTRY, NULL, 0, NULL, 0,
+                          "t4a_runtime_close called from inside an admission of one of the "
+                          "runtime's streams (a raw scope's callback): nothing was closed");
+  }
   t4a_error_restore(&saved);
   return teardown(rt);
 }

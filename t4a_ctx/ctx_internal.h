@@ -3,6 +3,8 @@
 #ifndef T4A_CTX_CTX_INTERNAL_H_
 #define T4A_CTX_CTX_INTERNAL_H_
 
+#include <stdint.h>
+
 #include "t4a/ctx.h"
 #include "t4a/status.h"
 
@@ -31,6 +33,46 @@ int t4a_lane_defer_capture_(t4a_lane *lane, void (*fn)(void *object), void *obje
 /* Whether t4a_lane_defer_capture_ would defer now (the lane is capturing, or this thread is
  * capturing another lane): lets a drop path allocate its deferral record only when needed. */
 int t4a_lane_capture_blocks_drops_(const t4a_lane *lane);
+
+/* ---- the streams of one domain (t4a_lane_create_sibling; design §4) ---- */
+
+/* A point of one stream of a domain: its member slot and generation, and the group's sequence
+ * number when it was taken (0: no point; nothing to order after). */
+typedef struct t4a_lane_mark_ {
+  uint32_t slot;
+  uint32_t gen;
+  uint64_t seq;
+} t4a_lane_mark_;
+
+/* Whether the lane's domain has (had) more than one stream: one load. Until then every mark is
+ * the zero mark and ordering needs nothing. */
+int t4a_lane_grouped_(const t4a_lane *lane);
+/* Takes a mark for the work just enqueued on the lane (call after enqueueing): a marker recorded
+ * on the lane later covers it. The zero mark when the lane is not grouped. */
+t4a_lane_mark_ t4a_lane_mark_now_(t4a_lane *lane);
+/* The mark of the lane's work from before its group existed. */
+t4a_lane_mark_ t4a_lane_mark_origin_(const t4a_lane *lane);
+/* Orders the waiter's later work after `mark` without a host wait: records the marked stream's
+ * marker unless its latest record covers the mark (counted in cross_stream_events and
+ * events_recorded on the marked lane), then makes the waiter's stream wait for it unless the
+ * waiter already waited for a record that covers it (cross_stream_waits on the waiter). The
+ * lanes' context must be current. Nothing for the zero mark, a mark of the waiter itself, or a
+ * stream that left the group after a proved drain. Statuses: UNSUPPORTED (a record or wait would
+ * go into a graph capture: nothing enqueued), LANE_BROKEN (the marked stream left without a
+ * proved drain), driver failures. */
+t4a_status t4a_lane_order_after_(t4a_lane *waiter, t4a_lane_mark_ mark);
+/* Orders the waiter after every mark taken so far on every other stream of its domain. */
+t4a_status t4a_lane_order_after_all_(t4a_lane *waiter);
+/* Destroys the lane's marker event now (the next order after the lane records a new one): for an
+ * owner that is done with the lane while objects it cannot release (a quarantined buffer) may
+ * keep the lane alive for ever (t4a_runtime_close). Waits already enqueued on it are unaffected.
+ * Leaked and counted (the driver's `leaked`) without a context. */
+void t4a_lane_drop_marker_(t4a_lane *lane);
+/* The group's newest sequence number (0 when not grouped); read before a drain. */
+uint64_t t4a_lane_mark_seq_(const t4a_lane *lane);
+/* A proved drain of the lane's stream (t4a_retire's teardown): marks up to `seq` (read with
+ * t4a_lane_mark_seq_ before the synchronisation) need no wait when the lane leaves its group. */
+void t4a_lane_note_drained_(t4a_lane *lane, uint64_t seq);
 
 /* For libraries reporting a failed driver call on the lane: if `status` is T4A_CONTEXT_LOST, marks
  * the lane's context lost with this thread's error detail. Returns `status`. */

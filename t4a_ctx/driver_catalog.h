@@ -41,6 +41,7 @@
   X(cuCtxGetLimit, 3010, REQUIRED)                   \
   X(cuCtxResetPersistingL2Cache, 11000, REQUIRED)    \
   X(cuCtxEnablePeerAccess, 4000, REQUIRED)           \
+  X(cuCtxGetStreamPriorityRange, 5050, REQUIRED)     \
   /* streams */                                      \
   X(cuStreamCreate, 2000, OPTIONAL)                  \
   X(cuStreamCreateWithPriority, 5050, REQUIRED)      \

@@ -19,11 +19,30 @@ struct t4a_lane {
   CUstream stream;
   uint64_t domain;
   int ordinal;
+  int priority;
+  struct lane_group *_Atomic group; /* the streams of this domain, once it has more than one */
+  uint32_t slot;                     /* this lane's member slot in `group` */
   t4a_counters counters;
 };
 
 /* Domain identities start at 1 and are never reused in the process. */
 static _Atomic uint64_t g_next_domain = 1;
+
+/* The priority range of the current context's device (context current). 0 is every device's
+ * default and always valid, so it asks the driver nothing. */
+static t4a_status check_priority(t4a_driver *driver, int ordinal, int priority) {
+  if (priority == 0) return T4A_OK;
+  int least = 0, greatest = 0;
+  t4a_status st = T4A_CU(driver, cuCtxGetStreamPriorityRange, &least, &greatest);
+  if (st != T4A_OK) return st;
+  if (priority > least || priority < greatest) {
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, "cuCtxGetStreamPriorityRange", 0, NULL, 0,
+                          "stream priority %d is outside device %d's range [%d (greatest), %d "
+                          "(least)]",
+                          priority, ordinal, greatest, least);
+  }
+  return T4A_OK;
+}
 
 t4a_status t4a_lane_create(t4a_driver *driver, int ordinal, const t4a_lane_options *options,
                            t4a_lane **out) {
@@ -64,8 +83,11 @@ t4a_status t4a_lane_create(t4a_driver *driver, int ordinal, const t4a_lane_optio
   lane->ordinal = ordinal;
   t4a_ctx_scope scope;
   if ((st = t4a_ctx_scope_enter(&scope, lane->holder, &lane->counters)) == T4A_OK) {
-    st = T4A_CU(driver, cuStreamCreateWithPriority, &lane->stream, CU_STREAM_NON_BLOCKING,
-                opts.priority);
+    st = check_priority(driver, ordinal, opts.priority);
+    if (st == T4A_OK) {
+      st = T4A_CU(driver, cuStreamCreateWithPriority, &lane->stream, CU_STREAM_NON_BLOCKING,
+                  opts.priority);
+    }
     if (st != T4A_OK) {
       t4a_ctx_scope_exit_quiet(&scope);
     } else if ((st = t4a_ctx_scope_exit(&scope)) != T4A_OK) {
@@ -96,6 +118,7 @@ t4a_status t4a_lane_create(t4a_driver *driver, int ordinal, const t4a_lane_optio
   atomic_init(&lane->capturing, 0);
   pthread_mutex_init(&lane->deferred_lock, NULL); /* default attributes: cannot fail on glibc */
   lane->domain = atomic_fetch_add_explicit(&g_next_domain, 1, memory_order_relaxed);
+  lane->priority = opts.priority;
   /* Lifetime counts live on the driver: the lane's own block dies with the lane. */
   t4a_counter_add(&driver->counters, T4A_COUNTER_streams_created, 1);
   t4a_counter_add(&driver->counters, T4A_COUNTER_lanes_created, 1);
@@ -225,6 +248,367 @@ int t4a_lane_is_capturing(const t4a_lane *lane) {
          atomic_load_explicit(&((t4a_lane *)lane)->capturing, memory_order_acquire);
 }
 
+
+/* ---- the streams of one domain (t4a_lane_create_sibling) ---------------------------------- *
+ *
+ * Lanes made by t4a_lane_create_sibling share a holder and a domain: buffers and modules of one
+ * are the others'. Their group orders one stream after a point of another with one marker event
+ * per member: a point is a mark (slot, generation, sequence number) taken right after work was
+ * enqueued; the member's marker, recorded later on its stream, covers every mark taken before the
+ * record (the group's sequence number at the record says which). A waiter remembers, per member,
+ * the newest marker sequence it waited for, so one record and one wait cover any number of marks
+ * (the amortisation). The lock is a leaf: nothing else is taken under it; the driver calls under
+ * it only enqueue. */
+#define GROUP_MAX T4A_LANE_MAX_STREAMS
+
+typedef struct group_member {
+  t4a_lane *lane;   /* borrowed: the member leaves before it goes; NULL: a free slot */
+  uint32_t gen;     /* bumped whenever the slot is taken */
+  CUevent marker;   /* created at its first record (DISABLE_TIMING) */
+  uint64_t marker_seq;  /* the group sequence number at its latest record (0: none) */
+  uint64_t last_mark;   /* the newest mark taken on it */
+  uint64_t drained_seq; /* the group sequence number at its latest proved drain */
+  uint64_t waited[GROUP_MAX];     /* newest marker_seq of member j this stream waited for */
+  uint32_t waited_gen[GROUP_MAX]; /* ...of that member's generation */
+} group_member;
+
+typedef struct lane_group {
+  atomic_int refs;
+  pthread_mutex_t lock;
+  uint64_t seq;  /* the newest mark handed out */
+  int tainted;   /* a member left without a proved drain: its stale marks cannot be proved */
+  group_member m[GROUP_MAX];
+} lane_group;
+
+static void group_release(lane_group *g) {
+  if (g != NULL && atomic_fetch_sub_explicit(&g->refs, 1, memory_order_acq_rel) == 1) {
+    pthread_mutex_destroy(&g->lock);
+    free(g);
+  }
+}
+
+/* The lane's group, made (with the lane as its member 0, generation 1) when it has none yet. */
+static t4a_status lane_group_of(t4a_lane *lane, lane_group **out) {
+  lane_group *g = atomic_load_explicit(&lane->group, memory_order_acquire);
+  if (g != NULL) {
+    *out = g;
+    return T4A_OK;
+  }
+  g = t4a_host_calloc(1, sizeof *g);
+  if (g == NULL) return T4A_HOST_OUT_OF_MEMORY;
+  if (t4a_fault_sim(T4A_FAULT_MUTEX_INIT) || pthread_mutex_init(&g->lock, NULL) != 0) {
+    free(g);
+    return t4a_error_set_(T4A_INTERNAL, "pthread_mutex_init", 0, NULL, 0,
+                          "cannot initialise a stream group lock");
+  }
+  atomic_init(&g->refs, 1);
+  /* Work of the lane before the group existed (its buffers' allocations) is mark 1. */
+  g->seq = 1;
+  g->m[0].lane = lane;
+  g->m[0].gen = 1;
+  g->m[0].last_mark = 1;
+  lane_group *expected = NULL;
+  if (!atomic_compare_exchange_strong(&lane->group, &expected, g)) {
+    pthread_mutex_destroy(&g->lock);
+    free(g);
+    g = expected; /* another thread made it first */
+  }
+  *out = g;
+  return T4A_OK;
+}
+
+int t4a_lane_grouped_(const t4a_lane *lane) {
+  return lane != NULL &&
+         atomic_load_explicit(&((t4a_lane *)lane)->group, memory_order_acquire) != NULL;
+}
+
+t4a_lane_mark_ t4a_lane_mark_now_(t4a_lane *lane) {
+  t4a_lane_mark_ mark = {0, 0, 0};
+  lane_group *g = lane != NULL ? atomic_load_explicit(&lane->group, memory_order_acquire) : NULL;
+  if (g == NULL) return mark;
+  pthread_mutex_lock(&g->lock);
+  group_member *m = &g->m[lane->slot];
+  mark.slot = lane->slot;
+  mark.gen = m->gen;
+  mark.seq = ++g->seq;
+  m->last_mark = mark.seq;
+  pthread_mutex_unlock(&g->lock);
+  return mark;
+}
+
+t4a_lane_mark_ t4a_lane_mark_origin_(const t4a_lane *lane) {
+  t4a_lane_mark_ mark = {0, 0, 0};
+  lane_group *g = lane != NULL ? atomic_load_explicit(&((t4a_lane *)lane)->group,
+                                                      memory_order_acquire)
+                               : NULL;
+  if (g == NULL) return mark;
+  pthread_mutex_lock(&g->lock);
+  mark.slot = lane->slot;
+  mark.gen = g->m[lane->slot].gen;
+  mark.seq = 1; /* before the group existed: covered by any marker of the lane */
+  pthread_mutex_unlock(&g->lock);
+  return mark;
+}
+
+/* Orders w's later work after `mark` (lock held; the group's context current). */
+static t4a_status order_locked(lane_group *g, t4a_lane *waiter, t4a_lane_mark_ mark) {
+  if (mark.seq == 0 || mark.slot >= GROUP_MAX) return T4A_OK;
+  group_member *t = &g->m[mark.slot];
+  if (t->lane == waiter && t->gen == mark.gen) return T4A_OK; /* stream order */
+  if (t->lane == NULL || t->gen != mark.gen) {
+    /* The marked stream left the group after a proved drain (lane_destroy), unless tainted. */
+    if (!g->tainted) return T4A_OK;
+    return t4a_error_set_(T4A_LANE_BROKEN, NULL, 0, NULL, 0,
+                          "a stream of domain %llu went without a proved drain: work marked on "
+                          "it cannot be proved complete",
+                          (unsigned long long)waiter->domain);
+  }
+  group_member *w = &g->m[waiter->slot];
+  if (w->waited_gen[mark.slot] == mark.gen && w->waited[mark.slot] >= mark.seq) return T4A_OK;
+  t4a_driver *d = waiter->driver;
+  if (t->marker_seq < mark.seq) {
+    if (atomic_load_explicit(&t->lane->capturing, memory_order_acquire)) {
+      return t4a_error_set_(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
+                            "stream %u of domain %llu is capturing a graph: the order after its "
+                            "work cannot be recorded until the capture ended",
+                            mark.slot, (unsigned long long)waiter->domain);
+    }
+  }
+  if (atomic_load_explicit(&waiter->capturing, memory_order_acquire)) {
+    return t4a_error_set_(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
+                          "stream %u of domain %llu is capturing a graph: it cannot be ordered "
+                          "after another stream's work inside the capture (use the buffer on it "
+                          "once before the capture, or t4a_lane_wait_for_ before it)",
+                          waiter->slot, (unsigned long long)waiter->domain);
+  }
+  t4a_status st;
+  if (t->marker_seq < mark.seq) {
+    if (t->marker == NULL) {
+      st = T4A_CU(d, cuEventCreate, &t->marker, CU_EVENT_DISABLE_TIMING);
+      if (st != T4A_OK) return t4a_lane_note_(waiter, st);
+    }
+    st = T4A_CU(d, cuEventRecord, t->marker, t->lane->stream);
+    if (st != T4A_OK) return t4a_lane_note_(waiter, st);
+    t->marker_seq = g->seq;
+    t4a_counter_add(&t->lane->counters, T4A_COUNTER_cross_stream_events, 1);
+    t4a_counter_add(&t->lane->counters, T4A_COUNTER_events_recorded, 1);
+  }
+  st = T4A_CU(d, cuStreamWaitEvent, waiter->stream, t->marker, 0);
+  if (st != T4A_OK) return t4a_lane_note_(waiter, st);
+  w->waited[mark.slot] = t->marker_seq;
+  w->waited_gen[mark.slot] = t->gen;
+  t4a_counter_add(&waiter->counters, T4A_COUNTER_cross_stream_waits, 1);
+  return T4A_OK;
+}
+
+t4a_status t4a_lane_order_after_(t4a_lane *waiter, t4a_lane_mark_ mark) {
+  if (waiter == NULL || mark.seq == 0) return T4A_OK;
+  lane_group *g = atomic_load_explicit(&waiter->group, memory_order_acquire);
+  if (g == NULL) return T4A_OK; /* no other stream in the domain: stream order */
+  pthread_mutex_lock(&g->lock);
+  t4a_status st = order_locked(g, waiter, mark);
+  pthread_mutex_unlock(&g->lock);
+  return st;
+}
+
+t4a_status t4a_lane_order_after_all_(t4a_lane *waiter) {
+  if (waiter == NULL) return T4A_OK;
+  lane_group *g = atomic_load_explicit(&waiter->group, memory_order_acquire);
+  if (g == NULL) return T4A_OK;
+  pthread_mutex_lock(&g->lock);
+  t4a_status st = T4A_OK;
+  for (uint32_t j = 0; j < GROUP_MAX && st == T4A_OK; j++) {
+    group_member *t = &g->m[j];
+    if (t->lane == NULL || t->lane == waiter || t->last_mark == 0) continue;
+    st = order_locked(g, waiter, (t4a_lane_mark_){j, t->gen, t->last_mark});
+  }
+  pthread_mutex_unlock(&g->lock);
+  return st;
+}
+
+uint64_t t4a_lane_mark_seq_(const t4a_lane *lane) {
+  lane_group *g = lane != NULL ? atomic_load_explicit(&((t4a_lane *)lane)->group,
+                                                      memory_order_acquire)
+                               : NULL;
+  if (g == NULL) return 0;
+  pthread_mutex_lock(&g->lock);
+  uint64_t seq = g->seq;
+  pthread_mutex_unlock(&g->lock);
+  return seq;
+}
+
+void t4a_lane_note_drained_(t4a_lane *lane, uint64_t seq) {
+  lane_group *g = lane != NULL ? atomic_load_explicit(&lane->group, memory_order_acquire) : NULL;
+  if (g == NULL) return;
+  pthread_mutex_lock(&g->lock);
+  if (seq > g->m[lane->slot].drained_seq) g->m[lane->slot].drained_seq = seq;
+  pthread_mutex_unlock(&g->lock);
+}
+
+void t4a_lane_drop_marker_(t4a_lane *lane) {
+  lane_group *g = lane != NULL ? atomic_load_explicit(&lane->group, memory_order_acquire) : NULL;
+  if (g == NULL) return;
+  pthread_mutex_lock(&g->lock);
+  group_member *m = &g->m[lane->slot];
+  CUevent marker = m->marker;
+  m->marker = NULL;
+  m->marker_seq = 0; /* the next order after this lane records a new one */
+  pthread_mutex_unlock(&g->lock);
+  if (marker == NULL) return;
+  t4a_error saved; /* a drop path never changes the caller's error detail */
+  t4a_error_last(&saved);
+  t4a_ctx_scope scope;
+  int destroyed = 0;
+  if (!t4a_lane_is_broken(lane) &&
+      t4a_ctx_scope_enter(&scope, lane->holder, &lane->counters) == T4A_OK) {
+    destroyed = T4A_CU_QUIET(lane->driver, cuEventDestroy, marker) == T4A_OK;
+    t4a_ctx_scope_exit_quiet(&scope);
+  }
+  if (!destroyed) t4a_counter_add(&lane->driver->counters, T4A_COUNTER_leaked, 1);
+  t4a_error_restore(&saved);
+}
+
+/* The lane leaves its group (its context current, or `ctx_ok` 0): after a proved drain of what
+ * was marked on it since its last one (a counted host wait), so later orderings after its marks
+ * need nothing; without one the group is tainted. Destroys its marker. */
+static void group_leave(t4a_lane *lane, int ctx_ok) {
+  lane_group *g = atomic_load_explicit(&lane->group, memory_order_acquire);
+  if (g == NULL) return;
+  pthread_mutex_lock(&g->lock);
+  group_member *m = &g->m[lane->slot];
+  int need_drain = m->last_mark > m->drained_seq;
+  CUevent marker = m->marker;
+  pthread_mutex_unlock(&g->lock);
+  int drained = !need_drain;
+  if (need_drain && ctx_ok && !atomic_load_explicit(&lane->abandoned, memory_order_relaxed)) {
+    t4a_counter_add(&lane->counters, T4A_COUNTER_host_waits, 1);
+    drained = T4A_CU_QUIET(lane->driver, cuStreamSynchronize, lane->stream) == T4A_OK;
+  }
+  if (marker != NULL) {
+    if (!ctx_ok || T4A_CU_QUIET(lane->driver, cuEventDestroy, marker) != T4A_OK) {
+      /* Counted on the driver: the lane's own block goes with it. */
+      t4a_counter_add(&lane->driver->counters, T4A_COUNTER_leaked, 1);
+    }
+  }
+  pthread_mutex_lock(&g->lock);
+  if (!drained) g->tainted = 1;
+  m->lane = NULL;
+  m->marker = NULL;
+  m->marker_seq = m->last_mark = m->drained_seq = 0;
+  pthread_mutex_unlock(&g->lock);
+  atomic_store_explicit(&lane->group, NULL, memory_order_release);
+  group_release(g);
+}
+
+t4a_status t4a_lane_create_sibling(t4a_lane *lane, const t4a_lane_options *options,
+                                   t4a_lane **out) {
+  if (out == NULL || lane == NULL) {
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "lane or out is NULL");
+  }
+  *out = NULL;
+  t4a_lane_options opts = T4A_LANE_OPTIONS_INIT;
+  if (options != NULL) opts = *options;
+  t4a_status st = t4a_lane_check(lane);
+  if (st != T4A_OK) return st;
+  t4a_driver *driver = lane->driver;
+  t4a_ctx_fault *fault = &driver->faults[lane->ordinal];
+  t4a_lane *s = t4a_host_calloc(1, sizeof *s);
+  if (s == NULL) return T4A_HOST_OUT_OF_MEMORY;
+  lane_group *g = NULL;
+  if ((st = lane_group_of(lane, &g)) != T4A_OK) {
+    free(s);
+    return st;
+  }
+  /* Take a slot first: a full group is refused before anything is made. */
+  pthread_mutex_lock(&g->lock);
+  uint32_t slot = GROUP_MAX;
+  for (uint32_t j = 0; j < GROUP_MAX; j++) {
+    if (g->m[j].lane == NULL) {
+      slot = j;
+      break;
+    }
+  }
+  if (slot < GROUP_MAX) {
+    group_member *m = &g->m[slot];
+    m->lane = s; /* reserved: `s` is not reachable by anyone else yet */
+    m->gen++;
+    if (m->gen == 0) m->gen = 1;
+    m->marker = NULL;
+    m->marker_seq = m->last_mark = m->drained_seq = 0;
+    for (uint32_t j = 0; j < GROUP_MAX; j++) {
+      m->waited[j] = 0;
+      m->waited_gen[j] = 0;
+    }
+  }
+  pthread_mutex_unlock(&g->lock);
+  if (slot == GROUP_MAX) {
+    free(s);
+    return t4a_error_set_(T4A_LIMIT_EXCEEDED, NULL, 0, NULL, 0,
+                          "domain %llu already has %d streams (the most a domain can have at once)",
+                          (unsigned long long)lane->domain, GROUP_MAX);
+  }
+  atomic_fetch_add(&fault->lanes_open, 1);
+  t4a_ctx_scope scope;
+  if ((st = t4a_ctx_scope_enter(&scope, lane->holder, &lane->counters)) == T4A_OK) {
+    st = check_priority(driver, lane->ordinal, opts.priority);
+    if (st == T4A_OK) {
+      st = T4A_CU(driver, cuStreamCreateWithPriority, &s->stream, CU_STREAM_NON_BLOCKING,
+                  opts.priority);
+    }
+    t4a_ctx_scope_exit_quiet(&scope);
+    if (st != T4A_OK) (void)t4a_lane_note_(lane, st);
+  }
+  if (st != T4A_OK) {
+    pthread_mutex_lock(&g->lock);
+    g->m[slot].lane = NULL;
+    pthread_mutex_unlock(&g->lock);
+    atomic_fetch_sub(&fault->lanes_open, 1);
+    free(s);
+    return st;
+  }
+  atomic_init(&s->refs, 1);
+  atomic_init(&s->abandoned, 0);
+  atomic_init(&s->counted_open, 1);
+  atomic_init(&s->capturing, 0);
+  pthread_mutex_init(&s->deferred_lock, NULL); /* default attributes: cannot fail on glibc */
+  t4a_ctx_holder_retain(lane->holder);
+  s->holder = lane->holder;
+  s->driver = driver;
+  s->ordinal = lane->ordinal;
+  s->domain = lane->domain;
+  s->priority = opts.priority;
+  s->slot = slot;
+  atomic_fetch_add_explicit(&g->refs, 1, memory_order_relaxed);
+  atomic_store_explicit(&s->group, g, memory_order_release);
+  t4a_counter_add(&driver->counters, T4A_COUNTER_streams_created, 1);
+  t4a_counter_add(&driver->counters, T4A_COUNTER_lanes_created, 1);
+  t4a_counter_add(&driver->counters, T4A_COUNTER_streams_sibling, 1);
+  *out = s;
+  return T4A_OK;
+}
+
+t4a_status t4a_lane_priority_range(t4a_lane *lane, int *out_least, int *out_greatest) {
+  if (lane == NULL || out_least == NULL || out_greatest == NULL) {
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "lane or out is NULL");
+  }
+  *out_least = *out_greatest = 0;
+  t4a_status st = t4a_lane_check(lane);
+  if (st != T4A_OK) return st;
+  t4a_ctx_scope scope;
+  if ((st = t4a_ctx_scope_enter(&scope, lane->holder, &lane->counters)) != T4A_OK) return st;
+  int least = 0, greatest = 0;
+  st = T4A_CU(lane->driver, cuCtxGetStreamPriorityRange, &least, &greatest);
+  if (st != T4A_OK) {
+    t4a_ctx_scope_exit_quiet(&scope);
+    return t4a_lane_note_(lane, st);
+  }
+  *out_least = least;
+  *out_greatest = greatest;
+  return t4a_ctx_scope_exit(&scope);
+}
+
+int t4a_lane_priority(const t4a_lane *lane) { return lane != NULL ? lane->priority : 0; }
+
 static void lane_destroy(t4a_lane *lane) {
   t4a_error saved; /* a drop path never changes the caller's error detail */
   t4a_error_last(&saved);
@@ -233,7 +617,10 @@ static void lane_destroy(t4a_lane *lane) {
   if (atomic_load_explicit(&lane->abandoned, memory_order_relaxed)) {
     /* No proved drain: the stream may still hold work; leave it to the driver and count it. */
     t4a_counter_add(&d->counters, T4A_COUNTER_streams_leaked, 1);
+    group_leave(lane, 0); /* no driver call either: its marker is leaked (counted), the group
+                           * tainted if it had marks */
   } else if (t4a_ctx_scope_enter(&scope, lane->holder, &lane->counters) == T4A_OK) {
+    group_leave(lane, 1);
     if (T4A_CU_QUIET(d, cuStreamDestroy, lane->stream) == T4A_OK) {
       t4a_counter_add(&d->counters, T4A_COUNTER_streams_destroyed, 1);
     } else {
@@ -242,6 +629,7 @@ static void lane_destroy(t4a_lane *lane) {
     t4a_ctx_scope_exit_quiet(&scope);
   } else {
     /* Without its context the stream cannot be destroyed safely: leak it and count (A5). */
+    group_leave(lane, 0);
     t4a_counter_add(&d->counters, T4A_COUNTER_streams_leaked, 1);
   }
   t4a_counter_add(&d->counters, T4A_COUNTER_lanes_destroyed, 1);

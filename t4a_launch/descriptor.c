@@ -271,11 +271,11 @@ t4a_status t4a_descriptor_register_ex(t4a_launch_table *t, t4a_function *fn,
   return register_desc(t, fn, config, attrs, args, num_args, out_id);
 }
 
-static t4a_status fire_locked(t4a_launch_table *t, desc *d) {
+static t4a_status fire_locked_on(t4a_launch_table *t, t4a_retire *retire, desc *d) {
   t4a_launch_graph_ *g = &d->graph;
   g->used = g->built = g->updated = g->fell_back = 0;
   g->want_node = t->rec != NULL; /* a chain is being recorded: learn the captured node */
-  t4a_status st = t4a_launch_enqueue_ex_(t->retire, d->fn, &d->cfg,
+  t4a_status st = t4a_launch_enqueue_ex_(retire, d->fn, &d->cfg,
                                          d->num_params > 0 ? d->ptrs : NULL, d->bufs,
                                          d->num_params, g, &d->ex);
   /* (always the descriptor's graph: a PLAIN table's fires never go through the function's) */
@@ -295,6 +295,41 @@ static t4a_status fire_locked(t4a_launch_table *t, desc *d) {
       t->plain_fires++;
     }
   }
+  return st;
+}
+
+static t4a_status fire_locked(t4a_launch_table *t, desc *d) {
+  return fire_locked_on(t, t->retire, d);
+}
+
+t4a_status t4a_descriptor_fire_on(t4a_launch_table *t, t4a_retire *retire, uint32_t id) {
+  if (t == NULL) return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "table is NULL");
+  if (retire == NULL || retire == t->retire) return t4a_descriptor_fire(t, id);
+  uint64_t own = t4a_lane_domain(t4a_retire_lane(t->retire));
+  uint64_t other = t4a_lane_domain(t4a_retire_lane(retire));
+  if (own != other) {
+    return t4a_error_set_(T4A_FOREIGN_HANDLE, NULL, 0, NULL, 0,
+                          "the launch table belongs to domain %llu, the stream to %llu",
+                          (unsigned long long)own, (unsigned long long)other);
+  }
+  if (t4a_retire_lock_would_invert_(retire)) {
+    return t4a_error_set_(T4A_REENTRY, NULL, 0, NULL, 0,
+                          "a descriptor was fired on a stream from inside an admission ordered "
+                          "after it (a raw scope's callback?)");
+  }
+  t4a_status st = t4a_launch_table_lock_(t);
+  if (st != T4A_OK) return st;
+  desc *d = t4a_launch_table_lookup_(t, id);
+  if (d == NULL) {
+    st = T4A_INVALID_ARGUMENT;
+  } else if (t->rec != NULL) {
+    st = t4a_error_set_(T4A_BUSY, NULL, 0, NULL, 0,
+                        "the table is recording a launch chain on its own stream: fire on "
+                        "another stream after t4a_chain_end");
+  } else {
+    st = fire_locked_on(t, retire, d);
+  }
+  pthread_mutex_unlock(&t->lock);
   return st;
 }
 

@@ -331,6 +331,13 @@ t4a_status t4a_launch_enqueue_ex_(t4a_retire *retire, t4a_function *fn,
   if ((st = t4a_launch_raise_shared_(fn, cfg->shared_bytes)) != T4A_OK) {
     return t4a_admission_abort(&adm, st);
   }
+  /* Buffers of another stream's pool (a sibling lane of the domain): this stream waits for
+   * their allocation first (amortised; nothing for the pool's own lane). */
+  for (uint32_t i = 0; i < num_buffers; i++) {
+    if (buffers[i] != NULL && (st = t4a_buffer_use_on_(buffers[i], lane)) != T4A_OK) {
+      return t4a_admission_abort(&adm, st);
+    }
+  }
   int with_attrs = ex != NULL && ex->num > 0;
   /* A checked launch of a function of a GRAPH cache: its own graph, unless another thread is
    * launching it now (its node must not change between the update and the launch). */
@@ -397,7 +404,8 @@ t4a_status t4a_launch_enqueue_ex_(t4a_retire *retire, t4a_function *fn,
       &adm, (t4a_keepalive){.object = fn->module, .release = t4a_module_release_object_},
       module_retain_object);
   for (uint32_t i = 0; i < num_buffers; i++) {
-    if (buffers[i] == NULL) continue;
+    /* A buffer of another stream's pool is ordered by its marks instead (t4a_buffer_used_on_). */
+    if (buffers[i] == NULL || !t4a_buffer_used_on_(buffers[i], lane)) continue;
     t4a_admission_keep_borrowed(
         &adm, (t4a_keepalive){.object = buffers[i], .release = t4a_buffer_release_object_},
         buffer_retain_object);

@@ -15,6 +15,8 @@
 /* Size classes: up to 2 KiB in 256-byte steps, then 8 classes per power of two (<= 12.5% over). */
 #define NUM_CLASSES (8 + 8 * 53)
 #define NATIVE_ALIGNMENT 256u
+/* Streams whose uses a block remembers one by one; beyond them it is ordered after all. */
+#define T4A_BLOCK_MARKS 4
 
 typedef struct block {
   struct block *next_in_class;
@@ -23,6 +25,11 @@ typedef struct block {
   size_t bytes; /* bytes actually allocated: the class size when cacheable, else exact */
   uint32_t cls;
   int cacheable; /* allocated at its class size and small enough for the cache */
+  /* Uses on other streams of the pool's domain (t4a_buffer_used_on_; under the pool's lock):
+   * the pool's stream is ordered after them before the block is reused or freed. */
+  t4a_lane_mark_ marks[T4A_BLOCK_MARKS];
+  uint8_t num_marks;
+  uint8_t marks_overflow; /* more streams than marks: ordered after every stream's work */
 } block;
 
 struct t4a_mem_pool {
@@ -60,6 +67,7 @@ struct t4a_buffer {
   void (*owner_release)(void *owner);
   t4a_counters *counters; /* the lane's (the owner keeps the lane alive) */
   const char *name;       /* owned by the owner */
+  t4a_lane_mark_ alloc_mark; /* its allocation (or reuse) on the pool's stream */
 };
 
 static uint32_t size_class(size_t bytes, size_t *out_class_bytes) {
@@ -132,10 +140,40 @@ static void record_put(t4a_mem_pool *p, block *b) {
 
 static void free_one(t4a_mem_pool *p, block *blk);
 
+/* Orders the pool's stream after the block's uses on other streams of the domain (context
+ * active), then forgets them. Nothing to do (no driver call) for a block used only on the pool's
+ * stream. On failure nothing is forgotten and the detail is set. */
+static t4a_status order_block(t4a_mem_pool *p, block *b) {
+  if (b->num_marks == 0 && !b->marks_overflow) return T4A_OK;
+  t4a_status st = T4A_OK;
+  if (b->marks_overflow) {
+    st = t4a_lane_order_after_all_(p->lane);
+  } else {
+    for (uint8_t i = 0; i < b->num_marks && st == T4A_OK; i++) {
+      st = t4a_lane_order_after_(p->lane, b->marks[i]);
+    }
+  }
+  if (st == T4A_OK) {
+    b->num_marks = 0;
+    b->marks_overflow = 0;
+  }
+  return st;
+}
+
 /* Frees a list of blocks in stream order (context active, lock not held) and recycles their
- * records. */
+ * records. A block whose uses on other streams cannot be ordered before its free is leaked and
+ * counted. */
 static void free_blocks(t4a_mem_pool *p, block *list, int count_trim) {
   for (block *b = list; b != NULL; b = b->next_in_class) {
+    t4a_error saved;
+    t4a_error_last(&saved);
+    t4a_status ordered = order_block(p, b);
+    t4a_error_restore(&saved);
+    if (ordered != T4A_OK) {
+      t4a_counter_add(p->counters, T4A_COUNTER_buffers_leaked, 1);
+      if (count_trim) t4a_counter_add(p->counters, T4A_COUNTER_reuse_trimmed, 1);
+      continue;
+    }
     CUresult r = p->driver->t.cuMemFreeAsync(b->ptr, t4a_lane_stream(p->lane));
     if (r == CUDA_SUCCESS) {
       t4a_counter_add(p->counters, T4A_COUNTER_device_frees, 1);
@@ -496,7 +534,8 @@ t4a_status t4a_buffer_create(t4a_mem_pool *p, size_t bytes, size_t alignment, ui
     blk = cache_take(p, cls);
     pthread_mutex_unlock(&p->lock);
   }
-  int need_scope = blk == NULL || (flags & T4A_BUFFER_ZERO);
+  int need_scope = blk == NULL || (flags & T4A_BUFFER_ZERO) ||
+                   (blk != NULL && (blk->num_marks != 0 || blk->marks_overflow));
   t4a_ctx_scope scope;
   if (need_scope &&
       (st = t4a_ctx_scope_enter(&scope, t4a_lane_holder(p->lane), p->counters)) != T4A_OK) {
@@ -507,6 +546,19 @@ t4a_status t4a_buffer_create(t4a_mem_pool *p, size_t bytes, size_t alignment, ui
     }
     free(b);
     return st;
+  }
+  if (blk != NULL && (blk->num_marks != 0 || blk->marks_overflow)) {
+    /* Reused after work of other streams: the pool's stream waits for it first (no host wait).
+     * If that cannot be enqueued now, the block stays cached and a fresh one is allocated. */
+    t4a_error saved;
+    t4a_error_last(&saved);
+    if (order_block(p, blk) != T4A_OK) {
+      t4a_error_restore(&saved);
+      pthread_mutex_lock(&p->lock);
+      cache_put(p, blk);
+      pthread_mutex_unlock(&p->lock);
+      blk = NULL;
+    }
   }
   if (blk != NULL) {
     t4a_counter_add(p->counters, T4A_COUNTER_reuse_hits, 1);
@@ -565,8 +617,43 @@ t4a_status t4a_buffer_create(t4a_mem_pool *p, size_t bytes, size_t alignment, ui
   b->blk = blk;
   b->ptr = aligned;
   b->bytes = bytes;
+  /* Another stream of the domain using it first waits for this point of the pool's stream. */
+  b->alloc_mark = t4a_lane_grouped_(p->lane) ? t4a_lane_mark_now_(p->lane)
+                                             : (t4a_lane_mark_){0, 0, 0};
   *out = b;
   return T4A_OK;
+}
+
+t4a_status t4a_buffer_use_on_(t4a_buffer *b, t4a_lane *lane) {
+  t4a_mem_pool *p = b->pool;
+  /* A view's memory (a module global) exists from its module's load: nothing to wait for. */
+  if (T4A_LIKELY(p == NULL || p->lane == lane)) return T4A_OK;
+  t4a_lane_mark_ mark = b->alloc_mark;
+  /* Allocated before the domain had a second stream: the pool's work from then on. */
+  if (mark.seq == 0) mark = t4a_lane_mark_origin_(p->lane);
+  return t4a_lane_order_after_(lane, mark);
+}
+
+int t4a_buffer_used_on_(t4a_buffer *b, t4a_lane *lane) {
+  t4a_mem_pool *p = b->pool;
+  /* A view has no block to carry marks: the using stream's epoch keeps it (and its module). */
+  if (T4A_LIKELY(p == NULL || p->lane == lane)) return 1;
+  t4a_lane_mark_ mark = t4a_lane_mark_now_(lane);
+  pthread_mutex_lock(&p->lock);
+  block *blk = b->blk;
+  uint8_t i = 0;
+  while (i < blk->num_marks && blk->marks[i].slot != mark.slot) i++;
+  if (i < blk->num_marks) {
+    blk->marks[i] = mark;
+  } else if (blk->num_marks < T4A_BLOCK_MARKS) {
+    blk->marks[blk->num_marks++] = mark;
+  } else {
+    blk->marks_overflow = 1;
+  }
+  pthread_mutex_unlock(&p->lock);
+  /* Outside a capture the marks order the block's reuse and free: the epoch need not hold it.
+   * A captured use is replayed later: the graph keeps the buffer. */
+  return t4a_lane_is_capturing(lane);
 }
 
 void t4a_buffer_retain(t4a_buffer *b) {
@@ -598,7 +685,8 @@ static void free_proved(t4a_mem_pool *p, block *blk) {
   t4a_ctx_scope scope;
   int freed = 0;
   if (t4a_ctx_scope_enter(&scope, t4a_lane_holder(p->lane), p->counters) == T4A_OK) {
-    t4a_status st = T4A_CU(p->driver, cuMemFreeAsync, blk->ptr, t4a_lane_stream(p->lane));
+    t4a_status st = order_block(p, blk);
+    if (st == T4A_OK) st = T4A_CU(p->driver, cuMemFreeAsync, blk->ptr, t4a_lane_stream(p->lane));
     if (st == T4A_OK) {
       t4a_counter_add(p->counters, T4A_COUNTER_host_waits, 1);
       st = T4A_CU(p->driver, cuStreamSynchronize, t4a_lane_stream(p->lane));
@@ -726,6 +814,11 @@ void t4a_buffer_release(t4a_buffer *b) {
   block *blk = b->blk;
   int quarantined = atomic_load_explicit(&b->quarantined, memory_order_relaxed);
   free(b);
+  if (blk->num_marks != 0 || blk->marks_overflow) {
+    /* Its block carries the marks: the next reuse or free orders after them (no driver call
+     * here, no host wait). */
+    t4a_counter_add(p->counters, T4A_COUNTER_cross_stream_releases, 1);
+  }
   if (quarantined || t4a_lane_is_broken(p->lane) ||
       atomic_load_explicit(&p->abandoned, memory_order_relaxed)) {
     /* Unknown state, a lost context or an abandoned pool: never free on a guess. */

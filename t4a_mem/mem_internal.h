@@ -4,12 +4,26 @@
 #define T4A_MEM_MEM_INTERNAL_H_
 
 #include "t4a/mem.h"
+#include "t4a_ctx/ctx_internal.h"
 
 /* t4a_buffer_release with a void * argument, for keepalive lists. */
 void t4a_buffer_release_object_(void *buffer);
 
 /* t4a_pinned_release with a void * argument, for keepalive lists. */
 void t4a_pinned_release_object_(void *pinned);
+
+/* Cross-stream use of a buffer on another stream of its pool's domain (a lane made by
+ * t4a_lane_create_sibling; design §6). Inside an admission on `lane` (its context current):
+ * before enqueueing work that uses b, t4a_buffer_use_on_ orders the lane after b's allocation on
+ * the pool's stream (at most one marker record and one wait, amortised over every buffer
+ * allocated before; nothing for the pool's own lane). Statuses: UNSUPPORTED (the lane or the
+ * pool's lane is capturing and an order would be needed: nothing enqueued), driver failures. */
+t4a_status t4a_buffer_use_on_(t4a_buffer *b, t4a_lane *lane);
+/* After enqueueing: remembers the use (a mark on `lane`), so the block's next reuse or free on the
+ * pool's stream waits for it. Returns whether the admission must still keep b in its epoch: 1 on
+ * the pool's own lane and in a capture; 0 otherwise (the marks order its memory; the caller's
+ * release may be the last). */
+int t4a_buffer_used_on_(t4a_buffer *b, t4a_lane *lane);
 
 /* Marks the pool as not provably drained (teardown after a fault): its cached blocks are leaked
  * and counted (buffers_leaked) at once, so are blocks of buffers released after it, and its final

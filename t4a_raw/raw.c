@@ -237,7 +237,12 @@ static t4a_status end_scope(raw_rec *rec, t4a_status fst) {
   if (fst == T4A_OK) {
     t4a_status st = reactivate(d, rec, 0);
     if (st == T4A_OK) {
-      for (size_t i = 0; i < rec->count; i++) t4a_admission_keep(&rec->adm, rec->items[i]);
+      /* Marked as used on this stream (their reuse and free wait for it) and kept in the epoch
+       * as well: fn may have enqueued on other streams it joined to this one. */
+      for (size_t i = 0; i < rec->count; i++) {
+        (void)t4a_buffer_used_on_(rec->items[i].object, rec->lane);
+        t4a_admission_keep(&rec->adm, rec->items[i]);
+      }
       t4a_admission_commit(&rec->adm);
       return T4A_OK;
     }
@@ -266,6 +271,7 @@ static t4a_status end_scope(raw_rec *rec, t4a_status fst) {
       rec->items[i] = rec->items[w];
       rec->items[w++] = k;
     } else {
+      (void)t4a_buffer_used_on_(rec->items[i].object, rec->lane);
       t4a_admission_keep(&rec->adm, rec->items[i]);
     }
   }
@@ -316,6 +322,15 @@ static t4a_status run_scopes(const char *name, const t4a_raw_target *targets, si
   for (; begun < n; begun++) {
     raw_rec *r = sorted[begun];
     if ((st = t4a_admission_begin(r->retire, (uint32_t)r->count, &r->adm)) != T4A_OK) break;
+    /* Buffers of another stream's pool: this stream is ordered after their allocation before fn
+     * may enqueue anything (the lane's context is current here). */
+    for (size_t k = 0; k < r->count && st == T4A_OK; k++) {
+      st = t4a_buffer_use_on_(r->items[k].object, r->lane);
+    }
+    if (st != T4A_OK) {
+      begun++;
+      break;
+    }
   }
   t4a_driver *d = t4a_lane_driver(recs[0].lane);
   for (size_t i = 0; i < n; i++) {

@@ -443,9 +443,11 @@ t4a_status t4a_retire_destroy(t4a_retire *r) {
       }
     }
     /* Proof of drain: everything enqueued on the stream finished without error. */
+    uint64_t marked = t4a_lane_mark_seq_(r->lane);
     t4a_counter_add(r->counters, T4A_COUNTER_host_waits, 1);
     st = t4a_lane_note_(r->lane,
                         T4A_CU(r->driver, cuStreamSynchronize, t4a_lane_stream(r->lane)));
+    if (st == T4A_OK) t4a_lane_note_drained_(r->lane, marked);
   }
   size_t leaked = 0;
   if (st == T4A_OK) {

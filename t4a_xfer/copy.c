@@ -4,6 +4,7 @@
 
 #include "t4a_ctx/driver_table.h"
 #include "t4a_ctx/status_internal.h"
+#include "t4a_mem/mem_internal.h"
 #include "t4a_xfer/xfer_internal.h"
 
 /* How one side's admission ends. Ends run in the reverse order of the begins, so each admission's
@@ -127,19 +128,25 @@ static t4a_status copy_one_lane(t4a_xfer *x, t4a_buffer *dst, size_t doff, t4a_b
   t4a_admission adm;
   t4a_status st = t4a_admission_begin(x->retire, 2, &adm);
   if (st != T4A_OK) return st;
+  if ((st = t4a_buffer_use_on_(dst, x->lane)) != T4A_OK ||
+      (st = t4a_buffer_use_on_(src, x->lane)) != T4A_OK) {
+    return t4a_admission_abort(&adm, st);
+  }
   st = T4A_CU_BYTES(x->driver, bytes, cuMemcpyDtoDAsync,
                     (CUdeviceptr)t4a_buffer_devptr(dst) + doff,
                     (CUdeviceptr)t4a_buffer_devptr(src) + soff, bytes, t4a_lane_stream(x->lane));
   if (st != T4A_OK) {
-    /* The source is read on this stream, so its later frees stay ordered: only dst is unsure. */
+    /* The source is read on this stream, so its later frees stay ordered (marked, when it is
+     * another stream's buffer): only dst is unsure. */
+    (void)t4a_buffer_used_on_(src, x->lane);
     t4a_keepalive k = t4a_xfer_buffer_ref_(dst);
     return t4a_admission_fail(&adm, st, &k, 1);
   }
   if (out_witness != NULL) st = t4a_admission_record(&adm, out_witness);
-  t4a_admission_keep(&adm, t4a_xfer_buffer_ref_(dst));
+  t4a_xfer_keep_buffer_(&adm, x->lane, dst);
   /* Stream order covers the source's later free, except under a graph capture, where the copy
    * runs at each replay: then this keepalive goes to the graph. (Deduplicated per epoch.) */
-  t4a_admission_keep(&adm, t4a_xfer_buffer_ref_(src));
+  t4a_xfer_keep_buffer_(&adm, x->lane, src);
   t4a_admission_commit(&adm);
   xfer_count(x, T4A_COUNTER_copies_same_device, 1); /* admitted, even if no witness came back */
   return st;

@@ -15,6 +15,7 @@
 #include "t4a/fault.h"
 #include "t4a_ctx/driver_table.h"
 #include "t4a_ctx/status_internal.h"
+#include "t4a_mem/mem_internal.h"
 #include "t4a_xfer/xfer_internal.h"
 
 /* A path in a message (the error detail holds 256 bytes): its last 100 bytes, after "...". */
@@ -50,6 +51,7 @@ t4a_status t4a_xfer_slot_upload(t4a_xfer *x, t4a_slots *slots, uint32_t index, c
   if (st != T4A_OK) return st;
   t4a_admission adm;
   if ((st = t4a_admission_begin(x->retire, 1, &adm)) != T4A_OK) return st;
+  if ((st = t4a_buffer_use_on_(dst, x->lane)) != T4A_OK) return t4a_admission_abort(&adm, st);
   /* Written only once nothing can refuse the call any more, so a refused call leaves the slot as
    * it was. The copy reads the cell when it runs (and a captured graph at every replay). */
   memcpy(cell, value, bytes);
@@ -59,7 +61,7 @@ t4a_status t4a_xfer_slot_upload(t4a_xfer *x, t4a_slots *slots, uint32_t index, c
     t4a_keepalive k = t4a_xfer_buffer_ref_(dst); /* a failed copy may still have been enqueued */
     return t4a_admission_fail(&adm, st, &k, 1);
   }
-  t4a_admission_keep(&adm, t4a_xfer_buffer_ref_(dst));
+  t4a_xfer_keep_buffer_(&adm, x->lane, dst);
   t4a_admission_commit(&adm);
   xfer_count(x, T4A_COUNTER_bytes_uploaded, bytes);
   return T4A_OK;
@@ -179,6 +181,7 @@ t4a_status t4a_xfer_upload_mapped(t4a_xfer *x, t4a_buffer *dst, size_t dst_offse
   }
   t4a_admission adm;
   if ((st = t4a_admission_begin(x->retire, 2, &adm)) != T4A_OK) return st;
+  if ((st = t4a_buffer_use_on_(dst, x->lane)) != T4A_OK) return t4a_admission_abort(&adm, st);
   /* Straight from the mapped pages: pageable memory, so the driver stages it itself. */
   st = T4A_CU(x->driver, cuMemcpyHtoDAsync, (CUdeviceptr)t4a_buffer_devptr(dst) + dst_offset,
               (const unsigned char *)map->base + map_offset, bytes, t4a_lane_stream(x->lane));
@@ -187,7 +190,7 @@ t4a_status t4a_xfer_upload_mapped(t4a_xfer *x, t4a_buffer *dst, size_t dst_offse
     t4a_keepalive k[2] = {t4a_xfer_buffer_ref_(dst), map_ref(map)};
     return t4a_admission_fail(&adm, st, k, 2);
   }
-  t4a_admission_keep(&adm, t4a_xfer_buffer_ref_(dst));
+  t4a_xfer_keep_buffer_(&adm, x->lane, dst);
   t4a_admission_keep(&adm, map_ref(map));
   t4a_admission_commit(&adm);
   xfer_count(x, T4A_COUNTER_bytes_uploaded, bytes);

@@ -572,6 +572,9 @@ t4a_keepalive t4a_xfer_buffer_ref_(t4a_buffer *b) {
   t4a_buffer_retain(b);
   return (t4a_keepalive){b, t4a_buffer_release_object_, 0};
 }
+void t4a_xfer_keep_buffer_(t4a_admission *adm, t4a_lane *lane, t4a_buffer *b) {
+  if (t4a_buffer_used_on_(b, lane)) t4a_admission_keep(adm, t4a_xfer_buffer_ref_(b));
+}
 t4a_keepalive t4a_xfer_pinned_ref_(t4a_pinned *p) {
   t4a_pinned_retain(p);
   return (t4a_keepalive){p, t4a_pinned_release_object_, 0};
@@ -680,6 +683,7 @@ t4a_status t4a_xfer_upload(t4a_xfer *x, t4a_buffer *dst, size_t offset, const vo
   if (st != T4A_OK) return st;
   t4a_admission adm;
   if ((st = t4a_admission_begin(x->retire, 1, &adm)) != T4A_OK) return st;
+  if ((st = t4a_buffer_use_on_(dst, x->lane)) != T4A_OK) return t4a_admission_abort(&adm, st);
   int enqueued = 0;
   st = stage_chunks(x, (CUdeviceptr)t4a_buffer_devptr(dst) + offset, src, NULL, bytes, NULL,
                     &enqueued);
@@ -688,7 +692,7 @@ t4a_status t4a_xfer_upload(t4a_xfer *x, t4a_buffer *dst, size_t offset, const vo
     t4a_keepalive k = t4a_xfer_buffer_ref_(dst);
     return t4a_admission_fail(&adm, st, &k, 1);
   }
-  t4a_admission_keep(&adm, t4a_xfer_buffer_ref_(dst));
+  t4a_xfer_keep_buffer_(&adm, x->lane, dst);
   t4a_admission_commit(&adm);
   xfer_count(x, T4A_COUNTER_bytes_uploaded, bytes);
   return T4A_OK;
@@ -715,6 +719,10 @@ t4a_status t4a_xfer_upload_pinned(t4a_xfer *x, t4a_buffer *dst, size_t offset, t
     pin_hold_release(hold);
     return st;
   }
+  if ((st = t4a_buffer_use_on_(dst, x->lane)) != T4A_OK) {
+    pin_hold_release(hold);
+    return t4a_admission_abort(&adm, st);
+  }
   st = T4A_CU(x->driver, cuMemcpyHtoDAsync, (CUdeviceptr)t4a_buffer_devptr(dst) + offset, host,
               bytes, t4a_lane_stream(x->lane));
   if (st != T4A_OK) {
@@ -722,7 +730,7 @@ t4a_status t4a_xfer_upload_pinned(t4a_xfer *x, t4a_buffer *dst, size_t offset, t
     t4a_keepalive k[2] = {t4a_xfer_buffer_ref_(dst), hold_keepalive(hold)};
     return t4a_admission_fail(&adm, st, k, 2);
   }
-  t4a_admission_keep(&adm, t4a_xfer_buffer_ref_(dst));
+  t4a_xfer_keep_buffer_(&adm, x->lane, dst);
   t4a_admission_keep(&adm, hold_keepalive(hold));
   t4a_admission_commit(&adm);
   xfer_count(x, T4A_COUNTER_bytes_uploaded, bytes);
@@ -745,6 +753,10 @@ t4a_status t4a_xfer_download(t4a_xfer *x, t4a_buffer *src, size_t offset, void *
     free(p);
     return st;
   }
+  if ((st = t4a_buffer_use_on_(src, x->lane)) != T4A_OK) {
+    free(p);
+    return t4a_admission_abort(&adm, st);
+  }
   int enqueued = 0;
   st = stage_chunks(x, (CUdeviceptr)t4a_buffer_devptr(src) + offset, NULL, dst, bytes, p,
                     &enqueued);
@@ -754,7 +766,7 @@ t4a_status t4a_xfer_download(t4a_xfer *x, t4a_buffer *src, size_t offset, void *
     t4a_keepalive k = t4a_xfer_buffer_ref_(src);
     return t4a_admission_fail(&adm, st, &k, 1);
   }
-  t4a_admission_keep(&adm, t4a_xfer_buffer_ref_(src));
+  t4a_xfer_keep_buffer_(&adm, x->lane, src);
   t4a_admission_commit(&adm);
   p->bytes = bytes;
   atomic_fetch_add_explicit(&x->refs, 1, memory_order_relaxed);
@@ -793,6 +805,11 @@ t4a_status t4a_xfer_download_pinned(t4a_xfer *x, t4a_buffer *src, size_t offset,
                              "the lane's stream is capturing a graph: a download's completion "
                              "cannot be captured (pinned uploads and slot uploads can)"));
   }
+  if ((st = t4a_buffer_use_on_(src, x->lane)) != T4A_OK) {
+    pin_hold_release(hold);
+    free(p);
+    return t4a_admission_abort(&adm, st);
+  }
   CUstream stream = t4a_lane_stream(x->lane);
   pthread_mutex_lock(&x->lock);
   CUevent ev = spare_take(x); /* a warm download creates no event */
@@ -816,7 +833,7 @@ t4a_status t4a_xfer_download_pinned(t4a_xfer *x, t4a_buffer *src, size_t offset,
   p->seq = ++x->record_seq; /* its OK proves the work before it, too */
   pthread_mutex_unlock(&x->lock);
   xfer_count(x, T4A_COUNTER_events_recorded, 1);
-  t4a_admission_keep(&adm, t4a_xfer_buffer_ref_(src));
+  t4a_xfer_keep_buffer_(&adm, x->lane, src);
   t4a_admission_keep(&adm, hold_keepalive(hold));
   t4a_admission_commit(&adm);
   p->event = ev;

@@ -163,6 +163,9 @@ t4a_status t4a_xfer_check_buffer_(const t4a_xfer *x, const t4a_buffer *buf, size
 t4a_status t4a_xfer_check_pinned_(const t4a_pinned *p, size_t offset, size_t bytes);
 
 /* A new reference packaged as a keepalive. */
+/* After enqueueing work that uses b on `lane`: keeps b in the admission's epoch unless it is a
+ * buffer of another stream's pool, whose marks order its memory (t4a_buffer_used_on_). */
+void t4a_xfer_keep_buffer_(t4a_admission *adm, t4a_lane *lane, t4a_buffer *b);
 t4a_keepalive t4a_xfer_buffer_ref_(t4a_buffer *b);
 t4a_keepalive t4a_xfer_pinned_ref_(t4a_pinned *p);
 

@@ -229,7 +229,9 @@ int t4a_fake_nothing_live(t4a_fake *fake);
 /* ---- diagnostics ---- */
 /* Ordering violations detected so far (see the model above): accesses not ordered after a
  * block's stream-ordered allocation or after its stream-ordered free, and stream-ordered frees
- * not ordered after every other stream's access. Each also raised ILLEGAL_ADDRESS. */
+ * not ordered after every other stream's access; and, per block, a write not ordered after
+ * another stream's access or an access not ordered after another stream's write (a copy's or
+ * fill's destination and t4a_fake_deref_write are writes). Each also raised ILLEGAL_ADDRESS. */
 uint64_t t4a_fake_ordering_violations(t4a_fake *fake);
 /* Copies enqueued on a stream of one context that use pinned host memory (cuMemHostAlloc or
  * cuMemHostRegister) pinned without the PORTABLE flag by another context. */
@@ -237,6 +239,9 @@ uint64_t t4a_fake_nonportable_pinned_uses(t4a_fake *fake);
 /* cuEventQuery / cuEventSynchronize calls made while a context other than the event's was
  * current (allowed by the driver; t4a observes every event under its own context). */
 uint64_t t4a_fake_foreign_event_observations(t4a_fake *fake);
+/* The priority a live stream was created with (after the driver's clamping): 1 and *out, or 0
+ * for an unknown handle. */
+int t4a_fake_stream_priority(t4a_fake *fake, CUstream stream, int *out);
 /* If host_ptr lies inside a live cuMemHostAlloc allocation: stores its cuMemHostAlloc flags in
  * *out_flags (when not NULL) and returns 1. Otherwise (registered or pageable memory) 0. */
 int t4a_fake_host_alloc_flags(t4a_fake *fake, const void *host_ptr, unsigned *out_flags);
@@ -289,6 +294,9 @@ typedef struct t4a_fake_kernel_attrs {
 void t4a_fake_set_kernel_attrs(t4a_fake *fake, const char *name,
                                const t4a_fake_kernel_attrs *attrs);
 
+/* As t4a_fake_deref, declaring a write: judged as one by the ordering checks (a write must be
+ * ordered after every other stream's access of the block; t4a_fake_deref counts as a read). */
+void *t4a_fake_deref_write(t4a_fake_launch *launch, CUdeviceptr ptr, size_t bytes);
 /* Inside a kernel: the launch geometry. */
 void t4a_fake_launch_dims(const t4a_fake_launch *launch, unsigned grid[3], unsigned block[3],
                           unsigned *shared_bytes);

@@ -59,6 +59,7 @@ FK_ENTRY(cuCtxSetLimit, (CUlimit limit, size_t value), (c_.f, limit, value))
 FK_ENTRY(cuCtxGetLimit, (size_t * value, CUlimit limit), (c_.f, value, limit))
 FK_ENTRY(cuCtxResetPersistingL2Cache, (void), (c_.f))
 FK_ENTRY(cuCtxEnablePeerAccess, (CUcontext peer, unsigned int flags), (c_.f, peer, flags))
+FK_ENTRY(cuCtxGetStreamPriorityRange, (int *least, int *greatest), (c_.f, least, greatest))
 
 /* ---- streams ---- */
 FK_ENTRY(cuStreamCreate, (CUstream * ph, unsigned int flags), (c_.f, ph, flags))

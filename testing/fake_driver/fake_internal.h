@@ -273,7 +273,8 @@ struct fk_pool {
 /* The last access to an allocation by one stream (its clock component at the access). */
 typedef struct fk_access {
   uint32_t stream;
-  uint64_t time;
+  uint64_t time;  /* its last access of any kind */
+  uint64_t wtime; /* its last write (0: none); a kernel's t4a_fake_deref is a read */
 } fk_access;
 
 typedef struct fk_alloc {
@@ -654,6 +655,7 @@ CUresult fk_cuCtxSetLimit(t4a_fake *f, CUlimit limit, size_t value);
 CUresult fk_cuCtxGetLimit(t4a_fake *f, size_t *value, CUlimit limit);
 CUresult fk_cuCtxResetPersistingL2Cache(t4a_fake *f);
 CUresult fk_cuCtxEnablePeerAccess(t4a_fake *f, CUcontext peer, unsigned int flags);
+CUresult fk_cuCtxGetStreamPriorityRange(t4a_fake *f, int *least, int *greatest);
 
 CUresult fk_cuStreamCreate(t4a_fake *f, CUstream *ph, unsigned int flags);
 CUresult fk_cuStreamCreateWithPriority(t4a_fake *f, CUstream *ph, unsigned int flags,

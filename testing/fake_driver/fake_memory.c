@@ -195,12 +195,13 @@ void fk_memory_free_all(t4a_fake *f) {
 
 /* ---- happens-before of executed work -------------------------------------------------------- */
 
-/* Remembers that stream s (running now) touched a. */
-static void note_access(t4a_fake *f, fk_alloc *a, const fk_stream *s) {
+/* Remembers that stream s (running now) touched a (wrote it, when write). */
+static void note_access(t4a_fake *f, fk_alloc *a, const fk_stream *s, int write) {
   uint64_t t = fk_vc_at(&s->vc, s->vc_index);
   for (size_t i = 0; i < a->num_acc; i++) {
     if (a->acc[i].stream == s->vc_index) {
       a->acc[i].time = t;
+      if (write) a->acc[i].wtime = t;
       return;
     }
   }
@@ -216,12 +217,17 @@ static void note_access(t4a_fake *f, fk_alloc *a, const fk_stream *s) {
   }
   a->acc[a->num_acc].stream = s->vc_index;
   a->acc[a->num_acc].time = t;
+  a->acc[a->num_acc].wtime = write ? t : 0;
   a->num_acc++;
 }
 
 /* Whether the running work may touch device allocation a: its allocation must have run and be
- * ordered before. A violation is counted; the caller raises ILLEGAL_ADDRESS. */
-static int ordered_access(t4a_fake *f, fk_alloc *a, uint64_t addr) {
+ * ordered before. A write must also be ordered after every other stream's last access of the
+ * block, and any access after every other stream's last write: the same memory handed to new
+ * work on one stream (a reuse cache) while another stream's work on it is still unordered is a
+ * use after free the driver cannot see. A violation is counted; the caller raises
+ * ILLEGAL_ADDRESS. */
+static int ordered_access(t4a_fake *f, fk_alloc *a, uint64_t addr, int write) {
   const fk_stream *s = f->exec;
   if (a->alloc_pending) {
     if (s != NULL) fk_violation(f, "access before the block's stream-ordered allocation ran", addr);
@@ -232,7 +238,19 @@ static int ordered_access(t4a_fake *f, fk_alloc *a, uint64_t addr) {
     fk_violation(f, "access not ordered after the block's stream-ordered allocation", addr);
     return 0;
   }
-  note_access(f, a, s);
+  for (size_t i = 0; i < a->num_acc; i++) {
+    const fk_access *o = &a->acc[i];
+    if (o->stream == s->vc_index) continue;
+    uint64_t must = write ? o->time : o->wtime;
+    if (must != 0 && fk_vc_at(&s->vc, o->stream) < must) {
+      fk_violation(f,
+                   write ? "write not ordered after another stream's access of the block"
+                         : "access not ordered after another stream's write of the block",
+                   addr);
+      return 0;
+    }
+  }
+  note_access(f, a, s, write);
   return 1;
 }
 
@@ -317,7 +335,7 @@ unsigned char *fk_resolve_device(t4a_fake *f, fk_ctx *ctx, uint64_t addr, size_t
       return NULL;
     }
   }
-  if (a->device >= 0 && !ordered_access(f, a, addr)) return NULL;
+  if (a->device >= 0 && !ordered_access(f, a, addr, write)) return NULL;
   return a->host + (addr - a->base);
 }
 

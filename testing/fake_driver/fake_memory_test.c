@@ -379,6 +379,58 @@ static void test_host_alloc_flags_and_nonportable_pinned(void **state) {
   t4a_fake_destroy(x.fake);
 }
 
+/* Per block, accesses of two streams are judged against each other: a write not ordered after
+ * another stream's access, or a read not ordered after another stream's write, is a violation in
+ * either running order; reads of two streams, and accesses ordered by an event, are not. (The use
+ * after free a reuse cache hides: the same block handed to new work on another stream.) */
+static void test_unordered_accesses_of_two_streams(void **state) {
+  (void)state;
+  for (int b_first = 0; b_first <= 1; b_first++) {
+    for (int reader_writes = 0; reader_writes <= 1; reader_writes++) {
+      fx x;
+      assert_int_equal(fx_open(&x, NULL), 0);
+      const t4a_driver_table *t = x.t;
+      CUstream b;
+      CK(t->cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
+      CUdeviceptr d;
+      CK(t->cuMemAlloc(&d, 64));
+      char host[64];
+      CK(t->cuMemcpyDtoHAsync(host, d, sizeof host, x.s)); /* a read on the first stream */
+      if (reader_writes) {
+        CK(t->cuMemsetD8Async(d, 1, 64, b)); /* a write on another, unordered */
+      } else {
+        CK(t->cuMemcpyDtoHAsync(host, d, sizeof host, b)); /* a read: no race */
+      }
+      CUstream first = b_first ? b : x.s, second = b_first ? x.s : b;
+      (void)t->cuStreamSynchronize(first);
+      (void)t->cuStreamSynchronize(second);
+      assert_int_equal(t4a_fake_ordering_violations(x.fake), (uint64_t)reader_writes);
+      t4a_fake_destroy(x.fake);
+    }
+  }
+  /* Ordered by an event: the write waits for the read. */
+  fx x;
+  assert_int_equal(fx_open(&x, NULL), 0);
+  CUstream b;
+  CK(x.t->cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
+  CUdeviceptr d;
+  CK(x.t->cuMemAlloc(&d, 64));
+  char host[64];
+  CUevent ev;
+  CK(x.t->cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+  CK(x.t->cuMemcpyDtoHAsync(host, d, sizeof host, x.s));
+  CK(x.t->cuEventRecord(ev, x.s));
+  CK(x.t->cuStreamWaitEvent(b, ev, 0));
+  CK(x.t->cuMemsetD8Async(d, 1, 64, b));
+  CK(x.t->cuStreamSynchronize(b));
+  assert_int_equal(t4a_fake_ordering_violations(x.fake), 0);
+  CK(x.t->cuEventDestroy(ev));
+  CK(x.t->cuStreamDestroy(b));
+  CK(x.t->cuMemFree(d));
+  fx_clean(&x);
+  t4a_fake_destroy(x.fake);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
 cmocka_unit_test_setup_teardown(test_host_memory, setup, teardown),
@@ -386,6 +438,7 @@ cmocka_unit_test_setup_teardown(test_pinned_free_before_copy_runs, setup, teardo
 cmocka_unit_test_setup_teardown(test_pointer_attributes_and_pools, setup, teardown),
 cmocka_unit_test_setup_teardown(test_stream_ordered_alloc_is_an_operation, setup, teardown),
 cmocka_unit_test(test_free_racing_an_access),
+cmocka_unit_test(test_unordered_accesses_of_two_streams),
 cmocka_unit_test(test_host_alloc_flags_and_nonportable_pinned),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1151,10 +1151,10 @@ void fk_run_kernel(t4a_fake *f, fk_ctx *ctx, const fk_op *op) {
   if (pv != small) free(pv);
 }
 
-void *t4a_fake_deref(t4a_fake_launch *launch, CUdeviceptr ptr, size_t bytes) {
+static void *deref(t4a_fake_launch *launch, CUdeviceptr ptr, size_t bytes, int write) {
   if (launch == NULL || launch->faulted) return NULL;
   fk_lock();
-  void *p = fk_resolve_device(launch->fake, launch->ctx, ptr, bytes, 0, 1);
+  void *p = fk_resolve_device(launch->fake, launch->ctx, ptr, bytes, write, 1);
   if (p == NULL) {
     fk_raise(launch->ctx, CUDA_ERROR_ILLEGAL_ADDRESS);
     launch->faulted = 1;
@@ -1191,6 +1191,14 @@ void t4a_fake_set_kernel_attrs(t4a_fake *fake, const char *name,
     fprintf(stderr, "t4a_fake_set_kernel_attrs: no kernel '%s' is registered\n", name);
   }
   fk_unlock();
+}
+
+void *t4a_fake_deref(t4a_fake_launch *launch, CUdeviceptr ptr, size_t bytes) {
+  return deref(launch, ptr, bytes, 0);
+}
+
+void *t4a_fake_deref_write(t4a_fake_launch *launch, CUdeviceptr ptr, size_t bytes) {
+  return deref(launch, ptr, bytes, 1);
 }
 
 void t4a_fake_launch_dims(const t4a_fake_launch *launch, unsigned grid[3], unsigned block[3],

@@ -813,6 +813,25 @@ static CUresult stream_create(t4a_fake *f, CUstream *ph, unsigned flags, int pri
   return CUDA_SUCCESS;
 }
 
+/* As the driver: the range of the current context's device (the H200 answers 0 and -5). */
+CUresult fk_cuCtxGetStreamPriorityRange(t4a_fake *f, int *least, int *greatest) {
+  fk_ctx *ctx;
+  CUresult r = fk_need_current(f, &ctx);
+  if (r != CUDA_SUCCESS) return r;
+  if (least != NULL) *least = FK_PRIORITY_LEAST;
+  if (greatest != NULL) *greatest = FK_PRIORITY_GREATEST;
+  return CUDA_SUCCESS;
+}
+
+int t4a_fake_stream_priority(t4a_fake *fake, CUstream stream, int *out) {
+  if (fake == NULL || out == NULL) return 0;
+  fk_lock();
+  fk_stream *s = fk_handle_get(fake, FK_H(stream), FK_KIND_STREAM);
+  if (s != NULL) *out = s->priority;
+  fk_unlock();
+  return s != NULL;
+}
+
 CUresult fk_cuStreamCreate(t4a_fake *f, CUstream *ph, unsigned int flags) {
   return stream_create(f, ph, flags, 0);
 }

@@ -107,7 +107,11 @@ static void test_cross_stream_event_wait(void **state) {
   CK(t->cuMemcpyDtoHAsync(later, d, 8, x->s)); /* after the record: not needed by b */
   CK(t->cuStreamWaitEvent(b, ev, 0));
   CK(t->cuMemcpyDtoHAsync(out, d, 8, b));
-  CK(t->cuMemsetD8Async(d, 0, 8, c)); /* unrelated stream: must stay untouched */
+  CUdeviceptr other;
+  CK(t->cuMemAlloc(&other, 8));
+  /* Unrelated stream, another block (a write of d unordered with the copies would be a race the
+   * fake reports): must stay untouched. */
+  CK(t->cuMemsetD8Async(other, 0, 8, c));
   assert_int_equal(t->cuEventQuery(ev), CUDA_ERROR_NOT_READY);
 
   CK(t->cuStreamSynchronize(b));
@@ -127,6 +131,7 @@ static void test_cross_stream_event_wait(void **state) {
   assert_int_equal(t4a_fake_progress(x->fake), 1);
   assert_int_equal(t4a_fake_pending(x->fake, NULL), 0);
   CK(t->cuMemFree(d));
+  CK(t->cuMemFree(other));
   CK(t->cuEventDestroy(ev));
   CK(t->cuStreamDestroy(b));
   CK(t->cuStreamDestroy(c));

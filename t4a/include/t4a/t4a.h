@@ -164,7 +164,8 @@ T4A_MUST_USE t4a_status t4a_runtime_open(int ordinal, const t4a_runtime_options 
  * after a proved drain; otherwise the retirement state's failure (CONTEXT_LOST, LANE_BROKEN, a
  * driver error…), everything it could not prove finished having been leaked and counted — never
  * freed on a guess. Called from inside one of this runtime's own callbacks (a raw scope on its
- * lane), it returns REENTRY and does nothing. Accepts NULL (T4A_OK). */
+ * lane or on one of its streams), it returns REENTRY and does nothing. Streams left are destroyed
+ * first. Accepts NULL (T4A_OK). */
 t4a_status t4a_runtime_close(t4a_runtime *rt);
 
 /* ---- Accessors (borrowed; valid until close) ---- */
@@ -302,6 +303,90 @@ T4A_MUST_USE t4a_status t4a_runtime_launch(t4a_runtime *rt, t4a_function *functi
  * releases what it kept alive. Statuses as t4a_retire_wait (a device error of that work,
  * REENTRY, LANE_BROKEN…). */
 T4A_MUST_USE t4a_status t4a_runtime_sync(t4a_runtime *rt);
+
+/* ---- Streams ---- */
+
+/** A further stream of a runtime (t4a_stream_create). Every call that takes a `t4a_stream *`
+ * takes NULL for the runtime's own stream. Opaque. */
+typedef struct t4a_stream t4a_stream;
+
+/** Options of t4a_stream_create; zero means the default. */
+typedef struct t4a_stream_options {
+  /** The stream's priority: 0 (the default), or within t4a_runtime_priority_range (lower is more
+   * urgent); outside it INVALID_ARGUMENT. */
+  int priority;
+  /** The stream's retirement state: as the runtime's defaults. */
+  t4a_retire_options retire;
+} t4a_stream_options;
+/** Every option at its default (zero). */
+#define T4A_STREAM_OPTIONS_INIT {0, T4A_RETIRE_OPTIONS_INIT}
+
+/** The device's stream priorities: `*out_least` (0) to `*out_greatest` (numerically lowest, the
+ * most urgent; -5 on the H200). Statuses: INVALID_ARGUMENT, LANE_BROKEN, driver failures. */
+T4A_MUST_USE t4a_status t4a_runtime_priority_range(t4a_runtime *rt, int *out_least,
+                                                   int *out_greatest);
+
+/** Creates a further stream of the runtime: its own CUstream (non-blocking, `options->priority`)
+ * on the runtime's context, sharing the runtime's pool, allocation domain, module cache and
+ * descriptor table: buffers, modules, functions and descriptors of the runtime are used on it as
+ * they are (no FOREIGN_HANDLE). Work on two streams is unordered unless ordered explicitly
+ * (t4a_stream_wait); lifetimes are not: a buffer used on several streams is freed or its memory
+ * reused only after every use on every stream ran, with no host wait and nothing to call
+ * (design §6). options may be NULL. The runtime destroys streams left at close.
+ * Statuses: INVALID_ARGUMENT (NULL; a priority outside the device's range), LIMIT_EXCEEDED
+ * (T4A_LANE_MAX_STREAMS streams with the runtime's own), LANE_BROKEN, HOST_OUT_OF_MEMORY,
+ * driver failures. */
+T4A_MUST_USE t4a_status t4a_stream_create(t4a_runtime *rt, const t4a_stream_options *options,
+                                          t4a_stream **out);
+/** Destroys a stream: its staging ring, then its retirement state (waits for its work: one
+ * counted host wait, and releases what it kept), then its CUstream. Returns T4A_OK after a
+ * proved drain, else the failure (what could not be proved was leaked and counted). Statuses
+ * also FOREIGN_HANDLE (another runtime's: nothing done), REENTRY (from inside the stream's own
+ * raw scope: nothing done). Accepts a NULL stream (T4A_OK). */
+t4a_status t4a_stream_destroy(t4a_runtime *rt, t4a_stream *stream);
+/** @{ */
+/** The stream's lane and retirement state (borrowed; valid until the stream is destroyed): every
+ * lower-level operation on a t4a_retire — t4a_launch, t4a_launch_raw, t4a_raw_run, graph
+ * captures and launches, t4a_xfer on it — runs on the stream. NULL for NULL. */
+t4a_lane *t4a_stream_lane(const t4a_stream *stream);
+t4a_retire *t4a_stream_retire(const t4a_stream *stream);
+/** @} */
+/** The stream's transfer state (NULL stream: the runtime's), made at the first call with the
+ * runtime's transfer options (its own staging ring). Statuses: INVALID_ARGUMENT, FOREIGN_HANDLE,
+ * t4a_xfer_create's. */
+T4A_MUST_USE t4a_status t4a_stream_xfer(t4a_runtime *rt, t4a_stream *stream, t4a_xfer **out);
+
+/** Makes `waiter`'s later work wait for everything enqueued on `target` so far: one event
+ * recorded on `target` and one cuStreamWaitEvent on `waiter`, no host wait (counted in
+ * cross_stream_events and events_recorded on the target's lane, cross_stream_waits on the
+ * waiter's); buffers allocated or used on `target` before then need no further ordering on
+ * `waiter`. The same stream twice does nothing. Statuses: INVALID_ARGUMENT, FOREIGN_HANDLE (a stream of another runtime: nothing
+ * enqueued), UNSUPPORTED (target capturing a graph), REENTRY, LANE_BROKEN, driver failures. */
+T4A_MUST_USE t4a_status t4a_stream_wait(t4a_runtime *rt, t4a_stream *waiter, t4a_stream *target);
+/** Waits for the stream's work (t4a_retire_wait on it: one counted host wait). */
+T4A_MUST_USE t4a_status t4a_stream_sync(t4a_runtime *rt, t4a_stream *stream);
+
+/** @{ */
+/** The short paths on a stream (NULL: the runtime's own, as the calls without _on): a checked
+ * 1-D launch, a descriptor fire of the runtime's table (t4a_descriptor_fire_on), a pageable
+ * upload and a download (through the stream's staging ring; the download waits), a copy between
+ * two buffers of the runtime on the stream. Statuses as the calls they wrap, and FOREIGN_HANDLE
+ * for a stream of another runtime (nothing enqueued). */
+T4A_MUST_USE t4a_status t4a_runtime_launch_on(t4a_runtime *rt, t4a_stream *stream,
+                                              t4a_function *function, uint32_t grid,
+                                              uint32_t block, const t4a_arg *args,
+                                              uint32_t num_args);
+T4A_MUST_USE t4a_status t4a_runtime_fire_on(t4a_runtime *rt, t4a_stream *stream, uint32_t id);
+T4A_MUST_USE t4a_status t4a_runtime_upload_on(t4a_runtime *rt, t4a_stream *stream,
+                                              t4a_buffer *dst, size_t offset, const void *src,
+                                              size_t bytes);
+T4A_MUST_USE t4a_status t4a_runtime_download_on(t4a_runtime *rt, t4a_stream *stream,
+                                                t4a_buffer *src, size_t offset, void *dst,
+                                                size_t bytes);
+T4A_MUST_USE t4a_status t4a_runtime_copy_on(t4a_runtime *rt, t4a_stream *stream,
+                                            t4a_buffer *dst, size_t dst_offset, t4a_buffer *src,
+                                            size_t src_offset, size_t bytes);
+/** @} */
 
 /* ---- Stats ---- */
 

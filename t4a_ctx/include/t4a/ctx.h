@@ -248,14 +248,15 @@ typedef struct t4a_lane t4a_lane;
 
 /** Options of t4a_lane_create; zero means the default. */
 typedef struct t4a_lane_options {
-  int priority; /**< stream priority (cuStreamCreateWithPriority); 0 = default */
+  int priority; /**< stream priority (cuStreamCreateWithPriority); 0 = default; outside the
+                    device's range (t4a_lane_priority_range): INVALID_ARGUMENT */
 } t4a_lane_options;
 /** Every option at its default (zero). */
 #define T4A_LANE_OPTIONS_INIT {0}
 
 /** Creates a lane on device `ordinal`: a holder of its primary context, one non-blocking stream
  * and a process-unique domain identity. options may be NULL.
- * Statuses: INVALID_DEVICE, DRIVER_ERROR, CONTEXT_LOST, HOST_OUT_OF_MEMORY, LANE_BROKEN (the
+ * Statuses: INVALID_DEVICE, INVALID_ARGUMENT (a priority outside the device's range), DRIVER_ERROR, CONTEXT_LOST, HOST_OUT_OF_MEMORY, LANE_BROKEN (the
  * device is marked lost: refused without a driver call, naming the recorded fault), BUSY (the
  * device's primary context is being reset by t4a_device_recover). */
 T4A_MUST_USE t4a_status t4a_lane_create(t4a_driver *driver, int ordinal,
@@ -285,6 +286,31 @@ t4a_ctx_holder *t4a_lane_holder(const t4a_lane *lane);
 t4a_counters *t4a_lane_counters(t4a_lane *lane);
 void t4a_lane_stats(const t4a_lane *lane, t4a_counter_values *out);
 /** @} */
+/** The most streams one domain has at once (a lane and its siblings). */
+#define T4A_LANE_MAX_STREAMS 32
+
+/** Creates a further stream beside `lane`: the same context holder and allocation domain (the
+ * buffers, modules and functions of one are the other's: no FOREIGN_HANDLE between them), its
+ * own non-blocking stream created with `options->priority` (options may be NULL), its own
+ * counters. Buffers used on several streams of a domain are ordered across them by t4a_mem
+ * (design §4): their memory is freed or reused only after every use. The sibling is an ordinary
+ * lane (build a t4a_retire on it); it may be released before or after `lane`. A lane that used
+ * buffers of another stream's pool waits for its own stream at its last release if nothing
+ * proved it drained (a counted host wait).
+ * Statuses: INVALID_ARGUMENT (NULL; a priority outside the device's range, named in the
+ * detail), LIMIT_EXCEEDED (T4A_LANE_MAX_STREAMS streams in the domain), LANE_BROKEN,
+ * HOST_OUT_OF_MEMORY, driver failures. Counted in streams_sibling on the driver. */
+T4A_MUST_USE t4a_status t4a_lane_create_sibling(t4a_lane *lane, const t4a_lane_options *options,
+                                                t4a_lane **out);
+/** The device's stream priority range (cuCtxGetStreamPriorityRange): `*out_least` is the least
+ * urgent (0 on current GPUs), `*out_greatest` the most urgent (numerically lowest, -5 on the
+ * H200). A priority is valid when greatest <= priority <= least; lanes refuse others with
+ * INVALID_ARGUMENT. */
+T4A_MUST_USE t4a_status t4a_lane_priority_range(t4a_lane *lane, int *out_least,
+                                                int *out_greatest);
+/** The priority the lane's stream was created with. */
+int t4a_lane_priority(const t4a_lane *lane);
+
 /** Waits for all work on the lane's stream (counted in host_waits). A sticky error found here marks
  * the context lost. */
 T4A_MUST_USE t4a_status t4a_lane_synchronize(t4a_lane *lane);

@@ -35,7 +35,14 @@
   X(device_recoveries, "primary contexts reset by t4a_device_recover (cuDevicePrimaryCtxReset)")  \
   X(device_recoveries_refused, "t4a_device_recover calls refused (BUSY): lanes still open")
 
+/** Run 4 of t4a_ctx's counters: ordering between the streams of one domain (t4a_lane_create_sibling). */
+#define T4A_CTX_COUNTERS_4(X)                                                                     \
+  X(streams_sibling, "further streams created beside a lane (same context and domain)")           \
+  X(cross_stream_events, "marker events recorded to order one stream of a domain after another")  \
+  X(cross_stream_waits, "stream waits enqueued on another stream of the domain's marker event")
+
 /** Every counter of t4a_ctx, in the joined order. */
-#define T4A_CTX_COUNTERS(X) T4A_CTX_COUNTERS_1(X) T4A_CTX_COUNTERS_2(X) T4A_CTX_COUNTERS_3(X)
+#define T4A_CTX_COUNTERS(X) \
+  T4A_CTX_COUNTERS_1(X) T4A_CTX_COUNTERS_2(X) T4A_CTX_COUNTERS_3(X) T4A_CTX_COUNTERS_4(X)
 
 #endif /**< T4A_CTX_COUNTERS_H_ */

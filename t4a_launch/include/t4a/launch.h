@@ -557,6 +557,13 @@ T4A_MUST_USE t4a_status t4a_descriptor_register_ex(t4a_launch_table *table,
  * after its checks. Statuses: INVALID_ARGUMENT (unknown or stale id), REENTRY, LANE_BROKEN,
  * CONTEXT_LOST, driver failures. */
 T4A_MUST_USE t4a_status t4a_descriptor_fire(t4a_launch_table *table, uint32_t id);
+/** As t4a_descriptor_fire, on another stream of the table's domain (a retire on a lane made by
+ * t4a_lane_create_sibling; NULL or the table's own retire: t4a_descriptor_fire). The bound
+ * buffers are ordered across the streams as for any launch (design §4). Statuses: as
+ * t4a_descriptor_fire, FOREIGN_HANDLE (a retire of another domain), BUSY (a chain is being
+ * recorded on the table). */
+T4A_MUST_USE t4a_status t4a_descriptor_fire_on(t4a_launch_table *table, t4a_retire *retire,
+                                               uint32_t id);
 /** Replaces argument `index` (checked against that parameter: INVALID_ARGUMENT, FOREIGN_HANDLE,
  * ARGUMENT_MISMATCH; a refused rebind changes nothing). Launch chains that name the descriptor
  * see it at their next replay (t4a/chain.h); the buffer it replaces is then handed to the lane's

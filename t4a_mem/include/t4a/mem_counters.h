@@ -33,7 +33,12 @@
 #define T4A_MEM_COUNTERS_3(X)                                                                     \
   X(frees_deferred, "buffer releases during a graph capture whose frees waited for its end")
 
+/** Run 4 of t4a_mem's counters. */
+#define T4A_MEM_COUNTERS_4(X)                                                                     \
+  X(cross_stream_releases, "buffer releases ordered after uses on other streams of the domain")
+
 /** Every counter of t4a_mem, in the joined order. */
-#define T4A_MEM_COUNTERS(X) T4A_MEM_COUNTERS_1(X) T4A_MEM_COUNTERS_2(X) T4A_MEM_COUNTERS_3(X)
+#define T4A_MEM_COUNTERS(X) \
+  T4A_MEM_COUNTERS_1(X) T4A_MEM_COUNTERS_2(X) T4A_MEM_COUNTERS_3(X) T4A_MEM_COUNTERS_4(X)
 
 #endif /**< T4A_MEM_COUNTERS_H_ */
