@@ -116,8 +116,8 @@ t4a_library(NAME t4a_ctx_ctx_internal
   HDRS t4a_ctx/ctx_internal.h
   DEPS t4a_ctx t4a_ctx_status)
 t4a_library(NAME t4a_launch
-  SRCS t4a_launch/module.c t4a_launch/launch.c t4a_launch/descriptor.c t4a_launch/calibrate.c t4a_launch/calibration_cache.c t4a_launch/policy.c t4a_launch/l2.c t4a_launch/launch_internal.h t4a_launch/graph.c t4a_launch/chain.c
-  HDRS t4a_launch/include/t4a/launch.h t4a_launch/include/t4a/graph.h t4a_launch/include/t4a/chain.h
+  SRCS t4a_launch/module.c t4a_launch/launch.c t4a_launch/descriptor.c t4a_launch/calibrate.c t4a_launch/calibration_cache.c t4a_launch/policy.c t4a_launch/l2.c t4a_launch/launch_internal.h t4a_launch/graph.c t4a_launch/chain.c t4a_launch/memset.c
+  HDRS t4a_launch/include/t4a/launch.h t4a_launch/include/t4a/graph.h t4a_launch/include/t4a/chain.h t4a_launch/include/t4a/memset.h
   INCLUDE_DIR t4a_launch/include
   INSTALL launch
   DEPS t4a_nvrtc t4a_mem t4a_retire t4a_ctx t4a_ctx_status t4a_ext_xxhash Threads::Threads m
@@ -268,8 +268,8 @@ t4a_library(NAME t4a_raw_counter_list
   HDRS t4a_raw/include/t4a/raw_counters.h
   INCLUDE_DIR t4a_raw/include)
 t4a_library(NAME t4a_retire
-  SRCS t4a_retire/retire.c t4a_retire/witness.c t4a_retire/retire_internal.h
-  HDRS t4a_retire/include/t4a/retire.h
+  SRCS t4a_retire/event.c t4a_retire/retire.c t4a_retire/witness.c t4a_retire/retire_internal.h
+  HDRS t4a_retire/include/t4a/event.h t4a_retire/include/t4a/retire.h
   INCLUDE_DIR t4a_retire/include
   INSTALL retire
   DEPS t4a_ctx t4a_ctx_status Threads::Threads

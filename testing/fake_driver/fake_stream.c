@@ -409,6 +409,9 @@ static void run_head(t4a_fake *f, fk_stream *s) {
     case FK_OP_ALLOC:
       fk_run_alloc(f, op); /* also in a faulted context: the block exists either way */
       break;
+    case FK_OP_HOST:
+      if (healthy) fk_run_host(f, op);
+      break;
   }
   fk_op_free(f, op);
   s->pins--;
@@ -1110,4 +1113,49 @@ CUresult fk_cuEventElapsedTime(t4a_fake *f, float *ms, CUevent start, CUevent en
   if (!a->last->done || !b->last->done) return CUDA_ERROR_NOT_READY;
   *ms = (float)(((double)b->last->time_ns - (double)a->last->time_ns) / 1e6);
   return CUDA_SUCCESS;
+}
+
+/* ---- host functions ------------------------------------------------------------------------ */
+
+static _Thread_local int t_in_host_fn;
+
+int fk_in_host_fn(void) { return t_in_host_fn; }
+
+typedef struct host_call {
+  CUhostFn fn;
+  void *user;
+} host_call;
+
+static void *host_thread(void *arg) {
+  host_call *c = arg;
+  t_in_host_fn = 1; /* every driver call from here is refused (fk_enter) */
+  c->fn(c->user);
+  t_in_host_fn = 0;
+  return NULL;
+}
+
+/* As the driver does, on a thread that is not the caller's: the function runs while the engine
+ * (holding the fake's lock) waits for it, so a function that called into the driver and waited
+ * there would deadlock, as it can on the real driver; fk_enter refuses such calls first. */
+void fk_run_host(t4a_fake *f, const fk_op *op) {
+  host_call c = {op->u.host.fn, op->u.host.user};
+  pthread_t th;
+  if (pthread_create(&th, NULL, host_thread, &c) != 0) {
+    host_thread(&c); /* no thread: run it here, still flagged */
+  } else {
+    pthread_join(th, NULL);
+  }
+  f->host_fns_run++;
+}
+
+CUresult fk_cuLaunchHostFunc(t4a_fake *f, CUstream h, CUhostFn fn, void *user) {
+  if (fn == NULL) return CUDA_ERROR_INVALID_VALUE;
+  fk_stream *s;
+  CUresult r = fk_stream_for_enqueue(f, h, &s);
+  if (r != CUDA_SUCCESS) return r;
+  fk_op *op = fk_op_new(FK_OP_HOST);
+  if (op == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+  op->u.host.fn = fn;
+  op->u.host.user = user;
+  return fk_submit(f, s, op); /* in a capture: a host node */
 }
