@@ -39,7 +39,7 @@ t4a_library(NAME examples_warm_chain
   HDRS examples/warm_chain.h
   DEPS t4a)
 t4a_library(NAME t4a
-  SRCS t4a/t4a.c t4a/stats_json.c t4a/runtime_internal.h
+  SRCS t4a/t4a.c t4a/stats_json.c t4a/everyday.c t4a/stream_resolve.c t4a/runtime_internal.h
   HDRS t4a/include/t4a/t4a.h
   INCLUDE_DIR t4a/include
   INSTALL t4a
@@ -276,6 +276,10 @@ t4a_library(NAME t4a_retire
   BUILD_DEPS t4a_ctx_status_internal t4a_ctx_ctx_internal t4a_ctx_seam t4a_ext_cuda_headers)
 t4a_test(NAME t4a_retire_retire_test
   SRCS t4a_retire/retire_test.c
+  LABELS unit
+  DEPS fixture t4a_ctx_ctx_internal t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
+t4a_test(NAME t4a_retire_event_test
+  SRCS t4a_retire/event_test.c
   LABELS unit
   DEPS fixture t4a_ctx_ctx_internal t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
 t4a_library(NAME t4a_retire_counter_list

@@ -31,4 +31,10 @@ struct t4a_runtime {
   t4a_nvrtc_cache_options artifact_options; /* disk_dir pointing at the copy above */
 };
 
+/* The lane and retire of `stream` (NULL: the runtime's own). INVALID_ARGUMENT for a NULL rt (or
+ * outs), FOREIGN_HANDLE for a stream of another runtime. (The events slice's version accepts
+ * only NULL; the streams slice defines the real one.) */
+t4a_status t4a_runtime_stream_resolve_(t4a_runtime *rt, t4a_stream *stream, t4a_lane **lane,
+                                       t4a_retire **retire);
+
 #endif /* T4A_T4A_RUNTIME_INTERNAL_H_ */

@@ -257,6 +257,26 @@ static t4a_status scope_exit(t4a_ctx_scope *scope, int quiet) {
 t4a_status t4a_ctx_scope_exit(t4a_ctx_scope *scope) { return scope_exit(scope, 0); }
 void t4a_ctx_scope_exit_quiet(t4a_ctx_scope *scope) { (void)scope_exit(scope, 1); }
 
+t4a_status t4a_ctx_holder_memory(t4a_ctx_holder *holder, uint64_t *out_free,
+                                 uint64_t *out_total) {
+  if (out_free != NULL) *out_free = 0;
+  if (out_total != NULL) *out_total = 0;
+  if (holder == NULL || out_free == NULL || out_total == NULL) {
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "holder or an out is NULL");
+  }
+  t4a_status st = t4a_ctx_holder_check(holder);
+  if (st != T4A_OK) return st;
+  t4a_ctx_scope scope;
+  if ((st = t4a_ctx_scope_enter(&scope, holder, NULL)) != T4A_OK) return st;
+  size_t free_b = 0, total_b = 0;
+  st = T4A_CU(holder->driver, cuMemGetInfo, &free_b, &total_b);
+  t4a_ctx_scope_exit_quiet(&scope);
+  if (st != T4A_OK) return st;
+  *out_free = free_b;
+  *out_total = total_b;
+  return T4A_OK;
+}
+
 t4a_status t4a_ctx_holder_enable_peer(t4a_ctx_holder *holder, t4a_ctx_holder *peer) {
   if (holder == NULL || peer == NULL || holder->ordinal == peer->ordinal) {
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
