@@ -138,6 +138,10 @@ t4a_test(NAME t4a_launch_chain_test
   SRCS t4a_launch/chain_test.c t4a_launch/launch_testutil.h
   LABELS unit
   DEPS fixture t4a_ctx_status_internal t4a_launch t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
+t4a_test(NAME t4a_launch_memset_test
+  SRCS t4a_launch/memset_test.c t4a_launch/launch_testutil.h
+  LABELS unit
+  DEPS fixture t4a_ctx_status_internal t4a_launch t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
 t4a_test(NAME t4a_launch_launch_gpu_test
   SRCS t4a_launch/launch_gpu_test.c
   LABELS gpu single
