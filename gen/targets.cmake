@@ -49,6 +49,10 @@ t4a_test(NAME t4a_t4a_facade_test
   SRCS t4a/t4a_facade_test.c
   LABELS unit
   DEPS fixture t4a_ctx_status_internal t4a fake_driver sweep t4a_ext_cmocka)
+t4a_test(NAME t4a_everyday_test
+  SRCS t4a/everyday_test.c
+  LABELS unit
+  DEPS fixture t4a_ctx_status_internal t4a fake_driver sweep t4a_ext_cmocka)
 t4a_test(NAME t4a_stress_test
   SRCS t4a/stress_test.c
   LABELS unit stress
