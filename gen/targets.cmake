@@ -69,6 +69,10 @@ t4a_test(NAME t4a_faults_gpu_test
   SRCS t4a/faults_gpu_test.c
   LABELS gpu faults
   DEPS testing_fixture_host_kernels t4a t4a_ctx_seam testing_gpu_gpu_main fake_driver t4a_ext_cuda_headers t4a_ext_cmocka Threads::Threads m)
+t4a_test(NAME t4a_everyday_gpu_test
+  SRCS t4a/everyday_gpu_test.c
+  LABELS gpu single
+  DEPS t4a testing_gpu_gpu_main t4a_ext_cmocka m)
 t4a_library(NAME t4a_ctx_status
   SRCS t4a_ctx/status.c t4a_ctx/fault.c t4a_ctx/counters.c t4a_ctx/counters_block.h t4a_ctx/status_internal.h
   HDRS t4a_ctx/include/t4a/status.h t4a_ctx/include/t4a/fault.h t4a_ctx/include/t4a/counters.h t4a_ctx/include/t4a/ctx_counters.h
