@@ -7,7 +7,8 @@
  * - A host function runs after the kernel before it wrote its output and before the next work;
  *   inside it t4a calls answer REENTRY (the real driver would deadlock or refuse).
  * - A chain's memset node takes a new value in place (cuGraphExecMemsetNodeSetParams) on the
- *   real driver, no re-instantiation.
+ *   real driver, no re-instantiation; timing events recorded in the chain (external event record
+ *   nodes) give an elapsed time at each replay.
  * - The gauges: device free memory drops by at least a 256 MiB buffer, in use / reserved follow. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -218,9 +219,14 @@ static void test_chain_memset_node_update_on_the_driver(void **state) {
   t4a_launch_table *t = t4a_runtime_table(rt);
   t4a_buffer *b = NULL;
   CK(t4a_runtime_buffer(rt, 1 << 20, &b));
+  t4a_event *e0 = NULL, *e1 = NULL;
+  CK(t4a_runtime_event(rt, T4A_EVENT_TIMING, &e0));
+  CK(t4a_runtime_event(rt, T4A_EVENT_TIMING, &e1));
   CK(t4a_chain_begin(t));
+  CK(t4a_runtime_event_record(rt, NULL, e0)); /* external event record nodes */
   uint32_t id = 9;
   CK(t4a_chain_memset(t, b, 0, (1 << 20) / 4, 4, 0x11111111u, &id));
+  CK(t4a_runtime_event_record(rt, NULL, e1));
   t4a_chain *c = NULL;
   CK(t4a_chain_end(t, &c));
   assert_int_equal(id, 0);
@@ -230,7 +236,15 @@ static void test_chain_memset_node_update_on_the_driver(void **state) {
     CK(t4a_chain_replay(t, c));
     CK(t4a_runtime_download(rt, b, (1 << 20) - sizeof h, h, sizeof h));
     for (int i = 0; i < 4; i++) assert_int_equal(h[i], v * 0x01010101u);
+    float ms = -1;
+    t4a_status est = t4a_event_elapsed_ms(e0, e1, &ms);
+    printf("everyday_gpu_test: replay %u: elapsed between the chain's event nodes: %s, %.4f ms\n",
+           v, t4a_status_name(est), (double)ms);
+    CK(est);
+    assert_true(ms >= 0);
   }
+  t4a_event_release(e0);
+  t4a_event_release(e1);
   struct t4a_chain_stats cs;
   t4a_chain_stats(c, &cs);
   assert_int_equal(cs.memset_updates, 5);

@@ -58,6 +58,7 @@
   X(cuEventCreate, 2000, REQUIRED)                   \
   X(cuEventDestroy, 4000, REQUIRED)                  \
   X(cuEventRecord, 2000, REQUIRED)                   \
+  X(cuEventRecordWithFlags, 11010, REQUIRED)         \
   X(cuEventQuery, 2000, REQUIRED)                    \
   X(cuEventSynchronize, 2000, REQUIRED)              \
   X(cuEventElapsedTime, 2000, REQUIRED)              \

@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "t4a/chain.h"
+#include "t4a/event.h"
 #include "t4a/graph.h"
 #include "t4a/memset.h"
 #include "t4a_ctx/status_internal.h"
@@ -172,9 +173,15 @@ static void test_chain_memset_updated_in_place(void **state) {
   CK(t4a_launch_table_create(f->retire, &(t4a_launch_table_options){.capacity = 4}, &t));
   uint32_t id0 = 99, id1 = 99;
   assert_int_equal(t4a_chain_memset(t, b, 0, 16, 4, 1, &id0), T4A_INVALID_ARGUMENT); /* no rec */
+  t4a_event_options timing = {T4A_EVENT_TIMING};
+  t4a_event *e0 = NULL, *e1 = NULL;
+  CK(t4a_event_create(f->lane, &timing, &e0));
+  CK(t4a_event_create(f->lane, &timing, &e1));
   CK(t4a_chain_begin(t));
+  CK(t4a_event_record(e0, f->retire)); /* event nodes in the chain: timed at each replay */
   CK(t4a_chain_memset(t, b, 0, 16, 4, 5, &id0));
   CK(t4a_chain_memset(t, h, 8, 4, 2, 0x7, &id1));
+  CK(t4a_event_record(e1, f->retire));
   /* A refused one enqueues nothing and leaves the recording intact. */
   assert_int_equal(t4a_chain_memset(t, h, 1, 4, 2, 0x7, NULL), T4A_INVALID_ARGUMENT);
   t4a_chain *c = NULL;
@@ -186,6 +193,11 @@ static void test_chain_memset_updated_in_place(void **state) {
   assert_int_equal(s.memset_nodes, 2);
   CK(t4a_chain_replay(t, c));
   CK(t4a_retire_wait(f->retire));
+  float ms = 0;
+  CK(t4a_event_elapsed_ms(e0, e1, &ms));
+  assert_true(ms > 0.0029f && ms < 0.0031f); /* two fills and the end record */
+  t4a_event_release(e0); /* the chain keeps them */
+  t4a_event_release(e1);
   assert_int_equal(p[15], 5);
   assert_int_equal(q[4], 7);
   assert_int_equal(q[3], 0);

@@ -96,12 +96,8 @@ static t4a_status check_same_device(const t4a_event *e, t4a_retire *r, const cha
   return T4A_OK;
 }
 
-static t4a_status refuse_capture(t4a_retire *r, const char *what) {
-  return t4a_error_set_(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
-                        "lane %llu is capturing a graph: %s is not captured (record and wait on "
-                        "user events outside captures and chain recordings)",
-                        (unsigned long long)t4a_lane_domain(t4a_retire_lane(r)), what);
-}
+static void event_release_object(void *p) { t4a_event_release(p); }
+static void event_retain_object(void *p) { t4a_event_retain(p); }
 
 t4a_status t4a_event_record(t4a_event *e, t4a_retire *r) {
   if (e == NULL || r == NULL) {
@@ -110,11 +106,18 @@ t4a_status t4a_event_record(t4a_event *e, t4a_retire *r) {
   t4a_status st = check_same_device(e, r, "recording an event");
   if (st != T4A_OK) return st;
   t4a_admission adm;
-  if ((st = t4a_admission_begin(r, 0, &adm)) != T4A_OK) return st;
-  if (t4a_retire_is_capturing(r)) return t4a_admission_abort(&adm, refuse_capture(r, "an event record"));
+  if ((st = t4a_admission_begin(r, 1, &adm)) != T4A_OK) return st;
   t4a_lane *l = t4a_retire_lane(r);
-  st = T4A_CU(e->driver, cuEventRecord, e->event, t4a_lane_stream(l));
+  /* In a capture (a graph or a chain recording): an external event record node, run at each
+   * replay; the graph keeps the event. */
+  int captured = t4a_retire_is_capturing(r);
+  st = T4A_CU(e->driver, cuEventRecordWithFlags, e->event, t4a_lane_stream(l),
+              captured ? CU_EVENT_RECORD_EXTERNAL : CU_EVENT_RECORD_DEFAULT);
   if (st != T4A_OK) return t4a_admission_abort(&adm, st);
+  if (captured) {
+    t4a_admission_keep_borrowed(&adm, (t4a_keepalive){e, event_release_object, 1},
+                                event_retain_object);
+  }
   atomic_store_explicit(&e->recorded, 1, memory_order_release);
   t4a_counter_add(t4a_lane_counters(l), T4A_COUNTER_user_events_recorded, 1);
   t4a_admission_commit(&adm);
@@ -152,11 +155,18 @@ t4a_status t4a_event_wait(t4a_retire *r, t4a_event *e) {
   t4a_status st = check_same_device(e, r, "waiting for an event");
   if (st != T4A_OK) return st;
   t4a_admission adm;
-  if ((st = t4a_admission_begin(r, 0, &adm)) != T4A_OK) return st;
-  if (t4a_retire_is_capturing(r)) return t4a_admission_abort(&adm, refuse_capture(r, "a wait on an event"));
+  if ((st = t4a_admission_begin(r, 1, &adm)) != T4A_OK) return st;
   t4a_lane *l = t4a_retire_lane(r);
-  st = T4A_CU(e->driver, cuStreamWaitEvent, t4a_lane_stream(l), e->event, 0);
+  /* In a capture: an external event wait node (the replay waits for the event's latest record
+   * when it runs); the graph keeps the event. */
+  int captured = t4a_retire_is_capturing(r);
+  st = T4A_CU(e->driver, cuStreamWaitEvent, t4a_lane_stream(l), e->event,
+              captured ? CU_EVENT_WAIT_EXTERNAL : CU_EVENT_WAIT_DEFAULT);
   if (st != T4A_OK) return t4a_admission_abort(&adm, st);
+  if (captured) {
+    t4a_admission_keep_borrowed(&adm, (t4a_keepalive){e, event_release_object, 1},
+                                event_retain_object);
+  }
   t4a_counter_add(t4a_lane_counters(l), T4A_COUNTER_user_event_waits, 1);
   t4a_admission_commit(&adm);
   return T4A_OK;

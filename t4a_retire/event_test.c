@@ -1,5 +1,6 @@
 /* User events and host functions (t4a/event.h) on the fake driver: record, query, host wait,
- * stream waits across lanes, elapsed time and its refusals, capture refusals; host functions in
+ * stream waits across lanes, elapsed time and its refusals, records and waits captured as event
+ * nodes and replayed; host functions in
  * stream order on another thread, keepalives held until they ran, the re-entry rule (a callback
  * calling back into t4a gets REENTRY, never a deadlock), a host node replayed; failure sweeps. */
 #define _GNU_SOURCE
@@ -214,25 +215,64 @@ static void test_wait_orders_two_lanes_without_host_wait(void **state) {
   assert_int_equal(t4a_retire_wait(f->retire), T4A_OK);
 }
 
-static void test_capture_refuses_record_and_wait(void **state) {
+/* A capture's records and waits are external event nodes: each replay records the events (timed
+ * around the captured work) and waits for another lane's latest record; the graph keeps them. */
+static void test_capture_records_and_waits_as_nodes(void **state) {
   fixture *f = *state;
-  t4a_event *e = NULL;
-  assert_int_equal(t4a_event_create(f->lane, NULL, &e), T4A_OK);
+  t4a_lane *l2 = NULL;
+  t4a_retire *r2 = NULL;
+  assert_int_equal(t4a_lane_create(f->drv, 0, NULL, &l2), T4A_OK);
+  assert_int_equal(t4a_retire_create(l2, NULL, &r2), T4A_OK);
+  t4a_event_options timing = {T4A_EVENT_TIMING};
+  t4a_event *a = NULL, *b = NULL, *other = NULL;
+  assert_int_equal(t4a_event_create(f->lane, &timing, &a), T4A_OK);
+  assert_int_equal(t4a_event_create(f->lane, &timing, &b), T4A_OK);
+  assert_int_equal(t4a_event_create(l2, NULL, &other), T4A_OK);
   assert_int_equal(t4a_retire_capture_begin(f->retire), T4A_OK);
-  uint64_t records = t4a_fake_calls(f->fake, "cuEventRecord");
-  assert_int_equal(t4a_event_record(e, f->retire), T4A_UNSUPPORTED);
-  assert_int_equal(t4a_event_wait(f->retire, e), T4A_UNSUPPORTED);
-  assert_int_equal(t4a_fake_calls(f->fake, "cuEventRecord"), records);
+  assert_int_equal(t4a_event_wait(f->retire, other), T4A_OK); /* a wait node */
+  assert_int_equal(t4a_event_record(a, f->retire), T4A_OK);   /* record nodes */
+  assert_int_equal(work(f, f->retire, 0x42), T4A_OK);
+  assert_int_equal(t4a_event_record(b, f->retire), T4A_OK);
   void *g = NULL;
   t4a_keepalive *items = NULL;
   size_t n = 0;
   assert_int_equal(t4a_retire_capture_end(f->retire, &g, &items, &n), T4A_OK);
-  assert_int_equal(n, 0);
+  assert_int_equal(n, 3); /* the graph keeps the three events */
+  t4a_event_release(a); /* the caller keeps its references to a and b; drops other's */
+  t4a_event_retain(a);
+  t4a_event_release(other);
   t4a_ctx_scope s;
   assert_int_equal(t4a_ctx_scope_enter(&s, t4a_lane_holder(f->lane), NULL), T4A_OK);
+  CUgraphExec ex = NULL;
+  assert_int_equal(f->drv->t.cuGraphInstantiateWithFlags(&ex, (CUgraph)g, 0), CUDA_SUCCESS);
+  (void)t4a_ctx_scope_exit(&s);
+  for (int replay = 0; replay < 2; replay++) {
+    /* The other lane writes 7 and records `other` (through the graph's reference). */
+    assert_int_equal(work(f, r2, 7), T4A_OK);
+    assert_int_equal(t4a_event_record((t4a_event *)items[0].object, r2), T4A_OK);
+    assert_int_equal(t4a_ctx_scope_enter(&s, t4a_lane_holder(f->lane), NULL), T4A_OK);
+    assert_int_equal(f->drv->t.cuGraphLaunch(ex, t4a_lane_stream(f->lane)), CUDA_SUCCESS);
+    (void)t4a_ctx_scope_exit(&s);
+    assert_int_equal(t4a_event_query(b), T4A_NOT_READY);
+    /* Draining the capturing lane runs the other lane first (the wait node), then the fill. */
+    assert_int_equal(t4a_event_synchronize(b), T4A_OK);
+    assert_int_equal(*(unsigned char *)t4a_fake_host_view(f->fake, g_mem, 1), 0x42);
+    float ms = 0;
+    assert_int_equal(t4a_event_elapsed_ms(a, b, &ms), T4A_OK);
+    assert_true(ms > 0.0019f && ms < 0.0021f); /* the fill and the end record */
+  }
+  assert_int_equal(t4a_fake_calls(f->fake, "cuEventRecordWithFlags"), 2 + 2); /* nodes, then other's */
+  assert_int_equal(t4a_ctx_scope_enter(&s, t4a_lane_holder(f->lane), NULL), T4A_OK);
+  assert_int_equal(f->drv->t.cuGraphExecDestroy(ex), CUDA_SUCCESS);
   assert_int_equal(f->drv->t.cuGraphDestroy((CUgraph)g), CUDA_SUCCESS);
   (void)t4a_ctx_scope_exit(&s);
-  t4a_event_release(e);
+  for (size_t i = 0; i < n; i++) items[i].release(items[i].object);
+  free(items);
+  t4a_event_release(a);
+  t4a_event_release(b);
+  assert_int_equal(t4a_retire_destroy(r2), T4A_OK);
+  t4a_lane_release(l2);
+  assert_int_equal(t4a_retire_wait(f->retire), T4A_OK);
 }
 
 /* ---- host functions ---- */
@@ -462,7 +502,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_elapsed_time, setup, teardown),
       cmocka_unit_test_setup_teardown(test_wait_orders_two_lanes_without_host_wait, setup,
                                       teardown),
-      cmocka_unit_test_setup_teardown(test_capture_refuses_record_and_wait, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_capture_records_and_waits_as_nodes, setup, teardown),
       cmocka_unit_test_setup_teardown(test_host_func_in_stream_order_keepalives_until_ran, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_host_func_reentry_is_typed_never_a_deadlock, setup,

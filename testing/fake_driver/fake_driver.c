@@ -229,6 +229,7 @@ static int entry_enqueues(int entry) {
   switch (entry) {
     case FK_E_cuStreamWaitEvent:
     case FK_E_cuEventRecord:
+    case FK_E_cuEventRecordWithFlags:
     case FK_E_cuMemAllocFromPoolAsync:
     case FK_E_cuMemAllocAsync:
     case FK_E_cuMemFreeAsync:

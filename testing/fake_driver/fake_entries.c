@@ -84,6 +84,7 @@ FK_ENTRY(cuStreamGetCaptureInfo,
 FK_ENTRY(cuEventCreate, (CUevent * ph, unsigned int flags), (c_.f, ph, flags))
 FK_ENTRY(cuEventDestroy, (CUevent e), (c_.f, e))
 FK_ENTRY(cuEventRecord, (CUevent e, CUstream h), (c_.f, e, h))
+FK_ENTRY(cuEventRecordWithFlags, (CUevent e, CUstream h, unsigned int flags), (c_.f, e, h, flags))
 FK_ENTRY(cuEventQuery, (CUevent e), (c_.f, e))
 FK_ENTRY(cuEventSynchronize, (CUevent e), (c_.f, e))
 FK_ENTRY(cuEventElapsedTime, (float *ms, CUevent start, CUevent end), (c_.f, ms, start, end))

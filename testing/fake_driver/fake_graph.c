@@ -240,8 +240,16 @@ CUresult fk_cuGraphLaunch(t4a_fake *f, CUgraphExec exec, CUstream h) {
     }
     ok = ops[k++] != NULL;
   }
+  CUresult node_r = CUDA_ERROR_OUT_OF_MEMORY;
   for (size_t i = 0; ok && i < e->num; i++) {
-    ops[k] = fk_op_clone(&e->nodes[i].op);
+    const fk_op *nop = &e->nodes[i].op;
+    if (nop->kind == FK_OP_EVENT_RECORD_NODE || nop->kind == FK_OP_EVENT_WAIT_NODE) {
+      int none = 0;
+      ops[k] = fk_event_node_op(f, s, nop, &none, &node_r);
+      if (ops[k] == NULL && none) continue; /* never recorded: nothing to wait for */
+    } else {
+      ops[k] = fk_op_clone(nop);
+    }
     ok = ops[k++] != NULL;
   }
   if (ok) {
@@ -256,7 +264,7 @@ CUresult fk_cuGraphLaunch(t4a_fake *f, CUgraphExec exec, CUstream h) {
     for (size_t i = 0; ops != NULL && i < k; i++) fk_op_free(f, ops[i]);
     free(ops);
     fk_point_unref(end);
-    return CUDA_ERROR_OUT_OF_MEMORY;
+    return node_r;
   }
   if (e->last != NULL && !wait_prev) {
     fk_op *none;

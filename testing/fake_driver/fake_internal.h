@@ -154,6 +154,11 @@ typedef enum fk_op_kind {
   FK_OP_WAIT,
   FK_OP_ALLOC, /* a stream-ordered allocation becomes valid */
   FK_OP_HOST,  /* cuLaunchHostFunc: fn(user) on another thread, in stream order */
+  /* Graph nodes only: an external event record / wait node (CU_EVENT_RECORD_EXTERNAL,
+   * CU_EVENT_WAIT_EXTERNAL during a capture); a launch turns them into a RECORD of the event (a
+   * new point) and a WAIT on its latest point, as cuEventRecord / cuStreamWaitEvent would. */
+  FK_OP_EVENT_RECORD_NODE,
+  FK_OP_EVENT_WAIT_NODE,
 } fk_op_kind;
 
 /* One end of a copy: a fake device address, or a host address (with the id of the pinned range
@@ -209,6 +214,9 @@ typedef struct fk_op {
       CUhostFn fn;
       void *user;
     } host;
+    struct {
+      uint64_t event; /* the event's handle */
+    } event_node;
   } u;
 } fk_op;
 
@@ -656,6 +664,13 @@ CUresult fk_cuStreamGetCaptureInfo(t4a_fake *f, CUstream h, CUstreamCaptureStatu
 CUresult fk_cuEventCreate(t4a_fake *f, CUevent *ph, unsigned int flags);
 CUresult fk_cuEventDestroy(t4a_fake *f, CUevent e);
 CUresult fk_cuEventRecord(t4a_fake *f, CUevent e, CUstream h);
+CUresult fk_cuEventRecordWithFlags(t4a_fake *f, CUevent e, CUstream h, unsigned int flags);
+/* A launch's op for an event node (FK_OP_EVENT_*_NODE of an executable graph) on stream s: a
+ * RECORD that becomes the event's latest point, a WAIT on its latest point, or NULL with
+ * *out_none = 1 when there is nothing to wait for. NULL with *out_none = 0: no memory or a
+ * destroyed event (*out_result). */
+fk_op *fk_event_node_op(t4a_fake *f, fk_stream *s, const fk_op *node, int *out_none,
+                        CUresult *out_result);
 CUresult fk_cuEventQuery(t4a_fake *f, CUevent e);
 CUresult fk_cuEventSynchronize(t4a_fake *f, CUevent e);
 CUresult fk_cuEventElapsedTime(t4a_fake *f, float *ms, CUevent start, CUevent end);

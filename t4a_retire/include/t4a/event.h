@@ -8,8 +8,9 @@
  * observe its latest record from the host; t4a_event_wait makes a retire's stream wait for it
  * (no host wait); t4a_event_elapsed_ms gives the time between two completed records of timing
  * events. During a graph capture (or a chain recording) of the retire, record and wait are
- * refused with UNSUPPORTED (the driver can capture them only as external event nodes, which t4a
- * does not make).
+ * captured as external event nodes (CU_EVENT_RECORD_EXTERNAL, CU_EVENT_WAIT_EXTERNAL): each
+ * replay records the event, or waits for its latest record, and the graph keeps the event.
+ * Query, synchronize and elapsed time are host calls and are not captured.
  *
  * Host functions. t4a_host_func_launch enqueues fn(user) on the stream (cuLaunchHostFunc); the
  * driver runs it on a thread of its own once the work before it completed. The keepalives handed
@@ -59,8 +60,8 @@ void t4a_event_release(t4a_event *event);
 int t4a_event_is_timing(const t4a_event *event);
 
 /** Records the event on `retire`'s stream after all work admitted so far (an admission; counted
- * in user_events_recorded). Statuses: INVALID_ARGUMENT, FOREIGN_HANDLE (the retire's lane is on
- * another device's context), UNSUPPORTED (the retire is capturing), REENTRY, LANE_BROKEN, driver
+ * in user_events_recorded); in a capture, an event record node. Statuses: INVALID_ARGUMENT,
+ * FOREIGN_HANDLE (the retire's lane is on another device's context), REENTRY, LANE_BROKEN, driver
  * failures. Nothing is enqueued on failure. */
 T4A_MUST_USE t4a_status t4a_event_record(t4a_event *event, t4a_retire *retire);
 /** OK once the latest record completed (or when never recorded, as the driver answers),
@@ -70,9 +71,9 @@ T4A_MUST_USE t4a_status t4a_event_query(t4a_event *event);
  * lane). Statuses as query, and REENTRY inside a host function. */
 T4A_MUST_USE t4a_status t4a_event_synchronize(t4a_event *event);
 /** Makes `retire`'s stream wait for the event's latest record (cuStreamWaitEvent; no host wait;
- * counted in user_event_waits). The event may be of another lane of the same device.
- * Statuses: INVALID_ARGUMENT, FOREIGN_HANDLE (an event of another device's context),
- * UNSUPPORTED (capturing), REENTRY, LANE_BROKEN, driver failures. */
+ * counted in user_event_waits); in a capture, an event wait node. The event may be of another
+ * lane of the same device. Statuses: INVALID_ARGUMENT, FOREIGN_HANDLE (an event of another
+ * device's context), REENTRY, LANE_BROKEN, driver failures. */
 T4A_MUST_USE t4a_status t4a_event_wait(t4a_retire *retire, t4a_event *event);
 /** Milliseconds between the completed records of two timing events (cuEventElapsedTime, about
  * 0.5 µs resolution). Statuses: INVALID_ARGUMENT (NULL; an event without timing; an event never
