@@ -2,7 +2,8 @@
  * order with other work, the buffer kept alive after the caller dropped it, every refusal with
  * nothing enqueued (bounds, alignment, element size, value width, a foreign buffer, a capture of
  * another retire), a fill captured into a graph and replayed, a chain's memset node updated in
- * place when its value changes (no re-instantiation), and failure sweeps with exact accounting. */
+ * place when its value changes (no re-instantiation), and failure sweeps with exact accounting
+ * (the fills, the chain's memset node, and the memory gauges read around them). */
 #include <stdint.h>
 
 #include "t4a/chain.h"
@@ -262,6 +263,19 @@ static t4a_status op_memsets(void *user) {
   if (st == T4A_OK) st = t4a_chain_set_memset(c, 0, 5);
   if (st == T4A_OK) st = t4a_chain_replay(t, c);
   if (st == T4A_OK) st = t4a_retire_wait(r);
+  /* The gauges a user reads around fills. */
+  struct t4a_mem_pool_gauges g;
+  uint64_t free_b = 0, total_b = 0;
+  if (st == T4A_OK) st = t4a_mem_pool_gauges(f->pool, &g);
+  if (st == T4A_OK && g.in_use_blocks < 1) { /* b (and buffers quarantined by earlier steps) */
+    st = t4a_error_set_(T4A_INTERNAL, NULL, 0, NULL, 0, "%llu blocks in use",
+                        (unsigned long long)g.in_use_blocks);
+  }
+  if (st == T4A_OK) st = t4a_ctx_holder_memory(t4a_lane_holder(f->lane), &free_b, &total_b);
+  if (st == T4A_OK && (total_b == 0 || free_b > total_b)) {
+    st = t4a_error_set_(T4A_INTERNAL, NULL, 0, NULL, 0, "memory %llu of %llu",
+                        (unsigned long long)free_b, (unsigned long long)total_b);
+  }
   if (st == T4A_OK && ((uint32_t *)view(f, b))[15] != 5) {
     st = t4a_error_set_(T4A_INTERNAL, NULL, 0, NULL, 0, "wrong result");
   }
@@ -290,6 +304,10 @@ static void test_failure_sweep(void **state) {
   assert_true(t4a_sweep_driver(&s, CUDA_ERROR_INVALID_VALUE, T4A_DRIVER_ERROR) >= 1);
   s.entry = "cuStreamGetCaptureInfo";
   assert_true(t4a_sweep_driver(&s, CUDA_ERROR_UNKNOWN, T4A_DRIVER_ERROR) >= 1);
+  s.entry = "cuMemPoolGetAttribute";
+  assert_int_equal(t4a_sweep_driver(&s, CUDA_ERROR_INVALID_VALUE, T4A_DRIVER_ERROR), 2);
+  s.entry = "cuMemGetInfo";
+  assert_int_equal(t4a_sweep_driver(&s, CUDA_ERROR_INVALID_VALUE, T4A_DRIVER_ERROR), 1);
   s.entry = NULL;
   const t4a_status allowed[] = {T4A_HOST_OUT_OF_MEMORY};
   assert_true(t4a_sweep_fault(&s, T4A_FAULT_HOST_MALLOC, allowed, 1) > 3);
