@@ -136,10 +136,7 @@ static t4a_status observe(t4a_event *e, int wait) {
     t4a_counter_add(t4a_lane_counters(e->lane), T4A_COUNTER_host_waits, 1);
     st = T4A_CU(e->driver, cuEventSynchronize, e->event);
   } else {
-    st = T4A_CU_QUIET(e->driver, cuEventQuery, e->event);
-    if (st != T4A_OK && st != T4A_NOT_READY) {
-      st = T4A_CU(e->driver, cuEventQuery, e->event); /* with its detail this time */
-    }
+    st = T4A_CU(e->driver, cuEventQuery, e->event);
   }
   t4a_ctx_scope_exit_quiet(&scope);
   return t4a_lane_note_(e->lane, st);
