@@ -293,7 +293,7 @@ t4a_test(NAME t4a_retire_retire_test
 t4a_test(NAME t4a_retire_event_test
   SRCS t4a_retire/event_test.c
   LABELS unit
-  DEPS fixture t4a_ctx_ctx_internal t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
+  DEPS t4a_ctx_status_internal fixture t4a_ctx_ctx_internal t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
 t4a_library(NAME t4a_retire_counter_list
   HDRS t4a_retire/include/t4a/retire_counters.h
   INCLUDE_DIR t4a_retire/include)
