@@ -8,7 +8,7 @@ bench="$1"
 fail() { echo "FAIL: $*"; exit 1; }
 
 out=$("$bench" --fake --quick 2>&1) || fail "t4a_bench --fake --quick exited $?: $out"
-for name in launch0 launch4 launch0_noctx glaunch0 glaunch4 glaunch4_alt fire0 fire4 cfire0 kfire0 fire4_rebind gfire0 gfire4 gfire4_rebind gfire4_rebind_floor graph1 graph1000 alloc modhit modhit_fn \
+for name in launch0 launch4 launch0_noctx glaunch0 glaunch4 glaunch4_alt fire0 fire4 cfire0 kfire0 fire4_rebind gfire0 gfire4 gfire4_rebind gfire4_rebind_floor graph1 graph1000 alloc memset_submit memset1g modhit modhit_fn \
     chain chain100 chain100_rebind pinned_up_4K pinned_down_1M pageable_up_1M pageable_down_4K copy1g \
     launch4_live_buffers_100 launch4_live_modules_10; do
   echo "$out" | grep -q "^smoke: ok $name (" || fail "no 'smoke: ok $name' line: $out"
@@ -17,7 +17,7 @@ done
 if echo "$out" | grep -Eq 't4a/raw|GB/s| us '; then fail "timings printed on the fake: $out"; fi
 echo "$out" | grep -q '^fake driver: nothing left alive after close, 0 stream-ordering violations$' ||
   fail "the fake saw leaks or ordering violations: $out"
-echo "$out" | grep -q '^smoke: 38 measurements ran, 0 failures$' || fail "summary line: $out"
+echo "$out" | grep -q '^smoke: 40 measurements ran, 0 failures$' || fail "summary line: $out"
 echo "$out" | grep -q '^smoke: ok calibration$' || fail "no calibration line: $out"
 # The warm chain on the fake: no host wait and no heap allocation inside the windows.
 echo "$out" | grep -Eq '^smoke: ok chain \(.*host waits 0, heap allocations 0, NVRTC calls 0' ||

@@ -708,6 +708,47 @@ static t4a_status blk_raw_chain_launches(bench *b, const void *arg, uint32_t ops
   return st != T4A_OK ? st : s2;
 }
 
+/* Fills: t4a_memset (a 32-bit pattern) against cuMemsetD32Async on the same stream. */
+typedef struct memset_arg {
+  size_t bytes;
+  int done; /* 1: until the fill completed (sync per fill), 0: submission only */
+} memset_arg;
+static t4a_buffer *g_memset_buf;
+
+static t4a_status blk_t4a_memset(bench *b, const void *arg, uint32_t ops, double *out_s) {
+  const memset_arg *ma = arg;
+  t4a_status st = ctx_enter(b, 0);
+  if (st != T4A_OK) return st;
+  size_t count = ma->bytes / 4;
+  win_begin(b);
+  for (uint32_t i = 0; i < ops && st == T4A_OK; i++) {
+    st = t4a_runtime_memset(b->rt, NULL, g_memset_buf, 0, count, 4, i);
+    if (st == T4A_OK && ma->done) st = t4a_runtime_sync(b->rt);
+  }
+  *out_s = win_end(b);
+  ctx_exit(b);
+  t4a_status s2 = t4a_runtime_sync(b->rt);
+  return st != T4A_OK ? st : s2;
+}
+
+static t4a_status blk_raw_memset(bench *b, const void *arg, uint32_t ops, double *out_s) {
+  const memset_arg *ma = arg;
+  t4a_status st = ctx_enter(b, 0);
+  if (st != T4A_OK) return st;
+  CUstream s = b->stream;
+  CUdeviceptr d = (CUdeviceptr)t4a_buffer_devptr(g_memset_buf);
+  size_t count = ma->bytes / 4;
+  win_begin(b);
+  for (uint32_t i = 0; i < ops && st == T4A_OK; i++) {
+    st = T4A_CU(b->drv, cuMemsetD32Async, d, i, count, s);
+    if (st == T4A_OK && ma->done) st = raw_sync(b, s);
+  }
+  *out_s = win_end(b);
+  t4a_status s2 = raw_sync(b, s);
+  ctx_exit(b);
+  return st != T4A_OK ? st : s2;
+}
+
 /* ---- measurements ---- */
 
 typedef enum goal_kind {
@@ -1354,6 +1395,36 @@ static void run_alloc(bench *b) {
   measure(b, &s);
 }
 
+static void run_memset(bench *b) {
+  static memset_arg submit = {4096, 0}, big = {0, 1};
+  big.bytes = b->fake ? MIB : 1024 * MIB;
+  spec specs[] = {
+      {"memset_submit", "memset",
+       "submission of a 4 KiB 32-bit fill: t4a_runtime_memset vs cuMemsetD32Async on the same "
+       "stream",
+       "submit", b->fake ? 20 : 5000, 21, 2, 0, 0, GOAL_RATIO_LE, 1.05, "<= 1.05x raw",
+       {blk_t4a_memset, &submit, "t4a_runtime_memset"}, {blk_raw_memset, &submit, "cuMemsetD32Async"}},
+      {"memset1g", "memset",
+       "a 1 GiB 32-bit fill until done: t4a_runtime_memset + t4a_runtime_sync vs "
+       "cuMemsetD32Async + cuStreamSynchronize",
+       "done", b->fake ? 2 : 5, 11, 1, 0, big.bytes, GOAL_SPEED_GE, 0.95, ">= 0.95x raw speed",
+       {blk_t4a_memset, &big, "t4a_runtime_memset"}, {blk_raw_memset, &big, "cuMemsetD32Async"}},
+  };
+  int any = 0;
+  for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) any |= selected(b, &specs[i]);
+  if (!any) return;
+  t4a_status st = t4a_runtime_buffer(b->rt, big.bytes, &g_memset_buf);
+  if (st != T4A_OK) {
+    (void)fail_setup(b, "memset buffer", st);
+    return;
+  }
+  for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) measure(b, &specs[i]);
+  /* Outside the timings: the last fill's pattern is in place (raw wrote ops - 1 last). */
+  sync_quiet(b, b->rt);
+  t4a_buffer_release(g_memset_buf);
+  g_memset_buf = NULL;
+}
+
 static void run_modules(bench *b) {
   static module_arg load = {0}, with_fn = {1};
   spec specs[] = {
@@ -1614,12 +1685,12 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: t4a_bench [--fake] [--quick] [--json] [--json-file PATH] [--repeats R] [--list]\n"
           "                 [--only NAME]... [NAME|GROUP]...\n"
-          "groups: launch fire graph alloc module chain chains pinned pageable copy scale\n");
+          "groups: launch fire graph alloc memset module chain chains pinned pageable copy scale\n");
 }
 
 static void list_names(void) {
   printf("launch: launch0 launch4 launch0_noctx glaunch0 glaunch4 glaunch4_alt\nfire: fire0 fire4 fire4_rebind gfire0 gfire4 gfire4_rebind gfire4_rebind_floor\ngraph: graph1 graph1000\n"
-         "alloc: alloc\nmodule: modhit modhit_fn\nchain: chain\nchains: chain100 chain100_rebind\n"
+         "alloc: alloc\nmemset: memset_submit memset1g\nmodule: modhit modhit_fn\nchain: chain\nchains: chain100 chain100_rebind\n"
          "pinned: pinned_{up,down}_{4K,1M,64M,256M}\npageable: pageable_{up,down}_{4K,1M,64M,256M}\n"
          "copy: copy1g\nscale: launch4_live_buffers_{1,100,10000} launch4_live_modules_{1,100,10000}\n");
 }
@@ -1718,6 +1789,7 @@ int main(int argc, char **argv) {
     run_launches(b);
     run_graphs(b);
     run_alloc(b);
+    run_memset(b);
     run_modules(b);
     run_chain(b);
     run_chains(b);

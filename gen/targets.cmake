@@ -47,7 +47,7 @@ t4a_library(NAME examples_warm_chain
   HDRS examples/warm_chain.h
   DEPS t4a)
 t4a_library(NAME t4a
-  SRCS t4a/t4a.c t4a/stats_json.c t4a/stream.c t4a/runtime_internal.h
+  SRCS t4a/t4a.c t4a/stats_json.c t4a/stream.c t4a/everyday.c t4a/runtime_internal.h
   HDRS t4a/include/t4a/t4a.h
   INCLUDE_DIR t4a/include
   INSTALL t4a
@@ -61,6 +61,10 @@ t4a_test(NAME t4a_streams_test
   SRCS t4a/streams_test.c
   LABELS unit
   DEPS fixture t4a_ctx_seam t4a_ctx_status_internal t4a fake_driver sweep t4a_ext_cmocka Threads::Threads)
+t4a_test(NAME t4a_everyday_test
+  SRCS t4a/everyday_test.c
+  LABELS unit
+  DEPS fixture t4a_ctx_status_internal t4a fake_driver sweep t4a_ext_cmocka)
 t4a_test(NAME t4a_stress_test
   SRCS t4a/stress_test.c
   LABELS unit stress
@@ -89,6 +93,10 @@ t4a_test(NAME t4a_faults_gpu_test
   SRCS t4a/faults_gpu_test.c
   LABELS gpu faults
   DEPS testing_fixture_host_kernels t4a t4a_ctx_seam testing_gpu_gpu_main fake_driver t4a_ext_cuda_headers t4a_ext_cmocka Threads::Threads m)
+t4a_test(NAME t4a_everyday_gpu_test
+  SRCS t4a/everyday_gpu_test.c
+  LABELS gpu single
+  DEPS t4a testing_gpu_gpu_main t4a_ext_cmocka m)
 t4a_library(NAME t4a_ctx_status
   SRCS t4a_ctx/status.c t4a_ctx/fault.c t4a_ctx/counters.c t4a_ctx/counters_block.h t4a_ctx/status_internal.h
   HDRS t4a_ctx/include/t4a/status.h t4a_ctx/include/t4a/fault.h t4a_ctx/include/t4a/counters.h t4a_ctx/include/t4a/ctx_counters.h
@@ -144,8 +152,8 @@ t4a_library(NAME t4a_ctx_ctx_internal
   HDRS t4a_ctx/ctx_internal.h
   DEPS t4a_ctx t4a_ctx_status)
 t4a_library(NAME t4a_launch
-  SRCS t4a_launch/module.c t4a_launch/globals.c t4a_launch/launch.c t4a_launch/attrs.c t4a_launch/descriptor.c t4a_launch/calibrate.c t4a_launch/calibration_cache.c t4a_launch/policy.c t4a_launch/l2.c t4a_launch/launch_internal.h t4a_launch/graph.c t4a_launch/chain.c
-  HDRS t4a_launch/include/t4a/launch.h t4a_launch/include/t4a/graph.h t4a_launch/include/t4a/chain.h
+  SRCS t4a_launch/module.c t4a_launch/globals.c t4a_launch/launch.c t4a_launch/attrs.c t4a_launch/descriptor.c t4a_launch/calibrate.c t4a_launch/calibration_cache.c t4a_launch/policy.c t4a_launch/l2.c t4a_launch/launch_internal.h t4a_launch/graph.c t4a_launch/chain.c t4a_launch/memset.c
+  HDRS t4a_launch/include/t4a/launch.h t4a_launch/include/t4a/graph.h t4a_launch/include/t4a/chain.h t4a_launch/include/t4a/memset.h
   INCLUDE_DIR t4a_launch/include
   INSTALL launch
   DEPS t4a_nvrtc t4a_mem t4a_retire t4a_ctx t4a_ctx_status t4a_ext_xxhash Threads::Threads m
@@ -174,6 +182,10 @@ t4a_test(NAME t4a_launch_attrs_test
   SRCS t4a_launch/attrs_test.c t4a_launch/launch_internal.h t4a_launch/launch_testutil.h
   LABELS unit
   DEPS fixture t4a_ctx_status_internal t4a_launch t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
+t4a_test(NAME t4a_launch_memset_test
+  SRCS t4a_launch/memset_test.c t4a_launch/launch_testutil.h
+  LABELS unit
+  DEPS fixture t4a_ctx_status_internal t4a_launch t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
 t4a_test(NAME t4a_launch_launch_gpu_test
   SRCS t4a_launch/launch_gpu_test.c
   LABELS gpu single
@@ -320,8 +332,8 @@ t4a_library(NAME t4a_raw_counter_list
   HDRS t4a_raw/include/t4a/raw_counters.h
   INCLUDE_DIR t4a_raw/include)
 t4a_library(NAME t4a_retire
-  SRCS t4a_retire/retire.c t4a_retire/witness.c t4a_retire/retire_internal.h
-  HDRS t4a_retire/include/t4a/retire.h
+  SRCS t4a_retire/event.c t4a_retire/retire.c t4a_retire/witness.c t4a_retire/retire_internal.h
+  HDRS t4a_retire/include/t4a/event.h t4a_retire/include/t4a/retire.h
   INCLUDE_DIR t4a_retire/include
   INSTALL retire
   DEPS t4a_ctx t4a_ctx_status Threads::Threads
@@ -330,6 +342,10 @@ t4a_test(NAME t4a_retire_retire_test
   SRCS t4a_retire/retire_test.c
   LABELS unit
   DEPS fixture t4a_ctx_ctx_internal t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
+t4a_test(NAME t4a_retire_event_test
+  SRCS t4a_retire/event_test.c
+  LABELS unit
+  DEPS t4a_ctx_status_internal fixture t4a_ctx_ctx_internal t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
 t4a_library(NAME t4a_retire_counter_list
   HDRS t4a_retire/include/t4a/retire_counters.h
   INCLUDE_DIR t4a_retire/include)

@@ -445,6 +445,66 @@ static void test_runtime(void **state) {
   assert_null(rt);
 }
 
+/* Issue 22's calls: a stream of another runtime, an event of another device's context, fills
+ * past the end or misaligned, elapsed time of non-timing events, a host function that re-enters. */
+typedef struct reenter_probe {
+  t4a_status sync, memset;
+  t4a_error sync_detail, memset_detail; /* the callback thread's, shown on the test's */
+  int ran;
+} reenter_probe;
+static void reenter_fn(void *p) {
+  reenter_probe *r = p;
+  r->sync = t4a_runtime_sync(g.rt);
+  t4a_error_last(&r->sync_detail);
+  r->memset = t4a_runtime_memset(g.rt, NULL, g.buf, 0, 4, 4, 0);
+  t4a_error_last(&r->memset_detail);
+  r->ran = 1;
+}
+
+static void test_everyday(void **state) {
+  (void)state;
+  static const char *area = "events, fills, host functions";
+  t4a_stream *stream_of_other = NULL;
+  assert_int_equal(t4a_stream_create(g.other, NULL, &stream_of_other), T4A_OK);
+  row(area, "a fill on a stream that is not this runtime's",
+      t4a_runtime_memset(g.rt, stream_of_other, g.buf, 0, 4, 4, 0), T4A_FOREIGN_HANDLE, NULL);
+  row(area, "a fill past the buffer's end", t4a_runtime_memset(g.rt, NULL, g.buf, 4092, 2, 4, 0),
+      T4A_INVALID_ARGUMENT, "nothing enqueued; runtime round-trips 4 KiB afterwards");
+  row(area, "a 32-bit fill at a 2-byte offset", t4a_runtime_memset(g.rt, NULL, g.buf, 2, 1, 4, 0),
+      T4A_INVALID_ARGUMENT, "nothing enqueued; runtime round-trips 4 KiB afterwards");
+  row(area, "a fill of a buffer of another runtime",
+      t4a_runtime_memset(g.rt, NULL, g.obuf, 0, 4, 4, 0), T4A_FOREIGN_HANDLE, NULL);
+  row(area, "a 16-bit fill with a 17-bit value",
+      t4a_runtime_memset(g.rt, NULL, g.buf, 0, 4, 2, 0x10000), T4A_INVALID_ARGUMENT, NULL);
+  t4a_event *e1 = NULL, *plain = NULL, *timed = NULL;
+  assert_int_equal(t4a_runtime_event(g.other, 0, &e1), T4A_OK);
+  row(area, "a stream waiting for an event of another device's context",
+      t4a_runtime_event_wait(g.rt, NULL, e1), T4A_FOREIGN_HANDLE, "nothing enqueued; runtime "
+                                                                  "round-trips 4 KiB afterwards");
+  assert_int_equal(t4a_runtime_event(g.rt, 0, &plain), T4A_OK);
+  assert_int_equal(t4a_runtime_event(g.rt, T4A_EVENT_TIMING, &timed), T4A_OK);
+  assert_int_equal(t4a_runtime_event_record(g.rt, NULL, plain), T4A_OK);
+  assert_int_equal(t4a_runtime_event_record(g.rt, NULL, timed), T4A_OK);
+  float ms = 1;
+  row(area, "elapsed time with a non-timing event", t4a_event_elapsed_ms(timed, plain, &ms),
+      T4A_INVALID_ARGUMENT, NULL);
+  assert_true(ms == 0);
+  reenter_probe r = {0};
+  assert_int_equal(t4a_runtime_host_func(g.rt, NULL, reenter_fn, &r, NULL, 0), T4A_OK);
+  assert_int_equal(t4a_runtime_sync(g.rt), T4A_OK);
+  assert_int_equal(r.ran, 1);
+  t4a_error_restore(&r.sync_detail);
+  row(area, "a host function calling t4a_runtime_sync", r.sync, T4A_REENTRY,
+      "no driver call, no deadlock; runtime round-trips 4 KiB afterwards");
+  t4a_error_restore(&r.memset_detail);
+  row(area, "a host function calling t4a_runtime_memset", r.memset, T4A_REENTRY,
+      "nothing enqueued; runtime round-trips 4 KiB afterwards");
+  t4a_event_release(e1);
+  t4a_event_release(plain);
+  t4a_event_release(timed);
+  assert_int_equal(t4a_stream_destroy(g.other, stream_of_other), T4A_OK);
+}
+
 static int setup(void **state) {
   (void)state;
   g.print = getenv("T4A_BAD_INPUT_TABLE") != NULL;
@@ -514,6 +574,7 @@ int main(void) {
       cmocka_unit_test(test_disk),
       cmocka_unit_test(test_runtime),
       cmocka_unit_test(test_links),
+      cmocka_unit_test(test_everyday),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

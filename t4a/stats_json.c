@@ -141,6 +141,24 @@ t4a_status t4a_runtime_stats_json(t4a_runtime *rt, char *buf, size_t size, size_
     put(&j, "\n    \"memory_entries\": %zu,\n    \"memory_bytes\": %zu\n  },\n",
         cs.memory_entries, cs.memory_bytes);
   }
+  /* The gauges ask the driver: a failure gives null and leaves the caller's detail as it was. */
+  t4a_runtime_memory_info mi;
+  t4a_error saved;
+  t4a_error_last(&saved);
+  if (t4a_runtime_memory(rt, &mi) != T4A_OK) {
+    t4a_error_restore(&saved);
+    put(&j, "  \"memory\": null,\n");
+  } else {
+    put(&j,
+        "  \"memory\": {\n    \"device_free_bytes\": %" PRIu64 ",\n    \"device_total_bytes\": %" PRIu64
+        ",\n    \"in_use_bytes\": %" PRIu64 ",\n    \"in_use_blocks\": %" PRIu64
+        ",\n    \"peak_in_use_bytes\": %" PRIu64 ",\n    \"cached_bytes\": %" PRIu64
+        ",\n    \"cached_blocks\": %" PRIu64 ",\n    \"reserved_bytes\": %" PRIu64
+        ",\n    \"driver_used_bytes\": %" PRIu64 "\n  },\n",
+        mi.device_free_bytes, mi.device_total_bytes, mi.pool.in_use_bytes, mi.pool.in_use_blocks,
+        mi.pool.peak_in_use_bytes, mi.pool.cached_bytes, mi.pool.cached_blocks,
+        mi.pool.reserved_bytes, mi.pool.driver_used_bytes);
+  }
   put(&j, "  \"heap_allocations\": %" PRIu64 "\n}\n", t4a_heap_allocations());
   if (j.len >= size) {
     if (out_len != NULL) *out_len = j.len + 1;

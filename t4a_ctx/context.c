@@ -174,12 +174,30 @@ t4a_status t4a_ctx_holder_check(const t4a_ctx_holder *holder) {
                         c->code_name[0] ? c->code_name : "a sticky error", c->code, c->message);
 }
 
+/* ---- The host-function rule (ctx_internal.h) ---- */
+
+static _Thread_local int t_host_fn_depth;
+
+void t4a_host_fn_enter_(void) { t_host_fn_depth++; }
+void t4a_host_fn_exit_(void) {
+  if (t_host_fn_depth > 0) t_host_fn_depth--;
+}
+int t4a_in_host_fn_(void) { return t_host_fn_depth > 0; }
+
+t4a_status t4a_host_fn_refuse_(const char *what) {
+  return t4a_error_set_(T4A_REENTRY, NULL, 0, NULL, 0,
+                        "%s from inside a host function on a stream: a host function must not "
+                        "call CUDA (nor wait for its own stream); do it after the function ran",
+                        what);
+}
+
 static t4a_status scope_enter(t4a_ctx_scope *scope, t4a_ctx_holder *holder,
                               t4a_counters *counters, int borrowed) {
   if (scope == NULL || holder == NULL) {
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "scope or holder is NULL");
   }
   memset(scope, 0, sizeof *scope);
+  if (T4A_UNLIKELY(t_host_fn_depth > 0)) return t4a_host_fn_refuse_("activating a context");
   t4a_driver *d = holder->driver;
   if (T4A_UNLIKELY(holder_is_stale(
           holder, atomic_load_explicit(&d->faults[holder->ordinal].state, memory_order_acquire)))) {
@@ -238,6 +256,26 @@ static t4a_status scope_exit(t4a_ctx_scope *scope, int quiet) {
 
 t4a_status t4a_ctx_scope_exit(t4a_ctx_scope *scope) { return scope_exit(scope, 0); }
 void t4a_ctx_scope_exit_quiet(t4a_ctx_scope *scope) { (void)scope_exit(scope, 1); }
+
+t4a_status t4a_ctx_holder_memory(t4a_ctx_holder *holder, uint64_t *out_free,
+                                 uint64_t *out_total) {
+  if (out_free != NULL) *out_free = 0;
+  if (out_total != NULL) *out_total = 0;
+  if (holder == NULL || out_free == NULL || out_total == NULL) {
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "holder or an out is NULL");
+  }
+  t4a_status st = t4a_ctx_holder_check(holder);
+  if (st != T4A_OK) return st;
+  t4a_ctx_scope scope;
+  if ((st = t4a_ctx_scope_enter(&scope, holder, NULL)) != T4A_OK) return st;
+  size_t free_b = 0, total_b = 0;
+  st = T4A_CU(holder->driver, cuMemGetInfo, &free_b, &total_b);
+  t4a_ctx_scope_exit_quiet(&scope);
+  if (st != T4A_OK) return st;
+  *out_free = free_b;
+  *out_total = total_b;
+  return T4A_OK;
+}
 
 t4a_status t4a_ctx_holder_enable_peer(t4a_ctx_holder *holder, t4a_ctx_holder *peer) {
   if (holder == NULL || peer == NULL || holder->ordinal == peer->ordinal) {

@@ -78,4 +78,15 @@ void t4a_lane_note_drained_(t4a_lane *lane, uint64_t seq);
  * the lane's context lost with this thread's error detail. Returns `status`. */
 t4a_status t4a_lane_note_(const t4a_lane *lane, t4a_status status);
 
+/* Host functions on a stream (t4a_retire's t4a_host_func_launch): the runtime's re-entry rule.
+ * While one runs on this thread (between enter and exit, nested calls counted), every t4a call
+ * that would activate a context, wait for a stream or take a lane's operation lock answers
+ * T4A_REENTRY (t4a_host_fn_refuse_) instead of calling the driver: the Driver API forbids CUDA
+ * calls in a host function, and a wait there for the stream that runs it never ends. */
+void t4a_host_fn_enter_(void);
+void t4a_host_fn_exit_(void);
+int t4a_in_host_fn_(void);
+/* Sets and returns T4A_REENTRY with a message naming `what`. */
+t4a_status t4a_host_fn_refuse_(const char *what);
+
 #endif /* T4A_CTX_CTX_INTERNAL_H_ */

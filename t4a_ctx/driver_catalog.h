@@ -59,9 +59,10 @@
   X(cuEventCreate, 2000, REQUIRED)                   \
   X(cuEventDestroy, 4000, REQUIRED)                  \
   X(cuEventRecord, 2000, REQUIRED)                   \
+  X(cuEventRecordWithFlags, 11010, REQUIRED)         \
   X(cuEventQuery, 2000, REQUIRED)                    \
   X(cuEventSynchronize, 2000, REQUIRED)              \
-  X(cuEventElapsedTime, 2000, OPTIONAL)              \
+  X(cuEventElapsedTime, 2000, REQUIRED)              \
   /* memory pools and stream-ordered allocation */   \
   X(cuMemPoolCreate, 11020, REQUIRED)                \
   X(cuMemPoolDestroy, 11020, REQUIRED)               \
@@ -77,7 +78,8 @@
   X(cuMemFree, 3020, OPTIONAL)                       \
   X(cuMemGetInfo, 3020, REQUIRED)                    \
   X(cuMemsetD8Async, 3020, REQUIRED)                 \
-  X(cuMemsetD32Async, 3020, OPTIONAL)                \
+  X(cuMemsetD16Async, 3020, REQUIRED)                \
+  X(cuMemsetD32Async, 3020, REQUIRED)                \
   X(cuMemcpyHtoDAsync, 3020, REQUIRED)               \
   X(cuMemcpyDtoHAsync, 3020, REQUIRED)               \
   X(cuMemcpyDtoDAsync, 3020, REQUIRED)               \
@@ -102,6 +104,8 @@
   /* launches */                                     \
   X(cuLaunchKernel, 4000, REQUIRED)                  \
   X(cuLaunchKernelEx, 11060, OPTIONAL)               \
+  /* host functions on a stream */                   \
+  X(cuLaunchHostFunc, 10000, REQUIRED)               \
   /* graphs */                                       \
   X(cuGraphCreate, 10000, REQUIRED)                  \
   X(cuGraphAddKernelNode, 12000, REQUIRED)           \
@@ -112,6 +116,7 @@
   X(cuGraphExecDestroy, 10000, REQUIRED)             \
   X(cuGraphExecUpdate, 12000, REQUIRED)              \
   X(cuGraphExecKernelNodeSetParams, 12000, REQUIRED) \
+  X(cuGraphExecMemsetNodeSetParams, 10020, REQUIRED) \
   X(cuGraphGetNodes, 10000, OPTIONAL)               \
   /* capture introspection (launch chains: the node a captured fire added) */ \
   X(cuStreamGetCaptureInfo, 12030, OPTIONAL)                                        \

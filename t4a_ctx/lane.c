@@ -658,6 +658,7 @@ t4a_driver *t4a_lane_driver(const t4a_lane *lane) { return lane->driver; }
 
 t4a_status t4a_lane_synchronize(t4a_lane *lane) {
   if (lane == NULL) return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "lane is NULL");
+  if (t4a_in_host_fn_()) return t4a_host_fn_refuse_("waiting for a lane's stream");
   t4a_counter_add(&lane->counters, T4A_COUNTER_host_waits, 1);
   return t4a_lane_note_(lane, T4A_CU(lane->driver, cuStreamSynchronize, lane->stream));
 }

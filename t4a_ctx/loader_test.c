@@ -93,8 +93,8 @@ static void test_default_driver_outcome_is_stable(void **state) {
  * means used: scripts/check_catalog.py; the fake and the tests may call them). */
 static const char *const k_optional[] = {
     "cuFuncGetParamInfo", "cuStreamGetCaptureInfo", "cuCtxSynchronize",  "cuCtxGetDevice",
-    "cuStreamCreate",     "cuStreamGetCtx",         "cuStreamGetFlags",  "cuEventElapsedTime",
-    "cuMemAllocAsync",    "cuMemAlloc",             "cuMemFree",         "cuMemsetD32Async",
+    "cuStreamCreate",     "cuStreamGetCtx",         "cuStreamGetFlags",
+    "cuMemAllocAsync",    "cuMemAlloc",             "cuMemFree",
     "cuMemcpyPeerAsync",  "cuMemcpyAsync",          "cuPointerGetAttribute", "cuModuleLoadData",
     "cuLaunchKernelEx",   "cuGraphGetNodes",
     "cuOccupancyMaxActiveBlocksPerMultiprocessor", "cuOccupancyMaxPotentialBlockSize",

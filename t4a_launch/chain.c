@@ -8,6 +8,7 @@
  * release never touches the table (it may run inside another admission's retirement). */
 #define _GNU_SOURCE
 #include "t4a/chain.h"
+#include "t4a/memset.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -34,9 +35,21 @@ typedef struct chain_node {
   uint64_t gen;
 } chain_node;
 
+/* One fill recorded with t4a_chain_memset: its memset node, what it fills, the value the
+ * executable graph's node has and the one the next replay must give it. */
+typedef struct chain_memset {
+  CUgraphNode node;
+  CUdeviceptr dst;
+  size_t count;
+  unsigned elem;
+  uint32_t applied, want;
+} chain_memset;
+
 struct t4a_chain_rec_ {
   chain_node *nodes;
   uint32_t num, cap;
+  chain_memset *memsets;
+  uint32_t num_memsets, cap_memsets;
   t4a_status failed; /* the first failure to record a fire (its detail in `error`) */
   t4a_error error;
   uint64_t capture_seq; /* the retire's capture this recording is (t4a_retire_capture_seq) */
@@ -52,6 +65,9 @@ typedef struct core {
   size_t count;
   chain_node *nodes;
   uint32_t num_nodes;
+  chain_memset *memsets;
+  uint32_t num_memsets;
+  int memsets_dirty; /* some memset's want differs from applied (table lock) */
 } core;
 
 struct t4a_chain {
@@ -60,7 +76,7 @@ struct t4a_chain {
   uint64_t seen_binds;     /* the table's binds when every node was last brought up to date;
                               NEVER_SEEN after a recording (a descriptor may have been rebound
                               after its recorded fire: the first replay looks at every node) */
-  uint64_t replays, node_updates, reinstantiations;
+  uint64_t replays, node_updates, reinstantiations, memset_updates;
 };
 
 #define NEVER_SEEN UINT64_MAX
@@ -117,6 +133,7 @@ static t4a_chain_rec_ *rec_detach(t4a_launch_table *t) {
 
 static void rec_free(t4a_chain_rec_ *rec) {
   if (rec == NULL) return;
+  free(rec->memsets);
   free(rec->nodes);
   free(rec);
 }
@@ -135,6 +152,7 @@ static void core_unref(void *p) {
    * launches of the executable graph before freeing it anyway. */
   t4a_launch_destroy_native_(k->lane, k->graph, k->exec);
   free(k->nodes);
+  free(k->memsets);
   t4a_launch_release_kept_(k->lane, k->items, k->count);
   t4a_lane_release(k->lane);
   free(k);
@@ -202,6 +220,10 @@ static t4a_status end_recording(t4a_launch_table *t, core **out, dropped *drop) 
   for (uint32_t i = 0; i < rec->num; i++) rec->nodes[i].d->chain_nodes++; /* the core's now */
   rec->nodes = NULL;
   rec->num = 0;
+  k->memsets = rec->memsets;
+  k->num_memsets = rec->num_memsets;
+  rec->memsets = NULL;
+  rec->num_memsets = 0;
   memset(drop, 0, sizeof *drop);
   drop->rec = rec; /* the empty shell */
   *out = k;
@@ -373,6 +395,30 @@ static t4a_status update_nodes(t4a_chain *c, t4a_driver *drv, uint64_t *out_upda
   return T4A_OK;
 }
 
+/* Gives every memset node whose wanted value changed that value (lock held, inside the
+ * admission, context current). */
+static t4a_status update_memsets(core *k, t4a_driver *drv, t4a_lane *lane, uint64_t *out_updates) {
+  CUcontext ctx = t4a_ctx_holder_native(t4a_lane_holder(lane));
+  for (uint32_t i = 0; i < k->num_memsets; i++) {
+    chain_memset *m = &k->memsets[i];
+    if (m->want == m->applied) continue;
+    CUDA_MEMSET_NODE_PARAMS p;
+    memset(&p, 0, sizeof p);
+    p.dst = m->dst;
+    p.pitch = 0;
+    p.value = m->want;
+    p.elementSize = m->elem;
+    p.width = m->count;
+    p.height = 1;
+    t4a_status st = T4A_CU(drv, cuGraphExecMemsetNodeSetParams, k->exec, m->node, &p, ctx);
+    if (st != T4A_OK) return st;
+    m->applied = m->want;
+    (*out_updates)++;
+  }
+  k->memsets_dirty = 0;
+  return T4A_OK;
+}
+
 t4a_status t4a_chain_replay(t4a_launch_table *t, t4a_chain *c) {
   if (t == NULL || c == NULL) {
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "table or chain is NULL");
@@ -414,6 +460,16 @@ t4a_status t4a_chain_replay(t4a_launch_table *t, t4a_chain *c) {
     }
     c->seen_binds = t->binds;
   }
+  if (k->memsets_dirty) {
+    uint64_t n = 0;
+    st = update_memsets(k, drv, lane, &n);
+    c->memset_updates += n;
+    t4a_counter_add(t4a_lane_counters(lane), T4A_COUNTER_chain_memset_updates, n);
+    if (st != T4A_OK) {
+      pthread_mutex_unlock(&t->lock);
+      return t4a_admission_abort(&adm, st); /* nothing launched; the rest retried next time */
+    }
+  }
   /* If it must be leaked, the core stands for its two graphs and every reference it holds. */
   t4a_keepalive kk = {k, core_unref, (uint32_t)(2 + k->count)};
   CUresult r = drv->t.cuGraphLaunch(k->exec, t4a_lane_stream(lane));
@@ -449,6 +505,8 @@ void t4a_chain_stats(t4a_chain *c, struct t4a_chain_stats *out) {
   out->replays = c->replays;
   out->node_updates = c->node_updates;
   out->reinstantiations = c->reinstantiations;
+  out->memset_nodes = c->cur->num_memsets;
+  out->memset_updates = c->memset_updates;
   pthread_mutex_unlock(&c->table->lock);
 }
 
@@ -540,4 +598,86 @@ void t4a_chain_destroy(t4a_chain *c) {
   pthread_mutex_unlock(&t->lock);
   core_unref(k); /* queued replays hold their own references */
   free(c);
+}
+
+/* ---- memset nodes (t4a/memset.h) ------------------------------------------------------------ */
+
+/* Table lock held: the recording fails with this thread's current detail. */
+static void rec_fail(t4a_chain_rec_ *rec, t4a_status st) {
+  if (rec->failed != T4A_OK) return;
+  rec->failed = st;
+  t4a_error_last(&rec->error);
+}
+
+t4a_status t4a_chain_memset(t4a_launch_table *t, t4a_buffer *buffer, size_t offset, size_t count,
+                            unsigned elem_bytes, uint32_t value, uint32_t *out_id) {
+  if (out_id != NULL) *out_id = 0;
+  if (t == NULL) return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "table is NULL");
+  t4a_status st = t4a_launch_table_lock_(t);
+  if (st != T4A_OK) return st;
+  t4a_chain_rec_ *rec = t->rec;
+  if (rec == NULL) {
+    pthread_mutex_unlock(&t->lock);
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                          "no chain is being recorded on this table (t4a_memset fills outside "
+                          "chains)");
+  }
+  if (rec->num_memsets == rec->cap_memsets) {
+    uint32_t cap = rec->cap_memsets ? rec->cap_memsets * 2 : 8;
+    chain_memset *v = t4a_host_realloc(rec->memsets, (size_t)cap * sizeof *v);
+    if (v == NULL) { /* refused before anything was enqueued: the recording goes on */
+      pthread_mutex_unlock(&t->lock);
+      return T4A_HOST_OUT_OF_MEMORY;
+    }
+    rec->memsets = v;
+    rec->cap_memsets = cap;
+  }
+  CUgraphNode node = NULL;
+  t4a_status node_st = T4A_OK;
+  st = t4a_memset_enqueue_(t->retire, buffer, offset, count, elem_bytes, value, &node, &node_st);
+  if (st == T4A_OK && node_st == T4A_OK &&
+      t4a_retire_capture_seq(t->retire) != rec->capture_seq) {
+    node_st = t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                             "a memset during a chain recording was captured into another capture "
+                             "(the chain's was ended by another call)");
+  }
+  if (st == T4A_OK && node_st != T4A_OK) {
+    rec_fail(rec, node_st); /* a node the chain cannot update: t4a_chain_end fails */
+  } else if (st == T4A_OK) {
+    uint32_t id = rec->num_memsets++;
+    rec->memsets[id] = (chain_memset){node, (CUdeviceptr)t4a_buffer_devptr(buffer) + offset,
+                                      count, elem_bytes, value, value};
+    if (out_id != NULL) *out_id = id;
+  } else if (st != T4A_INVALID_ARGUMENT && st != T4A_FOREIGN_HANDLE && st != T4A_REENTRY) {
+    /* A driver failure: the fill may be in the capture without the chain knowing its node. */
+    t4a_error saved;
+    t4a_error_last(&saved);
+    rec_fail(rec, st);
+    t4a_error_restore(&saved);
+  }
+  pthread_mutex_unlock(&t->lock);
+  return st;
+}
+
+t4a_status t4a_chain_set_memset(t4a_chain *c, uint32_t id, uint32_t value) {
+  if (c == NULL) return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "chain is NULL");
+  t4a_status st = t4a_launch_table_lock_(c->table);
+  if (st != T4A_OK) return st;
+  core *k = c->cur;
+  if (id >= k->num_memsets) {
+    pthread_mutex_unlock(&c->table->lock);
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                          "the chain has %u memsets: no memset %u", k->num_memsets, id);
+  }
+  chain_memset *m = &k->memsets[id];
+  if (m->elem < 4 && (value >> (8 * m->elem)) != 0) {
+    pthread_mutex_unlock(&c->table->lock);
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                          "value 0x%x does not fit memset %u's %u-byte element", value, id,
+                          m->elem);
+  }
+  m->want = value;
+  if (m->want != m->applied) k->memsets_dirty = 1;
+  pthread_mutex_unlock(&c->table->lock);
+  return T4A_OK;
 }

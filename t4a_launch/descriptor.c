@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "t4a/fault.h"
+#include "t4a_ctx/ctx_internal.h"
 #include "t4a_ctx/status_internal.h"
 #include "t4a_launch/launch_internal.h"
 #include "t4a_retire/retire_internal.h"
@@ -150,6 +151,8 @@ static t4a_status bind_arg(t4a_launch_table *t, desc *d, uint32_t i, const t4a_a
  * table's lock comes just before its retire's in the lock order (t4a_retire_internal.h): one
  * held by this thread ordered after the retire's refuses it too. */
 t4a_status t4a_launch_table_lock_(t4a_launch_table *t) {
+  /* A host function must not wait for the table: its holder may be waiting for the stream. */
+  if (t4a_in_host_fn_()) return t4a_host_fn_refuse_("a launch table");
   if (t4a_retire_lock_would_invert_(t->retire)) {
     return t4a_error_set_(T4A_REENTRY, NULL, 0, NULL, 0,
                           "a launch table was used from inside an admission of its own runtime, "

@@ -278,21 +278,16 @@ static void note_function_args(t4a_function *fn, const t4a_launch_config *cfg, v
   if (changed) fn->graph.dirty = 1;
 }
 
-/* A chain is being recorded: the kernel node this fire just added to the capture (the stream's
- * one dependency now), or why it cannot be known. Context current, inside the admission. */
-static void captured_node(t4a_driver *drv, t4a_lane *lane, t4a_launch_graph_ *g) {
-  g->captured_node = NULL;
-  g->node_status = T4A_OK;
+t4a_status t4a_launch_captured_node_(t4a_driver *drv, t4a_lane *lane, CUgraphNode *out) {
+  *out = NULL;
   if (!t4a_lane_is_capturing(lane)) {
-    g->node_status = t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
-                                    "a fire during a chain recording was not captured (the capture "
-                                    "was ended by another call?)");
-    return;
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                          "a call during a chain recording was not captured (the capture was "
+                          "ended by another call?)");
   }
   if (drv->t.cuStreamGetCaptureInfo == NULL) {
-    g->node_status = t4a_error_set_(T4A_UNSUPPORTED, "cuStreamGetCaptureInfo", 0, NULL, 0,
-                                    "the driver lacks cuStreamGetCaptureInfo (needs 12.3)");
-    return;
+    return t4a_error_set_(T4A_UNSUPPORTED, "cuStreamGetCaptureInfo", 0, NULL, 0,
+                          "the driver lacks cuStreamGetCaptureInfo (needs 12.3)");
   }
   CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
   cuuint64_t id = 0;
@@ -303,12 +298,18 @@ static void captured_node(t4a_driver *drv, t4a_lane *lane, t4a_launch_graph_ *g)
                          &deps, NULL, &n);
   if (st == T4A_OK && (cs != CU_STREAM_CAPTURE_STATUS_ACTIVE || n != 1 || deps == NULL)) {
     st = t4a_error_set_(T4A_INTERNAL, "cuStreamGetCaptureInfo", 0, NULL, 0,
-                        "after a captured fire the capture is %s with %zu dependencies (expected "
-                        "active, 1: the fire's kernel node)",
+                        "after a captured call the capture is %s with %zu dependencies (expected "
+                        "active, 1: the call's node)",
                         cs == CU_STREAM_CAPTURE_STATUS_ACTIVE ? "active" : "not active", n);
   }
-  if (st == T4A_OK) g->captured_node = deps[0];
-  g->node_status = st;
+  if (st == T4A_OK) *out = deps[0];
+  return st;
+}
+
+/* A chain is being recorded: the kernel node this fire just added to the capture (the stream's
+ * one dependency now), or why it cannot be known. Context current, inside the admission. */
+static void captured_node(t4a_driver *drv, t4a_lane *lane, t4a_launch_graph_ *g) {
+  g->node_status = t4a_launch_captured_node_(drv, lane, &g->captured_node);
 }
 
 t4a_status t4a_launch_enqueue_(t4a_retire *retire, t4a_function *fn, const t4a_launch_config *cfg,

@@ -216,6 +216,16 @@ struct t4a_launch_table {
   const t4a_launch_table_observer_ *observer; /* set by the first recording, or NULL */
 };
 
+/* The checks and enqueue of t4a_memset (memset.c). With `out_node` (a chain recording), the
+ * capture's node for the fill is asked for inside the admission: *out_node is set, or
+ * *out_node_status says why it could not be learnt (the fill itself was captured then). */
+t4a_status t4a_memset_enqueue_(t4a_retire *retire, t4a_buffer *buffer, size_t offset,
+                               size_t count, unsigned elem_bytes, uint32_t value,
+                               CUgraphNode *out_node, t4a_status *out_node_status);
+/* Within an admission of a capturing lane (context current): the capture's one dependency, the
+ * node the last captured call added. Sets and returns the failure otherwise. */
+t4a_status t4a_launch_captured_node_(t4a_driver *drv, t4a_lane *lane, CUgraphNode *out);
+
 /* Takes the table's lock: REENTRY (recorded) if this thread holds the retire's operation lock. */
 t4a_status t4a_launch_table_lock_(t4a_launch_table *table);
 

@@ -52,6 +52,8 @@ struct t4a_mem_pool {
   block *spare; /* recycled block records (no malloc on the warm path) */
   uint32_t num_spare;
   _Atomic uint64_t granted; /* bit i: device ordinal i may access the pool (memoised) */
+  /* Gauges: blocks held by live buffers (relaxed atomics; the peak is a CAS maximum). */
+  _Atomic uint64_t in_use_bytes, in_use_blocks, peak_bytes;
 };
 
 struct t4a_buffer {
@@ -441,6 +443,60 @@ t4a_status t4a_mem_pool_grant_access(t4a_mem_pool *p, t4a_ctx_holder *peer) {
   return T4A_OK;
 }
 
+static void gauge_take(t4a_mem_pool *p, uint64_t bytes) {
+  uint64_t now = atomic_fetch_add_explicit(&p->in_use_bytes, bytes, memory_order_relaxed) + bytes;
+  atomic_fetch_add_explicit(&p->in_use_blocks, 1, memory_order_relaxed);
+  uint64_t peak = atomic_load_explicit(&p->peak_bytes, memory_order_relaxed);
+  while (now > peak && !atomic_compare_exchange_weak_explicit(&p->peak_bytes, &peak, now,
+                                                              memory_order_relaxed,
+                                                              memory_order_relaxed)) {
+  }
+}
+
+static void gauge_give(t4a_mem_pool *p, uint64_t bytes) {
+  atomic_fetch_sub_explicit(&p->in_use_bytes, bytes, memory_order_relaxed);
+  atomic_fetch_sub_explicit(&p->in_use_blocks, 1, memory_order_relaxed);
+}
+
+t4a_status t4a_mem_pool_gauges(t4a_mem_pool *p, struct t4a_mem_pool_gauges *out) {
+  if (out != NULL) memset(out, 0, sizeof *out);
+  if (p == NULL || out == NULL) {
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "pool or out is NULL");
+  }
+  t4a_status st = t4a_lane_check(p->lane);
+  if (st != T4A_OK) return st;
+  t4a_ctx_scope scope;
+  if ((st = t4a_ctx_scope_enter(&scope, t4a_lane_holder(p->lane), p->counters)) != T4A_OK) {
+    return st;
+  }
+  cuuint64_t reserved = 0, used = 0;
+  st = T4A_CU(p->driver, cuMemPoolGetAttribute, p->pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT,
+              &reserved);
+  if (st == T4A_OK) {
+    st = T4A_CU(p->driver, cuMemPoolGetAttribute, p->pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT,
+                &used);
+  }
+  t4a_ctx_scope_exit_quiet(&scope);
+  if (st != T4A_OK) return t4a_lane_note_(p->lane, st);
+  out->in_use_bytes = atomic_load_explicit(&p->in_use_bytes, memory_order_relaxed);
+  out->in_use_blocks = atomic_load_explicit(&p->in_use_blocks, memory_order_relaxed);
+  out->peak_in_use_bytes = atomic_load_explicit(&p->peak_bytes, memory_order_relaxed);
+  pthread_mutex_lock(&p->lock);
+  out->cached_bytes = p->cached_bytes;
+  out->cached_blocks = p->cached_blocks;
+  pthread_mutex_unlock(&p->lock);
+  out->reserved_bytes = reserved;
+  out->driver_used_bytes = used;
+  return T4A_OK;
+}
+
+void t4a_mem_pool_reset_peak(t4a_mem_pool *p) {
+  if (p == NULL) return;
+  atomic_store_explicit(&p->peak_bytes,
+                        atomic_load_explicit(&p->in_use_bytes, memory_order_relaxed),
+                        memory_order_relaxed);
+}
+
 void t4a_mem_pool_stats(const t4a_mem_pool *p, struct t4a_mem_pool_stats *out) {
   if (out == NULL) return;
   memset(out, 0, sizeof *out);
@@ -620,6 +676,7 @@ t4a_status t4a_buffer_create(t4a_mem_pool *p, size_t bytes, size_t alignment, ui
   /* Another stream of the domain using it first waits for this point of the pool's stream. */
   b->alloc_mark = t4a_lane_grouped_(p->lane) ? t4a_lane_mark_now_(p->lane)
                                              : (t4a_lane_mark_){0, 0, 0};
+  gauge_take(p, blk->bytes);
   *out = b;
   return T4A_OK;
 }
@@ -819,6 +876,7 @@ void t4a_buffer_release(t4a_buffer *b) {
      * here, no host wait). */
     t4a_counter_add(p->counters, T4A_COUNTER_cross_stream_releases, 1);
   }
+  gauge_give(p, blk->bytes); /* a leaked block is no buffer's any more either */
   if (quarantined || t4a_lane_is_broken(p->lane) ||
       atomic_load_explicit(&p->abandoned, memory_order_relaxed)) {
     /* Unknown state, a lost context or an abandoned pool: never free on a guess. */

@@ -156,6 +156,12 @@ int t4a_retire_lock_would_invert_(const t4a_retire *r) {
 /* `ordered`: refuse a lock ordered before one this thread holds (everything but teardown, which
  * no other thread may be waiting on). */
 static t4a_status lock_enter_(t4a_retire *r, int ordered) {
+  if (T4A_UNLIKELY(t4a_in_host_fn_())) {
+    /* A host function runs while its stream waits; the lock may be held by a thread waiting for
+     * that stream (a t4a_retire_wait), so waiting here could never end. */
+    t4a_counter_add(r->counters, T4A_COUNTER_admissions_refused_reentry, 1);
+    return t4a_host_fn_refuse_("an operation on a lane (admission, observation or teardown)");
+  }
   if (atomic_load_explicit(&r->owner, memory_order_relaxed) == &t_thread_id) {
     t4a_counter_add(r->counters, T4A_COUNTER_admissions_refused_reentry, 1);
     return t4a_error_set_(T4A_REENTRY, NULL, 0, NULL, 0,

@@ -11,6 +11,8 @@ fail() { echo "FAIL: $*"; exit 1; }
 
 out=$("$t4a" info --fake 3) || fail "info --fake exited $?"
 echo "$out" | grep -q '^devices: 3$' || fail "info --fake 3 did not list 3 devices: $out"
+[ "$(echo "$out" | grep -c '^  memory now: .* GiB free of .* GiB')" -eq 3 ] ||
+  fail "info --fake 3 did not print each device's free memory: $out"
 echo "$out" | grep -q '^device 2: T4A Fake Device 2$' || fail "device 2 missing: $out"
 echo "$out" | grep -q 'compute capability: 9.0' || fail "no compute capability: $out"
 echo "$out" | grep -q '^driver: CUDA 13.0 (fake)' || fail "no driver line: $out"
@@ -77,6 +79,8 @@ done
 "$t4a" stats --fake --n 7 >"$dir/stats.json" 2>"$dir/stats.err" || fail "stats exited $?"
 head -c 1 "$dir/stats.json" | grep -q '{' || fail "stats did not start with JSON: $(cat "$dir/stats.json")"
 grep -q '^    "launches": 7,' "$dir/stats.json" || fail "stats JSON has no 7 launches"
+grep -q '^    "device_total_bytes": [1-9]' "$dir/stats.json" || fail "stats JSON has no memory gauges"
+grep -q '^    "peak_in_use_bytes": [1-9]' "$dir/stats.json" || fail "stats JSON has no peak in use"
 if command -v python3 >/dev/null; then
   python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$dir/stats.json" || fail "stats is not JSON"
 fi

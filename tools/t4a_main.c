@@ -21,6 +21,7 @@
  *
  * Exit codes, every command: 0 success, 1 the command ran and failed (printed on stderr or in
  * its report), 2 bad usage. */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,6 +124,18 @@ static int print_devices(t4a_driver *drv) {
     printf("  memory: %.1f GiB, bus %d bits; L2 %d KiB (persisting max %d KiB)\n",
            (double)d.total_mem_bytes / (1024.0 * 1024.0 * 1024.0), d.memory_bus_width_bits,
            d.l2_cache_bytes / 1024, d.max_persisting_l2_bytes / 1024);
+    /* The live figure (cuMemGetInfo, needs the device's context): what every process left. */
+    t4a_ctx_holder *holder = NULL;
+    uint64_t free_b = 0, total_b = 0;
+    if (t4a_ctx_holder_create(drv, i, &holder) == T4A_OK &&
+        t4a_ctx_holder_memory(holder, &free_b, &total_b) == T4A_OK) {
+      printf("  memory now: %.2f GiB free of %.2f GiB (%" PRIu64 " of %" PRIu64 " bytes)\n",
+             (double)free_b / (1024.0 * 1024.0 * 1024.0),
+             (double)total_b / (1024.0 * 1024.0 * 1024.0), free_b, total_b);
+    } else {
+      print_error("memory now");
+    }
+    t4a_ctx_holder_release(holder);
     printf("  shared/block: %d KiB (opt-in %d KiB), shared/SM %d KiB\n",
            d.max_shared_per_block_bytes / 1024, d.max_shared_per_block_optin_bytes / 1024,
            d.max_shared_per_sm_bytes / 1024);

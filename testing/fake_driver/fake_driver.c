@@ -2,6 +2,7 @@
  * call prologue, failure injection, counts and the public t4a_fake_* calls. */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,8 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t g_mutex;
 static t4a_fake *g_fake;
 static uint32_t g_generation;
+/* Driver calls refused because they came from inside a host function (any fake). */
+static atomic_ullong g_host_fn_calls;
 
 static void fk_lock_init(void) {
   pthread_mutexattr_t attr;
@@ -226,11 +229,14 @@ static int entry_enqueues(int entry) {
   switch (entry) {
     case FK_E_cuStreamWaitEvent:
     case FK_E_cuEventRecord:
+    case FK_E_cuEventRecordWithFlags:
     case FK_E_cuMemAllocFromPoolAsync:
     case FK_E_cuMemAllocAsync:
     case FK_E_cuMemFreeAsync:
     case FK_E_cuMemsetD8Async:
+    case FK_E_cuMemsetD16Async:
     case FK_E_cuMemsetD32Async:
+    case FK_E_cuLaunchHostFunc:
     case FK_E_cuMemcpyHtoDAsync:
     case FK_E_cuMemcpyDtoHAsync:
     case FK_E_cuMemcpyDtoDAsync:
@@ -251,6 +257,14 @@ int fk_enter(fk_call *c, int entry) {
   c->result = CUDA_SUCCESS;
   c->inject_after = 0;
   c->inject_result = CUDA_SUCCESS;
+  if (fk_in_host_fn()) {
+    /* The Driver API: a host function must not call CUDA (it may fail with NOT_PERMITTED, or
+     * deadlock on a stream waiting for the function). The fake refuses every call, without the
+     * lock (the engine that runs the function holds it). */
+    atomic_fetch_add(&g_host_fn_calls, 1);
+    c->result = CUDA_ERROR_NOT_PERMITTED;
+    return 0;
+  }
   fk_lock();
   t4a_fake *f = g_fake;
   if (f == NULL) {
@@ -541,6 +555,16 @@ uint64_t t4a_fake_ordering_violations(t4a_fake *fake) {
   if (fake == NULL) return 0;
   fk_lock();
   uint64_t n = fake->ordering_violations;
+  fk_unlock();
+  return n;
+}
+
+uint64_t t4a_fake_host_fn_driver_calls(void) { return atomic_load(&g_host_fn_calls); }
+
+uint64_t t4a_fake_host_fns_run(t4a_fake *fake) {
+  if (fake == NULL) return 0;
+  fk_lock();
+  uint64_t n = fake->host_fns_run;
   fk_unlock();
   return n;
 }

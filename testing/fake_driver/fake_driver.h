@@ -242,6 +242,12 @@ uint64_t t4a_fake_foreign_event_observations(t4a_fake *fake);
 /* The priority a live stream was created with (after the driver's clamping): 1 and *out, or 0
  * for an unknown handle. */
 int t4a_fake_stream_priority(t4a_fake *fake, CUstream stream, int *out);
+/* Host functions (cuLaunchHostFunc) the fake ran so far: each on a thread of its own, in stream
+ * order, when progress reaches it (not run on a faulted stream). */
+uint64_t t4a_fake_host_fns_run(t4a_fake *fake);
+/* Driver calls made from inside a host function, in the process (each refused with
+ * CUDA_ERROR_NOT_PERMITTED, as the Driver API allows: host functions must not call CUDA). */
+uint64_t t4a_fake_host_fn_driver_calls(void);
 /* If host_ptr lies inside a live cuMemHostAlloc allocation: stores its cuMemHostAlloc flags in
  * *out_flags (when not NULL) and returns 1. Otherwise (registered or pageable memory) 0. */
 int t4a_fake_host_alloc_flags(t4a_fake *fake, const void *host_ptr, unsigned *out_flags);

@@ -85,6 +85,7 @@ FK_ENTRY(cuStreamGetCaptureInfo,
 FK_ENTRY(cuEventCreate, (CUevent * ph, unsigned int flags), (c_.f, ph, flags))
 FK_ENTRY(cuEventDestroy, (CUevent e), (c_.f, e))
 FK_ENTRY(cuEventRecord, (CUevent e, CUstream h), (c_.f, e, h))
+FK_ENTRY(cuEventRecordWithFlags, (CUevent e, CUstream h, unsigned int flags), (c_.f, e, h, flags))
 FK_ENTRY(cuEventQuery, (CUevent e), (c_.f, e))
 FK_ENTRY(cuEventSynchronize, (CUevent e), (c_.f, e))
 FK_ENTRY(cuEventElapsedTime, (float *ms, CUevent start, CUevent end), (c_.f, ms, start, end))
@@ -113,6 +114,8 @@ FK_ENTRY(cuMemFree, (CUdeviceptr_v2 ptr), (c_.f, ptr))
 FK_ENTRY(cuMemGetInfo, (size_t * free_bytes, size_t *total_bytes),
          (c_.f, free_bytes, total_bytes))
 FK_ENTRY(cuMemsetD8Async, (CUdeviceptr_v2 dst, unsigned char value, size_t n, CUstream h),
+         (c_.f, dst, value, n, h))
+FK_ENTRY(cuMemsetD16Async, (CUdeviceptr_v2 dst, unsigned short value, size_t n, CUstream h),
          (c_.f, dst, value, n, h))
 FK_ENTRY(cuMemsetD32Async, (CUdeviceptr_v2 dst, unsigned int value, size_t n, CUstream h),
          (c_.f, dst, value, n, h))
@@ -167,6 +170,9 @@ FK_ENTRY(cuLaunchKernelEx,
          (const CUlaunchConfig *config, CUfunction func, void **params, void **extra),
          (c_.f, config, func, params, extra))
 
+/* ---- host functions ---- */
+FK_ENTRY(cuLaunchHostFunc, (CUstream h, CUhostFn fn, void *user), (c_.f, h, fn, user))
+
 /* ---- graphs ---- */
 FK_ENTRY(cuGraphCreate, (CUgraph * graph, unsigned int flags), (c_.f, graph, flags))
 FK_ENTRY(cuGraphAddKernelNode,
@@ -185,6 +191,10 @@ FK_ENTRY(cuGraphExecUpdate,
 FK_ENTRY(cuGraphExecKernelNodeSetParams,
          (CUgraphExec exec, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS_v2 *params),
          (c_.f, exec, node, params))
+FK_ENTRY(cuGraphExecMemsetNodeSetParams,
+         (CUgraphExec exec, CUgraphNode node, const CUDA_MEMSET_NODE_PARAMS_v1 *params,
+          CUcontext ctx),
+         (c_.f, exec, node, params, ctx))
 FK_ENTRY(cuGraphGetNodes, (CUgraph graph, CUgraphNode *nodes, size_t *num),
          (c_.f, graph, nodes, num))
 

@@ -240,8 +240,16 @@ CUresult fk_cuGraphLaunch(t4a_fake *f, CUgraphExec exec, CUstream h) {
     }
     ok = ops[k++] != NULL;
   }
+  CUresult node_r = CUDA_ERROR_OUT_OF_MEMORY;
   for (size_t i = 0; ok && i < e->num; i++) {
-    ops[k] = fk_op_clone(&e->nodes[i].op);
+    const fk_op *nop = &e->nodes[i].op;
+    if (nop->kind == FK_OP_EVENT_RECORD_NODE || nop->kind == FK_OP_EVENT_WAIT_NODE) {
+      int none = 0;
+      ops[k] = fk_event_node_op(f, s, nop, &none, &node_r);
+      if (ops[k] == NULL && none) continue; /* never recorded: nothing to wait for */
+    } else {
+      ops[k] = fk_op_clone(nop);
+    }
     ok = ops[k++] != NULL;
   }
   if (ok) {
@@ -256,7 +264,7 @@ CUresult fk_cuGraphLaunch(t4a_fake *f, CUgraphExec exec, CUstream h) {
     for (size_t i = 0; ops != NULL && i < k; i++) fk_op_free(f, ops[i]);
     free(ops);
     fk_point_unref(end);
-    return CUDA_ERROR_OUT_OF_MEMORY;
+    return node_r;
   }
   if (e->last != NULL && !wait_prev) {
     fk_op *none;
@@ -380,5 +388,40 @@ CUresult fk_cuGraphExecKernelNodeSetParams(t4a_fake *f, CUgraphExec exec, CUgrap
   en->op = *op;
   en->op.next = NULL;
   free(op);
+  return CUDA_SUCCESS;
+}
+
+/* As the Driver API documents: the node must be a memset node of the graph, `ctx` the context it
+ * runs on (the executable graph's), a 1-D fill (height 1) of 1-, 2- or 4-byte elements of at
+ * least one element, the destination aligned to the element and inside one live allocation of
+ * that context's device. */
+CUresult fk_cuGraphExecMemsetNodeSetParams(t4a_fake *f, CUgraphExec exec, CUgraphNode node,
+                                           const CUDA_MEMSET_NODE_PARAMS *params, CUcontext ctx) {
+  if (params == NULL) return CUDA_ERROR_INVALID_VALUE;
+  fk_exec *e = fk_handle_get(f, FK_H(exec), FK_KIND_EXEC);
+  if (e == NULL) return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = fk_ctx_usable(e->ctx);
+  if (r != CUDA_SUCCESS) return r;
+  if (FK_H(ctx) != e->ctx->o.handle) return CUDA_ERROR_INVALID_VALUE;
+  uint64_t h = FK_H(node);
+  fk_exec_node *en = NULL;
+  for (size_t i = 0; i < e->num && en == NULL; i++) {
+    if (h != 0 && (e->nodes[i].origin == h || e->nodes[i].source == h)) en = &e->nodes[i];
+  }
+  if (en == NULL || en->op.kind != FK_OP_FILL) return CUDA_ERROR_INVALID_VALUE;
+  size_t elem = params->elementSize;
+  if ((elem != 1 && elem != 2 && elem != 4) || params->width == 0 || params->height != 1) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if ((params->dst & (elem - 1)) != 0 || params->width > SIZE_MAX / elem) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  fk_alloc *a = fk_rindex_find(&f->allocs, params->dst, params->width * elem);
+  if (a == NULL || a->device != e->ctx->device) return CUDA_ERROR_INVALID_VALUE;
+  en->op.u.fill.dst = params->dst;
+  en->op.u.fill.value = elem == 1 ? (params->value & 0xFFu)
+                                  : elem == 2 ? (params->value & 0xFFFFu) : params->value;
+  en->op.u.fill.elem = elem;
+  en->op.u.fill.count = params->width;
   return CUDA_SUCCESS;
 }

@@ -263,9 +263,77 @@ static void test_graph_launches_are_ordered_across_streams(void **state) {
   fx_clean(x);
 }
 
+/* cuGraphExecMemsetNodeSetParams as documented: a memset node of that graph, its context, 1-D,
+ * element 1/2/4, the destination aligned and inside one live allocation; the next launch fills
+ * the new value. External event nodes: recorded (or waited for) at each launch. */
+static void count_host_run(void *p) { ++*(int *)p; }
+
+static void test_memset_nodes_and_event_nodes(void **state) {
+  fx *x = *state;
+  const t4a_driver_table *t = x->t;
+  t4a_fake_set_query_policy(x->fake, T4A_FAKE_QUERY_NEVER);
+  CUdeviceptr d;
+  CK(t->cuMemAlloc(&d, 64));
+  const unsigned *h = t4a_fake_host_view(x->fake, d, 64);
+  CUevent ev;
+  CK(t->cuEventCreate(&ev, 0));
+  CK(t->cuStreamBeginCapture(x->s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+  CK(t->cuMemsetD32Async(d, 1, 16, x->s));
+  CUstreamCaptureStatus cs;
+  cuuint64_t id;
+  CUgraph cg;
+  const CUgraphNode *deps;
+  size_t nd;
+  CK(t->cuStreamGetCaptureInfo(x->s, &cs, &id, &cg, &deps, NULL, &nd));
+  CUgraphNode fill = deps[0];
+  CK(t->cuEventRecordWithFlags(ev, x->s, CU_EVENT_RECORD_EXTERNAL));
+  int host_runs = 0;
+  CK(t->cuLaunchHostFunc(x->s, count_host_run, &host_runs));
+  CUgraph g;
+  CK(t->cuStreamEndCapture(x->s, &g));
+  size_t n = 0;
+  CK(t->cuGraphGetNodes(g, NULL, &n));
+  assert_int_equal(n, 3); /* fill, event record node, host node */
+  assert_int_equal(t->cuEventQuery(ev), CUDA_SUCCESS); /* not recorded by the capture */
+  CUgraphExec ex;
+  CK(t->cuGraphInstantiateWithFlags(&ex, g, 0));
+  CUDA_MEMSET_NODE_PARAMS p = {0};
+  p.dst = d;
+  p.value = 7;
+  p.elementSize = 4;
+  p.width = 16;
+  p.height = 1;
+  CK(t->cuGraphExecMemsetNodeSetParams(ex, fill, &p, x->ctx));
+  CUDA_MEMSET_NODE_PARAMS bad = p;
+  bad.dst = d + 2;
+  assert_int_equal(t->cuGraphExecMemsetNodeSetParams(ex, fill, &bad, x->ctx), CUDA_ERROR_INVALID_VALUE);
+  bad = p;
+  bad.width = 17; /* past the allocation */
+  assert_int_equal(t->cuGraphExecMemsetNodeSetParams(ex, fill, &bad, x->ctx), CUDA_ERROR_INVALID_VALUE);
+  bad = p;
+  bad.elementSize = 8;
+  assert_int_equal(t->cuGraphExecMemsetNodeSetParams(ex, fill, &bad, x->ctx), CUDA_ERROR_INVALID_VALUE);
+  bad = p;
+  bad.height = 2;
+  assert_int_equal(t->cuGraphExecMemsetNodeSetParams(ex, fill, &bad, x->ctx), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(t->cuGraphExecMemsetNodeSetParams(ex, fill, &p, NULL), CUDA_ERROR_INVALID_VALUE);
+  CK(t->cuGraphLaunch(ex, x->s));
+  assert_int_equal(t->cuEventQuery(ev), CUDA_ERROR_NOT_READY); /* the node recorded it */
+  CK(t->cuStreamSynchronize(x->s));
+  CK(t->cuEventQuery(ev));
+  assert_int_equal(h[15], 7);
+  assert_int_equal(host_runs, 1); /* the host node ran at the launch */
+  CK(t->cuGraphExecDestroy(ex));
+  CK(t->cuGraphDestroy(g));
+  CK(t->cuEventDestroy(ev));
+  CK(t->cuMemFree(d));
+  fx_clean(x);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
 cmocka_unit_test_setup_teardown(test_graph_capture_and_replay, setup, teardown),
+cmocka_unit_test_setup_teardown(test_memset_nodes_and_event_nodes, setup, teardown),
 cmocka_unit_test_setup_teardown(test_graph_built_by_hand, setup, teardown),
 cmocka_unit_test_setup_teardown(test_capture_rules, setup, teardown),
 cmocka_unit_test_setup_teardown(test_graph_launches_are_ordered_across_streams, setup,

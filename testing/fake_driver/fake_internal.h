@@ -153,6 +153,12 @@ typedef enum fk_op_kind {
   FK_OP_RECORD,
   FK_OP_WAIT,
   FK_OP_ALLOC, /* a stream-ordered allocation becomes valid */
+  FK_OP_HOST,  /* cuLaunchHostFunc: fn(user) on another thread, in stream order */
+  /* Graph nodes only: an external event record / wait node (CU_EVENT_RECORD_EXTERNAL,
+   * CU_EVENT_WAIT_EXTERNAL during a capture); a launch turns them into a RECORD of the event (a
+   * new point) and a WAIT on its latest point, as cuEventRecord / cuStreamWaitEvent would. */
+  FK_OP_EVENT_RECORD_NODE,
+  FK_OP_EVENT_WAIT_NODE,
 } fk_op_kind;
 
 /* One end of a copy: a fake device address, or a host address (with the id of the pinned range
@@ -191,7 +197,7 @@ typedef struct fk_op {
     struct {
       CUdeviceptr dst;
       uint32_t value;
-      size_t elem; /* 1 or 4 */
+      size_t elem; /* 1, 2 or 4 */
       size_t count;
     } fill;
     struct {
@@ -212,6 +218,13 @@ typedef struct fk_op {
     struct {
       fk_point *point;
     } record, wait;
+    struct {
+      CUhostFn fn;
+      void *user;
+    } host;
+    struct {
+      uint64_t event; /* the event's handle */
+    } event_node;
   } u;
 } fk_op;
 
@@ -461,6 +474,7 @@ struct t4a_fake {
   uint64_t ordering_violations;
   uint64_t nonportable_pinned_uses;
   uint64_t foreign_event_observations; /* event query/sync with another context current */
+  uint64_t host_fns_run;               /* cuLaunchHostFunc functions run */
 };
 
 /* The fake's fixed address layout: device d's memory starts at FK_DEVICE_BASE(d); the device
@@ -677,6 +691,13 @@ CUresult fk_cuStreamGetCaptureInfo(t4a_fake *f, CUstream h, CUstreamCaptureStatu
 CUresult fk_cuEventCreate(t4a_fake *f, CUevent *ph, unsigned int flags);
 CUresult fk_cuEventDestroy(t4a_fake *f, CUevent e);
 CUresult fk_cuEventRecord(t4a_fake *f, CUevent e, CUstream h);
+CUresult fk_cuEventRecordWithFlags(t4a_fake *f, CUevent e, CUstream h, unsigned int flags);
+/* A launch's op for an event node (FK_OP_EVENT_*_NODE of an executable graph) on stream s: a
+ * RECORD that becomes the event's latest point, a WAIT on its latest point, or NULL with
+ * *out_none = 1 when there is nothing to wait for. NULL with *out_none = 0: no memory or a
+ * destroyed event (*out_result). */
+fk_op *fk_event_node_op(t4a_fake *f, fk_stream *s, const fk_op *node, int *out_none,
+                        CUresult *out_result);
 CUresult fk_cuEventQuery(t4a_fake *f, CUevent e);
 CUresult fk_cuEventSynchronize(t4a_fake *f, CUevent e);
 CUresult fk_cuEventElapsedTime(t4a_fake *f, float *ms, CUevent start, CUevent end);
@@ -699,8 +720,15 @@ CUresult fk_cuMemFree(t4a_fake *f, CUdeviceptr ptr);
 CUresult fk_cuMemGetInfo(t4a_fake *f, size_t *free_bytes, size_t *total_bytes);
 CUresult fk_cuMemsetD8Async(t4a_fake *f, CUdeviceptr dst, unsigned char value, size_t n,
                             CUstream h);
+CUresult fk_cuMemsetD16Async(t4a_fake *f, CUdeviceptr dst, unsigned short value, size_t n,
+                             CUstream h);
 CUresult fk_cuMemsetD32Async(t4a_fake *f, CUdeviceptr dst, unsigned int value, size_t n,
                              CUstream h);
+CUresult fk_cuLaunchHostFunc(t4a_fake *f, CUstream h, CUhostFn fn, void *user);
+/* Runs a host function's operation on a thread of its own and waits for it (lock held). */
+void fk_run_host(t4a_fake *f, const fk_op *op);
+/* Nonzero on the thread running a host function (its driver calls are refused). */
+int fk_in_host_fn(void);
 CUresult fk_cuMemcpyHtoDAsync(t4a_fake *f, CUdeviceptr dst, const void *src, size_t bytes,
                               CUstream h);
 CUresult fk_cuMemcpyDtoHAsync(t4a_fake *f, void *dst, CUdeviceptr src, size_t bytes, CUstream h);
@@ -778,6 +806,8 @@ CUresult fk_cuGraphExecUpdate(t4a_fake *f, CUgraphExec exec, CUgraph graph,
                               CUgraphExecUpdateResultInfo *info);
 CUresult fk_cuGraphExecKernelNodeSetParams(t4a_fake *f, CUgraphExec exec, CUgraphNode node,
                                            const CUDA_KERNEL_NODE_PARAMS *params);
+CUresult fk_cuGraphExecMemsetNodeSetParams(t4a_fake *f, CUgraphExec exec, CUgraphNode node,
+                                           const CUDA_MEMSET_NODE_PARAMS *params, CUcontext ctx);
 CUresult fk_cuGraphGetNodes(t4a_fake *f, CUgraph graph, CUgraphNode *nodes, size_t *num);
 
 #endif /* T4A_TESTING_FAKE_INTERNAL_H_ */

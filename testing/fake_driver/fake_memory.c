@@ -375,6 +375,9 @@ void fk_run_fill(t4a_fake *f, fk_ctx *ctx, const fk_op *op) {
   }
   if (elem == 1) {
     memset(dst, (int)(op->u.fill.value & 0xFFu), count);
+  } else if (elem == 2) {
+    uint16_t v = (uint16_t)op->u.fill.value;
+    for (size_t i = 0; i < count; i++) memcpy(dst + i * 2, &v, 2);
   } else {
     uint32_t v = op->u.fill.value;
     for (size_t i = 0; i < count; i++) memcpy(dst + i * 4, &v, 4);
@@ -696,7 +699,7 @@ static CUresult enqueue_fill(t4a_fake *f, CUdeviceptr dst, uint32_t value, size_
   fk_end e;
   r = device_end(&e, dst);
   if (r != CUDA_SUCCESS) return r;
-  if (elem == 4 && (dst & 3u) != 0) return CUDA_ERROR_INVALID_VALUE;
+  if ((dst & (elem - 1)) != 0) return CUDA_ERROR_INVALID_VALUE; /* D16: 2-byte, D32: 4-byte */
   if (count > SIZE_MAX / elem) return CUDA_ERROR_INVALID_VALUE;
   if (count == 0) return CUDA_SUCCESS;
   fk_op *op = fk_op_new(FK_OP_FILL);
@@ -711,6 +714,11 @@ static CUresult enqueue_fill(t4a_fake *f, CUdeviceptr dst, uint32_t value, size_
 CUresult fk_cuMemsetD8Async(t4a_fake *f, CUdeviceptr dst, unsigned char value, size_t n,
                             CUstream h) {
   return enqueue_fill(f, dst, value, 1, n, h);
+}
+
+CUresult fk_cuMemsetD16Async(t4a_fake *f, CUdeviceptr dst, unsigned short value, size_t n,
+                             CUstream h) {
+  return enqueue_fill(f, dst, value, 2, n, h);
 }
 
 CUresult fk_cuMemsetD32Async(t4a_fake *f, CUdeviceptr dst, unsigned int value, size_t n,

@@ -409,6 +409,12 @@ static void run_head(t4a_fake *f, fk_stream *s) {
     case FK_OP_ALLOC:
       fk_run_alloc(f, op); /* also in a faulted context: the block exists either way */
       break;
+    case FK_OP_HOST:
+      if (healthy) fk_run_host(f, op);
+      break;
+    case FK_OP_EVENT_RECORD_NODE:
+    case FK_OP_EVENT_WAIT_NODE:
+      break; /* graph nodes only: a launch turned them into RECORD / WAIT */
   }
   fk_op_free(f, op);
   s->pins--;
@@ -909,6 +915,14 @@ CUresult fk_cuStreamWaitEvent(t4a_fake *f, CUstream h, CUevent e, unsigned int f
   fk_event *ev = fk_handle_get(f, FK_H(e), FK_KIND_EVENT);
   if (ev == NULL) return CUDA_ERROR_INVALID_HANDLE;
   if (!ev->ctx->alive) return CUDA_ERROR_INVALID_CONTEXT;
+  if (s->cap != NULL && (flags & CU_EVENT_WAIT_EXTERNAL)) {
+    /* An event wait node: at each launch the stream waits for the event's latest record. */
+    if (ev->ctx->device != s->ctx->device) return CUDA_ERROR_INVALID_HANDLE;
+    fk_op *op = fk_op_new(FK_OP_EVENT_WAIT_NODE);
+    if (op == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+    op->u.event_node.event = ev->o.handle;
+    return fk_submit(f, s, op);
+  }
   if (ev->captured_stream != 0) {
     /* Linear graphs only: a capture may wait on its own events, nothing may join a capture. */
     if (s->cap != NULL && ev->captured_stream == s->o.handle) return CUDA_SUCCESS;
@@ -1078,6 +1092,57 @@ CUresult fk_cuEventRecord(t4a_fake *f, CUevent h, CUstream hs) {
   return fk_submit(f, s, op);
 }
 
+CUresult fk_cuEventRecordWithFlags(t4a_fake *f, CUevent h, CUstream hs, unsigned int flags) {
+  if ((flags & ~(unsigned)CU_EVENT_RECORD_EXTERNAL) != 0) return CUDA_ERROR_INVALID_VALUE;
+  fk_stream *s;
+  CUresult r = fk_stream_for_enqueue(f, hs, &s);
+  if (r != CUDA_SUCCESS) return r;
+  if (!(flags & CU_EVENT_RECORD_EXTERNAL) || s->cap == NULL) return fk_cuEventRecord(f, h, hs);
+  /* During a capture: an event record node; the event itself is not recorded now. */
+  fk_event *e = fk_handle_get(f, FK_H(h), FK_KIND_EVENT);
+  if (e == NULL) return CUDA_ERROR_INVALID_HANDLE;
+  if (e->ctx != s->ctx) return CUDA_ERROR_INVALID_HANDLE;
+  fk_op *op = fk_op_new(FK_OP_EVENT_RECORD_NODE);
+  if (op == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+  op->u.event_node.event = e->o.handle;
+  return fk_submit(f, s, op);
+}
+
+fk_op *fk_event_node_op(t4a_fake *f, fk_stream *s, const fk_op *node, int *out_none,
+                        CUresult *out_result) {
+  *out_none = 0;
+  *out_result = CUDA_ERROR_OUT_OF_MEMORY;
+  fk_event *e = fk_handle_get(f, node->u.event_node.event, FK_KIND_EVENT);
+  if (e == NULL || !e->ctx->alive) {
+    *out_result = CUDA_ERROR_INVALID_HANDLE; /* destroyed while the graph lives */
+    return NULL;
+  }
+  if (node->kind == FK_OP_EVENT_WAIT_NODE) {
+    if (e->last == NULL) {
+      *out_none = 1;
+      return NULL;
+    }
+    fk_op *op = fk_op_new(FK_OP_WAIT);
+    if (op == NULL) return NULL;
+    op->u.wait.point = e->last;
+    e->last->refs++;
+    return op;
+  }
+  fk_point *p = fk_point_new(s);
+  fk_op *op = fk_op_new(FK_OP_RECORD);
+  if (p == NULL || op == NULL) {
+    free(p);
+    free(op);
+    return NULL;
+  }
+  p->refs++; /* the event's and the marker's */
+  op->u.record.point = p;
+  fk_point_unref(e->last);
+  e->last = p;
+  e->captured_stream = 0;
+  return op;
+}
+
 /* t4a's rule (stricter than the driver): an event is observed under its own context. */
 static void note_observer(t4a_fake *f, const fk_event *e) {
   uint64_t cur = fk_current_handle(f);
@@ -1129,4 +1194,49 @@ CUresult fk_cuEventElapsedTime(t4a_fake *f, float *ms, CUevent start, CUevent en
   if (!a->last->done || !b->last->done) return CUDA_ERROR_NOT_READY;
   *ms = (float)(((double)b->last->time_ns - (double)a->last->time_ns) / 1e6);
   return CUDA_SUCCESS;
+}
+
+/* ---- host functions ------------------------------------------------------------------------ */
+
+static _Thread_local int t_in_host_fn;
+
+int fk_in_host_fn(void) { return t_in_host_fn; }
+
+typedef struct host_call {
+  CUhostFn fn;
+  void *user;
+} host_call;
+
+static void *host_thread(void *arg) {
+  host_call *c = arg;
+  t_in_host_fn = 1; /* every driver call from here is refused (fk_enter) */
+  c->fn(c->user);
+  t_in_host_fn = 0;
+  return NULL;
+}
+
+/* As the driver does, on a thread that is not the caller's: the function runs while the engine
+ * (holding the fake's lock) waits for it, so a function that called into the driver and waited
+ * there would deadlock, as it can on the real driver; fk_enter refuses such calls first. */
+void fk_run_host(t4a_fake *f, const fk_op *op) {
+  host_call c = {op->u.host.fn, op->u.host.user};
+  pthread_t th;
+  if (pthread_create(&th, NULL, host_thread, &c) != 0) {
+    host_thread(&c); /* no thread: run it here, still flagged */
+  } else {
+    pthread_join(th, NULL);
+  }
+  f->host_fns_run++;
+}
+
+CUresult fk_cuLaunchHostFunc(t4a_fake *f, CUstream h, CUhostFn fn, void *user) {
+  if (fn == NULL) return CUDA_ERROR_INVALID_VALUE;
+  fk_stream *s;
+  CUresult r = fk_stream_for_enqueue(f, h, &s);
+  if (r != CUDA_SUCCESS) return r;
+  fk_op *op = fk_op_new(FK_OP_HOST);
+  if (op == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+  op->u.host.fn = fn;
+  op->u.host.user = user;
+  return fk_submit(f, s, op); /* in a capture: a host node */
 }

@@ -1,5 +1,6 @@
 /* Self-tests of the fake driver: streams and events: stream order at run time, cross-stream and
- * cross-device waits, progress orders, lifetimes, threads. Its table called raw, as t4a would call
+ * cross-device waits, progress orders, lifetimes, threads, host functions, D16 fills, the rules
+ * of cuMemGetInfo and cuEventElapsedTime. Its table called raw, as t4a would call
  * it (fixture and shared kernels: fake_test_util.h). */
 #define _GNU_SOURCE
 #include <stdarg.h>
@@ -602,6 +603,96 @@ static void test_stream_get_flags(void **state) {
   fx_clean(x);
 }
 
+/* Host functions (cuLaunchHostFunc): in stream order, when progress reaches them, on a thread
+ * that is not the caller's; every driver call from inside is refused (NOT_PERMITTED) without a
+ * deadlock on the fake's lock; not run on a faulted stream. D16 fills need 2-byte alignment. */
+typedef struct host_probe {
+  const t4a_driver_table *t;
+  pthread_t thread;
+  unsigned char first; /* the filled byte seen by the function */
+  const unsigned char *mem;
+  CUresult inside;     /* a driver call made from the function */
+  int runs;
+} host_probe;
+
+static void host_probe_fn(void *p) {
+  host_probe *h = p;
+  h->thread = pthread_self();
+  h->first = h->mem[0];
+  CUcontext c = NULL;
+  h->inside = h->t->cuCtxGetCurrent(&c);
+  h->runs++;
+}
+
+static void test_host_functions(void **state) {
+  fx *x = *state;
+  const t4a_driver_table *t = x->t;
+  t4a_fake_set_query_policy(x->fake, T4A_FAKE_QUERY_NEVER);
+  CUdeviceptr d;
+  CK(t->cuMemAlloc(&d, 64));
+  host_probe h = {0};
+  h.t = t;
+  h.mem = t4a_fake_host_view(x->fake, d, 64);
+  CK(t->cuMemsetD8Async(d, 0x3C, 64, x->s));
+  CK(t->cuLaunchHostFunc(x->s, host_probe_fn, &h));
+  assert_int_equal(h.runs, 0); /* queued */
+  uint64_t refused = t4a_fake_host_fn_driver_calls();
+  CK(t->cuStreamSynchronize(x->s));
+  assert_int_equal(h.runs, 1);
+  assert_int_equal(h.first, 0x3C); /* after the fill */
+  assert_false(pthread_equal(h.thread, pthread_self()));
+  assert_int_equal(h.inside, CUDA_ERROR_NOT_PERMITTED);
+  assert_int_equal(t4a_fake_host_fn_driver_calls(), refused + 1);
+  assert_int_equal(t4a_fake_host_fns_run(x->fake), 1);
+  assert_int_equal(t->cuLaunchHostFunc(x->s, NULL, &h), CUDA_ERROR_INVALID_VALUE);
+  /* Without a current context (the fake's stricter enqueue rule). */
+  CK(t->cuCtxSetCurrent(NULL));
+  assert_int_equal(t->cuLaunchHostFunc(x->s, host_probe_fn, &h), CUDA_ERROR_INVALID_CONTEXT);
+  CK(t->cuCtxSetCurrent(x->ctx));
+  /* D16: 2-byte aligned, and the pattern. */
+  assert_int_equal(t->cuMemsetD16Async(d + 1, 0xBEEF, 2, x->s), CUDA_ERROR_INVALID_VALUE);
+  CK(t->cuMemsetD16Async(d + 2, 0xBEEF, 2, x->s));
+  CK(t->cuStreamSynchronize(x->s));
+  assert_int_equal(h.mem[2], 0xEF);
+  assert_int_equal(h.mem[3], 0xBE);
+  assert_int_equal(h.mem[5], 0xBE);
+  assert_int_equal(h.mem[6], 0x3C);
+  CK(t->cuMemFree(d));
+  fx_clean(x);
+}
+
+/* cuMemGetInfo needs a current context; elapsed time needs two completed timing records. */
+static void test_mem_info_and_elapsed_rules(void **state) {
+  fx *x = *state;
+  const t4a_driver_table *t = x->t;
+  t4a_fake_set_query_policy(x->fake, T4A_FAKE_QUERY_NEVER);
+  size_t fr = 0, tot = 0;
+  CK(t->cuMemGetInfo(&fr, &tot));
+  assert_true(tot > 0 && fr <= tot);
+  CK(t->cuCtxSetCurrent(NULL));
+  assert_int_equal(t->cuMemGetInfo(&fr, &tot), CUDA_ERROR_INVALID_CONTEXT);
+  CK(t->cuCtxSetCurrent(x->ctx));
+  CUevent a, b, plain;
+  CK(t->cuEventCreate(&a, 0));
+  CK(t->cuEventCreate(&b, 0));
+  CK(t->cuEventCreate(&plain, CU_EVENT_DISABLE_TIMING));
+  float ms = 0;
+  assert_int_equal(t->cuEventElapsedTime(&ms, a, b), CUDA_ERROR_INVALID_HANDLE); /* unrecorded */
+  CK(t->cuEventRecordWithFlags(a, x->s, CU_EVENT_RECORD_DEFAULT));
+  CK(t->cuEventRecord(b, x->s));
+  CK(t->cuEventRecord(plain, x->s));
+  assert_int_equal(t->cuEventElapsedTime(&ms, a, b), CUDA_ERROR_NOT_READY);
+  CK(t->cuStreamSynchronize(x->s));
+  CK(t->cuEventElapsedTime(&ms, a, b));
+  assert_true(ms > 0);
+  assert_int_equal(t->cuEventElapsedTime(&ms, a, plain), CUDA_ERROR_INVALID_HANDLE);
+  assert_int_equal(t->cuEventRecordWithFlags(a, x->s, 0x80), CUDA_ERROR_INVALID_VALUE);
+  CK(t->cuEventDestroy(a));
+  CK(t->cuEventDestroy(b));
+  CK(t->cuEventDestroy(plain));
+  fx_clean(x);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
 cmocka_unit_test(test_foreign_event_observations),
@@ -616,6 +707,8 @@ cmocka_unit_test_setup_teardown(test_many_threads, setup, teardown),
 cmocka_unit_test(test_missing_cross_stream_wait_fails_in_every_order),
 cmocka_unit_test_setup_teardown(test_progress_order_option, setup, teardown),
 cmocka_unit_test_setup_teardown(test_stream_get_flags, setup, teardown),
+cmocka_unit_test_setup_teardown(test_host_functions, setup, teardown),
+cmocka_unit_test_setup_teardown(test_mem_info_and_elapsed_rules, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -47,11 +47,13 @@
 #include "t4a/counters.h"
 #include "t4a/chain.h"
 #include "t4a/ctx.h"
+#include "t4a/event.h"
 #include "t4a/fault.h"
 #include "t4a/graph.h"
 #include "t4a/launch.h"
 #include "t4a/mem.h"
 #include "t4a/jitlink.h"
+#include "t4a/memset.h"
 #include "t4a/nvrtc.h"
 #include "t4a/raw.h"
 #include "t4a/retire.h"
@@ -388,6 +390,44 @@ T4A_MUST_USE t4a_status t4a_runtime_copy_on(t4a_runtime *rt, t4a_stream *stream,
                                             size_t src_offset, size_t bytes);
 /** @} */
 
+/* ---- Events, fills, host functions, memory gauges ---- */
+
+/** Fills `count` elements of `elem_bytes` (1, 2 or 4) of `buffer` from byte `offset` with `value`
+ * on `stream` (t4a_memset). Statuses as t4a_memset; INVALID_ARGUMENT (NULL rt), FOREIGN_HANDLE
+ * (a stream or buffer of another runtime). */
+T4A_MUST_USE t4a_status t4a_runtime_memset(t4a_runtime *rt, t4a_stream *stream,
+                                           t4a_buffer *buffer, size_t offset, size_t count,
+                                           unsigned elem_bytes, uint32_t value);
+
+/** An event of the runtime's device (t4a_event_create; flags: T4A_EVENT_TIMING). Observe it with
+ * t4a_event_query, t4a_event_synchronize (a counted host wait) and t4a_event_elapsed_ms; drop it
+ * with t4a_event_release. Statuses as t4a_event_create. */
+T4A_MUST_USE t4a_status t4a_runtime_event(t4a_runtime *rt, uint32_t flags, t4a_event **out);
+/** Records `event` on `stream` after the work enqueued there so far (t4a_event_record). */
+T4A_MUST_USE t4a_status t4a_runtime_event_record(t4a_runtime *rt, t4a_stream *stream,
+                                                 t4a_event *event);
+/** Makes `stream` wait for `event`'s latest record, no host wait (t4a_event_wait;
+ * FOREIGN_HANDLE for an event of another device's context). */
+T4A_MUST_USE t4a_status t4a_runtime_event_wait(t4a_runtime *rt, t4a_stream *stream,
+                                               t4a_event *event);
+/** Enqueues fn(user) on `stream` (t4a_host_func_launch: the keepalives are handed over and held
+ * until it ran; inside fn, t4a calls answer REENTRY). */
+T4A_MUST_USE t4a_status t4a_runtime_host_func(t4a_runtime *rt, t4a_stream *stream, t4a_host_fn fn,
+                                              void *user, const t4a_keepalive *keep,
+                                              size_t num_keep);
+
+/** The runtime's memory: the device's free and total memory, and its pool's gauges. */
+typedef struct t4a_runtime_memory_info {
+  uint64_t device_free_bytes;  /**< cuMemGetInfo: free on the device (every process) */
+  uint64_t device_total_bytes; /**< cuMemGetInfo: the device's memory */
+  struct t4a_mem_pool_gauges pool; /**< the runtime's pool, shared by all its streams */
+} t4a_runtime_memory_info;
+/** Reads the gauges (t4a_ctx_holder_memory, t4a_mem_pool_gauges). Statuses as those, and
+ * INVALID_ARGUMENT for NULLs. */
+T4A_MUST_USE t4a_status t4a_runtime_memory(t4a_runtime *rt, t4a_runtime_memory_info *out);
+/** Starts a new peak of the pool's bytes in use (t4a_mem_pool_reset_peak). Accepts NULL. */
+void t4a_runtime_reset_peak(t4a_runtime *rt);
+
 /* ---- Stats ---- */
 
 /** Copies the lane's counters (every name of T4A_COUNTER_LIST: launches, events, host waits,
@@ -411,6 +451,9 @@ void t4a_runtime_stats(const t4a_runtime *rt, t4a_counter_values *out);
  *             "copy_threads", "parallel_copies"},
  *    "artifact_cache": null, or {<every nvrtc_* counter of the cache>, "memory_entries",
  *                                "memory_bytes"},
+ *    "memory": null (the gauges could not be read), or {"device_free_bytes",
+ *              "device_total_bytes", "in_use_bytes", "in_use_blocks", "peak_in_use_bytes",
+ *              "cached_bytes", "cached_blocks", "reserved_bytes", "driver_used_bytes"},
  *    "heap_allocations": <t4a_heap_allocations(), process-wide>}
  * On success *out_len (optional) is the text's length without the NUL. If `size` is too small
  * (buf may then be NULL with size 0, to ask), nothing usable is written, the status is

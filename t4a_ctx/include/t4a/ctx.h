@@ -178,6 +178,12 @@ t4a_driver *t4a_ctx_holder_driver(const t4a_ctx_holder *holder);
  * peer_access_enabled when this call enabled it. */
 T4A_MUST_USE t4a_status t4a_ctx_holder_enable_peer(t4a_ctx_holder *holder, t4a_ctx_holder *peer);
 
+/** The device's free and total memory as the driver sees it (cuMemGetInfo, with the holder's
+ * context made current). Statuses: INVALID_ARGUMENT (NULL), LANE_BROKEN, REENTRY (inside a host
+ * function), driver failures (both 0 then). */
+T4A_MUST_USE t4a_status t4a_ctx_holder_memory(t4a_ctx_holder *holder, uint64_t *out_free,
+                                              uint64_t *out_total);
+
 /** T4A_OK, or T4A_LANE_BROKEN (with detail naming the original fault's entry point and result) if
  * the holder's context was marked lost. Cheap: one atomic load on the healthy path. */
 T4A_MUST_USE t4a_status t4a_ctx_holder_check(const t4a_ctx_holder *holder);

@@ -100,6 +100,8 @@ struct t4a_chain_stats {
   uint64_t replays;          /**< t4a_chain_replay calls that launched */
   uint64_t node_updates;     /**< kernel nodes updated in place after rebinds */
   uint64_t reinstantiations; /**< t4a_chain_end_update calls that succeeded */
+  uint32_t memset_nodes;     /**< fills recorded with t4a_chain_memset (t4a/memset.h) */
+  uint64_t memset_updates;   /**< memset nodes updated in place for a new value */
 };
 /** A snapshot (all zero for NULL). */
 void t4a_chain_stats(t4a_chain *chain, struct t4a_chain_stats *out);

@@ -28,7 +28,9 @@
   X(launch_graph_fallbacks, "one-node graphs that failed to build or update: plain launches")     \
   X(chain_replays, "launch-chain replays submitted (cuGraphLaunch of the chain's graph)")         \
   X(chain_node_updates, "chain kernel nodes updated in place after a rebind (SetParams)")         \
-  X(chain_reinstantiations, "chains re-recorded into a new executable graph")
+  X(chain_reinstantiations, "chains re-recorded into a new executable graph")                    \
+  X(memsets, "stream-ordered fills enqueued or captured (t4a_memset, t4a_chain_memset)")          \
+  X(chain_memset_updates, "chain memset nodes updated in place for a new value (SetParams)")
 
 /** Every counter of t4a_launch, in the joined order. */
 #define T4A_LAUNCH_COUNTERS(X) \

@@ -105,6 +105,25 @@ struct t4a_mem_pool_stats {
 /** Copies the pool's figures into *out (all zero for a NULL pool; nothing for a NULL out). */
 void t4a_mem_pool_stats(const t4a_mem_pool *pool, struct t4a_mem_pool_stats *out);
 
+/** The pool's memory gauges (t4a_mem_pool_gauges): t4a's view and the driver pool's. */
+struct t4a_mem_pool_gauges {
+  uint64_t in_use_bytes;      /**< bytes of the blocks live buffers hold (class-rounded) */
+  uint64_t in_use_blocks;     /**< blocks live buffers hold */
+  uint64_t peak_in_use_bytes; /**< the most in_use_bytes since creation or the last reset */
+  uint64_t cached_bytes;      /**< bytes the reuse cache holds (released buffers' blocks) */
+  uint64_t cached_blocks;     /**< blocks the reuse cache holds */
+  uint64_t reserved_bytes;    /**< memory the driver pool holds from the device
+                                   (CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) */
+  uint64_t driver_used_bytes; /**< memory the driver pool has handed out: in use + cached + frees
+                                   not yet run (CU_MEMPOOL_ATTR_USED_MEM_CURRENT) */
+};
+/** Reads the gauges: t4a's own figures without a driver call, the driver pool's with the lane's
+ * context made current. Statuses: INVALID_ARGUMENT (NULL), REENTRY (inside a host function),
+ * LANE_BROKEN, driver failures (*out is all zero then). */
+T4A_MUST_USE t4a_status t4a_mem_pool_gauges(t4a_mem_pool *pool, struct t4a_mem_pool_gauges *out);
+/** Starts a new peak: peak_in_use_bytes becomes the bytes in use now. Accepts NULL. */
+void t4a_mem_pool_reset_peak(t4a_mem_pool *pool);
+
 /* ---- buffers ---- */
 
 /** A stream-ordered device buffer of a pool. Refcounted, opaque. */

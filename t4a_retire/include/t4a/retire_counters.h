@@ -28,7 +28,10 @@
 
 /** Run 3 of t4a_retire's counters. */
 #define T4A_RETIRE_COUNTERS_3(X)                                                                  \
-  X(captures, "graph captures begun on the lane (t4a_retire_capture_begin)")
+  X(captures, "graph captures begun on the lane (t4a_retire_capture_begin)")                      \
+  X(user_events_recorded, "user events recorded on the lane (t4a_event_record)")                  \
+  X(user_event_waits, "stream waits enqueued on a user event (t4a_event_wait)")                   \
+  X(host_funcs, "host functions enqueued on the lane (t4a_host_func_launch)")
 
 /** Every counter of t4a_retire, in the joined order. */
 #define T4A_RETIRE_COUNTERS(X) \
