@@ -93,7 +93,8 @@ static void test_fill_host_func_and_events(void **state) {
   CK(t4a_runtime_event(rt1, 0, &e1));
   assert_int_equal(t4a_runtime_event_wait(rt, NULL, e1), T4A_FOREIGN_HANDLE);
   assert_int_equal(t4a_runtime_event_record(rt, NULL, e1), T4A_FOREIGN_HANDLE);
-  t4a_stream *bogus = (t4a_stream *)&s;
+  t4a_stream *bogus = NULL; /* a stream of another runtime */
+  CK(t4a_stream_create(rt1, NULL, &bogus));
   assert_int_equal(t4a_runtime_memset(rt, bogus, NULL, 0, 1, 1, 0), T4A_FOREIGN_HANDLE);
   assert_int_equal(t4a_runtime_event_record(rt, bogus, start), T4A_FOREIGN_HANDLE);
   t4a_buffer *b2 = NULL;
@@ -111,6 +112,7 @@ static void test_fill_host_func_and_events(void **state) {
   t4a_event_release(start);
   t4a_event_release(end);
   t4a_event_release(e1);
+  CK(t4a_stream_destroy(rt1, bogus));
   CK(t4a_runtime_close(rt1));
   CK(t4a_runtime_close(rt));
 }
