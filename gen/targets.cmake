@@ -38,6 +38,17 @@ t4a_library(NAME examples_warm_chain
   SRCS examples/warm_chain.c
   HDRS examples/warm_chain.h
   DEPS t4a)
+t4a_library(NAME examples_smollm_gguf
+  SRCS examples/smollm/gguf.c
+  HDRS examples/smollm/gguf.h
+  DEPS t4a_ctx_status)
+t4a_library(NAME examples_smollm_model_path
+  SRCS examples/smollm/model_path.c
+  HDRS examples/smollm/model_path.h)
+t4a_test(NAME examples_smollm_gguf_test
+  SRCS examples/smollm/gguf_test.c
+  LABELS unit
+  DEPS examples_smollm_gguf examples_smollm_model_path t4a_ctx_status t4a_ext_cmocka)
 t4a_library(NAME t4a
   SRCS t4a/t4a.c t4a/stats_json.c t4a/runtime_internal.h
   HDRS t4a/include/t4a/t4a.h
