@@ -49,6 +49,14 @@ t4a_test(NAME examples_smollm_gguf_test
   SRCS examples/smollm/gguf_test.c
   LABELS unit
   DEPS examples_smollm_gguf examples_smollm_model_path t4a_ctx_status t4a_ext_cmocka)
+t4a_library(NAME examples_smollm_tokenizer
+  SRCS examples/smollm/tokenizer.c examples/smollm/unicode_tables.h
+  HDRS examples/smollm/tokenizer.h
+  DEPS examples_smollm_gguf t4a_ctx_status)
+t4a_test(NAME examples_smollm_tokenizer_test
+  SRCS examples/smollm/tokenizer_cases.h examples/smollm/tokenizer_test.c
+  LABELS unit
+  DEPS examples_smollm_gguf examples_smollm_model_path examples_smollm_tokenizer t4a_ctx_status t4a_ext_cmocka)
 t4a_library(NAME t4a
   SRCS t4a/t4a.c t4a/stats_json.c t4a/runtime_internal.h
   HDRS t4a/include/t4a/t4a.h
