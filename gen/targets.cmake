@@ -57,6 +57,10 @@ t4a_test(NAME examples_smollm_tokenizer_test
   SRCS examples/smollm/tokenizer_cases.h examples/smollm/tokenizer_test.c
   LABELS unit
   DEPS examples_smollm_gguf examples_smollm_model_path examples_smollm_tokenizer t4a_ctx_status t4a_ext_cmocka)
+t4a_library(NAME examples_smollm_model
+  SRCS examples/smollm/kernels.c examples/smollm/smollm.c
+  HDRS examples/smollm/kernels.h examples/smollm/smollm.h
+  DEPS examples_smollm_gguf examples_smollm_tokenizer t4a m)
 t4a_library(NAME t4a
   SRCS t4a/t4a.c t4a/stats_json.c t4a/runtime_internal.h
   HDRS t4a/include/t4a/t4a.h
@@ -449,3 +453,11 @@ t4a_sh_test(NAME tools_cli_test
   SCRIPT tools/cli_test.sh
   LABELS unit
   DATA t4a_cli)
+t4a_library(NAME tools_smollm_host_twins
+  SRCS tools/smollm/host_twins.c
+  HDRS tools/smollm/host_twins.h
+  DEPS examples_smollm_model fake_driver m)
+t4a_binary(NAME tools_smollm_t4a-smollm
+  SRCS tools/smollm/smollm_main.c
+  OUTPUT_NAME t4a-smollm
+  DEPS tools_smollm_host_twins examples_smollm_model examples_smollm_model_path examples_smollm_tokenizer t4a fake_driver testing_lsan_nvrtc_suppressions Threads::Threads)
