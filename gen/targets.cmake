@@ -61,6 +61,8 @@ t4a_library(NAME examples_smollm_model
   SRCS examples/smollm/kernels.c examples/smollm/smollm.c
   HDRS examples/smollm/kernels.h examples/smollm/smollm.h
   DEPS examples_smollm_gguf examples_smollm_tokenizer t4a m)
+t4a_library(NAME examples_smollm_reference_logits
+  HDRS examples/smollm/reference_logits.h)
 t4a_library(NAME t4a
   SRCS t4a/t4a.c t4a/stats_json.c t4a/runtime_internal.h
   HDRS t4a/include/t4a/t4a.h
@@ -461,3 +463,7 @@ t4a_binary(NAME tools_smollm_t4a-smollm
   SRCS tools/smollm/smollm_main.c
   OUTPUT_NAME t4a-smollm
   DEPS tools_smollm_host_twins examples_smollm_model examples_smollm_model_path examples_smollm_tokenizer t4a fake_driver testing_lsan_nvrtc_suppressions Threads::Threads)
+t4a_test(NAME tools_smollm_smollm_fake_test
+  SRCS tools/smollm/smollm_fake_test.c
+  LABELS unit
+  DEPS tools_smollm_host_twins examples_smollm_model examples_smollm_model_path examples_smollm_reference_logits examples_smollm_tokenizer t4a fake_driver testing_lsan_nvrtc_suppressions t4a_ext_cmocka m)
