@@ -467,3 +467,7 @@ t4a_test(NAME tools_smollm_smollm_fake_test
   SRCS tools/smollm/smollm_fake_test.c
   LABELS unit
   DEPS tools_smollm_host_twins examples_smollm_model examples_smollm_model_path examples_smollm_reference_logits examples_smollm_tokenizer t4a fake_driver testing_lsan_nvrtc_suppressions t4a_ext_cmocka m)
+t4a_test(NAME tools_smollm_smollm_gpu_test
+  SRCS tools/smollm/smollm_gpu_test.c
+  LABELS gpu single
+  DEPS examples_smollm_model examples_smollm_model_path examples_smollm_reference_logits t4a t4a_ctx testing_gpu_gpu_main t4a_ext_cmocka m)
