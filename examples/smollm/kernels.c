@@ -158,18 +158,22 @@ extern "C" __global__ void smol_attn(const float *q, const float *kc, const floa
                                      const int *step, float *out) {
   extern __shared__ float scores[];
   __shared__ float red[32];
+  __shared__ float qs[64];
   __shared__ float part[4][64];
-  int h = blockIdx.x, kvh = h / 3, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  int nw = blockDim.x >> 5, n = step[1] + 1;
-  float q0 = q[h * 64 + lane * 2], q1 = q[h * 64 + lane * 2 + 1];
-  for (int t = warp; t < n; t += nw) {
-    const float *k = kc + (unsigned long long)t * 192 + kvh * 64 + lane * 2;
-    float s = warp_sum(q0 * k[0] + q1 * k[1]);
-    if (lane == 0) scores[t] = s * 0.125f;
-  }
+  int h = blockIdx.x, kvh = h / 3, n = step[1] + 1;
+  if (threadIdx.x < 64) qs[threadIdx.x] = q[h * 64 + threadIdx.x] * 0.125f;
   __syncthreads();
   float m = -3.0e38f;
-  for (int t = threadIdx.x; t < n; t += blockDim.x) m = fmaxf(m, scores[t]);
+  for (int t = threadIdx.x; t < n; t += blockDim.x) {
+    const float4 *k = (const float4 *)(kc + (unsigned long long)t * 192 + kvh * 64);
+    float s = 0.0f;
+    for (int i = 0; i < 16; i++) {
+      float4 v = k[i];
+      s += v.x * qs[4 * i] + v.y * qs[4 * i + 1] + v.z * qs[4 * i + 2] + v.w * qs[4 * i + 3];
+    }
+    scores[t] = s;
+    m = fmaxf(m, s);
+  }
   m = block_max(m, red);
   float sum = 0.0f;
   for (int t = threadIdx.x; t < n; t += blockDim.x) {

@@ -16,7 +16,7 @@ from gguf.quants import dequantize
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 args = [a for i, a in enumerate(sys.argv[1:], 1)
-        if not a.startswith("--") and sys.argv[i - 1] != "--dump"]
+        if not a.startswith("--") and sys.argv[i - 1] not in ("--dump", "--tokens")]
 MODEL = args[0] if args else os.path.join(HERE, "model", "SmolLM2-135M-Instruct.Q4_1.gguf")
 PROMPT = [504, 3575, 282, 4649, 314]  # "The capital of France is"
 N_NEW = 3
@@ -78,9 +78,13 @@ def forward(w, theta, eps, tokens):
 
 def main():
     w, theta, eps = load()
+    if "--dump" in sys.argv:  # --dump FILE [--tokens K]: the logits after the first K tokens
+        k = int(sys.argv[sys.argv.index("--tokens") + 1]) if "--tokens" in sys.argv else 5
+        forward(w, theta, eps, PROMPT[:k])[-1].astype("<f4").tofile(
+            sys.argv[sys.argv.index("--dump") + 1])
+        if k != len(PROMPT):
+            return
     logits = forward(w, theta, eps, PROMPT)[-1]
-    if "--dump" in sys.argv:
-        logits.astype("<f4").tofile(sys.argv[sys.argv.index("--dump") + 1])
     toks = list(PROMPT)
     new = []
     for _ in range(N_NEW):  # greedy, recomputed from the start (slow, simple)
