@@ -117,7 +117,7 @@ fuzz() { scripts/fuzz.sh 60 ops_fuzz bytes_fuzz; }
 # ignored examples/smollm/model/), then its tests on the fake driver and the CLI end to end. Not
 # wired into the lanes below yet: `lane smollm-fake smollm_fake` after cmake-gcc-build.
 smollm_fake() {
-  examples/smollm/fetch_model.sh >/dev/null &&
+  python3 examples/smollm/fetch_model.py >/dev/null &&
     (cd build/gcc && ctest -R 'examples_smollm|tools_smollm' -LE gpu --output-on-failure) &&
     build/gcc/t4a-smollm --fake -n 3 --way all | grep -q 'The capital of France is Paris'
 }

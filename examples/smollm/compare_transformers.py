@@ -8,7 +8,7 @@ compared with t4a-smollm on one GPU, in one run:
     a greedy loop with its KV cache, one token at a time);
   - prefill tokens/s for a prompt of about 512 tokens (t4a: one step per token);
   - the floor t4a-smollm prints (the weights read per token over the device copy rate).
-Usage (on the GPU machine, with the model fetched by examples/smollm/fetch_model.sh):
+Usage (on the GPU machine, with the model fetched by python3 examples/smollm/fetch_model.py):
   python3 examples/smollm/compare_transformers.py --json OUT [--t4a build/gcc/t4a-smollm]
       [--model examples/smollm/model/SmolLM2-135M-Instruct.Q4_1.gguf]
 Needs: pip install torch transformers gguf numpy. Exit 0 when the logits are within tolerance and
