@@ -471,3 +471,7 @@ t4a_test(NAME tools_smollm_smollm_gpu_test
   SRCS tools/smollm/smollm_gpu_test.c
   LABELS gpu single
   DEPS examples_smollm_model examples_smollm_model_path examples_smollm_reference_logits t4a t4a_ctx testing_gpu_gpu_main t4a_ext_cmocka m)
+t4a_sh_test(NAME tools_smollm_smollm_cli_test
+  SCRIPT tools/smollm/smollm_cli_test.sh
+  LABELS unit
+  DATA tools_smollm_t4a-smollm)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Runs the CUDA text of examples/smollm/kernels.c on the CPU, thread by thread, to check the
 kernels themselves (the fake driver runs their host twins instead). The kernel text is compiled
-as C++ with a small emulation of the CUDA execution model: a block's threads are POSIX threads,
+as C++ with a small emulation of the CUDA execution model: a block's threads are coroutines,
 __syncthreads a barrier over the block, __shfl_xor_sync an exchange through a per-warp barrier,
 __shared__ variables one copy per block (blocks run one at a time). It then runs one decode step
 per prompt token of "The capital of France is" with the launch configurations smollm.c uses and
@@ -15,7 +15,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 PRELUDE = r"""
-#include <pthread.h>
+#include <ucontext.h>
 #include <math.h>
 #include <string.h>
 #include <stdio.h>
@@ -30,22 +30,30 @@ PRELUDE = r"""
 #define __forceinline__ inline
 #define __shared__ static
 struct dim3u { unsigned x, y, z; };
-static thread_local dim3u threadIdx;
-static dim3u blockIdx, blockDim, gridDim;
+static dim3u threadIdx, blockIdx, blockDim, gridDim;
 struct float4 { float x, y, z, w; };
-static pthread_barrier_t g_block_barrier, g_warp_barrier[32];
+/* a block's threads are coroutines on one OS thread; barriers yield to the scheduler */
+enum { T_READY, T_WARP, T_BLOCK, T_DONE };
+static ucontext_t g_sched, g_ctx[1024];
+static int g_state[1024];
+static unsigned g_cur, g_nthreads;
 static float g_dyn_shared[65536 / 4];
 static unsigned long long g_xchg[1024];
-static inline void __syncthreads() { pthread_barrier_wait(&g_block_barrier); }
+static void yield_as(int state) {
+  g_state[g_cur] = state;
+  swapcontext(&g_ctx[g_cur], &g_sched);
+}
+static inline void __syncthreads() { yield_as(T_BLOCK); }
+static inline void warp_barrier() { yield_as(T_WARP); }
 template <typename T> static inline T __shfl_xor_sync(unsigned, T v, int o) {
-  unsigned t = threadIdx.x, w = t >> 5;
+  unsigned t = threadIdx.x;
   unsigned long long bits = 0;
   memcpy(&bits, &v, sizeof v);
-  pthread_barrier_wait(&g_warp_barrier[w]);
+  warp_barrier();
   g_xchg[t] = bits;
-  pthread_barrier_wait(&g_warp_barrier[w]);
+  warp_barrier();
   unsigned long long got = g_xchg[(t ^ (unsigned)o)];
-  pthread_barrier_wait(&g_warp_barrier[w]);
+  warp_barrier();
   T r;
   memcpy(&r, &got, sizeof r);
   return r;
@@ -58,51 +66,65 @@ static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 MAIN = r"""
 typedef void (*kfn)(void);
 static kfn g_fn;
-static pthread_barrier_t g_start, g_done;
-static int g_quit;
-static void *worker(void *arg) {
-  unsigned t = (unsigned)(uintptr_t)arg;
+static char *g_stacks;
+enum { STACK = 1 << 16 };
+static void entry(void) {
+  g_fn();
+  g_state[g_cur] = T_DONE;
+  swapcontext(&g_ctx[g_cur], &g_sched);
+}
+/* runs one block: resume every ready thread until it yields; release a warp when its 32 threads
+ * wait at a warp barrier (or are done), the block when every live thread waits at __syncthreads */
+static void run_block(void) {
+  for (unsigned t = 0; t < g_nthreads; t++) {
+    getcontext(&g_ctx[t]);
+    g_ctx[t].uc_stack.ss_sp = g_stacks + (size_t)t * STACK;
+    g_ctx[t].uc_stack.ss_size = STACK;
+    g_ctx[t].uc_link = NULL;
+    makecontext(&g_ctx[t], entry, 0);
+    g_state[t] = T_READY;
+  }
   for (;;) {
-    pthread_barrier_wait(&g_start);
-    if (g_quit) return NULL;
-    threadIdx.x = t; threadIdx.y = 0; threadIdx.z = 0;
-    g_fn();
-    pthread_barrier_wait(&g_done);
+    int progressed = 0, live = 0, at_block = 0;
+    for (unsigned t = 0; t < g_nthreads; t++) {
+      if (g_state[t] != T_READY) continue;
+      g_cur = t;
+      threadIdx.x = t; threadIdx.y = 0; threadIdx.z = 0;
+      swapcontext(&g_sched, &g_ctx[t]);
+      progressed = 1;
+    }
+    for (unsigned w = 0; w * 32 < g_nthreads; w++) {
+      int waiting = 0, done = 0;
+      for (unsigned t = w * 32; t < w * 32 + 32 && t < g_nthreads; t++)
+        waiting += g_state[t] == T_WARP, done += g_state[t] == T_DONE;
+      if (waiting > 0 && waiting + done == 32) {
+        if (done) { fprintf(stderr, "shuffle with exited lanes\n"); exit(3); }
+        for (unsigned t = w * 32; t < w * 32 + 32; t++) g_state[t] = T_READY;
+        progressed = 1;
+      }
+    }
+    for (unsigned t = 0; t < g_nthreads; t++)
+      live += g_state[t] != T_DONE, at_block += g_state[t] == T_BLOCK;
+    if (live == 0) return;
+    if (at_block == live) {
+      for (unsigned t = 0; t < g_nthreads; t++)
+        if (g_state[t] == T_BLOCK) g_state[t] = T_READY;
+      progressed = 1;
+    }
+    if (!progressed) { fprintf(stderr, "deadlock in block %u\n", blockIdx.x); exit(3); }
   }
 }
-static pthread_t g_threads[1024];
-static unsigned g_nthreads;
-static void start_pool(unsigned n) {
-  g_nthreads = n;
-  pthread_barrier_init(&g_start, NULL, n + 1);
-  pthread_barrier_init(&g_done, NULL, n + 1);
-  pthread_barrier_init(&g_block_barrier, NULL, n);
-  for (int w = 0; w < 32; w++) pthread_barrier_init(&g_warp_barrier[w], NULL, 32);
-  for (unsigned t = 0; t < n; t++) pthread_create(&g_threads[t], NULL, worker, (void *)(uintptr_t)t);
-}
-static void stop_pool(void) {
-  g_quit = 1;
-  pthread_barrier_wait(&g_start);
-  for (unsigned t = 0; t < g_nthreads; t++) pthread_join(g_threads[t], NULL);
-  pthread_barrier_destroy(&g_start);
-  pthread_barrier_destroy(&g_done);
-  pthread_barrier_destroy(&g_block_barrier);
-}
-/* one launch: blocks one at a time, with a pool of exactly `block` threads */
 static void launch(unsigned grid, unsigned block, kfn fn) {
-  start_pool(block);
+  if (g_stacks == NULL) g_stacks = (char *)malloc((size_t)1024 * STACK);
+  g_nthreads = block;
   blockDim = {block, 1, 1};
   gridDim = {grid, 1, 1};
   g_fn = fn;
   for (unsigned b = 0; b < grid; b++) {
     blockIdx = {b, 0, 0};
-    pthread_barrier_wait(&g_start);
-    pthread_barrier_wait(&g_done);
+    run_block();
   }
-  stop_pool();
-  g_quit = 0;
 }
-/* arguments of the kernel being launched, captured by the lambdas below */
 #define LAUNCH(grid, block, call) launch(grid, block, [] { call; })
 static const uint8_t *W;
 static float *X, *Q, *ATT, *H, *LOGITS, *KV;
@@ -195,7 +217,7 @@ def main():
     cpp = os.path.join(d, "emu.cpp")
     open(cpp, "w").write(PRELUDE + src + "\n" + cfg + MAIN)
     exe = os.path.join(d, "emu")
-    subprocess.check_call(["g++", "-std=c++17", "-O2", "-w", "-o", exe, cpp, "-lpthread"])
+    subprocess.check_call(["g++", "-std=c++17", "-O2", "-w", "-o", exe, cpp, "-lm"])
     out_logits = os.path.join(d, "logits.bin")
     tok = int(subprocess.check_output([exe, a.model, out_logits, str(a.tokens)]).decode().split()[-1])
     got = np.fromfile(out_logits, dtype="<f4")
