@@ -50,7 +50,7 @@ struct smol_model {
   op ops[N_OPS];
   uint32_t n_ops, n_layer_ops; /* ops[0 .. n_layer_ops): embed and blocks; the rest: the head */
   int descriptors;             /* registered */
-  t4a_chain *chain_layers, *chain_head;
+  t4a_chain *chain_layers, *chain_full; /* the blocks (prompt tokens but the last); all */
   /* scalars the ops' arguments point at (t4a_arg_scalar copies at the call, but checked
    * launches re-read them every token) */
   int32_t i_dim, i_dim_rows, i_ff, i_vocab;
@@ -89,7 +89,7 @@ t4a_status smol_close(smol_model *m) {
   t4a_status st = T4A_OK, ignored;
   if (m->rt != NULL) ignored = t4a_runtime_sync(m->rt);
   t4a_chain_destroy(m->chain_layers);
-  t4a_chain_destroy(m->chain_head);
+  t4a_chain_destroy(m->chain_full);
   if (m->descriptors)
     for (uint32_t i = 0; i < m->n_ops; i++)
       ignored = t4a_descriptor_unregister(t4a_runtime_table(m->rt), m->ops[i].id);
@@ -435,7 +435,7 @@ static t4a_status open_model(smol_model *m, const char *path, const smol_options
     s->l2_window_bytes = want;
   }
   if ((st = record(m, 0, m->n_layer_ops, &m->chain_layers)) != T4A_OK ||
-      (st = record(m, m->n_layer_ops, m->n_ops, &m->chain_head)) != T4A_OK)
+      (st = record(m, 0, m->n_ops, &m->chain_full)) != T4A_OK)
     return t4a_fail(e, st, "recording the decode chain");
   double t6 = now_s();
   s->map_s = t1 - t0;
@@ -469,12 +469,13 @@ t4a_status smol_open(const char *path, const smol_options *options, smol_model *
 
 /* ---- one step, three ways ---- */
 
+/* The step's launches: the blocks only, or (head) everything up to argmax. */
 static t4a_status run_ops(smol_model *m, smol_way way, int head) {
-  uint32_t from = head ? m->n_layer_ops : 0, to = head ? m->n_ops : m->n_layer_ops;
+  uint32_t from = 0, to = head ? m->n_ops : m->n_layer_ops;
   t4a_launch_table *table = t4a_runtime_table(m->rt);
   switch (way) {
     case SMOL_WAY_CHAIN:
-      return t4a_chain_replay(table, head ? m->chain_head : m->chain_layers);
+      return t4a_chain_replay(table, head ? m->chain_full : m->chain_layers);
     case SMOL_WAY_DESCRIPTORS:
       return fire_range(m, from, to);
     case SMOL_WAY_CHECKED: {
@@ -495,9 +496,7 @@ static t4a_status step(smol_model *m, smol_way way, int32_t token, uint32_t pos,
   volatile int32_t *in = t4a_slot_host(m->slots, m->slot_in);
   in[0] = token;
   in[1] = (int32_t)pos;
-  t4a_status st = run_ops(m, way, 0);
-  if (st == T4A_OK && head) st = run_ops(m, way, 1);
-  return st;
+  return run_ops(m, way, head);
 }
 
 static int32_t slot_token(smol_model *m) {

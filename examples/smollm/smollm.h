@@ -1,8 +1,8 @@
 /* SmolLM2-135M (llama, Q4_1 GGUF) through t4a's public API: the file mapped and its tensor data
  * uploaded straight from the mapping, the kernels (kernels.h) compiled through the runtime's
  * artifact cache, and one decode step — embed, 30 blocks of 5 kernels, logits, argmax — run
- * three ways: a launch chain recorded once and replayed per token, descriptor fires, or checked
- * launches. The token id and position go to the device through a mapped pinned slot, argmax
+ * three ways: a launch chain recorded once and replayed per token (one replay), descriptor
+ * fires, or checked launches. The token id and position go to the device through a mapped pinned slot, argmax
  * writes the next token id into another, and the host waits once per token. */
 #ifndef T4A_EXAMPLES_SMOLLM_SMOLLM_H_
 #define T4A_EXAMPLES_SMOLLM_SMOLLM_H_
