@@ -1,7 +1,7 @@
 /* t4a-smollm: SmolLM2-135M generating text through t4a (examples/smollm), on the GPU or, with
  * --fake (or where no CUDA driver loads), on the fake driver with host twins of its kernels.
  *   t4a-smollm [--model FILE] [--prompt TEXT] [-n N] [--json] [--fake]
- *              [--way chain|descriptors|checked|all] [--cache DIR] [--l2 MIB]
+ *              [--way chain|descriptors|checked|all] [--cache DIR | --no-cache] [--l2 MIB]
  *              [--logits FILE] [--tokens]
  * Text is streamed as it is generated (to stdout; with --json to stderr, the JSON report to
  * stdout), then tokens/s for prefill and decode, per-token host time and the counters. */
@@ -45,13 +45,15 @@ static double now_s(void) {
 static void usage(FILE *f) {
   fprintf(f,
           "usage: t4a-smollm [--model FILE] [--prompt TEXT] [-n N] [--json] [--fake]\n"
-          "                  [--way chain|descriptors|checked|all] [--cache DIR] [--l2 MIB]\n"
+          "                  [--way chain|descriptors|checked|all] [--cache DIR | --no-cache]\n"
+          "                  [--l2 MIB]\n"
           "                  [--logits FILE] [--tokens]\n"
           "  --model FILE  the GGUF (default: examples/smollm/model/" SMOL_MODEL_NAME
           ", fetched by " SMOL_FETCH_COMMAND ")\n"
           "  -n N          new tokens (default 32); --way: how the decode step runs (all: the\n"
           "                three ways one after the other, each checked to give the same tokens)\n"
-          "  --cache DIR   the artifact cache's directory (a warm start compiles nothing)\n"
+          "  --cache DIR   the artifact cache's directory (default $XDG_CACHE_HOME/t4a-smollm or\n"
+          "                ~/.cache/t4a-smollm: a warm start compiles nothing); --no-cache: memory\n"
           "  --l2 MIB      an L2 persisting window over the first MIB of the weights\n"
           "  --logits FILE the logits at the prompt's last position (float32, little-endian)\n"
           "  --fake        the fake driver with host twins of the kernels (few tokens)\n");
@@ -87,6 +89,13 @@ int main(int argc, char **argv) {
   smol_model_path(default_model, sizeof default_model);
   const char *model = default_model, *prompt = "The capital of France is", *cache = NULL;
   const char *logits_path = NULL, *way_arg = "all";
+  /* the artifact cache's directory by default, so that a second start compiles nothing */
+  char default_cache[4096] = "";
+  const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+  if (xdg != NULL && xdg[0] == '/') snprintf(default_cache, sizeof default_cache, "%s/t4a-smollm", xdg);
+  else if (home != NULL && home[0] == '/')
+    snprintf(default_cache, sizeof default_cache, "%s/.cache/t4a-smollm", home);
+  if (default_cache[0] != '\0') cache = default_cache;
   long n_new = 32;
   int json = 0, fake_mode = 0, print_tokens = 0;
   double l2_mib = 0;
@@ -95,6 +104,7 @@ int main(int argc, char **argv) {
     if (strcmp(a, "--json") == 0) json = 1;
     else if (strcmp(a, "--fake") == 0) fake_mode = 1;
     else if (strcmp(a, "--tokens") == 0) print_tokens = 1;
+    else if (strcmp(a, "--no-cache") == 0) cache = NULL;
     else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) { usage(stdout); return 0; }
     else if (v == NULL) { usage(stderr); return 2; }
     else if (strcmp(a, "--model") == 0) model = v, i++;
