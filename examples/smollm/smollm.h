@@ -67,6 +67,7 @@ typedef void (*smol_token_fn)(void *user, int32_t token);
 
 typedef struct smol_run_stats {
   uint32_t prefill_tokens, decode_tokens;
+  uint64_t prefill_host_waits; /* 1: the prompt runs without waiting between its tokens */
   double prefill_s, decode_s;
   double host_submit_s;   /* decode: total host time in the per-token calls before the wait */
   double host_max_s;      /* the longest of them */
@@ -74,8 +75,9 @@ typedef struct smol_run_stats {
   uint64_t decode_heap_allocations;   /* t4a_heap_allocations() over the decode steps */
 } smol_run_stats;
 
-/* Runs the prompt (one step per token: the blocks for every token, logits and argmax for the
- * last) then n_new - 1 decode steps, each writing {token, pos} into the input slot, running the
+/* Runs the prompt (one step per token: the blocks for every token, reading {token, pos} from a
+ * device buffer uploaded once, with no wait between them; logits and argmax for the last, from
+ * the slot; then one wait) then n_new - 1 decode steps, each writing {token, pos} into the input slot, running the
  * step `way` and waiting once. tokens[0 .. n_new) gets the new tokens. last_logits (NULL, or
  * vocab floats) gets the logits at the prompt's last position. Statuses: INVALID_ARGUMENT (an
  * empty prompt, a token out of range), LIMIT_EXCEEDED (prompt + n_new beyond the positions

@@ -100,6 +100,7 @@ static void test_logits_match_numpy_and_ways_agree(void **state) {
     if (st != T4A_OK) fail_msg("%s: %s", smol_way_name((smol_way)w), e.message);
     assert_memory_equal(tokens[w], k_ref_next, sizeof k_ref_next);
     assert_int_equal(rs.prefill_tokens, n);
+    assert_int_equal(rs.prefill_host_waits, 1); /* none between the prompt's tokens */
     assert_int_equal(rs.decode_tokens, N_NEW - 1);
     /* per decode token: one host wait, no heap allocation; one chain replay, or the 153
      * launches */

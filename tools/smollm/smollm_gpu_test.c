@@ -41,6 +41,7 @@ static void test_gpu_logits_tokens_and_counters(void **state) {
     if (st != T4A_OK) fail_msg("%s: %s", smol_way_name((smol_way)w), e.message);
     assert_memory_equal(tokens[w], k_ref_next, sizeof k_ref_next);
     assert_memory_equal(tokens[w], tokens[0], sizeof tokens[0]);
+    assert_int_equal(rs.prefill_host_waits, 1);
     assert_int_equal(rs.decode_counters.host_waits, N_NEW - 1);
     assert_int_equal(rs.decode_heap_allocations, 0);
     print_message("%s: prefill %.1f tok/s, decode %.1f tok/s, host %.2f us/token, %.2f events "

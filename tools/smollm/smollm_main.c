@@ -270,11 +270,12 @@ int main(int argc, char **argv) {
       static const char *const keys[3] = {"chain", "descriptors", "checked"};
       printf("%s\"%s\": {\"prefill_tokens\": %u, \"prefill_s\": %.6f, \"decode_tokens\": %u, "
              "\"decode_s\": %.6f, \"host_submit_s\": %.9f, \"host_max_s\": %.9f, "
-             "\"host_waits\": %" PRIu64 ", \"events_recorded\": %" PRIu64 ", \"launches\": %" PRIu64
+             "\"prefill_host_waits\": %" PRIu64 ", \"host_waits\": %" PRIu64 ", \"events_recorded\": %" PRIu64 ", \"launches\": %" PRIu64
              ", \"chain_replays\": %" PRIu64 ", \"heap_allocations\": %" PRIu64
              ", \"same_tokens\": %s, \"tokens\": [",
              comma ? ", " : "", keys[w], s->prefill_tokens, s->prefill_s, s->decode_tokens,
-             s->decode_s, s->host_submit_s, s->host_max_s, s->decode_counters.host_waits,
+             s->decode_s, s->host_submit_s, s->host_max_s, s->prefill_host_waits,
+             s->decode_counters.host_waits,
              s->decode_counters.events_recorded, s->decode_counters.launches,
              s->decode_counters.chain_replays, s->decode_heap_allocations,
              r[w].same ? "true" : "false");
