@@ -62,6 +62,17 @@ static void need_model(fx *f) {
 static void assert_fake_clean(fx *f) {
   (void)t4a_fake_table(f->fake)->cuCtxSetCurrent(NULL);
   t4a_fake_progress(f->fake);
+  if (!t4a_fake_nothing_live(f->fake)) {
+    t4a_fake_live v;
+    t4a_fake_live_objects(f->fake, &v);
+    print_message("live: %llu device allocs (%llu bytes), %llu host, %llu streams, %llu events, "
+                  "%llu pools, %llu modules, %llu graphs, %llu execs, primary refs %d\n",
+                  (unsigned long long)v.device_allocs, (unsigned long long)v.device_bytes,
+                  (unsigned long long)v.host_allocs, (unsigned long long)v.streams,
+                  (unsigned long long)v.events, (unsigned long long)v.pools,
+                  (unsigned long long)v.modules, (unsigned long long)v.graphs,
+                  (unsigned long long)v.graph_execs, v.primary_refs[0]);
+  }
   assert_true(t4a_fake_nothing_live(f->fake));
   assert_int_equal(t4a_fake_ordering_violations(f->fake), 0);
 }
@@ -149,6 +160,74 @@ static void test_warm_start_makes_no_nvrtc_call(void **state) {
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   assert_int_equal(system(cmd), 0);
   assert_fake_clean(f);
+}
+
+/* a driver failure at each stage of open (allocation, pinned memory, module load, the weights'
+ * copy, the KV zeroing launch, chain recording and instantiation) is typed, leaves *out NULL, and
+ * leaves the fake holding nothing but what t4a's rule keeps: a failed enqueue (the weights' copy,
+ * a launch) may have been enqueued, so t4a quarantines the buffer it named (t4a/xfer_file.h,
+ * t4a/launch.h), which holds its block, pool and lane for good. Each case on a fake of its own. */
+static void test_open_failures_leave_nothing(void **state) {
+  fx *f = *state;
+  need_model(f);
+  static const struct {
+    const char *entry;
+    uint64_t skip;
+    int quarantines; /* device blocks t4a keeps for good */
+  } cases[] = {{"cuMemAllocFromPoolAsync", 0, 0}, {"cuMemAllocFromPoolAsync", 2, 0},
+               {"cuMemAllocFromPoolAsync", 3, 0}, {"cuMemHostAlloc", 0, 0},
+               {"cuModuleLoadDataEx", 0, 0},      {"cuMemcpyHtoDAsync", 0, 1},
+               {"cuLaunchKernel", 0, 1},          {"cuStreamBeginCapture", 0, 0},
+               {"cuStreamBeginCapture", 1, 0},    {"cuGraphInstantiateWithFlags", 1, 0}};
+  char dir[] = "/tmp/smollm_fail_XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  t4a_driver_release(f->drv); /* one fake at a time: the fixture's goes, and comes back below */
+  t4a_fake_destroy(f->fake);
+  f->drv = NULL;
+  f->fake = NULL;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    t4a_fake *fake = NULL;
+    t4a_driver *drv = NULL;
+    t4a_fake_options fo = T4A_FAKE_OPTIONS_INIT;
+    assert_int_equal(t4a_fake_create(&fo, &fake), T4A_OK);
+    assert_int_equal(t4a_fake_driver(fake, &drv), T4A_OK);
+    smol_host_twins_register(fake);
+    smol_options o = {drv, dir, 8, NULL, 0, 0};
+    smol_model *m = (smol_model *)f;
+    smol_error e = {0};
+    t4a_fake_inject(fake, cases[i].entry, cases[i].skip, 1, CUDA_ERROR_OUT_OF_MEMORY, 0);
+    t4a_status st = smol_open(f->model, &o, &m, NULL, &e);
+    uint64_t injected = t4a_fake_injected(fake);
+    t4a_fake_clear_injections(fake);
+    if (st == T4A_NVRTC_NOT_FOUND) skip();
+    if (injected == 0) fail_msg("%s: never called", cases[i].entry);
+    if (st == T4A_OK) fail_msg("%s (after %llu): opened", cases[i].entry,
+                               (unsigned long long)cases[i].skip);
+    assert_true(st == T4A_DRIVER_ERROR || st == T4A_DEVICE_OUT_OF_MEMORY ||
+                st == T4A_HOST_OUT_OF_MEMORY);
+    assert_null(m);
+    assert_non_null(strstr(e.message, cases[i].entry));
+    (void)t4a_fake_table(fake)->cuCtxSetCurrent(NULL);
+    t4a_fake_progress(fake);
+    t4a_fake_live v;
+    t4a_fake_live_objects(fake, &v);
+    print_message("%s after %llu: %s; live device blocks %llu, pools %llu\n", cases[i].entry,
+                  (unsigned long long)cases[i].skip, e.message,
+                  (unsigned long long)v.device_allocs, (unsigned long long)v.pools);
+    assert_int_equal(v.device_allocs, cases[i].quarantines);
+    assert_int_equal(v.pools + v.streams, cases[i].quarantines ? 2 : 0);
+    assert_int_equal(v.events + v.modules + v.graphs + v.graph_execs + v.host_allocs, 0);
+    assert_int_equal(t4a_fake_ordering_violations(fake), 0);
+    t4a_driver_release(drv);
+    t4a_fake_destroy(fake);
+  }
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  assert_int_equal(system(cmd), 0);
+  t4a_fake_options fo = T4A_FAKE_OPTIONS_INIT;
+  assert_int_equal(t4a_fake_create(&fo, &f->fake), T4A_OK);
+  assert_int_equal(t4a_fake_driver(f->fake, &f->drv), T4A_OK);
+  smol_host_twins_register(f->fake);
 }
 
 static void write_file(const char *path, const void *p, size_t n) {
@@ -244,6 +323,7 @@ int main(void) {
       cmocka_unit_test(test_logits_match_numpy_and_ways_agree),
       cmocka_unit_test(test_warm_start_makes_no_nvrtc_call),
       cmocka_unit_test(test_bad_input),
+      cmocka_unit_test(test_open_failures_leave_nothing),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
