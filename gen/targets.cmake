@@ -46,6 +46,31 @@ t4a_library(NAME examples_warm_chain
   SRCS examples/warm_chain.c
   HDRS examples/warm_chain.h
   DEPS t4a)
+t4a_library(NAME examples_smollm_gguf
+  SRCS examples/smollm/gguf.c
+  HDRS examples/smollm/gguf.h
+  DEPS t4a_ctx_status)
+t4a_library(NAME examples_smollm_model_path
+  SRCS examples/smollm/model_path.c
+  HDRS examples/smollm/model_path.h)
+t4a_test(NAME examples_smollm_gguf_test
+  SRCS examples/smollm/gguf_test.c
+  LABELS unit
+  DEPS examples_smollm_gguf examples_smollm_model_path t4a_ctx_status t4a_ext_cmocka)
+t4a_library(NAME examples_smollm_tokenizer
+  SRCS examples/smollm/tokenizer.c examples/smollm/unicode_tables.h
+  HDRS examples/smollm/tokenizer.h
+  DEPS examples_smollm_gguf t4a_ctx_status)
+t4a_test(NAME examples_smollm_tokenizer_test
+  SRCS examples/smollm/tokenizer_cases.h examples/smollm/tokenizer_test.c
+  LABELS unit
+  DEPS examples_smollm_gguf examples_smollm_model_path examples_smollm_tokenizer t4a_ctx_status t4a_ext_cmocka)
+t4a_library(NAME examples_smollm_model
+  SRCS examples/smollm/kernels.c examples/smollm/smollm.c
+  HDRS examples/smollm/kernels.h examples/smollm/smollm.h
+  DEPS examples_smollm_gguf examples_smollm_tokenizer t4a m)
+t4a_library(NAME examples_smollm_reference_logits
+  HDRS examples/smollm/reference_logits.h)
 t4a_library(NAME t4a
   SRCS t4a/t4a.c t4a/stats_json.c t4a/stream.c t4a/everyday.c t4a/runtime_internal.h
   HDRS t4a/include/t4a/t4a.h
@@ -502,3 +527,23 @@ t4a_sh_test(NAME tools_cli_test
   SCRIPT tools/cli_test.sh
   LABELS unit
   DATA t4a_cli)
+t4a_library(NAME tools_smollm_host_twins
+  SRCS tools/smollm/host_twins.c
+  HDRS tools/smollm/host_twins.h
+  DEPS examples_smollm_model fake_driver m)
+t4a_binary(NAME tools_smollm_t4a-smollm
+  SRCS tools/smollm/smollm_main.c
+  OUTPUT_NAME t4a-smollm
+  DEPS tools_smollm_host_twins examples_smollm_model examples_smollm_model_path examples_smollm_tokenizer t4a fake_driver testing_lsan_nvrtc_suppressions Threads::Threads)
+t4a_test(NAME tools_smollm_smollm_fake_test
+  SRCS tools/smollm/smollm_fake_test.c
+  LABELS unit
+  DEPS tools_smollm_host_twins examples_smollm_model examples_smollm_model_path examples_smollm_reference_logits examples_smollm_tokenizer t4a fake_driver testing_lsan_nvrtc_suppressions t4a_ext_cmocka m)
+t4a_test(NAME tools_smollm_smollm_gpu_test
+  SRCS tools/smollm/smollm_gpu_test.c
+  LABELS gpu single
+  DEPS examples_smollm_model examples_smollm_model_path examples_smollm_reference_logits t4a t4a_ctx testing_gpu_gpu_main t4a_ext_cmocka m)
+t4a_sh_test(NAME tools_smollm_smollm_cli_test
+  SCRIPT tools/smollm/smollm_cli_test.sh
+  LABELS unit
+  DATA tools_smollm_t4a-smollm)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The valgrind memcheck lane: every CPU unit test of a CMake build under memcheck.
 
-  scripts/valgrind_lane.py [--build DIR] [-j N] [-R REGEX]
+  scripts/valgrind_lane.py [--build DIR] [-j N] [-R REGEX] [-E REGEX]
 
 Each test binary runs under `valgrind --leak-check=full --errors-for-leak-kinds=definite
 --error-exitcode=99`: any invalid read or write, use of uninitialised memory, bad free or
@@ -67,6 +67,7 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build", "gcc"))
     ap.add_argument("-j", type=int, default=os.cpu_count() or 2)
     ap.add_argument("-R", default=None, help="only tests whose name matches")
+    ap.add_argument("-E", default=None, help="not the tests whose name matches")
     args = ap.parse_args()
     args.build = os.path.abspath(args.build)  # the tests run with the build directory as cwd
 
@@ -81,6 +82,9 @@ def main():
     for t in tests:
         name, cmd = t["name"], t["command"]
         if args.R and not re.search(args.R, name):
+            continue
+        if args.E and re.search(args.E, name):
+            print("skip %-40s excluded (-E)" % name)
             continue
         if os.path.basename(cmd[0]) == "sh":
             print("skip %-40s a shell script (sh_test): memcheck would watch the shell" % name)

@@ -1,0 +1,260 @@
+/* The CUDA C of the model's kernels (see kernels.h), compiled by NVRTC through the runtime's
+ * artifact cache. No toolkit header is included: fp16 scales are decoded with bit operations and
+ * only NVRTC's built-in device functions are used. The text is this file's SMOL_CUDA block,
+ * stringised (so it holds no preprocessor lines and no comments survive). */
+#include "examples/smollm/kernels.h"
+
+#define SMOL_CUDA(...) #__VA_ARGS__
+
+const char smol_kernel_source[] = SMOL_CUDA(
+typedef unsigned char u8;
+typedef unsigned short u16;
+typedef unsigned int u32;
+
+__device__ __forceinline__ float h2f(u32 h) {
+  u32 s = (h & 0x8000u) << 16, e = (h >> 10) & 31u, m = h & 1023u;
+  if (e == 0u) {
+    float f = (float)m * 5.9604644775390625e-8f;
+    return s ? -f : f;
+  }
+  if (e == 31u) return __int_as_float(s | 0x7f800000u | (m << 13));
+  return __int_as_float(s | ((e + 112u) << 23) | (m << 13));
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ __forceinline__ float block_sum(float v, float *red) {
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+  v = warp_sum(v);
+  __syncthreads();
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  v = lane < nw ? red[lane] : 0.0f;
+  return warp_sum(v);
+}
+
+__device__ __forceinline__ float block_max(float v, float *red) {
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  __syncthreads();
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  v = lane < nw ? red[lane] : -3.0e38f;
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+__device__ void rmsnorm_to_shared(const float *x, const float *w, float *xs, int n, float eps,
+                                  float *red) {
+  float ss = 0.0f;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    float v = x[i];
+    xs[i] = v;
+    ss += v * v;
+  }
+  float total = block_sum(ss, red);
+  float scale = rsqrtf(total / (float)n + eps);
+  for (int i = threadIdx.x; i < n; i += blockDim.x) xs[i] = xs[i] * scale * w[i];
+  __syncthreads();
+}
+
+__device__ __forceinline__ float q41_dot(const u8 *row, const float *xs, int k, int lane) {
+  const u32 *w = (const u32 *)row;
+  int words = (k >> 5) * 4;
+  float acc = 0.0f;
+  for (int i = lane; i < words; i += 32) {
+    int b = i >> 2, j = i & 3;
+    u32 dm = __ldg(w + b * 5), q = __ldg(w + b * 5 + 1 + j);
+    const float *xb = xs + b * 32 + j * 4;
+    float sq = 0.0f, sx = 0.0f;
+    for (int t = 0; t < 4; t++) {
+      float x0 = xb[t], x1 = xb[t + 16];
+      sq += (float)((q >> (8 * t)) & 15u) * x0 + (float)((q >> (8 * t + 4)) & 15u) * x1;
+      sx += x0 + x1;
+    }
+    acc += h2f(dm & 0xffffu) * sq + h2f(dm >> 16) * sx;
+  }
+  return warp_sum(acc);
+}
+
+__device__ __forceinline__ float q80_dot(const u8 *row, const float *xs, int k, int lane) {
+  const u16 *w = (const u16 *)row;
+  int pairs = (k >> 5) * 16;
+  float acc = 0.0f;
+  for (int i = lane; i < pairs; i += 32) {
+    int b = i >> 4, j = i & 15;
+    u32 v = __ldg(w + b * 17 + 1 + j);
+    float d = h2f(__ldg(w + b * 17));
+    acc += d * ((float)(signed char)(v & 0xffu) * xs[b * 32 + 2 * j] +
+                (float)(signed char)(v >> 8) * xs[b * 32 + 2 * j + 1]);
+  }
+  return warp_sum(acc);
+}
+
+extern "C" __global__ void smol_zero(u32 *p, unsigned long long words) {
+  unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+  unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+  for (; i < words; i += stride) p[i] = 0u;
+}
+
+extern "C" __global__ void smol_embed(const u8 *emb, const int *slot_in, int *step, float *x,
+                                      int dim) {
+  __shared__ int tok;
+  if (threadIdx.x == 0) {
+    tok = ((volatile const int *)slot_in)[0];
+    step[0] = tok;
+    step[1] = ((volatile const int *)slot_in)[1];
+  }
+  __syncthreads();
+  const u8 *row = emb + (unsigned long long)tok * (unsigned long long)(dim / 32 * 34);
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+    const u8 *b = row + (i >> 5) * 34;
+    float d = h2f((u32)b[0] | ((u32)b[1] << 8));
+    x[i] = d * (float)(signed char)b[2 + (i & 31)];
+  }
+}
+
+extern "C" __global__ void smol_qkv(const float *x, const float *norm_w, const u8 *wq,
+                                    const u8 *wk, const u8 *wv, const int *step, float *q,
+                                    float *kc, float *vc, float eps, float theta) {
+  __shared__ float xs[576];
+  __shared__ float red[32];
+  rmsnorm_to_shared(x, norm_w, xs, 576, eps, red);
+  int lane = threadIdx.x & 31;
+  int unit = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  int pos = step[1];
+  const u8 *w;
+  float *out;
+  int row;
+  if (unit < 288) {
+    row = unit * 2, w = wq, out = q;
+  } else if (unit < 384) {
+    row = (unit - 288) * 2, w = wk, out = kc + (unsigned long long)pos * 192;
+  } else if (unit < 480) {
+    row = (unit - 384) * 2, w = wv, out = vc + (unsigned long long)pos * 192;
+  } else {
+    return;
+  }
+  float a = q41_dot(w + (unsigned long long)row * 360, xs, 576, lane);
+  float b = q41_dot(w + (unsigned long long)(row + 1) * 360, xs, 576, lane);
+  if (lane == 0) {
+    if (unit < 384) {
+      int i = (row & 63) >> 1;
+      float freq = expf(-logf(theta) * (float)(2 * i) / 64.0f), s, c;
+      sincosf((float)pos * freq, &s, &c);
+      float a2 = a * c - b * s;
+      b = a * s + b * c;
+      a = a2;
+    }
+    out[row] = a;
+    out[row + 1] = b;
+  }
+}
+
+extern "C" __global__ void smol_attn(const float *q, const float *kc, const float *vc,
+                                     const int *step, float *out) {
+  extern __shared__ float scores[];
+  __shared__ float red[32];
+  __shared__ float qs[64];
+  __shared__ float part[4][64];
+  int h = blockIdx.x, kvh = h / 3, n = step[1] + 1;
+  if (threadIdx.x < 64) qs[threadIdx.x] = q[h * 64 + threadIdx.x] * 0.125f;
+  __syncthreads();
+  float m = -3.0e38f;
+  for (int t = threadIdx.x; t < n; t += blockDim.x) {
+    const float4 *k = (const float4 *)(kc + (unsigned long long)t * 192 + kvh * 64);
+    float s = 0.0f;
+    for (int i = 0; i < 16; i++) {
+      float4 v = k[i];
+      s += v.x * qs[4 * i] + v.y * qs[4 * i + 1] + v.z * qs[4 * i + 2] + v.w * qs[4 * i + 3];
+    }
+    scores[t] = s;
+    m = fmaxf(m, s);
+  }
+  m = block_max(m, red);
+  float sum = 0.0f;
+  for (int t = threadIdx.x; t < n; t += blockDim.x) {
+    float e = expf(scores[t] - m);
+    scores[t] = e;
+    sum += e;
+  }
+  sum = block_sum(sum, red);
+  int d = threadIdx.x & 63, g = threadIdx.x >> 6;
+  float acc = 0.0f;
+  for (int t = g; t < n; t += 4) acc += scores[t] * vc[(unsigned long long)t * 192 + kvh * 64 + d];
+  part[g][d] = acc;
+  __syncthreads();
+  if (threadIdx.x < 64)
+    out[h * 64 + d] = (part[0][d] + part[1][d] + part[2][d] + part[3][d]) / sum;
+}
+
+extern "C" __global__ void smol_matvec_res(const u8 *w, const float *in, float *x, int k,
+                                           int rows) {
+  __shared__ float xs[1536];
+  for (int i = threadIdx.x; i < k; i += blockDim.x) xs[i] = in[i];
+  __syncthreads();
+  int lane = threadIdx.x & 31;
+  int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (row >= rows) return;
+  float v = q41_dot(w + (unsigned long long)row * (unsigned long long)(k / 32 * 20), xs, k, lane);
+  if (lane == 0) x[row] += v;
+}
+
+extern "C" __global__ void smol_ffn_up(const float *x, const float *norm_w, const u8 *wg,
+                                       const u8 *wu, float *hbuf, float eps) {
+  __shared__ float xs[576];
+  __shared__ float red[32];
+  rmsnorm_to_shared(x, norm_w, xs, 576, eps, red);
+  int lane = threadIdx.x & 31;
+  int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (row >= 1536) return;
+  float g = q41_dot(wg + (unsigned long long)row * 360, xs, 576, lane);
+  float u = q41_dot(wu + (unsigned long long)row * 360, xs, 576, lane);
+  if (lane == 0) hbuf[row] = g / (1.0f + expf(-g)) * u;
+}
+
+extern "C" __global__ void smol_logits(const float *x, const float *norm_w, const u8 *emb,
+                                       float *logits, float eps, int rows) {
+  __shared__ float xs[576];
+  __shared__ float red[32];
+  rmsnorm_to_shared(x, norm_w, xs, 576, eps, red);
+  int lane = threadIdx.x & 31;
+  int first = (blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) * 4;
+  for (int r = first; r < first + 4 && r < rows; r++) {
+    float v = q80_dot(emb + (unsigned long long)r * 612, xs, 576, lane);
+    if (lane == 0) logits[r] = v;
+  }
+}
+
+extern "C" __global__ void smol_argmax(const float *logits, int n, int *slot_out) {
+  __shared__ float bv[32];
+  __shared__ int bi[32];
+  float best = -3.0e38f;
+  int idx = 0x7fffffff;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    float v = logits[i];
+    if (v > best) best = v, idx = i;
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    float ov = __shfl_xor_sync(0xffffffffu, best, o);
+    int oi = __shfl_xor_sync(0xffffffffu, idx, o);
+    if (ov > best || (ov == best && oi < idx)) best = ov, idx = oi;
+  }
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  if (lane == 0) bv[warp] = best, bi[warp] = idx;
+  __syncthreads();
+  if (warp == 0) {
+    best = lane < nw ? bv[lane] : -3.0e38f;
+    idx = lane < nw ? bi[lane] : 0x7fffffff;
+    for (int o = 16; o > 0; o >>= 1) {
+      float ov = __shfl_xor_sync(0xffffffffu, best, o);
+      int oi = __shfl_xor_sync(0xffffffffu, idx, o);
+      if (ov > best || (ov == best && oi < idx)) best = ov, idx = oi;
+    }
+    if (lane == 0) ((volatile int *)slot_out)[0] = idx;
+  }
+}
+);
