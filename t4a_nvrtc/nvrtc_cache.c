@@ -324,6 +324,10 @@ static t4a_status answer(t4a_nvrtc_cache *c, entry *e, int in_flight, t4a_nvrtc_
   return st;
 }
 
+static t4a_status compile_prepared_cached(t4a_nvrtc_cache *cache, t4a_nvrtc_prepared *pp,
+                                          t4a_nvrtc_artifact **out,
+                                          t4a_nvrtc_outcome *out_outcome);
+
 t4a_status t4a_nvrtc_cache_compile(t4a_nvrtc_cache *cache, const t4a_nvrtc_request *request,
                                    t4a_nvrtc_artifact **out, t4a_nvrtc_outcome *out_outcome) {
   t4a_nvrtc_outcome_deinit(out_outcome);
@@ -333,10 +337,28 @@ t4a_status t4a_nvrtc_cache_compile(t4a_nvrtc_cache *cache, const t4a_nvrtc_reque
                           "cache or out is NULL");
   }
   *out = NULL;
-  t4a_nvrtc_lib *lib = cache->lib;
   t4a_nvrtc_prepared p;
-  t4a_status st = t4a_nvrtc_prepare(lib, request, &p);
+  t4a_status st = t4a_nvrtc_prepare(cache->lib, request, &p);
   if (st != T4A_OK) return st;
+  size_t nr = request->num_include_roots;
+  if (nr == 0) return compile_prepared_cached(cache, &p, out, out_outcome);
+  /* Include roots: the key holds each root's tree fingerprint. */
+  t4a_nvrtc_root_snapshot *snaps[T4A_NVRTC_MAX_ROOTS];
+  st = t4a_nvrtc_roots_fingerprint_(request->include_roots, nr,
+                                    cache->has_disk ? cache->disk.dir : NULL, snaps, NULL);
+  if (st != T4A_OK) return st;
+  p.roots = snaps;
+  st = compile_prepared_cached(cache, &p, out, out_outcome);
+  for (size_t i = 0; i < nr; i++) t4a_nvrtc_root_snapshot_release_(snaps[i]);
+  return st;
+}
+
+static t4a_status compile_prepared_cached(t4a_nvrtc_cache *cache, t4a_nvrtc_prepared *pp,
+                                          t4a_nvrtc_artifact **out,
+                                          t4a_nvrtc_outcome *out_outcome) {
+  t4a_nvrtc_prepared p = *pp;
+  t4a_nvrtc_lib *lib = cache->lib;
+  t4a_status st;
   uint8_t key[16];
   t4a_nvrtc_identity_key(lib, &p, key);
 
@@ -384,10 +406,24 @@ t4a_status t4a_nvrtc_cache_compile(t4a_nvrtc_cache *cache, const t4a_nvrtc_reque
   }
   t4a_error failure;
   if (st != T4A_OK) t4a_error_last(&failure);
+  /* A root that changed while NVRTC read it: the artifact may hold bytes the key does not name,
+   * so it is handed out (as compiled) but cached at neither level. */
+  int keep = 1;
+  if (st == T4A_OK && origin == T4A_NVRTC_ORIGIN_COMPILED && p.roots != NULL &&
+      !t4a_nvrtc_roots_unchanged_(p.roots, p.req->num_include_roots, p.req->include_roots,
+                                  cache->has_disk ? cache->disk.dir : NULL)) {
+    keep = 0;
+    t4a_counter_add(&cache->counters, T4A_COUNTER_nvrtc_roots_changed, 1);
+  }
 
   pthread_mutex_lock(&cache->mu);
-  if (st == T4A_OK) {
+  if (st == T4A_OK && keep) {
     publish_ready(cache, e, art);
+  } else if (st == T4A_OK) {
+    e->state = E_READY; /* waiters take this artifact; nothing stays in the table */
+    t4a_nvrtc_artifact_retain(art);
+    e->art = art;
+    table_remove(cache, e);
   } else {
     e->state = E_FAILED;
     e->st = st;
@@ -405,7 +441,7 @@ t4a_status t4a_nvrtc_cache_compile(t4a_nvrtc_cache *cache, const t4a_nvrtc_reque
   pthread_cond_broadcast(&cache->cv);
   pthread_mutex_unlock(&cache->mu);
 
-  if (st == T4A_OK && origin == T4A_NVRTC_ORIGIN_COMPILED && cache->has_disk) {
+  if (st == T4A_OK && keep && origin == T4A_NVRTC_ORIGIN_COMPILED && cache->has_disk) {
     /* The owner's reference keeps e (and its identity) alive here. */
     t4a_nvrtc_disk_store(&cache->disk, art, e->identity, e->identity_bytes, &cache->counters);
   }

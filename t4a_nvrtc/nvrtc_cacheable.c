@@ -23,9 +23,13 @@
  * includes only before it compiles: a lexical pass over the whole request costs about as much as
  * reading it, which a disk hit should not pay. */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "t4a/fault.h"
 #include "t4a_ctx/status_internal.h"
@@ -482,9 +486,37 @@ typedef struct scan {
   int pasted;           /* some text has ## (or %:%:) */
   int has_piece;        /* some text spells a piece of __has_include (see scan_text) */
   char piece[32];       /* the first such piece and where */
-  char piece_where[96]; /* "the source, line 3" */
+  char piece_where[330]; /* "the source, line 3" */
   /* the text being scanned, for messages */
-  char where[80];
+  char where[300];
+  /* Include roots (cached compiles with roots): the snapshots the key holds, the files of them
+   * the request can reach (a queue; visited marks per root), and the function-like macros that
+   * apply __has_include to a parameter (checked at every use in a second pass). */
+  size_t num_roots;
+  const char *const *root_paths;
+  t4a_nvrtc_root_snapshot *const *roots;
+  uint8_t *visited[T4A_NVRTC_MAX_ROOTS];
+  struct qitem {
+    uint32_t root;
+    const t4a_nvrtc_root_rec *rec;
+  } *queue;
+  size_t queue_len, queue_cap;
+  int cur_root; /* the root of the text being scanned, -1 for the request's own texts */
+  const t4a_nvrtc_root_rec *cur_rec;
+  char (*wrappers)[32];
+  size_t num_wrappers, wrappers_cap;
+  int pass; /* 1: includes; 2: uses of the wrappers */
+  /* A root file whose include target the lexer cannot read off (a computed include, a
+   * __has_include of a macro, a paste that could build __has_include): then every file of the
+   * roots is scanned, and no text may hold what could spell a path out of the roots. */
+  int computed;
+  char computed_where[400];
+  int danger;
+  char danger_where[400];
+  int whole_tree;
+  int root_piece; /* a root file spells a piece of __has_include */
+  char root_piece_where[360];
+  int root_pasted; /* a root file pastes */
 } scan;
 
 static int cmp_str(const void *a, const void *b) {
@@ -508,14 +540,162 @@ static int names_a_header(const scan *s, const char *name, size_t n) {
 
 static const char k_advice[] =
     "; a cached compile may include only the request's named headers, by a literal name";
+static const char k_root_advice[] =
+    ", which the key cannot see; a cached compile with include roots may include the request's "
+    "headers and files under its roots, by a literal relative name";
+
+/* Joins the directory `dir` (a normalised path under a root, "" for the root) and an include
+ * name into out, lexically ("." dropped, ".." pops). 1: a path under the root; 0: refused (why
+ * says why); -1: too long (cannot name a file). */
+static int join_under_root(const t4a_nvrtc_root_snapshot *snap, const char *dir, const char *name,
+                           size_t n, char *out, size_t cap, const char **why) {
+  size_t len = strlen(dir);
+  if (len >= cap) return -1;
+  memcpy(out, dir, len + 1);
+  size_t i = 0;
+  while (i < n) {
+    size_t j = i;
+    while (j < n && name[j] != '/') j++;
+    size_t cl = j - i;
+    if (cl == 0 || (cl == 1 && name[i] == '.')) {
+      /* nothing */
+    } else if (cl == 2 && name[i] == '.' && name[i + 1] == '.') {
+      if (len == 0) {
+        *why = "leaves the include root with ..";
+        return 0;
+      }
+      const t4a_nvrtc_root_rec *r = t4a_nvrtc_root_find_(snap, out);
+      if (r != NULL && (r->kind & T4A_NVRTC_ROOT_LINK)) {
+        *why = "goes up (..) out of a directory reached through a symbolic link, to a folder "
+               "outside what the key fingerprints";
+        return 0;
+      }
+      while (len > 0 && out[len - 1] != '/') len--;
+      if (len > 0) len--;
+      out[len] = '\0';
+    } else {
+      if (len + 1 + cl + 1 > cap) return -1;
+      if (len > 0) out[len++] = '/';
+      memcpy(out + len, name + i, cl);
+      len += cl;
+      out[len] = '\0';
+    }
+    i = j + 1;
+  }
+  return 1;
+}
+
+/* Every file the include could open under the roots, queued for scanning (all candidates: the
+ * including file's directory for a quoted name, then each root). */
+static t4a_status resolve_in_roots(scan *s, const char *name, size_t n, int quoted,
+                                   const char *what, size_t line, int open, int close) {
+  char dir[PATH_MAX], rel[PATH_MAX];
+  if (quoted && s->cur_root >= 0 && (s->cur_rec->kind & T4A_NVRTC_ROOT_LINK)) {
+    return REFUSE("%s, line %zu: %s %c%.*s%c is in a file reached through a symbolic link, "
+                  "so it is also searched beside the link's target%s",
+                  s->where, line, what, open, SHOW(n), name, close, k_root_advice);
+  }
+  for (int pass = 0; pass < 2; pass++) {
+    for (size_t ri = 0; ri < s->num_roots; ri++) {
+      const t4a_nvrtc_root_snapshot *snap = s->roots[ri];
+      if (pass == 0) { /* the including file's own directory */
+        if (!quoted || s->cur_root != (int)ri) continue;
+        const char *slash = strrchr(s->cur_rec->rel, '/');
+        size_t dl = slash != NULL ? (size_t)(slash - s->cur_rec->rel) : 0;
+        memcpy(dir, s->cur_rec->rel, dl);
+        dir[dl] = '\0';
+      } else {
+        dir[0] = '\0';
+      }
+      const char *why = NULL;
+      int j = join_under_root(snap, dir, name, n, rel, sizeof rel, &why);
+      if (j == 0) {
+        return REFUSE("%s, line %zu: %s %c%.*s%c %s%s", s->where, line, what, open, SHOW(n),
+                      name, close, why, k_root_advice);
+      }
+      if (j < 0) continue;
+      const t4a_nvrtc_root_rec *r = t4a_nvrtc_root_find_(snap, rel);
+      if (r == NULL || !(r->kind & T4A_NVRTC_ROOT_FILE)) continue;
+      size_t idx = (size_t)(r - snap->recs);
+      if (s->visited[ri][idx >> 3] & (1u << (idx & 7))) continue;
+      s->visited[ri][idx >> 3] |= (uint8_t)(1u << (idx & 7));
+      if (s->queue_len == s->queue_cap) {
+        size_t cap = s->queue_cap ? s->queue_cap * 2 : 64;
+        struct qitem *q = t4a_host_realloc(s->queue, cap * sizeof *q);
+        if (q == NULL) return T4A_HOST_OUT_OF_MEMORY;
+        s->queue = q;
+        s->queue_cap = cap;
+      }
+      s->queue[s->queue_len].root = (uint32_t)ri;
+      s->queue[s->queue_len].rec = r;
+      s->queue_len++;
+    }
+  }
+  return T4A_OK;
+}
+
+/* Whether a string could name a path out of the roots: absolute, a ".." component, or a
+ * backslash first (an escape the front end might process). */
+static int path_danger(const char *p, size_t n) {
+  if (n > 0 && (p[0] == '/' || p[0] == '\\')) return 1;
+  for (size_t i = 0; i + 1 < n; i++) {
+    if (p[i] == '.' && p[i + 1] == '.' && (i == 0 || p[i - 1] == '/') &&
+        (i + 2 == n || p[i + 2] == '/')) {
+      return 1;
+    }
+  }
+  return 0;
+}
+
+static void note_danger(scan *s, size_t line, const char *what) {
+  if (s->danger) return;
+  s->danger = 1;
+  snprintf(s->danger_where, sizeof s->danger_where, "%s, line %zu: %s", s->where, line, what);
+}
+
+/* A root file's include whose target cannot be read off: every file of every root joins the
+ * scan (the key fingerprints them all; what they include must stay under the roots). */
+static t4a_status note_computed(scan *s, size_t line, const char *what) {
+  if (!s->computed) {
+    s->computed = 1;
+    snprintf(s->computed_where, sizeof s->computed_where, "%s, line %zu: %s", s->where, line,
+             what);
+  }
+  if (s->whole_tree) return T4A_OK;
+  s->whole_tree = 1;
+  for (size_t ri = 0; ri < s->num_roots; ri++) {
+    const t4a_nvrtc_root_snapshot *snap = s->roots[ri];
+    for (size_t idx = 0; idx < snap->num; idx++) {
+      if (!(snap->recs[idx].kind & T4A_NVRTC_ROOT_FILE)) continue;
+      if (s->visited[ri][idx >> 3] & (1u << (idx & 7))) continue;
+      s->visited[ri][idx >> 3] |= (uint8_t)(1u << (idx & 7));
+      if (s->queue_len == s->queue_cap) {
+        size_t cap = s->queue_cap ? s->queue_cap * 2 : 64;
+        while (cap < s->queue_len + 1) cap *= 2;
+        struct qitem *q = t4a_host_realloc(s->queue, cap * sizeof *q);
+        if (q == NULL) return T4A_HOST_OUT_OF_MEMORY;
+        s->queue = q;
+        s->queue_cap = cap;
+      }
+      s->queue[s->queue_len].root = (uint32_t)ri;
+      s->queue[s->queue_len].rec = &snap->recs[idx];
+      s->queue_len++;
+    }
+  }
+  return T4A_OK;
+}
 
 /* Reads a header name ("x.h" or <x.h>) at the current position and checks it. what and line:
  * the directive or operator and the line it starts on, for the message. */
 static t4a_status check_operand(scan *s, lexer *L, const char *what, size_t line) {
   int open = lx_cur(L);
+  if (open != '"' && open != '<' && s->cur_root >= 0 && !(s->cur_rec->kind & T4A_NVRTC_ROOT_LINK)) {
+    return note_computed(s, line, what); /* a computed include in a root file */
+  }
   if (open != '"' && open != '<') {
-    return REFUSE("%s, line %zu: %s has a macro operand, which the key cannot see%s", s->where,
-                  line, what, k_advice);
+    return REFUSE("%s, line %zu: %s has a macro operand (a computed include), which the key "
+                  "cannot see%s",
+                  s->where, line, what, s->num_roots > 0 ? k_root_advice : k_advice);
   }
   int close = open == '"' ? '"' : '>';
   lx_get(L);
@@ -538,7 +718,12 @@ static t4a_status check_operand(scan *s, lexer *L, const char *what, size_t line
   }
   if (chars > 0 && name[0] == '/') {
     return REFUSE("%s, line %zu: %s %c%.*s%c is an absolute path, which NVRTC opens%s", s->where,
-                  line, what, open, SHOW(chars), name, close, k_advice);
+                  line, what, open, SHOW(chars), name, close,
+                  s->num_roots > 0 ? k_root_advice : k_advice);
+  }
+  if (s->num_roots > 0) {
+    return resolve_in_roots(s, name, chars, open == '"' && strcmp(what, "#include_next") != 0,
+                            what, line, open, close);
   }
   if (!names_a_header(s, name, chars)) {
     return REFUSE("%s, line %zu: %s %c%.*s%c names no header of the request%s", s->where, line,
@@ -561,6 +746,14 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
   int line_start = 1;
   int ifdef_operand = 0; /* the next token is the operand of #ifdef / #ifndef */
   int after_defined = 0; /* 1: the last token was `defined`; 2: `defined (` */
+  /* The function-like macro being defined on this line (its name and parameters), if any. */
+  ident def_name;
+  ident def_params[16];
+  size_t num_params = 0;
+  int in_define = 0;
+  def_name.len = 0;
+  int prev = 0; /* the last token, where it matters for path spelling: ( , < a lone . or B (the
+                   start of a #define body) */
   t4a_status st;
   for (;;) {
     int crossed = 0;
@@ -573,10 +766,14 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
       line_start = 1;
       ifdef_operand = 0;
       after_defined = 0;
+      in_define = 0;
+      prev = 0;
       continue;
     }
     int was_line_start = line_start;
     line_start = 0;
+    int last = prev;
+    prev = 0;
     int hash = c == '#' || (c == '%' && lx_next(&L) == ':');
     if (hash) {
       size_t hash_line = L.line;
@@ -585,6 +782,7 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
       int c2 = lx_cur(&L);
       if (c2 == '#' || (c2 == '%' && lx_next(&L) == ':')) { /* ## */
         s->pasted = 1;
+        if (s->cur_root >= 0) s->root_pasted = 1;
         lx_get(&L);
         if (c2 == '%') lx_get(&L);
         after_defined = 0;
@@ -597,6 +795,44 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
       if (!is_ident(lx_cur(&L))) continue;
       ident name;
       lx_ident(&L, &name);
+      if (ident_is(&name, "define")) {
+        /* Remember a function-like macro's parameters: __has_include applied to one makes the
+         * macro a wrapper, whose every use is checked in the second pass. */
+        lx_blanks(&L, NULL);
+        if (is_ident(lx_cur(&L))) {
+          lx_ident(&L, &def_name);
+          num_params = 0;
+          in_define = 1;
+          if (lx_cur(&L) == '(') {
+            lx_get(&L);
+            for (;;) {
+              lx_blanks(&L, NULL);
+              int pc = lx_cur(&L);
+              if (is_ident(pc) && num_params < 16) {
+                lx_ident(&L, &def_params[num_params++]);
+              } else if (pc == ',' || pc == '.') {
+                lx_get(&L);
+              } else {
+                if (pc == ')') lx_get(&L);
+                break;
+              }
+            }
+          }
+          prev = 'B';
+        }
+        continue;
+      }
+      if (ident_is(&name, "undef")) {
+        ifdef_operand = 1;
+        continue;
+      }
+      if (s->pass == 2) {
+        if (ident_is(&name, "ifdef") || ident_is(&name, "ifndef") ||
+            ident_is(&name, "elifdef") || ident_is(&name, "elifndef")) {
+          ifdef_operand = 1;
+        }
+        continue;
+      }
       if (ident_is(&name, "include") || ident_is(&name, "include_next") ||
           ident_is(&name, "import") || ident_is(&name, "embed")) {
         char what[40];
@@ -620,22 +856,107 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
                        ident_is(&id, "UR") || ident_is(&id, "LR");
       if (q == '"' && raw_prefix && s->d.raw_strings) {
         lx_get(&L);
+        size_t r0 = L.i;
         lx_raw(&L);
+        if (s->num_roots > 0) {
+          const char *open_paren = memchr(L.s + r0, '(', L.i - r0);
+          if (open_paren != NULL &&
+              path_danger(open_paren + 1, (size_t)(L.s + L.i - open_paren - 1))) {
+            note_danger(s, line, "a raw string that names a path out of the roots");
+          }
+        }
         after_defined = ifdef_operand = 0;
         continue;
       }
       if ((q == '"' || q == '\'') && prefix) {
         lx_get(&L);
+        size_t q0 = L.i;
         lx_quoted(&L, q);
+        if (q == '"' && s->num_roots > 0) {
+          size_t q1 = L.i > q0 && L.s[L.i - 1] == '"' ? L.i - 1 : L.i;
+          if (path_danger(L.s + q0, q1 - q0)) {
+            note_danger(s, line, "a string that names a path out of the roots");
+          }
+        }
         after_defined = ifdef_operand = 0;
         continue;
       }
       int has_include = ident_is(&id, "__has_include") || ident_is(&id, "__has_include_next") ||
                         ident_is(&id, "__has_embed");
+      int wrapper = 0;
+      if (s->pass == 2) {
+        for (size_t w = 0; w < s->num_wrappers && !wrapper; w++) {
+          wrapper = id.len < sizeof id.text && strcmp(id.text, s->wrappers[w]) == 0;
+        }
+        has_include = 0;
+      }
+      if (wrapper && !ifdef_operand && after_defined == 0) {
+        /* A use of a macro that applies __has_include to its argument: a literal, checked. */
+        lx_blanks(&L, NULL);
+        if (lx_cur(&L) != '(') {
+          return REFUSE("%s, line %zu: %s (it applies __has_include to its argument) is not "
+                        "applied to a literal header name here%s",
+                        s->where, line, id.text, k_root_advice);
+        }
+        lx_get(&L);
+        lx_blanks(&L, NULL);
+        if ((st = check_operand(s, &L, id.text, line)) != T4A_OK) return st;
+        lx_blanks(&L, NULL);
+        if (lx_cur(&L) != ')') {
+          return REFUSE("%s, line %zu: %s is not applied to one literal header name here%s",
+                        s->where, line, id.text, k_root_advice);
+        }
+        lx_get(&L);
+        after_defined = ifdef_operand = 0;
+        continue;
+      }
+      if (has_include && !ifdef_operand && after_defined == 0 && in_define && num_params > 0 &&
+          s->num_roots > 0) {
+        /* In a function-like macro: __has_include(PARAM) makes the macro a wrapper. */
+        lexer save = L;
+        lx_blanks(&L, NULL);
+        int is_wrapper = 0;
+        if (lx_cur(&L) == '(') {
+          lx_get(&L);
+          lx_blanks(&L, NULL);
+          if (is_ident(lx_cur(&L))) {
+            ident arg;
+            lx_ident(&L, &arg);
+            lx_blanks(&L, NULL);
+            for (size_t k = 0; k < num_params && lx_cur(&L) == ')'; k++) {
+              is_wrapper |= arg.len == def_params[k].len && arg.len < sizeof arg.text &&
+                            strcmp(arg.text, def_params[k].text) == 0;
+            }
+          }
+        }
+        if (is_wrapper && def_name.len < sizeof def_name.text) {
+          lx_get(&L); /* ')' */
+          int known = 0;
+          for (size_t w = 0; w < s->num_wrappers; w++) known |= strcmp(s->wrappers[w], def_name.text) == 0;
+          if (!known) {
+            if (s->num_wrappers == s->wrappers_cap) {
+              size_t cap = s->wrappers_cap ? s->wrappers_cap * 2 : 8;
+              char(*nw)[32] = t4a_host_realloc(s->wrappers, cap * sizeof *nw);
+              if (nw == NULL) return T4A_HOST_OUT_OF_MEMORY;
+              s->wrappers = nw;
+              s->wrappers_cap = cap;
+            }
+            snprintf(s->wrappers[s->num_wrappers++], 32, "%s", def_name.text);
+          }
+          after_defined = ifdef_operand = 0;
+          continue;
+        }
+        L = save;
+      }
       if (has_include && !ifdef_operand && after_defined == 0) {
         /* A use: it must be applied to a literal here (a macro could apply it to any path). */
         lx_blanks(&L, NULL);
         if (lx_cur(&L) != '(') {
+          if (s->cur_root >= 0) {
+            if ((st = note_computed(s, line, id.text)) != T4A_OK) return st;
+            after_defined = ifdef_operand = 0;
+            continue;
+          }
           return REFUSE("%s, line %zu: %s is not applied to a literal header name here%s", s->where,
                         line, id.text, k_advice);
         }
@@ -644,12 +965,22 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
         if ((st = check_operand(s, &L, id.text, line)) != T4A_OK) return st;
         lx_blanks(&L, NULL);
         if (lx_cur(&L) != ')') {
+          if (s->cur_root >= 0) {
+            if ((st = note_computed(s, line, id.text)) != T4A_OK) return st;
+            after_defined = ifdef_operand = 0;
+            continue;
+          }
           return REFUSE("%s, line %zu: %s is not applied to a literal header name here%s", s->where,
                         line, id.text, k_advice);
         }
         lx_get(&L);
       }
-      if (!s->has_piece && is_piece(&id)) {
+      if (s->cur_root >= 0 && is_piece(&id) && !s->computed) {
+        /* A root file may paste: then any file could build __has_include from pieces. */
+        s->root_piece = 1;
+        snprintf(s->root_piece_where, sizeof s->root_piece_where, "%s, line %zu: \"%s\"",
+                 s->where, line, id.text);
+      } else if (s->cur_root < 0 && !s->has_piece && is_piece(&id)) {
         s->has_piece = 1;
         snprintf(s->piece, sizeof s->piece, "%s", id.text);
         snprintf(s->piece_where, sizeof s->piece_where, "%s, line %zu", s->where, line);
@@ -679,13 +1010,36 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
       after_defined = ifdef_operand = 0;
       continue;
     }
+    size_t tok_line = L.line;
     lx_get(&L);
     if (c == '"' || c == '\'') {
+      size_t q0 = L.i;
       lx_quoted(&L, c);
+      if (c == '"' && s->num_roots > 0) {
+        size_t q1 = L.i > q0 && L.s[L.i - 1] == '"' ? L.i - 1 : L.i;
+        if (path_danger(L.s + q0, q1 - q0)) {
+          note_danger(s, tok_line, "a string that names a path out of the roots");
+        }
+      }
     } else if (c == '(' && after_defined == 1) {
       after_defined = 2;
       ifdef_operand = 0;
+      prev = '(';
       continue;
+    } else if (s->num_roots > 0 && c == '.' && lx_cur(&L) == '.' && lx_next(&L) == '.') {
+      lx_get(&L); /* ... */
+      lx_get(&L);
+    } else if (s->num_roots > 0 && (c == '/' || c == '.')) {
+      /* A path out of the roots spelled from tokens: "/" first in a macro body, an argument or
+       * <...>, or ".." from two dots. */
+      if (c == '/' && (last == '(' || last == ',' || last == '<' || last == 'B')) {
+        note_danger(s, tok_line, "a '/' that could start an absolute path");
+      } else if (c == '.' && (last == '.' || last == 'B')) {
+        note_danger(s, tok_line, "a '.' that could spell \"..\"");
+      }
+      if (c == '.') prev = '.';
+    } else if (c == '(' || c == ',' || c == '<') {
+      prev = c;
     }
     after_defined = ifdef_operand = 0;
   }
@@ -709,13 +1063,116 @@ t4a_status t4a_nvrtc_check_options(const t4a_nvrtc_prepared *p) {
   return options_pass(p->req, &d);
 }
 
+/* Reads a root file whole (NUL-terminated copy) and checks it still has the bytes the key
+ * fingerprinted. */
+static t4a_status read_root_file(const char *root, const t4a_nvrtc_root_rec *rec, char **out,
+                                 size_t *out_bytes) {
+  *out = NULL;
+  char path[PATH_MAX];
+  if (snprintf(path, sizeof path, "%s/%s", root, rec->rel) >= (int)sizeof path) {
+    return t4a_error_set_(T4A_LIMIT_EXCEEDED, "t4a_nvrtc_include_root", 0, NULL, 0,
+                          "a path under %.200s is longer than PATH_MAX", root);
+  }
+  int fd = -1;
+  if (t4a_fault_sim(T4A_FAULT_FILE_OPEN)) {
+    errno = EACCES;
+  } else {
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  }
+  if (fd < 0) {
+    int err = errno;
+    return t4a_error_set_(T4A_IO, "open", err, NULL, 0, "include root: cannot open %.200s: %s",
+                          path, strerror(err));
+  }
+  size_t cap = rec->size + 1, n = 0;
+  char *buf = t4a_host_malloc(cap + 1);
+  t4a_status st = buf != NULL ? T4A_OK : T4A_HOST_OUT_OF_MEMORY;
+  while (st == T4A_OK) {
+    if (n == cap) {
+      char *nb = t4a_host_realloc(buf, cap * 2 + 1);
+      if (nb == NULL) {
+        st = T4A_HOST_OUT_OF_MEMORY;
+        break;
+      }
+      buf = nb;
+      cap *= 2;
+    }
+    ssize_t got;
+    if (t4a_fault_sim(T4A_FAULT_FILE_READ)) {
+      errno = EIO;
+      got = -1;
+    } else {
+      got = read(fd, buf + n, cap - n);
+    }
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      int err = errno;
+      st = t4a_error_set_(T4A_IO, "read", err, NULL, 0, "include root: cannot read %.200s: %s",
+                          path, strerror(err));
+      break;
+    }
+    if (got == 0) break;
+    n += (size_t)got;
+  }
+  close(fd);
+  if (st == T4A_OK) {
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, XXH3_128bits(buf, n));
+    if (memcmp(c.digest, rec->hash, 16) != 0) {
+      st = t4a_error_set_(T4A_BUSY, "t4a_nvrtc_include_root", 0, NULL, 0,
+                          "%.200s changed while the request was checked: try again", path);
+    }
+  }
+  if (st != T4A_OK) {
+    free(buf);
+    return st;
+  }
+  buf[n] = '\0';
+  *out = buf;
+  *out_bytes = n;
+  return T4A_OK;
+}
+
+static t4a_status scan_request_texts(scan *s) {
+  const t4a_nvrtc_request *r = s->p->req;
+  s->cur_root = -1;
+  s->cur_rec = NULL;
+  snprintf(s->where, sizeof s->where, "the source");
+  t4a_status st = scan_text(s, r->source, s->p->source_bytes);
+  for (size_t i = 0; st == T4A_OK && i < r->num_headers; i++) {
+    const t4a_nvrtc_header *h = &r->headers[i];
+    size_t hn = t4a_nvrtc_header_name_bytes(h);
+    snprintf(s->where, sizeof s->where, "header \"%.*s\"", SHOW(hn), h->name);
+    st = scan_text(s, h->content, t4a_nvrtc_header_content_bytes(h));
+  }
+  parsed_option po;
+  for (size_t i = 0; st == T4A_OK && i < r->num_options; i = po.next) {
+    (void)parse_option(r, i, &po); /* accepted by options_pass */
+    if (po.known->kind == K_DEFINE && po.value != NULL) {
+      snprintf(s->where, sizeof s->where, "the definition in option %zu", po.next - 1);
+      st = scan_text(s, po.value, po.value_bytes);
+    }
+  }
+  return st;
+}
+
 t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p) {
   const t4a_nvrtc_request *r = p->req;
   scan s;
   memset(&s, 0, sizeof s);
   s.p = p;
+  s.pass = 1;
   t4a_status st = options_pass(r, &s.d);
   if (st != T4A_OK) return st;
+  if (p->roots != NULL && r->num_include_roots > 0) {
+    s.num_roots = r->num_include_roots;
+    s.root_paths = r->include_roots;
+    s.roots = p->roots;
+  }
+  for (size_t i = 0; i < s.num_roots; i++) {
+    s.visited[i] = t4a_host_calloc(s.roots[i]->num / 8 + 1, 1);
+    if (s.visited[i] == NULL) st = T4A_HOST_OUT_OF_MEMORY;
+  }
   t4a_nvrtc_str *sorted = NULL;
   if (r->num_headers > 16) {
     sorted = t4a_host_malloc(r->num_headers * sizeof *sorted);
@@ -728,22 +1185,65 @@ t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p) {
     s.sorted = sorted;
     s.num_sorted = r->num_headers;
   }
-  /* Every text NVRTC preprocesses: the source, the headers, the -D definitions. */
-  snprintf(s.where, sizeof s.where, "the source");
-  st = scan_text(&s, r->source, p->source_bytes);
-  for (size_t i = 0; st == T4A_OK && i < r->num_headers; i++) {
-    const t4a_nvrtc_header *h = &r->headers[i];
-    size_t hn = t4a_nvrtc_header_name_bytes(h);
-    snprintf(s.where, sizeof s.where, "header \"%.*s\"", SHOW(hn), h->name);
-    st = scan_text(&s, h->content, t4a_nvrtc_header_content_bytes(h));
-  }
-  parsed_option po;
-  for (size_t i = 0; st == T4A_OK && i < r->num_options; i = po.next) {
-    (void)parse_option(r, i, &po); /* accepted by options_pass */
-    if (po.known->kind == K_DEFINE && po.value != NULL) {
-      snprintf(s.where, sizeof s.where, "the definition in option %zu", po.next - 1);
-      st = scan_text(&s, po.value, po.value_bytes);
+  /* Every text NVRTC preprocesses: the source, the headers, the -D definitions, and every file
+   * under the roots that an include of them (or of a file reached so) could open. */
+  if (st == T4A_OK) st = scan_request_texts(&s);
+  char **texts = NULL;
+  size_t *text_bytes = NULL;
+  size_t scanned = 0;
+  if (st == T4A_OK && s.num_roots > 0) {
+  again:
+    for (; st == T4A_OK && scanned < s.queue_len; scanned++) {
+      if (scanned % 64 == 0) {
+        char **nt = t4a_host_realloc(texts, (scanned + 64) * sizeof *nt);
+        size_t *nb = nt != NULL ? t4a_host_realloc(text_bytes, (scanned + 64) * sizeof *nb) : NULL;
+        if (nt != NULL) texts = nt;
+        if (nb == NULL) {
+          st = T4A_HOST_OUT_OF_MEMORY;
+          break;
+        }
+        text_bytes = nb;
+      }
+      const struct qitem *q = &s.queue[scanned];
+      st = read_root_file(s.root_paths[q->root], q->rec, &texts[scanned], &text_bytes[scanned]);
+      if (st != T4A_OK) break;
+      s.cur_root = (int)q->root;
+      s.cur_rec = q->rec;
+      snprintf(s.where, sizeof s.where, "%.200s/%.90s", s.root_paths[q->root], q->rec->rel);
+      st = scan_text(&s, texts[scanned], text_bytes[scanned]);
     }
+    if (st == T4A_OK && s.root_piece && s.pasted && !s.computed) {
+      /* Root files paste and spell a piece of __has_include: one could build it. */
+      st = note_computed(&s, 0, "a piece of __has_include, and a ## in the roots");
+      if (st == T4A_OK) {
+        snprintf(s.computed_where, sizeof s.computed_where, "%s, and a ## in the roots",
+                 s.root_piece_where);
+        goto again;
+      }
+    }
+    if (st == T4A_OK && s.num_wrappers > 0) {
+      s.pass = 2;
+      st = scan_request_texts(&s);
+      for (size_t i = 0; st == T4A_OK && i < scanned; i++) {
+        const struct qitem *q = &s.queue[i];
+        s.cur_root = (int)q->root;
+        s.cur_rec = q->rec;
+        snprintf(s.where, sizeof s.where, "%.200s/%.90s", s.root_paths[q->root], q->rec->rel);
+        st = scan_text(&s, texts[i], text_bytes[i]);
+      }
+    }
+  }
+  for (size_t i = 0; i < scanned && texts != NULL; i++) free(texts[i]);
+  free(texts);
+  free(text_bytes);
+  free(s.queue);
+  free(s.wrappers);
+  for (size_t i = 0; i < s.num_roots; i++) free(s.visited[i]);
+  if (st == T4A_OK && s.computed && s.danger) {
+    st = REFUSE(
+        "%s: an include whose target the lexer cannot read off, and %s: with both, an include "
+        "could leave the roots%s",
+        s.computed_where, s.danger_where, k_root_advice);
   }
   if (st == T4A_OK && s.pasted && s.has_piece) {
     st = REFUSE(

@@ -192,6 +192,19 @@ t4a_status t4a_nvrtc_prepare(const t4a_nvrtc_lib *lib, const t4a_nvrtc_request *
                             "option %zu (%.*s) %s", i, (int)(n > 64 ? 64 : n), o, why);
     }
   }
+  if (req->num_include_roots > T4A_NVRTC_MAX_ROOTS) {
+    return t4a_error_set_(T4A_LIMIT_EXCEEDED, "t4a_nvrtc_request", 0, NULL, 0,
+                          "%zu include roots: at most %u", req->num_include_roots,
+                          T4A_NVRTC_MAX_ROOTS);
+  }
+  if (req->num_include_roots > 0 && req->include_roots == NULL) {
+    return INVALID("num_include_roots is %zu but include_roots is NULL", req->num_include_roots);
+  }
+  for (size_t i = 0; i < req->num_include_roots; i++) {
+    const char *root = req->include_roots[i];
+    if (root == NULL) return INVALID("include root %zu is NULL", i);
+    if ((st = check_text("include root", i, root, strlen(root))) != T4A_OK) return st;
+  }
   for (size_t i = 0; i < req->num_name_expressions; i++) {
     const char *e = req->name_expressions[i];
     if (e == NULL) return INVALID("name expression %zu is NULL", i);
@@ -290,6 +303,15 @@ void t4a_nvrtc_identity_emit(const t4a_nvrtc_lib *lib, const t4a_nvrtc_prepared 
   put_u64(s, r->num_options);
   for (size_t i = 0; i < r->num_options; i++) {
     put_str(s, r->options[i], t4a_nvrtc_option_bytes(r, i));
+  }
+  put_u64(s, r->num_include_roots);
+  for (size_t i = 0; i < r->num_include_roots; i++) {
+    put_str(s, r->include_roots[i], strlen(r->include_roots[i]));
+    /* A cached compile's key holds each root's tree fingerprint; an uncached artifact's key
+     * (stored, never looked up) only the spellings. */
+    static const uint8_t none[16] = {0};
+    put_u64(s, p->roots != NULL);
+    sink_put(s, p->roots != NULL ? p->roots[i]->fp : none, 16);
   }
   put_u64(s, p->num_implicit);
   for (size_t i = 0; i < p->num_implicit; i++) {

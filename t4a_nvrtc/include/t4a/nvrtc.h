@@ -191,10 +191,62 @@ typedef struct t4a_nvrtc_request {
   t4a_nvrtc_output output;             /**< PTX, CUBIN or LTO-IR */
   const char *const *name_expressions; /**< e.g. "k<int>": their lowered names come back */
   size_t num_name_expressions; /**< how many name expressions */
+  /** Include roots, searched in order (t4a passes --include-path=ROOT for each, after the
+   * caller's options). A cached compile keys each root by the content of its whole tree (see
+   * t4a_nvrtc_root_fingerprint) and its spelling, in order. At most 64. */
+  const char *const *include_roots;
+  size_t num_include_roots; /**< how many include roots */
 } t4a_nvrtc_request;
 /** An empty request (every field zero). */
 #define T4A_NVRTC_REQUEST_INIT \
   { 0 }
+
+/* ---- Include roots ----------------------------------------------------------------------- */
+
+/** How a root's fingerprint was obtained (t4a_nvrtc_root_info). */
+typedef enum t4a_nvrtc_root_source {
+  T4A_NVRTC_ROOT_FROM_MEMORY = 0,      /**< the process's memo, valid (no file event since) */
+  T4A_NVRTC_ROOT_FROM_REVALIDATED = 1, /**< the process's memo, re-walked after an event */
+  T4A_NVRTC_ROOT_FROM_DISK = 2,        /**< a memo in the cache directory, validated by metadata */
+  T4A_NVRTC_ROOT_FROM_WALK = 3,        /**< no memo: every file read and hashed */
+} t4a_nvrtc_root_source;
+
+/** Returns "memory", "revalidated", "disk memo", "walked" or "unknown". Static string. */
+const char *t4a_nvrtc_root_source_name(t4a_nvrtc_root_source source);
+
+/** A root's fingerprint and what it covers. */
+typedef struct t4a_nvrtc_root_info {
+  uint8_t fingerprint[16];      /**< XXH3-128 of the tree's paths, kinds and file contents */
+  uint64_t files, directories;  /**< in the tree (symbolic links followed) */
+  uint64_t bytes;               /**< the files' total size */
+  uint64_t files_hashed;        /**< files this call read (0 from a valid memo) */
+  t4a_nvrtc_root_source source; /**< how it was obtained */
+} t4a_nvrtc_root_info;
+
+/** Fingerprints the directory tree at `root` (symbolic links followed), memoised for the
+ * process and, with memo_dir (a cache directory; NULL: none), on disk. A cached compile calls
+ * this for each of its request's roots. Statuses: INVALID_ARGUMENT (NULL or empty root or out;
+ * root missing or not a directory; a symbolic link loop, a dangling link, or an entry that is
+ * not a regular file or directory under it: named), IO (a directory or file cannot be read:
+ * path and errno), LIMIT_EXCEEDED (more than 2^20 entries, 64 levels), HOST_OUT_OF_MEMORY. */
+T4A_MUST_USE t4a_status t4a_nvrtc_root_fingerprint(const char *root, const char *memo_dir,
+                                                   t4a_nvrtc_root_info *out);
+
+/** The CUDA toolkit's include roots (t4a_nvrtc_toolkit_find). */
+typedef struct t4a_nvrtc_toolkit {
+  const char *roots[2];    /**< include, then include/cccl when present; point into this */
+  size_t num_roots;        /**< 1 or 2 */
+  char include[4096];      /**< <toolkit>/include */
+  char cccl[4096];         /**< <toolkit>/include/cccl, or empty */
+  char from[32];           /**< "T4A_CUDA_PATH", "CUDA_PATH", "default", "beside libnvrtc" */
+  char looked[1024];       /**< every folder tried, in order */
+} t4a_nvrtc_toolkit;
+
+/** Finds the CUDA toolkit's headers: $T4A_CUDA_PATH, $CUDA_PATH, /usr/local/cuda, then the
+ * folder above the one holding `libnvrtc_path` (may be NULL; t4a_nvrtc_lib_origin), the first
+ * whose include/cuda_runtime.h exists. Statuses: UNSUPPORTED (none found: the message lists
+ * where it looked, as does out->looked), INVALID_ARGUMENT (out is NULL). */
+T4A_MUST_USE t4a_status t4a_nvrtc_toolkit_find(const char *libnvrtc_path, t4a_nvrtc_toolkit *out);
 
 /* ---- Outcomes ---------------------------------------------------------------------------- */
 
