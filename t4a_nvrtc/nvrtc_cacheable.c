@@ -546,7 +546,7 @@ static const char k_root_advice[] =
 
 /* Joins the directory `dir` (a normalised path under a root, "" for the root) and an include
  * name into out, lexically ("." dropped, ".." pops). 1: a path under the root; 0: refused (why
- * says why); -1: too long (cannot name a file). */
+ * says why); -1: too long or out of the root to a name that is not there (it opens nothing). */
 static int join_under_root(const t4a_nvrtc_root_snapshot *snap, const char *dir, const char *name,
                            size_t n, char *out, size_t cap, const char **why) {
   size_t len = strlen(dir);
@@ -561,7 +561,22 @@ static int join_under_root(const t4a_nvrtc_root_snapshot *snap, const char *dir,
       /* nothing */
     } else if (cl == 2 && name[i] == '.' && name[i + 1] == '.') {
       if (len == 0) {
-        *why = "leaves the include root with ..";
+        /* Out of the root: NVRTC opens ROOT/../rest. Covered if the parent is another root of
+         * the request (the caller looks rest up there: 2), or if the next component is not
+         * beside the root (the fingerprint lists what is), so that nothing opens (-1). */
+        if (snap->parent_same && j + 1 < n && n - (j + 1) < cap) {
+          memcpy(out, name + j + 1, n - (j + 1));
+          out[n - (j + 1)] = '\0';
+          return 2;
+        }
+        size_t k = j + 1, e = k;
+        while (e < n && name[e] != '/') e++;
+        int plain = e > k && !(e - k == 1 && name[k] == '.') &&
+                    !(e - k == 2 && name[k] == '.' && name[k + 1] == '.');
+        if (snap->parent_listed && plain && !t4a_nvrtc_root_beside_(snap, name + k, e - k)) {
+          return -1;
+        }
+        *why = "leaves the include root with .. to a path the key does not fingerprint";
         return 0;
       }
       const t4a_nvrtc_root_rec *r = t4a_nvrtc_root_find_(snap, out);
@@ -585,50 +600,86 @@ static int join_under_root(const t4a_nvrtc_root_snapshot *snap, const char *dir,
   return 1;
 }
 
-/* Every file the include could open under the roots, queued for scanning (all candidates: the
- * including file's directory for a quoted name, then each root). */
+static t4a_status enqueue(scan *s, size_t ri, const t4a_nvrtc_root_rec *r) {
+  const t4a_nvrtc_root_snapshot *snap = s->roots[ri];
+  size_t idx = (size_t)(r - snap->recs);
+  if (s->visited[ri][idx >> 3] & (1u << (idx & 7))) return T4A_OK;
+  s->visited[ri][idx >> 3] |= (uint8_t)(1u << (idx & 7));
+  if (s->queue_len == s->queue_cap) {
+    size_t cap = s->queue_cap ? s->queue_cap * 2 : 64;
+    struct qitem *q = t4a_host_realloc(s->queue, cap * sizeof *q);
+    if (q == NULL) return T4A_HOST_OUT_OF_MEMORY;
+    s->queue = q;
+    s->queue_cap = cap;
+  }
+  s->queue[s->queue_len].root = (uint32_t)ri;
+  s->queue[s->queue_len].rec = r;
+  s->queue_len++;
+  return T4A_OK;
+}
+
+/* Resolves an include name under root ri: 1 with *found (a file, or NULL: nothing there, so
+ * nothing opens), or 0 with *why (refused). ROOT/../rest is looked up in the root that is this
+ * root's parent, if the request has it, or else must name nothing beside the root. */
+static int lookup_under(scan *s, size_t ri, const char *name, size_t n, size_t *found_root,
+                        const t4a_nvrtc_root_rec **found, const char **why) {
+  char rel[PATH_MAX];
+  *found = NULL;
+  const t4a_nvrtc_root_snapshot *snap = s->roots[ri];
+  int j = join_under_root(snap, "", name, n, rel, sizeof rel, why);
+  if (j == 2) {
+    size_t rj = 0;
+    for (; rj < s->num_roots; rj++) {
+      const t4a_nvrtc_root_rec *top = t4a_nvrtc_root_find_(s->roots[rj], "");
+      if (top != NULL && top->dev == snap->parent_dev && top->ino == snap->parent_ino) break;
+    }
+    char rest[PATH_MAX];
+    snprintf(rest, sizeof rest, "%s", rel);
+    if (rj < s->num_roots) {
+      ri = rj;
+      snap = s->roots[rj];
+      j = join_under_root(snap, "", rest, strlen(rest), rel, sizeof rel, why);
+      if (j == 2) {
+        *why = "leaves two include roots with ..";
+        return 0;
+      }
+    } else {
+      size_t e = 0;
+      while (rest[e] != '\0' && rest[e] != '/') e++;
+      int plain = e > 0 && !(e == 1 && rest[0] == '.') &&
+                  !(e == 2 && rest[0] == '.' && rest[1] == '.');
+      if (snap->parent_listed && plain && !t4a_nvrtc_root_beside_(snap, rest, e)) return 1;
+      *why = "leaves the include root with .. to a path the key does not fingerprint";
+      return 0;
+    }
+  }
+  if (j == 0) return 0;
+  if (j < 0) return 1;
+  const t4a_nvrtc_root_rec *r = t4a_nvrtc_root_find_(snap, rel);
+  if (r != NULL && (r->kind & T4A_NVRTC_ROOT_FILE)) {
+    *found = r;
+    *found_root = ri;
+  }
+  return 1;
+}
+
+/* Every file the include could open under the roots, queued for scanning. With
+ * --no-source-include NVRTC searches only the roots, in order, for "x" and <x> alike (measured:
+ * a header's own directory is not searched); every root's candidate is queued. */
 static t4a_status resolve_in_roots(scan *s, const char *name, size_t n, int quoted,
                                    const char *what, size_t line, int open, int close) {
-  char dir[PATH_MAX], rel[PATH_MAX];
-  if (quoted && s->cur_root >= 0 && (s->cur_rec->kind & T4A_NVRTC_ROOT_LINK)) {
-    return REFUSE("%s, line %zu: %s %c%.*s%c is in a file reached through a symbolic link, "
-                  "so it is also searched beside the link's target%s",
-                  s->where, line, what, open, SHOW(n), name, close, k_root_advice);
-  }
-  for (int pass = 0; pass < 2; pass++) {
-    for (size_t ri = 0; ri < s->num_roots; ri++) {
-      const t4a_nvrtc_root_snapshot *snap = s->roots[ri];
-      if (pass == 0) { /* the including file's own directory */
-        if (!quoted || s->cur_root != (int)ri) continue;
-        const char *slash = strrchr(s->cur_rec->rel, '/');
-        size_t dl = slash != NULL ? (size_t)(slash - s->cur_rec->rel) : 0;
-        memcpy(dir, s->cur_rec->rel, dl);
-        dir[dl] = '\0';
-      } else {
-        dir[0] = '\0';
-      }
-      const char *why = NULL;
-      int j = join_under_root(snap, dir, name, n, rel, sizeof rel, &why);
-      if (j == 0) {
-        return REFUSE("%s, line %zu: %s %c%.*s%c %s%s", s->where, line, what, open, SHOW(n),
-                      name, close, why, k_root_advice);
-      }
-      if (j < 0) continue;
-      const t4a_nvrtc_root_rec *r = t4a_nvrtc_root_find_(snap, rel);
-      if (r == NULL || !(r->kind & T4A_NVRTC_ROOT_FILE)) continue;
-      size_t idx = (size_t)(r - snap->recs);
-      if (s->visited[ri][idx >> 3] & (1u << (idx & 7))) continue;
-      s->visited[ri][idx >> 3] |= (uint8_t)(1u << (idx & 7));
-      if (s->queue_len == s->queue_cap) {
-        size_t cap = s->queue_cap ? s->queue_cap * 2 : 64;
-        struct qitem *q = t4a_host_realloc(s->queue, cap * sizeof *q);
-        if (q == NULL) return T4A_HOST_OUT_OF_MEMORY;
-        s->queue = q;
-        s->queue_cap = cap;
-      }
-      s->queue[s->queue_len].root = (uint32_t)ri;
-      s->queue[s->queue_len].rec = r;
-      s->queue_len++;
+  (void)quoted;
+  for (size_t ri = 0; ri < s->num_roots; ri++) {
+    const char *why = NULL;
+    const t4a_nvrtc_root_rec *r = NULL;
+    size_t fr = ri;
+    if (!lookup_under(s, ri, name, n, &fr, &r, &why)) {
+      return REFUSE("%s, line %zu: %s %c%.*s%c %s%s", s->where, line, what, open, SHOW(n), name,
+                    close, why, k_root_advice);
+    }
+    if (r != NULL) {
+      t4a_status st = enqueue(s, fr, r);
+      if (st != T4A_OK) return st;
     }
   }
   return T4A_OK;
@@ -637,7 +688,17 @@ static t4a_status resolve_in_roots(scan *s, const char *name, size_t n, int quot
 /* Whether a string could name a path out of the roots: absolute, a ".." component, or a
  * backslash first (an escape the front end might process). */
 static int path_danger(const char *p, size_t n) {
-  if (n > 0 && (p[0] == '/' || p[0] == '\\')) return 1;
+  if (n > 0 && p[0] == '/') return 1;
+  /* Escapes that could give '/' or '.' if the front end decoded them in a header name. */
+  for (size_t i = 0; i + 1 < n; i++) {
+    if (p[i] != '\\') continue;
+    char e = p[i + 1];
+    if (e == '\\') {
+      i++;
+      continue;
+    }
+    if (e == 'x' || e == 'X' || e == 'u' || e == 'U' || (e >= '0' && e <= '7')) return 1;
+  }
   for (size_t i = 0; i + 1 < n; i++) {
     if (p[i] == '.' && p[i + 1] == '.' && (i == 0 || p[i - 1] == '/') &&
         (i + 2 == n || p[i + 2] == '/')) {

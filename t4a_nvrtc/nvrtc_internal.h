@@ -55,7 +55,17 @@ typedef struct t4a_nvrtc_root_snapshot {
   uint8_t fp[16];
   uint64_t files, dirs, bytes, files_hashed;
   int has_links;
+  /* The names beside the root (in its parent, physical and lexical): an include that climbs
+   * out of the root with ".." (NVRTC searches "ROOT/../x") finds one of these or nothing.
+   * Sorted; in the fingerprint. parent_listed 0: the parent could not be read. */
+  char **parent_names;
+  size_t num_parent_names;
+  int parent_listed;
+  int parent_same; /* the physical and the lexical parent are one directory... */
+  uint64_t parent_dev, parent_ino; /* ...this one */
 } t4a_nvrtc_root_snapshot;
+/* Whether `name` (n bytes) is beside the root. */
+int t4a_nvrtc_root_beside_(const t4a_nvrtc_root_snapshot *s, const char *name, size_t n);
 
 /* Fingerprints roots[0..num) (memo_dir: the cache directory for the disk memo, or NULL) into
  * out[i] (references the caller releases); how (may be NULL) says how each was obtained. On

@@ -81,6 +81,8 @@ static uint64_t ts_ns(const struct timespec *t) {
 
 static void snap_free(t4a_nvrtc_root_snapshot *s) {
   if (s == NULL) return;
+  for (size_t i = 0; i < s->num_parent_names; i++) free(s->parent_names[i]);
+  free(s->parent_names);
   for (size_t i = 0; i < s->num; i++) free(s->recs[i].rel);
   free(s->recs);
   free(s->path);
@@ -182,6 +184,11 @@ static void watch_ancestors(walk *w, const char *root, size_t rn) {
     p[i] = '/';
   }
   if (root[0] == '/' && inotify_add_watch(g_inotify, "/", mask) < 0) w->watch = 0;
+  if (rn + 4 < sizeof p) { /* the physical parent, which "ROOT/.." names */
+    memcpy(p, root, rn);
+    memcpy(p + rn, "/..", 4);
+    if (inotify_add_watch(g_inotify, p, mask) < 0) w->watch = 0;
+  }
 }
 
 /* Hashes the file at w->path into r (reusing the old record when its metadata says so). */
@@ -235,6 +242,92 @@ static t4a_status hash_file(walk *w, t4a_nvrtc_root_rec *r) {
 
 static int name_cmp(const void *a, const void *b) {
   return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int t4a_nvrtc_root_beside_(const t4a_nvrtc_root_snapshot *s, const char *name, size_t n) {
+  char key[NAME_MAX + 1];
+  if (n > NAME_MAX) return 0;
+  memcpy(key, name, n);
+  key[n] = '\0';
+  const char *k = key;
+  return bsearch(&k, s->parent_names, s->num_parent_names, sizeof *s->parent_names, name_cmp) !=
+         NULL;
+}
+
+/* Adds the names in directory `dir` to the snapshot's parent names (unsorted). 0: unreadable. */
+static int list_beside(t4a_nvrtc_root_snapshot *s, const char *dir, size_t *cap) {
+  DIR *d = opendir(dir);
+  if (d == NULL) return 0;
+  struct dirent *e;
+  int ok = 1;
+  while ((e = readdir(d)) != NULL) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+    if (s->num_parent_names == *cap) {
+      size_t nc = *cap ? *cap * 2 : 16;
+      char **nn = t4a_host_realloc(s->parent_names, nc * sizeof *nn);
+      if (nn == NULL) {
+        ok = -1;
+        break;
+      }
+      s->parent_names = nn;
+      *cap = nc;
+    }
+    size_t n = strlen(e->d_name);
+    char *c = t4a_host_malloc(n + 1);
+    if (c == NULL) {
+      ok = -1;
+      break;
+    }
+    memcpy(c, e->d_name, n + 1);
+    s->parent_names[s->num_parent_names++] = c;
+  }
+  closedir(d);
+  return ok;
+}
+
+/* Lists what is beside the root: in "ROOT/.." (the kernel's, physical parent) and, when it is
+ * another directory, in the lexical parent. Sorted, duplicates removed. */
+static t4a_status list_parents(t4a_nvrtc_root_snapshot *s, const char *root, size_t rn) {
+  char phys[PATH_MAX], lex[PATH_MAX];
+  if (rn + 4 >= sizeof phys) return T4A_OK; /* parent_listed stays 0: climbing out is refused */
+  memcpy(phys, root, rn);
+  memcpy(phys + rn, "/..", 4);
+  memcpy(lex, root, rn);
+  lex[rn] = '\0';
+  char *slash = strrchr(lex, '/');
+  if (slash == NULL) {
+    strcpy(lex, ".");
+  } else if (slash == lex) {
+    lex[1] = '\0';
+  } else {
+    *slash = '\0';
+  }
+  size_t cap = 0;
+  int a = list_beside(s, phys, &cap);
+  if (a < 0) return T4A_HOST_OUT_OF_MEMORY;
+  struct stat sp, sl;
+  int b = 1;
+  if (stat(phys, &sp) == 0 && stat(lex, &sl) == 0 && sp.st_dev == sl.st_dev &&
+      sp.st_ino == sl.st_ino) {
+    s->parent_same = 1;
+    s->parent_dev = (uint64_t)sp.st_dev;
+    s->parent_ino = (uint64_t)sp.st_ino;
+  } else {
+    b = list_beside(s, lex, &cap);
+    if (b < 0) return T4A_HOST_OUT_OF_MEMORY;
+  }
+  s->parent_listed = a > 0 && b > 0;
+  qsort(s->parent_names, s->num_parent_names, sizeof *s->parent_names, name_cmp);
+  size_t out = 0;
+  for (size_t i = 0; i < s->num_parent_names; i++) {
+    if (out > 0 && strcmp(s->parent_names[out - 1], s->parent_names[i]) == 0) {
+      free(s->parent_names[i]);
+    } else {
+      s->parent_names[out++] = s->parent_names[i];
+    }
+  }
+  s->num_parent_names = out;
+  return T4A_OK;
 }
 
 static t4a_status walk_dir(walk *w, size_t len, size_t rel_start);
@@ -370,6 +463,14 @@ static void fingerprint_of(t4a_nvrtc_root_snapshot *s) {
     XXH3_128bits_update(&state, b, 4);
     if (r->kind & T4A_NVRTC_ROOT_FILE) XXH3_128bits_update(&state, r->hash, 16);
   }
+  /* What is beside the root (see parent_names). */
+  uint64_t m = s->parent_listed ? s->num_parent_names : UINT64_MAX;
+  for (int k = 0; k < 8; k++) b[k] = (uint8_t)(m >> (8 * k));
+  XXH3_128bits_update(&state, b, 8);
+  for (size_t i = 0; i < s->num_parent_names; i++) {
+    uint64_t n = strlen(s->parent_names[i]) + 1;
+    XXH3_128bits_update(&state, s->parent_names[i], (size_t)n);
+  }
   XXH128_canonical_t c;
   XXH128_canonicalFromHash(&c, XXH3_128bits_digest(&state));
   memcpy(s->fp, c.digest, 16);
@@ -440,6 +541,12 @@ static t4a_status walk_root(const char *root, const t4a_nvrtc_root_snapshot *old
   snap->dirs = w->dirs;
   snap->files_hashed = w->hashed;
   for (size_t i = 0; i < snap->num; i++) snap->bytes += snap->recs[i].size * ((snap->recs[i].kind & T4A_NVRTC_ROOT_FILE) != 0);
+  if (list_parents(snap, root, rn) != T4A_OK) {
+    free(w->buf);
+    free(w);
+    snap_free(snap);
+    return T4A_HOST_OUT_OF_MEMORY;
+  }
   fingerprint_of(snap);
   *all_watched = w->watch;
   atomic_fetch_add(&g_walks, 1);

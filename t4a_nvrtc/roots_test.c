@@ -193,6 +193,7 @@ static void expect_refused(t4a_nvrtc_cache *c, const t4a_nvrtc_request *r, t4a_s
   t4a_nvrtc_artifact *a = (t4a_nvrtc_artifact *)1;
   t4a_nvrtc_outcome o = T4A_NVRTC_OUTCOME_INIT;
   long before = wrapped_compiles();
+  size_t entries = memory_entries(c), files = test_count_files(g_dir, ".t4a", NULL);
   t4a_status st = t4a_nvrtc_cache_compile(c, r, &a, &o);
   t4a_error e;
   t4a_error_last(&e);
@@ -206,8 +207,8 @@ static void expect_refused(t4a_nvrtc_cache *c, const t4a_nvrtc_request *r, t4a_s
   assert_null(a);
   assert_int_equal(o.origin, T4A_NVRTC_ORIGIN_NONE);
   assert_int_equal(wrapped_compiles(), before); /* nothing compiled */
-  assert_int_equal(memory_entries(c), 0);        /* nothing cached */
-  assert_int_equal(test_count_files(g_dir, ".t4a", NULL), 0);
+  assert_int_equal(memory_entries(c), entries); /* nothing cached */
+  assert_int_equal(test_count_files(g_dir, ".t4a", NULL), files);
   t4a_nvrtc_outcome_deinit(&o);
 }
 
@@ -335,10 +336,36 @@ static void test_computed_includes_are_refused(void **state) {
   t4a_nvrtc_request r =
       roots_request("#define H <top.h>\n#include H\n__global__ void k() {}\n", roots, 1);
   expect_refused(c, &r, T4A_INVALID_ARGUMENT, "computed include", "the source, line 2");
-  /* In a header under the root that the source reaches. */
-  write_file(g_root, "a/computed.h", "#define NEXT \"b/deep.h\"\n#include NEXT\n");
-  r = roots_request("#include \"a/computed.h\"\n__global__ void k() {}\n", roots, 1);
-  expect_refused(c, &r, T4A_INVALID_ARGUMENT, "a/computed.h, line 2", "computed include");
+  /* In a header under the root: every file of the roots joins the check (the key fingerprints
+   * them all), and it is accepted while no text could spell a path out of the roots... */
+  write_file(g_root, "a/computed.h", "#define NEXT \"a/b/deep.h\"\n#include NEXT\n");
+  r = roots_request(
+      "#include \"a/computed.h\"\nextern \"C\" __global__ void k(int *p) { *p = DEEP_VALUE; }\n",
+      roots, 1);
+  assert_int_equal(compile_origin(c, &r, "1234"), T4A_NVRTC_ORIGIN_COMPILED);
+  assert_int_equal(compile_origin(c, &r, "1234"), T4A_NVRTC_ORIGIN_MEMORY);
+  /* ...and refused when one could: a string, a '/' opening a macro body or an argument, two
+   * dots. The message names the computed include and the token. */
+  t4a_nvrtc_cache *cr = new_cache(0);
+  static const char *const dangers[] = {
+      "#define NEXT \"/etc/hostname\"\n",
+      "#define NEXT \"a/../../x.h\"\n",
+      "#define S(x) #x\nS(/etc/hostname)\n",
+      "#define SL /\n",
+      "#define D .\n",
+      "int x = 1 . . 2;\n",
+  };
+  for (size_t i = 0; i < sizeof dangers / sizeof *dangers; i++) {
+    char src[512];
+    snprintf(src, sizeof src, "%s#include \"a/computed.h\"\n", dangers[i]);
+    r = roots_request(src, roots, 1);
+    expect_refused(cr, &r, T4A_INVALID_ARGUMENT, "a/computed.h, line 2", "the source, line");
+  }
+  /* A danger in a root file counts too. */
+  write_file(g_root, "a/slash.h", "#define SLASH2 /\n");
+  r = roots_request("#include \"a/slash.h\"\n#include \"a/computed.h\"\n", roots, 1);
+  expect_refused(cr, &r, T4A_INVALID_ARGUMENT, "a/slash.h, line 1", "could start an absolute");
+  t4a_nvrtc_cache_destroy(cr);
   /* Leaving the root, and absolute paths. */
   write_file(g_root, "a/up.h", "#include \"../../outside.h\"\n");
   r = roots_request("#include <a/up.h>\n", roots, 1);
@@ -381,17 +408,27 @@ static void test_links_out_of_the_root_are_refused_or_followed(void **state) {
   assert_int_equal(compile_origin(c, &r, "77"), T4A_NVRTC_ORIGIN_COMPILED);
   write_file(outside, "o.h", "#define O_VALUE 78\n");
   assert_int_equal(compile_origin(c, &r, "78"), T4A_NVRTC_ORIGIN_COMPILED);
-  /* A linked file's quoted include could be found beside the target: refused. */
-  snprintf(link, sizeof link, "%s/q.h", g_root);
-  snprintf(target, sizeof target, "%s/q.h", outside);
-  assert_int_equal(symlink(target, link), 0);
-  r = roots_request("#include <q.h>\n", roots, 1);
+  /* ".." out of a linked directory goes to the target's parent (the kernel's rule): refused. */
+  snprintf(link, sizeof link, "%s/ld", g_root);
+  assert_int_equal(symlink(outside, link), 0);
+  r = roots_request("#include <ld/../top.h>\n", roots, 1);
   t4a_nvrtc_artifact *a = NULL;
   assert_int_equal(t4a_nvrtc_cache_compile(c, &r, &a, NULL), T4A_INVALID_ARGUMENT);
   t4a_error e;
   t4a_error_last(&e);
   assert_non_null(strstr(e.message, "symbolic link"));
-  assert_non_null(strstr(e.message, "beside.h"));
+  assert_non_null(strstr(e.message, "ld/../top.h"));
+  /* Through the linked directory, without "..", it is followed and keyed. */
+  r = roots_request(
+      "#include <ld/o.h>\nextern \"C\" __global__ void k(int *p) { *p = O_VALUE; }\n", roots, 1);
+  assert_int_equal(compile_origin(c, &r, "78"), T4A_NVRTC_ORIGIN_COMPILED);
+  write_file(outside, "o.h", "#define O_VALUE 79\n");
+  assert_int_equal(compile_origin(c, &r, "79"), T4A_NVRTC_ORIGIN_COMPILED);
+  /* ".." out of the root to a name beside it: refused; to a name not there: nothing opens. */
+  r = roots_request("#include \"../outside/o.h\"\n", roots, 1);
+  assert_int_equal(t4a_nvrtc_cache_compile(c, &r, &a, NULL), T4A_INVALID_ARGUMENT);
+  t4a_error_last(&e);
+  assert_non_null(strstr(e.message, "leaves the include root"));
   t4a_nvrtc_cache_destroy(c);
 }
 
