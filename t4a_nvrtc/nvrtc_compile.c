@@ -274,7 +274,8 @@ static t4a_status build_inputs(const t4a_nvrtc_prepared *p, compile_inputs *in) 
   size_t ptrs = 2 * nh + no + nsort;
   size_t total = ptrs * sizeof(char *) + 2 * ne * sizeof(t4a_nvrtc_str);
   int ok = grow(&total, p->source_bytes, 1) && grow(&total, 1, 1) &&
-           grow(&total, p->program_name_bytes, 1) && grow(&total, 1, 1);
+           grow(&total, p->program_name_bytes, 1) && grow(&total, 1, 1) &&
+           grow(&total, strlen(p->name_prefix), 1);
   for (size_t i = 0; ok && i < nh; i++) {
     ok = grow(&total, t4a_nvrtc_header_name_bytes(&r->headers[i]), 1) && grow(&total, 1, 1) &&
          grow(&total, t4a_nvrtc_header_content_bytes(&r->headers[i]), 1) && grow(&total, 1, 1);
@@ -300,7 +301,14 @@ static t4a_status build_inputs(const t4a_nvrtc_prepared *p, compile_inputs *in) 
   in->lowered = in->exprs + ne;
   char *cursor = (char *)(in->lowered + ne);
   in->source = copy_text(&cursor, r->source, p->source_bytes);
-  in->name = copy_text(&cursor, p->program_name, p->program_name_bytes);
+  {
+    size_t pl = strlen(p->name_prefix);
+    char *d = cursor;
+    memcpy(d, p->name_prefix, pl);
+    cursor += pl;
+    copy_text(&cursor, p->program_name, p->program_name_bytes);
+    in->name = d;
+  }
   for (size_t i = 0; i < nh; i++) {
     const t4a_nvrtc_header *h = &r->headers[i];
     in->header_names[i] = copy_text(&cursor, h->name, t4a_nvrtc_header_name_bytes(h));

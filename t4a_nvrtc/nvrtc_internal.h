@@ -97,6 +97,9 @@ typedef struct t4a_nvrtc_prepared {
   int virtual_arch;        /* compute_NN */
   char arch_option[48];    /* "--gpu-architecture=sm_90a" */
   const char *implicit[3]; /* t4a's options, after the caller's (and the roots') */
+  /* Before the program name given to NVRTC: "" or, with include roots, "/dev/null/" (see
+   * t4a_nvrtc_prepare). */
+  const char *name_prefix;
   size_t num_implicit;
   /* Cached compiles: each root's snapshot (set by the cache; NULL in an uncached compile, whose
    * identity holds the roots' spellings only). */

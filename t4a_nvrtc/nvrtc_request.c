@@ -232,7 +232,19 @@ t4a_status t4a_nvrtc_prepare(const t4a_nvrtc_lib *lib, const t4a_nvrtc_request *
   }
   if ((st = parse_target(lib, req->target, out)) != T4A_OK) return st;
   out->implicit[out->num_implicit++] = out->arch_option;
-  out->implicit[out->num_implicit++] = "--no-source-include";
+  /* --no-source-include keeps NVRTC from searching the directory of the program name (and of
+   * each header) for "quoted" includes. Headers under include roots need their own directory
+   * searched (cooperative_groups/details/driver_abi.h includes "info.h" beside it), so with roots
+   * t4a leaves it out and names the program /dev/null/<name> instead: a directory that cannot
+   * exist, so the source's quoted includes search nothing but the roots (measured with NVRTC
+   * 13.0; the include check refuses a named header's quoted include of anything but a request
+   * header, which NVRTC would look for in the working directory first). */
+  if (req->num_include_roots > 0) {
+    out->name_prefix = "/dev/null/";
+  } else {
+    out->name_prefix = "";
+    out->implicit[out->num_implicit++] = "--no-source-include";
+  }
   if (req->output == T4A_NVRTC_OUTPUT_LTOIR) out->implicit[out->num_implicit++] = "-dlto";
   return T4A_OK;
 }

@@ -336,35 +336,52 @@ static void test_computed_includes_are_refused(void **state) {
   t4a_nvrtc_request r =
       roots_request("#define H <top.h>\n#include H\n__global__ void k() {}\n", roots, 1);
   expect_refused(c, &r, T4A_INVALID_ARGUMENT, "computed include", "the source, line 2");
-  /* In a header under the root: every file of the roots joins the check (the key fingerprints
-   * them all), and it is accepted while no text could spell a path out of the roots... */
+  /* In a header under the root: resolved by expanding its object-like macros over every
+   * definition the reached texts hold (the source's too), each expansion checked and followed
+   * as a literal include... */
   write_file(g_root, "a/computed.h", "#define NEXT \"a/b/deep.h\"\n#include NEXT\n");
   r = roots_request(
       "#include \"a/computed.h\"\nextern \"C\" __global__ void k(int *p) { *p = DEEP_VALUE; }\n",
       roots, 1);
   assert_int_equal(compile_origin(c, &r, "1234"), T4A_NVRTC_ORIGIN_COMPILED);
   assert_int_equal(compile_origin(c, &r, "1234"), T4A_NVRTC_ORIGIN_MEMORY);
-  /* ...and refused when one could: a string, a '/' opening a macro body or an argument, two
-   * dots. The message names the computed include and the token. */
+  /* ...and refused when an expansion could leave the roots or cannot be followed; any
+   * definition counts, in the source, an option or another root file. */
   t4a_nvrtc_cache *cr = new_cache(0);
-  static const char *const dangers[] = {
-      "#define NEXT \"/etc/hostname\"\n",
-      "#define NEXT \"a/../../x.h\"\n",
-      "#define S(x) #x\nS(/etc/hostname)\n",
-      "#define SL /\n",
-      "#define D .\n",
-      "int x = 1 . . 2;\n",
+  static const char *const dangers[][2] = {
+      {"#define NEXT \"/etc/hostname\"\n", "an absolute path"},
+      {"#define NEXT </etc/hostname>\n", "an absolute path"},
+      {"#define NEXT \"../r2/x.h\"\n", "leaves the include root"},
+      {"#define F(x) x\n#define NEXT F(\"a/b/deep.h\")\n", "function-like macro"},
+      {"#define NEXT ROOTDIR\n#define ROOTDIR \"/tmp/x.h\"\n", "an absolute path"},
   };
   for (size_t i = 0; i < sizeof dangers / sizeof *dangers; i++) {
     char src[512];
-    snprintf(src, sizeof src, "%s#include \"a/computed.h\"\n", dangers[i]);
+    snprintf(src, sizeof src, "%s#include \"a/computed.h\"\n", dangers[i][0]);
     r = roots_request(src, roots, 1);
-    expect_refused(cr, &r, T4A_INVALID_ARGUMENT, "a/computed.h, line 2", "the source, line");
+    expect_refused(cr, &r, T4A_INVALID_ARGUMENT, "a/computed.h, line 2", dangers[i][1]);
   }
-  /* A danger in a root file counts too. */
-  write_file(g_root, "a/slash.h", "#define SLASH2 /\n");
-  r = roots_request("#include \"a/slash.h\"\n#include \"a/computed.h\"\n", roots, 1);
-  expect_refused(cr, &r, T4A_INVALID_ARGUMENT, "a/slash.h, line 1", "could start an absolute");
+  static const char *const opt[] = {"-DNEXT=\"/etc/hostname\""};
+  r = roots_request("#include \"a/computed.h\"\n", roots, 1);
+  r.options = opt;
+  r.num_options = 1;
+  expect_refused(cr, &r, T4A_INVALID_ARGUMENT, "a/computed.h, line 2", "an absolute path");
+  write_file(g_root, "a/other.h", "#define NEXT <../../etc/hostname>\n");
+  r = roots_request("#include \"a/other.h\"\n#include \"a/computed.h\"\n", roots, 1);
+  expect_refused(cr, &r, T4A_INVALID_ARGUMENT, "a/computed.h, line 2", "leaves the include root");
+  /* Pieces that ## in the roots could join into __has_include. */
+  write_file(g_root, "a/paste.h",
+             "#define CAT(a, b) a ## b\n#define P1 __has_\n#define P2 include\n");
+  r = roots_request("#include \"a/paste.h\"\n", roots, 1);
+  expect_refused(cr, &r, T4A_INVALID_ARGUMENT, "a/paste.h, line 2", "paste __has_include");
+  /* A named header's "quoted" include of a file: NVRTC looks in the working directory first. */
+  t4a_nvrtc_header h = {"mine.h", "#include \"top.h\"\n", 0, 0};
+  r = roots_request("#include \"mine.h\"\n", roots, 1);
+  r.headers = &h;
+  r.num_headers = 1;
+  expect_refused(cr, &r, T4A_INVALID_ARGUMENT, "header \"mine.h\", line 1", "working directory");
+  h.content = "#include <top.h>\n";
+  assert_int_equal(compile_origin(cr, &r, NULL), T4A_NVRTC_ORIGIN_COMPILED);
   t4a_nvrtc_cache_destroy(cr);
   /* Leaving the root, and absolute paths. */
   write_file(g_root, "a/up.h", "#include \"../../outside.h\"\n");
@@ -604,15 +621,24 @@ static void test_toolkit_headers_through_the_cache(void **state) {
   t4a_nvrtc_artifact *a = NULL;
   assert_int_equal(t4a_nvrtc_compile(g_lib, &r, &a, NULL), T4A_OK);
   t4a_nvrtc_artifact_release(a);
-  /* Thrust's computed includes are refused, naming the header and the include. */
-  r = roots_request("#include <thrust/universal_vector.h>\n", tk.roots, tk.num_roots);
+  /* Thrust's computed includes (#include __THRUST_DEVICE_SYSTEM_TAG_HEADER) are resolved over
+   * Thrust's definitions; a definition that could take them out of the roots is refused. */
+  static const char tag[] =
+      "#include <thrust/iterator/detail/device_system_tag.h>\n"
+      "extern \"C\" __global__ void t(int *p) { *p = 1; }\n";
+  r = roots_request(tag, tk.roots, tk.num_roots);
   t4a_nvrtc_cache *c3 = new_cache(0);
+  assert_int_equal(compile_origin(c3, &r, ".entry t"), T4A_NVRTC_ORIGIN_COMPILED);
+  static const char bad_tag[] =
+      "#define __THRUST_DEVICE_SYSTEM_ROOT /etc\n"
+      "#include <thrust/iterator/detail/device_system_tag.h>\n";
+  r = roots_request(bad_tag, tk.roots, tk.num_roots);
   assert_int_equal(t4a_nvrtc_cache_compile(c3, &r, &a, NULL), T4A_INVALID_ARGUMENT);
   t4a_error e;
   t4a_error_last(&e);
   assert_non_null(strstr(e.message, "computed include"));
-  assert_non_null(strstr(e.message, "thrust/"));
-  assert_int_equal(memory_entries(c3), 0);
+  assert_non_null(strstr(e.message, "device_system_tag.h"));
+  assert_int_equal(memory_entries(c3), 1);
   t4a_nvrtc_cache_destroy(c);
   t4a_nvrtc_cache_destroy(c2);
   t4a_nvrtc_cache_destroy(c3);
