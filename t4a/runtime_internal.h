@@ -29,6 +29,11 @@ struct t4a_runtime {
   char *nvrtc_path;           /* copies of the string options (NULL when not given) */
   char *disk_dir;
   t4a_nvrtc_cache_options artifact_options; /* disk_dir pointing at the copy above */
+  /* Default include roots (under `lock`, looked for at the first compile). */
+  int no_toolkit_roots;
+  int toolkit_tried;
+  t4a_status toolkit_status; /* T4A_OK: toolkit holds the roots */
+  t4a_nvrtc_toolkit *toolkit;
 };
 
 #endif /* T4A_T4A_RUNTIME_INTERNAL_H_ */
