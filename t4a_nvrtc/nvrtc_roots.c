@@ -764,6 +764,82 @@ static void memo_evict_one(void) {
   g_num_memos--;
 }
 
+/* A root inside another root's valid memo (the toolkit's include/cccl inside include): its
+ * snapshot is that memo's records under it, with no file system work; the same records a walk
+ * would give, so the same fingerprint. NULL when there is none (or a link is on the way). */
+static t4a_nvrtc_root_snapshot *derive_nested(const char *root) {
+  size_t rn = strlen(root);
+  for (root_memo *m = g_memos; m != NULL; m = m->next) {
+    size_t mn = strlen(m->path);
+    if (!m->valid || mn >= rn || memcmp(m->path, root, mn) != 0 || root[mn] != '/') continue;
+    const char *sub = root + mn + 1;
+    size_t sn = strlen(sub);
+    if (sn == 0 || strchr(sub, '/') != NULL || strcmp(sub, ".") == 0 || strcmp(sub, "..") == 0) {
+      continue; /* one level down, by a plain name */
+    }
+    const t4a_nvrtc_root_snapshot *ms = m->snap;
+    const t4a_nvrtc_root_rec *top = t4a_nvrtc_root_find_(ms, sub);
+    const t4a_nvrtc_root_rec *mtop = t4a_nvrtc_root_find_(ms, "");
+    if (top == NULL || mtop == NULL || top->kind != T4A_NVRTC_ROOT_DIR) continue;
+    t4a_nvrtc_root_snapshot *d = t4a_host_calloc(1, sizeof *d);
+    if (d == NULL) return NULL;
+    atomic_init(&d->refs, 1);
+    d->path = t4a_host_malloc(rn + 1);
+    size_t lo = (size_t)(top - ms->recs), hi = lo + 1;
+    while (hi < ms->num && strncmp(ms->recs[hi].rel, sub, sn) == 0 && ms->recs[hi].rel[sn] == '/') {
+      hi++;
+    }
+    d->recs = t4a_host_calloc(hi - lo, sizeof *d->recs);
+    size_t names = 0;
+    for (size_t i = 0; i < ms->num; i++) names += ms->recs[i].rel[0] != '\0' && strchr(ms->recs[i].rel, '/') == NULL;
+    d->parent_names = t4a_host_calloc(names ? names : 1, sizeof *d->parent_names);
+    int ok = d->path != NULL && d->recs != NULL && d->parent_names != NULL;
+    if (ok) memcpy(d->path, root, rn + 1);
+    for (size_t i = lo; ok && i < hi; i++) {
+      const t4a_nvrtc_root_rec *r = &ms->recs[i];
+      const char *rel = i == lo ? "" : r->rel + sn + 1;
+      t4a_nvrtc_root_rec *o = &d->recs[d->num];
+      *o = *r;
+      o->rel = t4a_host_malloc(strlen(rel) + 1);
+      if (o->rel == NULL) {
+        ok = 0;
+        break;
+      }
+      strcpy(o->rel, rel);
+      d->num++;
+      if (r->kind & T4A_NVRTC_ROOT_FILE) {
+        d->files++;
+        d->bytes += r->size;
+      } else if (i != lo) {
+        d->dirs++;
+      }
+      d->has_links |= (r->kind & T4A_NVRTC_ROOT_LINK) != 0;
+    }
+    for (size_t i = 0; ok && i < ms->num; i++) {
+      const char *rel = ms->recs[i].rel;
+      if (rel[0] == '\0' || strchr(rel, '/') != NULL) continue;
+      char *c = t4a_host_malloc(strlen(rel) + 1);
+      if (c == NULL) {
+        ok = 0;
+        break;
+      }
+      strcpy(c, rel);
+      d->parent_names[d->num_parent_names++] = c;
+    }
+    if (!ok) {
+      snap_free(d);
+      return NULL;
+    }
+    d->parent_listed = 1;
+    d->parent_same = 1;
+    d->parent_dev = mtop->dev;
+    d->parent_ino = mtop->ino;
+    fingerprint_of(d);
+    return d;
+  }
+  return NULL;
+}
+
 /* Fingerprints one root; caller holds g_mu and has drained the events. */
 static t4a_status fingerprint_locked(const char *root, const char *memo_dir,
                                      t4a_nvrtc_root_snapshot **out, t4a_nvrtc_root_source *how) {
@@ -774,6 +850,33 @@ static t4a_status fingerprint_locked(const char *root, const char *memo_dir,
     m->used = g_use;
     atomic_fetch_add(&m->snap->refs, 1);
     *out = m->snap;
+    *how = T4A_NVRTC_ROOT_FROM_MEMORY;
+    return T4A_OK;
+  }
+  t4a_nvrtc_root_snapshot *nested = derive_nested(root);
+  if (nested != NULL) {
+    if (m == NULL && g_num_memos < ROOTS_MAX_MEMOS) {
+      m = t4a_host_calloc(1, sizeof *m);
+      char *p = m != NULL ? t4a_host_malloc(strlen(root) + 1) : NULL;
+      if (p == NULL) {
+        free(m);
+        m = NULL;
+      } else {
+        strcpy(p, root);
+        m->path = p;
+        m->next = g_memos;
+        g_memos = m;
+        g_num_memos++;
+      }
+    }
+    if (m != NULL) {
+      t4a_nvrtc_root_snapshot_release_(m->snap);
+      m->snap = nested;
+      m->valid = 1; /* as valid as the memo it came from: any event drops both */
+      m->used = g_use;
+      atomic_fetch_add(&nested->refs, 1);
+    }
+    *out = nested;
     *how = T4A_NVRTC_ROOT_FROM_MEMORY;
     return T4A_OK;
   }
