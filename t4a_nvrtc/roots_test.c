@@ -589,6 +589,55 @@ static void test_root_fingerprint_failure_sweep(void **state) {
   assert_true(failures > 10);
 }
 
+/* Failure sweep of a cached compile with include roots (fresh memos each time, a disk cache):
+ * every allocation and file operation in turn. A failure is typed (HOST_OUT_OF_MEMORY, IO)
+ * with nothing cached and no temporary file, or swallowed (the disk level, the disk memo). */
+static void test_cached_compile_with_roots_failure_sweep(void **state) {
+  (void)state;
+  const char *roots[] = {g_root};
+  t4a_nvrtc_request r = roots_request(k_uses_top, roots, 1);
+  int failures = 0;
+  for (long n = 0;; n++) {
+    t4a_nvrtc_roots_forget_();
+    rm_tree(g_dir);
+    mkdir(g_dir, 0777);
+    t4a_nvrtc_cache *c = new_cache(1);
+    fault_plan plan;
+    fault_plan_install(&plan, n, FAULT_BIT(T4A_FAULT_HOST_MALLOC) | FAULT_FILE_BITS);
+    t4a_nvrtc_artifact *a = NULL;
+    t4a_nvrtc_outcome o = T4A_NVRTC_OUTCOME_INIT;
+    t4a_status st = t4a_nvrtc_cache_compile(c, &r, &a, &o);
+    int failed = plan.failed_point >= 0;
+    fault_plan_remove();
+    assert_int_equal(test_count_files(g_dir, NULL, ".t4a-tmp-"), 0);
+    if (st == T4A_OK) {
+      assert_non_null(a);
+    } else {
+      assert_true(st == T4A_HOST_OUT_OF_MEMORY || st == T4A_IO);
+      assert_null(a);
+      assert_int_equal(memory_entries(c), 0);
+      assert_int_equal(test_count_files(g_dir, ".t4a", NULL), 0);
+      failures++;
+    }
+    t4a_nvrtc_artifact_release(a);
+    t4a_nvrtc_outcome_deinit(&o);
+    t4a_nvrtc_cache_destroy(c);
+    if (!failed) {
+      assert_int_equal(st, T4A_OK);
+      break;
+    }
+  }
+  assert_true(failures > 10);
+  /* t4a_nvrtc_toolkit_find has no fault point (stat and realpath only): it never fails on one. */
+  fault_plan plan;
+  fault_plan_install(&plan, 0, FAULT_BIT(T4A_FAULT_HOST_MALLOC) | FAULT_FILE_BITS);
+  t4a_nvrtc_toolkit tk;
+  t4a_status st = t4a_nvrtc_toolkit_find(NULL, &tk);
+  fault_plan_remove();
+  assert_true(st == T4A_OK || st == T4A_UNSUPPORTED);
+  assert_int_equal(plan.failed_point, -1);
+}
+
 /* ---- The real toolkit --------------------------------------------------------------------- */
 
 static int toolkit(t4a_nvrtc_toolkit *tk) {
@@ -705,6 +754,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_bad_roots_are_typed_errors, each_setup, each_teardown),
       cmocka_unit_test_setup_teardown(test_root_fingerprint_memo, each_setup, each_teardown),
       cmocka_unit_test_setup_teardown(test_root_fingerprint_failure_sweep, each_setup,
+                                      each_teardown),
+      cmocka_unit_test_setup_teardown(test_cached_compile_with_roots_failure_sweep, each_setup,
                                       each_teardown),
       cmocka_unit_test_setup_teardown(test_toolkit_headers_through_the_cache, each_setup,
                                       each_teardown),
