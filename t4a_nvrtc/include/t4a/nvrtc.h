@@ -170,14 +170,27 @@ typedef struct t4a_nvrtc_header {
  *     compile uses is a named header. The check is lexical: an include in a group that \#if skips
  *     counts too (supply a named header for it, even an empty one), and a request that pastes
  *     tokens with ## may not also spell a piece of __has_include such as `__has_`.
+ *     With include roots, an include may also name a file under the roots by a literal relative
+ *     name (<x.h> or "x.h"; in a named header only <x.h> or a request header, since NVRTC
+ *     looks for a named header's "x.h" in the working directory first). Every file it can reach
+ *     is checked the same way, with computed includes there resolved over every definition seen;
+ *     refused (naming the file, line and include): an absolute path, ".." out of a root to
+ *     something beside it or out of a linked directory, a computed include that cannot be
+ *     followed (a function-like macro, more than 64 expansions, an absolute expansion), pieces
+ *     that ## there could join into __has_include. The walk of a root refuses a missing root, a
+ *     file, a symbolic link loop, a dangling link and special files (INVALID_ARGUMENT) and an
+ *     unreadable entry (IO).
  * The options are checked when a request is not in memory, the includes only before NVRTC would
  * run (a lexical pass over the whole request, which a disk hit does not pay): an entry of either
  * cache level is a request that passed both. Supply headers as named headers, or compile without
  * the cache.
  *
- * t4a adds its own options after the caller's: --gpu-architecture=\<target\>, --no-source-include
- * (so the directory of the program name is never searched: a request's output depends only on
- * what it names), and -dlto for LTO-IR. */
+ * t4a adds its own options after the caller's: --include-path=\<root\> for each include root,
+ * --gpu-architecture=\<target\>, --no-source-include (so the directory of the program name is
+ * never searched: a request's output depends only on what it names) and -dlto for LTO-IR. With
+ * include roots, headers there need their own directory searched, so --no-source-include is left
+ * out and NVRTC is given the program name "/dev/null/\<name\>" (a directory that cannot exist;
+ * diagnostics and __FILE__ show it). */
 typedef struct t4a_nvrtc_request {
   const char *program_name; /**< NULL: "t4a_program.cu". Appears in diagnostics and debug info */
   const char *source;       /**< CUDA C++ source */
