@@ -580,7 +580,26 @@ static int drain_events(void) {
   return any;
 }
 
+/* fork: a child shares the parent's inotify queue, and either reading it would take events the
+ * other needs. So the child gets its own instance at its next use, with every memo revalidated. */
+static void atfork_prepare(void) { pthread_mutex_lock(&g_mu); }
+static void atfork_parent(void) { pthread_mutex_unlock(&g_mu); }
+static void atfork_child(void) {
+  if (g_inotify >= 0) close(g_inotify);
+  g_inotify = -2;
+  for (root_memo *m = g_memos; m != NULL; m = m->next) m->valid = 0;
+  pthread_mutex_unlock(&g_mu);
+}
+
 static void ensure_inotify(void) {
+  static int registered;
+  if (!registered) {
+    registered = pthread_atfork(atfork_prepare, atfork_parent, atfork_child) == 0;
+    if (!registered) {
+      g_inotify = -1; /* a child could share the queue: validate by metadata every time */
+      return;
+    }
+  }
   if (g_inotify != -2) return;
   g_inotify = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
   if (g_inotify < 0) g_inotify = -1;

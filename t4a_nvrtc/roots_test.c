@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -560,6 +561,30 @@ static void test_root_fingerprint_memo(void **state) {
   assert_int_equal(t4a_nvrtc_root_fingerprint(g_root, NULL, NULL), T4A_INVALID_ARGUMENT);
 }
 
+/* A forked child has its own inotify instance: its lookups do not take the events the parent's
+ * memo needs. */
+static void test_forked_child_does_not_take_the_parents_events(void **state) {
+  (void)state;
+  t4a_nvrtc_roots_forget_();
+  t4a_nvrtc_root_info a, b;
+  assert_int_equal(t4a_nvrtc_root_fingerprint(g_root, NULL, &a), T4A_OK);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    edit_keep_mtime(g_root, "a/b/deep.h", "#pragma once\n#define DEEP_VALUE 5555\n");
+    t4a_nvrtc_root_info c;
+    int ok = t4a_nvrtc_root_fingerprint(g_root, NULL, &c) == T4A_OK &&
+             memcmp(c.fingerprint, a.fingerprint, 16) != 0;
+    _exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  assert_int_equal(t4a_nvrtc_root_fingerprint(g_root, NULL, &b), T4A_OK);
+  assert_int_not_equal(b.source, T4A_NVRTC_ROOT_FROM_MEMORY);
+  assert_memory_not_equal(a.fingerprint, b.fingerprint, 16);
+}
+
 /* Failure sweep of t4a_nvrtc_root_fingerprint: every allocation and file operation in turn. */
 static void test_root_fingerprint_failure_sweep(void **state) {
   (void)state;
@@ -753,6 +778,8 @@ int main(void) {
                                       each_setup, each_teardown),
       cmocka_unit_test_setup_teardown(test_bad_roots_are_typed_errors, each_setup, each_teardown),
       cmocka_unit_test_setup_teardown(test_root_fingerprint_memo, each_setup, each_teardown),
+      cmocka_unit_test_setup_teardown(test_forked_child_does_not_take_the_parents_events,
+                                      each_setup, each_teardown),
       cmocka_unit_test_setup_teardown(test_root_fingerprint_failure_sweep, each_setup,
                                       each_teardown),
       cmocka_unit_test_setup_teardown(test_cached_compile_with_roots_failure_sweep, each_setup,
