@@ -302,6 +302,35 @@ static void test_root_order_and_other_roots_are_misses(void **state) {
   t4a_nvrtc_cache_destroy(c);
 }
 
+/* Another toolkit behind the same path (a symbolic link on the way to the root retargeted, as
+ * `ln -sfn` does: a new link renamed over the old one) is a miss; back to the first, a hit. */
+static void test_retargeted_toolkit_link_is_a_miss(void **state) {
+  (void)state;
+  char a[700], b[700], link[700], tmp[720], root[720];
+  snprintf(a, sizeof a, "%s/tkA", g_tree);
+  snprintf(b, sizeof b, "%s/tkB", g_tree);
+  write_file(a, "include/top.h", k_top);
+  write_file(a, "include/a/b/deep.h", k_deep);
+  write_file(b, "include/top.h", k_top);
+  write_file(b, "include/a/b/deep.h", "#pragma once\n#define DEEP_VALUE 4242\n");
+  snprintf(link, sizeof link, "%s/cuda", g_tree);
+  snprintf(tmp, sizeof tmp, "%s/cuda.new", g_tree);
+  snprintf(root, sizeof root, "%s/include", link);
+  assert_int_equal(symlink(a, link), 0);
+  const char *roots[] = {root};
+  t4a_nvrtc_request r = roots_request(k_uses_top, roots, 1);
+  t4a_nvrtc_cache *c = new_cache(0);
+  assert_int_equal(compile_origin(c, &r, "1234"), T4A_NVRTC_ORIGIN_COMPILED);
+  assert_int_equal(compile_origin(c, &r, "1234"), T4A_NVRTC_ORIGIN_MEMORY);
+  assert_int_equal(symlink(b, tmp), 0);
+  assert_int_equal(rename(tmp, link), 0);
+  assert_int_equal(compile_origin(c, &r, "4242"), T4A_NVRTC_ORIGIN_COMPILED);
+  assert_int_equal(symlink(a, tmp), 0);
+  assert_int_equal(rename(tmp, link), 0);
+  assert_int_equal(compile_origin(c, &r, "1234"), T4A_NVRTC_ORIGIN_MEMORY);
+  t4a_nvrtc_cache_destroy(c);
+}
+
 static long g_edit_during_compile;
 static void edit_on_compile(void *user) {
   (void)user;
@@ -769,6 +798,8 @@ int main(void) {
                                       each_teardown),
       cmocka_unit_test_setup_teardown(test_touch_is_a_hit, each_setup, each_teardown),
       cmocka_unit_test_setup_teardown(test_root_order_and_other_roots_are_misses, each_setup,
+                                      each_teardown),
+      cmocka_unit_test_setup_teardown(test_retargeted_toolkit_link_is_a_miss, each_setup,
                                       each_teardown),
       cmocka_unit_test_setup_teardown(test_root_edited_during_compile_is_not_cached, each_setup,
                                       each_teardown),
