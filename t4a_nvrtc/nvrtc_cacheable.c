@@ -337,6 +337,10 @@ static void lx_splices(lexer *L) {
 /* The character at the current position, or -1 at the end; *width: its raw bytes. */
 static int lx_peek(lexer *L, size_t *width) {
   static const char from[] = "=/'()!<>-", to[] = "#\\^[]|{}~";
+  if (L->i < L->n && L->s[L->i] != '\\' && L->s[L->i] != '?') { /* no splice, no trigraph */
+    *width = 1;
+    return (unsigned char)L->s[L->i];
+  }
   lx_splices(L);
   if (L->i >= L->n) {
     *width = 0;
@@ -833,6 +837,9 @@ static const char *const k_targets[] = {"__has_include_next", "__has_include", "
  * __has_include itself): what ## could join into one. */
 static int is_substring_piece(const ident *id) {
   if (id->len == 0 || id->len >= 19) return 0;
+  for (size_t i = 0; i < id->len; i++) { /* the letters of the targets only */
+    if (strchr("_hasincludextmb", id->text[i]) == NULL) return 0;
+  }
   if (ident_is(id, "__has_include")) return 0;
   for (size_t t = 0; t < 3; t += 2) {
     if (id->len < strlen(k_targets[t]) && strstr(k_targets[t], id->text) != NULL) return 1;
