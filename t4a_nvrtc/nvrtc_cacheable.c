@@ -744,9 +744,10 @@ static t4a_status add_pending(scan *s, const char *ops, size_t n, size_t line, c
  * the directive or operator and the line it starts on, for the message. */
 static t4a_status check_operand(scan *s, lexer *L, const char *what, size_t line) {
   int open = lx_cur(L);
-  if (open != '"' && open != '<' && s->cur_root >= 0) {
+  if (open != '"' && open != '<' && s->cur_root >= 0 && s->pass == 1) {
     /* A computed include in a root file: its operand runs to the end of the line or, inside
-     * __has_include( ), to the matching parenthesis. */
+     * __has_include( ), to the matching parenthesis. (In the second pass, which checks the uses
+     * of __has_include wrappers after the closure is complete, a macro operand is refused.) */
     size_t start = L->i, depth = 0, end;
     int paren = what[0] != '#';
     for (end = start; end < L->n && L->s[end] != '\n'; end++) {
@@ -1437,6 +1438,13 @@ static t4a_status resolve_pending(scan *s, const struct pending *q) {
     }
     if (!ok) continue; /* not a header name: NVRTC would fail on it, nothing is cached */
     path[pn] = '\0';
+    if (memchr(path, '\\', pn) != NULL) {
+      st = REFUSE("%s, line %zu: %s %.*s (a computed include) can expand to %c%s%c, whose "
+                  "backslash the front end might read as an escape%s",
+                  s->where, q->line, q->what, SHOW(q->ops_len), q->ops, open, path,
+                  open == '"' ? '"' : '>', k_root_advice);
+      break;
+    }
     if (pn > 0 && path[0] == '/') {
       st = REFUSE("%s, line %zu: %s %.*s (a computed include) can expand to %c%s%c, an absolute "
                   "path%s",

@@ -384,6 +384,7 @@ static void test_computed_includes_are_refused(void **state) {
       {"#define NEXT \"../r2/x.h\"\n", "leaves the include root"},
       {"#define F(x) x\n#define NEXT F(\"a/b/deep.h\")\n", "function-like macro"},
       {"#define NEXT ROOTDIR\n#define ROOTDIR \"/tmp/x.h\"\n", "an absolute path"},
+      {"#define NEXT \"\\x2ftmp/x.h\"\n", "backslash"},
   };
   for (size_t i = 0; i < sizeof dangers / sizeof *dangers; i++) {
     char src[512];
@@ -399,6 +400,11 @@ static void test_computed_includes_are_refused(void **state) {
   write_file(g_root, "a/other.h", "#define NEXT <../../etc/hostname>\n");
   r = roots_request("#include \"a/other.h\"\n#include \"a/computed.h\"\n", roots, 1);
   expect_refused(cr, &r, T4A_INVALID_ARGUMENT, "a/computed.h, line 2", "leaves the include root");
+  /* A __has_include wrapper applied to a macro in a root file. */
+  write_file(g_root, "a/wrapuse.h",
+             "#define HAS2(x) __has_include(x)\n#define M2 <top.h>\n#if HAS2(M2)\n#endif\n");
+  r = roots_request("#include \"a/wrapuse.h\"\n", roots, 1);
+  expect_refused(cr, &r, T4A_INVALID_ARGUMENT, "a/wrapuse.h, line 3", "macro operand");
   /* Pieces that ## in the roots could join into __has_include. */
   write_file(g_root, "a/paste.h",
              "#define CAT(a, b) a ## b\n#define P1 __has_\n#define P2 include\n");
