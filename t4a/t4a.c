@@ -348,9 +348,9 @@ t4a_status t4a_runtime_compile_request(t4a_runtime *rt, const t4a_nvrtc_request 
     t4a_error_last(&e);
     if (strstr(e.message, "names no header") != NULL) { /* an include nothing provides */
       st = t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_runtime_compile", 0, NULL, 0,
-                          "%.180s (no CUDA toolkit for the default include roots: looked in "
-                          "%.300s)",
-                          e.message, rt->toolkit->looked);
+                          "no CUDA toolkit for the default include roots (looked in %.120s): "
+                          "%.200s",
+                          rt->toolkit->looked, e.message);
     }
   }
   return st;

@@ -1478,8 +1478,8 @@ static t4a_status read_root_file(const char *root, const t4a_nvrtc_root_rec *rec
   }
   if (fd < 0) {
     int err = errno;
-    return t4a_error_set_(T4A_IO, "open", err, NULL, 0, "include root: cannot open %.200s: %s",
-                          path, strerror(err));
+    return t4a_error_set_(T4A_IO, "open", err, NULL, 0, "include root: cannot open (%s): %.200s",
+                          strerror(err), path);
   }
   size_t cap = rec->size + 1, n = 0;
   char *buf = t4a_host_malloc(cap + 1);
@@ -1504,8 +1504,8 @@ static t4a_status read_root_file(const char *root, const t4a_nvrtc_root_rec *rec
     if (got < 0 && errno == EINTR) continue;
     if (got < 0) {
       int err = errno;
-      st = t4a_error_set_(T4A_IO, "read", err, NULL, 0, "include root: cannot read %.200s: %s",
-                          path, strerror(err));
+      st = t4a_error_set_(T4A_IO, "read", err, NULL, 0, "include root: cannot read (%s): %.200s",
+                          strerror(err), path);
       break;
     }
     if (got == 0) break;
@@ -1624,7 +1624,7 @@ t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p) {
       if (st != T4A_OK) break;
       s.cur_root = (int)q->root;
       s.cur_rec = q->rec;
-      snprintf(s.where, sizeof s.where, "%.200s/%.90s", s.root_paths[q->root], q->rec->rel);
+      snprintf(s.where, sizeof s.where, "include root %u: %.200s", q->root + 1, q->rec->rel);
       st = scan_text(&s, texts[scanned], text_bytes[scanned]);
     }
     /* Computed includes: resolved over every definition of the files reached so far; what they
@@ -1662,7 +1662,7 @@ t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p) {
         const struct qitem *q = &s.queue[i];
         s.cur_root = (int)q->root;
         s.cur_rec = q->rec;
-        snprintf(s.where, sizeof s.where, "%.200s/%.90s", s.root_paths[q->root], q->rec->rel);
+        snprintf(s.where, sizeof s.where, "include root %u: %.200s", q->root + 1, q->rec->rel);
         st = scan_text(&s, texts[i], text_bytes[i]);
       }
     }

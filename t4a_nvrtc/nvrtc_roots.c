@@ -109,7 +109,7 @@ const t4a_nvrtc_root_rec *t4a_nvrtc_root_find_(const t4a_nvrtc_root_snapshot *s,
 typedef struct walk {
   const char *root;
   char path[PATH_MAX];
-  size_t root_len;
+  size_t root_len; /* bytes of the root in path */
   t4a_nvrtc_root_rec *recs;
   size_t num, cap;
   const t4a_nvrtc_root_snapshot *old; /* records to reuse when the metadata says so */
@@ -124,9 +124,15 @@ typedef struct walk {
 #define WALK_INVALID(...) \
   t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_nvrtc_include_root", 0, NULL, 0, __VA_ARGS__)
 
+/* Messages say what first, then the path under the root, then the root: the per-thread detail
+ * is 256 bytes, and roots can be long. */
 static t4a_status walk_io(const char *what, int err, const char *path) {
-  return t4a_error_set_(T4A_IO, what, err, NULL, 0, "include root: cannot %s %.200s: %s", what,
-                        path, strerror(err));
+  return t4a_error_set_(T4A_IO, what, err, NULL, 0, "include root: cannot %s (%s): %.200s", what,
+                        strerror(err), path);
+}
+
+static const char *rel_of(const walk *w) {
+  return w->root_len < strlen(w->path) ? w->path + w->root_len + 1 : w->path;
 }
 
 static t4a_status push_rec(walk *w, const char *rel, uint32_t kind, const struct stat *st) {
@@ -342,14 +348,14 @@ static t4a_status walk_entry(walk *w, int dfd, const char *name, size_t len, siz
     if (fstatat(dfd, name, &st, 0) != 0) {
       int err = errno;
       if (err == ELOOP) {
-        return WALK_INVALID("include root %.200s: symbolic link %.200s is a loop", w->root,
-                            w->path);
+        return WALK_INVALID("include root: symbolic link loop at %.100s, under %.140s",
+                            rel_of(w), w->root);
       }
       if (err == ENOENT) {
         return WALK_INVALID(
-            "include root %.200s: symbolic link %.200s is dangling (its target could appear "
-            "without the key seeing it)",
-            w->root, w->path);
+            "include root: dangling symbolic link %.100s (its target could appear unseen), "
+            "under %.120s",
+            rel_of(w), w->root);
       }
       return walk_io("stat", err, w->path);
     }
@@ -359,9 +365,9 @@ static t4a_status walk_entry(walk *w, int dfd, const char *name, size_t len, siz
     for (size_t i = 0; i <= w->depth; i++) {
       if (w->stack_dev[i] == (uint64_t)st.st_dev && w->stack_ino[i] == (uint64_t)st.st_ino) {
         return WALK_INVALID(
-            "include root %.200s: %.200s is a symbolic link loop (it leads back to a directory "
-            "above it)",
-            w->root, w->path);
+            "include root: symbolic link loop at %.100s (it leads back to a directory above "
+            "it), under %.100s",
+            rel_of(w), w->root);
       }
     }
     if (w->depth + 1 >= ROOTS_MAX_DEPTH) {
@@ -380,8 +386,8 @@ static t4a_status walk_entry(walk *w, int dfd, const char *name, size_t len, siz
     return s;
   }
   if (!S_ISREG(st.st_mode)) {
-    return WALK_INVALID("include root %.200s: %.200s is not a regular file or a directory",
-                        w->root, w->path);
+    return WALK_INVALID("include root: %.100s is not a regular file or a directory, under %.120s",
+                        rel_of(w), w->root);
   }
   t4a_status s = push_rec(w, rel, kind | T4A_NVRTC_ROOT_FILE, &st);
   if (s != T4A_OK) return s;
@@ -486,12 +492,12 @@ static t4a_status walk_root(const char *root, const t4a_nvrtc_root_snapshot *old
   if (stat(root, &st) != 0) {
     int err = errno;
     if (err == ENOENT || err == ENOTDIR) {
-      return WALK_INVALID("include root %.200s does not exist", root);
+      return WALK_INVALID("include root does not exist: %.200s", root);
     }
-    if (err == ELOOP) return WALK_INVALID("include root %.200s is a symbolic link loop", root);
+    if (err == ELOOP) return WALK_INVALID("include root is a symbolic link loop: %.200s", root);
     return walk_io("stat", err, root);
   }
-  if (!S_ISDIR(st.st_mode)) return WALK_INVALID("include root %.200s is not a directory", root);
+  if (!S_ISDIR(st.st_mode)) return WALK_INVALID("include root is not a directory: %.200s", root);
   walk *w = t4a_host_calloc(1, sizeof *w);
   if (w == NULL) return T4A_HOST_OUT_OF_MEMORY;
   w->root = root;
@@ -507,6 +513,7 @@ static t4a_status walk_root(const char *root, const t4a_nvrtc_root_snapshot *old
   if (s == T4A_OK) {
     memcpy(w->path, root, rn);
     w->path[rn] = '\0';
+    w->root_len = rn;
     w->stack_dev[0] = (uint64_t)st.st_dev;
     w->stack_ino[0] = (uint64_t)st.st_ino;
     watch_ancestors(w, root, rn);

@@ -47,13 +47,13 @@ if [ -f "${T4A_CUDA_PATH:-/usr/local/cuda}/include/cuda_fp16.h" ]; then
   out=$("$t4a" compile "$dir/h.cu" --arch sm_90 -I "$dir/lib" --cache "$dir/rcache" 2>&1) ||
     fail "compile -I exited $?: $out"
   echo "$out" | grep -q '^artifact: compiled$' || fail "-I: not compiled: $out"
-  echo "$out" | grep -q "^root: $dir/lib: 1 files, 19 bytes, fingerprint [0-9a-f]* (walked" ||
+  echo "$out" | grep -q "^root 1: $dir/lib: 1 files, 19 bytes, fingerprint [0-9a-f]* (walked" ||
     fail "-I: the root was not listed: $out"
   echo "$out" | grep -q '^toolkit: ' || fail "-I: no toolkit line: $out"
   out=$("$t4a" compile "$dir/h.cu" --arch sm_90 -I "$dir/lib" --cache "$dir/rcache" 2>&1) ||
     fail "compile -I (2) exited $?: $out"
   echo "$out" | grep -q '^artifact: disk$' || fail "-I: the second process did not hit: $out"
-  echo "$out" | grep -q "^root: $dir/lib: .*(disk memo" || fail "-I: no disk memo: $out"
+  echo "$out" | grep -q "^root 1: $dir/lib: .*(disk memo" || fail "-I: no disk memo: $out"
   touch "$dir/lib/mylib.h"
   out=$("$t4a" compile "$dir/h.cu" --arch sm_90 -I "$dir/lib" --cache "$dir/rcache" 2>&1) ||
     fail "compile -I (touch) exited $?: $out"

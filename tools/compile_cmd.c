@@ -340,8 +340,8 @@ int t4a_cmd_compile(int argc, char **argv) {
     }
     char hex[33];
     for (int k = 0; k < 16; k++) snprintf(hex + 2 * k, 3, "%02x", info.fingerprint[k]);
-    printf("root: %s: %llu files, %llu bytes, fingerprint %s (%s, %llu hashed, %.2f ms)\n",
-           a.roots[i], (unsigned long long)info.files, (unsigned long long)info.bytes, hex,
+    printf("root %zu: %s: %llu files, %llu bytes, fingerprint %s (%s, %llu hashed, %.2f ms)\n",
+           i + 1, a.roots[i], (unsigned long long)info.files, (unsigned long long)info.bytes, hex,
            t4a_nvrtc_root_source_name(info.source), (unsigned long long)info.files_hashed,
            (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
   }

@@ -137,7 +137,7 @@ static void test_disk_cache_across_invocations(void **state) {
                           "--header", header_arg, "--name-expr", "t<3>", "--no-toolkit"};
   assert_int_equal(run(with_i, 12), 0);
   char want[800];
-  snprintf(want, sizeof want, "root: %s: ", g_dir);
+  snprintf(want, sizeof want, "root 1: %s: ", g_dir);
   assert_non_null(strstr(g_out, want));
   assert_non_null(strstr(g_out, "artifact: compiled\n")); /* another key than without the root */
   assert_null(strstr(g_out, "toolkit: "));
