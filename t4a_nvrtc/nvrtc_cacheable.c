@@ -1309,6 +1309,17 @@ static int expand_text(const scan *s, const char *p, size_t n, int depth, const 
       return -1;
     }
     int self = 1;
+    if (kind == 'i' && tn > 4 && t[0] == '_' && t[1] == '_' && t[tn - 1] == '_' && t[tn - 2] == '_') {
+      int defined = 0;
+      for (size_t d = 0; d < s->num_defs && !defined; d++) {
+        defined = s->defs[d].name_len == tn && memcmp(s->defs[d].name, t, tn) == 0;
+      }
+      if (!defined) { /* __FILE__, __DATE__, ...: a value the definitions do not show */
+        *why = "goes through a predefined macro";
+        alts_free(out);
+        return -1;
+      }
+    }
     if (kind == 'i') {
       for (size_t k = 0; k < num_active; k++) {
         if (active_len[k] == tn && memcmp(active[k], t, tn) == 0) self = 2; /* not re-expanded */

@@ -385,6 +385,7 @@ static void test_computed_includes_are_refused(void **state) {
       {"#define F(x) x\n#define NEXT F(\"a/b/deep.h\")\n", "function-like macro"},
       {"#define NEXT ROOTDIR\n#define ROOTDIR \"/tmp/x.h\"\n", "an absolute path"},
       {"#define NEXT \"\\x2ftmp/x.h\"\n", "backslash"},
+      {"#define NEXT __DATE__\n", "predefined macro"},
   };
   for (size_t i = 0; i < sizeof dangers / sizeof *dangers; i++) {
     char src[512];
