@@ -17,10 +17,20 @@
  *                checks that NVRTC made no call and that /proc/self/maps has no libnvrtc.
  * Then the link rows (bench/link_rows.c): nvJitLink link time and link-cache hits.
  *
+ * Include roots (the CUDA toolkit's include and include/cccl, when found):
+ *   root fingerprints  first use in a new process (every file read and hashed; no memo), in a
+ *                      new process over the disk memo (metadata validated), and in memory (a
+ *                      valid memo: one inotify read); R processes / R x B calls
+ *   kernels with toolkit roots: a plain kernel (the 20-line one), a cuda_fp16.h kernel and a
+ *                      CUB BlockReduce kernel: cached compile (a miss on a fresh memory cache:
+ *                      the include check through the roots and NVRTC) and memory hit
+ *
  * Usage: nvrtc_bench [--repeats R] [--batch B]     (defaults 11 and 2000)
  *        nvrtc_bench --disk-hit DIR small|large    (the child mode: prints load, create, hit ns)
  *        nvrtc_bench --disk-hit-lazy DIR small|large (child: prints create, hit ns)
- *        nvrtc_bench --populate DIR small|large    (fills a directory for --disk-hit) */
+ *        nvrtc_bench --populate DIR small|large    (fills a directory for --disk-hit)
+ *        nvrtc_bench --roots-child MEMO|-          (the child mode: prints the toolkit roots'
+ *                                                   fingerprint ns and how they were obtained) */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdint.h>
@@ -367,7 +377,223 @@ static int populate(const char *dir, const char *which) {
   return 0;
 }
 
+/* ---- Include roots ----------------------------------------------------------------------- */
+
+static const char k_fp16[] =
+    "#include <cuda_fp16.h>\n"
+    "extern \"C\" __global__ void hscale(__half *x, float a, int n) {\n"
+    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  if (i < n) x[i] = __hmul(x[i], __float2half(a));\n"
+    "}\n";
+static const char k_cub[] =
+    "#include <cub/block/block_reduce.cuh>\n"
+    "extern \"C\" __global__ void bsum(const float *x, float *out) {\n"
+    "  using R = cub::BlockReduce<float, 128>;\n"
+    "  __shared__ typename R::TempStorage t;\n"
+    "  float v = R(t).Sum(x[blockIdx.x * 128 + threadIdx.x]);\n"
+    "  if (threadIdx.x == 0) out[blockIdx.x] = v;\n"
+    "}\n";
+
+/* Child: fingerprints the toolkit roots once (memo: a cache directory or "-"); prints "ns how". */
+static int child_roots(const char *memo) {
+  t4a_nvrtc_toolkit tk;
+  if (t4a_nvrtc_toolkit_find(NULL, &tk) != T4A_OK) die("toolkit");
+  uint64_t t0 = t4a_bench_now_ns();
+  t4a_nvrtc_root_info info[2];
+  for (size_t i = 0; i < tk.num_roots; i++) {
+    if (t4a_nvrtc_root_fingerprint(tk.roots[i], strcmp(memo, "-") == 0 ? NULL : memo, &info[i]) !=
+        T4A_OK) {
+      die("fingerprint");
+    }
+  }
+  uint64_t t1 = t4a_bench_now_ns();
+  printf("%llu %s\n", (unsigned long long)(t1 - t0), t4a_nvrtc_root_source_name(info[0].source));
+  return 0;
+}
+
+static double run_roots_child(const char *memo, char *how, size_t how_size) {
+  int fds[2];
+  if (pipe(fds) != 0) exit(1);
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0) exit(1);
+  if (pid == 0) {
+    dup2(fds[1], 1);
+    close(fds[0]);
+    close(fds[1]);
+    execl("/proc/self/exe", "nvrtc_bench", "--roots-child", memo, (char *)NULL);
+    _exit(127);
+  }
+  close(fds[1]);
+  char buf[128] = {0};
+  ssize_t n = read(fds[0], buf, sizeof buf - 1);
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  unsigned long long ns = 0;
+  char h[32] = "";
+  if (n <= 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0 ||
+      sscanf(buf, "%llu %31[a-z ]", &ns, h) < 1) {
+    fprintf(stderr, "nvrtc_bench: roots child failed (status %d)\n", status);
+    exit(1);
+  }
+  snprintf(how, how_size, "%s", h);
+  return (double)ns;
+}
+
+static void measure_roots(t4a_nvrtc_lib *lib, int repeats, int batch) {
+  t4a_nvrtc_toolkit tk;
+  if (t4a_nvrtc_toolkit_find(t4a_nvrtc_lib_origin(lib), &tk) != T4A_OK) {
+    printf("\ninclude roots: no CUDA toolkit found (looked in %s): rows skipped\n", tk.looked);
+    return;
+  }
+  double *v = calloc((size_t)repeats, sizeof *v);
+  if (v == NULL) exit(1);
+  char how[32];
+  /* Fingerprints: new processes without and with the disk memo; memory in this process. */
+  char memo[] = "/tmp/t4a-nvrtc-bench-roots-XXXXXX";
+  if (mkdtemp(memo) == NULL) exit(1);
+  for (int i = 0; i < repeats; i++) v[i] = run_roots_child("-", how, sizeof how) / 1e6;
+  t4a_bench_stats walk = t4a_bench_stats_of(v, (size_t)repeats);
+  char walk_how[32];
+  snprintf(walk_how, sizeof walk_how, "%s", how);
+  (void)run_roots_child(memo, how, sizeof how); /* writes the disk memo */
+  for (int i = 0; i < repeats; i++) v[i] = run_roots_child(memo, how, sizeof how) / 1e6;
+  t4a_bench_stats disk = t4a_bench_stats_of(v, (size_t)repeats);
+  char disk_how[32];
+  snprintf(disk_how, sizeof disk_how, "%s", how);
+  t4a_nvrtc_root_info info[2];
+  for (size_t k = 0; k < tk.num_roots; k++) {
+    if (t4a_nvrtc_root_fingerprint(tk.roots[k], NULL, &info[k]) != T4A_OK) die("fingerprint");
+  }
+  for (int i = 0; i < repeats; i++) {
+    uint64_t t0 = t4a_bench_now_ns();
+    for (int j = 0; j < batch; j++) {
+      for (size_t k = 0; k < tk.num_roots; k++) {
+        if (t4a_nvrtc_root_fingerprint(tk.roots[k], NULL, &info[k]) != T4A_OK) die("fingerprint");
+      }
+    }
+    v[i] = (double)(t4a_bench_now_ns() - t0) / 1e3 / batch;
+  }
+  t4a_bench_stats mem = t4a_bench_stats_of(v, (size_t)repeats);
+  char cmd[160];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", memo);
+  if (system(cmd) != 0) fprintf(stderr, "nvrtc_bench: could not remove %s\n", memo);
+  uint64_t files = 0, bytes = 0;
+  for (size_t k = 0; k < tk.num_roots; k++) {
+    files += info[k].files;
+    bytes += info[k].bytes;
+  }
+  printf("\ninclude roots: %s and %s (%llu files, %.1f MB, counted per root)\n", tk.include,
+         tk.num_roots > 1 ? tk.cccl : "-", (unsigned long long)files, (double)bytes / 1e6);
+  printf("\n| toolkit roots' fingerprints | ms (median, min-max) | how |\n|---|---:|---|\n");
+  printf("| first use in a new process (no memo) | %.2f (%.2f-%.2f) | %s |\n", walk.med, walk.min,
+         walk.max, walk_how);
+  printf("| new process, fingerprints memoised on disk | %.2f (%.2f-%.2f) | %s |\n", disk.med,
+         disk.min, disk.max, disk_how);
+  printf("| in memory (valid memo), per call | %.4f (%.4f-%.4f) | memory |\n", mem.med / 1e3,
+         mem.min / 1e3, mem.max / 1e3);
+
+  /* Kernels with the toolkit roots. */
+  struct {
+    const char *what, *src;
+    int reps;
+  } ks[3] = {{"20-line kernel", k_small, repeats},
+             {"cuda_fp16.h kernel", k_fp16, repeats},
+             {"CUB BlockReduce kernel", k_cub, repeats < 3 ? repeats : 3}};
+  printf("\n| kernel, toolkit roots, sm_90 CUBIN | cached compile, miss (ms) | memory hit (us) |\n");
+  printf("|---|---:|---:|\n");
+  double hit20 = 0;
+  for (int k = 0; k < 3; k++) {
+    t4a_nvrtc_request r = request_for(ks[k].src, "roots.cu");
+    r.include_roots = tk.roots;
+    r.num_include_roots = tk.num_roots;
+    for (int i = 0; i < ks[k].reps; i++) {
+      t4a_nvrtc_cache *c = NULL;
+      if (t4a_nvrtc_cache_create(lib, NULL, &c) != T4A_OK) die("cache");
+      t4a_nvrtc_artifact *a = NULL;
+      uint64_t t0 = t4a_bench_now_ns();
+      if (t4a_nvrtc_cache_compile(c, &r, &a, NULL) != T4A_OK) die(ks[k].what);
+      v[i] = (double)(t4a_bench_now_ns() - t0) / 1e6;
+      t4a_nvrtc_artifact_release(a);
+      t4a_nvrtc_cache_destroy(c);
+    }
+    t4a_bench_stats comp = t4a_bench_stats_of(v, (size_t)ks[k].reps);
+    t4a_nvrtc_cache *c = NULL;
+    if (t4a_nvrtc_cache_create(lib, NULL, &c) != T4A_OK) die("cache");
+    t4a_nvrtc_artifact *a = NULL;
+    if (t4a_nvrtc_cache_compile(c, &r, &a, NULL) != T4A_OK) die(ks[k].what);
+    t4a_nvrtc_artifact_release(a);
+    for (int i = 0; i < repeats; i++) {
+      uint64_t t0 = t4a_bench_now_ns();
+      for (int j = 0; j < batch; j++) {
+        if (t4a_nvrtc_cache_compile(c, &r, &a, NULL) != T4A_OK) die("memory hit");
+        t4a_nvrtc_artifact_release(a);
+      }
+      v[i] = (double)(t4a_bench_now_ns() - t0) / 1e3 / batch;
+    }
+    t4a_bench_stats hit = t4a_bench_stats_of(v, (size_t)repeats);
+    struct t4a_nvrtc_cache_stats cs;
+    t4a_nvrtc_cache_stats(c, &cs);
+    if (cs.counters.nvrtc_compile_attempts != 1) {
+      fprintf(stderr, "nvrtc_bench: memory hits with roots compiled\n");
+      exit(1);
+    }
+    t4a_nvrtc_cache_destroy(c);
+    if (k == 0) hit20 = hit.med;
+    printf("| %s | %.2f (%.2f-%.2f) | %.3f (%.3f-%.3f) |\n", ks[k].what, comp.med, comp.min,
+           comp.max, hit.med, hit.min, hit.max);
+  }
+  /* The roots' share of a memory hit, paired: batches with and without the toolkit roots
+   * alternate (the 20-line kernel, one cache each), so both see the same machine. */
+  {
+    t4a_nvrtc_request plain = request_for(k_small, "roots.cu");
+    t4a_nvrtc_request rooted = plain;
+    rooted.include_roots = tk.roots;
+    rooted.num_include_roots = tk.num_roots;
+    t4a_nvrtc_cache *cp = NULL, *cr = NULL;
+    if (t4a_nvrtc_cache_create(lib, NULL, &cp) != T4A_OK) die("cache");
+    if (t4a_nvrtc_cache_create(lib, NULL, &cr) != T4A_OK) die("cache");
+    t4a_nvrtc_artifact *a = NULL;
+    if (t4a_nvrtc_cache_compile(cp, &plain, &a, NULL) != T4A_OK) die("plain");
+    t4a_nvrtc_artifact_release(a);
+    if (t4a_nvrtc_cache_compile(cr, &rooted, &a, NULL) != T4A_OK) die("rooted");
+    t4a_nvrtc_artifact_release(a);
+    double *w = calloc((size_t)repeats, sizeof *w);
+    if (w == NULL) exit(1);
+    for (int i = 0; i < repeats; i++) {
+      for (int side = 0; side < 2; side++) {
+        t4a_nvrtc_cache *c = side == 0 ? cp : cr;
+        const t4a_nvrtc_request *r = side == 0 ? &plain : &rooted;
+        uint64_t t0 = t4a_bench_now_ns();
+        for (int j = 0; j < batch; j++) {
+          if (t4a_nvrtc_cache_compile(c, r, &a, NULL) != T4A_OK) die("memory hit");
+          t4a_nvrtc_artifact_release(a);
+        }
+        (side == 0 ? v : w)[i] = (double)(t4a_bench_now_ns() - t0) / 1e3 / batch;
+      }
+    }
+    t4a_bench_stats sp = t4a_bench_stats_of(v, (size_t)repeats);
+    t4a_bench_stats sr = t4a_bench_stats_of(w, (size_t)repeats);
+    printf("\npaired memory hits, 20-line kernel (alternating batches): without roots %.3f us "
+           "(%.3f-%.3f), with the toolkit roots %.3f us (%.3f-%.3f), ratio %.2f\n",
+           sp.med, sp.min, sp.max, sr.med, sr.min, sr.max, sr.med / sp.med);
+    hit20 = sr.med;
+    free(w);
+    t4a_nvrtc_cache_destroy(cp);
+    t4a_nvrtc_cache_destroy(cr);
+  }
+  printf("\ngoal: memory hit with toolkit roots <= 2 us (20 lines, paired run): %s (%.3f us)\n",
+         hit20 <= 2.0 ? "met" : "MISSED", hit20);
+  printf("goal: first use of the toolkit roots in a process <= 5 ms: %s (%.2f ms)\n",
+         walk.med <= 5.0 ? "met" : "MISSED", walk.med);
+  printf("goal: new process with fingerprints memoised on disk <= 1 ms: %s (%.2f ms)\n",
+         disk.med <= 1.0 ? "met" : "MISSED", disk.med);
+  free(v);
+}
+
 int main(int argc, char **argv) {
+  if (argc == 3 && strcmp(argv[1], "--roots-child") == 0) return child_roots(argv[2]);
   if (argc == 4 && strcmp(argv[1], "--disk-hit") == 0) return child_disk_hit(argv[2], argv[3]);
   if (argc == 4 && strcmp(argv[1], "--disk-hit-lazy") == 0) {
     return child_disk_hit_lazy(argv[2], argv[3]);
@@ -456,6 +682,7 @@ int main(int argc, char **argv) {
       "loaded (20 lines): %s (%.3f ms; 0 NVRTC calls, libnvrtc not mapped: checked in each "
       "child)\n",
       fs.lazy_first_us.med <= 300.0 ? "met" : "MISSED", fs.lazy_first_us.med / 1e3);
+  measure_roots(lib, repeats, batch);
   (void)t4a_bench_link_rows(lib, repeats, batch / 10 > 0 ? batch / 10 : 1);
   free(large);
   t4a_nvrtc_lib_release(lib);

@@ -275,7 +275,7 @@ t4a_library(NAME t4a_mem_mem_internal
   HDRS t4a_mem/mem_internal.h
   DEPS t4a_mem t4a_ctx_ctx_internal)
 t4a_library(NAME t4a_nvrtc
-  SRCS t4a_nvrtc/nvrtc_loader.c t4a_nvrtc/nvrtc_request.c t4a_nvrtc/nvrtc_cacheable.c t4a_nvrtc/nvrtc_compile.c t4a_nvrtc/nvrtc_cache.c t4a_nvrtc/nvrtc_disk.c t4a_nvrtc/jitlink_loader.c t4a_nvrtc/jitlink.c t4a_nvrtc/nvrtc_libid.c t4a_nvrtc/nvrtc_internal.h t4a_nvrtc/nvrtc_table.h t4a_nvrtc/nvrtc_catalog.h t4a_nvrtc/jitlink_table.h t4a_nvrtc/jitlink_catalog.h
+  SRCS t4a_nvrtc/nvrtc_loader.c t4a_nvrtc/nvrtc_request.c t4a_nvrtc/nvrtc_cacheable.c t4a_nvrtc/nvrtc_compile.c t4a_nvrtc/nvrtc_cache.c t4a_nvrtc/nvrtc_disk.c t4a_nvrtc/jitlink_loader.c t4a_nvrtc/jitlink.c t4a_nvrtc/nvrtc_libid.c t4a_nvrtc/nvrtc_roots.c t4a_nvrtc/nvrtc_internal.h t4a_nvrtc/nvrtc_table.h t4a_nvrtc/nvrtc_catalog.h t4a_nvrtc/jitlink_table.h t4a_nvrtc/jitlink_catalog.h
   HDRS t4a_nvrtc/include/t4a/jitlink.h t4a_nvrtc/include/t4a/nvrtc.h
   INCLUDE_DIR t4a_nvrtc/include
   INSTALL nvrtc
@@ -334,6 +334,10 @@ t4a_test(NAME t4a_nvrtc_jitlink_test
 t4a_library(NAME t4a_nvrtc_counter_list
   HDRS t4a_nvrtc/include/t4a/jitlink_counters.h t4a_nvrtc/include/t4a/nvrtc_counters.h
   INCLUDE_DIR t4a_nvrtc/include)
+t4a_test(NAME t4a_nvrtc_roots_test
+  SRCS t4a_nvrtc/roots_test.c
+  LABELS unit
+  DEPS t4a_nvrtc_internal t4a_nvrtc t4a_nvrtc_test_support t4a_ctx_status t4a_ext_cmocka)
 t4a_library(NAME t4a_raw
   SRCS t4a_raw/raw.c
   HDRS t4a_raw/include/t4a/raw.h

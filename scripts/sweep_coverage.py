@@ -12,11 +12,11 @@ same test file (called, or handed over by name as a callback). A sweep is either
   - testing/sweep (t4a_sweep_driver / t4a_sweep_fault: fail the Nth driver call or fault point
     for every N): its operations are the `t4a_status NAME(void *user)` functions of a test file
     that calls the harness; or
-  - the NVRTC sweeps of t4a_nvrtc/failure_test.c (fail the Nth NVRTC call, host allocation or
-    file operation for every N, through t4a_nvrtc/nvrtc_testutil): the functions it names as
-    attempts (`attempt`, `test_lib_from_table_sweep`); and the nvJitLink sweeps of
-    t4a_nvrtc/jitlink_test.c (fail the Nth nvJitLink call through a wrapped table, and the Nth
-    host allocation or file operation): `link_attempt`, `test_sweep_jitlink_calls`.
+  - the NVRTC sweeps of t4a_nvrtc/failure_test.c and t4a_nvrtc/roots_test.c (fail the Nth NVRTC
+    call, host allocation or file operation for every N, through t4a_nvrtc/nvrtc_testutil), and the
+    nvJitLink sweeps of t4a_nvrtc/jitlink_test.c (fail the Nth nvJitLink call through a wrapped
+    table, and the Nth host allocation or file operation): the functions they name as attempts
+    (NVRTC_ROOTS).
 This is a lexical reading (a call site in an operation's body), not a measurement: a function
 counted as covered is exercised by a sweep; whether every one of its failure paths is reached is
 what each sweep's own step count shows.
@@ -28,8 +28,14 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "docs", "sweep-coverage.md")
-NVRTC_ROOTS = {"t4a_nvrtc/failure_test.c": ["attempt", "test_lib_from_table_sweep"],
-               "t4a_nvrtc/jitlink_test.c": ["link_attempt", "test_sweep_jitlink_calls"]}
+NVRTC_ROOTS = {
+    "t4a_nvrtc/failure_test.c": ["attempt", "test_lib_from_table_sweep"],
+    "t4a_nvrtc/jitlink_test.c": ["link_attempt", "test_sweep_jitlink_calls"],
+    "t4a_nvrtc/roots_test.c": [
+        "test_root_fingerprint_failure_sweep",
+        "test_cached_compile_with_roots_failure_sweep",
+    ],
+}
 
 
 def strip_comments(text):

@@ -34,6 +34,11 @@ struct t4a_runtime {
   /* Further streams (stream.c): a list under `lock`; close destroys those left. */
   t4a_xfer_options xfer_options; /* what each stream's own staging ring is made with */
   struct t4a_stream *streams;
+  /* Default include roots (under `lock`, looked for at the first compile). */
+  int no_toolkit_roots;
+  int toolkit_tried;
+  t4a_status toolkit_status; /* T4A_OK: toolkit holds the roots */
+  t4a_nvrtc_toolkit *toolkit;
 };
 
 /* A further stream of a runtime (t4a_stream_create): a sibling lane of the runtime's (same

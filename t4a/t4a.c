@@ -79,6 +79,7 @@ static t4a_status teardown(t4a_runtime *rt) {
   t4a_driver_release(rt->driver);
   if (rt->lock_ready) pthread_mutex_destroy(&rt->lock);
   free(rt->nvrtc_path);
+  free(rt->toolkit);
   free(rt->disk_dir);
   free(rt);
   return st != T4A_OK ? st : streams;
@@ -186,6 +187,7 @@ t4a_status t4a_runtime_open(int ordinal, const t4a_runtime_options *options, t4a
   if (o->artifact_cache != NULL) rt->artifacts = o->artifact_cache;
   if (o->link_cache != NULL) rt->links = o->link_cache;
   rt->artifact_options = o->artifacts;
+  rt->no_toolkit_roots = o->no_toolkit_roots;
   rt->artifact_options.disk_dir = rt->disk_dir;
   *out = rt;
   return T4A_OK;
@@ -278,6 +280,33 @@ t4a_status t4a_runtime_copy(t4a_runtime *rt, t4a_buffer *dst, size_t dst_offset,
                        T4A_COPY_AUTO, NULL, NULL);
 }
 
+static void restore_error(const t4a_error *saved) {
+  if (saved->status == T4A_OK) {
+    t4a_error_clear();
+  } else {
+    t4a_error_set_(saved->status, saved->entry, saved->code, saved->code_name, saved->bytes, "%s",
+                   saved->message);
+  }
+}
+
+/* The toolkit's include roots, looked for once (caller holds rt->lock). Not finding it never
+ * fails a compile by itself: it is kept, with where t4a looked, for a compile that needs it. Only
+ * running out of memory fails (the compile must not go on without the roots it would have had). */
+static t4a_status find_toolkit(t4a_runtime *rt, const char *libnvrtc) {
+  if (rt->toolkit_tried || rt->no_toolkit_roots) return T4A_OK;
+  t4a_error saved;
+  t4a_error_last(&saved);
+  rt->toolkit = t4a_host_calloc(1, sizeof *rt->toolkit);
+  if (rt->toolkit == NULL) {
+    return t4a_error_set_(T4A_HOST_OUT_OF_MEMORY, NULL, 0, NULL, sizeof *rt->toolkit,
+                          "the toolkit's include roots");
+  }
+  rt->toolkit_tried = 1;
+  rt->toolkit_status = t4a_nvrtc_toolkit_find(libnvrtc, rt->toolkit);
+  restore_error(&saved);
+  return T4A_OK;
+}
+
 /* The artifact cache, created at the first call unless the options gave one. */
 static t4a_status artifact_cache(t4a_runtime *rt, t4a_nvrtc_cache **out) {
   *out = NULL;
@@ -291,6 +320,7 @@ static t4a_status artifact_cache(t4a_runtime *rt, t4a_nvrtc_cache **out) {
     st = t4a_nvrtc_cache_create_lazy(&lo, &rt->artifact_options, &rt->artifacts);
     if (st == T4A_OK) rt->own_artifacts = 1;
   }
+  if (st == T4A_OK) st = find_toolkit(rt, rt->nvrtc_path);
   *out = rt->artifacts;
   pthread_mutex_unlock(&rt->lock);
   return st;
@@ -308,7 +338,40 @@ t4a_status t4a_runtime_compile_request(t4a_runtime *rt, const t4a_nvrtc_request 
   if (st != T4A_OK) return st;
   t4a_nvrtc_request r = *request;
   if (r.target == NULL) r.target = rt->target;
-  return t4a_nvrtc_cache_compile(cache, &r, out, out_outcome);
+  /* The toolkit's roots after the request's own (nvcc searches -I before its own folders). */
+  const char *roots[64];
+  int missing = 0;
+  if (!rt->no_toolkit_roots) {
+    pthread_mutex_lock(&rt->lock);
+    int found = rt->toolkit_tried && rt->toolkit_status == T4A_OK;
+    missing = rt->toolkit_tried && !found;
+    pthread_mutex_unlock(&rt->lock);
+    if (found && r.num_include_roots + rt->toolkit->num_roots > 64) {
+      return t4a_error_set_(T4A_LIMIT_EXCEEDED, NULL, 0, NULL, 0,
+                            "%zu include roots and the toolkit's %zu: at most 64",
+                            r.num_include_roots, rt->toolkit->num_roots);
+    }
+    if (found && (r.num_include_roots == 0 || r.include_roots != NULL)) {
+      for (size_t i = 0; i < r.num_include_roots; i++) roots[i] = r.include_roots[i];
+      for (size_t i = 0; i < rt->toolkit->num_roots; i++) {
+        roots[r.num_include_roots + i] = rt->toolkit->roots[i];
+      }
+      r.include_roots = roots;
+      r.num_include_roots += rt->toolkit->num_roots;
+    }
+  }
+  st = t4a_nvrtc_cache_compile(cache, &r, out, out_outcome);
+  if (st == T4A_INVALID_ARGUMENT && missing) {
+    t4a_error e;
+    t4a_error_last(&e);
+    if (strstr(e.message, "names no header") != NULL) { /* an include nothing provides */
+      st = t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_runtime_compile", 0, NULL, 0,
+                          "no CUDA toolkit for the default include roots (looked in %.120s): "
+                          "%.200s",
+                          rt->toolkit->looked, e.message);
+    }
+  }
+  return st;
 }
 
 t4a_status t4a_runtime_compile(t4a_runtime *rt, const char *source, const char *program_name,

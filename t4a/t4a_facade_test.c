@@ -818,6 +818,48 @@ static void test_disk_hit_in_a_new_process_loads_no_nvrtc(void **state) {
   assert_int_equal(system(cmd), 0);
 }
 
+/* The toolkit's include roots come by default: a half-precision kernel compiles through the
+ * cache and hits; options.no_toolkit_roots turns them off (the include names nothing then). */
+static void test_toolkit_roots_by_default(void **state) {
+  fixture *f = *state;
+  t4a_nvrtc_toolkit tk;
+  if (!nvrtc_available() || t4a_nvrtc_toolkit_find(NULL, &tk) != T4A_OK) {
+    fprintf(stderr, "# NVRTC or the CUDA toolkit is not available: skipped\n");
+    skip();
+  }
+  static const char fp16[] =
+      "#include <cuda_fp16.h>\n"
+      "extern \"C\" __global__ void h(__half *x) { x[threadIdx.x] = __float2half(1.0f); }\n";
+  t4a_runtime *rt = open_rt(f);
+  t4a_nvrtc_artifact *a = NULL;
+  CK(t4a_runtime_compile(rt, fp16, "h.cu", &a));
+  t4a_nvrtc_artifact_release(a);
+  t4a_nvrtc_outcome oc = T4A_NVRTC_OUTCOME_INIT;
+  t4a_nvrtc_request rq = T4A_NVRTC_REQUEST_INIT;
+  rq.source = fp16;
+  rq.program_name = "h.cu";
+  rq.output = T4A_NVRTC_OUTPUT_CUBIN;
+  CK(t4a_runtime_compile_request(rt, &rq, &a, &oc));
+  assert_int_equal(oc.origin, T4A_NVRTC_ORIGIN_MEMORY);
+  t4a_nvrtc_artifact_release(a);
+  t4a_nvrtc_outcome_deinit(&oc);
+  struct t4a_nvrtc_cache_stats cs;
+  t4a_nvrtc_cache_stats(t4a_runtime_artifact_cache(rt), &cs);
+  assert_int_equal(cs.counters.nvrtc_compile_attempts, 1);
+  CK(t4a_runtime_close(rt));
+
+  t4a_runtime_options o = small_options(f);
+  o.no_toolkit_roots = 1;
+  CK(t4a_runtime_open(0, &o, &rt));
+  a = (t4a_nvrtc_artifact *)1;
+  assert_int_equal(t4a_runtime_compile(rt, fp16, "h.cu", &a), T4A_INVALID_ARGUMENT);
+  assert_null(a);
+  t4a_error e;
+  t4a_error_last(&e);
+  assert_non_null(strstr(e.message, "cuda_fp16.h"));
+  CK(t4a_runtime_close(rt));
+}
+
 /* compile_ptx: the artifact is PTX, the fake reads its .entry, the result is the same. A borrowed
  * artifact cache is the runtime's cache and is not destroyed by close. */
 static void test_compile_ptx_through_a_borrowed_cache(void **state) {
@@ -1673,6 +1715,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_open_accessors_close, setup, teardown),
       cmocka_unit_test_setup_teardown(test_defaults_and_refusals, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_toolkit_roots_by_default, setup, teardown),
       cmocka_unit_test_setup_teardown(test_objects_outlive_close, setup, teardown),
       cmocka_unit_test_setup_teardown(test_close_returns_cached_blocks, setup_leaky,
                                       teardown_counted),

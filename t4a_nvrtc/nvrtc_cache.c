@@ -453,6 +453,12 @@ static t4a_status answer(t4a_nvrtc_cache *c, entry *e, int in_flight, t4a_nvrtc_
   return st;
 }
 
+/* One cached compile of a prepared request under identity `id`; *retry set (and nothing else
+ * done) when the request must start over (the loaded NVRTC is not the build the key named). */
+static t4a_status compile_prepared_cached(t4a_nvrtc_cache *cache, t4a_nvrtc_lib *id,
+                                          t4a_nvrtc_prepared *pp, t4a_nvrtc_artifact **out,
+                                          t4a_nvrtc_outcome *out_outcome, int *retry_out);
+
 t4a_status t4a_nvrtc_cache_compile(t4a_nvrtc_cache *cache, const t4a_nvrtc_request *request,
                                    t4a_nvrtc_artifact **out, t4a_nvrtc_outcome *out_outcome) {
   t4a_nvrtc_outcome_deinit(out_outcome);
@@ -462,19 +468,41 @@ t4a_status t4a_nvrtc_cache_compile(t4a_nvrtc_cache *cache, const t4a_nvrtc_reque
                           "cache or out is NULL");
   }
   *out = NULL;
-  t4a_status st;
-  t4a_nvrtc_lib *lib = NULL;
-again:;
-  /* The identity keys are made with; a lazy cache that could not derive it loads NVRTC now. */
-  t4a_nvrtc_lib *id = atomic_load(&cache->id);
-  if (id == NULL) {
-    st = ensure_loaded(cache, &lib);
+  for (;;) {
+    t4a_status st;
+    t4a_nvrtc_lib *lib = NULL;
+    /* The identity keys are made with; a lazy cache that could not derive it loads NVRTC now. */
+    t4a_nvrtc_lib *id = atomic_load(&cache->id);
+    if (id == NULL) {
+      st = ensure_loaded(cache, &lib);
+      if (st != T4A_OK) return st;
+      id = atomic_load(&cache->id);
+    }
+    t4a_nvrtc_prepared p;
+    st = t4a_nvrtc_prepare(id, request, &p);
     if (st != T4A_OK) return st;
-    id = atomic_load(&cache->id);
+    /* Include roots: the key holds each root's tree fingerprint. */
+    size_t nr = request->num_include_roots;
+    t4a_nvrtc_root_snapshot *snaps[T4A_NVRTC_MAX_ROOTS];
+    if (nr > 0) {
+      st = t4a_nvrtc_roots_fingerprint_(request->include_roots, nr,
+                                        cache->has_disk ? cache->disk.dir : NULL, snaps, NULL);
+      if (st != T4A_OK) return st;
+      p.roots = snaps;
+    }
+    int retry = 0;
+    st = compile_prepared_cached(cache, id, &p, out, out_outcome, &retry);
+    for (size_t i = 0; i < nr; i++) t4a_nvrtc_root_snapshot_release_(snaps[i]);
+    if (!retry) return st;
   }
-  t4a_nvrtc_prepared p;
-  st = t4a_nvrtc_prepare(id, request, &p);
-  if (st != T4A_OK) return st;
+}
+
+static t4a_status compile_prepared_cached(t4a_nvrtc_cache *cache, t4a_nvrtc_lib *id,
+                                          t4a_nvrtc_prepared *pp, t4a_nvrtc_artifact **out,
+                                          t4a_nvrtc_outcome *out_outcome, int *retry_out) {
+  t4a_nvrtc_prepared p = *pp;
+  t4a_nvrtc_lib *lib = NULL;
+  t4a_status st;
   uint8_t key[16];
   t4a_nvrtc_identity_key(id, &p, key);
 
@@ -482,7 +510,7 @@ again:;
   entry *e = find_or_insert(cache, id, key, &p, NULL, &in_flight);
   if (e != NULL) {
     st = answer(cache, e, in_flight, out, out_outcome, &retry);
-    if (retry) goto again;
+    *retry_out = retry;
     return st;
   }
 
@@ -509,7 +537,7 @@ again:;
   if (other != NULL) { /* another thread got there first */
     entry_free(e);
     st = answer(cache, other, in_flight, out, out_outcome, &retry);
-    if (retry) goto again;
+    *retry_out = retry;
     return st;
   }
   /* A miss: this thread owns the request until it is published. */
@@ -531,7 +559,7 @@ again:;
       /* The key's identity cannot check what only the loaded lib knows (its architectures and
        * outputs, for a lazily derived identity): validate against the lib too. */
       t4a_nvrtc_prepared q;
-      st = t4a_nvrtc_prepare(lib, request, &q);
+      st = t4a_nvrtc_prepare(lib, p.req, &q);
     }
     if (st == T4A_OK && !retry) st = t4a_nvrtc_check_includes(&p);
     if (st == T4A_OK && !retry) {
@@ -545,14 +573,29 @@ again:;
     pthread_cond_broadcast(&cache->cv);
     entry_unref(e);
     pthread_mutex_unlock(&cache->mu);
-    goto again;
+    *retry_out = 1;
+    return T4A_OK;
   }
   t4a_error failure;
   if (st != T4A_OK) t4a_error_last(&failure);
+  /* A root that changed while NVRTC read it: the artifact may hold bytes the key does not name,
+   * so it is handed out (as compiled) but cached at neither level. */
+  int keep = 1;
+  if (st == T4A_OK && origin == T4A_NVRTC_ORIGIN_COMPILED && p.roots != NULL &&
+      !t4a_nvrtc_roots_unchanged_(p.roots, p.req->num_include_roots, p.req->include_roots,
+                                  cache->has_disk ? cache->disk.dir : NULL)) {
+    keep = 0;
+    t4a_counter_add(&cache->counters, T4A_COUNTER_nvrtc_roots_changed, 1);
+  }
 
   pthread_mutex_lock(&cache->mu);
-  if (st == T4A_OK) {
+  if (st == T4A_OK && keep) {
     publish_ready(cache, e, art);
+  } else if (st == T4A_OK) {
+    e->state = E_READY; /* waiters take this artifact; nothing stays in the table */
+    t4a_nvrtc_artifact_retain(art);
+    e->art = art;
+    table_remove(cache, e);
   } else {
     e->state = E_FAILED;
     e->st = st;
@@ -570,7 +613,7 @@ again:;
   pthread_cond_broadcast(&cache->cv);
   pthread_mutex_unlock(&cache->mu);
 
-  if (st == T4A_OK && origin == T4A_NVRTC_ORIGIN_COMPILED && cache->has_disk) {
+  if (st == T4A_OK && keep && origin == T4A_NVRTC_ORIGIN_COMPILED && cache->has_disk) {
     /* The owner's reference keeps e (and its identity) alive here. */
     t4a_nvrtc_disk_store(&cache->disk, art, e->identity, e->identity_bytes, &cache->counters);
   }

@@ -23,9 +23,13 @@
  * includes only before it compiles: a lexical pass over the whole request costs about as much as
  * reading it, which a disk hit should not pay. */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "t4a/fault.h"
 #include "t4a_ctx/status_internal.h"
@@ -333,6 +337,10 @@ static void lx_splices(lexer *L) {
 /* The character at the current position, or -1 at the end; *width: its raw bytes. */
 static int lx_peek(lexer *L, size_t *width) {
   static const char from[] = "=/'()!<>-", to[] = "#\\^[]|{}~";
+  if (L->i < L->n && L->s[L->i] != '\\' && L->s[L->i] != '?') { /* no splice, no trigraph */
+    *width = 1;
+    return (unsigned char)L->s[L->i];
+  }
   lx_splices(L);
   if (L->i >= L->n) {
     *width = 0;
@@ -482,9 +490,52 @@ typedef struct scan {
   int pasted;           /* some text has ## (or %:%:) */
   int has_piece;        /* some text spells a piece of __has_include (see scan_text) */
   char piece[32];       /* the first such piece and where */
-  char piece_where[96]; /* "the source, line 3" */
+  char piece_where[330]; /* "the source, line 3" */
   /* the text being scanned, for messages */
-  char where[80];
+  char where[300];
+  /* Include roots (cached compiles with roots): the snapshots the key holds, the files of them
+   * the request can reach (a queue; visited marks per root), and the function-like macros that
+   * apply __has_include to a parameter (checked at every use in a second pass). */
+  size_t num_roots;
+  const char *const *root_paths;
+  t4a_nvrtc_root_snapshot *const *roots;
+  uint8_t *visited[T4A_NVRTC_MAX_ROOTS];
+  struct qitem {
+    uint32_t root;
+    const t4a_nvrtc_root_rec *rec;
+  } *queue;
+  size_t queue_len, queue_cap;
+  int cur_root; /* the root of the text being scanned, -1 for the request's own texts */
+  int in_named_header; /* the text is one of the request's named headers */
+  const t4a_nvrtc_root_rec *cur_rec;
+  char (*wrappers)[32];
+  size_t num_wrappers, wrappers_cap;
+  int pass; /* 1: includes; 2: uses of the wrappers */
+  /* Every #define of the texts scanned (name, function-like or not, body), for computed
+   * includes in root files, which are resolved by expanding their object-like macros over every
+   * definition seen (each alternative checked and followed like a literal include). */
+  struct mdef {
+    const char *name, *body; /* in the scanned texts */
+    size_t name_len, body_len;
+    int func;
+  } *defs;
+  size_t num_defs, defs_cap;
+  struct pending {
+    const char *ops; /* the operand's text */
+    size_t ops_len, line;
+    char what[24];
+    char where[300];
+  } *pend;
+  size_t num_pend, pend_cap;
+  /* Token pasting in the roots: a piece of __has_include in a #define body or in the arguments
+   * of a function-like macro (the only places ## can reach) with a ## anywhere is refused. */
+  int root_any_piece;
+  char pieces[64][20]; /* distinct substrings of __has_include_next / __has_embed seen there */
+  char piece_at[64][120];
+  size_t num_pieces;
+  const char **func_names; /* sorted, for the second pass */
+  size_t num_func_names;
+  char *func_name_block;
 } scan;
 
 static int cmp_str(const void *a, const void *b) {
@@ -508,14 +559,209 @@ static int names_a_header(const scan *s, const char *name, size_t n) {
 
 static const char k_advice[] =
     "; a cached compile may include only the request's named headers, by a literal name";
+static const char k_root_advice[] =
+    ", which the key cannot see; a cached compile with include roots may include the request's "
+    "headers and files under its roots, by a literal relative name";
+
+/* Joins the directory `dir` (a normalised path under a root, "" for the root) and an include
+ * name into out, lexically ("." dropped, ".." pops). 1: a path under the root; 0: refused (why
+ * says why); -1: too long or out of the root to a name that is not there (it opens nothing). */
+static int join_under_root(const t4a_nvrtc_root_snapshot *snap, const char *dir, const char *name,
+                           size_t n, char *out, size_t cap, const char **why) {
+  size_t len = strlen(dir);
+  if (len >= cap) return -1;
+  memcpy(out, dir, len + 1);
+  size_t i = 0;
+  while (i < n) {
+    size_t j = i;
+    while (j < n && name[j] != '/') j++;
+    size_t cl = j - i;
+    if (cl == 0 || (cl == 1 && name[i] == '.')) {
+      /* nothing */
+    } else if (cl == 2 && name[i] == '.' && name[i + 1] == '.') {
+      if (len == 0) {
+        /* Out of the root: NVRTC opens ROOT/../rest. Covered if the parent is another root of
+         * the request (the caller looks rest up there: 2), or if the next component is not
+         * beside the root (the fingerprint lists what is), so that nothing opens (-1). */
+        if (snap->parent_same && j + 1 < n && n - (j + 1) < cap) {
+          memcpy(out, name + j + 1, n - (j + 1));
+          out[n - (j + 1)] = '\0';
+          return 2;
+        }
+        size_t k = j + 1, e = k;
+        while (e < n && name[e] != '/') e++;
+        int plain = e > k && !(e - k == 1 && name[k] == '.') &&
+                    !(e - k == 2 && name[k] == '.' && name[k + 1] == '.');
+        if (snap->parent_listed && plain && !t4a_nvrtc_root_beside_(snap, name + k, e - k)) {
+          return -1;
+        }
+        *why = "leaves the include root with .. to a path the key does not fingerprint";
+        return 0;
+      }
+      const t4a_nvrtc_root_rec *r = t4a_nvrtc_root_find_(snap, out);
+      if (r != NULL && (r->kind & T4A_NVRTC_ROOT_LINK)) {
+        *why = "goes up (..) out of a directory reached through a symbolic link, to a folder "
+               "outside what the key fingerprints";
+        return 0;
+      }
+      while (len > 0 && out[len - 1] != '/') len--;
+      if (len > 0) len--;
+      out[len] = '\0';
+    } else {
+      if (len + 1 + cl + 1 > cap) return -1;
+      if (len > 0) out[len++] = '/';
+      memcpy(out + len, name + i, cl);
+      len += cl;
+      out[len] = '\0';
+    }
+    i = j + 1;
+  }
+  return 1;
+}
+
+static t4a_status enqueue(scan *s, size_t ri, const t4a_nvrtc_root_rec *r) {
+  const t4a_nvrtc_root_snapshot *snap = s->roots[ri];
+  size_t idx = (size_t)(r - snap->recs);
+  if (s->visited[ri][idx >> 3] & (1u << (idx & 7))) return T4A_OK;
+  s->visited[ri][idx >> 3] |= (uint8_t)(1u << (idx & 7));
+  if (s->queue_len == s->queue_cap) {
+    size_t cap = s->queue_cap ? s->queue_cap * 2 : 64;
+    struct qitem *q = t4a_host_realloc(s->queue, cap * sizeof *q);
+    if (q == NULL) return T4A_HOST_OUT_OF_MEMORY;
+    s->queue = q;
+    s->queue_cap = cap;
+  }
+  s->queue[s->queue_len].root = (uint32_t)ri;
+  s->queue[s->queue_len].rec = r;
+  s->queue_len++;
+  return T4A_OK;
+}
+
+/* Resolves an include name under root ri: 1 with *found (a file, or NULL: nothing there, so
+ * nothing opens), or 0 with *why (refused). ROOT/../rest is looked up in the root that is this
+ * root's parent, if the request has it, or else must name nothing beside the root. */
+static int lookup_under(scan *s, size_t ri, const char *dir, const char *name, size_t n,
+                        size_t *found_root, const t4a_nvrtc_root_rec **found, const char **why) {
+  char rel[PATH_MAX];
+  *found = NULL;
+  const t4a_nvrtc_root_snapshot *snap = s->roots[ri];
+  int j = join_under_root(snap, dir, name, n, rel, sizeof rel, why);
+  if (j == 2) {
+    size_t rj = 0;
+    for (; rj < s->num_roots; rj++) {
+      const t4a_nvrtc_root_rec *top = t4a_nvrtc_root_find_(s->roots[rj], "");
+      if (top != NULL && top->dev == snap->parent_dev && top->ino == snap->parent_ino) break;
+    }
+    char rest[PATH_MAX];
+    snprintf(rest, sizeof rest, "%s", rel);
+    if (rj < s->num_roots) {
+      ri = rj;
+      snap = s->roots[rj];
+      j = join_under_root(snap, "", rest, strlen(rest), rel, sizeof rel, why);
+      if (j == 2) {
+        *why = "leaves two include roots with ..";
+        return 0;
+      }
+    } else {
+      size_t e = 0;
+      while (rest[e] != '\0' && rest[e] != '/') e++;
+      int plain = e > 0 && !(e == 1 && rest[0] == '.') &&
+                  !(e == 2 && rest[0] == '.' && rest[1] == '.');
+      if (snap->parent_listed && plain && !t4a_nvrtc_root_beside_(snap, rest, e)) return 1;
+      *why = "leaves the include root with .. to a path the key does not fingerprint";
+      return 0;
+    }
+  }
+  if (j == 0) return 0;
+  if (j < 0) return 1;
+  const t4a_nvrtc_root_rec *r = t4a_nvrtc_root_find_(snap, rel);
+  if (r != NULL && (r->kind & T4A_NVRTC_ROOT_FILE)) {
+    *found = r;
+    *found_root = ri;
+  }
+  return 1;
+}
+
+/* Every file the include could open, queued for scanning: for "x" in a root file, its own
+ * directory first; then each root in order (every candidate is queued, found or not further
+ * ones, so the scan covers whichever NVRTC takes). The source's own directory is /dev/null/...,
+ * which holds nothing; a named header's is the working directory, which the key cannot see. */
+static t4a_status resolve_in_roots(scan *s, const char *name, size_t n, int quoted,
+                                   const char *what, size_t line, int open, int close) {
+  if (quoted && s->cur_root < 0 && s->in_named_header && !names_a_header(s, name, n)) {
+    return REFUSE("%s, line %zu: %s %c%.*s%c in a named header is searched for in the working "
+                  "directory first, which the key cannot see (write <%.*s>, or add it as a named "
+                  "header)%s",
+                  s->where, line, what, open, SHOW(n), name, close, SHOW(n), name,
+                  k_root_advice);
+  }
+  for (size_t ri = 0; ri < s->num_roots + 1; ri++) {
+    char dir[PATH_MAX] = "";
+    size_t root = ri == 0 ? 0 : ri - 1;
+    if (ri == 0) { /* a root file's own directory */
+      if (!quoted || s->cur_root < 0) continue;
+      root = (size_t)s->cur_root;
+      const char *slash = strrchr(s->cur_rec->rel, '/');
+      size_t dl = slash != NULL ? (size_t)(slash - s->cur_rec->rel) : 0;
+      memcpy(dir, s->cur_rec->rel, dl);
+      dir[dl] = '\0';
+    }
+    const char *why = NULL;
+    const t4a_nvrtc_root_rec *r = NULL;
+    size_t fr = root;
+    if (!lookup_under(s, root, dir, name, n, &fr, &r, &why)) {
+      return REFUSE("%s, line %zu: %s %c%.*s%c %s%s", s->where, line, what, open, SHOW(n), name,
+                    close, why, k_root_advice);
+    }
+    if (r != NULL) {
+      t4a_status st = enqueue(s, fr, r);
+      if (st != T4A_OK) return st;
+    }
+  }
+  return T4A_OK;
+}
+
+/* Records a computed include of a root file (operand: the rest of the directive, or of the
+ * __has_include parentheses), resolved once the closure's definitions are known. */
+static t4a_status add_pending(scan *s, const char *ops, size_t n, size_t line, const char *what) {
+  if (s->num_pend == s->pend_cap) {
+    size_t cap = s->pend_cap ? s->pend_cap * 2 : 8;
+    struct pending *np = t4a_host_realloc(s->pend, cap * sizeof *np);
+    if (np == NULL) return T4A_HOST_OUT_OF_MEMORY;
+    s->pend = np;
+    s->pend_cap = cap;
+  }
+  struct pending *q = &s->pend[s->num_pend++];
+  q->ops = ops;
+  q->ops_len = n;
+  q->line = line;
+  snprintf(q->what, sizeof q->what, "%s", what);
+  snprintf(q->where, sizeof q->where, "%s", s->where);
+  return T4A_OK;
+}
 
 /* Reads a header name ("x.h" or <x.h>) at the current position and checks it. what and line:
  * the directive or operator and the line it starts on, for the message. */
 static t4a_status check_operand(scan *s, lexer *L, const char *what, size_t line) {
   int open = lx_cur(L);
+  if (open != '"' && open != '<' && s->cur_root >= 0 && s->pass == 1) {
+    /* A computed include in a root file: its operand runs to the end of the line or, inside
+     * __has_include( ), to the matching parenthesis. (In the second pass, which checks the uses
+     * of __has_include wrappers after the closure is complete, a macro operand is refused.) */
+    size_t start = L->i, depth = 0, end;
+    int paren = what[0] != '#';
+    for (end = start; end < L->n && L->s[end] != '\n'; end++) {
+      if (paren && L->s[end] == '(') depth++;
+      if (paren && L->s[end] == ')' && depth-- == 0) break;
+    }
+    t4a_status st = add_pending(s, L->s + start, end - start, line, what);
+    while (L->i < end) lx_get(L);
+    return st;
+  }
   if (open != '"' && open != '<') {
-    return REFUSE("%s, line %zu: %s has a macro operand, which the key cannot see%s", s->where,
-                  line, what, k_advice);
+    return REFUSE("%s, line %zu: %s has a macro operand (a computed include), which the key "
+                  "cannot see%s",
+                  s->where, line, what, s->num_roots > 0 ? k_root_advice : k_advice);
   }
   int close = open == '"' ? '"' : '>';
   lx_get(L);
@@ -538,7 +784,12 @@ static t4a_status check_operand(scan *s, lexer *L, const char *what, size_t line
   }
   if (chars > 0 && name[0] == '/') {
     return REFUSE("%s, line %zu: %s %c%.*s%c is an absolute path, which NVRTC opens%s", s->where,
-                  line, what, open, SHOW(chars), name, close, k_advice);
+                  line, what, open, SHOW(chars), name, close,
+                  s->num_roots > 0 ? k_root_advice : k_advice);
+  }
+  if (s->num_roots > 0) {
+    return resolve_in_roots(s, name, chars, open == '"' && strcmp(what, "#include_next") != 0,
+                            what, line, open, close);
   }
   if (!names_a_header(s, name, chars)) {
     return REFUSE("%s, line %zu: %s %c%.*s%c names no header of the request%s", s->where, line,
@@ -555,12 +806,113 @@ static int is_piece(const ident *id) {
   return id->len < sizeof b - 1 && memcmp(b, id->text, id->len) == 0;
 }
 
+/* Records the #define whose name was just read (pass 1): its body is the rest of the logical
+ * line. */
+static t4a_status add_define(scan *s, const lexer *L, const char *name, size_t name_len,
+                             int func) {
+  size_t end = L->i;
+  while (end < L->n && !(L->s[end] == '\n' && !(end > 0 && L->s[end - 1] == '\\') &&
+                         !(end > 1 && L->s[end - 1] == '\r' && L->s[end - 2] == '\\'))) {
+    end++;
+  }
+  if (s->num_defs == s->defs_cap) {
+    size_t cap = s->defs_cap ? s->defs_cap * 2 : 64;
+    struct mdef *nd = t4a_host_realloc(s->defs, cap * sizeof *nd);
+    if (nd == NULL) return T4A_HOST_OUT_OF_MEMORY;
+    s->defs = nd;
+    s->defs_cap = cap;
+  }
+  struct mdef *d = &s->defs[s->num_defs++];
+  d->name_len = name_len;
+  d->func = func;
+  d->body = L->s + L->i;
+  d->body_len = end - L->i;
+  d->name = NULL;
+  d->name = name; /* in the text, which outlives the check */
+  return T4A_OK;
+}
+
+static const char *const k_targets[] = {"__has_include_next", "__has_include", "__has_embed"};
+
+/* A proper, non-empty substring of __has_include_next or __has_embed (other than
+ * __has_include itself): what ## could join into one. */
+static int is_substring_piece(const ident *id) {
+  if (id->len == 0 || id->len >= 19) return 0;
+  for (size_t i = 0; i < id->len; i++) { /* the letters of the targets only */
+    if (strchr("_hasincludextmb", id->text[i]) == NULL) return 0;
+  }
+  if (ident_is(id, "__has_include")) return 0;
+  for (size_t t = 0; t < 3; t += 2) {
+    if (id->len < strlen(k_targets[t]) && strstr(k_targets[t], id->text) != NULL) return 1;
+  }
+  return 0;
+}
+
+static void add_piece(scan *s, const ident *id, size_t line) {
+  for (size_t k = 0; k < s->num_pieces; k++) {
+    if (strcmp(s->pieces[k], id->text) == 0) return;
+  }
+  if (s->num_pieces == sizeof s->pieces / sizeof s->pieces[0]) return; /* every substring fits */
+  memcpy(s->pieces[s->num_pieces], id->text, id->len + 1); /* id->len < 19 */
+  snprintf(s->piece_at[s->num_pieces], sizeof s->piece_at[0], "%.90s, line %zu", s->where, line);
+  s->num_pieces++;
+}
+
+/* Whether the pieces seen can be joined into __has_include(_next) or __has_embed; *first: the
+ * index of the piece that starts such a join. */
+static int pieces_join(const scan *s, size_t *first) {
+  for (size_t t = 0; t < 3; t++) {
+    const char *T = k_targets[t];
+    size_t L = strlen(T);
+    int reach[24] = {0};
+    size_t via[24] = {0};
+    reach[0] = 1;
+    for (size_t i = 0; i < L; i++) {
+      if (!reach[i]) continue;
+      for (size_t k = 0; k < s->num_pieces; k++) {
+        size_t n = strlen(s->pieces[k]);
+        if (i + n <= L && memcmp(T + i, s->pieces[k], n) == 0 && !reach[i + n]) {
+          reach[i + n] = 1;
+          via[i + n] = i == 0 ? k : via[i];
+        }
+      }
+    }
+    if (reach[L]) {
+      *first = via[L];
+      return 1;
+    }
+  }
+  return 0;
+}
+
+static int cmp_cstr_p(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static int is_func_macro(const scan *s, const char *name, size_t n) {
+  char key[256];
+  if (s->num_func_names == 0 || n >= sizeof key) return 0;
+  memcpy(key, name, n);
+  key[n] = '\0';
+  const char *k = key;
+  return bsearch(&k, s->func_names, s->num_func_names, sizeof *s->func_names, cmp_cstr_p) != NULL;
+}
+
 /* Lexes one text and checks its includes. */
 static t4a_status scan_text(scan *s, const char *text, size_t n) {
   lexer L = {text, n, 0, 1, s->d.trigraphs};
   int line_start = 1;
   int ifdef_operand = 0; /* the next token is the operand of #ifdef / #ifndef */
   int after_defined = 0; /* 1: the last token was `defined`; 2: `defined (` */
+  /* The function-like macro being defined on this line (its name and parameters), if any. */
+  ident def_name;
+  ident def_params[16];
+  size_t num_params = 0;
+  int in_define = 0;
+  def_name.len = 0;
+  size_t arg_depth = 0; /* pass 2: inside the arguments of a function-like macro */
+  int def_is_func = 0;
+  size_t def_start = 0, def_end = 0;
   t4a_status st;
   for (;;) {
     int crossed = 0;
@@ -573,6 +925,7 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
       line_start = 1;
       ifdef_operand = 0;
       after_defined = 0;
+      in_define = 0;
       continue;
     }
     int was_line_start = line_start;
@@ -597,6 +950,50 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
       if (!is_ident(lx_cur(&L))) continue;
       ident name;
       lx_ident(&L, &name);
+      if (ident_is(&name, "define")) {
+        /* Remember a function-like macro's parameters: __has_include applied to one makes the
+         * macro a wrapper, whose every use is checked in the second pass. */
+        lx_blanks(&L, NULL);
+        if (is_ident(lx_cur(&L))) {
+          def_start = L.i;
+          lx_ident(&L, &def_name);
+          def_end = L.i;
+          num_params = 0;
+          in_define = 1;
+          def_is_func = lx_cur(&L) == '(';
+          if (lx_cur(&L) == '(') {
+            lx_get(&L);
+            for (;;) {
+              lx_blanks(&L, NULL);
+              int pc = lx_cur(&L);
+              if (is_ident(pc) && num_params < 16) {
+                lx_ident(&L, &def_params[num_params++]);
+              } else if (pc == ',' || pc == '.') {
+                lx_get(&L);
+              } else {
+                if (pc == ')') lx_get(&L);
+                break;
+              }
+            }
+          }
+          if (s->pass == 1 && (st = add_define(s, &L, L.s + def_start, def_end - def_start,
+                                                     def_is_func)) != T4A_OK) {
+            return st;
+          }
+        }
+        continue;
+      }
+      if (ident_is(&name, "undef")) {
+        ifdef_operand = 1;
+        continue;
+      }
+      if (s->pass == 2) {
+        if (ident_is(&name, "ifdef") || ident_is(&name, "ifndef") ||
+            ident_is(&name, "elifdef") || ident_is(&name, "elifndef")) {
+          ifdef_operand = 1;
+        }
+        continue;
+      }
       if (ident_is(&name, "include") || ident_is(&name, "include_next") ||
           ident_is(&name, "import") || ident_is(&name, "embed")) {
         char what[40];
@@ -612,7 +1009,10 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
     if (is_ident(c) && !(c >= '0' && c <= '9')) {
       size_t line = L.line;
       ident id;
+      size_t id_start = L.i;
       lx_ident(&L, &id);
+      const char *id_raw = L.s + id_start;
+      size_t id_raw_len = L.i - id_start;
       int q = lx_cur(&L);
       int prefix =
           ident_is(&id, "u8") || ident_is(&id, "u") || ident_is(&id, "U") || ident_is(&id, "L");
@@ -632,6 +1032,71 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
       }
       int has_include = ident_is(&id, "__has_include") || ident_is(&id, "__has_include_next") ||
                         ident_is(&id, "__has_embed");
+      int wrapper = 0;
+      if (s->pass == 2) {
+        for (size_t w = 0; w < s->num_wrappers && !wrapper; w++) {
+          wrapper = id.len < sizeof id.text && strcmp(id.text, s->wrappers[w]) == 0;
+        }
+        has_include = 0;
+      }
+      if (wrapper && !ifdef_operand && after_defined == 0) {
+        /* A use of a macro that applies __has_include to its argument: a literal, checked. */
+        lx_blanks(&L, NULL);
+        if (lx_cur(&L) != '(') {
+          return REFUSE("%s, line %zu: %s (it applies __has_include to its argument) is not "
+                        "applied to a literal header name here%s",
+                        s->where, line, id.text, k_root_advice);
+        }
+        lx_get(&L);
+        lx_blanks(&L, NULL);
+        if ((st = check_operand(s, &L, id.text, line)) != T4A_OK) return st;
+        lx_blanks(&L, NULL);
+        if (lx_cur(&L) != ')') {
+          return REFUSE("%s, line %zu: %s is not applied to one literal header name here%s",
+                        s->where, line, id.text, k_root_advice);
+        }
+        lx_get(&L);
+        after_defined = ifdef_operand = 0;
+        continue;
+      }
+      if (has_include && !ifdef_operand && after_defined == 0 && in_define && num_params > 0 &&
+          s->num_roots > 0) {
+        /* In a function-like macro: __has_include(PARAM) makes the macro a wrapper. */
+        lexer save = L;
+        lx_blanks(&L, NULL);
+        int is_wrapper = 0;
+        if (lx_cur(&L) == '(') {
+          lx_get(&L);
+          lx_blanks(&L, NULL);
+          if (is_ident(lx_cur(&L))) {
+            ident arg;
+            lx_ident(&L, &arg);
+            lx_blanks(&L, NULL);
+            for (size_t k = 0; k < num_params && lx_cur(&L) == ')'; k++) {
+              is_wrapper |= arg.len == def_params[k].len && arg.len < sizeof arg.text &&
+                            strcmp(arg.text, def_params[k].text) == 0;
+            }
+          }
+        }
+        if (is_wrapper && def_name.len < sizeof def_name.text) {
+          lx_get(&L); /* ')' */
+          int known = 0;
+          for (size_t w = 0; w < s->num_wrappers; w++) known |= strcmp(s->wrappers[w], def_name.text) == 0;
+          if (!known) {
+            if (s->num_wrappers == s->wrappers_cap) {
+              size_t cap = s->wrappers_cap ? s->wrappers_cap * 2 : 8;
+              char(*nw)[32] = t4a_host_realloc(s->wrappers, cap * sizeof *nw);
+              if (nw == NULL) return T4A_HOST_OUT_OF_MEMORY;
+              s->wrappers = nw;
+              s->wrappers_cap = cap;
+            }
+            snprintf(s->wrappers[s->num_wrappers++], 32, "%s", def_name.text);
+          }
+          after_defined = ifdef_operand = 0;
+          continue;
+        }
+        L = save;
+      }
       if (has_include && !ifdef_operand && after_defined == 0) {
         /* A use: it must be applied to a literal here (a macro could apply it to any path). */
         lx_blanks(&L, NULL);
@@ -649,7 +1114,26 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
         }
         lx_get(&L);
       }
-      if (!s->has_piece && is_piece(&id)) {
+      if (s->cur_root >= 0 && is_substring_piece(&id)) {
+        s->root_any_piece = 1;
+        int is_param = 0;
+        for (size_t k = 0; in_define && k < num_params; k++) {
+          is_param |= strcmp(def_params[k].text, id.text) == 0;
+        }
+        if ((in_define && !is_param && s->pass == 1) || (arg_depth > 0 && s->pass == 2)) {
+          add_piece(s, &id, line); /* where ## can reach it */
+        }
+      }
+      if (s->pass == 2 && s->cur_root >= 0 && is_func_macro(s, id_raw, id_raw_len)) {
+        lx_blanks(&L, NULL);
+        if (lx_cur(&L) == '(') {
+          lx_get(&L);
+          arg_depth++;
+          after_defined = ifdef_operand = 0;
+          continue;
+        }
+      }
+      if (s->cur_root < 0 && !s->has_piece && is_piece(&id)) {
         s->has_piece = 1;
         snprintf(s->piece, sizeof s->piece, "%s", id.text);
         snprintf(s->piece_where, sizeof s->piece_where, "%s, line %zu", s->where, line);
@@ -680,6 +1164,8 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
       continue;
     }
     lx_get(&L);
+    if (arg_depth > 0 && c == '(') arg_depth++;
+    if (arg_depth > 0 && c == ')') arg_depth--;
     if (c == '"' || c == '\'') {
       lx_quoted(&L, c);
     } else if (c == '(' && after_defined == 1) {
@@ -709,13 +1195,410 @@ t4a_status t4a_nvrtc_check_options(const t4a_nvrtc_prepared *p) {
   return options_pass(p->req, &d);
 }
 
+/* ---- Computed includes in root files ------------------------------------------------------- */
+
+#define EXPAND_MAX_ALTERNATIVES 64
+#define EXPAND_MAX_DEPTH 16
+
+/* Alternatives of an expansion: token spellings separated by \x01. */
+typedef struct alts {
+  char *v[EXPAND_MAX_ALTERNATIVES];
+  size_t n;
+} alts;
+
+static void alts_free(alts *a) {
+  for (size_t i = 0; i < a->n; i++) free(a->v[i]);
+  a->n = 0;
+}
+
+/* The next token of a macro body or operand: 'i' identifier, 's' string, 'c' character, 'n'
+ * number, '#' for # and ##, 'p' other. 0 at the end. Splices and comments are blanks. */
+static int body_token(const char *p, size_t n, size_t *i, size_t *start) {
+  for (;;) {
+    while (*i < n && (p[*i] == ' ' || p[*i] == '\t' || p[*i] == '\r' || p[*i] == '\f' ||
+                      p[*i] == '\v')) {
+      (*i)++;
+    }
+    if (*i + 1 < n && p[*i] == '\\' && (p[*i + 1] == '\n' || p[*i + 1] == '\r')) {
+      *i += 2;
+      if (*i < n && p[*i] == '\n') (*i)++;
+      continue;
+    }
+    if (*i + 1 < n && p[*i] == '/' && p[*i + 1] == '*') {
+      const char *e = NULL;
+      for (size_t k = *i + 2; k + 1 < n; k++) {
+        if (p[k] == '*' && p[k + 1] == '/') {
+          e = p + k + 2;
+          break;
+        }
+      }
+      *i = e != NULL ? (size_t)(e - p) : n;
+      continue;
+    }
+    if (*i + 1 < n && p[*i] == '/' && p[*i + 1] == '/') *i = n;
+    break;
+  }
+  if (*i >= n || p[*i] == '\n') return 0;
+  *start = *i;
+  unsigned char c = (unsigned char)p[*i];
+  if (is_ident(c) && !(c >= '0' && c <= '9')) {
+    while (*i < n && is_ident((unsigned char)p[*i])) (*i)++;
+    if (*i < n && (p[*i] == '"' || p[*i] == '\'')) return 'p'; /* a prefixed literal: refused */
+    return 'i';
+  }
+  if (c == '"' || c == '\'') {
+    (*i)++;
+    while (*i < n && p[*i] != (char)c && p[*i] != '\n') {
+      if (p[*i] == '\\' && *i + 1 < n) (*i)++;
+      (*i)++;
+    }
+    if (*i < n && p[*i] == (char)c) (*i)++;
+    return c == '"' ? 's' : 'c';
+  }
+  if ((c >= '0' && c <= '9') || (c == '.' && *i + 1 < n && p[*i + 1] >= '0' && p[*i + 1] <= '9')) {
+    while (*i < n && (is_ident((unsigned char)p[*i]) || p[*i] == '.')) (*i)++;
+    return 'n';
+  }
+  if (c == '#' || (c == '%' && *i + 1 < n && p[*i + 1] == ':')) {
+    *i += c == '%' ? 2 : 1;
+    return '#';
+  }
+  (*i)++;
+  return 'p';
+}
+
+static char *join2(const char *a, const char *b, size_t bn) {
+  size_t an = strlen(a);
+  char *r = t4a_host_malloc(an + 1 + bn + 1);
+  if (r == NULL) return NULL;
+  memcpy(r, a, an);
+  size_t k = an;
+  if (an > 0 && bn > 0) r[k++] = '\x01';
+  memcpy(r + k, b, bn);
+  r[k + bn] = '\0';
+  return r;
+}
+
+/* Expands text p[0..n) over every object-like definition seen (and each identifier as itself,
+ * for where it is not defined) into out. 0; -1 with *why. */
+static int expand_text(const scan *s, const char *p, size_t n, int depth, const char **active,
+                       size_t *active_len, size_t num_active, alts *out, const char **why) {
+  out->n = 0;
+  out->v[0] = t4a_host_malloc(1);
+  if (out->v[0] == NULL) {
+    *why = NULL;
+    return -1;
+  }
+  out->v[0][0] = '\0';
+  out->n = 1;
+  size_t i = 0, start = 0;
+  int kind;
+  while ((kind = body_token(p, n, &i, &start)) != 0) {
+    const char *t = p + start;
+    size_t tn = i - start;
+    alts opts;
+    opts.n = 0;
+    if (kind == '#') {
+      *why = "pastes or stringizes";
+      alts_free(out);
+      return -1;
+    }
+    if (kind == 'p' && tn > 1) {
+      *why = "has a prefixed string";
+      alts_free(out);
+      return -1;
+    }
+    int self = 1;
+    if (kind == 'i' && tn > 4 && t[0] == '_' && t[1] == '_' && t[tn - 1] == '_' && t[tn - 2] == '_') {
+      int defined = 0;
+      for (size_t d = 0; d < s->num_defs && !defined; d++) {
+        defined = s->defs[d].name_len == tn && memcmp(s->defs[d].name, t, tn) == 0;
+      }
+      if (!defined) { /* __FILE__, __DATE__, ...: a value the definitions do not show */
+        *why = "goes through a predefined macro";
+        alts_free(out);
+        return -1;
+      }
+    }
+    if (kind == 'i') {
+      for (size_t k = 0; k < num_active; k++) {
+        if (active_len[k] == tn && memcmp(active[k], t, tn) == 0) self = 2; /* not re-expanded */
+      }
+      for (size_t d = 0; self != 2 && d < s->num_defs; d++) {
+        const struct mdef *m = &s->defs[d];
+        if (m->name_len != tn || memcmp(m->name, t, tn) != 0) continue;
+        if (m->func) {
+          *why = "goes through a function-like macro";
+          alts_free(out);
+          alts_free(&opts);
+          return -1;
+        }
+        if (depth >= EXPAND_MAX_DEPTH || num_active >= EXPAND_MAX_DEPTH) {
+          *why = "nests macros too deeply";
+          alts_free(out);
+          alts_free(&opts);
+          return -1;
+        }
+        active[num_active] = t;
+        active_len[num_active] = tn;
+        alts sub;
+        if (expand_text(s, m->body, m->body_len, depth + 1, active, active_len, num_active + 1,
+                        &sub, why) != 0) {
+          alts_free(out);
+          alts_free(&opts);
+          return -1;
+        }
+        for (size_t k = 0; k < sub.n; k++) {
+          if (opts.n == EXPAND_MAX_ALTERNATIVES) {
+            alts_free(&sub);
+            alts_free(out);
+            alts_free(&opts);
+            *why = "has too many possible expansions";
+            return -1;
+          }
+          opts.v[opts.n++] = sub.v[k];
+          sub.v[k] = NULL;
+        }
+        sub.n = 0;
+      }
+    }
+    /* The token as itself. */
+    char *me = t4a_host_malloc(tn + 1);
+    if (me == NULL || opts.n == EXPAND_MAX_ALTERNATIVES) {
+      free(me);
+      alts_free(out);
+      alts_free(&opts);
+      *why = me == NULL ? NULL : "has too many possible expansions";
+      return -1;
+    }
+    memcpy(me, t, tn);
+    me[tn] = '\0';
+    opts.v[opts.n++] = me;
+    /* out = out x opts */
+    if (out->n * opts.n > EXPAND_MAX_ALTERNATIVES) {
+      alts_free(out);
+      alts_free(&opts);
+      *why = "has too many possible expansions";
+      return -1;
+    }
+    alts next;
+    next.n = 0;
+    for (size_t a = 0; a < out->n; a++) {
+      for (size_t b = 0; b < opts.n; b++) {
+        char *j = join2(out->v[a], opts.v[b], strlen(opts.v[b]));
+        if (j == NULL) {
+          alts_free(&next);
+          alts_free(out);
+          alts_free(&opts);
+          *why = NULL;
+          return -1;
+        }
+        next.v[next.n++] = j;
+      }
+    }
+    alts_free(out);
+    alts_free(&opts);
+    *out = next;
+  }
+  return 0;
+}
+
+/* Resolves a root file's computed include: every expansion must be a header name, each checked
+ * and followed as a literal include would be. */
+static t4a_status resolve_pending(scan *s, const struct pending *q) {
+  const char *active[EXPAND_MAX_DEPTH + 1];
+  size_t active_len[EXPAND_MAX_DEPTH + 1];
+  alts a;
+  const char *why = NULL;
+  char saved[sizeof s->where];
+  memcpy(saved, s->where, sizeof saved);
+  snprintf(s->where, sizeof s->where, "%s", q->where);
+  t4a_status st = T4A_OK;
+  if (expand_text(s, q->ops, q->ops_len, 0, active, active_len, 0, &a, &why) != 0) {
+    st = why == NULL ? T4A_HOST_OUT_OF_MEMORY
+                     : REFUSE("%s, line %zu: %s %.*s (a computed include) %s, which the key "
+                              "cannot follow%s",
+                              s->where, q->line, q->what, SHOW(q->ops_len), q->ops, why,
+                              k_root_advice);
+    memcpy(s->where, saved, sizeof saved);
+    return st;
+  }
+  for (size_t k = 0; st == T4A_OK && k < a.n; k++) {
+    /* Tokens: "x" alone, or < ... > (spellings joined). */
+    char *v = a.v[k];
+    char path[PATH_MAX];
+    size_t pn = 0;
+    int ok = 0, open = v[0];
+    if (open == '"') {
+      size_t len = strlen(v);
+      ok = strchr(v, '\x01') == NULL && len >= 2 && v[len - 1] == '"';
+      if (ok && len - 2 < sizeof path) {
+        memcpy(path, v + 1, len - 2);
+        pn = len - 2;
+      } else {
+        ok = 0;
+      }
+    } else if (open == '<' && v[1] == '\x01') {
+      size_t len = strlen(v);
+      ok = len >= 4 && v[len - 1] == '>' && v[len - 2] == '\x01';
+      for (size_t j = 2; ok && j + 2 < len; j++) {
+        if (v[j] == '\x01') continue;
+        if (v[j] == '>' || pn + 1 >= sizeof path) ok = 0;
+        else path[pn++] = v[j];
+      }
+    }
+    if (!ok) continue; /* not a header name: NVRTC would fail on it, nothing is cached */
+    path[pn] = '\0';
+    if (memchr(path, '\\', pn) != NULL) {
+      st = REFUSE("%s, line %zu: %s %.*s (a computed include) can expand to %c%s%c, whose "
+                  "backslash the front end might read as an escape%s",
+                  s->where, q->line, q->what, SHOW(q->ops_len), q->ops, open, path,
+                  open == '"' ? '"' : '>', k_root_advice);
+      break;
+    }
+    if (pn > 0 && path[0] == '/') {
+      st = REFUSE("%s, line %zu: %s %.*s (a computed include) can expand to %c%s%c, an absolute "
+                  "path%s",
+                  s->where, q->line, q->what, SHOW(q->ops_len), q->ops, open,
+                  path, open == '"' ? '"' : '>', k_root_advice);
+      break;
+    }
+    st = resolve_in_roots(s, path, pn, open == '"', q->what, q->line, open,
+                          open == '"' ? '"' : '>');
+  }
+  alts_free(&a);
+  memcpy(s->where, saved, sizeof saved);
+  return st;
+}
+
+/* Reads a root file whole (NUL-terminated copy) and checks it still has the bytes the key
+ * fingerprinted. */
+static t4a_status read_root_file(const char *root, const t4a_nvrtc_root_rec *rec, char **out,
+                                 size_t *out_bytes) {
+  *out = NULL;
+  char path[PATH_MAX];
+  if (snprintf(path, sizeof path, "%s/%s", root, rec->rel) >= (int)sizeof path) {
+    return t4a_error_set_(T4A_LIMIT_EXCEEDED, "t4a_nvrtc_include_root", 0, NULL, 0,
+                          "a path under %.200s is longer than PATH_MAX", root);
+  }
+  int fd = -1;
+  if (t4a_fault_sim(T4A_FAULT_FILE_OPEN)) {
+    errno = EACCES;
+  } else {
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  }
+  if (fd < 0) {
+    int err = errno;
+    return t4a_error_set_(T4A_IO, "open", err, NULL, 0, "include root: cannot open (%s): %.200s",
+                          strerror(err), path);
+  }
+  size_t cap = rec->size + 1, n = 0;
+  char *buf = t4a_host_malloc(cap + 1);
+  t4a_status st = buf != NULL ? T4A_OK : T4A_HOST_OUT_OF_MEMORY;
+  while (st == T4A_OK) {
+    if (n == cap) {
+      char *nb = t4a_host_realloc(buf, cap * 2 + 1);
+      if (nb == NULL) {
+        st = T4A_HOST_OUT_OF_MEMORY;
+        break;
+      }
+      buf = nb;
+      cap *= 2;
+    }
+    ssize_t got;
+    if (t4a_fault_sim(T4A_FAULT_FILE_READ)) {
+      errno = EIO;
+      got = -1;
+    } else {
+      got = read(fd, buf + n, cap - n);
+    }
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      int err = errno;
+      st = t4a_error_set_(T4A_IO, "read", err, NULL, 0, "include root: cannot read (%s): %.200s",
+                          strerror(err), path);
+      break;
+    }
+    if (got == 0) break;
+    n += (size_t)got;
+  }
+  close(fd);
+  if (st == T4A_OK) {
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, XXH3_128bits(buf, n));
+    if (memcmp(c.digest, rec->hash, 16) != 0) {
+      st = t4a_error_set_(T4A_BUSY, "t4a_nvrtc_include_root", 0, NULL, 0,
+                          "%.200s changed while the request was checked: try again", path);
+    }
+  }
+  if (st != T4A_OK) {
+    free(buf);
+    return st;
+  }
+  buf[n] = '\0';
+  *out = buf;
+  *out_bytes = n;
+  return T4A_OK;
+}
+
+static t4a_status scan_request_texts(scan *s) {
+  const t4a_nvrtc_request *r = s->p->req;
+  s->cur_root = -1;
+  s->cur_rec = NULL;
+  snprintf(s->where, sizeof s->where, "the source");
+  t4a_status st = scan_text(s, r->source, s->p->source_bytes);
+  for (size_t i = 0; st == T4A_OK && i < r->num_headers; i++) {
+    const t4a_nvrtc_header *h = &r->headers[i];
+    size_t hn = t4a_nvrtc_header_name_bytes(h);
+    snprintf(s->where, sizeof s->where, "header \"%.*s\"", SHOW(hn), h->name);
+    s->in_named_header = 1;
+    st = scan_text(s, h->content, t4a_nvrtc_header_content_bytes(h));
+    s->in_named_header = 0;
+  }
+  parsed_option po;
+  for (size_t i = 0; st == T4A_OK && i < r->num_options; i = po.next) {
+    (void)parse_option(r, i, &po); /* accepted by options_pass */
+    if (po.known->kind == K_DEFINE && po.value != NULL) {
+      snprintf(s->where, sizeof s->where, "the definition in option %zu", po.next - 1);
+      st = scan_text(s, po.value, po.value_bytes);
+      if (st == T4A_OK && s->pass == 1 && s->num_roots > 0) {
+        /* -DNAME, -DNAME=body, -DNAME(args)=body: a definition the computed includes see. */
+        size_t k = 0;
+        while (k < po.value_bytes && is_ident((unsigned char)po.value[k])) k++;
+        lexer L = {po.value, po.value_bytes, k, 1, 0};
+        int func = k < po.value_bytes && po.value[k] == '(';
+        while (L.i < L.n && po.value[L.i] != '=') L.i++;
+        static const char one[] = "1";
+        if (L.i < L.n) {
+          L.i++;
+          st = add_define(s, &L, po.value, k, func);
+        } else {
+          lexer L1 = {one, 1, 0, 1, 0};
+          st = add_define(s, &L1, po.value, k, func);
+        }
+      }
+    }
+  }
+  return st;
+}
+
 t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p) {
   const t4a_nvrtc_request *r = p->req;
   scan s;
   memset(&s, 0, sizeof s);
   s.p = p;
+  s.pass = 1;
   t4a_status st = options_pass(r, &s.d);
   if (st != T4A_OK) return st;
+  if (p->roots != NULL && r->num_include_roots > 0) {
+    s.num_roots = r->num_include_roots;
+    s.root_paths = r->include_roots;
+    s.roots = p->roots;
+  }
+  for (size_t i = 0; i < s.num_roots; i++) {
+    s.visited[i] = t4a_host_calloc(s.roots[i]->num / 8 + 1, 1);
+    if (s.visited[i] == NULL) st = T4A_HOST_OUT_OF_MEMORY;
+  }
   t4a_nvrtc_str *sorted = NULL;
   if (r->num_headers > 16) {
     sorted = t4a_host_malloc(r->num_headers * sizeof *sorted);
@@ -728,22 +1611,88 @@ t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p) {
     s.sorted = sorted;
     s.num_sorted = r->num_headers;
   }
-  /* Every text NVRTC preprocesses: the source, the headers, the -D definitions. */
-  snprintf(s.where, sizeof s.where, "the source");
-  st = scan_text(&s, r->source, p->source_bytes);
-  for (size_t i = 0; st == T4A_OK && i < r->num_headers; i++) {
-    const t4a_nvrtc_header *h = &r->headers[i];
-    size_t hn = t4a_nvrtc_header_name_bytes(h);
-    snprintf(s.where, sizeof s.where, "header \"%.*s\"", SHOW(hn), h->name);
-    st = scan_text(&s, h->content, t4a_nvrtc_header_content_bytes(h));
-  }
-  parsed_option po;
-  for (size_t i = 0; st == T4A_OK && i < r->num_options; i = po.next) {
-    (void)parse_option(r, i, &po); /* accepted by options_pass */
-    if (po.known->kind == K_DEFINE && po.value != NULL) {
-      snprintf(s.where, sizeof s.where, "the definition in option %zu", po.next - 1);
-      st = scan_text(&s, po.value, po.value_bytes);
+  /* Every text NVRTC preprocesses: the source, the headers, the -D definitions, and every file
+   * under the roots that an include of them (or of a file reached so) could open. */
+  if (st == T4A_OK) st = scan_request_texts(&s);
+  char **texts = NULL;
+  size_t *text_bytes = NULL;
+  size_t scanned = 0;
+  if (st == T4A_OK && s.num_roots > 0) {
+  again:
+    for (; st == T4A_OK && scanned < s.queue_len; scanned++) {
+      if (scanned % 64 == 0) {
+        char **nt = t4a_host_realloc(texts, (scanned + 64) * sizeof *nt);
+        size_t *nb = nt != NULL ? t4a_host_realloc(text_bytes, (scanned + 64) * sizeof *nb) : NULL;
+        if (nt != NULL) texts = nt;
+        if (nb == NULL) {
+          st = T4A_HOST_OUT_OF_MEMORY;
+          break;
+        }
+        text_bytes = nb;
+      }
+      const struct qitem *q = &s.queue[scanned];
+      st = read_root_file(s.root_paths[q->root], q->rec, &texts[scanned], &text_bytes[scanned]);
+      if (st != T4A_OK) break;
+      s.cur_root = (int)q->root;
+      s.cur_rec = q->rec;
+      snprintf(s.where, sizeof s.where, "include root %u: %.200s", q->root + 1, q->rec->rel);
+      st = scan_text(&s, texts[scanned], text_bytes[scanned]);
     }
+    /* Computed includes: resolved over every definition of the files reached so far; what they
+     * reach joins the scan, whose definitions can widen them again: to a fixed point. */
+    if (st == T4A_OK && s.num_pend > 0) {
+      size_t before = s.queue_len;
+      for (size_t i = 0; st == T4A_OK && i < s.num_pend; i++) st = resolve_pending(&s, &s.pend[i]);
+      if (st == T4A_OK && s.queue_len > before) goto again;
+    }
+    if (st == T4A_OK && (s.num_wrappers > 0 || (s.pasted && s.root_any_piece))) {
+      /* The second pass needs the function-like macros' names, sorted. */
+      size_t nf = 0;
+      for (size_t i = 0; i < s.num_defs; i++) nf += s.defs[i].func;
+      s.func_names = t4a_host_malloc((nf + 1) * sizeof *s.func_names);
+      char *names = s.func_names != NULL ? t4a_host_malloc(nf * 256 + 1) : NULL;
+      if (names == NULL) {
+        st = T4A_HOST_OUT_OF_MEMORY;
+      } else {
+        for (size_t i = 0; i < s.num_defs; i++) {
+          const struct mdef *m = &s.defs[i];
+          if (!m->func || m->name_len >= 256) continue;
+          char *d = names + 256 * s.num_func_names;
+          memcpy(d, m->name, m->name_len);
+          d[m->name_len] = '\0';
+          s.func_names[s.num_func_names++] = d;
+        }
+        qsort(s.func_names, s.num_func_names, sizeof *s.func_names, cmp_cstr_p);
+        s.func_name_block = names;
+      }
+    }
+    if (st == T4A_OK && (s.num_wrappers > 0 || (s.pasted && s.root_any_piece))) {
+      s.pass = 2;
+      st = scan_request_texts(&s);
+      for (size_t i = 0; st == T4A_OK && i < scanned; i++) {
+        const struct qitem *q = &s.queue[i];
+        s.cur_root = (int)q->root;
+        s.cur_rec = q->rec;
+        snprintf(s.where, sizeof s.where, "include root %u: %.200s", q->root + 1, q->rec->rel);
+        st = scan_text(&s, texts[i], text_bytes[i]);
+      }
+    }
+  }
+  for (size_t i = 0; i < scanned && texts != NULL; i++) free(texts[i]);
+  free(texts);
+  free(text_bytes);
+  free(s.queue);
+  free(s.wrappers);
+  for (size_t i = 0; i < s.num_roots; i++) free(s.visited[i]);
+  free(s.defs);
+  free(s.pend);
+  free(s.func_names);
+  free(s.func_name_block);
+  size_t first = 0;
+  if (st == T4A_OK && s.pasted && pieces_join(&s, &first)) {
+    st = REFUSE("%s: \"%s\" and other pieces in macro bodies or arguments of the roots, with a ## "
+                "there, could paste __has_include together, whose operand the key cannot see%s",
+                s.piece_at[first], s.pieces[first], k_root_advice);
   }
   if (st == T4A_OK && s.pasted && s.has_piece) {
     st = REFUSE(

@@ -262,9 +262,11 @@ static char *copy_text(char **cursor, const char *p, size_t n) {
   return d;
 }
 
+static const char k_include_path[] = "--include-path=";
+
 static t4a_status build_inputs(const t4a_nvrtc_prepared *p, compile_inputs *in) {
   const t4a_nvrtc_request *r = p->req;
-  size_t nh = r->num_headers, no = r->num_options + p->num_implicit;
+  size_t nh = r->num_headers, no = r->num_options + r->num_include_roots + p->num_implicit;
   size_t ne = r->num_name_expressions;
   size_t nsort = nh > ne ? nh : ne;
   /* The counts are at most T4A_NVRTC_MAX_ITEMS each, so the pointer arrays cannot overflow; the
@@ -272,13 +274,17 @@ static t4a_status build_inputs(const t4a_nvrtc_prepared *p, compile_inputs *in) 
   size_t ptrs = 2 * nh + no + nsort;
   size_t total = ptrs * sizeof(char *) + 2 * ne * sizeof(t4a_nvrtc_str);
   int ok = grow(&total, p->source_bytes, 1) && grow(&total, 1, 1) &&
-           grow(&total, p->program_name_bytes, 1) && grow(&total, 1, 1);
+           grow(&total, p->program_name_bytes, 1) && grow(&total, 1, 1) &&
+           grow(&total, strlen(p->name_prefix), 1);
   for (size_t i = 0; ok && i < nh; i++) {
     ok = grow(&total, t4a_nvrtc_header_name_bytes(&r->headers[i]), 1) && grow(&total, 1, 1) &&
          grow(&total, t4a_nvrtc_header_content_bytes(&r->headers[i]), 1) && grow(&total, 1, 1);
   }
   for (size_t i = 0; ok && i < r->num_options; i++) {
     ok = grow(&total, t4a_nvrtc_option_bytes(r, i), 1) && grow(&total, 1, 1);
+  }
+  for (size_t i = 0; ok && i < r->num_include_roots; i++) {
+    ok = grow(&total, strlen(r->include_roots[i]), 1) && grow(&total, sizeof k_include_path, 1);
   }
   if (!ok) {
     return t4a_error_set_(T4A_HOST_OUT_OF_MEMORY, "t4a_nvrtc_compile", 0, NULL, UINT64_MAX,
@@ -295,7 +301,14 @@ static t4a_status build_inputs(const t4a_nvrtc_prepared *p, compile_inputs *in) 
   in->lowered = in->exprs + ne;
   char *cursor = (char *)(in->lowered + ne);
   in->source = copy_text(&cursor, r->source, p->source_bytes);
-  in->name = copy_text(&cursor, p->program_name, p->program_name_bytes);
+  {
+    size_t pl = strlen(p->name_prefix);
+    char *d = cursor;
+    memcpy(d, p->name_prefix, pl);
+    cursor += pl;
+    copy_text(&cursor, p->program_name, p->program_name_bytes);
+    in->name = d;
+  }
   for (size_t i = 0; i < nh; i++) {
     const t4a_nvrtc_header *h = &r->headers[i];
     in->header_names[i] = copy_text(&cursor, h->name, t4a_nvrtc_header_name_bytes(h));
@@ -304,7 +317,18 @@ static t4a_status build_inputs(const t4a_nvrtc_prepared *p, compile_inputs *in) 
   for (size_t i = 0; i < r->num_options; i++) {
     in->options[i] = copy_text(&cursor, r->options[i], t4a_nvrtc_option_bytes(r, i));
   }
-  for (size_t i = 0; i < p->num_implicit; i++) in->options[r->num_options + i] = p->implicit[i];
+  for (size_t i = 0; i < r->num_include_roots; i++) {
+    char *d = cursor;
+    size_t pl = sizeof k_include_path - 1, n = strlen(r->include_roots[i]);
+    memcpy(d, k_include_path, pl);
+    memcpy(d + pl, r->include_roots[i], n);
+    d[pl + n] = '\0';
+    cursor = d + pl + n + 1;
+    in->options[r->num_options + i] = d;
+  }
+  for (size_t i = 0; i < p->num_implicit; i++) {
+    in->options[r->num_options + r->num_include_roots + i] = p->implicit[i];
+  }
   in->num_options = no;
   for (size_t i = 0; i < ne; i++) {
     in->exprs[i].p = r->name_expressions[i];

@@ -21,11 +21,70 @@
  * their framing, the options t4a adds or what a cached compile may read change: old keys then
  * never match, and old disk entries age out through eviction. 2: cached compiles read nothing
  * but the request (options allowlist, include check); schema-1 entries may hold artifacts built
- * from files the key did not see. */
-#define T4A_NVRTC_KEY_SCHEMA 2u
+ * from files the key did not see. 3: include roots (their spellings, in order, and the
+ * fingerprints of their trees). */
+#define T4A_NVRTC_KEY_SCHEMA 3u
 
 /* Limits on request counts (LIMIT_EXCEEDED above them). */
 #define T4A_NVRTC_MAX_ITEMS 65536u
+
+/* Most include roots of one request. */
+#define T4A_NVRTC_MAX_ROOTS 64u
+
+/* ---- Include roots (nvrtc_roots.c) ---------------------------------------------------------- */
+
+#define T4A_NVRTC_ROOT_FILE 1u
+#define T4A_NVRTC_ROOT_DIR 2u
+#define T4A_NVRTC_ROOT_LINK 4u /* reached through a symbolic link (with FILE or DIR) */
+
+/* One directory or file of a root's tree. */
+typedef struct t4a_nvrtc_root_rec {
+  char *rel; /* path under the root, '/'-separated; "" is the root */
+  uint32_t kind;
+  uint64_t dev, ino, size, mtime_ns, ctime_ns;
+  uint64_t taken_ns; /* when the file was hashed (the racy check) */
+  uint8_t hash[16];  /* files: XXH3-128 of the bytes */
+} t4a_nvrtc_root_rec;
+
+/* An immutable, refcounted fingerprint of one root: records sorted by rel. */
+typedef struct t4a_nvrtc_root_snapshot {
+  atomic_int refs;
+  char *path;
+  t4a_nvrtc_root_rec *recs;
+  size_t num;
+  uint8_t fp[16];
+  uint64_t files, dirs, bytes, files_hashed;
+  int has_links;
+  /* The names beside the root (in its parent, physical and lexical): an include that climbs
+   * out of the root with ".." (NVRTC searches "ROOT/../x") finds one of these or nothing.
+   * Sorted; in the fingerprint. parent_listed 0: the parent could not be read. */
+  char **parent_names;
+  size_t num_parent_names;
+  int parent_listed;
+  int parent_same; /* the physical and the lexical parent are one directory... */
+  uint64_t parent_dev, parent_ino; /* ...this one */
+} t4a_nvrtc_root_snapshot;
+/* Whether `name` (n bytes) is beside the root. */
+int t4a_nvrtc_root_beside_(const t4a_nvrtc_root_snapshot *s, const char *name, size_t n);
+
+/* Fingerprints roots[0..num) (memo_dir: the cache directory for the disk memo, or NULL) into
+ * out[i] (references the caller releases); how (may be NULL) says how each was obtained. On
+ * failure every out[i] is NULL. */
+T4A_MUST_USE t4a_status t4a_nvrtc_roots_fingerprint_(const char *const *roots, size_t num,
+                                                     const char *memo_dir,
+                                                     t4a_nvrtc_root_snapshot **out,
+                                                     t4a_nvrtc_root_source *how);
+void t4a_nvrtc_root_snapshot_release_(t4a_nvrtc_root_snapshot *s);
+/* The record at rel, or NULL. */
+const t4a_nvrtc_root_rec *t4a_nvrtc_root_find_(const t4a_nvrtc_root_snapshot *s, const char *rel);
+/* Whether the roots still have the fingerprints of snaps (re-fingerprinted now; a failure is
+ * "changed"). Leaves the caller's error detail as it was. */
+int t4a_nvrtc_roots_unchanged_(t4a_nvrtc_root_snapshot *const *snaps, size_t num,
+                               const char *const *roots, const char *memo_dir);
+/* Tests: drops every memo and the inotify instance. Walks and files hashed since start. */
+void t4a_nvrtc_roots_forget_(void);
+uint64_t t4a_nvrtc_roots_walks_(void);
+uint64_t t4a_nvrtc_roots_files_hashed_(void);
 
 /* A validated request: lengths resolved, target parsed, t4a's own options spelled out. Holds
  * borrowed pointers into the request only. */
@@ -37,8 +96,14 @@ typedef struct t4a_nvrtc_prepared {
   char target[24];         /* "sm_90a" */
   int virtual_arch;        /* compute_NN */
   char arch_option[48];    /* "--gpu-architecture=sm_90a" */
-  const char *implicit[3]; /* t4a's options, after the caller's */
+  const char *implicit[3]; /* t4a's options, after the caller's (and the roots') */
+  /* Before the program name given to NVRTC: "" or, with include roots, "/dev/null/" (see
+   * t4a_nvrtc_prepare). */
+  const char *name_prefix;
   size_t num_implicit;
+  /* Cached compiles: each root's snapshot (set by the cache; NULL in an uncached compile, whose
+   * identity holds the roots' spellings only). */
+  t4a_nvrtc_root_snapshot *const *roots;
 } t4a_nvrtc_prepared;
 
 /* The byte count of header i's name / content and of option i (resolving 0 as strlen). */

@@ -192,6 +192,19 @@ t4a_status t4a_nvrtc_prepare(const t4a_nvrtc_lib *lib, const t4a_nvrtc_request *
                             "option %zu (%.*s) %s", i, (int)(n > 64 ? 64 : n), o, why);
     }
   }
+  if (req->num_include_roots > T4A_NVRTC_MAX_ROOTS) {
+    return t4a_error_set_(T4A_LIMIT_EXCEEDED, "t4a_nvrtc_request", 0, NULL, 0,
+                          "%zu include roots: at most %u", req->num_include_roots,
+                          T4A_NVRTC_MAX_ROOTS);
+  }
+  if (req->num_include_roots > 0 && req->include_roots == NULL) {
+    return INVALID("num_include_roots is %zu but include_roots is NULL", req->num_include_roots);
+  }
+  for (size_t i = 0; i < req->num_include_roots; i++) {
+    const char *root = req->include_roots[i];
+    if (root == NULL) return INVALID("include root %zu is NULL", i);
+    if ((st = check_text("include root", i, root, strlen(root))) != T4A_OK) return st;
+  }
   for (size_t i = 0; i < req->num_name_expressions; i++) {
     const char *e = req->name_expressions[i];
     if (e == NULL) return INVALID("name expression %zu is NULL", i);
@@ -219,7 +232,19 @@ t4a_status t4a_nvrtc_prepare(const t4a_nvrtc_lib *lib, const t4a_nvrtc_request *
   }
   if ((st = parse_target(lib, req->target, out)) != T4A_OK) return st;
   out->implicit[out->num_implicit++] = out->arch_option;
-  out->implicit[out->num_implicit++] = "--no-source-include";
+  /* --no-source-include keeps NVRTC from searching the directory of the program name (and of
+   * each header) for "quoted" includes. Headers under include roots need their own directory
+   * searched (cooperative_groups/details/driver_abi.h includes "info.h" beside it), so with roots
+   * t4a leaves it out and names the program /dev/null/<name> instead: a directory that cannot
+   * exist, so the source's quoted includes search nothing but the roots (measured with NVRTC
+   * 13.0; the include check refuses a named header's quoted include of anything but a request
+   * header, which NVRTC would look for in the working directory first). */
+  if (req->num_include_roots > 0) {
+    out->name_prefix = "/dev/null/";
+  } else {
+    out->name_prefix = "";
+    out->implicit[out->num_implicit++] = "--no-source-include";
+  }
   if (req->output == T4A_NVRTC_OUTPUT_LTOIR) out->implicit[out->num_implicit++] = "-dlto";
   return T4A_OK;
 }
@@ -290,6 +315,15 @@ void t4a_nvrtc_identity_emit(const t4a_nvrtc_lib *lib, const t4a_nvrtc_prepared 
   put_u64(s, r->num_options);
   for (size_t i = 0; i < r->num_options; i++) {
     put_str(s, r->options[i], t4a_nvrtc_option_bytes(r, i));
+  }
+  put_u64(s, r->num_include_roots);
+  for (size_t i = 0; i < r->num_include_roots; i++) {
+    put_str(s, r->include_roots[i], strlen(r->include_roots[i]));
+    /* A cached compile's key holds each root's tree fingerprint; an uncached artifact's key
+     * (stored, never looked up) only the spellings. */
+    static const uint8_t none[16] = {0};
+    put_u64(s, p->roots != NULL);
+    sink_put(s, p->roots != NULL ? p->roots[i]->fp : none, 16);
   }
   put_u64(s, p->num_implicit);
   for (size_t i = 0; i < p->num_implicit; i++) {

@@ -42,6 +42,36 @@ printf 'extern "C" __global__ void k() { undefined_thing(); }\n' > "$dir/bad.cu"
 [ $? -eq 1 ] || fail "a compile error did not exit 1"
 grep -q 'undefined_thing' "$dir/err" || fail "the compile log was not printed"
 
+# t4a compile -I DIR: a library header and cuda_fp16.h (the toolkit's roots by default, when a
+# toolkit is installed); the roots are listed with how they were fingerprinted; an edited library
+# header is a recompile in a new process, a touched one a disk hit; a missing root exits 2.
+if [ -f "${T4A_CUDA_PATH:-/usr/local/cuda}/include/cuda_fp16.h" ]; then
+  mkdir -p "$dir/lib"
+  printf '#define MYVAL 3.0f\n' > "$dir/lib/mylib.h"
+  printf '#include <cuda_fp16.h>\n#include <mylib.h>\nextern "C" __global__ void h(__half *x) { x[0] = __float2half(MYVAL); }\n' > "$dir/h.cu"
+  out=$("$t4a" compile "$dir/h.cu" --arch sm_90 -I "$dir/lib" --cache "$dir/rcache" 2>&1) ||
+    fail "compile -I exited $?: $out"
+  echo "$out" | grep -q '^artifact: compiled$' || fail "-I: not compiled: $out"
+  echo "$out" | grep -q "^root 1: $dir/lib: 1 files, 19 bytes, fingerprint [0-9a-f]* (walked" ||
+    fail "-I: the root was not listed: $out"
+  echo "$out" | grep -q '^toolkit: ' || fail "-I: no toolkit line: $out"
+  out=$("$t4a" compile "$dir/h.cu" --arch sm_90 -I "$dir/lib" --cache "$dir/rcache" 2>&1) ||
+    fail "compile -I (2) exited $?: $out"
+  echo "$out" | grep -q '^artifact: disk$' || fail "-I: the second process did not hit: $out"
+  echo "$out" | grep -q "^root 1: $dir/lib: .*(disk memo" || fail "-I: no disk memo: $out"
+  touch "$dir/lib/mylib.h"
+  out=$("$t4a" compile "$dir/h.cu" --arch sm_90 -I "$dir/lib" --cache "$dir/rcache" 2>&1) ||
+    fail "compile -I (touch) exited $?: $out"
+  echo "$out" | grep -q '^artifact: disk$' || fail "-I: a touch was not a hit: $out"
+  printf '#define MYVAL 4.0f\n' > "$dir/lib/mylib.h"
+  out=$("$t4a" compile "$dir/h.cu" --arch sm_90 -I "$dir/lib" --cache "$dir/rcache" 2>&1) ||
+    fail "compile -I (edit) exited $?: $out"
+  echo "$out" | grep -q '^artifact: compiled$' || fail "-I: an edit was not a recompile: $out"
+  "$t4a" compile "$dir/h.cu" --arch sm_90 -I "$dir/nowhere" >/dev/null 2>"$dir/err"
+  [ $? -eq 2 ] || fail "a missing root did not exit 2"
+  grep -q 'does not exist' "$dir/err" || fail "a missing root: no message: $(cat "$dir/err")"
+fi
+
 # t4a demo on the fake driver: NVRTC for real, three ways verified, the warm pass's counters.
 out=$("$t4a" demo --fake --n 1000 --json 2>&1) || fail "demo exited $?: $out"
 echo "$out" | head -1 | grep -q '^t4a demo: --fake: the chain runs on the fake driver' ||

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "t4a/counters.h"
 #include "t4a/jitlink.h"
@@ -18,7 +19,8 @@
 
 static const char k_usage[] =
     "usage: t4a compile FILE.cu --arch ARCH [--ptx | --cubin | --ltoir] [-o OUT] [--cache DIR]\n"
-    "                   [--header NAME=PATH]... [--name-expr EXPR]... [--repeat N]\n"
+    "                   [--header NAME=PATH]... [-I DIR]... [--no-toolkit] [--name-expr EXPR]...\n"
+    "                   [--repeat N]\n"
     "                   [NVRTC options: -DNAME=VALUE, --std=c++17, ...]\n"
     "       t4a compile FILE.cu LIB.cu... --arch ARCH -dlto [-Xnvlink OPT]... [-o OUT] [--cache DIR]\n";
 
@@ -30,6 +32,11 @@ static const char k_help[] =
     "  -o OUT             write the artifact there (PTX without its NUL)\n"
     "  --cache DIR        a disk cache (shared by processes): a second run is a disk hit\n"
     "  --header NAME=PATH a named header for #include \"NAME\" (repeatable)\n"
+    "  -I DIR, -IDIR      an include root, searched in order before the toolkit's (repeatable);\n"
+    "                     the cache key covers the content of every file under it\n"
+    "  --no-toolkit       no default include roots (else the CUDA toolkit's include and\n"
+    "                     include/cccl, from T4A_CUDA_PATH, CUDA_PATH, /usr/local/cuda or\n"
+    "                     beside libnvrtc); the roots used and how each was fingerprinted print\n"
     "  --name-expr EXPR   a name expression (e.g. k<int>) whose lowered name is printed\n"
     "  --repeat N         compile N times through the cache (the first compiles, then hits)\n"
     "  -dlto              device link-time optimisation, as nvcc: each FILE.cu is compiled to\n"
@@ -154,6 +161,9 @@ typedef struct compile_args {
   size_t num_headers;
   const char **exprs;
   size_t num_exprs;
+  const char **roots;
+  size_t num_roots;
+  int no_toolkit;
 } compile_args;
 
 static int parse(int argc, char **argv, compile_args *a) {
@@ -208,6 +218,16 @@ static int parse(int argc, char **argv, compile_args *a) {
        * silently cutting the header there. (An empty file reads as "", which 0 also means.) */
       a->headers[a->num_headers].content_bytes = bytes;
       a->num_headers++;
+    } else if (strcmp(s, "-I") == 0 || strcmp(s, "--include-path") == 0) {
+      if (next == NULL) return usage("%s needs a directory", s);
+      a->roots[a->num_roots++] = next;
+      i++;
+    } else if (strncmp(s, "-I", 2) == 0 || strncmp(s, "--include-path=", 15) == 0) {
+      const char *dir = s[1] == 'I' ? s + 2 : s + 15;
+      if (dir[0] == '\0') return usage("%s needs a directory", s);
+      a->roots[a->num_roots++] = dir;
+    } else if (strcmp(s, "--no-toolkit") == 0) {
+      a->no_toolkit = 1;
     } else if (strcmp(s, "--ptx") == 0 || strcmp(s, "--cubin") == 0 || strcmp(s, "--ltoir") == 0) {
       int kind = s[2] == 'p'   ? T4A_NVRTC_OUTPUT_PTX
                  : s[2] == 'c' ? T4A_NVRTC_OUTPUT_CUBIN
@@ -329,6 +349,8 @@ static int compile_and_link(const compile_args *a) {
     r.num_headers = a->num_headers;
     r.options = options;
     r.num_options = num_options;
+    r.include_roots = a->roots;
+    r.num_include_roots = a->num_roots;
     r.target = a->arch;
     r.output = T4A_NVRTC_OUTPUT_LTOIR;
     st = t4a_nvrtc_cache_compile(cache, &r, &inputs[i], &outcome);
@@ -416,13 +438,14 @@ int t4a_cmd_compile(int argc, char **argv) {
   a.exprs = calloc(slots, sizeof *a.exprs);
   a.files = calloc(slots, sizeof *a.files);
   a.link_options = calloc(slots, sizeof *a.link_options);
+  a.roots = calloc(slots + 2, sizeof *a.roots);
   char *source = NULL;
   t4a_nvrtc_lib *lib = NULL;
   t4a_nvrtc_cache *cache = NULL;
   t4a_nvrtc_outcome outcome = T4A_NVRTC_OUTCOME_INIT;
   int rc = 0;
   if (a.options == NULL || a.headers == NULL || a.header_texts == NULL || a.exprs == NULL ||
-      a.files == NULL || a.link_options == NULL) {
+      a.files == NULL || a.link_options == NULL || a.roots == NULL) {
     fprintf(stderr, "t4a compile: out of memory\n");
     rc = EXIT_COMPILE;
     goto done;
@@ -432,6 +455,11 @@ int t4a_cmd_compile(int argc, char **argv) {
     goto done;
   }
   if (a.dlto) {
+    /* Each source's include roots: -I's, then the toolkit's (as below). */
+    t4a_nvrtc_toolkit dtk;
+    if (!a.no_toolkit && t4a_nvrtc_toolkit_find(NULL, &dtk) == T4A_OK) {
+      for (size_t i = 0; i < dtk.num_roots; i++) a.roots[a.num_roots++] = dtk.roots[i];
+    }
     rc = compile_and_link(&a);
     goto done;
   }
@@ -468,6 +496,40 @@ int t4a_cmd_compile(int argc, char **argv) {
   r.output = (t4a_nvrtc_output)a.output;
   r.name_expressions = a.exprs;
   r.num_name_expressions = a.num_exprs;
+  /* Include roots: -I's, then the toolkit's. Each is fingerprinted here first, so that the
+   * output says how (walked, from the disk memo, from memory) and what it cost. */
+  t4a_nvrtc_toolkit tk;
+  memset(&tk, 0, sizeof tk);
+  t4a_status tk_st = T4A_UNSUPPORTED;
+  if (!a.no_toolkit) {
+    tk_st = t4a_nvrtc_toolkit_find(t4a_nvrtc_lib_origin(lib), &tk);
+    if (tk_st == T4A_OK) {
+      printf("toolkit: %s (%s)\n", tk.include, tk.from);
+      for (size_t i = 0; i < tk.num_roots; i++) a.roots[a.num_roots++] = tk.roots[i];
+    } else {
+      printf("toolkit: none found (looked in %s)\n", tk.looked);
+    }
+  }
+  for (size_t i = 0; i < a.num_roots; i++) {
+    t4a_nvrtc_root_info info;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    st = t4a_nvrtc_root_fingerprint(a.roots[i], a.cache_dir, &info);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (st != T4A_OK) {
+      print_failure("include root");
+      rc = EXIT_USAGE;
+      goto done;
+    }
+    char hex[33];
+    for (int k = 0; k < 16; k++) snprintf(hex + 2 * k, 3, "%02x", info.fingerprint[k]);
+    printf("root %zu: %s: %llu files, %llu bytes, fingerprint %s (%s, %llu hashed, %.2f ms)\n",
+           i + 1, a.roots[i], (unsigned long long)info.files, (unsigned long long)info.bytes, hex,
+           t4a_nvrtc_root_source_name(info.source), (unsigned long long)info.files_hashed,
+           (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
+  }
+  r.include_roots = a.roots;
+  r.num_include_roots = a.num_roots;
 
   t4a_nvrtc_artifact *art = NULL;
   char label[200];
@@ -483,6 +545,10 @@ int t4a_cmd_compile(int argc, char **argv) {
     if (st != T4A_OK) {
       tool_progress_stop(&progress);
       rc = report_failure(st, &outcome);
+      if (st == T4A_INVALID_ARGUMENT && !a.no_toolkit && tk_st != T4A_OK) {
+        fprintf(stderr, "t4a compile: no CUDA toolkit for the default include roots (looked in %s)\n",
+                tk.looked);
+      }
       goto done;
     }
     printf("artifact: %s\n", t4a_nvrtc_origin_name(outcome.origin));
@@ -521,5 +587,6 @@ done:
   free(a.exprs);
   free(a.files);
   free(a.link_options);
+  free(a.roots);
   return rc;
 }

@@ -138,6 +138,11 @@ typedef struct t4a_runtime_options {
    * NULL: at the first link the runtime opens nvJitLink and creates its own (memory, and the
    * artifact cache's disk directory when it has one). */
   t4a_jitlink_cache *link_cache;
+  /** Nonzero: compiles get no default include roots. Zero: t4a_runtime_compile* append the CUDA
+   * toolkit's include roots (t4a_nvrtc_toolkit_find: include and include/cccl) after a
+   * request's own, so that <cuda_fp16.h>, <cooperative_groups.h>, <cuda/std/...> and <cub/...>
+   * resolve as with nvcc, keyed by their content. */
+  int no_toolkit_roots;
 } t4a_runtime_options;
 /** Every option at its default (zero). */
 #define T4A_RUNTIME_OPTIONS_INIT                                                                  \
@@ -145,7 +150,7 @@ typedef struct t4a_runtime_options {
     NULL, T4A_LANE_OPTIONS_INIT, T4A_MEM_POOL_OPTIONS_INIT, T4A_RETIRE_OPTIONS_INIT,              \
         T4A_XFER_OPTIONS_INIT, T4A_MODULE_CACHE_OPTIONS_INIT, 0, NULL,                            \
         T4A_NVRTC_LIB_OPTIONS_INIT, T4A_NVRTC_CACHE_OPTIONS_INIT, NULL, 0, T4A_LAUNCH_POLICY_INIT, \
-        0, NULL                                                                                   \
+        0, NULL, 0                                                                                \
   }
 
 /** Opens a runtime on device `ordinal`: takes a driver reference, creates the lane, the pool, the
@@ -222,7 +227,10 @@ T4A_MUST_USE t4a_status t4a_runtime_copy(t4a_runtime *rt, t4a_buffer *dst, size_
 /** Compiles CUDA C++ `source` for the runtime's target through the artifact cache (a request
  * compiled before comes back from memory or disk with no NVRTC call). `program_name` (NULL:
  * "t4a_program.cu") names it in diagnostics. Output: a CUBIN, or PTX (compile_ptx, or a
- * compute_NN target). The first compile opens NVRTC and creates the runtime's own cache (unless
+ * compute_NN target). Unless options.no_toolkit_roots, the CUDA toolkit's include roots are
+ * appended to every compile's (found at the first compile; when none was found, a compile whose
+ * include needed one is INVALID_ARGUMENT saying where t4a looked). The first compile opens NVRTC
+ * and creates the runtime's own cache (unless
  * the options gave one). Statuses: NVRTC_NOT_FOUND (NVRTC cannot be loaded: only here, never at
  * open; asked again at the next compile), NVRTC_SYMBOL_MISSING, COMPILE_FAILED (the headline of
  * NVRTC's log in the detail; the whole log through t4a_runtime_compile_request),

@@ -170,14 +170,27 @@ typedef struct t4a_nvrtc_header {
  *     compile uses is a named header. The check is lexical: an include in a group that \#if skips
  *     counts too (supply a named header for it, even an empty one), and a request that pastes
  *     tokens with ## may not also spell a piece of __has_include such as `__has_`.
+ *     With include roots, an include may also name a file under the roots by a literal relative
+ *     name (<x.h> or "x.h"; in a named header only <x.h> or a request header, since NVRTC
+ *     looks for a named header's "x.h" in the working directory first). Every file it can reach
+ *     is checked the same way, with computed includes there resolved over every definition seen;
+ *     refused (naming the file, line and include): an absolute path, ".." out of a root to
+ *     something beside it or out of a linked directory, a computed include that cannot be
+ *     followed (a function-like macro, more than 64 expansions, an absolute expansion), pieces
+ *     that ## there could join into __has_include. The walk of a root refuses a missing root, a
+ *     file, a symbolic link loop, a dangling link and special files (INVALID_ARGUMENT) and an
+ *     unreadable entry (IO).
  * The options are checked when a request is not in memory, the includes only before NVRTC would
  * run (a lexical pass over the whole request, which a disk hit does not pay): an entry of either
  * cache level is a request that passed both. Supply headers as named headers, or compile without
  * the cache.
  *
- * t4a adds its own options after the caller's: --gpu-architecture=\<target\>, --no-source-include
- * (so the directory of the program name is never searched: a request's output depends only on
- * what it names), and -dlto for LTO-IR. */
+ * t4a adds its own options after the caller's: --include-path=\<root\> for each include root,
+ * --gpu-architecture=\<target\>, --no-source-include (so the directory of the program name is
+ * never searched: a request's output depends only on what it names) and -dlto for LTO-IR. With
+ * include roots, headers there need their own directory searched, so --no-source-include is left
+ * out and NVRTC is given the program name "/dev/null/\<name\>" (a directory that cannot exist;
+ * diagnostics and __FILE__ show it). */
 typedef struct t4a_nvrtc_request {
   const char *program_name; /**< NULL: "t4a_program.cu". Appears in diagnostics and debug info */
   const char *source;       /**< CUDA C++ source */
@@ -191,10 +204,62 @@ typedef struct t4a_nvrtc_request {
   t4a_nvrtc_output output;             /**< PTX, CUBIN or LTO-IR */
   const char *const *name_expressions; /**< e.g. "k<int>": their lowered names come back */
   size_t num_name_expressions; /**< how many name expressions */
+  /** Include roots, searched in order (t4a passes --include-path=ROOT for each, after the
+   * caller's options). A cached compile keys each root by the content of its whole tree (see
+   * t4a_nvrtc_root_fingerprint) and its spelling, in order. At most 64. */
+  const char *const *include_roots;
+  size_t num_include_roots; /**< how many include roots */
 } t4a_nvrtc_request;
 /** An empty request (every field zero). */
 #define T4A_NVRTC_REQUEST_INIT \
   { 0 }
+
+/* ---- Include roots ----------------------------------------------------------------------- */
+
+/** How a root's fingerprint was obtained (t4a_nvrtc_root_info). */
+typedef enum t4a_nvrtc_root_source {
+  T4A_NVRTC_ROOT_FROM_MEMORY = 0,      /**< the process's memo, valid (no file event since) */
+  T4A_NVRTC_ROOT_FROM_REVALIDATED = 1, /**< the process's memo, re-walked after an event */
+  T4A_NVRTC_ROOT_FROM_DISK = 2,        /**< a memo in the cache directory, validated by metadata */
+  T4A_NVRTC_ROOT_FROM_WALK = 3,        /**< no memo: every file read and hashed */
+} t4a_nvrtc_root_source;
+
+/** Returns "memory", "revalidated", "disk memo", "walked" or "unknown". Static string. */
+const char *t4a_nvrtc_root_source_name(t4a_nvrtc_root_source source);
+
+/** A root's fingerprint and what it covers. */
+typedef struct t4a_nvrtc_root_info {
+  uint8_t fingerprint[16];      /**< XXH3-128 of the tree's paths, kinds and file contents */
+  uint64_t files, directories;  /**< in the tree (symbolic links followed) */
+  uint64_t bytes;               /**< the files' total size */
+  uint64_t files_hashed;        /**< files this call read (0 from a valid memo) */
+  t4a_nvrtc_root_source source; /**< how it was obtained */
+} t4a_nvrtc_root_info;
+
+/** Fingerprints the directory tree at `root` (symbolic links followed), memoised for the
+ * process and, with memo_dir (a cache directory; NULL: none), on disk. A cached compile calls
+ * this for each of its request's roots. Statuses: INVALID_ARGUMENT (NULL or empty root or out;
+ * root missing or not a directory; a symbolic link loop, a dangling link, or an entry that is
+ * not a regular file or directory under it: named), IO (a directory or file cannot be read:
+ * path and errno), LIMIT_EXCEEDED (more than 2^20 entries, 64 levels), HOST_OUT_OF_MEMORY. */
+T4A_MUST_USE t4a_status t4a_nvrtc_root_fingerprint(const char *root, const char *memo_dir,
+                                                   t4a_nvrtc_root_info *out);
+
+/** The CUDA toolkit's include roots (t4a_nvrtc_toolkit_find). */
+typedef struct t4a_nvrtc_toolkit {
+  const char *roots[2];    /**< include, then include/cccl when present; point into this */
+  size_t num_roots;        /**< 1 or 2 */
+  char include[4096];      /**< <toolkit>/include */
+  char cccl[4096];         /**< <toolkit>/include/cccl, or empty */
+  char from[32];           /**< "T4A_CUDA_PATH", "CUDA_PATH", "default", "beside libnvrtc" */
+  char looked[1024];       /**< every folder tried, in order */
+} t4a_nvrtc_toolkit;
+
+/** Finds the CUDA toolkit's headers: $T4A_CUDA_PATH, $CUDA_PATH, /usr/local/cuda, then the
+ * folder above the one holding `libnvrtc_path` (may be NULL; t4a_nvrtc_lib_origin), the first
+ * whose include/cuda_runtime.h exists. Statuses: UNSUPPORTED (none found: the message lists
+ * where it looked, as does out->looked), INVALID_ARGUMENT (out is NULL). */
+T4A_MUST_USE t4a_status t4a_nvrtc_toolkit_find(const char *libnvrtc_path, t4a_nvrtc_toolkit *out);
 
 /* ---- Outcomes ---------------------------------------------------------------------------- */
 

@@ -24,7 +24,11 @@
   X(nvrtc_disk_errors, "disk-cache I/O failures (never fail a compile)")                          \
   X(nvrtc_disk_evictions, "disk entries removed to stay within the size bound")
 
+/** Run 2 of t4a_nvrtc's counters: include roots. */
+#define T4A_NVRTC_COUNTERS_2(X)                                                                   \
+  X(nvrtc_roots_changed, "compiles with include roots whose roots changed while NVRTC ran (not cached)")
+
 /** Every counter of t4a_nvrtc, in the joined order. */
-#define T4A_NVRTC_COUNTERS(X) T4A_NVRTC_COUNTERS_1(X)
+#define T4A_NVRTC_COUNTERS(X) T4A_NVRTC_COUNTERS_1(X) T4A_NVRTC_COUNTERS_2(X)
 
 #endif /**< T4A_NVRTC_COUNTERS_H_ */

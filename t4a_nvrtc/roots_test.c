@@ -1,0 +1,833 @@
+/* Include roots through the artifact cache, against the real NVRTC (wrapped: compiles and live
+ * programs counted) and the real CUDA toolkit's headers (tests that need the toolkit skip when it
+ * is absent): the key covers the content of every file under each root, so editing one byte of a
+ * nested header (even with its size and modification time kept) is a miss at both levels, a touch
+ * is a hit, another root order or another root is a miss; computed includes, includes that leave
+ * a root and what the walk cannot fingerprint (a missing root, a file as root, symbolic link
+ * loops, dangling links, FIFOs, unreadable files) are refused with a typed status naming the path
+ * or the include, with nothing compiled and nothing cached; a root edited while NVRTC runs is not
+ * cached; the fingerprint memo answers from memory, is revalidated after an event, and a new
+ * process (memo dropped) validates the disk memo by metadata, re-hashing only what changed. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "t4a/counters.h"
+#include "t4a/fault.h"
+#include "t4a/nvrtc.h"
+#include "t4a/status.h"
+#include "t4a_nvrtc/nvrtc_internal.h"
+#include "t4a_nvrtc/nvrtc_testutil.h"
+
+static t4a_nvrtc_lib *g_lib;
+static char g_dir[512];   /* the disk cache */
+static char g_tree[512];  /* include roots live here */
+static char g_root[600];  /* g_tree/r1 */
+static char g_root2[600]; /* g_tree/r2 */
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  (void)st;
+  (void)flag;
+  (void)ftw;
+  return remove(path);
+}
+
+static void rm_tree(const char *path) { nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
+
+static void write_file(const char *dir, const char *rel, const char *text) {
+  char p[1200];
+  snprintf(p, sizeof p, "%s/%s", dir, rel);
+  mkdir(dir, 0777);
+  /* parents */
+  for (char *s = p + strlen(dir) + 1; (s = strchr(s, '/')) != NULL; s++) {
+    *s = '\0';
+    mkdir(p, 0777);
+    *s = '/';
+  }
+  FILE *f = fopen(p, "wb");
+  assert_non_null(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+static int setup(void **state) {
+  (void)state;
+  return nvrtc_wrap_open(&g_lib, NULL) == T4A_OK ? 0 : -1;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  t4a_nvrtc_lib_release(g_lib);
+  nvrtc_wrap_close();
+  t4a_nvrtc_roots_forget_();
+  return 0;
+}
+
+static const char k_top[] = "#pragma once\n#include \"a/b/deep.h\"\n";
+static const char k_deep[] = "#pragma once\n#define DEEP_VALUE 1234\n";
+static const char k_uses_top[] =
+    "#include <top.h>\n"
+    "extern \"C\" __global__ void k(int *p) { *p = DEEP_VALUE; }\n";
+
+static int each_setup(void **state) {
+  (void)state;
+  nvrtc_wrap_reset(-1, 0);
+  test_tmpdir(g_dir, sizeof g_dir);
+  test_tmpdir(g_tree, sizeof g_tree);
+  snprintf(g_root, sizeof g_root, "%s/r1", g_tree);
+  snprintf(g_root2, sizeof g_root2, "%s/r2", g_tree);
+  write_file(g_root, "top.h", k_top);
+  write_file(g_root, "a/b/deep.h", k_deep);
+  write_file(g_root, "a/unused.h", "#pragma once\n");
+  mkdir(g_root2, 0777);
+  return 0;
+}
+
+static int each_teardown(void **state) {
+  (void)state;
+  rm_tree(g_dir);
+  rm_tree(g_tree);
+  fault_plan_remove();
+  long live = atomic_load(&g_nvrtc_wrap.programs_live);
+  if (live != 0) {
+    print_error("%ld NVRTC programs are still alive\n", live);
+    return -1;
+  }
+  return 0;
+}
+
+static long wrapped_compiles(void) { return atomic_load(&g_nvrtc_wrap.compiles); }
+
+static t4a_counter_values counters(const t4a_nvrtc_cache *c) {
+  struct t4a_nvrtc_cache_stats s;
+  t4a_nvrtc_cache_stats(c, &s);
+  return s.counters;
+}
+
+static size_t memory_entries(const t4a_nvrtc_cache *c) {
+  struct t4a_nvrtc_cache_stats s;
+  t4a_nvrtc_cache_stats(c, &s);
+  return s.memory_entries;
+}
+
+static t4a_nvrtc_cache *new_cache(int with_disk) {
+  t4a_nvrtc_cache_options o = T4A_NVRTC_CACHE_OPTIONS_INIT;
+  o.disk_dir = with_disk ? g_dir : NULL;
+  t4a_nvrtc_cache *c = NULL;
+  assert_int_equal(t4a_nvrtc_cache_create(g_lib, &o, &c), T4A_OK);
+  return c;
+}
+
+static t4a_nvrtc_request roots_request(const char *source, const char *const *roots, size_t n) {
+  t4a_nvrtc_request r = T4A_NVRTC_REQUEST_INIT;
+  r.source = source;
+  r.target = "sm_90";
+  r.output = T4A_NVRTC_OUTPUT_PTX;
+  r.include_roots = roots;
+  r.num_include_roots = n;
+  return r;
+}
+
+/* Compiles through the cache; returns the origin, and whether the PTX holds `needle`. */
+static t4a_nvrtc_origin compile_origin(t4a_nvrtc_cache *c, const t4a_nvrtc_request *r,
+                                       const char *needle) {
+  t4a_nvrtc_artifact *a = NULL;
+  t4a_nvrtc_outcome o = T4A_NVRTC_OUTCOME_INIT;
+  t4a_status st = t4a_nvrtc_cache_compile(c, r, &a, &o);
+  if (st != T4A_OK) {
+    t4a_error e;
+    char buf[600];
+    t4a_error_last(&e);
+    print_error("compile: %s\nlog: %s\n", t4a_error_format(&e, buf, sizeof buf),
+                o.log != NULL ? o.log : "");
+  }
+  assert_int_equal(st, T4A_OK);
+  if (needle != NULL) {
+    size_t n = 0;
+    const char *ptx = t4a_nvrtc_artifact_data(a, &n);
+    assert_non_null(memmem(ptx, n, needle, strlen(needle)));
+  }
+  t4a_nvrtc_origin origin = o.origin;
+  t4a_nvrtc_artifact_release(a);
+  t4a_nvrtc_outcome_deinit(&o);
+  return origin;
+}
+
+/* Rewrites a file in place with the same size, then sets its modification time back: only its
+ * change time (and content) differ. */
+static void edit_keep_mtime(const char *dir, const char *rel, const char *text) {
+  char p[1200];
+  snprintf(p, sizeof p, "%s/%s", dir, rel);
+  struct stat before;
+  assert_int_equal(stat(p, &before), 0);
+  assert_int_equal((size_t)before.st_size, strlen(text));
+  int fd = open(p, O_WRONLY);
+  assert_true(fd >= 0);
+  assert_int_equal(pwrite(fd, text, strlen(text), 0), (ssize_t)strlen(text));
+  struct timespec ts[2] = {before.st_atim, before.st_mtim};
+  assert_int_equal(futimens(fd, ts), 0);
+  close(fd);
+}
+
+static void touch(const char *dir, const char *rel) {
+  char p[1200];
+  snprintf(p, sizeof p, "%s/%s", dir, rel);
+  assert_int_equal(utimensat(AT_FDCWD, p, NULL, 0), 0);
+}
+
+static void expect_refused(t4a_nvrtc_cache *c, const t4a_nvrtc_request *r, t4a_status want,
+                           const char *s1, const char *s2) {
+  t4a_nvrtc_artifact *a = (t4a_nvrtc_artifact *)1;
+  t4a_nvrtc_outcome o = T4A_NVRTC_OUTCOME_INIT;
+  long before = wrapped_compiles();
+  size_t entries = memory_entries(c), files = test_count_files(g_dir, ".t4a", NULL);
+  t4a_status st = t4a_nvrtc_cache_compile(c, r, &a, &o);
+  t4a_error e;
+  t4a_error_last(&e);
+  if (st != want || (s1 != NULL && strstr(e.message, s1) == NULL) ||
+      (s2 != NULL && strstr(e.message, s2) == NULL)) {
+    print_error("status %d (want %d): %s\n", (int)st, (int)want, e.message);
+  }
+  assert_int_equal(st, want);
+  if (s1 != NULL) assert_non_null(strstr(e.message, s1));
+  if (s2 != NULL) assert_non_null(strstr(e.message, s2));
+  assert_null(a);
+  assert_int_equal(o.origin, T4A_NVRTC_ORIGIN_NONE);
+  assert_int_equal(wrapped_compiles(), before); /* nothing compiled */
+  assert_int_equal(memory_entries(c), entries); /* nothing cached */
+  assert_int_equal(test_count_files(g_dir, ".t4a", NULL), files);
+  t4a_nvrtc_outcome_deinit(&o);
+}
+
+/* ---- Soundness ---------------------------------------------------------------------------- */
+
+static void test_nested_edit_is_a_miss_at_both_levels(void **state) {
+  (void)state;
+  const char *roots[] = {g_root};
+  t4a_nvrtc_request r = roots_request(k_uses_top, roots, 1);
+  t4a_nvrtc_cache *c = new_cache(1);
+  assert_int_equal(compile_origin(c, &r, "1234"), T4A_NVRTC_ORIGIN_COMPILED);
+  assert_int_equal(compile_origin(c, &r, "1234"), T4A_NVRTC_ORIGIN_MEMORY);
+  /* One byte of the nested header, same size, modification time restored. */
+  edit_keep_mtime(g_root, "a/b/deep.h", "#pragma once\n#define DEEP_VALUE 1235\n");
+  assert_int_equal(compile_origin(c, &r, "1235"), T4A_NVRTC_ORIGIN_COMPILED);
+  assert_int_equal(compile_origin(c, &r, "1235"), T4A_NVRTC_ORIGIN_MEMORY);
+  /* Disk: a fresh cache over the directory hits the edited content... */
+  t4a_nvrtc_cache *c2 = new_cache(1);
+  assert_int_equal(compile_origin(c2, &r, "1235"), T4A_NVRTC_ORIGIN_DISK);
+  /* ...and after another edit, seen in a "new process" (every memo dropped), compiles. */
+  t4a_nvrtc_roots_forget_();
+  edit_keep_mtime(g_root, "a/b/deep.h", "#pragma once\n#define DEEP_VALUE 1236\n");
+  t4a_nvrtc_cache *c3 = new_cache(1);
+  assert_int_equal(compile_origin(c3, &r, "1236"), T4A_NVRTC_ORIGIN_COMPILED);
+  /* Back to the first content: its entries are still there (the key is the content). */
+  edit_keep_mtime(g_root, "a/b/deep.h", k_deep);
+  assert_int_equal(compile_origin(c, &r, "1234"), T4A_NVRTC_ORIGIN_MEMORY);
+  assert_int_equal(compile_origin(c3, &r, "1234"), T4A_NVRTC_ORIGIN_DISK);
+  assert_int_equal(wrapped_compiles(), 3);
+  t4a_nvrtc_cache_destroy(c);
+  t4a_nvrtc_cache_destroy(c2);
+  t4a_nvrtc_cache_destroy(c3);
+}
+
+static void test_added_and_removed_files_are_misses(void **state) {
+  (void)state;
+  const char *roots[] = {g_root, g_root2};
+  /* <extra.h> is found in r2 now; a file of that name added to r1 (searched first) wins. */
+  write_file(g_root2, "extra.h", "#define EXTRA 41\n");
+  static const char src[] =
+      "#include <extra.h>\n"
+      "extern \"C\" __global__ void k(int *p) { *p = EXTRA; }\n";
+  t4a_nvrtc_request r = roots_request(src, roots, 2);
+  t4a_nvrtc_cache *c = new_cache(0);
+  assert_int_equal(compile_origin(c, &r, "41"), T4A_NVRTC_ORIGIN_COMPILED);
+  write_file(g_root, "extra.h", "#define EXTRA 42\n");
+  assert_int_equal(compile_origin(c, &r, "42"), T4A_NVRTC_ORIGIN_COMPILED);
+  char p[1200];
+  snprintf(p, sizeof p, "%s/extra.h", g_root);
+  assert_int_equal(unlink(p), 0);
+  assert_int_equal(compile_origin(c, &r, "41"), T4A_NVRTC_ORIGIN_MEMORY);
+  t4a_nvrtc_cache_destroy(c);
+}
+
+static void test_touch_is_a_hit(void **state) {
+  (void)state;
+  const char *roots[] = {g_root};
+  t4a_nvrtc_request r = roots_request(k_uses_top, roots, 1);
+  t4a_nvrtc_cache *c = new_cache(1);
+  assert_int_equal(compile_origin(c, &r, "1234"), T4A_NVRTC_ORIGIN_COMPILED);
+  touch(g_root, "a/b/deep.h");
+  touch(g_root, "top.h");
+  assert_int_equal(compile_origin(c, &r, "1234"), T4A_NVRTC_ORIGIN_MEMORY);
+  /* A new process (memo dropped) with the disk memo: a disk hit, the touched files re-hashed. */
+  t4a_nvrtc_roots_forget_();
+  touch(g_root, "a/b/deep.h");
+  t4a_nvrtc_cache *c2 = new_cache(1);
+  assert_int_equal(compile_origin(c2, &r, "1234"), T4A_NVRTC_ORIGIN_DISK);
+  assert_int_equal(wrapped_compiles(), 1);
+  t4a_nvrtc_cache_destroy(c);
+  t4a_nvrtc_cache_destroy(c2);
+}
+
+static void test_root_order_and_other_roots_are_misses(void **state) {
+  (void)state;
+  write_file(g_root2, "top.h", k_top);
+  write_file(g_root2, "a/b/deep.h", k_deep);
+  const char *ab[] = {g_root, g_root2};
+  const char *ba[] = {g_root2, g_root};
+  const char *b[] = {g_root2};
+  t4a_nvrtc_cache *c = new_cache(0);
+  t4a_nvrtc_request r = roots_request(k_uses_top, ab, 2);
+  assert_int_equal(compile_origin(c, &r, NULL), T4A_NVRTC_ORIGIN_COMPILED);
+  assert_int_equal(compile_origin(c, &r, NULL), T4A_NVRTC_ORIGIN_MEMORY);
+  r = roots_request(k_uses_top, ba, 2);
+  assert_int_equal(compile_origin(c, &r, NULL), T4A_NVRTC_ORIGIN_COMPILED);
+  r = roots_request(k_uses_top, b, 1);
+  assert_int_equal(compile_origin(c, &r, NULL), T4A_NVRTC_ORIGIN_COMPILED);
+  assert_int_equal(wrapped_compiles(), 3);
+  t4a_nvrtc_cache_destroy(c);
+}
+
+/* Another toolkit behind the same path (a symbolic link on the way to the root retargeted, as
+ * `ln -sfn` does: a new link renamed over the old one) is a miss; back to the first, a hit. */
+static void test_retargeted_toolkit_link_is_a_miss(void **state) {
+  (void)state;
+  char a[700], b[700], link[700], tmp[720], root[720];
+  snprintf(a, sizeof a, "%s/tkA", g_tree);
+  snprintf(b, sizeof b, "%s/tkB", g_tree);
+  write_file(a, "include/top.h", k_top);
+  write_file(a, "include/a/b/deep.h", k_deep);
+  write_file(b, "include/top.h", k_top);
+  write_file(b, "include/a/b/deep.h", "#pragma once\n#define DEEP_VALUE 4242\n");
+  snprintf(link, sizeof link, "%s/cuda", g_tree);
+  snprintf(tmp, sizeof tmp, "%s/cuda.new", g_tree);
+  snprintf(root, sizeof root, "%s/include", link);
+  assert_int_equal(symlink(a, link), 0);
+  const char *roots[] = {root};
+  t4a_nvrtc_request r = roots_request(k_uses_top, roots, 1);
+  t4a_nvrtc_cache *c = new_cache(0);
+  assert_int_equal(compile_origin(c, &r, "1234"), T4A_NVRTC_ORIGIN_COMPILED);
+  assert_int_equal(compile_origin(c, &r, "1234"), T4A_NVRTC_ORIGIN_MEMORY);
+  assert_int_equal(symlink(b, tmp), 0);
+  assert_int_equal(rename(tmp, link), 0);
+  assert_int_equal(compile_origin(c, &r, "4242"), T4A_NVRTC_ORIGIN_COMPILED);
+  assert_int_equal(symlink(a, tmp), 0);
+  assert_int_equal(rename(tmp, link), 0);
+  assert_int_equal(compile_origin(c, &r, "1234"), T4A_NVRTC_ORIGIN_MEMORY);
+  t4a_nvrtc_cache_destroy(c);
+}
+
+static long g_edit_during_compile;
+static void edit_on_compile(void *user) {
+  (void)user;
+  if (g_edit_during_compile++ == 0) {
+    edit_keep_mtime(g_root, "a/b/deep.h", "#pragma once\n#define DEEP_VALUE 9999\n");
+  }
+}
+
+static void test_root_edited_during_compile_is_not_cached(void **state) {
+  (void)state;
+  const char *roots[] = {g_root};
+  t4a_nvrtc_request r = roots_request(k_uses_top, roots, 1);
+  t4a_nvrtc_cache *c = new_cache(1);
+  g_edit_during_compile = 0;
+  g_nvrtc_wrap.on_compile = edit_on_compile;
+  assert_int_equal(compile_origin(c, &r, NULL), T4A_NVRTC_ORIGIN_COMPILED);
+  g_nvrtc_wrap.on_compile = NULL;
+  assert_int_equal(counters(c).nvrtc_roots_changed, 1);
+  assert_int_equal(memory_entries(c), 0);
+  assert_int_equal(test_count_files(g_dir, ".t4a", NULL), 0);
+  /* The next compile keys the new content. */
+  assert_int_equal(compile_origin(c, &r, "9999"), T4A_NVRTC_ORIGIN_COMPILED);
+  assert_int_equal(compile_origin(c, &r, "9999"), T4A_NVRTC_ORIGIN_MEMORY);
+  t4a_nvrtc_cache_destroy(c);
+}
+
+/* ---- What the key cannot see -------------------------------------------------------------- */
+
+static void test_computed_includes_are_refused(void **state) {
+  (void)state;
+  const char *roots[] = {g_root};
+  t4a_nvrtc_cache *c = new_cache(1);
+  t4a_nvrtc_request r =
+      roots_request("#define H <top.h>\n#include H\n__global__ void k() {}\n", roots, 1);
+  expect_refused(c, &r, T4A_INVALID_ARGUMENT, "computed include", "the source, line 2");
+  /* In a header under the root: resolved by expanding its object-like macros over every
+   * definition the reached texts hold (the source's too), each expansion checked and followed
+   * as a literal include... */
+  write_file(g_root, "a/computed.h", "#define NEXT \"a/b/deep.h\"\n#include NEXT\n");
+  r = roots_request(
+      "#include \"a/computed.h\"\nextern \"C\" __global__ void k(int *p) { *p = DEEP_VALUE; }\n",
+      roots, 1);
+  assert_int_equal(compile_origin(c, &r, "1234"), T4A_NVRTC_ORIGIN_COMPILED);
+  assert_int_equal(compile_origin(c, &r, "1234"), T4A_NVRTC_ORIGIN_MEMORY);
+  /* ...and refused when an expansion could leave the roots or cannot be followed; any
+   * definition counts, in the source, an option or another root file. */
+  t4a_nvrtc_cache *cr = new_cache(0);
+  static const char *const dangers[][2] = {
+      {"#define NEXT \"/etc/hostname\"\n", "an absolute path"},
+      {"#define NEXT </etc/hostname>\n", "an absolute path"},
+      {"#define NEXT \"../r2/x.h\"\n", "leaves the include root"},
+      {"#define F(x) x\n#define NEXT F(\"a/b/deep.h\")\n", "function-like macro"},
+      {"#define NEXT ROOTDIR\n#define ROOTDIR \"/tmp/x.h\"\n", "an absolute path"},
+      {"#define NEXT \"\\x2ftmp/x.h\"\n", "backslash"},
+      {"#define NEXT __DATE__\n", "predefined macro"},
+  };
+  for (size_t i = 0; i < sizeof dangers / sizeof *dangers; i++) {
+    char src[512];
+    snprintf(src, sizeof src, "%s#include \"a/computed.h\"\n", dangers[i][0]);
+    r = roots_request(src, roots, 1);
+    expect_refused(cr, &r, T4A_INVALID_ARGUMENT, "a/computed.h, line 2", dangers[i][1]);
+  }
+  static const char *const opt[] = {"-DNEXT=\"/etc/hostname\""};
+  r = roots_request("#include \"a/computed.h\"\n", roots, 1);
+  r.options = opt;
+  r.num_options = 1;
+  expect_refused(cr, &r, T4A_INVALID_ARGUMENT, "a/computed.h, line 2", "an absolute path");
+  write_file(g_root, "a/other.h", "#define NEXT <../../etc/hostname>\n");
+  r = roots_request("#include \"a/other.h\"\n#include \"a/computed.h\"\n", roots, 1);
+  expect_refused(cr, &r, T4A_INVALID_ARGUMENT, "a/computed.h, line 2", "leaves the include root");
+  /* A __has_include wrapper applied to a macro in a root file. */
+  write_file(g_root, "a/wrapuse.h",
+             "#define HAS2(x) __has_include(x)\n#define M2 <top.h>\n#if HAS2(M2)\n#endif\n");
+  r = roots_request("#include \"a/wrapuse.h\"\n", roots, 1);
+  expect_refused(cr, &r, T4A_INVALID_ARGUMENT, "a/wrapuse.h, line 3", "macro operand");
+  /* Pieces that ## in the roots could join into __has_include. */
+  write_file(g_root, "a/paste.h",
+             "#define CAT(a, b) a ## b\n#define P1 __has_\n#define P2 include\n");
+  r = roots_request("#include \"a/paste.h\"\n", roots, 1);
+  expect_refused(cr, &r, T4A_INVALID_ARGUMENT, "a/paste.h, line 2", "paste __has_include");
+  /* A named header's "quoted" include of a file: NVRTC looks in the working directory first. */
+  t4a_nvrtc_header h = {"mine.h", "#include \"top.h\"\n", 0, 0};
+  r = roots_request("#include \"mine.h\"\n", roots, 1);
+  r.headers = &h;
+  r.num_headers = 1;
+  expect_refused(cr, &r, T4A_INVALID_ARGUMENT, "header \"mine.h\", line 1", "working directory");
+  h.content = "#include <top.h>\n";
+  assert_int_equal(compile_origin(cr, &r, NULL), T4A_NVRTC_ORIGIN_COMPILED);
+  t4a_nvrtc_cache_destroy(cr);
+  /* Leaving the root, and absolute paths. */
+  write_file(g_root, "a/up.h", "#include \"../../outside.h\"\n");
+  r = roots_request("#include <a/up.h>\n", roots, 1);
+  expect_refused(c, &r, T4A_INVALID_ARGUMENT, "a/up.h, line 1", "leaves the include root");
+  write_file(g_root, "a/abs.h", "#include \"/etc/hostname\"\n");
+  r = roots_request("#include <a/abs.h>\n", roots, 1);
+  expect_refused(c, &r, T4A_INVALID_ARGUMENT, "a/abs.h, line 1", "absolute path");
+  /* A wrapper macro applying __has_include to its parameter is checked at each use. */
+  write_file(g_root, "w.h", "#define HAS(x) __has_include(x)\n");
+  r = roots_request("#include <w.h>\n#if HAS(<top.h>)\n#endif\n__global__ void k() {}\n", roots,
+                    1);
+  assert_int_equal(compile_origin(c, &r, NULL), T4A_NVRTC_ORIGIN_COMPILED);
+  r = roots_request("#include <w.h>\n#define P </etc/hostname>\n#if HAS(P)\n#endif\n", roots, 1);
+  t4a_nvrtc_cache *c2 = new_cache(0);
+  t4a_nvrtc_artifact *a = NULL;
+  assert_int_equal(t4a_nvrtc_cache_compile(c2, &r, &a, NULL), T4A_INVALID_ARGUMENT);
+  t4a_error e;
+  t4a_error_last(&e);
+  assert_non_null(strstr(e.message, "HAS"));
+  assert_int_equal(memory_entries(c2), 0);
+  t4a_nvrtc_cache_destroy(c2);
+  t4a_nvrtc_cache_destroy(c);
+}
+
+static void test_links_out_of_the_root_are_refused_or_followed(void **state) {
+  (void)state;
+  char outside[1200], link[1200];
+  snprintf(outside, sizeof outside, "%s/outside", g_tree);
+  write_file(outside, "o.h", "#define O_VALUE 77\n");
+  write_file(outside, "q.h", "#include \"beside.h\"\n");
+  snprintf(link, sizeof link, "%s/o.h", g_root);
+  char target[1300];
+  snprintf(target, sizeof target, "%s/o.h", outside);
+  assert_int_equal(symlink(target, link), 0);
+  const char *roots[] = {g_root};
+  t4a_nvrtc_cache *c = new_cache(0);
+  /* A linked file is followed and keyed by its target's content. */
+  t4a_nvrtc_request r = roots_request(
+      "#include <o.h>\nextern \"C\" __global__ void k(int *p) { *p = O_VALUE; }\n", roots, 1);
+  assert_int_equal(compile_origin(c, &r, "77"), T4A_NVRTC_ORIGIN_COMPILED);
+  write_file(outside, "o.h", "#define O_VALUE 78\n");
+  assert_int_equal(compile_origin(c, &r, "78"), T4A_NVRTC_ORIGIN_COMPILED);
+  /* ".." out of a linked directory goes to the target's parent (the kernel's rule): refused. */
+  snprintf(link, sizeof link, "%s/ld", g_root);
+  assert_int_equal(symlink(outside, link), 0);
+  r = roots_request("#include <ld/../top.h>\n", roots, 1);
+  t4a_nvrtc_artifact *a = NULL;
+  assert_int_equal(t4a_nvrtc_cache_compile(c, &r, &a, NULL), T4A_INVALID_ARGUMENT);
+  t4a_error e;
+  t4a_error_last(&e);
+  assert_non_null(strstr(e.message, "symbolic link"));
+  assert_non_null(strstr(e.message, "ld/../top.h"));
+  /* Through the linked directory, without "..", it is followed and keyed. */
+  r = roots_request(
+      "#include <ld/o.h>\nextern \"C\" __global__ void k(int *p) { *p = O_VALUE; }\n", roots, 1);
+  assert_int_equal(compile_origin(c, &r, "78"), T4A_NVRTC_ORIGIN_COMPILED);
+  write_file(outside, "o.h", "#define O_VALUE 79\n");
+  assert_int_equal(compile_origin(c, &r, "79"), T4A_NVRTC_ORIGIN_COMPILED);
+  /* ".." out of the root to a name beside it: refused; to a name not there: nothing opens. */
+  r = roots_request("#include \"../outside/o.h\"\n", roots, 1);
+  assert_int_equal(t4a_nvrtc_cache_compile(c, &r, &a, NULL), T4A_INVALID_ARGUMENT);
+  t4a_error_last(&e);
+  assert_non_null(strstr(e.message, "leaves the include root"));
+  t4a_nvrtc_cache_destroy(c);
+}
+
+/* ---- Bad roots ---------------------------------------------------------------------------- */
+
+static void test_bad_roots_are_typed_errors(void **state) {
+  (void)state;
+  t4a_nvrtc_cache *c = new_cache(1);
+  char p[1200], q[1300];
+  /* Missing. */
+  snprintf(p, sizeof p, "%s/missing", g_tree);
+  const char *roots[] = {p};
+  t4a_nvrtc_request r = roots_request(k_uses_top, roots, 1);
+  expect_refused(c, &r, T4A_INVALID_ARGUMENT, "does not exist", "missing");
+  /* A file. */
+  snprintf(p, sizeof p, "%s/top.h", g_root);
+  expect_refused(c, &r, T4A_INVALID_ARGUMENT, "is not a directory", "top.h");
+  /* A symbolic link loop: a directory link to an ancestor, and a link to itself. */
+  snprintf(p, sizeof p, "%s", g_root);
+  snprintf(q, sizeof q, "%s/a/loop", g_root);
+  assert_int_equal(symlink("..", q), 0);
+  expect_refused(c, &r, T4A_INVALID_ARGUMENT, "symbolic link loop", "a/loop");
+  unlink(q);
+  snprintf(q, sizeof q, "%s/self.h", g_root);
+  assert_int_equal(symlink("self.h", q), 0);
+  expect_refused(c, &r, T4A_INVALID_ARGUMENT, "loop", "self.h");
+  unlink(q);
+  /* Dangling. */
+  assert_int_equal(symlink("nowhere.h", q), 0);
+  expect_refused(c, &r, T4A_INVALID_ARGUMENT, "dangling", "self.h");
+  unlink(q);
+  /* A FIFO. */
+  snprintf(q, sizeof q, "%s/a/fifo", g_root);
+  assert_int_equal(mkfifo(q, 0666), 0);
+  expect_refused(c, &r, T4A_INVALID_ARGUMENT, "not a regular file", "a/fifo");
+  unlink(q);
+  /* Unreadable (tests run as root, so the failure is injected): every open and read of the walk
+   * in turn; each is IO naming the path, nothing compiled, nothing cached. */
+  t4a_nvrtc_roots_forget_();
+  int failures = 0;
+  for (long n = 0;; n++) {
+    fault_plan plan;
+    fault_plan_install(&plan, n, FAULT_BIT(T4A_FAULT_FILE_OPEN) | FAULT_BIT(T4A_FAULT_FILE_READ));
+    t4a_nvrtc_root_info info;
+    t4a_status st = t4a_nvrtc_root_fingerprint(g_root, NULL, &info);
+    int failed = plan.failed_point >= 0;
+    fault_plan_remove();
+    if (!failed) {
+      assert_int_equal(st, T4A_OK);
+      break;
+    }
+    t4a_error e;
+    t4a_error_last(&e);
+    assert_int_equal(st, T4A_IO);
+    assert_non_null(strstr(e.message, g_root));
+    failures++;
+    t4a_nvrtc_roots_forget_();
+  }
+  assert_true(failures >= 5); /* 3 directories, 3 files: opens and reads */
+  /* The cached compile: an unreadable header is IO naming it. */
+  t4a_nvrtc_roots_forget_();
+  fault_plan plan;
+  fault_plan_install(&plan, 3, FAULT_BIT(T4A_FAULT_FILE_OPEN));
+  expect_refused(c, &r, T4A_IO, "cannot", g_root);
+  fault_plan_remove();
+  t4a_nvrtc_cache_destroy(c);
+}
+
+static void test_root_fingerprint_memo(void **state) {
+  (void)state;
+  t4a_nvrtc_roots_forget_();
+  t4a_nvrtc_root_info a, b;
+  assert_int_equal(t4a_nvrtc_root_fingerprint(g_root, g_dir, &a), T4A_OK);
+  assert_int_equal(a.source, T4A_NVRTC_ROOT_FROM_WALK);
+  assert_int_equal(a.files, 3);
+  assert_int_equal(a.directories, 2);
+  assert_int_equal(a.files_hashed, 3);
+  assert_int_equal(a.bytes, strlen(k_top) + strlen(k_deep) + strlen("#pragma once\n"));
+  assert_int_equal(t4a_nvrtc_root_fingerprint(g_root, g_dir, &b), T4A_OK);
+  assert_int_equal(b.source, T4A_NVRTC_ROOT_FROM_MEMORY);
+  assert_int_equal(b.files_hashed, 0);
+  assert_memory_equal(a.fingerprint, b.fingerprint, 16);
+  /* A touch: an event; revalidated (the touched file re-hashed), same fingerprint. */
+  touch(g_root, "top.h");
+  assert_int_equal(t4a_nvrtc_root_fingerprint(g_root, g_dir, &b), T4A_OK);
+  assert_int_equal(b.source, T4A_NVRTC_ROOT_FROM_REVALIDATED);
+  assert_memory_equal(a.fingerprint, b.fingerprint, 16);
+  /* A new process: the disk memo, validated by metadata. Files hashed a second ago or less are
+   * "racy" (an edit in the same clock tick could keep their metadata) and hashed again. */
+  t4a_nvrtc_roots_forget_();
+  assert_int_equal(t4a_nvrtc_root_fingerprint(g_root, g_dir, &b), T4A_OK);
+  assert_int_equal(b.source, T4A_NVRTC_ROOT_FROM_DISK);
+  assert_memory_equal(a.fingerprint, b.fingerprint, 16);
+  /* Files older than the racy window are not re-hashed: age them (set ctime can't be done, so
+   * wait it out once). */
+  sleep(2);
+  t4a_nvrtc_roots_forget_();
+  assert_int_equal(t4a_nvrtc_root_fingerprint(g_root, g_dir, &b), T4A_OK); /* re-hashes, stores */
+  t4a_nvrtc_roots_forget_();
+  assert_int_equal(t4a_nvrtc_root_fingerprint(g_root, g_dir, &b), T4A_OK);
+  assert_int_equal(b.source, T4A_NVRTC_ROOT_FROM_DISK);
+  assert_int_equal(b.files_hashed, 0);
+  assert_memory_equal(a.fingerprint, b.fingerprint, 16);
+  /* A content edit changes it. */
+  edit_keep_mtime(g_root, "a/b/deep.h", "#pragma once\n#define DEEP_VALUE 4321\n");
+  assert_int_equal(t4a_nvrtc_root_fingerprint(g_root, g_dir, &b), T4A_OK);
+  assert_int_equal(b.files_hashed, 1);
+  assert_memory_not_equal(a.fingerprint, b.fingerprint, 16);
+  /* Arguments. */
+  assert_int_equal(t4a_nvrtc_root_fingerprint(NULL, NULL, &b), T4A_INVALID_ARGUMENT);
+  assert_int_equal(t4a_nvrtc_root_fingerprint("", NULL, &b), T4A_INVALID_ARGUMENT);
+  assert_int_equal(t4a_nvrtc_root_fingerprint(g_root, NULL, NULL), T4A_INVALID_ARGUMENT);
+}
+
+/* A forked child has its own inotify instance: its lookups do not take the events the parent's
+ * memo needs. */
+static void test_forked_child_does_not_take_the_parents_events(void **state) {
+  (void)state;
+  t4a_nvrtc_roots_forget_();
+  t4a_nvrtc_root_info a, b;
+  assert_int_equal(t4a_nvrtc_root_fingerprint(g_root, NULL, &a), T4A_OK);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    edit_keep_mtime(g_root, "a/b/deep.h", "#pragma once\n#define DEEP_VALUE 5555\n");
+    t4a_nvrtc_root_info c;
+    int ok = t4a_nvrtc_root_fingerprint(g_root, NULL, &c) == T4A_OK &&
+             memcmp(c.fingerprint, a.fingerprint, 16) != 0;
+    _exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  assert_int_equal(t4a_nvrtc_root_fingerprint(g_root, NULL, &b), T4A_OK);
+  assert_int_not_equal(b.source, T4A_NVRTC_ROOT_FROM_MEMORY);
+  assert_memory_not_equal(a.fingerprint, b.fingerprint, 16);
+}
+
+/* Failure sweep of t4a_nvrtc_root_fingerprint: every allocation and file operation in turn. */
+static void test_root_fingerprint_failure_sweep(void **state) {
+  (void)state;
+  int failures = 0;
+  for (long n = 0;; n++) {
+    t4a_nvrtc_roots_forget_();
+    fault_plan plan;
+    fault_plan_install(&plan, n, FAULT_BIT(T4A_FAULT_HOST_MALLOC) | FAULT_FILE_BITS);
+    t4a_nvrtc_root_info info;
+    t4a_status st = t4a_nvrtc_root_fingerprint(g_root, g_dir, &info);
+    int failed = plan.failed_point >= 0;
+    int point = plan.failed_point;
+    fault_plan_remove();
+    if (!failed) {
+      assert_int_equal(st, T4A_OK);
+      break;
+    }
+    failures++;
+    /* The disk memo is best effort: its failures do not fail the call. */
+    if (point == T4A_FAULT_FILE_WRITE || point == T4A_FAULT_FILE_RENAME) {
+      assert_int_equal(st, T4A_OK);
+    } else if (st != T4A_OK) {
+      assert_true(st == T4A_HOST_OUT_OF_MEMORY || st == T4A_IO);
+    }
+    assert_int_equal(test_count_files(g_dir, NULL, ".t4a-tmp-"), 0);
+  }
+  assert_true(failures > 10);
+}
+
+/* Failure sweep of a cached compile with include roots (fresh memos each time, a disk cache):
+ * every allocation and file operation in turn. A failure is typed (HOST_OUT_OF_MEMORY, IO)
+ * with nothing cached and no temporary file, or swallowed (the disk level, the disk memo). */
+static void test_cached_compile_with_roots_failure_sweep(void **state) {
+  (void)state;
+  const char *roots[] = {g_root};
+  t4a_nvrtc_request r = roots_request(k_uses_top, roots, 1);
+  int failures = 0;
+  for (long n = 0;; n++) {
+    t4a_nvrtc_roots_forget_();
+    rm_tree(g_dir);
+    mkdir(g_dir, 0777);
+    t4a_nvrtc_cache *c = new_cache(1);
+    fault_plan plan;
+    fault_plan_install(&plan, n, FAULT_BIT(T4A_FAULT_HOST_MALLOC) | FAULT_FILE_BITS);
+    t4a_nvrtc_artifact *a = NULL;
+    t4a_nvrtc_outcome o = T4A_NVRTC_OUTCOME_INIT;
+    t4a_status st = t4a_nvrtc_cache_compile(c, &r, &a, &o);
+    int failed = plan.failed_point >= 0;
+    fault_plan_remove();
+    assert_int_equal(test_count_files(g_dir, NULL, ".t4a-tmp-"), 0);
+    if (st == T4A_OK) {
+      assert_non_null(a);
+    } else {
+      assert_true(st == T4A_HOST_OUT_OF_MEMORY || st == T4A_IO);
+      assert_null(a);
+      assert_int_equal(memory_entries(c), 0);
+      assert_int_equal(test_count_files(g_dir, ".t4a", NULL), 0);
+      failures++;
+    }
+    t4a_nvrtc_artifact_release(a);
+    t4a_nvrtc_outcome_deinit(&o);
+    t4a_nvrtc_cache_destroy(c);
+    if (!failed) {
+      assert_int_equal(st, T4A_OK);
+      break;
+    }
+  }
+  assert_true(failures > 10);
+  /* t4a_nvrtc_toolkit_find has no fault point (stat and realpath only): it never fails on one. */
+  fault_plan plan;
+  fault_plan_install(&plan, 0, FAULT_BIT(T4A_FAULT_HOST_MALLOC) | FAULT_FILE_BITS);
+  t4a_nvrtc_toolkit tk;
+  t4a_status st = t4a_nvrtc_toolkit_find(NULL, &tk);
+  fault_plan_remove();
+  assert_true(st == T4A_OK || st == T4A_UNSUPPORTED);
+  assert_int_equal(plan.failed_point, -1);
+}
+
+/* ---- The real toolkit --------------------------------------------------------------------- */
+
+static int toolkit(t4a_nvrtc_toolkit *tk) {
+  return t4a_nvrtc_toolkit_find(t4a_nvrtc_lib_origin(g_lib), tk) == T4A_OK;
+}
+
+static void test_toolkit_headers_through_the_cache(void **state) {
+  (void)state;
+  t4a_nvrtc_toolkit tk;
+  if (!toolkit(&tk)) skip();
+  assert_int_equal(tk.num_roots, 2);
+  static const char fp16[] =
+      "#include <cuda_fp16.h>\n"
+      "#include <cuda_bf16.h>\n"
+      "#include <cooperative_groups.h>\n"
+      "#include <cuda/std/type_traits>\n"
+      "extern \"C\" __global__ void h(__half *x, __nv_bfloat16 *y) {\n"
+      "  static_assert(cuda::std::is_same<int, int>::value, \"\");\n"
+      "  x[threadIdx.x] = __hadd(x[threadIdx.x], __float2half(1.0f));\n"
+      "  y[threadIdx.x] = __float2bfloat16(2.0f);\n"
+      "}\n";
+  t4a_nvrtc_request r = roots_request(fp16, tk.roots, tk.num_roots);
+  t4a_nvrtc_cache *c = new_cache(1);
+  assert_int_equal(compile_origin(c, &r, ".entry h"), T4A_NVRTC_ORIGIN_COMPILED);
+  assert_int_equal(compile_origin(c, &r, ".entry h"), T4A_NVRTC_ORIGIN_MEMORY);
+  t4a_nvrtc_cache *c2 = new_cache(1);
+  assert_int_equal(compile_origin(c2, &r, ".entry h"), T4A_NVRTC_ORIGIN_DISK);
+  assert_int_equal(wrapped_compiles(), 1);
+  /* The uncached compile takes roots too. */
+  t4a_nvrtc_artifact *a = NULL;
+  assert_int_equal(t4a_nvrtc_compile(g_lib, &r, &a, NULL), T4A_OK);
+  t4a_nvrtc_artifact_release(a);
+  /* Thrust's computed includes (#include __THRUST_DEVICE_SYSTEM_TAG_HEADER) are resolved over
+   * Thrust's definitions; a definition that could take them out of the roots is refused. */
+  static const char tag[] =
+      "#include <thrust/iterator/detail/device_system_tag.h>\n"
+      "extern \"C\" __global__ void t(int *p) { *p = 1; }\n";
+  r = roots_request(tag, tk.roots, tk.num_roots);
+  t4a_nvrtc_cache *c3 = new_cache(0);
+  assert_int_equal(compile_origin(c3, &r, ".entry t"), T4A_NVRTC_ORIGIN_COMPILED);
+  static const char bad_tag[] =
+      "#define __THRUST_DEVICE_SYSTEM_ROOT /etc\n"
+      "#include <thrust/iterator/detail/device_system_tag.h>\n";
+  r = roots_request(bad_tag, tk.roots, tk.num_roots);
+  assert_int_equal(t4a_nvrtc_cache_compile(c3, &r, &a, NULL), T4A_INVALID_ARGUMENT);
+  t4a_error e;
+  t4a_error_last(&e);
+  assert_non_null(strstr(e.message, "computed include"));
+  assert_non_null(strstr(e.message, "device_system_tag.h"));
+  assert_int_equal(memory_entries(c3), 1);
+  t4a_nvrtc_cache_destroy(c);
+  t4a_nvrtc_cache_destroy(c2);
+  t4a_nvrtc_cache_destroy(c3);
+}
+
+static void test_cub_kernel_through_the_cache(void **state) {
+  (void)state;
+  t4a_nvrtc_toolkit tk;
+  if (!toolkit(&tk)) skip();
+  static const char cub[] =
+      "#include <cub/block/block_reduce.cuh>\n"
+      "extern \"C\" __global__ void sum(const float *x, float *out) {\n"
+      "  using R = cub::BlockReduce<float, 128>;\n"
+      "  __shared__ typename R::TempStorage t;\n"
+      "  float v = R(t).Sum(x[threadIdx.x]);\n"
+      "  if (threadIdx.x == 0) *out = v;\n"
+      "}\n";
+  t4a_nvrtc_request r = roots_request(cub, tk.roots, tk.num_roots);
+  t4a_nvrtc_cache *c = new_cache(1);
+  assert_int_equal(compile_origin(c, &r, ".entry sum"), T4A_NVRTC_ORIGIN_COMPILED);
+  assert_int_equal(compile_origin(c, &r, ".entry sum"), T4A_NVRTC_ORIGIN_MEMORY);
+  assert_int_equal(wrapped_compiles(), 1);
+  t4a_nvrtc_cache_destroy(c);
+}
+
+static void test_toolkit_find_says_where_it_looked(void **state) {
+  (void)state;
+  char *saved = getenv("T4A_CUDA_PATH") ? strdup(getenv("T4A_CUDA_PATH")) : NULL;
+  /* T4A_CUDA_PATH wins when it holds a toolkit; a folder without one is skipped and listed. */
+  setenv("T4A_CUDA_PATH", g_tree, 1);
+  t4a_nvrtc_toolkit tk;
+  t4a_status st = t4a_nvrtc_toolkit_find(NULL, &tk);
+  assert_non_null(strstr(tk.looked, g_tree));
+  if (st == T4A_OK) assert_string_not_equal(tk.from, "T4A_CUDA_PATH");
+  write_file(g_tree, "include/cuda_runtime.h", "\n");
+  assert_int_equal(t4a_nvrtc_toolkit_find(NULL, &tk), T4A_OK);
+  assert_string_equal(tk.from, "T4A_CUDA_PATH");
+  assert_int_equal(tk.num_roots, 1);
+  assert_non_null(strstr(tk.include, g_tree));
+  if (saved != NULL) {
+    setenv("T4A_CUDA_PATH", saved, 1);
+    free(saved);
+  } else {
+    unsetenv("T4A_CUDA_PATH");
+  }
+  assert_int_equal(t4a_nvrtc_toolkit_find(NULL, NULL), T4A_INVALID_ARGUMENT);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_nested_edit_is_a_miss_at_both_levels, each_setup,
+                                      each_teardown),
+      cmocka_unit_test_setup_teardown(test_added_and_removed_files_are_misses, each_setup,
+                                      each_teardown),
+      cmocka_unit_test_setup_teardown(test_touch_is_a_hit, each_setup, each_teardown),
+      cmocka_unit_test_setup_teardown(test_root_order_and_other_roots_are_misses, each_setup,
+                                      each_teardown),
+      cmocka_unit_test_setup_teardown(test_retargeted_toolkit_link_is_a_miss, each_setup,
+                                      each_teardown),
+      cmocka_unit_test_setup_teardown(test_root_edited_during_compile_is_not_cached, each_setup,
+                                      each_teardown),
+      cmocka_unit_test_setup_teardown(test_computed_includes_are_refused, each_setup,
+                                      each_teardown),
+      cmocka_unit_test_setup_teardown(test_links_out_of_the_root_are_refused_or_followed,
+                                      each_setup, each_teardown),
+      cmocka_unit_test_setup_teardown(test_bad_roots_are_typed_errors, each_setup, each_teardown),
+      cmocka_unit_test_setup_teardown(test_root_fingerprint_memo, each_setup, each_teardown),
+      cmocka_unit_test_setup_teardown(test_forked_child_does_not_take_the_parents_events,
+                                      each_setup, each_teardown),
+      cmocka_unit_test_setup_teardown(test_root_fingerprint_failure_sweep, each_setup,
+                                      each_teardown),
+      cmocka_unit_test_setup_teardown(test_cached_compile_with_roots_failure_sweep, each_setup,
+                                      each_teardown),
+      cmocka_unit_test_setup_teardown(test_toolkit_headers_through_the_cache, each_setup,
+                                      each_teardown),
+      cmocka_unit_test_setup_teardown(test_cub_kernel_through_the_cache, each_setup,
+                                      each_teardown),
+      cmocka_unit_test_setup_teardown(test_toolkit_find_says_where_it_looked, each_setup,
+                                      each_teardown),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
