@@ -101,10 +101,20 @@ print(time.perf_counter() - t0)
 '''
 
 
+def nvrtc_version(cupy):
+    # CuPy 13 has cupy.cuda.nvrtc.getVersion; CuPy 14 moved it (cupy_backends): ask both, or say so.
+    for mod in ("cupy.cuda.nvrtc", "cupy_backends.cuda.libs.nvrtc"):
+        try:
+            m = __import__(mod, fromlist=["getVersion"])
+            return ".".join(str(x) for x in m.getVersion())
+        except Exception:
+            pass
+    return "unknown"
+
+
 def measure_cupy(repeats):
     try:
         import cupy  # noqa: F401
-        import cupy.cuda.nvrtc as cnvrtc
     except Exception as e:  # not installed, or no CUDA
         return {"unavailable": "import cupy: %s" % e}
     try:
@@ -116,7 +126,7 @@ def measure_cupy(repeats):
         return {"unavailable": "no usable GPU: %s" % e}
     out = {
         "version": cupy.__version__,
-        "nvrtc": ".".join(str(x) for x in cnvrtc.getVersion()),
+        "nvrtc": nvrtc_version(cupy),
         "arch": "sm_%s" % cc,
         "note": "includes cuModuleLoadData (CuPy loads at get_function)",
         "kernels": {},

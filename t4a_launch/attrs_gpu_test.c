@@ -375,6 +375,7 @@ static void test_cluster_distributed_shared_memory(void **state) {
   for (int i = 0; i < 3; i++) {
     t4a_launch_attrs a = T4A_LAUNCH_ATTRS_INIT;
     a.cluster[0] = sizes[i];
+    a.cluster[1] = a.cluster[2] = 1;
     for (int path = 0; path < 3; path++) {
       clear(&e, out, CL_GRID * CL_BLOCK * 4);
       if (path == 0) {
@@ -398,7 +399,9 @@ static void test_cluster_distributed_shared_memory(void **state) {
    * dims that do not divide the grid. */
   t4a_launch_attrs sixteen = T4A_LAUNCH_ATTRS_INIT, three = T4A_LAUNCH_ATTRS_INIT;
   sixteen.cluster[0] = 16;
+  sixteen.cluster[1] = sixteen.cluster[2] = 1;
   three.cluster[0] = 3;
+  three.cluster[1] = three.cluster[2] = 1;
   assert_int_equal(t4a_launch_ex(e.retire, fn, &cfg, &sixteen, args, 2), T4A_INVALID_LAUNCH);
   assert_int_equal(t4a_launch_ex(e.retire, fn, &cfg, &three, args, 2), T4A_INVALID_LAUNCH);
   CUdeviceptr po = (CUdeviceptr)t4a_buffer_devptr(out), pr = (CUdeviceptr)t4a_buffer_devptr(ranks);
@@ -433,6 +436,7 @@ static void test_cluster_of_16_non_portable(void **state) {
   t4a_launch_config cfg = cfg1(CL_GRID, CL_BLOCK, 0);
   t4a_launch_attrs sixteen = T4A_LAUNCH_ATTRS_INIT;
   sixteen.cluster[0] = 16;
+  sixteen.cluster[1] = sixteen.cluster[2] = 1;
   CK(t4a_function_allow_non_portable_clusters(fn, 1));
   t4a_status st = t4a_launch_ex(e.retire, fn, &cfg, &sixteen, args, 2);
   if (st != T4A_OK) {
@@ -476,6 +480,7 @@ static void test_chain_with_attributes(void **state) {
                       t4a_arg_buffer(res, 0), t4a_arg_buffer(bar, 0)};
   t4a_launch_attrs four = T4A_LAUNCH_ATTRS_INIT, coop = T4A_LAUNCH_ATTRS_INIT;
   four.cluster[0] = 4;
+  four.cluster[1] = four.cluster[2] = 1;
   coop.cooperative = 1;
   t4a_launch_config rc = cfg1(CL_GRID, CL_BLOCK, 0), sc = cfg1(GB, BLOCK, BLOCK * 8);
   uint32_t d_ring = 0, d_sum = 0;
