@@ -152,20 +152,20 @@ int main(int argc, char **argv) {
     SLOT_IN[1] = p;
     LAUNCH(1, 256, smol_embed(W + EMB, SLOT_IN, STEP, X, I_DIM));
     for (L_ = 0; L_ < 30; L_++) {
-      LAUNCH(60, 256, smol_qkv(X, (const float *)(W + OFF[L_][0]), W + OFF[L_][1], W + OFF[L_][2],
+      LAUNCH(120, 128, smol_qkv(X, (const float *)(W + OFF[L_][0]), W + OFF[L_][1], W + OFF[L_][2],
                                W + OFF[L_][3], STEP, Q, KV + (size_t)L_ * 2 * POS_N * 192,
                                KV + ((size_t)L_ * 2 + 1) * POS_N * 192, EPS, THETA));
       LAUNCH(9, 256, { float *s = g_dyn_shared; (void)s;
                        smol_attn(Q, KV + (size_t)L_ * 2 * POS_N * 192,
                                  KV + ((size_t)L_ * 2 + 1) * POS_N * 192, STEP, ATT); });
-      LAUNCH(72, 256, smol_matvec_res(W + OFF[L_][4], ATT, X, I_DIM, I_DIM));
-      LAUNCH(192, 256, smol_ffn_up(X, (const float *)(W + OFF[L_][5]), W + OFF[L_][6],
+      LAUNCH(144, 128, smol_matvec_res(W + OFF[L_][4], ATT, X, I_DIM, I_DIM));
+      LAUNCH(384, 128, smol_ffn_up(X, (const float *)(W + OFF[L_][5]), W + OFF[L_][6],
                                    W + OFF[L_][7], H, EPS));
-      LAUNCH(72, 256, smol_matvec_res(W + OFF[L_][8], H, X, I_FF, I_DIM));
+      LAUNCH(144, 128, smol_matvec_res(W + OFF[L_][8], H, X, I_FF, I_DIM));
     }
     fprintf(stderr, "position %d done\n", p);
   }
-  LAUNCH(1536, 256, smol_logits(X, (const float *)(W + OUT_NORM), W + EMB, LOGITS, EPS, I_VOCAB));
+  LAUNCH(3072, 256, smol_logits(X, (const float *)(W + OUT_NORM), W + EMB, LOGITS, EPS, I_VOCAB));
   LAUNCH(1, 1024, smol_argmax(LOGITS, I_VOCAB, SLOT_OUT));
   FILE *f = fopen(argv[2], "wb");
   fwrite(LOGITS, 4, 49152, f);

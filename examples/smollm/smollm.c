@@ -239,7 +239,7 @@ static t4a_status build_ops(smol_model *m, smol_error *e) {
     T4A_SMOL_T(wd, "ffn_down.weight", GGUF_T_Q4_1, SMOL_FF, SMOL_DIM)
 #undef T4A_SMOL_T
     uint64_t kc = (uint64_t)l * 2 * kv_layer, vc = kc + kv_layer;
-    o = add_op(m, F_QKV, SMOL_QKV_BLOCKS, SMOL_THREADS, 0);
+    o = add_op(m, F_QKV, SMOL_QKV_BLOCKS, SMOL_MV_THREADS, 0);
     arg_buf(o, m->act, AOFF(A_X));
     arg_buf(o, m->weights, an->offset);
     arg_buf(o, m->weights, wq->offset);
@@ -257,20 +257,20 @@ static t4a_status build_ops(smol_model *m, smol_error *e) {
     arg_buf(o, m->kv, vc);
     arg_buf(o, m->act, AOFF(A_STEP));
     arg_buf(o, m->act, AOFF(A_ATT));
-    o = add_op(m, F_MATVEC, SMOL_DIM / (SMOL_THREADS / 32), SMOL_THREADS, 0);
+    o = add_op(m, F_MATVEC, SMOL_DIM / (SMOL_MV_THREADS / 32), SMOL_MV_THREADS, 0);
     arg_buf(o, m->weights, wo->offset);
     arg_buf(o, m->act, AOFF(A_ATT));
     arg_buf(o, m->act, AOFF(A_X));
     arg_val(o, &m->i_dim, 4);
     arg_val(o, &m->i_dim_rows, 4);
-    o = add_op(m, F_FFN, SMOL_FF / (SMOL_THREADS / 32), SMOL_THREADS, 0);
+    o = add_op(m, F_FFN, SMOL_FF / (SMOL_MV_THREADS / 32), SMOL_MV_THREADS, 0);
     arg_buf(o, m->act, AOFF(A_X));
     arg_buf(o, m->weights, fn->offset);
     arg_buf(o, m->weights, wg->offset);
     arg_buf(o, m->weights, wu->offset);
     arg_buf(o, m->act, AOFF(A_H));
     arg_val(o, &m->eps, 4);
-    o = add_op(m, F_MATVEC, SMOL_DIM / (SMOL_THREADS / 32), SMOL_THREADS, 0);
+    o = add_op(m, F_MATVEC, SMOL_DIM / (SMOL_MV_THREADS / 32), SMOL_MV_THREADS, 0);
     arg_buf(o, m->weights, wd->offset);
     arg_buf(o, m->act, AOFF(A_H));
     arg_buf(o, m->act, AOFF(A_X));
