@@ -119,12 +119,6 @@ __device__ __forceinline__ float q80_finish(const q80_regs &r, const float *xs, 
   return warp_sum(acc);
 }
 
-extern "C" __global__ void smol_zero(u32 *p, unsigned long long words) {
-  unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
-  unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
-  for (; i < words; i += stride) p[i] = 0u;
-}
-
 extern "C" __global__ void smol_embed(const u8 *emb, const int *slot_in, int *step, float *x,
                                       int dim) {
   __shared__ int tok;

@@ -1,7 +1,6 @@
 /* The model's kernels as CUDA C text for NVRTC (kernels.c), and the shapes they are written for.
  * Every kernel is extern "C"; the fake driver runs host twins registered under the same names
  * (tools/smollm/host_twins.c). Parameters (pointers are device addresses):
- *   smol_zero(u32 *p, u64 words)                          p[0 .. words) = 0
  *   smol_embed(u8 *emb, int *slot_in, int *step, float *x, int dim)
  *       step = slot_in[0..1] = {token, pos}; x = Q8_0 row `token` of emb
  *   smol_qkv(float *x, float *norm, u8 *wq, u8 *wk, u8 *wv, int *step, float *q, float *kc,

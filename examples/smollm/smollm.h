@@ -34,6 +34,9 @@ typedef struct smol_model smol_model;
 /* What opening cost. */
 typedef struct smol_open_stats {
   double map_s, parse_s, tokenizer_s, compile_s, upload_s, record_s;
+  /* upload_s = upload_enqueue_s (allocations, the mapped copy and the KV memset enqueued on a
+   * second stream) + upload_wait_s (what was left of them after compile_s and record_s) */
+  double upload_enqueue_s, upload_wait_s;
   uint64_t nvrtc_calls;  /* NVRTC compiles at open (0 on a warm disk cache) */
   uint64_t module_loads;
   const char *artifact_origin; /* "compiled", "memory", "disk" */
@@ -69,6 +72,7 @@ typedef struct smol_run_stats {
   uint32_t prefill_tokens, decode_tokens;
   uint64_t prefill_host_waits; /* 1: the prompt runs without waiting between its tokens */
   double prefill_s, decode_s;
+  double decode_gpu_s;    /* decode: the steps' GPU time, summed (timing events around each) */
   double host_submit_s;   /* decode: total host time in the per-token calls before the wait */
   double host_max_s;      /* the longest of them */
   t4a_counter_values decode_counters; /* the lane's counters over the decode steps */

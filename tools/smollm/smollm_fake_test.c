@@ -118,6 +118,9 @@ static void test_logits_match_numpy_and_ways_agree(void **state) {
     assert_int_equal(rs.decode_counters.host_waits, N_NEW - 1);
     assert_int_equal(rs.decode_heap_allocations, 0);
     assert_true(rs.decode_counters.events_recorded <= N_NEW - 1);
+    /* two timing events around each step; their times read without a further wait */
+    assert_int_equal(rs.decode_counters.user_events_recorded, 2 * (N_NEW - 1));
+    assert_true(rs.decode_gpu_s >= 0.0 && rs.decode_gpu_s <= rs.decode_s);
     if (w == SMOL_WAY_CHAIN) {
       assert_int_equal(rs.decode_counters.chain_replays, N_NEW - 1);
       assert_int_equal(rs.decode_counters.launches, 0);
@@ -163,9 +166,10 @@ static void test_warm_start_makes_no_nvrtc_call(void **state) {
 }
 
 /* a driver failure at each stage of open (allocation, pinned memory, module load, the weights'
- * copy, the KV zeroing launch, chain recording and instantiation) is typed, leaves *out NULL, and
+ * copy on the upload stream, the KV memset, that stream's creation, the timing events, chain
+ * recording and instantiation) is typed, leaves *out NULL, and
  * leaves the fake holding nothing but what t4a's rule keeps: a failed enqueue (the weights' copy,
- * a launch) may have been enqueued, so t4a quarantines the buffer it named (t4a/xfer_file.h,
+ * a memset) may have been enqueued, so t4a quarantines the buffer it named (t4a/xfer_file.h,
  * t4a/launch.h), which holds its block, pool and lane for good. Each case on a fake of its own. */
 static void test_open_failures_leave_nothing(void **state) {
   fx *f = *state;
@@ -177,7 +181,9 @@ static void test_open_failures_leave_nothing(void **state) {
   } cases[] = {{"cuMemAllocFromPoolAsync", 0, 0}, {"cuMemAllocFromPoolAsync", 2, 0},
                {"cuMemAllocFromPoolAsync", 3, 0}, {"cuMemHostAlloc", 0, 0},
                {"cuModuleLoadDataEx", 0, 0},      {"cuMemcpyHtoDAsync", 0, 1},
-               {"cuLaunchKernel", 0, 1},          {"cuStreamBeginCapture", 0, 0},
+               {"cuMemsetD32Async", 0, 1},        {"cuStreamCreateWithPriority", 1, 0},
+               {"cuEventCreate", 2, 0},           {"cuEventCreate", 4, 0},
+               {"cuStreamBeginCapture", 0, 0},
                {"cuStreamBeginCapture", 1, 0},    {"cuGraphInstantiateWithFlags", 1, 0}};
   char dir[] = "/tmp/smollm_fail_XXXXXX";
   assert_non_null(mkdtemp(dir));

@@ -217,10 +217,11 @@ int main(int argc, char **argv) {
            os.kernels_per_token);
     printf("open %.3f s: map %.3f, parse %.3f, tokenizer %.3f, compile+load %.3f (%" PRIu64
            " NVRTC calls, %" PRIu64 " module loads, artifact: %s), upload %.3f (%.1f MB from the "
-           "mapping), KV %.1f MB, record %.3f; L2 window %s (%zu bytes)\n",
+           "mapping on a second stream: enqueue %.3f, left after compile and record %.3f), KV %.1f MB "
+           "(memset), record %.3f; L2 window %s (%zu bytes)\n",
            t_open, os.map_s, os.parse_s, os.tokenizer_s, os.compile_s, os.nvrtc_calls,
            os.module_loads, os.artifact_origin, os.upload_s, (double)os.weight_bytes / 1e6,
-           (double)os.kv_bytes / 1e6, os.record_s, os.l2_window ? "set" : "off",
+           os.upload_enqueue_s, os.upload_wait_s, (double)os.kv_bytes / 1e6, os.record_s, os.l2_window ? "set" : "off",
            os.l2_window_bytes);
     if (print_tokens) {
       printf("tokens:");
@@ -231,11 +232,14 @@ int main(int argc, char **argv) {
       if (!r[w].ran) continue;
       const smol_run_stats *s = &r[w].st;
       double dt = s->decode_tokens ? (double)s->decode_tokens : 1;
-      printf("%-17s prefill %8.1f tok/s  decode %8.1f tok/s  host %.2f us/token (max %.2f)  "
+      printf("%-17s prefill %8.1f tok/s  decode %8.1f tok/s (GPU-timed %8.1f tok/s, %.1f us/token)"
+             "  host %.2f us/token (max %.2f)  "
              "per token: %.2f host waits, %.2f events, %.2f launches, %.2f chain replays, "
              "%.2f heap allocations%s\n",
              smol_way_name((smol_way)w), s->prefill_tokens / (s->prefill_s > 0 ? s->prefill_s : 1),
-             s->decode_tokens / (s->decode_s > 0 ? s->decode_s : 1), s->host_submit_s * 1e6 / dt,
+             s->decode_tokens / (s->decode_s > 0 ? s->decode_s : 1),
+             s->decode_tokens / (s->decode_gpu_s > 0 ? s->decode_gpu_s : 1),
+             s->decode_gpu_s * 1e6 / dt, s->host_submit_s * 1e6 / dt,
              s->host_max_s * 1e6, (double)s->decode_counters.host_waits / dt,
              (double)s->decode_counters.events_recorded / dt,
              (double)s->decode_counters.launches / dt,
@@ -256,11 +260,13 @@ int main(int argc, char **argv) {
     printf("\", \"prompt_tokens\": [");
     for (size_t k = 0; k < n_prompt; k++) printf("%s%d", k ? ", " : "", prompt_ids[k]);
     printf("], \"new_tokens\": %ld, \"kernels_per_token\": %u, \"open\": {\"seconds\": %.6f, "
-           "\"compile_load_s\": %.6f, \"upload_s\": %.6f, \"nvrtc_calls\": %" PRIu64
+           "\"compile_load_s\": %.6f, \"upload_s\": %.6f, \"upload_enqueue_s\": %.6f, "
+           "\"upload_wait_s\": %.6f, \"nvrtc_calls\": %" PRIu64
            ", \"module_loads\": %" PRIu64 ", \"artifact\": \"%s\", \"weight_bytes\": %" PRIu64
            ", \"kv_bytes\": %" PRIu64 ", \"l2_window_bytes\": %zu}, \"step_weight_bytes\": %" PRIu64
            ", \"copy_rate_bytes_per_s\": %.0f, \"floor_us\": %.3f, \"ways\": {",
-           n_new, os.kernels_per_token, t_open, os.compile_s, os.upload_s, os.nvrtc_calls,
+           n_new, os.kernels_per_token, t_open, os.compile_s, os.upload_s, os.upload_enqueue_s,
+           os.upload_wait_s, os.nvrtc_calls,
            os.module_loads, os.artifact_origin, os.weight_bytes, os.kv_bytes,
            os.l2_window_bytes, smol_model_step_bytes(m), rate, floor_s * 1e6);
     int comma = 0;
@@ -269,12 +275,12 @@ int main(int argc, char **argv) {
       const smol_run_stats *s = &r[w].st;
       static const char *const keys[3] = {"chain", "descriptors", "checked"};
       printf("%s\"%s\": {\"prefill_tokens\": %u, \"prefill_s\": %.6f, \"decode_tokens\": %u, "
-             "\"decode_s\": %.6f, \"host_submit_s\": %.9f, \"host_max_s\": %.9f, "
+             "\"decode_s\": %.6f, \"decode_gpu_s\": %.6f, \"host_submit_s\": %.9f, \"host_max_s\": %.9f, "
              "\"prefill_host_waits\": %" PRIu64 ", \"host_waits\": %" PRIu64 ", \"events_recorded\": %" PRIu64 ", \"launches\": %" PRIu64
              ", \"chain_replays\": %" PRIu64 ", \"heap_allocations\": %" PRIu64
              ", \"same_tokens\": %s, \"tokens\": [",
              comma ? ", " : "", keys[w], s->prefill_tokens, s->prefill_s, s->decode_tokens,
-             s->decode_s, s->host_submit_s, s->host_max_s, s->prefill_host_waits,
+             s->decode_s, s->decode_gpu_s, s->host_submit_s, s->host_max_s, s->prefill_host_waits,
              s->decode_counters.host_waits,
              s->decode_counters.events_recorded, s->decode_counters.launches,
              s->decode_counters.chain_replays, s->decode_heap_allocations,
