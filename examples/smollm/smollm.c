@@ -365,12 +365,18 @@ static t4a_status open_step(smol_model *m, smol_open_stats *s, const smol_option
   }
   m->descriptors = 1;
   if (o->l2_bytes > 0) {
-    size_t applied = 0, want = o->l2_bytes < wbytes ? o->l2_bytes : (size_t)wbytes;
+    if (o->l2_region != SMOL_L2_WEIGHTS && o->l2_region != SMOL_L2_KV)
+      return smol_error_set(e, T4A_INVALID_ARGUMENT, UINT64_MAX, "unknown L2 region %d",
+                            o->l2_region);
+    t4a_buffer *region = o->l2_region == SMOL_L2_KV ? m->kv : m->weights;
+    size_t limit = o->l2_region == SMOL_L2_KV ? t4a_buffer_size(m->kv) : (size_t)wbytes;
+    size_t applied = 0, want = o->l2_bytes < limit ? o->l2_bytes : limit;
     st = t4a_l2_set_persisting_limit(lane, want, &applied);
     if (st == T4A_OK && applied > 0) {
       want = applied < want ? applied : want;
-      st = t4a_l2_set_window(lane, t4a_buffer_devptr(m->weights), want, 1.0f);
+      st = t4a_l2_set_window(lane, t4a_buffer_devptr(region), want, 1.0f);
     }
+    s->l2_region = o->l2_region;
     if (st != T4A_OK) return t4a_fail(e, st, "the L2 persisting window");
     s->l2_window = applied > 0;
     s->l2_window_bytes = want;

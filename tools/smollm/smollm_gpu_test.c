@@ -25,7 +25,7 @@ static void test_gpu_logits_tokens_and_counters(void **state) {
     print_message("SKIP: model not fetched; run %s (or set SMOLLM_MODEL)\n", SMOL_FETCH_COMMAND);
     skip();
   }
-  smol_options o = {g_driver, NULL, 0, "The capital of France is", N_NEW, 0};
+  smol_options o = {g_driver, NULL, 0, "The capital of France is", N_NEW, 0, SMOL_L2_WEIGHTS};
   smol_model *m = NULL;
   smol_open_stats os;
   smol_error e = {0};
