@@ -32,6 +32,7 @@ PRELUDE = r"""
 struct dim3u { unsigned x, y, z; };
 static dim3u threadIdx, blockIdx, blockDim, gridDim;
 struct float4 { float x, y, z, w; };
+struct float2 { float x, y; };
 /* a block's threads are coroutines on one OS thread; barriers yield to the scheduler */
 enum { T_READY, T_WARP, T_BLOCK, T_DONE };
 static ucontext_t g_sched, g_ctx[1024];

@@ -183,7 +183,7 @@ extern "C" __global__ void smol_attn(const float *q, const float *kc, const floa
   extern __shared__ float scores[];
   __shared__ float red[32];
   __shared__ float qs[64];
-  __shared__ float part[4][64];
+  __shared__ float2 part[8][32];
   int h = blockIdx.x, kvh = h / 3, n = step[1] + 1;
   if (threadIdx.x < 64) qs[threadIdx.x] = q[h * 64 + threadIdx.x] * 0.125f;
   __syncthreads();
@@ -206,13 +206,29 @@ extern "C" __global__ void smol_attn(const float *q, const float *kc, const floa
     sum += e;
   }
   sum = block_sum(sum, red);
-  int d = threadIdx.x & 63, g = threadIdx.x >> 6;
-  float acc = 0.0f;
-  for (int t = g; t < n; t += 4) acc += scores[t] * vc[(unsigned long long)t * 192 + kvh * 64 + d];
-  part[g][d] = acc;
+  int lane = threadIdx.x & 31, g = threadIdx.x >> 5;
+  const float2 *v2 = (const float2 *)(vc + kvh * 64) + lane;
+  float2 acc0 = {0.0f, 0.0f}, acc1 = {0.0f, 0.0f};
+  int t = g;
+  for (; t + 8 < n; t += 16) {
+    float2 a = v2[(unsigned long long)t * 96], b = v2[(unsigned long long)(t + 8) * 96];
+    float sa = scores[t], sb = scores[t + 8];
+    acc0.x += sa * a.x, acc0.y += sa * a.y;
+    acc1.x += sb * b.x, acc1.y += sb * b.y;
+  }
+  if (t < n) {
+    float2 a = v2[(unsigned long long)t * 96];
+    acc0.x += scores[t] * a.x, acc0.y += scores[t] * a.y;
+  }
+  float2 acc = {acc0.x + acc1.x, acc0.y + acc1.y};
+  part[g][lane] = acc;
   __syncthreads();
-  if (threadIdx.x < 64)
-    out[h * 64 + d] = (part[0][d] + part[1][d] + part[2][d] + part[3][d]) / sum;
+  if (threadIdx.x < 64) {
+    int d = threadIdx.x, j = d >> 1;
+    float r = 0.0f;
+    for (int w = 0; w < 8; w++) r += (d & 1) ? part[w][j].y : part[w][j].x;
+    out[h * 64 + d] = r / sum;
+  }
 }
 
 template <int K>
