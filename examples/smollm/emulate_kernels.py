@@ -8,6 +8,7 @@ per prompt token of "The capital of France is" with the launch configurations sm
 compares the last logits with the numpy reference (reference_logits.py --dump).
 
 Usage: python3 examples/smollm/emulate_kernels.py [--model M] [--reference LOGITS.bin]
+       python3 examples/smollm/emulate_kernels.py --attention   (smol_attn alone, 1..40 positions)
 (a few minutes on two cores; needs g++, gguf and numpy). Exit 0 when within 1e-3."""
 import argparse, os, re, subprocess, sys, tempfile
 
@@ -176,6 +177,32 @@ int main(int argc, char **argv) {
 }
 """
 
+# --attention: smol_attn alone over random q, K and V for 1..40 positions (the V sum's paired
+# path needs more than 8), against a float64 loop
+ATTN_MAIN = r"""
+static float *Qv, *K, *V, *OUT; static int STEPV[2];
+int main() {
+  int P = 64; srand(1);
+  Qv = (float*)malloc(576*4); K = (float*)malloc(P*192*4); V = (float*)malloc(P*192*4); OUT = (float*)malloc(576*4);
+  for (int i = 0; i < 576; i++) Qv[i] = (rand() / (float)RAND_MAX - 0.5f) * 4;
+  for (int i = 0; i < P*192; i++) { K[i] = (rand() / (float)RAND_MAX - 0.5f) * 4; V[i] = rand() / (float)RAND_MAX - 0.5f; }
+  double worst = 0;
+  for (int n = 1; n <= 40; n++) {
+    STEPV[1] = n - 1;
+    LAUNCH(9, 256, smol_attn(Qv, K, V, STEPV, OUT));
+    for (int h = 0; h < 9; h++) {
+      int kvh = h / 3; double s[64], m = -1e300, sum = 0;
+      for (int t = 0; t < n; t++) { double a = 0; for (int d = 0; d < 64; d++) a += (double)Qv[h*64+d] * 0.125 * K[t*192+kvh*64+d]; s[t] = a; if (a > m) m = a; }
+      for (int t = 0; t < n; t++) { s[t] = exp(s[t] - m); sum += s[t]; }
+      for (int d = 0; d < 64; d++) { double acc = 0; for (int t = 0; t < n; t++) acc += s[t] * V[t*192+kvh*64+d];
+        double diff = fabs(acc / sum - OUT[h*64+d]); if (diff > worst) worst = diff; }
+    }
+  }
+  printf("attention n=1..40: max |emulated - float64| = %g\n", worst);
+  return worst < 1e-5 ? 0 : 1;
+}
+"""
+
 
 def kernel_text():
     d = tempfile.mkdtemp()
@@ -194,7 +221,19 @@ def main():
     ap.add_argument("--reference", default=None)
     ap.add_argument("--tokens", type=int, default=5,
                     help="how many of the prompt's 5 tokens (the reference must match)")
+    ap.add_argument("--attention", action="store_true",
+                    help="only smol_attn, over 1..40 positions of random data (seconds)")
     a = ap.parse_args()
+    if a.attention:
+        src = kernel_text().replace('extern "C"', "")
+        src = src.replace("extern __shared__ float scores[];", "float *scores = g_dyn_shared;")
+        runner = MAIN[:MAIN.index("static const uint8_t *W;")]
+        d = tempfile.mkdtemp()
+        cpp = os.path.join(d, "attn.cpp")
+        open(cpp, "w").write(PRELUDE + src + "\n" + runner + ATTN_MAIN)
+        exe = os.path.join(d, "attn")
+        subprocess.check_call(["g++", "-std=c++17", "-O2", "-w", "-o", exe, cpp, "-lm"])
+        return subprocess.call([exe])
     import numpy as np
     from gguf import GGUFReader
     r = GGUFReader(a.model)
