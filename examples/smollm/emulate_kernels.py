@@ -8,6 +8,7 @@ per prompt token of "The capital of France is" with the launch configurations sm
 compares the last logits with the numpy reference (reference_logits.py --dump).
 
 Usage: python3 examples/smollm/emulate_kernels.py [--model M] [--reference LOGITS.bin]
+       python3 examples/smollm/emulate_kernels.py --attention   (smol_attn alone, 1..40 positions)
 (a few minutes on two cores; needs g++, gguf and numpy). Exit 0 when within 1e-3."""
 import argparse, os, re, subprocess, sys, tempfile
 
@@ -32,6 +33,7 @@ PRELUDE = r"""
 struct dim3u { unsigned x, y, z; };
 static dim3u threadIdx, blockIdx, blockDim, gridDim;
 struct float4 { float x, y, z, w; };
+struct float2 { float x, y; };
 /* a block's threads are coroutines on one OS thread; barriers yield to the scheduler */
 enum { T_READY, T_WARP, T_BLOCK, T_DONE };
 static ucontext_t g_sched, g_ctx[1024];
@@ -152,26 +154,52 @@ int main(int argc, char **argv) {
     SLOT_IN[1] = p;
     LAUNCH(1, 256, smol_embed(W + EMB, SLOT_IN, STEP, X, I_DIM));
     for (L_ = 0; L_ < 30; L_++) {
-      LAUNCH(60, 256, smol_qkv(X, (const float *)(W + OFF[L_][0]), W + OFF[L_][1], W + OFF[L_][2],
+      LAUNCH(120, 128, smol_qkv(X, (const float *)(W + OFF[L_][0]), W + OFF[L_][1], W + OFF[L_][2],
                                W + OFF[L_][3], STEP, Q, KV + (size_t)L_ * 2 * POS_N * 192,
                                KV + ((size_t)L_ * 2 + 1) * POS_N * 192, EPS, THETA));
       LAUNCH(9, 256, { float *s = g_dyn_shared; (void)s;
                        smol_attn(Q, KV + (size_t)L_ * 2 * POS_N * 192,
                                  KV + ((size_t)L_ * 2 + 1) * POS_N * 192, STEP, ATT); });
-      LAUNCH(72, 256, smol_matvec_res(W + OFF[L_][4], ATT, X, I_DIM, I_DIM));
-      LAUNCH(192, 256, smol_ffn_up(X, (const float *)(W + OFF[L_][5]), W + OFF[L_][6],
+      LAUNCH(144, 128, smol_matvec_res(W + OFF[L_][4], ATT, X, I_DIM, I_DIM));
+      LAUNCH(384, 128, smol_ffn_up(X, (const float *)(W + OFF[L_][5]), W + OFF[L_][6],
                                    W + OFF[L_][7], H, EPS));
-      LAUNCH(72, 256, smol_matvec_res(W + OFF[L_][8], H, X, I_FF, I_DIM));
+      LAUNCH(144, 128, smol_matvec_res(W + OFF[L_][8], H, X, I_FF, I_DIM));
     }
     fprintf(stderr, "position %d done\n", p);
   }
-  LAUNCH(1536, 256, smol_logits(X, (const float *)(W + OUT_NORM), W + EMB, LOGITS, EPS, I_VOCAB));
+  LAUNCH(3072, 256, smol_logits(X, (const float *)(W + OUT_NORM), W + EMB, LOGITS, EPS, I_VOCAB));
   LAUNCH(1, 1024, smol_argmax(LOGITS, I_VOCAB, SLOT_OUT));
   FILE *f = fopen(argv[2], "wb");
   fwrite(LOGITS, 4, 49152, f);
   fclose(f);
   printf("%d\n", SLOT_OUT[0]);
   return 0;
+}
+"""
+
+# --attention: smol_attn alone over random q, K and V for 1..40 positions (the V sum's paired
+# path needs more than 8), against a float64 loop
+ATTN_MAIN = r"""
+static float *Qv, *K, *V, *OUT; static int STEPV[2];
+int main() {
+  int P = 64; srand(1);
+  Qv = (float*)malloc(576*4); K = (float*)malloc(P*192*4); V = (float*)malloc(P*192*4); OUT = (float*)malloc(576*4);
+  for (int i = 0; i < 576; i++) Qv[i] = (rand() / (float)RAND_MAX - 0.5f) * 4;
+  for (int i = 0; i < P*192; i++) { K[i] = (rand() / (float)RAND_MAX - 0.5f) * 4; V[i] = rand() / (float)RAND_MAX - 0.5f; }
+  double worst = 0;
+  for (int n = 1; n <= 40; n++) {
+    STEPV[1] = n - 1;
+    LAUNCH(9, 256, smol_attn(Qv, K, V, STEPV, OUT));
+    for (int h = 0; h < 9; h++) {
+      int kvh = h / 3; double s[64], m = -1e300, sum = 0;
+      for (int t = 0; t < n; t++) { double a = 0; for (int d = 0; d < 64; d++) a += (double)Qv[h*64+d] * 0.125 * K[t*192+kvh*64+d]; s[t] = a; if (a > m) m = a; }
+      for (int t = 0; t < n; t++) { s[t] = exp(s[t] - m); sum += s[t]; }
+      for (int d = 0; d < 64; d++) { double acc = 0; for (int t = 0; t < n; t++) acc += s[t] * V[t*192+kvh*64+d];
+        double diff = fabs(acc / sum - OUT[h*64+d]); if (diff > worst) worst = diff; }
+    }
+  }
+  printf("attention n=1..40: max |emulated - float64| = %g\n", worst);
+  return worst < 1e-5 ? 0 : 1;
 }
 """
 
@@ -193,7 +221,19 @@ def main():
     ap.add_argument("--reference", default=None)
     ap.add_argument("--tokens", type=int, default=5,
                     help="how many of the prompt's 5 tokens (the reference must match)")
+    ap.add_argument("--attention", action="store_true",
+                    help="only smol_attn, over 1..40 positions of random data (seconds)")
     a = ap.parse_args()
+    if a.attention:
+        src = kernel_text().replace('extern "C"', "")
+        src = src.replace("extern __shared__ float scores[];", "float *scores = g_dyn_shared;")
+        runner = MAIN[:MAIN.index("static const uint8_t *W;")]
+        d = tempfile.mkdtemp()
+        cpp = os.path.join(d, "attn.cpp")
+        open(cpp, "w").write(PRELUDE + src + "\n" + runner + ATTN_MAIN)
+        exe = os.path.join(d, "attn")
+        subprocess.check_call(["g++", "-std=c++17", "-O2", "-w", "-o", exe, cpp, "-lm"])
+        return subprocess.call([exe])
     import numpy as np
     from gguf import GGUFReader
     r = GGUFReader(a.model)

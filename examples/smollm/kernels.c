@@ -61,43 +61,62 @@ __device__ void rmsnorm_to_shared(const float *x, const float *w, float *xs, int
   __syncthreads();
 }
 
-__device__ __forceinline__ float q41_dot(const u8 *row, const float *xs, int k, int lane) {
+template <int K> struct q41_regs {
+  u32 dm[(K / 8 + 31) / 32], q[(K / 8 + 31) / 32];
+};
+
+template <int K> __device__ __forceinline__ void q41_load(const u8 *row, int lane, q41_regs<K> &r) {
   const u32 *w = (const u32 *)row;
-  int words = (k >> 5) * 4;
+  for (int it = 0; it < (K / 8 + 31) / 32; it++) {
+    int i = lane + it * 32, b = i >> 2, j = i & 3;
+    bool ok = i < K / 8;
+    r.dm[it] = ok ? __ldg(w + b * 5) : 0u;
+    r.q[it] = ok ? __ldg(w + b * 5 + 1 + j) : 0u;
+  }
+}
+
+template <int K>
+__device__ __forceinline__ float q41_finish(const q41_regs<K> &r, const float *xs, int lane) {
   float acc = 0.0f;
-  for (int i = lane; i < words; i += 32) {
-    int b = i >> 2, j = i & 3;
-    u32 dm = __ldg(w + b * 5), q = __ldg(w + b * 5 + 1 + j);
-    const float *xb = xs + b * 32 + j * 4;
-    float sq = 0.0f, sx = 0.0f;
-    for (int t = 0; t < 4; t++) {
-      float x0 = xb[t], x1 = xb[t + 16];
-      sq += (float)((q >> (8 * t)) & 15u) * x0 + (float)((q >> (8 * t + 4)) & 15u) * x1;
-      sx += x0 + x1;
+  for (int it = 0; it < (K / 8 + 31) / 32; it++) {
+    int i = lane + it * 32, b = i >> 2, j = i & 3;
+    if (i < K / 8) {
+      u32 dm = r.dm[it], q = r.q[it];
+      const float *xb = xs + b * 32 + j * 4;
+      float sq = 0.0f, sx = 0.0f;
+      for (int t = 0; t < 4; t++) {
+        float x0 = xb[t], x1 = xb[t + 16];
+        sq += (float)((q >> (8 * t)) & 15u) * x0 + (float)((q >> (8 * t + 4)) & 15u) * x1;
+        sx += x0 + x1;
+      }
+      acc += h2f(dm & 0xffffu) * sq + h2f(dm >> 16) * sx;
     }
-    acc += h2f(dm & 0xffffu) * sq + h2f(dm >> 16) * sx;
   }
   return warp_sum(acc);
 }
 
-__device__ __forceinline__ float q80_dot(const u8 *row, const float *xs, int k, int lane) {
+struct q80_regs {
+  u32 d[9], v[9];
+};
+
+__device__ __forceinline__ void q80_load(const u8 *row, int lane, q80_regs &r) {
   const u16 *w = (const u16 *)row;
-  int pairs = (k >> 5) * 16;
-  float acc = 0.0f;
-  for (int i = lane; i < pairs; i += 32) {
-    int b = i >> 4, j = i & 15;
-    u32 v = __ldg(w + b * 17 + 1 + j);
-    float d = h2f(__ldg(w + b * 17));
-    acc += d * ((float)(signed char)(v & 0xffu) * xs[b * 32 + 2 * j] +
-                (float)(signed char)(v >> 8) * xs[b * 32 + 2 * j + 1]);
+  for (int it = 0; it < 9; it++) {
+    int i = lane + it * 32, b = i >> 4, j = i & 15;
+    r.d[it] = __ldg(w + b * 17);
+    r.v[it] = __ldg(w + b * 17 + 1 + j);
   }
-  return warp_sum(acc);
 }
 
-extern "C" __global__ void smol_zero(u32 *p, unsigned long long words) {
-  unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
-  unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
-  for (; i < words; i += stride) p[i] = 0u;
+__device__ __forceinline__ float q80_finish(const q80_regs &r, const float *xs, int lane) {
+  float acc = 0.0f;
+  for (int it = 0; it < 9; it++) {
+    int i = lane + it * 32, b = i >> 4, j = i & 15;
+    u32 v = r.v[it];
+    acc += h2f(r.d[it]) * ((float)(signed char)(v & 0xffu) * xs[b * 32 + 2 * j] +
+                           (float)(signed char)(v >> 8) * xs[b * 32 + 2 * j + 1]);
+  }
+  return warp_sum(acc);
 }
 
 extern "C" __global__ void smol_embed(const u8 *emb, const int *slot_in, int *step, float *x,
@@ -122,24 +141,29 @@ extern "C" __global__ void smol_qkv(const float *x, const float *norm_w, const u
                                     float *kc, float *vc, float eps, float theta) {
   __shared__ float xs[576];
   __shared__ float red[32];
-  rmsnorm_to_shared(x, norm_w, xs, 576, eps, red);
   int lane = threadIdx.x & 31;
   int unit = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-  int pos = step[1];
-  const u8 *w;
-  float *out;
-  int row;
+  const u8 *w = wq;
+  int row = 0;
   if (unit < 288) {
-    row = unit * 2, w = wq, out = q;
+    row = unit * 2, w = wq;
   } else if (unit < 384) {
-    row = (unit - 288) * 2, w = wk, out = kc + (unsigned long long)pos * 192;
+    row = (unit - 288) * 2, w = wk;
   } else if (unit < 480) {
-    row = (unit - 384) * 2, w = wv, out = vc + (unsigned long long)pos * 192;
-  } else {
-    return;
+    row = (unit - 384) * 2, w = wv;
   }
-  float a = q41_dot(w + (unsigned long long)row * 360, xs, 576, lane);
-  float b = q41_dot(w + (unsigned long long)(row + 1) * 360, xs, 576, lane);
+  q41_regs<576> ra, rb;
+  if (unit < 480) {
+    q41_load<576>(w + (unsigned long long)row * 360, lane, ra);
+    q41_load<576>(w + (unsigned long long)(row + 1) * 360, lane, rb);
+  }
+  int pos = step[1];
+  rmsnorm_to_shared(x, norm_w, xs, 576, eps, red);
+  if (unit >= 480) return;
+  float *out = unit < 288 ? q : unit < 384 ? kc + (unsigned long long)pos * 192
+                                           : vc + (unsigned long long)pos * 192;
+  float a = q41_finish<576>(ra, xs, lane);
+  float b = q41_finish<576>(rb, xs, lane);
   if (lane == 0) {
     if (unit < 384) {
       int i = (row & 63) >> 1;
@@ -159,7 +183,7 @@ extern "C" __global__ void smol_attn(const float *q, const float *kc, const floa
   extern __shared__ float scores[];
   __shared__ float red[32];
   __shared__ float qs[64];
-  __shared__ float part[4][64];
+  __shared__ float2 part[8][32];
   int h = blockIdx.x, kvh = h / 3, n = step[1] + 1;
   if (threadIdx.x < 64) qs[threadIdx.x] = q[h * 64 + threadIdx.x] * 0.125f;
   __syncthreads();
@@ -182,37 +206,69 @@ extern "C" __global__ void smol_attn(const float *q, const float *kc, const floa
     sum += e;
   }
   sum = block_sum(sum, red);
-  int d = threadIdx.x & 63, g = threadIdx.x >> 6;
-  float acc = 0.0f;
-  for (int t = g; t < n; t += 4) acc += scores[t] * vc[(unsigned long long)t * 192 + kvh * 64 + d];
-  part[g][d] = acc;
+  int lane = threadIdx.x & 31, g = threadIdx.x >> 5;
+  const float2 *v2 = (const float2 *)(vc + kvh * 64) + lane;
+  float2 acc0 = {0.0f, 0.0f}, acc1 = {0.0f, 0.0f};
+  int t = g;
+  for (; t + 8 < n; t += 16) {
+    float2 a = v2[(unsigned long long)t * 96], b = v2[(unsigned long long)(t + 8) * 96];
+    float sa = scores[t], sb = scores[t + 8];
+    acc0.x += sa * a.x, acc0.y += sa * a.y;
+    acc1.x += sb * b.x, acc1.y += sb * b.y;
+  }
+  if (t < n) {
+    float2 a = v2[(unsigned long long)t * 96];
+    acc0.x += scores[t] * a.x, acc0.y += scores[t] * a.y;
+  }
+  float2 acc = {acc0.x + acc1.x, acc0.y + acc1.y};
+  part[g][lane] = acc;
   __syncthreads();
-  if (threadIdx.x < 64)
-    out[h * 64 + d] = (part[0][d] + part[1][d] + part[2][d] + part[3][d]) / sum;
+  if (threadIdx.x < 64) {
+    int d = threadIdx.x, j = d >> 1;
+    float r = 0.0f;
+    for (int w = 0; w < 8; w++) r += (d & 1) ? part[w][j].y : part[w][j].x;
+    out[h * 64 + d] = r / sum;
+  }
+}
+
+template <int K>
+__device__ __forceinline__ void matvec_res(const u8 *w, const float *in, float *x, int rows,
+                                           float *xs) {
+  int lane = threadIdx.x & 31;
+  int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  q41_regs<K> r;
+  if (row < rows) q41_load<K>(w + (unsigned long long)row * (K / 32 * 20), lane, r);
+  for (int i = threadIdx.x; i < K; i += blockDim.x) xs[i] = in[i];
+  __syncthreads();
+  if (row >= rows) return;
+  float v = q41_finish<K>(r, xs, lane);
+  if (lane == 0) x[row] += v;
 }
 
 extern "C" __global__ void smol_matvec_res(const u8 *w, const float *in, float *x, int k,
                                            int rows) {
   __shared__ float xs[1536];
-  for (int i = threadIdx.x; i < k; i += blockDim.x) xs[i] = in[i];
-  __syncthreads();
-  int lane = threadIdx.x & 31;
-  int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-  if (row >= rows) return;
-  float v = q41_dot(w + (unsigned long long)row * (unsigned long long)(k / 32 * 20), xs, k, lane);
-  if (lane == 0) x[row] += v;
+  if (k == 576)
+    matvec_res<576>(w, in, x, rows, xs);
+  else
+    matvec_res<1536>(w, in, x, rows, xs);
 }
 
 extern "C" __global__ void smol_ffn_up(const float *x, const float *norm_w, const u8 *wg,
                                        const u8 *wu, float *hbuf, float eps) {
   __shared__ float xs[576];
   __shared__ float red[32];
-  rmsnorm_to_shared(x, norm_w, xs, 576, eps, red);
   int lane = threadIdx.x & 31;
   int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  q41_regs<576> rg, ru;
+  if (row < 1536) {
+    q41_load<576>(wg + (unsigned long long)row * 360, lane, rg);
+    q41_load<576>(wu + (unsigned long long)row * 360, lane, ru);
+  }
+  rmsnorm_to_shared(x, norm_w, xs, 576, eps, red);
   if (row >= 1536) return;
-  float g = q41_dot(wg + (unsigned long long)row * 360, xs, 576, lane);
-  float u = q41_dot(wu + (unsigned long long)row * 360, xs, 576, lane);
+  float g = q41_finish<576>(rg, xs, lane);
+  float u = q41_finish<576>(ru, xs, lane);
   if (lane == 0) hbuf[row] = g / (1.0f + expf(-g)) * u;
 }
 
@@ -220,12 +276,19 @@ extern "C" __global__ void smol_logits(const float *x, const float *norm_w, cons
                                        float *logits, float eps, int rows) {
   __shared__ float xs[576];
   __shared__ float red[32];
-  rmsnorm_to_shared(x, norm_w, xs, 576, eps, red);
   int lane = threadIdx.x & 31;
-  int first = (blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) * 4;
-  for (int r = first; r < first + 4 && r < rows; r++) {
-    float v = q80_dot(emb + (unsigned long long)r * 612, xs, 576, lane);
-    if (lane == 0) logits[r] = v;
+  int first = (blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) * 2;
+  q80_regs r0, r1;
+  if (first < rows) q80_load(emb + (unsigned long long)first * 612, lane, r0);
+  if (first + 1 < rows) q80_load(emb + (unsigned long long)(first + 1) * 612, lane, r1);
+  rmsnorm_to_shared(x, norm_w, xs, 576, eps, red);
+  if (first < rows) {
+    float v = q80_finish(r0, xs, lane);
+    if (lane == 0) logits[first] = v;
+  }
+  if (first + 1 < rows) {
+    float v = q80_finish(r1, xs, lane);
+    if (lane == 0) logits[first + 1] = v;
   }
 }
 
@@ -234,7 +297,24 @@ extern "C" __global__ void smol_argmax(const float *logits, int n, int *slot_out
   __shared__ int bi[32];
   float best = -3.0e38f;
   int idx = 0x7fffffff;
-  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+  const float4 *l4 = (const float4 *)logits;
+  int n4 = n >> 2, nb = (int)blockDim.x;
+  for (int base = threadIdx.x; base < n4; base += 4 * nb) {
+    float4 v[4];
+    for (int u = 0; u < 4; u++) {
+      int i = base + u * nb;
+      float4 z = {-3.0e38f, -3.0e38f, -3.0e38f, -3.0e38f};
+      v[u] = i < n4 ? l4[i] : z;
+    }
+    for (int u = 0; u < 4; u++) {
+      int i = 4 * (base + u * nb);
+      if (v[u].x > best) best = v[u].x, idx = i;
+      if (v[u].y > best) best = v[u].y, idx = i + 1;
+      if (v[u].z > best) best = v[u].z, idx = i + 2;
+      if (v[u].w > best) best = v[u].w, idx = i + 3;
+    }
+  }
+  for (int i = 4 * n4 + (int)threadIdx.x; i < n; i += nb) {
     float v = logits[i];
     if (v > best) best = v, idx = i;
   }

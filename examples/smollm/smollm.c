@@ -16,13 +16,13 @@ enum {
   MAX_ARGS = 11,
   OPS_PER_LAYER = 5,
   N_OPS = 1 + N_LAYERS * OPS_PER_LAYER + 2, /* embed, the blocks, logits, argmax */
-  N_FUNCS = 8
+  N_FUNCS = 7
 };
 
-static const char *const k_func_names[N_FUNCS] = {"smol_zero",  "smol_embed",      "smol_qkv",
-                                                  "smol_attn",  "smol_matvec_res", "smol_ffn_up",
-                                                  "smol_logits", "smol_argmax"};
-enum { F_ZERO, F_EMBED, F_QKV, F_ATTN, F_MATVEC, F_FFN, F_LOGITS, F_ARGMAX };
+static const char *const k_func_names[N_FUNCS] = {"smol_embed",      "smol_qkv",    "smol_attn",
+                                                  "smol_matvec_res", "smol_ffn_up", "smol_logits",
+                                                  "smol_argmax"};
+enum { F_EMBED, F_QKV, F_ATTN, F_MATVEC, F_FFN, F_LOGITS, F_ARGMAX };
 
 typedef struct op {
   int func;
@@ -55,7 +55,7 @@ struct smol_model {
   /* scalars the ops' arguments point at (t4a_arg_scalar copies at the call, but checked
    * launches re-read them every token) */
   int32_t i_dim, i_dim_rows, i_ff, i_vocab;
-  uint64_t zero_words;
+  t4a_event *gpu_t0, *gpu_t1; /* timing events around each decode step */
 };
 
 const char *smol_way_name(smol_way way) {
@@ -101,6 +101,8 @@ t4a_status smol_close(smol_model *m) {
   t4a_buffer_release(m->kv);
   t4a_buffer_release(m->act);
   t4a_buffer_release(m->prompt_steps);
+  t4a_event_release(m->gpu_t0);
+  t4a_event_release(m->gpu_t1);
   if (m->rt != NULL) ignored = t4a_runtime_sync(m->rt); /* nothing reads the slots any more */
   (void)ignored; /* close reports the runtime's verdict */
   if (m->slot_in_held) t4a_slot_release(m->slots, m->slot_in);
@@ -239,7 +241,7 @@ static t4a_status build_ops(smol_model *m, smol_error *e) {
     T4A_SMOL_T(wd, "ffn_down.weight", GGUF_T_Q4_1, SMOL_FF, SMOL_DIM)
 #undef T4A_SMOL_T
     uint64_t kc = (uint64_t)l * 2 * kv_layer, vc = kc + kv_layer;
-    o = add_op(m, F_QKV, SMOL_QKV_BLOCKS, SMOL_THREADS, 0);
+    o = add_op(m, F_QKV, SMOL_QKV_BLOCKS, SMOL_MV_THREADS, 0);
     arg_buf(o, m->act, AOFF(A_X));
     arg_buf(o, m->weights, an->offset);
     arg_buf(o, m->weights, wq->offset);
@@ -257,20 +259,20 @@ static t4a_status build_ops(smol_model *m, smol_error *e) {
     arg_buf(o, m->kv, vc);
     arg_buf(o, m->act, AOFF(A_STEP));
     arg_buf(o, m->act, AOFF(A_ATT));
-    o = add_op(m, F_MATVEC, SMOL_DIM / (SMOL_THREADS / 32), SMOL_THREADS, 0);
+    o = add_op(m, F_MATVEC, SMOL_DIM / (SMOL_MV_THREADS / 32), SMOL_MV_THREADS, 0);
     arg_buf(o, m->weights, wo->offset);
     arg_buf(o, m->act, AOFF(A_ATT));
     arg_buf(o, m->act, AOFF(A_X));
     arg_val(o, &m->i_dim, 4);
     arg_val(o, &m->i_dim_rows, 4);
-    o = add_op(m, F_FFN, SMOL_FF / (SMOL_THREADS / 32), SMOL_THREADS, 0);
+    o = add_op(m, F_FFN, SMOL_FF / (SMOL_MV_THREADS / 32), SMOL_MV_THREADS, 0);
     arg_buf(o, m->act, AOFF(A_X));
     arg_buf(o, m->weights, fn->offset);
     arg_buf(o, m->weights, wg->offset);
     arg_buf(o, m->weights, wu->offset);
     arg_buf(o, m->act, AOFF(A_H));
     arg_val(o, &m->eps, 4);
-    o = add_op(m, F_MATVEC, SMOL_DIM / (SMOL_THREADS / 32), SMOL_THREADS, 0);
+    o = add_op(m, F_MATVEC, SMOL_DIM / (SMOL_MV_THREADS / 32), SMOL_MV_THREADS, 0);
     arg_buf(o, m->weights, wd->offset);
     arg_buf(o, m->act, AOFF(A_H));
     arg_buf(o, m->act, AOFF(A_X));
@@ -293,15 +295,6 @@ static t4a_status build_ops(smol_model *m, smol_error *e) {
   arg_ptr(o, slot_out);
   (void)t;
   return T4A_OK;
-}
-
-/* The KV cache zeroed by a kernel (t4a has no memset yet: one function to change when it has). */
-static t4a_status zero_kv(smol_model *m, smol_error *e) {
-  m->zero_words = t4a_buffer_size(m->kv) / 4;
-  t4a_arg args[2] = {t4a_arg_buffer(m->kv, 0), t4a_arg_scalar(&m->zero_words, 8)};
-  t4a_launch_config cfg = {{1024, 1, 1}, {SMOL_THREADS, 1, 1}, 0};
-  t4a_status st = t4a_launch(t4a_runtime_retire(m->rt), m->fn[F_ZERO], &cfg, args, 2);
-  return st == T4A_OK ? T4A_OK : t4a_fail(e, st, "zeroing the KV cache");
 }
 
 static t4a_status fire_range(smol_model *m, uint32_t from, uint32_t to) {
@@ -328,6 +321,71 @@ static uint64_t nvrtc_calls(smol_model *m) {
   if (c == NULL) return 0;
   t4a_nvrtc_cache_stats(c, &s);
   return s.counters.nvrtc_compile_attempts;
+}
+
+/* The kernels: compiled through the artifact cache (or found there), loaded, looked up. */
+static t4a_status open_kernels(smol_model *m, smol_open_stats *s, const smol_options *o,
+                               smol_error *e) {
+  double t0 = now_s();
+  uint64_t n0 = nvrtc_calls(m);
+  t4a_counter_values c0, c1;
+  t4a_runtime_stats(m->rt, &c0);
+  t4a_status st = t4a_runtime_compile(m->rt, smol_kernel_source, "smollm.cu", &m->artifact);
+  if (st != T4A_OK) return t4a_fail(e, st, "compiling the kernels");
+  if ((st = t4a_runtime_load(m->rt, m->artifact, &m->module)) != T4A_OK)
+    return t4a_fail(e, st, "loading the kernels");
+  for (int i = 0; i < N_FUNCS; i++)
+    if ((st = t4a_runtime_function(m->rt, m->module, k_func_names[i], &m->fn[i])) != T4A_OK)
+      return t4a_fail(e, st, k_func_names[i]);
+  t4a_runtime_stats(m->rt, &c1);
+  s->nvrtc_calls = nvrtc_calls(m) - n0;
+  s->module_loads = c1.module_loads - c0.module_loads;
+  s->artifact_origin = s->nvrtc_calls > 0 ? "compiled" : o->cache_dir ? "disk" : "memory";
+  s->compile_s = now_s() - t0;
+  return T4A_OK;
+}
+
+/* The step: its descriptors, the L2 window, then its two chains (blocks; logits and argmax). */
+static t4a_status open_step(smol_model *m, smol_open_stats *s, const smol_options *o,
+                            uint64_t wbytes, smol_error *e) {
+  double t0 = now_s();
+  t4a_lane *lane = t4a_runtime_lane(m->rt);
+  t4a_status st = build_ops(m, e);
+  if (st != T4A_OK) return st;
+  for (uint32_t i = 0; i < m->n_ops; i++) {
+    op *p = &m->ops[i];
+    st = t4a_descriptor_register(t4a_runtime_table(m->rt), m->fn[p->func], &p->cfg, p->args,
+                                 p->nargs, &p->id);
+    if (st != T4A_OK) {
+      t4a_status failed = t4a_fail(e, st, k_func_names[p->func]);
+      for (uint32_t j = 0; j < i; j++)
+        st = t4a_descriptor_unregister(t4a_runtime_table(m->rt), m->ops[j].id);
+      return failed;
+    }
+  }
+  m->descriptors = 1;
+  if (o->l2_bytes > 0) {
+    if (o->l2_region != SMOL_L2_WEIGHTS && o->l2_region != SMOL_L2_KV)
+      return smol_error_set(e, T4A_INVALID_ARGUMENT, UINT64_MAX, "unknown L2 region %d",
+                            o->l2_region);
+    t4a_buffer *region = o->l2_region == SMOL_L2_KV ? m->kv : m->weights;
+    size_t limit = o->l2_region == SMOL_L2_KV ? t4a_buffer_size(m->kv) : (size_t)wbytes;
+    size_t applied = 0, want = o->l2_bytes < limit ? o->l2_bytes : limit;
+    st = t4a_l2_set_persisting_limit(lane, want, &applied);
+    if (st == T4A_OK && applied > 0) {
+      want = applied < want ? applied : want;
+      st = t4a_l2_set_window(lane, t4a_buffer_devptr(region), want, 1.0f);
+    }
+    s->l2_region = o->l2_region;
+    if (st != T4A_OK) return t4a_fail(e, st, "the L2 persisting window");
+    s->l2_window = applied > 0;
+    s->l2_window_bytes = want;
+  }
+  if ((st = record(m, 0, m->n_layer_ops, &m->chain_layers)) != T4A_OK ||
+      (st = record(m, 0, m->n_ops, &m->chain_full)) != T4A_OK)
+    return t4a_fail(e, st, "recording the decode chain");
+  s->record_s = now_s() - t0;
+  return T4A_OK;
 }
 
 static t4a_status open_model(smol_model *m, const char *path, const smol_options *o,
@@ -372,23 +430,11 @@ static t4a_status open_model(smol_model *m, const char *path, const smol_options
   ro.table_capacity = N_OPS + 16;
   if ((st = t4a_runtime_open(0, &ro, &m->rt)) != T4A_OK)
     return t4a_fail(e, st, "opening the runtime");
-  uint64_t n0 = nvrtc_calls(m);
-  t4a_counter_values c0;
-  t4a_runtime_stats(m->rt, &c0);
-  if ((st = t4a_runtime_compile(m->rt, smol_kernel_source, "smollm.cu", &m->artifact)) != T4A_OK)
-    return t4a_fail(e, st, "compiling the kernels");
-  if ((st = t4a_runtime_load(m->rt, m->artifact, &m->module)) != T4A_OK)
-    return t4a_fail(e, st, "loading the kernels");
-  for (int i = 0; i < N_FUNCS; i++)
-    if ((st = t4a_runtime_function(m->rt, m->module, k_func_names[i], &m->fn[i])) != T4A_OK)
-      return t4a_fail(e, st, k_func_names[i]);
-  double t4 = now_s();
-  t4a_counter_values c1;
-  t4a_runtime_stats(m->rt, &c1);
-  s->nvrtc_calls = nvrtc_calls(m) - n0;
-  s->module_loads = c1.module_loads - c0.module_loads;
-  s->artifact_origin = s->nvrtc_calls > 0 ? "compiled" : o->cache_dir ? "disk" : "memory";
-  /* buffers, slots, the weights straight from the mapping */
+  /* buffers, slots; then the weights straight from the mapping and the KV cache's zeroing on a
+   * second stream, so that the copy's tail runs while the host compiles or loads the kernels,
+   * registers the descriptors and records the chains; the runtime's stream waits for it (no host
+   * wait) before the first step */
+  double t3b = now_s();
   uint64_t data = m->gguf.data_offset, wbytes = t4a_file_map_size(m->map) - data;
   uint64_t kv_bytes = (uint64_t)N_LAYERS * 2 * m->positions * SMOL_KV_DIM * 4u;
   t4a_lane *lane = t4a_runtime_lane(m->rt);
@@ -404,53 +450,49 @@ static t4a_status open_model(smol_model *m, const char *path, const smol_options
     return t4a_fail(e, st, "the mapped slots");
   memset(t4a_slot_host(m->slots, m->slot_in), 0, 8);
   memset(t4a_slot_host(m->slots, m->slot_out), 0xFF, 4);
-  if ((st = t4a_xfer_upload_mapped(t4a_runtime_xfer(m->rt), m->weights, 0, m->map, data,
-                                   (size_t)wbytes)) != T4A_OK)
-    return t4a_fail(e, st, "uploading the weights from the mapping");
-  if ((st = zero_kv(m, e)) != T4A_OK) return st;
-  if ((st = t4a_runtime_sync(m->rt)) != T4A_OK) return t4a_fail(e, st, "the upload");
+  if ((st = t4a_runtime_event(m->rt, T4A_EVENT_TIMING, &m->gpu_t0)) != T4A_OK ||
+      (st = t4a_runtime_event(m->rt, T4A_EVENT_TIMING, &m->gpu_t1)) != T4A_OK)
+    return t4a_fail(e, st, "the timing events");
+  t4a_stream *upload = NULL;
+  t4a_xfer *upload_xfer = NULL;
+  if ((st = t4a_stream_create(m->rt, NULL, &upload)) != T4A_OK)
+    return t4a_fail(e, st, "the upload stream");
+  if ((st = t4a_stream_wait(m->rt, upload, NULL)) != T4A_OK || /* after the allocations */
+      (st = t4a_stream_xfer(m->rt, upload, &upload_xfer)) != T4A_OK ||
+      (st = t4a_xfer_upload_mapped(upload_xfer, m->weights, 0, m->map, data, (size_t)wbytes)) !=
+          T4A_OK) {
+    t4a_status failed = t4a_fail(e, st, "uploading the weights from the mapping");
+    (void)t4a_stream_destroy(m->rt, upload);
+    return failed;
+  }
+  if ((st = t4a_runtime_memset(m->rt, upload, m->kv, 0, (size_t)(kv_bytes / 4), 4, 0)) !=
+      T4A_OK) {
+    t4a_status failed = t4a_fail(e, st, "zeroing the KV cache");
+    (void)t4a_stream_destroy(m->rt, upload);
+    return failed;
+  }
+  double t3c = now_s();
+  st = open_kernels(m, s, o, e);
+  if (st == T4A_OK) st = open_step(m, s, o, wbytes, e);
+  double t4 = now_s();
+  /* the runtime's stream after the upload and the memset; the stream's end waits for them */
+  t4a_status ord = t4a_stream_wait(m->rt, NULL, upload);
+  t4a_status gone = t4a_stream_destroy(m->rt, upload);
+  if (st != T4A_OK) return st;
+  if (ord != T4A_OK) return t4a_fail(e, ord, "ordering the step after the upload");
+  if (gone != T4A_OK) return t4a_fail(e, gone, "the upload");
   double t5 = now_s();
   s->weight_bytes = wbytes;
   s->kv_bytes = kv_bytes;
-  /* the step: descriptors, then its two chains (blocks; logits and argmax) */
-  if ((st = build_ops(m, e)) != T4A_OK) return st;
-  for (uint32_t i = 0; i < m->n_ops; i++) {
-    op *p = &m->ops[i];
-    st = t4a_descriptor_register(t4a_runtime_table(m->rt), m->fn[p->func], &p->cfg, p->args,
-                                 p->nargs, &p->id);
-    if (st != T4A_OK) {
-      t4a_status failed = t4a_fail(e, st, k_func_names[p->func]);
-      for (uint32_t j = 0; j < i; j++)
-        st = t4a_descriptor_unregister(t4a_runtime_table(m->rt), m->ops[j].id);
-      return failed;
-    }
-  }
-  m->descriptors = 1;
-  if (o->l2_bytes > 0) {
-    size_t applied = 0, want = o->l2_bytes < wbytes ? o->l2_bytes : (size_t)wbytes;
-    st = t4a_l2_set_persisting_limit(lane, want, &applied);
-    if (st == T4A_OK && applied > 0) {
-      want = applied < want ? applied : want;
-      st = t4a_l2_set_window(lane, t4a_buffer_devptr(m->weights), want, 1.0f);
-    }
-    if (st != T4A_OK) return t4a_fail(e, st, "the L2 persisting window");
-    s->l2_window = applied > 0;
-    s->l2_window_bytes = want;
-  }
-  if ((st = record(m, 0, m->n_layer_ops, &m->chain_layers)) != T4A_OK ||
-      (st = record(m, 0, m->n_ops, &m->chain_full)) != T4A_OK)
-    return t4a_fail(e, st, "recording the decode chain");
-  double t6 = now_s();
   s->map_s = t1 - t0;
   s->parse_s = t2 - t1;
   s->tokenizer_s = t3 - t2;
-  s->compile_s = t4 - t3;
-  s->upload_s = t5 - t4;
-  s->record_s = t6 - t5;
+  s->upload_enqueue_s = t3c - t3b;
+  s->upload_wait_s = t5 - t4;
+  s->upload_s = s->upload_enqueue_s + s->upload_wait_s;
   s->kernels_per_token = m->n_ops;
   return T4A_OK;
 }
-
 t4a_status smol_open(const char *path, const smol_options *options, smol_model **out,
                      smol_open_stats *stats, smol_error *e) {
   smol_options defaults = {0};
@@ -577,14 +619,21 @@ t4a_status smol_generate(smol_model *m, smol_way way, const int32_t *prompt, siz
   t4a_counter_values c0, c1;
   t4a_runtime_stats(m->rt, &c0);
   uint64_t heap0 = t4a_heap_allocations();
-  double d0 = now_s(), submit = 0, worst = 0;
+  double d0 = now_s(), submit = 0, worst = 0, gpu_ms = 0;
   for (uint32_t k = 1; k < n_new && st == T4A_OK; k++) {
+    /* the step between two timing events on the runtime's stream: its GPU time, read after the
+     * token's one wait (both records completed by then: no further wait) */
+    st = t4a_runtime_event_record(m->rt, NULL, m->gpu_t0);
     double h0 = now_s();
-    st = step(m, way, tokens[k - 1], (uint32_t)(n_prompt + k - 1), 1);
+    if (st == T4A_OK) st = step(m, way, tokens[k - 1], (uint32_t)(n_prompt + k - 1), 1);
     double h1 = now_s();
+    if (st == T4A_OK) st = t4a_runtime_event_record(m->rt, NULL, m->gpu_t1);
     submit += h1 - h0;
     if (h1 - h0 > worst) worst = h1 - h0;
     if (st == T4A_OK) st = t4a_runtime_sync(m->rt);
+    float ms = 0;
+    if (st == T4A_OK) st = t4a_event_elapsed_ms(m->gpu_t0, m->gpu_t1, &ms);
+    gpu_ms += ms;
     if (st == T4A_OK) tokens[k] = slot_token(m);
     if (st == T4A_OK && on_token) on_token(user, tokens[k]);
   }
@@ -594,6 +643,7 @@ t4a_status smol_generate(smol_model *m, smol_way way, const int32_t *prompt, siz
   if (st != T4A_OK) return t4a_fail(e, st, "decoding");
   s->decode_tokens = n_new - 1;
   s->decode_s = d1 - d0;
+  s->decode_gpu_s = gpu_ms * 1e-3;
   s->host_submit_s = submit;
   s->host_max_s = worst;
   s->decode_heap_allocations = heap1 - heap0;

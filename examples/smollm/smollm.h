@@ -22,9 +22,16 @@ typedef struct smol_options {
                            * the tokens of `prompt` plus `n_new` */
   const char *prompt;     /* with positions 0 */
   uint32_t n_new;
-  size_t l2_bytes;        /* > 0: an L2 persisting window over the first l2_bytes of the weights
-                           * (clamped by the device), set before the chains are recorded */
+  size_t l2_bytes;        /* > 0: an L2 persisting window over the first l2_bytes of l2_region
+                           * (clamped by the device and the region), set before the chains are
+                           * recorded (graph kernel nodes keep the window they were captured with) */
+  int l2_region;          /* SMOL_L2_WEIGHTS (0): the weights from their first byte (the token
+                           * embedding, 28.7 MB, read whole by the logits every token, then the
+                           * blocks in file order); SMOL_L2_KV: the KV cache (then the activations
+                           * are not in it) */
 } smol_options;
+
+enum { SMOL_L2_WEIGHTS = 0, SMOL_L2_KV = 1 };
 
 typedef enum smol_way { SMOL_WAY_CHAIN = 0, SMOL_WAY_DESCRIPTORS = 1, SMOL_WAY_CHECKED = 2 } smol_way;
 const char *smol_way_name(smol_way way);
@@ -34,6 +41,9 @@ typedef struct smol_model smol_model;
 /* What opening cost. */
 typedef struct smol_open_stats {
   double map_s, parse_s, tokenizer_s, compile_s, upload_s, record_s;
+  /* upload_s = upload_enqueue_s (allocations, the mapped copy and the KV memset enqueued on a
+   * second stream) + upload_wait_s (what was left of them after compile_s and record_s) */
+  double upload_enqueue_s, upload_wait_s;
   uint64_t nvrtc_calls;  /* NVRTC compiles at open (0 on a warm disk cache) */
   uint64_t module_loads;
   const char *artifact_origin; /* "compiled", "memory", "disk" */
@@ -41,6 +51,7 @@ typedef struct smol_open_stats {
   uint64_t kv_bytes;
   uint32_t kernels_per_token;  /* launches of one decode step */
   int l2_window;               /* 1 if an L2 persisting window was set */
+  int l2_region;               /* over what (smol_options.l2_region) */
   size_t l2_window_bytes;
 } smol_open_stats;
 
@@ -69,6 +80,7 @@ typedef struct smol_run_stats {
   uint32_t prefill_tokens, decode_tokens;
   uint64_t prefill_host_waits; /* 1: the prompt runs without waiting between its tokens */
   double prefill_s, decode_s;
+  double decode_gpu_s;    /* decode: the steps' GPU time, summed (timing events around each) */
   double host_submit_s;   /* decode: total host time in the per-token calls before the wait */
   double host_max_s;      /* the longest of them */
   t4a_counter_values decode_counters; /* the lane's counters over the decode steps */

@@ -76,15 +76,6 @@ static void rmsnorm(const float *x, const float *w, float *out, int n, float eps
 #define DEREF(l, ptr, bytes, out) \
   if (((out) = t4a_fake_deref((l), (ptr), (bytes))) == NULL) return
 
-static void k_zero(t4a_fake_launch *l, void **p, void *user) {
-  (void)user;
-  uint64_t words;
-  memcpy(&words, p[1], 8);
-  uint32_t *x;
-  DEREF(l, P(p, 0), words * 4, x);
-  memset(x, 0, words * 4);
-}
-
 static void k_embed(t4a_fake_launch *l, void **p, void *user) {
   (void)user;
   int dim = I(p, 4);
@@ -241,11 +232,10 @@ static void k_argmax(t4a_fake_launch *l, void **p, void *user) {
 }
 
 void smol_host_twins_register(t4a_fake *fake) {
-  static const size_t zero[] = {8, 8}, embed[] = {8, 8, 8, 8, 4},
+  static const size_t embed[] = {8, 8, 8, 8, 4},
                       qkv[] = {8, 8, 8, 8, 8, 8, 8, 8, 8, 4, 4}, attn[] = {8, 8, 8, 8, 8},
                       matvec[] = {8, 8, 8, 4, 4}, ffn[] = {8, 8, 8, 8, 8, 4},
                       logits[] = {8, 8, 8, 8, 4, 4}, argmax[] = {8, 4, 8};
-  t4a_fake_register_kernel(fake, "smol_zero", 2, zero, k_zero, NULL);
   t4a_fake_register_kernel(fake, "smol_embed", 5, embed, k_embed, NULL);
   t4a_fake_register_kernel(fake, "smol_qkv", 11, qkv, k_qkv, NULL);
   t4a_fake_register_kernel(fake, "smol_attn", 5, attn, k_attn, NULL);

@@ -81,7 +81,7 @@ static void test_logits_match_numpy_and_ways_agree(void **state) {
   fx *f = *state;
   need_model(f);
   enum { N_NEW = 3 };
-  smol_options o = {f->drv, NULL, 0, "The capital of France is", N_NEW, 0};
+  smol_options o = {f->drv, NULL, 0, "The capital of France is", N_NEW, 0, SMOL_L2_WEIGHTS};
   smol_model *m = NULL;
   smol_open_stats os;
   smol_error e = {0};
@@ -118,6 +118,9 @@ static void test_logits_match_numpy_and_ways_agree(void **state) {
     assert_int_equal(rs.decode_counters.host_waits, N_NEW - 1);
     assert_int_equal(rs.decode_heap_allocations, 0);
     assert_true(rs.decode_counters.events_recorded <= N_NEW - 1);
+    /* two timing events around each step; their times read without a further wait */
+    assert_int_equal(rs.decode_counters.user_events_recorded, 2 * (N_NEW - 1));
+    assert_true(rs.decode_gpu_s >= 0.0 && rs.decode_gpu_s <= rs.decode_s);
     if (w == SMOL_WAY_CHAIN) {
       assert_int_equal(rs.decode_counters.chain_replays, N_NEW - 1);
       assert_int_equal(rs.decode_counters.launches, 0);
@@ -145,7 +148,7 @@ static void test_warm_start_makes_no_nvrtc_call(void **state) {
   need_model(f);
   char dir[] = "/tmp/smollm_cache_XXXXXX";
   assert_non_null(mkdtemp(dir));
-  smol_options o = {f->drv, dir, 8, NULL, 0, 0};
+  smol_options o = {f->drv, dir, 8, NULL, 0, 0, SMOL_L2_WEIGHTS};
   for (int round = 0; round < 2; round++) {
     smol_model *m = NULL;
     smol_open_stats os;
@@ -163,9 +166,10 @@ static void test_warm_start_makes_no_nvrtc_call(void **state) {
 }
 
 /* a driver failure at each stage of open (allocation, pinned memory, module load, the weights'
- * copy, the KV zeroing launch, chain recording and instantiation) is typed, leaves *out NULL, and
+ * copy on the upload stream, the KV memset, that stream's creation, the timing events, chain
+ * recording and instantiation) is typed, leaves *out NULL, and
  * leaves the fake holding nothing but what t4a's rule keeps: a failed enqueue (the weights' copy,
- * a launch) may have been enqueued, so t4a quarantines the buffer it named (t4a/xfer_file.h,
+ * a memset) may have been enqueued, so t4a quarantines the buffer it named (t4a/xfer_file.h,
  * t4a/launch.h), which holds its block, pool and lane for good. Each case on a fake of its own. */
 static void test_open_failures_leave_nothing(void **state) {
   fx *f = *state;
@@ -177,7 +181,9 @@ static void test_open_failures_leave_nothing(void **state) {
   } cases[] = {{"cuMemAllocFromPoolAsync", 0, 0}, {"cuMemAllocFromPoolAsync", 2, 0},
                {"cuMemAllocFromPoolAsync", 3, 0}, {"cuMemHostAlloc", 0, 0},
                {"cuModuleLoadDataEx", 0, 0},      {"cuMemcpyHtoDAsync", 0, 1},
-               {"cuLaunchKernel", 0, 1},          {"cuStreamBeginCapture", 0, 0},
+               {"cuMemsetD32Async", 0, 1},        {"cuStreamCreateWithPriority", 1, 0},
+               {"cuEventCreate", 2, 0},           {"cuEventCreate", 4, 0},
+               {"cuStreamBeginCapture", 0, 0},
                {"cuStreamBeginCapture", 1, 0},    {"cuGraphInstantiateWithFlags", 1, 0}};
   char dir[] = "/tmp/smollm_fail_XXXXXX";
   assert_non_null(mkdtemp(dir));
@@ -192,7 +198,7 @@ static void test_open_failures_leave_nothing(void **state) {
     assert_int_equal(t4a_fake_create(&fo, &fake), T4A_OK);
     assert_int_equal(t4a_fake_driver(fake, &drv), T4A_OK);
     smol_host_twins_register(fake);
-    smol_options o = {drv, dir, 8, NULL, 0, 0};
+    smol_options o = {drv, dir, 8, NULL, 0, 0, SMOL_L2_WEIGHTS};
     smol_model *m = (smol_model *)f;
     smol_error e = {0};
     t4a_fake_inject(fake, cases[i].entry, cases[i].skip, 1, CUDA_ERROR_OUT_OF_MEMORY, 0);
@@ -247,7 +253,7 @@ static t4a_status open_bad(fx *f, const char *path, smol_options *o, smol_error 
 
 static void test_bad_input(void **state) {
   fx *f = *state;
-  smol_options o = {f->drv, NULL, 0, "hi", 4, 0};
+  smol_options o = {f->drv, NULL, 0, "hi", 4, 0, SMOL_L2_WEIGHTS};
   smol_error e = {0};
   /* a missing file */
   assert_int_equal(open_bad(f, "/nonexistent/model.gguf", &o, &e), T4A_IO);
@@ -290,6 +296,13 @@ static void test_bad_input(void **state) {
   assert_int_equal(open_bad(f, f->model, &o, &e), T4A_LIMIT_EXCEEDED);
   assert_non_null(strstr(e.message, "context"));
   o.n_new = 4;
+  /* an L2 window over an unknown region */
+  o.l2_bytes = 1u << 20;
+  o.l2_region = 7;
+  assert_int_equal(open_bad(f, f->model, &o, &e), T4A_INVALID_ARGUMENT);
+  assert_non_null(strstr(e.message, "unknown L2 region"));
+  o.l2_bytes = 0;
+  o.l2_region = SMOL_L2_WEIGHTS;
   /* an unsupported tensor type: blk.0.attn_q.weight's type patched from Q4_1 to Q4_0 in a copy */
   int in = open(f->model, O_RDONLY);
   struct stat sb;

@@ -25,7 +25,7 @@ static void test_gpu_logits_tokens_and_counters(void **state) {
     print_message("SKIP: model not fetched; run %s (or set SMOLLM_MODEL)\n", SMOL_FETCH_COMMAND);
     skip();
   }
-  smol_options o = {g_driver, NULL, 0, "The capital of France is", N_NEW, 0};
+  smol_options o = {g_driver, NULL, 0, "The capital of France is", N_NEW, 0, SMOL_L2_WEIGHTS};
   smol_model *m = NULL;
   smol_open_stats os;
   smol_error e = {0};
@@ -44,9 +44,12 @@ static void test_gpu_logits_tokens_and_counters(void **state) {
     assert_int_equal(rs.prefill_host_waits, 1);
     assert_int_equal(rs.decode_counters.host_waits, N_NEW - 1);
     assert_int_equal(rs.decode_heap_allocations, 0);
-    print_message("%s: prefill %.1f tok/s, decode %.1f tok/s, host %.2f us/token, %.2f events "
-                  "per token\n", smol_way_name((smol_way)w), rs.prefill_tokens / rs.prefill_s,
-                  rs.decode_tokens / rs.decode_s, rs.host_submit_s * 1e6 / rs.decode_tokens,
+    assert_int_equal(rs.decode_counters.user_events_recorded, 2 * (N_NEW - 1));
+    assert_true(rs.decode_gpu_s > 0.0 && rs.decode_gpu_s <= rs.decode_s);
+    print_message("%s: prefill %.1f tok/s, decode %.1f tok/s (GPU-timed %.1f tok/s), host "
+                  "%.2f us/token, %.2f events per token\n", smol_way_name((smol_way)w),
+                  rs.prefill_tokens / rs.prefill_s, rs.decode_tokens / rs.decode_s,
+                  rs.decode_tokens / rs.decode_gpu_s, rs.host_submit_s * 1e6 / rs.decode_tokens,
                   (double)rs.decode_counters.events_recorded / rs.decode_tokens);
   }
   float worst = 0;

@@ -1,7 +1,8 @@
 /* t4a-smollm: SmolLM2-135M generating text through t4a (examples/smollm), on the GPU or, with
  * --fake (or where no CUDA driver loads), on the fake driver with host twins of its kernels.
  *   t4a-smollm [--model FILE] [--prompt TEXT] [-n N] [--json] [--fake]
- *              [--way chain|descriptors|checked|all] [--cache DIR | --no-cache] [--l2 MIB]
+ *              [--way chain|descriptors|checked|all] [--cache DIR | --no-cache]
+ *              [--l2 MIB [--l2-over weights|kv]]
  *              [--logits FILE] [--tokens]
  * Text is streamed as it is generated (to stdout; with --json to stderr, the JSON report to
  * stdout), then tokens/s for prefill and decode, per-token host time and the counters. */
@@ -46,7 +47,7 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: t4a-smollm [--model FILE] [--prompt TEXT] [-n N] [--json] [--fake]\n"
           "                  [--way chain|descriptors|checked|all] [--cache DIR | --no-cache]\n"
-          "                  [--l2 MIB]\n"
+          "                  [--l2 MIB [--l2-over weights|kv]]\n"
           "                  [--logits FILE] [--tokens]\n"
           "  --model FILE  the GGUF (default: examples/smollm/model/" SMOL_MODEL_NAME
           ", fetched by " SMOL_FETCH_COMMAND ")\n"
@@ -54,7 +55,9 @@ static void usage(FILE *f) {
           "                three ways one after the other, each checked to give the same tokens)\n"
           "  --cache DIR   the artifact cache's directory (default $XDG_CACHE_HOME/t4a-smollm or\n"
           "                ~/.cache/t4a-smollm: a warm start compiles nothing); --no-cache: memory\n"
-          "  --l2 MIB      an L2 persisting window over the first MIB of the weights\n"
+          "  --l2 MIB      an L2 persisting window over the first MIB of the weights (the token\n"
+          "                embedding first: 28.7 MB, read whole by the logits every token) or,\n"
+          "                with --l2-over kv, of the KV cache\n"
           "  --logits FILE the logits at the prompt's last position (float32, little-endian)\n"
           "  --fake        the fake driver with host twins of the kernels (few tokens)\n");
 }
@@ -99,6 +102,7 @@ int main(int argc, char **argv) {
   long n_new = 32;
   int json = 0, fake_mode = 0, print_tokens = 0;
   double l2_mib = 0;
+  int l2_region = SMOL_L2_WEIGHTS;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (strcmp(a, "--json") == 0) json = 1;
@@ -113,6 +117,8 @@ int main(int argc, char **argv) {
     else if (strcmp(a, "--way") == 0) way_arg = v, i++;
     else if (strcmp(a, "--cache") == 0) cache = v, i++;
     else if (strcmp(a, "--l2") == 0) l2_mib = strtod(v, NULL), i++;
+    else if (strcmp(a, "--l2-over") == 0 && strcmp(v, "weights") == 0) l2_region = SMOL_L2_WEIGHTS, i++;
+    else if (strcmp(a, "--l2-over") == 0 && strcmp(v, "kv") == 0) l2_region = SMOL_L2_KV, i++;
     else if (strcmp(a, "--logits") == 0) logits_path = v, i++;
     else { usage(stderr); return 2; }
   }
@@ -144,7 +150,8 @@ int main(int argc, char **argv) {
     }
     smol_host_twins_register(fake);
   }
-  smol_options o = {drv, cache, 0, prompt, (uint32_t)n_new, (size_t)(l2_mib * 1048576.0)};
+  smol_options o = {drv, cache, 0, prompt, (uint32_t)n_new, (size_t)(l2_mib * 1048576.0),
+                   l2_region};
   smol_model *m = NULL;
   smol_open_stats os;
   smol_error e = {0};
@@ -217,11 +224,13 @@ int main(int argc, char **argv) {
            os.kernels_per_token);
     printf("open %.3f s: map %.3f, parse %.3f, tokenizer %.3f, compile+load %.3f (%" PRIu64
            " NVRTC calls, %" PRIu64 " module loads, artifact: %s), upload %.3f (%.1f MB from the "
-           "mapping), KV %.1f MB, record %.3f; L2 window %s (%zu bytes)\n",
+           "mapping on a second stream: enqueue %.3f, left after compile and record %.3f), KV %.1f MB "
+           "(memset), record %.3f; L2 window %s (%zu bytes%s)\n",
            t_open, os.map_s, os.parse_s, os.tokenizer_s, os.compile_s, os.nvrtc_calls,
            os.module_loads, os.artifact_origin, os.upload_s, (double)os.weight_bytes / 1e6,
-           (double)os.kv_bytes / 1e6, os.record_s, os.l2_window ? "set" : "off",
-           os.l2_window_bytes);
+           os.upload_enqueue_s, os.upload_wait_s, (double)os.kv_bytes / 1e6, os.record_s, os.l2_window ? "set" : "off",
+           os.l2_window_bytes, !os.l2_window ? "" : os.l2_region == SMOL_L2_KV ? " of the KV cache"
+                                                                            : " of the weights");
     if (print_tokens) {
       printf("tokens:");
       for (long k = 0; k < n_new; k++) printf(" %d", tokens[ways[0] ? 0 : ways[1] ? 1 : 2][k]);
@@ -231,11 +240,14 @@ int main(int argc, char **argv) {
       if (!r[w].ran) continue;
       const smol_run_stats *s = &r[w].st;
       double dt = s->decode_tokens ? (double)s->decode_tokens : 1;
-      printf("%-17s prefill %8.1f tok/s  decode %8.1f tok/s  host %.2f us/token (max %.2f)  "
+      printf("%-17s prefill %8.1f tok/s  decode %8.1f tok/s (GPU-timed %8.1f tok/s, %.1f us/token)"
+             "  host %.2f us/token (max %.2f)  "
              "per token: %.2f host waits, %.2f events, %.2f launches, %.2f chain replays, "
              "%.2f heap allocations%s\n",
              smol_way_name((smol_way)w), s->prefill_tokens / (s->prefill_s > 0 ? s->prefill_s : 1),
-             s->decode_tokens / (s->decode_s > 0 ? s->decode_s : 1), s->host_submit_s * 1e6 / dt,
+             s->decode_tokens / (s->decode_s > 0 ? s->decode_s : 1),
+             s->decode_tokens / (s->decode_gpu_s > 0 ? s->decode_gpu_s : 1),
+             s->decode_gpu_s * 1e6 / dt, s->host_submit_s * 1e6 / dt,
              s->host_max_s * 1e6, (double)s->decode_counters.host_waits / dt,
              (double)s->decode_counters.events_recorded / dt,
              (double)s->decode_counters.launches / dt,
@@ -256,25 +268,28 @@ int main(int argc, char **argv) {
     printf("\", \"prompt_tokens\": [");
     for (size_t k = 0; k < n_prompt; k++) printf("%s%d", k ? ", " : "", prompt_ids[k]);
     printf("], \"new_tokens\": %ld, \"kernels_per_token\": %u, \"open\": {\"seconds\": %.6f, "
-           "\"compile_load_s\": %.6f, \"upload_s\": %.6f, \"nvrtc_calls\": %" PRIu64
+           "\"compile_load_s\": %.6f, \"upload_s\": %.6f, \"upload_enqueue_s\": %.6f, "
+           "\"upload_wait_s\": %.6f, \"nvrtc_calls\": %" PRIu64
            ", \"module_loads\": %" PRIu64 ", \"artifact\": \"%s\", \"weight_bytes\": %" PRIu64
-           ", \"kv_bytes\": %" PRIu64 ", \"l2_window_bytes\": %zu}, \"step_weight_bytes\": %" PRIu64
+           ", \"kv_bytes\": %" PRIu64 ", \"l2_window_bytes\": %zu, \"l2_region\": \"%s\"}, \"step_weight_bytes\": %" PRIu64
            ", \"copy_rate_bytes_per_s\": %.0f, \"floor_us\": %.3f, \"ways\": {",
-           n_new, os.kernels_per_token, t_open, os.compile_s, os.upload_s, os.nvrtc_calls,
+           n_new, os.kernels_per_token, t_open, os.compile_s, os.upload_s, os.upload_enqueue_s,
+           os.upload_wait_s, os.nvrtc_calls,
            os.module_loads, os.artifact_origin, os.weight_bytes, os.kv_bytes,
-           os.l2_window_bytes, smol_model_step_bytes(m), rate, floor_s * 1e6);
+           os.l2_window_bytes, !os.l2_window ? "none" : os.l2_region == SMOL_L2_KV ? "kv" : "weights",
+           smol_model_step_bytes(m), rate, floor_s * 1e6);
     int comma = 0;
     for (int w = 0; w < 3; w++) {
       if (!r[w].ran) continue;
       const smol_run_stats *s = &r[w].st;
       static const char *const keys[3] = {"chain", "descriptors", "checked"};
       printf("%s\"%s\": {\"prefill_tokens\": %u, \"prefill_s\": %.6f, \"decode_tokens\": %u, "
-             "\"decode_s\": %.6f, \"host_submit_s\": %.9f, \"host_max_s\": %.9f, "
+             "\"decode_s\": %.6f, \"decode_gpu_s\": %.6f, \"host_submit_s\": %.9f, \"host_max_s\": %.9f, "
              "\"prefill_host_waits\": %" PRIu64 ", \"host_waits\": %" PRIu64 ", \"events_recorded\": %" PRIu64 ", \"launches\": %" PRIu64
              ", \"chain_replays\": %" PRIu64 ", \"heap_allocations\": %" PRIu64
              ", \"same_tokens\": %s, \"tokens\": [",
              comma ? ", " : "", keys[w], s->prefill_tokens, s->prefill_s, s->decode_tokens,
-             s->decode_s, s->host_submit_s, s->host_max_s, s->prefill_host_waits,
+             s->decode_s, s->decode_gpu_s, s->host_submit_s, s->host_max_s, s->prefill_host_waits,
              s->decode_counters.host_waits,
              s->decode_counters.events_recorded, s->decode_counters.launches,
              s->decode_counters.chain_replays, s->decode_heap_allocations,
