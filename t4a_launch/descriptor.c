@@ -315,6 +315,15 @@ t4a_status t4a_descriptor_fire_on(t4a_launch_table *t, t4a_retire *retire, uint3
                           "the launch table belongs to domain %llu, the stream to %llu",
                           (unsigned long long)own, (unsigned long long)other);
   }
+  /* The table's lock sits just before its own retire's in the lock order: a stream whose retire
+   * comes earlier (created before the table's) could only be entered out of order while holding
+   * it, and a thread inside that stream's admission firing this table would deadlock with us. */
+  if (t4a_retire_lock_before_(retire, t->retire)) {
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                          "a launch table fires on its own stream or on streams made after it "
+                          "(the lock order); this stream's retire comes before the table's: use "
+                          "a table created on that stream");
+  }
   if (t4a_retire_lock_would_invert_(retire)) {
     return t4a_error_set_(T4A_REENTRY, NULL, 0, NULL, 0,
                           "a descriptor was fired on a stream from inside an admission ordered "

@@ -560,8 +560,9 @@ T4A_MUST_USE t4a_status t4a_descriptor_fire(t4a_launch_table *table, uint32_t id
 /** As t4a_descriptor_fire, on another stream of the table's domain (a retire on a lane made by
  * t4a_lane_create_sibling; NULL or the table's own retire: t4a_descriptor_fire). The bound
  * buffers are ordered across the streams as for any launch (design §4). Statuses: as
- * t4a_descriptor_fire, FOREIGN_HANDLE (a retire of another domain), BUSY (a chain is being
- * recorded on the table). */
+ * t4a_descriptor_fire, FOREIGN_HANDLE (a retire of another domain), INVALID_ARGUMENT (a
+ * retire created before the table's, which the lock order forbids: nothing enqueued), BUSY (a
+ * chain is being recorded on the table). */
 T4A_MUST_USE t4a_status t4a_descriptor_fire_on(t4a_launch_table *table, t4a_retire *retire,
                                                uint32_t id);
 /** Replaces argument `index` (checked against that parameter: INVALID_ARGUMENT, FOREIGN_HANDLE,
