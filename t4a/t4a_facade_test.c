@@ -20,6 +20,9 @@
 
 #include <cmocka.h>
 
+/* The executable a new process of this test is started from (main: argv[0] when it has a path). */
+static const char *g_self = "/proc/self/exe";
+
 #include "t4a/t4a.h"
 #include "t4a_ctx/status_internal.h"
 #include "testing/fake_driver/fake_driver.h"
@@ -806,7 +809,7 @@ static void test_disk_hit_in_a_new_process_loads_no_nvrtc(void **state) {
   pid_t pid = fork();
   assert_true(pid >= 0);
   if (pid == 0) {
-    execl("/proc/self/exe", "t4a_facade_test", "--lazy-child", dir, (char *)NULL);
+    execl(g_self, "t4a_facade_test", "--lazy-child", dir, (char *)NULL);
     _exit(127);
   }
   int status = 0;
@@ -1707,6 +1710,8 @@ static void test_two_runtimes_on_one_ordinal_own_their_pools(void **state) {
 }
 
 int main(int argc, char **argv) {
+  /* The path this test was started by: under valgrind /proc/self/exe is valgrind's tool. */
+  if (strchr(argv[0], '/') != NULL) g_self = argv[0];
   if (argc == 3 && strcmp(argv[1], "--lazy-child") == 0) {
     g_lazy_child_dir = argv[2];
     const struct CMUnitTest child[] = {cmocka_unit_test_setup_teardown(lazy_child, setup, teardown)};
