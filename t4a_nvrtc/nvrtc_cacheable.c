@@ -713,6 +713,10 @@ static t4a_status resolve_in_roots(scan *s, const char *name, size_t n, int quot
       return REFUSE("%s, line %zu: %s %c%.*s%c %s%s", s->where, line, what, open, SHOW(n), name,
                     close, why, k_root_advice);
     }
+    if (s->p->probes != NULL) { /* the manifest: this path as NVRTC opens it, and what is there */
+      t4a_status st = t4a_nvrtc_probes_add_(s->p->probes, s->root_paths[root], dir, name, n, r);
+      if (st != T4A_OK) return st;
+    }
     if (r != NULL) {
       t4a_status st = enqueue(s, fr, r);
       if (st != T4A_OK) return st;
