@@ -76,6 +76,8 @@ typedef struct mentry {
   uint8_t key[16];
   uint8_t *blob;
   size_t bytes;
+  uint64_t nprobes;
+  uint64_t epoch; /* the roots' epoch it was validated at (t4a_nvrtc_roots_epoch_), or 0 */
   struct mentry *hnext, *newer, *older;
 } mentry;
 
@@ -199,31 +201,60 @@ static void mremove(t4a_nvrtc_cache *c, mentry **pp) {
   free(m);
 }
 
-/* A copy of the manifest under key (caller frees), or NULL. */
-static uint8_t *manifest_get(t4a_nvrtc_cache *c, const uint8_t key[16], size_t *bytes) {
-  uint8_t *copy = NULL;
+static uint64_t rd64(const uint8_t *p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+  return v;
+}
+
+/* The manifest under key. 1: known valid without looking at the files (it lists nothing, or it
+ * was validated at the roots' current epoch: no event since), digest set. 0: *blob is a copy to
+ * validate (caller frees), or NULL (none); *epoch_now is the roots' epoch read before the copy. */
+static int manifest_get(t4a_nvrtc_cache *c, const uint8_t key[16], const char *const *roots,
+                        size_t nr, uint8_t digest[16], uint8_t **blob, size_t *bytes,
+                        uint64_t *epoch_now) {
+  *blob = NULL;
+  *bytes = 0;
+  *epoch_now = 0;
   pthread_mutex_lock(&c->mu);
   mentry *m = *mslot(c, key);
-  size_t n = m != NULL ? m->bytes : 0;
+  if (m == NULL) {
+    pthread_mutex_unlock(&c->mu);
+    return 0;
+  }
+  if (m->nprobes == 0) {
+    memcpy(digest, m->blob + 16, 16);
+    pthread_mutex_unlock(&c->mu);
+    return 1;
+  }
+  size_t n = m->bytes;
   pthread_mutex_unlock(&c->mu);
-  if (m == NULL) return NULL;
-  copy = t4a_host_malloc(n);
-  if (copy == NULL) return NULL;
+  uint64_t ep = t4a_nvrtc_roots_epoch_(roots, nr);
+  *epoch_now = ep;
+  uint8_t *copy = t4a_host_malloc(n);
   pthread_mutex_lock(&c->mu);
   m = *mslot(c, key);
-  if (m != NULL && m->bytes == n) {
+  if (m != NULL && ep != 0 && m->epoch == ep) {
+    memcpy(digest, m->blob + 16, 16);
+    pthread_mutex_unlock(&c->mu);
+    free(copy);
+    return 1;
+  }
+  if (m != NULL && copy != NULL && m->bytes == n) {
     memcpy(copy, m->blob, n);
   } else {
     free(copy);
     copy = NULL;
   }
   pthread_mutex_unlock(&c->mu);
-  *bytes = n;
-  return copy;
+  *blob = copy;
+  *bytes = copy != NULL ? n : 0;
+  return 0;
 }
 
 /* Keeps blob (taken) as the manifest under key, replacing the one there. */
-static void manifest_put(t4a_nvrtc_cache *c, const uint8_t key[16], uint8_t *blob, size_t bytes) {
+static void manifest_put(t4a_nvrtc_cache *c, const uint8_t key[16], uint8_t *blob, size_t bytes,
+                         uint64_t epoch) {
   mentry *m = t4a_host_malloc(sizeof *m);
   if (m == NULL) {
     free(blob);
@@ -232,6 +263,8 @@ static void manifest_put(t4a_nvrtc_cache *c, const uint8_t key[16], uint8_t *blo
   memcpy(m->key, key, 16);
   m->blob = blob;
   m->bytes = bytes;
+  m->nprobes = rd64(blob + 8);
+  m->epoch = epoch;
   pthread_mutex_lock(&c->mu);
   mentry **pp = mslot(c, key);
   if (*pp != NULL) mremove(c, pp);
@@ -605,41 +638,45 @@ static t4a_status compile_with_roots(t4a_nvrtc_cache *cache, t4a_nvrtc_lib *id,
   uint8_t k1[16];
   p->roots_key = 1;
   t4a_nvrtc_identity_key(id, p, k1);
+  memcpy(p->first_key, k1, 16);
   roots_pass rp;
   memset(&rp, 0, sizeof rp);
-  size_t mb = 0;
-  int from_disk = 0;
-  uint8_t *blob = manifest_get(cache, k1, &mb);
-  if (blob == NULL && dir != NULL) {
-    blob = t4a_nvrtc_manifest_load_(dir, k1, &mb);
-    from_disk = blob != NULL;
-  }
-  if (blob != NULL) {
-    int refreshed = 0;
-    if (t4a_nvrtc_manifest_validate_(blob, mb, p->manifest_digest, &refreshed)) {
-      p->roots_key = 2;
-      rp.lookup_only = 1;
-      st = compile_prepared_cached(cache, id, p, out, out_outcome, retry, &rp);
-      rp.lookup_only = 0;
-      if (!*retry && rp.found) {
-        if (st == T4A_OK && rp.kept && (from_disk || refreshed)) {
-          if (refreshed && dir != NULL) t4a_nvrtc_manifest_store_(dir, k1, blob, mb);
-          manifest_put(cache, k1, blob, mb);
-          blob = NULL;
-        }
-      }
-      if (*retry || rp.found) {
-        free(blob);
-        return st;
-      }
-    }
-    free(blob);
-  }
-  /* A miss: the include check over the roots' snapshots, recording the manifest. */
   size_t nr = request->num_include_roots;
+  size_t mb = 0;
+  uint64_t epoch = 0;
+  uint8_t *blob = NULL;
+  int known = manifest_get(cache, k1, request->include_roots, nr, p->manifest_digest, &blob, &mb,
+                           &epoch);
+  if (!known && blob == NULL && dir != NULL) {
+    epoch = t4a_nvrtc_roots_epoch_(request->include_roots, nr);
+    blob = t4a_nvrtc_manifest_load_(dir, k1, &mb);
+  }
+  int refreshed = 0;
+  if (known || (blob != NULL && t4a_nvrtc_manifest_validate_(blob, mb, p->manifest_digest,
+                                                            &refreshed))) {
+    p->roots_key = 2;
+    rp.lookup_only = 1;
+    st = compile_prepared_cached(cache, id, p, out, out_outcome, retry, &rp);
+    rp.lookup_only = 0;
+    if (!*retry && rp.found && st == T4A_OK && rp.kept && blob != NULL) {
+      /* Validated by stat: kept with the epoch read before (valid while no event). */
+      if (refreshed && dir != NULL) t4a_nvrtc_manifest_store_(dir, k1, blob, mb);
+      manifest_put(cache, k1, blob, mb, epoch);
+      blob = NULL;
+    }
+    if (*retry || rp.found) {
+      free(blob);
+      return st;
+    }
+  }
+  free(blob);
+  /* A miss: the include check over the roots' snapshots, recording the manifest. */
   t4a_nvrtc_root_snapshot *snaps[T4A_NVRTC_MAX_ROOTS];
+  uint64_t before = t4a_nvrtc_roots_epoch_(request->include_roots, nr);
   st = t4a_nvrtc_roots_fingerprint_(request->include_roots, nr, dir, snaps, NULL);
   if (st != T4A_OK) return st;
+  /* The manifest is as of `before` only if the memos were valid then and nothing changed since. */
+  epoch = t4a_nvrtc_roots_epoch_(request->include_roots, nr) == before ? before : 0;
   p->roots = snaps;
   t4a_nvrtc_probes probes;
   memset(&probes, 0, sizeof probes);
@@ -660,7 +697,7 @@ static t4a_status compile_with_roots(t4a_nvrtc_cache *cache, t4a_nvrtc_lib *id,
     st = compile_prepared_cached(cache, id, p, out, out_outcome, retry, &rp);
     if (!*retry && st == T4A_OK && rp.kept) {
       if (dir != NULL) t4a_nvrtc_manifest_store_(dir, k1, nb, nbytes);
-      manifest_put(cache, k1, nb, nbytes);
+      manifest_put(cache, k1, nb, nbytes, epoch);
       nb = NULL;
     }
   }

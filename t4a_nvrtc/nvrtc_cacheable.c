@@ -695,6 +695,10 @@ static t4a_status resolve_in_roots(scan *s, const char *name, size_t n, int quot
                   s->where, line, what, open, SHOW(n), name, close, SHOW(n), name,
                   k_root_advice);
   }
+  /* The manifest records the search up to the first file found (NVRTC takes it; the check
+   * follows every candidate, a superset); an #include_next's start depends on where its includer
+   * was found, so all of its candidates are recorded. */
+  int next = strstr(what, "_next") != NULL, recorded_found = 0;
   for (size_t ri = 0; ri < s->num_roots + 1; ri++) {
     char dir[PATH_MAX] = "";
     size_t root = ri == 0 ? 0 : ri - 1;
@@ -713,9 +717,11 @@ static t4a_status resolve_in_roots(scan *s, const char *name, size_t n, int quot
       return REFUSE("%s, line %zu: %s %c%.*s%c %s%s", s->where, line, what, open, SHOW(n), name,
                     close, why, k_root_advice);
     }
-    if (s->p->probes != NULL) { /* the manifest: this path as NVRTC opens it, and what is there */
+    if (s->p->probes != NULL && (next || !recorded_found)) {
+      /* the manifest: this path as NVRTC opens it, and what is there */
       t4a_status st = t4a_nvrtc_probes_add_(s->p->probes, s->root_paths[root], dir, name, n, r);
       if (st != T4A_OK) return st;
+      recorded_found = r != NULL;
     }
     if (r != NULL) {
       t4a_status st = enqueue(s, fr, r);

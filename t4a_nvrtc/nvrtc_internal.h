@@ -82,6 +82,9 @@ const t4a_nvrtc_root_rec *t4a_nvrtc_root_find_(const t4a_nvrtc_root_snapshot *s,
  * "changed"). Leaves the caller's error detail as it was. */
 int t4a_nvrtc_roots_unchanged_(t4a_nvrtc_root_snapshot *const *snaps, size_t num,
                                const char *const *roots, const char *memo_dir);
+/* Nonzero while every one of the roots has a valid (watched) memo: the same value as long as no
+ * event arrived since, so nothing under the roots (or on the way to them) changed; 0 otherwise. */
+uint64_t t4a_nvrtc_roots_epoch_(const char *const *roots, size_t num);
 /* Tests: drops every memo and the inotify instance. Walks and files hashed since start. */
 void t4a_nvrtc_roots_forget_(void);
 uint64_t t4a_nvrtc_roots_walks_(void);
@@ -144,6 +147,7 @@ typedef struct t4a_nvrtc_prepared {
    * cached compile's first-level key (which names its manifest), 2 those and manifest_digest. */
   int roots_key;
   uint8_t manifest_digest[16];
+  uint8_t first_key[16]; /* roots_key 2: the first-level key (t4a_nvrtc_identity_key) */
 } t4a_nvrtc_prepared;
 
 /* The byte count of header i's name / content and of option i (resolving 0 as strlen). */

@@ -350,6 +350,19 @@ size_t t4a_nvrtc_identity_size(const t4a_nvrtc_lib *lib, const t4a_nvrtc_prepare
 
 void t4a_nvrtc_identity_key(const t4a_nvrtc_lib *lib, const t4a_nvrtc_prepared *p,
                             uint8_t key[16]) {
+  if (p->roots_key == 2) {
+    /* The artifact key of a request with roots: its first-level key (the hash of the same
+     * record less the digest) and the manifest's digest; entries still compare the record. */
+    static const char tag[] = "t4a.nvrtc.key2";
+    uint8_t b[sizeof tag - 1 + 32];
+    memcpy(b, tag, sizeof tag - 1);
+    memcpy(b + sizeof tag - 1, p->first_key, 16);
+    memcpy(b + sizeof tag - 1 + 16, p->manifest_digest, 16);
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, XXH3_128bits(b, sizeof b));
+    memcpy(key, c.digest, 16);
+    return;
+  }
   XXH3_state_t state;
   t4a_nvrtc_id_sink s;
   s.mode = ID_SINK_HASH;

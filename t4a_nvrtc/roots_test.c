@@ -222,6 +222,8 @@ static void test_nested_edit_is_a_miss_at_both_levels(void **state) {
   t4a_nvrtc_cache *c = new_cache(1);
   assert_int_equal(compile_origin(c, &r, "1234"), T4A_NVRTC_ORIGIN_COMPILED);
   assert_int_equal(compile_origin(c, &r, "1234"), T4A_NVRTC_ORIGIN_MEMORY);
+  /* Validated by stat once; now known valid while the roots' memos see no event. */
+  assert_int_equal(compile_origin(c, &r, "1234"), T4A_NVRTC_ORIGIN_MEMORY);
   /* One byte of the nested header, same size, modification time restored. */
   edit_keep_mtime(g_root, "a/b/deep.h", "#pragma once\n#define DEEP_VALUE 1235\n");
   assert_int_equal(compile_origin(c, &r, "1235"), T4A_NVRTC_ORIGIN_COMPILED);
@@ -366,6 +368,28 @@ static void test_root_edited_during_compile_is_not_cached(void **state) {
 static t4a_nvrtc_cache *new_process(void) {
   t4a_nvrtc_roots_forget_();
   return new_cache(1);
+}
+
+/* A manifest known valid in memory (validated at the roots' current epoch) is looked at again
+ * after any event, even when another request's miss has walked the roots since. */
+static void test_known_valid_manifest_sees_a_later_edit(void **state) {
+  (void)state;
+  static const char other[] =
+      "#include <top.h>\n"
+      "extern \"C\" __global__ void k2(int *p) { *p = DEEP_VALUE + 0; }\n";
+  const char *roots[] = {g_root};
+  t4a_nvrtc_request r1 = roots_request(k_uses_top, roots, 1);
+  t4a_nvrtc_request r2 = roots_request(other, roots, 1);
+  t4a_nvrtc_cache *c = new_cache(0);
+  assert_int_equal(compile_origin(c, &r1, "1234"), T4A_NVRTC_ORIGIN_COMPILED);
+  assert_int_equal(compile_origin(c, &r2, "1234"), T4A_NVRTC_ORIGIN_COMPILED);
+  assert_int_equal(compile_origin(c, &r2, "1234"), T4A_NVRTC_ORIGIN_MEMORY);
+  assert_int_equal(compile_origin(c, &r2, "1234"), T4A_NVRTC_ORIGIN_MEMORY);
+  edit_keep_mtime(g_root, "a/b/deep.h", "#pragma once\n#define DEEP_VALUE 1235\n");
+  assert_int_equal(compile_origin(c, &r1, "1235"), T4A_NVRTC_ORIGIN_COMPILED); /* walks again */
+  assert_int_equal(compile_origin(c, &r2, "1235"), T4A_NVRTC_ORIGIN_COMPILED);
+  assert_int_equal(wrapped_compiles(), 4);
+  t4a_nvrtc_cache_destroy(c);
 }
 
 /* A header added to an earlier root, where the search finds it before the reached one. */
@@ -973,6 +997,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_retargeted_toolkit_link_is_a_miss, each_setup,
                                       each_teardown),
       cmocka_unit_test_setup_teardown(test_root_edited_during_compile_is_not_cached, each_setup,
+                                      each_teardown),
+      cmocka_unit_test_setup_teardown(test_known_valid_manifest_sees_a_later_edit, each_setup,
                                       each_teardown),
       cmocka_unit_test_setup_teardown(test_shadowing_header_in_an_earlier_root_is_a_miss,
                                       each_setup, each_teardown),
