@@ -92,8 +92,9 @@ uint64_t t4a_nvrtc_roots_files_hashed_(void);
 
 /* ---- Include manifests (nvrtc_manifest.c) ------------------------------------------------- */
 
-/* One path the include check probed, as NVRTC would open it: a file (its metadata when hashed
- * and the XXH3-128 of its bytes) or nothing (file 0: absent, or a directory). */
+/* One path the include check probed, as NVRTC would open it: a file (file 1: its metadata when
+ * hashed and the XXH3-128 of its bytes) or nothing (file 0: absent, or a directory; file 2: a
+ * directory on the way that does not exist, which covers every path under it). */
 typedef struct t4a_nvrtc_probe {
   char *path;
   int file;
@@ -104,10 +105,11 @@ typedef struct t4a_nvrtc_probes {
   t4a_nvrtc_probe *v;
   size_t num, cap;
 } t4a_nvrtc_probes;
-/* Records ROOT/DIR/NAME (DIR "" : ROOT/NAME) with what is there (file: its record, or NULL). */
+/* Records ROOT/DIR/NAME (DIR "" : ROOT/NAME) with what is there (file: its record, or NULL;
+ * absent_tree: the path does not exist at all, file kind 2). */
 T4A_MUST_USE t4a_status t4a_nvrtc_probes_add_(t4a_nvrtc_probes *m, const char *root,
                                               const char *dir, const char *name, size_t n,
-                                              const t4a_nvrtc_root_rec *file);
+                                              const t4a_nvrtc_root_rec *file, int absent_tree);
 void t4a_nvrtc_probes_free_(t4a_nvrtc_probes *m);
 /* Sorts and deduplicates the probes and serialises them (a manifest blob, digest inside). */
 T4A_MUST_USE t4a_status t4a_nvrtc_manifest_encode_(t4a_nvrtc_probes *m, uint8_t **out,

@@ -54,7 +54,8 @@ static uint64_t get64(const uint8_t *p) {
 }
 
 t4a_status t4a_nvrtc_probes_add_(t4a_nvrtc_probes *m, const char *root, const char *dir,
-                                 const char *name, size_t n, const t4a_nvrtc_root_rec *file) {
+                                 const char *name, size_t n, const t4a_nvrtc_root_rec *file,
+                                 int absent_tree) {
   size_t rl = strlen(root), dl = strlen(dir);
   size_t len = rl + 1 + (dl > 0 ? dl + 1 : 0) + n;
   if (m->num == m->cap) {
@@ -80,6 +81,7 @@ t4a_status t4a_nvrtc_probes_add_(t4a_nvrtc_probes *m, const char *root, const ch
   t4a_nvrtc_probe *p = &m->v[m->num++];
   memset(p, 0, sizeof *p);
   p->path = path;
+  p->file = absent_tree ? 2 : 0;
   if (file != NULL) {
     p->file = 1;
     p->dev = file->dev;
@@ -99,9 +101,12 @@ void t4a_nvrtc_probes_free_(t4a_nvrtc_probes *m) {
   memset(m, 0, sizeof *m);
 }
 
+/* By path; for one path, the strictest kind first (2 "nothing at all" before 0 "nothing or a
+ * directory"; a file and nothing cannot both have been seen). */
 static int probe_cmp(const void *a, const void *b) {
   const t4a_nvrtc_probe *x = a, *y = b;
-  return strcmp(x->path, y->path);
+  int c = strcmp(x->path, y->path);
+  return c != 0 ? c : (y->file > x->file) - (y->file < x->file);
 }
 
 /* Blob: magic (8), count (8), digest (16), then per probe: path length (8), path, file (8), dev,
@@ -183,7 +188,7 @@ static int well_formed(const uint8_t *b, size_t bytes) {
     uint64_t pl = get64(b + at);
     if (pl == 0 || pl >= PATH_MAX || bytes - at < PROBE_FIXED + pl) return 0;
     if (memchr(b + at + 8, '\0', (size_t)pl) != NULL) return 0;
-    if (get64(b + at + 8 + pl) > 1) return 0;
+    if (get64(b + at + 8 + pl) > 2) return 0;
     at += PROBE_FIXED + (size_t)pl;
     seen++;
   }
@@ -231,8 +236,9 @@ int t4a_nvrtc_manifest_validate_(uint8_t *blob, size_t bytes, uint8_t digest[16]
     at += PROBE_FIXED + pl;
     struct stat st;
     int rc = stat(path, &st);
-    if (get64(f) == 0) { /* nothing opened here: still nothing */
-      if (rc == 0 && S_ISDIR(st.st_mode)) continue;
+    uint64_t kind = get64(f);
+    if (kind != 1) { /* nothing opened here: still nothing (2: nothing at all, not even a folder) */
+      if (kind == 0 && rc == 0 && S_ISDIR(st.st_mode)) continue;
       if (rc != 0 && (errno == ENOENT || errno == ENOTDIR || errno == ENAMETOOLONG)) continue;
       return 0;
     }
@@ -268,7 +274,7 @@ size_t t4a_nvrtc_manifest_files_(const uint8_t *blob, size_t bytes) {
   if (!well_formed(blob, bytes)) return 0;
   while (at < bytes) {
     size_t pl = (size_t)get64(blob + at);
-    files += get64(blob + at + 8 + pl) != 0;
+    files += get64(blob + at + 8 + pl) == 1;
     at += PROBE_FIXED + pl;
   }
   return files;

@@ -422,6 +422,32 @@ static void test_shadowing_header_in_an_earlier_root_is_a_miss(void **state) {
   t4a_nvrtc_cache_destroy(c3);
 }
 
+/* A path under a folder that does not exist is recorded as that folder: creating the folder and
+ * a shadowing header in it is a miss (in a new process too). */
+static void test_shadowing_header_in_a_new_folder_is_a_miss(void **state) {
+  (void)state;
+  write_file(g_root2, "sub/deeper/x.h", "#pragma once\n#define XV 1111\n");
+  static const char src[] =
+      "#include <sub/deeper/x.h>\n"
+      "extern \"C\" __global__ void k(int *p) { *p = XV; }\n";
+  const char *roots[] = {g_root, g_root2};
+  t4a_nvrtc_request r = roots_request(src, roots, 2);
+  t4a_nvrtc_cache *c = new_cache(1);
+  assert_int_equal(compile_origin(c, &r, "1111"), T4A_NVRTC_ORIGIN_COMPILED);
+  t4a_nvrtc_cache *c2 = new_process();
+  uint64_t walks = t4a_nvrtc_roots_walks_();
+  assert_int_equal(compile_origin(c2, &r, "1111"), T4A_NVRTC_ORIGIN_DISK);
+  assert_int_equal(t4a_nvrtc_roots_walks_(), walks);
+  write_file(g_root, "sub/deeper/x.h", "#pragma once\n#define XV 2222\n");
+  t4a_nvrtc_cache *c3 = new_process();
+  assert_int_equal(compile_origin(c3, &r, "2222"), T4A_NVRTC_ORIGIN_COMPILED);
+  assert_int_equal(compile_origin(c, &r, "2222"), T4A_NVRTC_ORIGIN_DISK);
+  assert_int_equal(wrapped_compiles(), 2);
+  t4a_nvrtc_cache_destroy(c);
+  t4a_nvrtc_cache_destroy(c2);
+  t4a_nvrtc_cache_destroy(c3);
+}
+
 /* A quoted include in a root file searches the includer's directory first: a header added there
  * shadows the one found at the root. */
 static void test_header_beside_the_includer_is_a_miss(void **state) {
@@ -1002,6 +1028,8 @@ int main(void) {
                                       each_teardown),
       cmocka_unit_test_setup_teardown(test_shadowing_header_in_an_earlier_root_is_a_miss,
                                       each_setup, each_teardown),
+      cmocka_unit_test_setup_teardown(test_shadowing_header_in_a_new_folder_is_a_miss, each_setup,
+                                      each_teardown),
       cmocka_unit_test_setup_teardown(test_header_beside_the_includer_is_a_miss, each_setup,
                                       each_teardown),
       cmocka_unit_test_setup_teardown(test_files_the_includes_do_not_reach_keep_the_hit,
