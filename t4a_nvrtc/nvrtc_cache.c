@@ -68,7 +68,7 @@ struct t4a_nvrtc_cache {
    * at most max_entries; guarded by mu. */
   struct mentry **mbuckets;
   struct mentry *mnewest, *moldest;
-  size_t num_manifests;
+  size_t num_manifests, manifest_bytes; /* bounded by max_entries and max_bytes / 4 */
 };
 
 /* One include manifest in memory: the blob (nvrtc_manifest.c) under its first-level key. */
@@ -197,6 +197,7 @@ static void mremove(t4a_nvrtc_cache *c, mentry **pp) {
   if (m->newer != NULL) m->newer->older = m->older; else c->mnewest = m->older;
   if (m->older != NULL) m->older->newer = m->newer; else c->moldest = m->newer;
   c->num_manifests--;
+  c->manifest_bytes -= m->bytes;
   free(m->blob);
   free(m);
 }
@@ -275,7 +276,11 @@ static void manifest_put(t4a_nvrtc_cache *c, const uint8_t key[16], uint8_t *blo
   if (c->mnewest != NULL) c->mnewest->newer = m; else c->moldest = m;
   c->mnewest = m;
   c->num_manifests++;
-  while (c->num_manifests > c->max_entries) mremove(c, mslot(c, c->moldest->key));
+  c->manifest_bytes += bytes;
+  while ((c->num_manifests > c->max_entries || c->manifest_bytes > c->max_bytes / 4) &&
+         c->moldest != m) {
+    mremove(c, mslot(c, c->moldest->key));
+  }
   pthread_mutex_unlock(&c->mu);
 }
 
