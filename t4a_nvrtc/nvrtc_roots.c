@@ -435,7 +435,8 @@ static t4a_status walk_dir(walk *w, size_t len, size_t rel_start) {
     memcpy(names[num++], e->d_name, n + 1);
   }
   if (st == T4A_OK && errno != 0) st = walk_io("readdir", errno, w->path);
-  if (st == T4A_OK) qsort(names, num, sizeof *names, name_cmp);
+  /* names is NULL for an empty directory (qsort's pointer must not be). */
+  if (st == T4A_OK && num > 1) qsort(names, num, sizeof *names, name_cmp);
   for (size_t i = 0; st == T4A_OK && i < num; i++) {
     size_t n = strlen(names[i]);
     if (len + 1 + n + 1 >= sizeof w->path) {
