@@ -21,16 +21,24 @@
  *   root fingerprints  first use in a new process (every file read and hashed; no memo), in a
  *                      new process over the disk memo (metadata validated), and in memory (a
  *                      valid memo: one inotify read); R processes / R x B calls
+ *                      (a miss with no include manifest takes these snapshots for its check)
  *   kernels with toolkit roots: a plain kernel (the 20-line one), a cuda_fp16.h kernel and a
  *                      CUB BlockReduce kernel: cached compile (a miss on a fresh memory cache:
- *                      the include check through the roots and NVRTC) and memory hit
+ *                      the include check through the roots and NVRTC) and memory hit (the
+ *                      include manifest validated by stat, then the artifact)
+ *   new process over a warm directory: the first artifact through a lazy cache (the manifest
+ *                      read and validated, the artifact read; NVRTC never loaded), for the
+ *                      three kernels with the toolkit roots and the plain one without; R
+ *                      processes each, the four kinds interleaved
  *
  * Usage: nvrtc_bench [--repeats R] [--batch B]     (defaults 11 and 2000)
  *        nvrtc_bench --disk-hit DIR small|large    (the child mode: prints load, create, hit ns)
  *        nvrtc_bench --disk-hit-lazy DIR small|large (child: prints create, hit ns)
  *        nvrtc_bench --populate DIR small|large    (fills a directory for --disk-hit)
  *        nvrtc_bench --roots-child MEMO|-          (the child mode: prints the toolkit roots'
- *                                                   fingerprint ns and how they were obtained) */
+ *                                                   fingerprint ns and how they were obtained)
+ *        nvrtc_bench --roots-hit DIR none|plain|fp16|cub (child: a new process's first artifact
+ *                                                   from DIR through a lazy cache, ns) */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdint.h>
@@ -394,6 +402,41 @@ static const char k_cub[] =
     "  if (threadIdx.x == 0) out[blockIdx.x] = v;\n"
     "}\n";
 
+/* Child: one fresh process's first artifact from a warm directory through a lazy cache, for a
+ * kernel with the toolkit roots (plain, fp16, cub) or the plain kernel without roots (none): the
+ * include manifest loaded and validated, then the disk hit. Prints "ns files". */
+static int child_roots_hit(const char *dir, const char *which) {
+  t4a_nvrtc_toolkit tk;
+  if (t4a_nvrtc_toolkit_find(NULL, &tk) != T4A_OK) die("toolkit");
+  const char *src = strcmp(which, "fp16") == 0 ? k_fp16 : strcmp(which, "cub") == 0 ? k_cub : k_small;
+  t4a_nvrtc_request r = request_for(src, "roots.cu");
+  if (strcmp(which, "none") != 0) {
+    r.include_roots = tk.roots;
+    r.num_include_roots = tk.num_roots;
+  }
+  uint64_t t0 = t4a_bench_now_ns();
+  t4a_nvrtc_cache_options o = T4A_NVRTC_CACHE_OPTIONS_INIT;
+  o.disk_dir = dir;
+  t4a_nvrtc_cache *c = NULL;
+  if (t4a_nvrtc_cache_create_lazy(NULL, &o, &c) != T4A_OK) die("lazy cache");
+  t4a_nvrtc_artifact *a = NULL;
+  t4a_nvrtc_outcome out = T4A_NVRTC_OUTCOME_INIT;
+  if (t4a_nvrtc_cache_compile(c, &r, &a, &out) != T4A_OK) die("roots disk hit");
+  uint64_t t1 = t4a_bench_now_ns();
+  struct t4a_nvrtc_cache_stats cs;
+  t4a_nvrtc_cache_stats(c, &cs);
+  if (out.origin != T4A_NVRTC_ORIGIN_DISK || cs.counters.nvrtc_compile_attempts != 0 ||
+      mapped("libnvrtc")) {
+    fprintf(stderr, "nvrtc_bench: roots child (%s) expected a disk hit without NVRTC, got %s\n",
+            which, t4a_nvrtc_origin_name(out.origin));
+    return 1;
+  }
+  printf("%llu\n", (unsigned long long)(t1 - t0));
+  t4a_nvrtc_artifact_release(a);
+  t4a_nvrtc_cache_destroy(c);
+  return 0;
+}
+
 /* Child: fingerprints the toolkit roots once (memo: a cache directory or "-"); prints "ns how". */
 static int child_roots(const char *memo) {
   t4a_nvrtc_toolkit tk;
@@ -409,6 +452,34 @@ static int child_roots(const char *memo) {
   uint64_t t1 = t4a_bench_now_ns();
   printf("%llu %s\n", (unsigned long long)(t1 - t0), t4a_nvrtc_root_source_name(info[0].source));
   return 0;
+}
+
+/* Runs `nvrtc_bench MODE A B` (B may be NULL); returns the first number it printed (ns). */
+static double run_ns_child(const char *mode, const char *a, const char *b) {
+  int fds[2];
+  if (pipe(fds) != 0) exit(1);
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0) exit(1);
+  if (pid == 0) {
+    dup2(fds[1], 1);
+    close(fds[0]);
+    close(fds[1]);
+    execl("/proc/self/exe", "nvrtc_bench", mode, a, b, (char *)NULL);
+    _exit(127);
+  }
+  close(fds[1]);
+  char buf[128] = {0};
+  ssize_t n = read(fds[0], buf, sizeof buf - 1);
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  unsigned long long ns = 0;
+  if (n <= 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0 || sscanf(buf, "%llu", &ns) < 1) {
+    fprintf(stderr, "nvrtc_bench: %s child failed (status %d)\n", mode, status);
+    exit(1);
+  }
+  return (double)ns;
 }
 
 static double run_roots_child(const char *memo, char *how, size_t how_size) {
@@ -544,6 +615,47 @@ static void measure_roots(t4a_nvrtc_lib *lib, int repeats, int batch) {
     printf("| %s | %.2f (%.2f-%.2f) | %.3f (%.3f-%.3f) |\n", ks[k].what, comp.med, comp.min,
            comp.max, hit.med, hit.min, hit.max);
   }
+  /* New processes over a warm directory (artifacts and include manifests on disk): the first
+   * artifact through a lazy cache, with the toolkit roots and (plain kernel) without. */
+  t4a_bench_stats first[4];
+  static const char *const which[4] = {"none", "plain", "fp16", "cub"};
+  {
+    char dd[] = "/tmp/t4a-nvrtc-bench-manifest-XXXXXX";
+    if (mkdtemp(dd) == NULL) exit(1);
+    t4a_nvrtc_cache_options o = T4A_NVRTC_CACHE_OPTIONS_INIT;
+    o.disk_dir = dd;
+    t4a_nvrtc_cache *c = NULL;
+    if (t4a_nvrtc_cache_create(lib, &o, &c) != T4A_OK) die("cache");
+    for (int k = 0; k < 4; k++) {
+      t4a_nvrtc_request r = request_for(k == 2 ? k_fp16 : k == 3 ? k_cub : k_small, "roots.cu");
+      if (k > 0) {
+        r.include_roots = tk.roots;
+        r.num_include_roots = tk.num_roots;
+      }
+      t4a_nvrtc_artifact *a = NULL;
+      if (t4a_nvrtc_cache_compile(c, &r, &a, NULL) != T4A_OK) die("populate");
+      t4a_nvrtc_artifact_release(a);
+    }
+    t4a_nvrtc_cache_destroy(c);
+    double *fv = calloc((size_t)repeats * 4, sizeof *fv);
+    if (fv == NULL) exit(1);
+    for (int i = 0; i < repeats; i++) { /* interleaved: each round runs the four kinds */
+      for (int k = 0; k < 4; k++) fv[k * repeats + i] = run_ns_child("--roots-hit", dd, which[k]) / 1e6;
+    }
+    for (int k = 0; k < 4; k++) first[k] = t4a_bench_stats_of(fv + k * repeats, (size_t)repeats);
+    free(fv);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dd);
+    if (system(cmd) != 0) fprintf(stderr, "nvrtc_bench: could not remove %s\n", dd);
+  }
+  printf("\n| new process, first artifact from a warm directory (lazy cache: NVRTC not loaded; "
+         "include manifests validated by stat) | ms (median, min-max) |\n|---|---:|\n");
+  static const char *const label[4] = {"20-line kernel, no roots", "20-line kernel, toolkit roots",
+                                        "cuda_fp16.h kernel, toolkit roots",
+                                        "CUB BlockReduce kernel, toolkit roots"};
+  for (int k = 0; k < 4; k++) {
+    printf("| %s | %.3f (%.3f-%.3f) |\n", label[k], first[k].med, first[k].min, first[k].max);
+  }
+
   /* The roots' share of a memory hit, paired: batches with and without the toolkit roots
    * alternate (the 20-line kernel, one cache each), so both see the same machine. */
   {
@@ -585,15 +697,25 @@ static void measure_roots(t4a_nvrtc_lib *lib, int repeats, int batch) {
   }
   printf("\ngoal: memory hit with toolkit roots <= 2 us (20 lines, paired run): %s (%.3f us)\n",
          hit20 <= 2.0 ? "met" : "MISSED", hit20);
-  printf("goal: first use of the toolkit roots in a process <= 5 ms: %s (%.2f ms)\n",
-         walk.med <= 5.0 ? "met" : "MISSED", walk.med);
-  printf("goal: new process with fingerprints memoised on disk <= 1 ms: %s (%.2f ms)\n",
-         disk.med <= 1.0 ? "met" : "MISSED", disk.med);
+  double worst = 0;
+  for (int k = 1; k < 4; k++) {
+    double share = first[k].med - first[0].med;
+    if (share > worst) worst = share;
+  }
+  printf("goal: new process, manifests on disk: the roots' share of the first artifact <= 1 ms: "
+         "%s (worst of the three kernels %.3f ms over the same process without roots)\n",
+         worst <= 1.0 ? "met" : "MISSED", worst);
+  printf("goal: first use of the toolkit roots in a process <= 5 ms: a hit (manifest on disk) %s "
+         "(%.3f ms); a miss with no manifest still takes the roots' snapshots for the include "
+         "check: %s (%.2f ms without the disk memo, %.2f ms with it)\n",
+         worst <= 5.0 ? "met" : "MISSED", worst, walk.med <= 5.0 ? "met" : "MISSED", walk.med,
+         disk.med);
   free(v);
 }
 
 int main(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "--roots-child") == 0) return child_roots(argv[2]);
+  if (argc == 4 && strcmp(argv[1], "--roots-hit") == 0) return child_roots_hit(argv[2], argv[3]);
   if (argc == 4 && strcmp(argv[1], "--disk-hit") == 0) return child_disk_hit(argv[2], argv[3]);
   if (argc == 4 && strcmp(argv[1], "--disk-hit-lazy") == 0) {
     return child_disk_hit_lazy(argv[2], argv[3]);

@@ -64,7 +64,22 @@ struct t4a_nvrtc_cache {
   t4a_counters counters;
   int has_disk;
   t4a_nvrtc_disk disk;
+  /* Include manifests by first-level key (requests with include roots), oldest evicted first,
+   * at most max_entries; guarded by mu. */
+  struct mentry **mbuckets;
+  struct mentry *mnewest, *moldest;
+  size_t num_manifests, manifest_bytes; /* bounded by max_entries and max_bytes / 4 */
 };
+
+/* One include manifest in memory: the blob (nvrtc_manifest.c) under its first-level key. */
+typedef struct mentry {
+  uint8_t key[16];
+  uint8_t *blob;
+  size_t bytes;
+  uint64_t nprobes;
+  uint64_t epoch; /* the roots' epoch it was validated at (t4a_nvrtc_roots_epoch_), or 0 */
+  struct mentry *hnext, *newer, *older;
+} mentry;
 
 static size_t bucket_of(const t4a_nvrtc_cache *c, const uint8_t key[16]) {
   uint64_t h = 0;
@@ -168,6 +183,107 @@ static entry *find_or_insert(t4a_nvrtc_cache *c, const t4a_nvrtc_lib *id, const 
   return e;
 }
 
+/* ---- Include manifests in memory -------------------------------------------------------------- */
+
+static mentry **mslot(t4a_nvrtc_cache *c, const uint8_t key[16]) {
+  mentry **pp = &c->mbuckets[bucket_of(c, key)];
+  while (*pp != NULL && memcmp((*pp)->key, key, 16) != 0) pp = &(*pp)->hnext;
+  return pp;
+}
+
+static void mremove(t4a_nvrtc_cache *c, mentry **pp) {
+  mentry *m = *pp;
+  *pp = m->hnext;
+  if (m->newer != NULL) m->newer->older = m->older; else c->mnewest = m->older;
+  if (m->older != NULL) m->older->newer = m->newer; else c->moldest = m->newer;
+  c->num_manifests--;
+  c->manifest_bytes -= m->bytes;
+  free(m->blob);
+  free(m);
+}
+
+static uint64_t rd64(const uint8_t *p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+  return v;
+}
+
+/* The manifest under key. 1: known valid without looking at the files (it lists nothing, or it
+ * was validated at the roots' current epoch: no event since), digest set. 0: *blob is a copy to
+ * validate (caller frees), or NULL (none); *epoch_now is the roots' epoch read before the copy. */
+static int manifest_get(t4a_nvrtc_cache *c, const uint8_t key[16], const char *const *roots,
+                        size_t nr, uint8_t digest[16], uint8_t **blob, size_t *bytes,
+                        uint64_t *epoch_now) {
+  *blob = NULL;
+  *bytes = 0;
+  *epoch_now = 0;
+  pthread_mutex_lock(&c->mu);
+  mentry *m = *mslot(c, key);
+  if (m == NULL) {
+    pthread_mutex_unlock(&c->mu);
+    return 0;
+  }
+  if (m->nprobes == 0) {
+    memcpy(digest, m->blob + 16, 16);
+    pthread_mutex_unlock(&c->mu);
+    return 1;
+  }
+  size_t n = m->bytes;
+  pthread_mutex_unlock(&c->mu);
+  uint64_t ep = t4a_nvrtc_roots_epoch_(roots, nr);
+  *epoch_now = ep;
+  uint8_t *copy = t4a_host_malloc(n);
+  pthread_mutex_lock(&c->mu);
+  m = *mslot(c, key);
+  if (m != NULL && ep != 0 && m->epoch == ep) {
+    memcpy(digest, m->blob + 16, 16);
+    pthread_mutex_unlock(&c->mu);
+    free(copy);
+    return 1;
+  }
+  if (m != NULL && copy != NULL && m->bytes == n) {
+    memcpy(copy, m->blob, n);
+  } else {
+    free(copy);
+    copy = NULL;
+  }
+  pthread_mutex_unlock(&c->mu);
+  *blob = copy;
+  *bytes = copy != NULL ? n : 0;
+  return 0;
+}
+
+/* Keeps blob (taken) as the manifest under key, replacing the one there. */
+static void manifest_put(t4a_nvrtc_cache *c, const uint8_t key[16], uint8_t *blob, size_t bytes,
+                         uint64_t epoch) {
+  mentry *m = t4a_host_malloc(sizeof *m);
+  if (m == NULL) {
+    free(blob);
+    return;
+  }
+  memcpy(m->key, key, 16);
+  m->blob = blob;
+  m->bytes = bytes;
+  m->nprobes = rd64(blob + 8);
+  m->epoch = epoch;
+  pthread_mutex_lock(&c->mu);
+  mentry **pp = mslot(c, key);
+  if (*pp != NULL) mremove(c, pp);
+  m->hnext = c->mbuckets[bucket_of(c, key)];
+  c->mbuckets[bucket_of(c, key)] = m;
+  m->newer = NULL;
+  m->older = c->mnewest;
+  if (c->mnewest != NULL) c->mnewest->newer = m; else c->moldest = m;
+  c->mnewest = m;
+  c->num_manifests++;
+  c->manifest_bytes += bytes;
+  while ((c->num_manifests > c->max_entries || c->manifest_bytes > c->max_bytes / 4) &&
+         c->moldest != m) {
+    mremove(c, mslot(c, c->moldest->key));
+  }
+  pthread_mutex_unlock(&c->mu);
+}
+
 /* Makes an in-flight entry ready and keeps it within the bounds. Caller holds the mutex. */
 static void publish_ready(t4a_nvrtc_cache *c, entry *e, t4a_nvrtc_artifact *art) {
   t4a_nvrtc_artifact_retain(art);
@@ -232,13 +348,16 @@ static t4a_status cache_new(const t4a_nvrtc_cache_options *options, t4a_nvrtc_ca
   c->num_buckets = 16;
   while (c->num_buckets < want) c->num_buckets <<= 1;
   c->buckets = t4a_host_calloc(c->num_buckets, sizeof *c->buckets);
-  if (c->buckets == NULL) {
+  c->mbuckets = c->buckets != NULL ? t4a_host_calloc(c->num_buckets, sizeof *c->mbuckets) : NULL;
+  if (c->mbuckets == NULL) {
+    free(c->buckets);
     free(c);
     return T4A_HOST_OUT_OF_MEMORY;
   }
   c->lru.next = c->lru.prev = &c->lru;
   t4a_status st = lock_init(c);
   if (st != T4A_OK) {
+    free(c->mbuckets);
     free(c->buckets);
     free(c);
     return st;
@@ -251,6 +370,7 @@ static t4a_status cache_new(const t4a_nvrtc_cache_options *options, t4a_nvrtc_ca
       pthread_mutex_destroy(&c->load_mu);
       pthread_cond_destroy(&c->cv);
       pthread_mutex_destroy(&c->mu);
+      free(c->mbuckets);
       free(c->buckets);
       free(c);
       return st;
@@ -376,6 +496,8 @@ void t4a_nvrtc_cache_destroy(t4a_nvrtc_cache *cache) {
     }
   }
   free(cache->buckets);
+  while (cache->moldest != NULL) mremove(cache, mslot(cache, cache->moldest->key));
+  free(cache->mbuckets);
   pthread_mutex_destroy(&cache->load_mu);
   pthread_cond_destroy(&cache->cv);
   pthread_mutex_destroy(&cache->mu);
@@ -453,11 +575,25 @@ static t4a_status answer(t4a_nvrtc_cache *c, entry *e, int in_flight, t4a_nvrtc_
   return st;
 }
 
+/* How a request with include roots goes through compile_prepared_cached (NULL: no roots).
+ * lookup_only: answer from memory or disk, or set nothing (found 0). includes_checked: the
+ * include check ran (recording the manifest). disk_looked/looked_key: the disk was asked for
+ * this key already (not asked twice). found: answered; kept: the artifact is cached. */
+typedef struct roots_pass {
+  int lookup_only, includes_checked, disk_looked, found, kept;
+  uint8_t looked_key[16];
+} roots_pass;
+
 /* One cached compile of a prepared request under identity `id`; *retry set (and nothing else
  * done) when the request must start over (the loaded NVRTC is not the build the key named). */
 static t4a_status compile_prepared_cached(t4a_nvrtc_cache *cache, t4a_nvrtc_lib *id,
                                           t4a_nvrtc_prepared *pp, t4a_nvrtc_artifact **out,
-                                          t4a_nvrtc_outcome *out_outcome, int *retry_out);
+                                          t4a_nvrtc_outcome *out_outcome, int *retry_out,
+                                          roots_pass *rp);
+
+static t4a_status compile_with_roots(t4a_nvrtc_cache *cache, t4a_nvrtc_lib *id,
+                                     t4a_nvrtc_prepared *p, t4a_nvrtc_artifact **out,
+                                     t4a_nvrtc_outcome *out_outcome, int *retry);
 
 t4a_status t4a_nvrtc_cache_compile(t4a_nvrtc_cache *cache, const t4a_nvrtc_request *request,
                                    t4a_nvrtc_artifact **out, t4a_nvrtc_outcome *out_outcome) {
@@ -481,25 +617,136 @@ t4a_status t4a_nvrtc_cache_compile(t4a_nvrtc_cache *cache, const t4a_nvrtc_reque
     t4a_nvrtc_prepared p;
     st = t4a_nvrtc_prepare(id, request, &p);
     if (st != T4A_OK) return st;
-    /* Include roots: the key holds each root's tree fingerprint. */
-    size_t nr = request->num_include_roots;
-    t4a_nvrtc_root_snapshot *snaps[T4A_NVRTC_MAX_ROOTS];
-    if (nr > 0) {
-      st = t4a_nvrtc_roots_fingerprint_(request->include_roots, nr,
-                                        cache->has_disk ? cache->disk.dir : NULL, snaps, NULL);
-      if (st != T4A_OK) return st;
-      p.roots = snaps;
-    }
     int retry = 0;
-    st = compile_prepared_cached(cache, id, &p, out, out_outcome, &retry);
-    for (size_t i = 0; i < nr; i++) t4a_nvrtc_root_snapshot_release_(snaps[i]);
+    if (request->num_include_roots > 0) {
+      st = compile_with_roots(cache, id, &p, out, out_outcome, &retry);
+    } else {
+      st = compile_prepared_cached(cache, id, &p, out, out_outcome, &retry, NULL);
+    }
     if (!retry) return st;
   }
 }
 
+/* A request with include roots. Its first-level key (the request and the roots' spellings)
+ * names its include manifest (memory, then disk): when every path the manifest lists still holds
+ * what it recorded (checked by stat; see nvrtc_manifest.c), the manifest's digest completes the
+ * artifact's key and a hit needs nothing else. Otherwise (no manifest, or a listed file changed,
+ * or a path that opened nothing now opens something) the roots' snapshots are taken and the
+ * include check follows the includes, recording a new manifest, whose digest keys the artifact;
+ * a cached result keeps that manifest at both levels. */
+static t4a_status compile_with_roots(t4a_nvrtc_cache *cache, t4a_nvrtc_lib *id,
+                                     t4a_nvrtc_prepared *p, t4a_nvrtc_artifact **out,
+                                     t4a_nvrtc_outcome *out_outcome, int *retry) {
+  const t4a_nvrtc_request *request = p->req;
+  const char *dir = cache->has_disk ? cache->disk.dir : NULL;
+  t4a_status st;
+  uint8_t k1[16];
+  p->roots_key = 1;
+  t4a_nvrtc_identity_key(id, p, k1);
+  memcpy(p->first_key, k1, 16);
+  roots_pass rp;
+  memset(&rp, 0, sizeof rp);
+  size_t nr = request->num_include_roots;
+  size_t mb = 0;
+  uint64_t epoch = 0;
+  uint8_t *blob = NULL;
+  int known = manifest_get(cache, k1, request->include_roots, nr, p->manifest_digest, &blob, &mb,
+                           &epoch);
+  if (!known && blob == NULL && dir != NULL) {
+    epoch = t4a_nvrtc_roots_epoch_(request->include_roots, nr);
+    blob = t4a_nvrtc_manifest_load_(dir, k1, &mb);
+  }
+  int refreshed = 0;
+  if (known || (blob != NULL && t4a_nvrtc_manifest_validate_(blob, mb, p->manifest_digest,
+                                                            &refreshed))) {
+    p->roots_key = 2;
+    rp.lookup_only = 1;
+    st = compile_prepared_cached(cache, id, p, out, out_outcome, retry, &rp);
+    rp.lookup_only = 0;
+    if (!*retry && rp.found && st == T4A_OK && rp.kept && blob != NULL) {
+      /* Validated by stat: kept with the epoch read before (valid while no event). */
+      if (refreshed && dir != NULL) t4a_nvrtc_manifest_store_(dir, k1, blob, mb);
+      manifest_put(cache, k1, blob, mb, epoch);
+      blob = NULL;
+    }
+    if (*retry || rp.found) {
+      free(blob);
+      return st;
+    }
+  }
+  free(blob);
+  /* A miss: the include check over the roots' snapshots, recording the manifest. */
+  t4a_nvrtc_root_snapshot *snaps[T4A_NVRTC_MAX_ROOTS];
+  uint64_t before = t4a_nvrtc_roots_epoch_(request->include_roots, nr);
+  st = t4a_nvrtc_roots_fingerprint_(request->include_roots, nr, dir, snaps, NULL);
+  if (st != T4A_OK) return st;
+  /* The manifest is as of `before` only if the memos were valid then and nothing changed since. */
+  epoch = t4a_nvrtc_roots_epoch_(request->include_roots, nr) == before ? before : 0;
+  p->roots = snaps;
+  t4a_nvrtc_probes probes;
+  memset(&probes, 0, sizeof probes);
+  uint8_t *nb = NULL;
+  size_t nbytes = 0;
+  st = t4a_nvrtc_check_options(p);
+  if (st == T4A_OK) {
+    p->probes = &probes;
+    st = t4a_nvrtc_check_includes(p);
+    p->probes = NULL;
+  }
+  if (st == T4A_OK) st = t4a_nvrtc_manifest_encode_(&probes, &nb, &nbytes);
+  t4a_nvrtc_probes_free_(&probes);
+  if (st == T4A_OK) {
+    memcpy(p->manifest_digest, nb + 16, 16);
+    p->roots_key = 2;
+    rp.includes_checked = 1;
+    st = compile_prepared_cached(cache, id, p, out, out_outcome, retry, &rp);
+    if (!*retry && st == T4A_OK && rp.kept) {
+      if (dir != NULL) t4a_nvrtc_manifest_store_(dir, k1, nb, nbytes);
+      manifest_put(cache, k1, nb, nbytes, epoch);
+      nb = NULL;
+    }
+  }
+  free(nb);
+  for (size_t i = 0; i < nr; i++) t4a_nvrtc_root_snapshot_release_(snaps[i]);
+  p->roots = NULL;
+  return st;
+}
+
+/* Publishes an artifact found on disk by a lookup-only pass (its entry built here). */
+static void publish_disk_hit(t4a_nvrtc_cache *cache, t4a_nvrtc_lib *id, const uint8_t key[16],
+                             const t4a_nvrtc_prepared *p, t4a_nvrtc_artifact *art) {
+  size_t id_bytes = t4a_nvrtc_identity_size(id, p);
+  entry *e = t4a_host_calloc(1, sizeof *e);
+  uint8_t *identity = e != NULL ? t4a_host_malloc(id_bytes) : NULL;
+  if (identity == NULL) {
+    free(e);
+    return; /* handed out, not kept in memory */
+  }
+  t4a_nvrtc_identity_write(id, p, identity);
+  memcpy(e->key, key, 16);
+  e->identity = identity;
+  e->identity_bytes = id_bytes;
+  e->state = E_INFLIGHT;
+  e->refs = 2;
+  int in_flight = 0;
+  entry *other = find_or_insert(cache, id, key, p, e, &in_flight);
+  pthread_mutex_lock(&cache->mu);
+  if (other != NULL) {
+    entry_unref(other);
+    pthread_mutex_unlock(&cache->mu);
+    entry_free(e);
+    return;
+  }
+  publish_ready(cache, e, art);
+  pthread_cond_broadcast(&cache->cv);
+  entry_unref(e);
+  pthread_mutex_unlock(&cache->mu);
+}
+
 static t4a_status compile_prepared_cached(t4a_nvrtc_cache *cache, t4a_nvrtc_lib *id,
                                           t4a_nvrtc_prepared *pp, t4a_nvrtc_artifact **out,
-                                          t4a_nvrtc_outcome *out_outcome, int *retry_out) {
+                                          t4a_nvrtc_outcome *out_outcome, int *retry_out,
+                                          roots_pass *rp) {
   t4a_nvrtc_prepared p = *pp;
   t4a_nvrtc_lib *lib = NULL;
   t4a_status st;
@@ -511,7 +758,25 @@ static t4a_status compile_prepared_cached(t4a_nvrtc_cache *cache, t4a_nvrtc_lib 
   if (e != NULL) {
     st = answer(cache, e, in_flight, out, out_outcome, &retry);
     *retry_out = retry;
+    if (rp != NULL) {
+      rp->found = 1;
+      rp->kept = st == T4A_OK;
+    }
     return st;
+  }
+  if (rp != NULL && rp->lookup_only) {
+    if (!cache->has_disk) return T4A_OK;
+    rp->disk_looked = 1;
+    memcpy(rp->looked_key, key, 16);
+    t4a_nvrtc_artifact *art = t4a_nvrtc_disk_lookup(&cache->disk, id, &p, key, &cache->counters);
+    if (art == NULL) return T4A_OK;
+    t4a_counter_add(&cache->counters, T4A_COUNTER_nvrtc_mem_misses, 1);
+    publish_disk_hit(cache, id, key, &p, art);
+    *out = art;
+    t4a_nvrtc_log none = {NULL, 0};
+    t4a_nvrtc_outcome_set(out_outcome, T4A_NVRTC_ORIGIN_DISK, &none);
+    rp->found = rp->kept = 1;
+    return T4A_OK;
   }
 
   /* Not in memory. What a cached compile may read is checked on a miss only: an entry of either
@@ -546,7 +811,7 @@ static t4a_status compile_prepared_cached(t4a_nvrtc_cache *cache, t4a_nvrtc_lib 
 
   t4a_nvrtc_artifact *art = NULL;
   t4a_nvrtc_origin origin = T4A_NVRTC_ORIGIN_COMPILED;
-  if (cache->has_disk) {
+  if (cache->has_disk && !(rp != NULL && rp->disk_looked && memcmp(rp->looked_key, key, 16) == 0)) {
     art = t4a_nvrtc_disk_lookup(&cache->disk, id, &p, key, &cache->counters);
     if (art != NULL) origin = T4A_NVRTC_ORIGIN_DISK;
   }
@@ -561,7 +826,9 @@ static t4a_status compile_prepared_cached(t4a_nvrtc_cache *cache, t4a_nvrtc_lib 
       t4a_nvrtc_prepared q;
       st = t4a_nvrtc_prepare(lib, p.req, &q);
     }
-    if (st == T4A_OK && !retry) st = t4a_nvrtc_check_includes(&p);
+    if (st == T4A_OK && !retry && !(rp != NULL && rp->includes_checked)) {
+      st = t4a_nvrtc_check_includes(&p);
+    }
     if (st == T4A_OK && !retry) {
       st = t4a_nvrtc_compile_prepared(lib, id, &p, key, &cache->counters, &art, &log);
     }
@@ -623,6 +890,10 @@ static t4a_status compile_prepared_cached(t4a_nvrtc_cache *cache, t4a_nvrtc_lib 
 
   *out = art;
   t4a_nvrtc_outcome_set(out_outcome, st == T4A_OK ? origin : T4A_NVRTC_ORIGIN_NONE, &log);
+  if (rp != NULL) {
+    rp->found = 1;
+    rp->kept = st == T4A_OK && keep;
+  }
   return st;
 }
 

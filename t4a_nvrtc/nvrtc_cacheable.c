@@ -682,6 +682,41 @@ static int lookup_under(scan *s, size_t ri, const char *dir, const char *name, s
   return 1;
 }
 
+/* For a plain path under a root that holds nothing (no "." or ".." component): the length of its
+ * shortest prefix (a directory on the way) that the snapshot does not have at all, which covers
+ * every path under it in the manifest; 0 when there is none shorter than the path. */
+static size_t absent_prefix(const t4a_nvrtc_root_snapshot *snap, const char *dir, const char *name,
+                            size_t n, char *rel, size_t cap) {
+  size_t dl = strlen(dir);
+  if (dl + 1 + n + 1 > cap || n == 0) return 0;
+  size_t len = 0;
+  if (dl > 0) {
+    memcpy(rel, dir, dl);
+    rel[dl] = '/';
+    len = dl + 1;
+  }
+  memcpy(rel + len, name, n);
+  len += n;
+  rel[len] = '\0';
+  for (size_t i = dl > 0 ? dl + 1 : 0, start = i; i <= len; i++) {
+    if (i < len && rel[i] != '/') continue;
+    size_t cl = i - start;
+    if (cl == 0 || (cl == 1 && rel[start] == '.') ||
+        (cl == 2 && rel[start] == '.' && rel[start + 1] == '.')) {
+      return 0;
+    }
+    start = i + 1;
+  }
+  for (size_t i = dl > 0 ? dl + 1 : 0; i < len; i++) {
+    if (rel[i] != '/') continue;
+    rel[i] = '\0';
+    const t4a_nvrtc_root_rec *r = t4a_nvrtc_root_find_(snap, rel);
+    rel[i] = '/';
+    if (r == NULL) return i;
+  }
+  return 0;
+}
+
 /* Every file the include could open, queued for scanning: for "x" in a root file, its own
  * directory first; then each root in order (every candidate is queued, found or not further
  * ones, so the scan covers whichever NVRTC takes). The source's own directory is /dev/null/...,
@@ -695,6 +730,10 @@ static t4a_status resolve_in_roots(scan *s, const char *name, size_t n, int quot
                   s->where, line, what, open, SHOW(n), name, close, SHOW(n), name,
                   k_root_advice);
   }
+  /* The manifest records the search up to the first file found (NVRTC takes it; the check
+   * follows every candidate, a superset); an #include_next's start depends on where its includer
+   * was found, so all of its candidates are recorded. */
+  int next = strstr(what, "_next") != NULL, recorded_found = 0;
   for (size_t ri = 0; ri < s->num_roots + 1; ri++) {
     char dir[PATH_MAX] = "";
     size_t root = ri == 0 ? 0 : ri - 1;
@@ -712,6 +751,17 @@ static t4a_status resolve_in_roots(scan *s, const char *name, size_t n, int quot
     if (!lookup_under(s, root, dir, name, n, &fr, &r, &why)) {
       return REFUSE("%s, line %zu: %s %c%.*s%c %s%s", s->where, line, what, open, SHOW(n), name,
                     close, why, k_root_advice);
+    }
+    if (s->p->probes != NULL && (next || !recorded_found)) {
+      /* the manifest: this path as NVRTC opens it, and what is there (for nothing under a
+       * folder that does not exist, that folder) */
+      char rel[PATH_MAX];
+      size_t pre = r == NULL ? absent_prefix(s->roots[root], dir, name, n, rel, sizeof rel) : 0;
+      t4a_status st =
+          pre > 0 ? t4a_nvrtc_probes_add_(s->p->probes, s->root_paths[root], "", rel, pre, NULL, 1)
+                  : t4a_nvrtc_probes_add_(s->p->probes, s->root_paths[root], dir, name, n, r, 0);
+      if (st != T4A_OK) return st;
+      recorded_found = r != NULL;
     }
     if (r != NULL) {
       t4a_status st = enqueue(s, fr, r);

@@ -22,8 +22,9 @@
  * never match, and old disk entries age out through eviction. 2: cached compiles read nothing
  * but the request (options allowlist, include check); schema-1 entries may hold artifacts built
  * from files the key did not see. 3: include roots (their spellings, in order, and the
- * fingerprints of their trees). */
-#define T4A_NVRTC_KEY_SCHEMA 3u
+ * fingerprints of their trees). 4: include roots keyed by the digest of the request's include
+ * manifest (what its includes reach through them: nvrtc_manifest.c), not by whole trees. */
+#define T4A_NVRTC_KEY_SCHEMA 4u
 
 /* Limits on request counts (LIMIT_EXCEEDED above them). */
 #define T4A_NVRTC_MAX_ITEMS 65536u
@@ -81,10 +82,48 @@ const t4a_nvrtc_root_rec *t4a_nvrtc_root_find_(const t4a_nvrtc_root_snapshot *s,
  * "changed"). Leaves the caller's error detail as it was. */
 int t4a_nvrtc_roots_unchanged_(t4a_nvrtc_root_snapshot *const *snaps, size_t num,
                                const char *const *roots, const char *memo_dir);
+/* Nonzero while every one of the roots has a valid (watched) memo: the same value as long as no
+ * event arrived since, so nothing under the roots (or on the way to them) changed; 0 otherwise. */
+uint64_t t4a_nvrtc_roots_epoch_(const char *const *roots, size_t num);
 /* Tests: drops every memo and the inotify instance. Walks and files hashed since start. */
 void t4a_nvrtc_roots_forget_(void);
 uint64_t t4a_nvrtc_roots_walks_(void);
 uint64_t t4a_nvrtc_roots_files_hashed_(void);
+
+/* ---- Include manifests (nvrtc_manifest.c) ------------------------------------------------- */
+
+/* One path the include check probed, as NVRTC would open it: a file (file 1: its metadata when
+ * hashed and the XXH3-128 of its bytes) or nothing (file 0: absent, or a directory; file 2: a
+ * directory on the way that does not exist, which covers every path under it). */
+typedef struct t4a_nvrtc_probe {
+  char *path;
+  int file;
+  uint64_t dev, ino, size, mtime_ns, ctime_ns, taken_ns;
+  uint8_t hash[16];
+} t4a_nvrtc_probe;
+typedef struct t4a_nvrtc_probes {
+  t4a_nvrtc_probe *v;
+  size_t num, cap;
+} t4a_nvrtc_probes;
+/* Records ROOT/DIR/NAME (DIR "" : ROOT/NAME) with what is there (file: its record, or NULL;
+ * absent_tree: the path does not exist at all, file kind 2). */
+T4A_MUST_USE t4a_status t4a_nvrtc_probes_add_(t4a_nvrtc_probes *m, const char *root,
+                                              const char *dir, const char *name, size_t n,
+                                              const t4a_nvrtc_root_rec *file, int absent_tree);
+void t4a_nvrtc_probes_free_(t4a_nvrtc_probes *m);
+/* Sorts and deduplicates the probes and serialises them (a manifest blob, digest inside). */
+T4A_MUST_USE t4a_status t4a_nvrtc_manifest_encode_(t4a_nvrtc_probes *m, uint8_t **out,
+                                                   size_t *bytes);
+/* 1: every probe still holds (digest set); 0: not, or not well formed. Files whose metadata
+ * changed but whose bytes did not get their metadata refreshed in the blob (*refreshed 1). */
+int t4a_nvrtc_manifest_validate_(uint8_t *blob, size_t bytes, uint8_t digest[16], int *refreshed);
+/* The number of files a blob lists. */
+size_t t4a_nvrtc_manifest_files_(const uint8_t *blob, size_t bytes);
+/* The disk copy under the first-level key: a blob (caller frees) or NULL (absent, corrupt). */
+uint8_t *t4a_nvrtc_manifest_load_(const char *dir, const uint8_t key[16], size_t *bytes);
+/* Writes it atomically; failures are swallowed. */
+void t4a_nvrtc_manifest_store_(const char *dir, const uint8_t key[16], const uint8_t *blob,
+                               size_t bytes);
 
 /* A validated request: lengths resolved, target parsed, t4a's own options spelled out. Holds
  * borrowed pointers into the request only. */
@@ -101,9 +140,16 @@ typedef struct t4a_nvrtc_prepared {
    * t4a_nvrtc_prepare). */
   const char *name_prefix;
   size_t num_implicit;
-  /* Cached compiles: each root's snapshot (set by the cache; NULL in an uncached compile, whose
-   * identity holds the roots' spellings only). */
+  /* Cached compiles with roots: each root's snapshot, for the include check of a miss (set by
+   * the cache; NULL otherwise). */
   t4a_nvrtc_root_snapshot *const *roots;
+  /* Where the include check records what it probes under the roots (NULL: not recorded). */
+  t4a_nvrtc_probes *probes;
+  /* The identity's roots part: 0 the spellings only (an uncached compile), 1 the spellings of a
+   * cached compile's first-level key (which names its manifest), 2 those and manifest_digest. */
+  int roots_key;
+  uint8_t manifest_digest[16];
+  uint8_t first_key[16]; /* roots_key 2: the first-level key (t4a_nvrtc_identity_key) */
 } t4a_nvrtc_prepared;
 
 /* The byte count of header i's name / content and of option i (resolving 0 as strlen). */

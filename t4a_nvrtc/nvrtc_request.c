@@ -319,11 +319,14 @@ void t4a_nvrtc_identity_emit(const t4a_nvrtc_lib *lib, const t4a_nvrtc_prepared 
   put_u64(s, r->num_include_roots);
   for (size_t i = 0; i < r->num_include_roots; i++) {
     put_str(s, r->include_roots[i], strlen(r->include_roots[i]));
-    /* A cached compile's key holds each root's tree fingerprint; an uncached artifact's key
-     * (stored, never looked up) only the spellings. */
+  }
+  /* With roots: a cached compile's artifact key holds the digest of its include manifest (what
+   * its includes reach through the roots); the first-level key that names the manifest, and an
+   * uncached artifact's key (stored, never looked up), only the spellings. */
+  if (r->num_include_roots > 0) {
     static const uint8_t none[16] = {0};
-    put_u64(s, p->roots != NULL);
-    sink_put(s, p->roots != NULL ? p->roots[i]->fp : none, 16);
+    put_u64(s, (uint64_t)p->roots_key);
+    sink_put(s, p->roots_key == 2 ? p->manifest_digest : none, 16);
   }
   put_u64(s, p->num_implicit);
   for (size_t i = 0; i < p->num_implicit; i++) {
@@ -347,6 +350,19 @@ size_t t4a_nvrtc_identity_size(const t4a_nvrtc_lib *lib, const t4a_nvrtc_prepare
 
 void t4a_nvrtc_identity_key(const t4a_nvrtc_lib *lib, const t4a_nvrtc_prepared *p,
                             uint8_t key[16]) {
+  if (p->roots_key == 2) {
+    /* The artifact key of a request with roots: its first-level key (the hash of the same
+     * record less the digest) and the manifest's digest; entries still compare the record. */
+    static const char tag[] = "t4a.nvrtc.key2";
+    uint8_t b[sizeof tag - 1 + 32];
+    memcpy(b, tag, sizeof tag - 1);
+    memcpy(b + sizeof tag - 1, p->first_key, 16);
+    memcpy(b + sizeof tag - 1 + 16, p->manifest_digest, 16);
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, XXH3_128bits(b, sizeof b));
+    memcpy(key, c.digest, 16);
+    return;
+  }
   XXH3_state_t state;
   t4a_nvrtc_id_sink s;
   s.mode = ID_SINK_HASH;

@@ -66,6 +66,8 @@ static size_t g_num_memos;
 static uint64_t g_use;
 static int g_inotify = -2; /* -2: not tried; -1: unavailable */
 static _Atomic uint64_t g_walks, g_files_hashed;
+/* Advances whenever the memos may have been dropped (an event, a fork, a forget); under g_mu. */
+static uint64_t g_epoch = 1;
 
 static uint64_t now_realtime_ns(void) {
   struct timespec ts;
@@ -433,7 +435,8 @@ static t4a_status walk_dir(walk *w, size_t len, size_t rel_start) {
     memcpy(names[num++], e->d_name, n + 1);
   }
   if (st == T4A_OK && errno != 0) st = walk_io("readdir", errno, w->path);
-  if (st == T4A_OK) qsort(names, num, sizeof *names, name_cmp);
+  /* names is NULL for an empty directory (qsort's pointer must not be). */
+  if (st == T4A_OK && num > 1) qsort(names, num, sizeof *names, name_cmp);
   for (size_t i = 0; st == T4A_OK && i < num; i++) {
     size_t n = strlen(names[i]);
     if (len + 1 + n + 1 >= sizeof w->path) {
@@ -584,6 +587,7 @@ static int drain_events(void) {
     if (n < 0 && errno == EINTR) continue;
     break;
   }
+  if (any) g_epoch++;
   return any;
 }
 
@@ -595,6 +599,7 @@ static void atfork_child(void) {
   if (g_inotify >= 0) close(g_inotify);
   g_inotify = -2;
   for (root_memo *m = g_memos; m != NULL; m = m->next) m->valid = 0;
+  g_epoch++;
   pthread_mutex_unlock(&g_mu);
 }
 
@@ -1010,7 +1015,25 @@ void t4a_nvrtc_roots_forget_(void) {
   while (g_memos != NULL) memo_evict_one();
   if (g_inotify >= 0) close(g_inotify);
   g_inotify = -2;
+  g_epoch++;
   pthread_mutex_unlock(&g_mu);
+}
+
+uint64_t t4a_nvrtc_roots_epoch_(const char *const *roots, size_t num) {
+  uint64_t e = 0;
+  pthread_mutex_lock(&g_mu);
+  if (g_inotify >= 0) {
+    if (drain_events()) {
+      for (root_memo *m = g_memos; m != NULL; m = m->next) m->valid = 0;
+    }
+    e = g_epoch;
+    for (size_t i = 0; i < num && e != 0; i++) {
+      root_memo *m = memo_find(roots[i]);
+      if (m == NULL || !m->valid) e = 0;
+    }
+  }
+  pthread_mutex_unlock(&g_mu);
+  return e;
 }
 
 uint64_t t4a_nvrtc_roots_walks_(void) { return atomic_load(&g_walks); }

@@ -222,6 +222,8 @@ static void test_nested_edit_is_a_miss_at_both_levels(void **state) {
   t4a_nvrtc_cache *c = new_cache(1);
   assert_int_equal(compile_origin(c, &r, "1234"), T4A_NVRTC_ORIGIN_COMPILED);
   assert_int_equal(compile_origin(c, &r, "1234"), T4A_NVRTC_ORIGIN_MEMORY);
+  /* Validated by stat once; now known valid while the roots' memos see no event. */
+  assert_int_equal(compile_origin(c, &r, "1234"), T4A_NVRTC_ORIGIN_MEMORY);
   /* One byte of the nested header, same size, modification time restored. */
   edit_keep_mtime(g_root, "a/b/deep.h", "#pragma once\n#define DEEP_VALUE 1235\n");
   assert_int_equal(compile_origin(c, &r, "1235"), T4A_NVRTC_ORIGIN_COMPILED);
@@ -354,6 +356,218 @@ static void test_root_edited_during_compile_is_not_cached(void **state) {
   /* The next compile keys the new content. */
   assert_int_equal(compile_origin(c, &r, "9999"), T4A_NVRTC_ORIGIN_COMPILED);
   assert_int_equal(compile_origin(c, &r, "9999"), T4A_NVRTC_ORIGIN_MEMORY);
+  t4a_nvrtc_cache_destroy(c);
+}
+
+/* ---- The include manifest ------------------------------------------------------------------
+ * A request's key names what its includes reached through the roots (files and the paths that
+ * opened nothing before them), not the whole trees: a lookup validates that list by stat. A
+ * "new process" below is every memo dropped and a new cache over the same directory; that it
+ * answered from the manifest alone is shown by t4a_nvrtc_roots_walks_ not moving. */
+
+static t4a_nvrtc_cache *new_process(void) {
+  t4a_nvrtc_roots_forget_();
+  return new_cache(1);
+}
+
+/* A manifest known valid in memory (validated at the roots' current epoch) is looked at again
+ * after any event, even when another request's miss has walked the roots since. */
+static void test_known_valid_manifest_sees_a_later_edit(void **state) {
+  (void)state;
+  static const char other[] =
+      "#include <top.h>\n"
+      "extern \"C\" __global__ void k2(int *p) { *p = DEEP_VALUE + 0; }\n";
+  const char *roots[] = {g_root};
+  t4a_nvrtc_request r1 = roots_request(k_uses_top, roots, 1);
+  t4a_nvrtc_request r2 = roots_request(other, roots, 1);
+  t4a_nvrtc_cache *c = new_cache(0);
+  assert_int_equal(compile_origin(c, &r1, "1234"), T4A_NVRTC_ORIGIN_COMPILED);
+  assert_int_equal(compile_origin(c, &r2, "1234"), T4A_NVRTC_ORIGIN_COMPILED);
+  assert_int_equal(compile_origin(c, &r2, "1234"), T4A_NVRTC_ORIGIN_MEMORY);
+  assert_int_equal(compile_origin(c, &r2, "1234"), T4A_NVRTC_ORIGIN_MEMORY);
+  edit_keep_mtime(g_root, "a/b/deep.h", "#pragma once\n#define DEEP_VALUE 1235\n");
+  assert_int_equal(compile_origin(c, &r1, "1235"), T4A_NVRTC_ORIGIN_COMPILED); /* walks again */
+  assert_int_equal(compile_origin(c, &r2, "1235"), T4A_NVRTC_ORIGIN_COMPILED);
+  assert_int_equal(wrapped_compiles(), 4);
+  t4a_nvrtc_cache_destroy(c);
+}
+
+/* A header added to an earlier root, where the search finds it before the reached one. */
+static void test_shadowing_header_in_an_earlier_root_is_a_miss(void **state) {
+  (void)state;
+  char p[1200];
+  snprintf(p, sizeof p, "%s/top.h", g_root);
+  write_file(g_root2, "top.h", "#pragma once\n#define DEEP_VALUE 2468\n");
+  assert_int_equal(unlink(p), 0); /* r1 holds a/b/deep.h only; <top.h> is found in r2 */
+  const char *roots[] = {g_root, g_root2};
+  t4a_nvrtc_request r = roots_request(k_uses_top, roots, 2);
+  t4a_nvrtc_cache *c = new_cache(1);
+  assert_int_equal(compile_origin(c, &r, "2468"), T4A_NVRTC_ORIGIN_COMPILED);
+  t4a_nvrtc_cache *c2 = new_process();
+  uint64_t walks = t4a_nvrtc_roots_walks_();
+  assert_int_equal(compile_origin(c2, &r, "2468"), T4A_NVRTC_ORIGIN_DISK);
+  assert_int_equal(t4a_nvrtc_roots_walks_(), walks); /* the manifest answered */
+  /* r1/top.h now shadows r2/top.h: a miss at both levels. */
+  write_file(g_root, "top.h", k_top);
+  assert_int_equal(compile_origin(c, &r, "1234"), T4A_NVRTC_ORIGIN_COMPILED);
+  t4a_nvrtc_cache *c3 = new_process();
+  assert_int_equal(compile_origin(c3, &r, "1234"), T4A_NVRTC_ORIGIN_DISK);
+  assert_int_equal(compile_origin(c2, &r, "1234"), T4A_NVRTC_ORIGIN_DISK);
+  /* Removed again: the first artifact, from memory. */
+  assert_int_equal(unlink(p), 0);
+  assert_int_equal(compile_origin(c, &r, "2468"), T4A_NVRTC_ORIGIN_MEMORY);
+  assert_int_equal(wrapped_compiles(), 2);
+  t4a_nvrtc_cache_destroy(c);
+  t4a_nvrtc_cache_destroy(c2);
+  t4a_nvrtc_cache_destroy(c3);
+}
+
+/* A path under a folder that does not exist is recorded as that folder: creating the folder and
+ * a shadowing header in it is a miss (in a new process too). */
+static void test_shadowing_header_in_a_new_folder_is_a_miss(void **state) {
+  (void)state;
+  write_file(g_root2, "sub/deeper/x.h", "#pragma once\n#define XV 1111\n");
+  static const char src[] =
+      "#include <sub/deeper/x.h>\n"
+      "extern \"C\" __global__ void k(int *p) { *p = XV; }\n";
+  const char *roots[] = {g_root, g_root2};
+  t4a_nvrtc_request r = roots_request(src, roots, 2);
+  t4a_nvrtc_cache *c = new_cache(1);
+  assert_int_equal(compile_origin(c, &r, "1111"), T4A_NVRTC_ORIGIN_COMPILED);
+  t4a_nvrtc_cache *c2 = new_process();
+  uint64_t walks = t4a_nvrtc_roots_walks_();
+  assert_int_equal(compile_origin(c2, &r, "1111"), T4A_NVRTC_ORIGIN_DISK);
+  assert_int_equal(t4a_nvrtc_roots_walks_(), walks);
+  write_file(g_root, "sub/deeper/x.h", "#pragma once\n#define XV 2222\n");
+  t4a_nvrtc_cache *c3 = new_process();
+  assert_int_equal(compile_origin(c3, &r, "2222"), T4A_NVRTC_ORIGIN_COMPILED);
+  assert_int_equal(compile_origin(c, &r, "2222"), T4A_NVRTC_ORIGIN_DISK);
+  assert_int_equal(wrapped_compiles(), 2);
+  t4a_nvrtc_cache_destroy(c);
+  t4a_nvrtc_cache_destroy(c2);
+  t4a_nvrtc_cache_destroy(c3);
+}
+
+/* A quoted include in a root file searches the includer's directory first: a header added there
+ * shadows the one found at the root. */
+static void test_header_beside_the_includer_is_a_miss(void **state) {
+  (void)state;
+  write_file(g_root, "lib/mid.h", "#pragma once\n#include \"inner.h\"\n");
+  write_file(g_root, "inner.h", "#pragma once\n#define INNER 1357\n");
+  static const char src[] =
+      "#include <lib/mid.h>\n"
+      "extern \"C\" __global__ void k(int *p) { *p = INNER; }\n";
+  const char *roots[] = {g_root};
+  t4a_nvrtc_request r = roots_request(src, roots, 1);
+  t4a_nvrtc_cache *c = new_cache(1);
+  assert_int_equal(compile_origin(c, &r, "1357"), T4A_NVRTC_ORIGIN_COMPILED);
+  assert_int_equal(compile_origin(c, &r, "1357"), T4A_NVRTC_ORIGIN_MEMORY);
+  write_file(g_root, "lib/inner.h", "#pragma once\n#define INNER 8642\n");
+  assert_int_equal(compile_origin(c, &r, "8642"), T4A_NVRTC_ORIGIN_COMPILED);
+  t4a_nvrtc_cache *c2 = new_process();
+  assert_int_equal(compile_origin(c2, &r, "8642"), T4A_NVRTC_ORIGIN_DISK);
+  assert_int_equal(wrapped_compiles(), 2);
+  t4a_nvrtc_cache_destroy(c);
+  t4a_nvrtc_cache_destroy(c2);
+}
+
+/* Files added elsewhere under the root, and edits of files no include reaches, are hits that
+ * validate the manifest only (no walk in a new process). */
+static void test_files_the_includes_do_not_reach_keep_the_hit(void **state) {
+  (void)state;
+  const char *roots[] = {g_root};
+  t4a_nvrtc_request r = roots_request(k_uses_top, roots, 1);
+  t4a_nvrtc_cache *c = new_cache(1);
+  assert_int_equal(compile_origin(c, &r, "1234"), T4A_NVRTC_ORIGIN_COMPILED);
+  write_file(g_root, "a/new.h", "#define NEW 1\n");
+  write_file(g_root, "zzz/other.h", "#define OTHER 1\n");
+  write_file(g_root, "a/unused.h", "#pragma once\n#define CHANGED 1\n");
+  assert_int_equal(compile_origin(c, &r, "1234"), T4A_NVRTC_ORIGIN_MEMORY);
+  t4a_nvrtc_cache *c2 = new_process();
+  uint64_t walks = t4a_nvrtc_roots_walks_(), hashed = t4a_nvrtc_roots_files_hashed_();
+  assert_int_equal(compile_origin(c2, &r, "1234"), T4A_NVRTC_ORIGIN_DISK);
+  assert_int_equal(compile_origin(c2, &r, "1234"), T4A_NVRTC_ORIGIN_MEMORY);
+  assert_int_equal(t4a_nvrtc_roots_walks_(), walks);
+  assert_int_equal(t4a_nvrtc_roots_files_hashed_(), hashed);
+  assert_int_equal(wrapped_compiles(), 1);
+  /* The manifest lists the two reached files and the paths probed before them. */
+  assert_int_equal(test_count_files(g_dir, ".t4m", NULL), 1);
+  t4a_nvrtc_cache_destroy(c);
+  t4a_nvrtc_cache_destroy(c2);
+}
+
+/* A kernel that includes nothing under the roots has an empty manifest: a new process's disk hit
+ * stats nothing under them. */
+static void test_plain_kernel_validates_nothing(void **state) {
+  (void)state;
+  static const char src[] = "extern \"C\" __global__ void k(int *p) { *p = 7; }\n";
+  const char *roots[] = {g_root, g_root2};
+  t4a_nvrtc_request r = roots_request(src, roots, 2);
+  t4a_nvrtc_cache *c = new_cache(1);
+  assert_int_equal(compile_origin(c, &r, NULL), T4A_NVRTC_ORIGIN_COMPILED);
+  t4a_nvrtc_cache *c2 = new_process();
+  uint64_t walks = t4a_nvrtc_roots_walks_();
+  write_file(g_root, "top.h", "#pragma once\n#define DEEP_VALUE 1\n");
+  assert_int_equal(compile_origin(c2, &r, NULL), T4A_NVRTC_ORIGIN_DISK);
+  assert_int_equal(t4a_nvrtc_roots_walks_(), walks);
+  /* Another root list is another key. */
+  const char *one[] = {g_root};
+  r = roots_request(src, one, 1);
+  assert_int_equal(compile_origin(c2, &r, NULL), T4A_NVRTC_ORIGIN_COMPILED);
+  assert_int_equal(wrapped_compiles(), 2);
+  t4a_nvrtc_cache_destroy(c);
+  t4a_nvrtc_cache_destroy(c2);
+}
+
+static int find_manifest(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  (void)st;
+  (void)ftw;
+  size_t n = strlen(path);
+  if (flag == FTW_F && n > 4 && strcmp(path + n - 4, ".t4m") == 0) {
+    static char found[1200];
+    snprintf(found, sizeof found, "%s", path);
+    setenv("T4A_TEST_MANIFEST", found, 1);
+  }
+  return 0;
+}
+
+/* A corrupt or truncated manifest on disk is not used: the miss walks and checks again, and the
+ * artifact it keys is the one on disk. */
+static void test_corrupt_manifest_is_a_miss(void **state) {
+  (void)state;
+  const char *roots[] = {g_root};
+  t4a_nvrtc_request r = roots_request(k_uses_top, roots, 1);
+  t4a_nvrtc_cache *c = new_cache(1);
+  assert_int_equal(compile_origin(c, &r, "1234"), T4A_NVRTC_ORIGIN_COMPILED);
+  unsetenv("T4A_TEST_MANIFEST");
+  nftw(g_dir, find_manifest, 16, FTW_PHYS);
+  const char *m = getenv("T4A_TEST_MANIFEST");
+  assert_non_null(m);
+  char path[1200];
+  snprintf(path, sizeof path, "%s", m);
+  for (int round = 0; round < 3; round++) {
+    int fd = open(path, O_RDWR);
+    assert_true(fd >= 0);
+    struct stat st;
+    assert_int_equal(fstat(fd, &st), 0);
+    if (round == 0) { /* one byte flipped in a path */
+      uint8_t b;
+      assert_int_equal(pread(fd, &b, 1, st.st_size - 90), 1);
+      b ^= 1;
+      assert_int_equal(pwrite(fd, &b, 1, st.st_size - 90), 1);
+    } else if (round == 1) {
+      assert_int_equal(ftruncate(fd, st.st_size / 2), 0);
+    } else {
+      assert_int_equal(ftruncate(fd, 0), 0);
+    }
+    close(fd);
+    t4a_nvrtc_cache *c2 = new_process();
+    uint64_t walks = t4a_nvrtc_roots_walks_();
+    assert_int_equal(compile_origin(c2, &r, "1234"), T4A_NVRTC_ORIGIN_DISK);
+    assert_true(t4a_nvrtc_roots_walks_() > walks); /* not trusted: checked again */
+    t4a_nvrtc_cache_destroy(c2);
+  }
+  assert_int_equal(wrapped_compiles(), 1);
   t4a_nvrtc_cache_destroy(c);
 }
 
@@ -810,6 +1024,19 @@ int main(void) {
                                       each_teardown),
       cmocka_unit_test_setup_teardown(test_root_edited_during_compile_is_not_cached, each_setup,
                                       each_teardown),
+      cmocka_unit_test_setup_teardown(test_known_valid_manifest_sees_a_later_edit, each_setup,
+                                      each_teardown),
+      cmocka_unit_test_setup_teardown(test_shadowing_header_in_an_earlier_root_is_a_miss,
+                                      each_setup, each_teardown),
+      cmocka_unit_test_setup_teardown(test_shadowing_header_in_a_new_folder_is_a_miss, each_setup,
+                                      each_teardown),
+      cmocka_unit_test_setup_teardown(test_header_beside_the_includer_is_a_miss, each_setup,
+                                      each_teardown),
+      cmocka_unit_test_setup_teardown(test_files_the_includes_do_not_reach_keep_the_hit,
+                                      each_setup, each_teardown),
+      cmocka_unit_test_setup_teardown(test_plain_kernel_validates_nothing, each_setup,
+                                      each_teardown),
+      cmocka_unit_test_setup_teardown(test_corrupt_manifest_is_a_miss, each_setup, each_teardown),
       cmocka_unit_test_setup_teardown(test_computed_includes_are_refused, each_setup,
                                       each_teardown),
       cmocka_unit_test_setup_teardown(test_links_out_of_the_root_are_refused_or_followed,

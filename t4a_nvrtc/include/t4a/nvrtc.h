@@ -205,8 +205,9 @@ typedef struct t4a_nvrtc_request {
   const char *const *name_expressions; /**< e.g. "k<int>": their lowered names come back */
   size_t num_name_expressions; /**< how many name expressions */
   /** Include roots, searched in order (t4a passes --include-path=ROOT for each, after the
-   * caller's options). A cached compile keys each root by the content of its whole tree (see
-   * t4a_nvrtc_root_fingerprint) and its spelling, in order. At most 64. */
+   * caller's options). A cached compile keys the request by the roots' spellings, in order, and
+   * by what its includes reach through them: every file (its content) and every path searched
+   * before it that held nothing. At most 64. */
   const char *const *include_roots;
   size_t num_include_roots; /**< how many include roots */
 } t4a_nvrtc_request;
@@ -237,8 +238,8 @@ typedef struct t4a_nvrtc_root_info {
 } t4a_nvrtc_root_info;
 
 /** Fingerprints the directory tree at `root` (symbolic links followed), memoised for the
- * process and, with memo_dir (a cache directory; NULL: none), on disk. A cached compile calls
- * this for each of its request's roots. Statuses: INVALID_ARGUMENT (NULL or empty root or out;
+ * process and, with memo_dir (a cache directory; NULL: none), on disk. A cached compile that
+ * misses takes this snapshot of each of its request's roots for its include check. Statuses: INVALID_ARGUMENT (NULL or empty root or out;
  * root missing or not a directory; a symbolic link loop, a dangling link, or an entry that is
  * not a regular file or directory under it: named), IO (a directory or file cannot be read:
  * path and errno), LIMIT_EXCEEDED (more than 2^20 entries, 64 levels), HOST_OUT_OF_MEMORY. */

@@ -1,0 +1,374 @@
+/* Include manifests: what a cached compile's includes can reach through its include roots.
+ *
+ * The include check of a miss follows every include of the request into the roots and records
+ * every path it probed, as NVRTC would open it (root, the includer's directory for a quoted
+ * include in a root file, the name): a file with its metadata and the XXH3-128 of its bytes, or
+ * "no file" (absent, or a directory). The sorted, deduplicated list is the manifest; its digest
+ * (paths, kinds and content hashes, not the metadata) is in the artifact's identity record. A
+ * lookup validates a manifest by stat alone: a listed file whose device, inode, size and times are
+ * the recorded ones (and whose change time is not racy) is unchanged; a file whose metadata differ
+ * is hashed again (a touch stays valid, an edit does not); a "no file" path must still open
+ * nothing. Anything else (a FIFO, a link loop, an I/O error, a corrupt manifest) is invalid: a
+ * miss, which walks and checks again. See docs/design.md §11 (include roots). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "t4a/fault.h"
+#include "t4a_ctx/status_internal.h"
+#include "t4a_nvrtc/nvrtc_internal.h"
+
+#define RACY_NS 1000000000ull /* as nvrtc_roots.c: a change time this close to the hash */
+#define MANIFEST_MAGIC "T4AMNF01"
+#define FILE_MAGIC "T4AMANI1"
+#define FILE_HEADER 48u
+#define MAX_MANIFEST_BYTES ((size_t)64 << 20)
+
+static uint64_t now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_REALTIME, &t);
+  return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+static uint64_t ts_ns(const struct timespec *t) {
+  return (uint64_t)t->tv_sec * 1000000000ull + (uint64_t)t->tv_nsec;
+}
+
+static void put64(uint8_t *p, uint64_t v) {
+  for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get64(const uint8_t *p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+  return v;
+}
+
+t4a_status t4a_nvrtc_probes_add_(t4a_nvrtc_probes *m, const char *root, const char *dir,
+                                 const char *name, size_t n, const t4a_nvrtc_root_rec *file,
+                                 int absent_tree) {
+  size_t rl = strlen(root), dl = strlen(dir);
+  size_t len = rl + 1 + (dl > 0 ? dl + 1 : 0) + n;
+  if (m->num == m->cap) {
+    size_t cap = m->cap ? m->cap * 2 : 32;
+    t4a_nvrtc_probe *v = t4a_host_realloc(m->v, cap * sizeof *v);
+    if (v == NULL) return T4A_HOST_OUT_OF_MEMORY;
+    m->v = v;
+    m->cap = cap;
+  }
+  char *path = t4a_host_malloc(len + 1);
+  if (path == NULL) return T4A_HOST_OUT_OF_MEMORY;
+  char *d = path;
+  memcpy(d, root, rl);
+  d += rl;
+  *d++ = '/';
+  if (dl > 0) {
+    memcpy(d, dir, dl);
+    d += dl;
+    *d++ = '/';
+  }
+  memcpy(d, name, n);
+  d[n] = '\0';
+  t4a_nvrtc_probe *p = &m->v[m->num++];
+  memset(p, 0, sizeof *p);
+  p->path = path;
+  p->file = absent_tree ? 2 : 0;
+  if (file != NULL) {
+    p->file = 1;
+    p->dev = file->dev;
+    p->ino = file->ino;
+    p->size = file->size;
+    p->mtime_ns = file->mtime_ns;
+    p->ctime_ns = file->ctime_ns;
+    p->taken_ns = file->taken_ns;
+    memcpy(p->hash, file->hash, 16);
+  }
+  return T4A_OK;
+}
+
+void t4a_nvrtc_probes_free_(t4a_nvrtc_probes *m) {
+  for (size_t i = 0; i < m->num; i++) free(m->v[i].path);
+  free(m->v);
+  memset(m, 0, sizeof *m);
+}
+
+/* By path; for one path, the strictest kind first (2 "nothing at all" before 0 "nothing or a
+ * directory"; a file and nothing cannot both have been seen). */
+static int probe_cmp(const void *a, const void *b) {
+  const t4a_nvrtc_probe *x = a, *y = b;
+  int c = strcmp(x->path, y->path);
+  return c != 0 ? c : (y->file > x->file) - (y->file < x->file);
+}
+
+/* Blob: magic (8), count (8), digest (16), then per probe: path length (8), path, file (8), dev,
+ * ino, size, mtime, ctime, taken (8 each), hash (16). */
+#define PROBE_FIXED (8u + 8u + 6u * 8u + 16u)
+
+static void digest_of(const uint8_t *blob, size_t bytes, uint8_t out[16]);
+
+t4a_status t4a_nvrtc_manifest_encode_(t4a_nvrtc_probes *m, uint8_t **out, size_t *out_bytes) {
+  *out = NULL;
+  *out_bytes = 0;
+  if (m->num > 1) qsort(m->v, m->num, sizeof *m->v, probe_cmp);
+  /* One path probed twice (two includes of one name) has one result: keep the first. */
+  size_t k = 0;
+  for (size_t i = 0; i < m->num; i++) {
+    if (k > 0 && strcmp(m->v[k - 1].path, m->v[i].path) == 0) {
+      free(m->v[i].path);
+      continue;
+    }
+    m->v[k++] = m->v[i];
+  }
+  m->num = k;
+  size_t bytes = 32;
+  for (size_t i = 0; i < m->num; i++) bytes += PROBE_FIXED + strlen(m->v[i].path);
+  uint8_t *b = t4a_host_malloc(bytes);
+  if (b == NULL) return T4A_HOST_OUT_OF_MEMORY;
+  memcpy(b, MANIFEST_MAGIC, 8);
+  put64(b + 8, m->num);
+  uint8_t *d = b + 32;
+  for (size_t i = 0; i < m->num; i++) {
+    const t4a_nvrtc_probe *p = &m->v[i];
+    size_t pl = strlen(p->path);
+    put64(d, pl);
+    memcpy(d + 8, p->path, pl);
+    d += 8 + pl;
+    put64(d, (uint64_t)p->file);
+    put64(d + 8, p->dev);
+    put64(d + 16, p->ino);
+    put64(d + 24, p->size);
+    put64(d + 32, p->mtime_ns);
+    put64(d + 40, p->ctime_ns);
+    put64(d + 48, p->taken_ns);
+    memcpy(d + 56, p->hash, 16);
+    d += PROBE_FIXED - 8;
+  }
+  digest_of(b, bytes, b + 16);
+  *out = b;
+  *out_bytes = bytes;
+  return T4A_OK;
+}
+
+/* The digest: XXH3-128 over the count and each probe's path, kind and hash (not the metadata,
+ * so that a touch keeps it). The blob must be well formed (checked by the caller). */
+static void digest_of(const uint8_t *blob, size_t bytes, uint8_t out[16]) {
+  XXH3_state_t s;
+  XXH3_128bits_reset(&s);
+  XXH3_128bits_update(&s, blob + 8, 8);
+  size_t at = 32;
+  while (at < bytes) {
+    size_t pl = (size_t)get64(blob + at);
+    XXH3_128bits_update(&s, blob + at, 8 + pl);
+    const uint8_t *f = blob + at + 8 + pl;
+    XXH3_128bits_update(&s, f, 8);
+    XXH3_128bits_update(&s, f + 56, 16);
+    at += PROBE_FIXED + pl;
+  }
+  XXH128_canonical_t c;
+  XXH128_canonicalFromHash(&c, XXH3_128bits_digest(&s));
+  memcpy(out, c.digest, 16);
+}
+
+/* Whether the blob is well formed (bounds, count, magic). */
+static int well_formed(const uint8_t *b, size_t bytes) {
+  if (bytes < 32 || memcmp(b, MANIFEST_MAGIC, 8) != 0) return 0;
+  uint64_t num = get64(b + 8), seen = 0;
+  size_t at = 32;
+  while (at < bytes) {
+    if (bytes - at < 8) return 0;
+    uint64_t pl = get64(b + at);
+    if (pl == 0 || pl >= PATH_MAX || bytes - at < PROBE_FIXED + pl) return 0;
+    if (memchr(b + at + 8, '\0', (size_t)pl) != NULL) return 0;
+    if (get64(b + at + 8 + pl) > 2) return 0;
+    at += PROBE_FIXED + (size_t)pl;
+    seen++;
+  }
+  return seen == num;
+}
+
+/* XXH3-128 of the file at path, or -1. */
+static int hash_path(const char *path, uint8_t out[16], struct stat *st) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return -1;
+  if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
+    close(fd);
+    return -1;
+  }
+  XXH3_state_t s;
+  XXH3_128bits_reset(&s);
+  uint8_t buf[65536];
+  for (;;) {
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      close(fd);
+      return -1;
+    }
+    if (n == 0) break;
+    XXH3_128bits_update(&s, buf, (size_t)n);
+  }
+  close(fd);
+  XXH128_canonical_t c;
+  XXH128_canonicalFromHash(&c, XXH3_128bits_digest(&s));
+  memcpy(out, c.digest, 16);
+  return 0;
+}
+
+int t4a_nvrtc_manifest_validate_(uint8_t *blob, size_t bytes, uint8_t digest[16], int *refreshed) {
+  *refreshed = 0;
+  if (!well_formed(blob, bytes)) return 0;
+  size_t at = 32;
+  while (at < bytes) {
+    size_t pl = (size_t)get64(blob + at);
+    char path[PATH_MAX];
+    memcpy(path, blob + at + 8, pl);
+    path[pl] = '\0';
+    uint8_t *f = blob + at + 8 + pl;
+    at += PROBE_FIXED + pl;
+    struct stat st;
+    int rc = stat(path, &st);
+    uint64_t kind = get64(f);
+    if (kind != 1) { /* nothing opened here: still nothing (2: nothing at all, not even a folder) */
+      if (kind == 0 && rc == 0 && S_ISDIR(st.st_mode)) continue;
+      if (rc != 0 && (errno == ENOENT || errno == ENOTDIR || errno == ENAMETOOLONG)) continue;
+      return 0;
+    }
+    if (rc != 0 || !S_ISREG(st.st_mode)) return 0;
+    uint64_t ct = ts_ns(&st.st_ctim), taken = get64(f + 48);
+    if ((uint64_t)st.st_dev == get64(f + 8) && (uint64_t)st.st_ino == get64(f + 16) &&
+        (uint64_t)st.st_size == get64(f + 24) && ts_ns(&st.st_mtim) == get64(f + 32) &&
+        ct == get64(f + 40) && ct + RACY_NS < taken) {
+      continue;
+    }
+    /* Metadata changed (or racy): the content decides. */
+    uint64_t when = now_ns();
+    uint8_t h[16];
+    struct stat hs;
+    if (hash_path(path, h, &hs) != 0 || memcmp(h, f + 56, 16) != 0) return 0;
+    put64(f + 8, (uint64_t)hs.st_dev);
+    put64(f + 16, (uint64_t)hs.st_ino);
+    put64(f + 24, (uint64_t)hs.st_size);
+    put64(f + 32, ts_ns(&hs.st_mtim));
+    put64(f + 40, ts_ns(&hs.st_ctim));
+    put64(f + 48, when);
+    *refreshed = 1;
+  }
+  uint8_t d[16];
+  digest_of(blob, bytes, d);
+  if (memcmp(d, blob + 16, 16) != 0) return 0;
+  memcpy(digest, d, 16);
+  return 1;
+}
+
+size_t t4a_nvrtc_manifest_files_(const uint8_t *blob, size_t bytes) {
+  size_t files = 0, at = 32;
+  if (!well_formed(blob, bytes)) return 0;
+  while (at < bytes) {
+    size_t pl = (size_t)get64(blob + at);
+    files += get64(blob + at + 8 + pl) == 1;
+    at += PROBE_FIXED + pl;
+  }
+  return files;
+}
+
+/* ---- On disk: <dir>/<32 hex of the first-level key>.t4m -------------------------------------
+ * Header: magic (8), key (16), blob size (8), XXH3-64 of the blob (8), XXH3-64 of bytes 0-39 (8);
+ * then the blob. Not entries: the size bound does not count them (like the roots' memos). */
+
+static void manifest_path(const char *dir, const uint8_t key[16], char *out, size_t size) {
+  static const char hex[] = "0123456789abcdef";
+  char h[33];
+  for (int i = 0; i < 16; i++) {
+    h[2 * i] = hex[key[i] >> 4];
+    h[2 * i + 1] = hex[key[i] & 15];
+  }
+  h[32] = '\0';
+  snprintf(out, size, "%s/%s.t4m", dir, h);
+}
+
+uint8_t *t4a_nvrtc_manifest_load_(const char *dir, const uint8_t key[16], size_t *out_bytes) {
+  char path[PATH_MAX];
+  manifest_path(dir, key, path, sizeof path);
+  *out_bytes = 0;
+  int fd = -1;
+  if (!t4a_fault_sim(T4A_FAULT_FILE_OPEN)) fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+  if (fd < 0) return NULL;
+  struct stat st;
+  uint8_t *buf = NULL;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < (off_t)FILE_HEADER + 32 ||
+      (size_t)st.st_size > MAX_MANIFEST_BYTES + FILE_HEADER) {
+    close(fd);
+    return NULL;
+  }
+  size_t size = (size_t)st.st_size;
+  buf = t4a_host_malloc(size);
+  size_t got = 0;
+  while (buf != NULL && got < size) {
+    ssize_t n = t4a_fault_sim(T4A_FAULT_FILE_READ) ? -1 : read(fd, buf + got, size - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += (size_t)n;
+  }
+  close(fd);
+  if (buf == NULL || got != size || memcmp(buf, FILE_MAGIC, 8) != 0 ||
+      memcmp(buf + 8, key, 16) != 0 || get64(buf + 24) != size - FILE_HEADER ||
+      XXH3_64bits(buf, 40) != get64(buf + 40) ||
+      XXH3_64bits(buf + FILE_HEADER, size - FILE_HEADER) != get64(buf + 32)) {
+    free(buf);
+    return NULL;
+  }
+  memmove(buf, buf + FILE_HEADER, size - FILE_HEADER);
+  *out_bytes = size - FILE_HEADER;
+  return buf;
+}
+
+void t4a_nvrtc_manifest_store_(const char *dir, const uint8_t key[16], const uint8_t *blob,
+                               size_t bytes) {
+  static atomic_uint counter;
+  char path[PATH_MAX], tmp[PATH_MAX];
+  manifest_path(dir, key, path, sizeof path);
+  if (snprintf(tmp, sizeof tmp, "%s/.t4a-tmp-m-%d-%u", dir, (int)getpid(),
+               atomic_fetch_add(&counter, 1)) >= (int)sizeof tmp) {
+    return;
+  }
+  uint8_t *buf = t4a_host_malloc(FILE_HEADER + bytes);
+  if (buf == NULL) return;
+  memcpy(buf, FILE_MAGIC, 8);
+  memcpy(buf + 8, key, 16);
+  put64(buf + 24, bytes);
+  put64(buf + 32, XXH3_64bits(blob, bytes));
+  put64(buf + 40, XXH3_64bits(buf, 40));
+  memcpy(buf + FILE_HEADER, blob, bytes);
+  int fd = -1;
+  if (!t4a_fault_sim(T4A_FAULT_FILE_OPEN)) {
+    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  }
+  if (fd < 0) {
+    free(buf);
+    return;
+  }
+  size_t done = 0, total = FILE_HEADER + bytes;
+  int ok = 1;
+  while (done < total) {
+    ssize_t n = t4a_fault_sim(T4A_FAULT_FILE_WRITE) ? -1 : write(fd, buf + done, total - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ok = 0;
+      break;
+    }
+    done += (size_t)n;
+  }
+  free(buf);
+  if (close(fd) != 0) ok = 0;
+  if (ok && !t4a_fault_sim(T4A_FAULT_FILE_RENAME) && rename(tmp, path) == 0) return;
+  unlink(tmp);
+}
