@@ -231,18 +231,20 @@ const char *t4a_nvrtc_root_source_name(t4a_nvrtc_root_source source);
 /** A root's fingerprint and what it covers. */
 typedef struct t4a_nvrtc_root_info {
   uint8_t fingerprint[16];      /**< XXH3-128 of the tree's paths, kinds and file contents */
-  uint64_t files, directories;  /**< in the tree (symbolic links followed) */
+  uint64_t files;               /**< files in the tree (symbolic links followed) */
+  uint64_t directories;         /**< directories in the tree */
   uint64_t bytes;               /**< the files' total size */
   uint64_t files_hashed;        /**< files this call read (0 from a valid memo) */
   t4a_nvrtc_root_source source; /**< how it was obtained */
 } t4a_nvrtc_root_info;
 
 /** Fingerprints the directory tree at `root` (symbolic links followed), memoised for the
- * process and, with memo_dir (a cache directory; NULL: none), on disk. A cached compile that
- * misses takes this snapshot of each of its request's roots for its include check. Statuses: INVALID_ARGUMENT (NULL or empty root or out;
- * root missing or not a directory; a symbolic link loop, a dangling link, or an entry that is
- * not a regular file or directory under it: named), IO (a directory or file cannot be read:
- * path and errno), LIMIT_EXCEEDED (more than 2^20 entries, 64 levels), HOST_OUT_OF_MEMORY. */
+ * process and, with memo_dir (a cache directory; NULL: none), on disk. A cached compile
+ * that misses takes this snapshot of each of its request's roots for its include check.
+ * Statuses: INVALID_ARGUMENT (NULL or empty root or out; root missing or not a directory; a
+ * symbolic link loop, a dangling link, or an entry that is not a regular file or directory
+ * under it: named), IO (a directory or file cannot be read: path and errno), LIMIT_EXCEEDED
+ * (more than 2^20 entries, 64 levels), HOST_OUT_OF_MEMORY. */
 T4A_MUST_USE t4a_status t4a_nvrtc_root_fingerprint(const char *root, const char *memo_dir,
                                                    t4a_nvrtc_root_info *out);
 
@@ -250,8 +252,8 @@ T4A_MUST_USE t4a_status t4a_nvrtc_root_fingerprint(const char *root, const char 
 typedef struct t4a_nvrtc_toolkit {
   const char *roots[2];    /**< include, then include/cccl when present; point into this */
   size_t num_roots;        /**< 1 or 2 */
-  char include[4096];      /**< <toolkit>/include */
-  char cccl[4096];         /**< <toolkit>/include/cccl, or empty */
+  char include[4096];      /**< the toolkit's folder + "/include" */
+  char cccl[4096];         /**< the toolkit's folder + "/include/cccl", or empty */
   char from[32];           /**< "T4A_CUDA_PATH", "CUDA_PATH", "default", "beside libnvrtc" */
   char looked[1024];       /**< every folder tried, in order */
 } t4a_nvrtc_toolkit;
