@@ -13,6 +13,7 @@
 
 #include "t4a/fault.h"
 #include "t4a_ctx/status_internal.h"
+#include "t4a_nvrtc/nvrtc_internal.h"
 #include "t4a_nvrtc/jitlink_table.h"
 
 typedef struct jitlink_entry {
@@ -87,69 +88,14 @@ static void *open_candidates(const char *explicit_path, char *origin, size_t ori
   return NULL;
 }
 
-/* ---- Build identity (as nvrtc_loader.c: the GNU build-id of the loaded object) ------------ */
-
-typedef struct build_id_search {
-  ElfW(Addr) addr;
-  const char *name;
-  char *hex;
-  size_t hex_size;
-} build_id_search;
-
-static void hex_bytes(const unsigned char *p, size_t n, char *out, size_t out_size) {
-  static const char digits[] = "0123456789abcdef";
-  size_t o = 0;
-  for (size_t i = 0; i < n && o + 2 < out_size; i++) {
-    out[o++] = digits[p[i] >> 4];
-    out[o++] = digits[p[i] & 15];
-  }
-  if (out_size > 0) out[o < out_size ? o : out_size - 1] = '\0';
-}
-
-static int find_build_id(struct dl_phdr_info *info, size_t size, void *user) {
-  (void)size;
-  build_id_search *s = user;
-  if (info->dlpi_addr != s->addr || info->dlpi_name == NULL ||
-      strcmp(info->dlpi_name, s->name) != 0) {
-    return 0;
-  }
-  for (ElfW(Half) i = 0; i < info->dlpi_phnum; i++) {
-    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-    if (ph->p_type != PT_NOTE) continue;
-    const unsigned char *p = (const unsigned char *)(info->dlpi_addr + ph->p_vaddr);
-    size_t left = ph->p_memsz;
-    while (left >= sizeof(ElfW(Nhdr))) {
-      const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)(const void *)p;
-      size_t name_sz = (nh->n_namesz + 3u) & ~(size_t)3u;
-      size_t desc_sz = (nh->n_descsz + 3u) & ~(size_t)3u;
-      size_t total = sizeof *nh + name_sz + desc_sz;
-      if (total > left) break;
-      const unsigned char *name = p + sizeof *nh;
-      if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 && memcmp(name, "GNU", 4) == 0 &&
-          nh->n_descsz > 0) {
-        hex_bytes(name + name_sz, nh->n_descsz, s->hex, s->hex_size);
-        return 1;
-      }
-      p += total;
-      left -= total;
-    }
-  }
-  return 1;
-}
+/* ---- Build identity (the GNU build-id of the loaded object: t4a_nvrtc_loaded_object) ------- */
 
 static void compute_build_identity(t4a_jitlink_lib *lib) {
-  struct link_map *lm = NULL;
   char desc[PATH_MAX + 96];
-  if (dlinfo(lib->dl, RTLD_DI_LINKMAP, &lm) != 0 || lm == NULL) {
+  char resolved[PATH_MAX], hex[129];
+  if (!t4a_nvrtc_loaded_object(lib->dl, NULL, 0, resolved, sizeof resolved, hex, sizeof hex)) {
     snprintf(desc, sizeof desc, "unknown");
   } else {
-    char hex[129] = "";
-    build_id_search s = {lm->l_addr, lm->l_name, hex, sizeof hex};
-    dl_iterate_phdr(find_build_id, &s);
-    char resolved[PATH_MAX];
-    if (realpath(lm->l_name, resolved) == NULL) {
-      snprintf(resolved, sizeof resolved, "%s", lm->l_name);
-    }
     struct stat st;
     if (hex[0] != '\0') {
       snprintf(desc, sizeof desc, "build-id %s", hex);
