@@ -51,6 +51,8 @@ struct t4a_mem_pool {
   int reuse;
   block *spare; /* recycled block records (no malloc on the warm path) */
   uint32_t num_spare;
+  t4a_buffer *spare_buffers; /* recycled buffer records (linked through next_spare) */
+  uint32_t num_spare_buffers;
   _Atomic uint64_t granted; /* bit i: device ordinal i may access the pool (memoised) */
   /* Gauges: blocks held by live buffers (relaxed atomics; the peak is a CAS maximum). */
   _Atomic uint64_t in_use_bytes, in_use_blocks, peak_bytes;
@@ -70,7 +72,11 @@ struct t4a_buffer {
   t4a_counters *counters; /* the lane's (the owner keeps the lane alive) */
   const char *name;       /* owned by the owner */
   t4a_lane_mark_ alloc_mark; /* its allocation (or reuse) on the pool's stream */
+  struct t4a_buffer *next_spare; /* in the pool's spare_buffers while recycled */
 };
+
+/* Recycled records kept per pool, each list at most this long (the rest go back to the heap). */
+#define SPARE_RECORDS 256u
 
 static uint32_t size_class(size_t bytes, size_t *out_class_bytes) {
   if (bytes <= 2048) {
@@ -131,13 +137,42 @@ static block *record_get(t4a_mem_pool *p) {
 }
 
 static void record_put(t4a_mem_pool *p, block *b) {
-  if (p->num_spare < 256) {
+  if (p->num_spare < SPARE_RECORDS) {
     b->next_in_class = p->spare;
     p->spare = b;
     p->num_spare++;
   } else {
     free(b);
   }
+}
+
+/* Buffer records (lock held): a released buffer's record serves the next create, so a warm
+ * create + release allocates nothing (mem_test.c: test_warm_create_release_allocates_nothing).
+ * Every field is set by t4a_buffer_create. */
+static t4a_buffer *buffer_record_get(t4a_mem_pool *p) {
+  t4a_buffer *b = p->spare_buffers;
+  if (b != NULL) {
+    p->spare_buffers = b->next_spare;
+    p->num_spare_buffers--;
+  }
+  return b;
+}
+
+/* Lock held. Returns 0 when the list is full: the caller frees b. */
+static int buffer_record_put(t4a_mem_pool *p, t4a_buffer *b) {
+  if (p->num_spare_buffers >= SPARE_RECORDS) return 0;
+  b->next_spare = p->spare_buffers;
+  p->spare_buffers = b;
+  p->num_spare_buffers++;
+  return 1;
+}
+
+/* Without the lock: recycles b's record or frees it. */
+static void buffer_record_recycle(t4a_mem_pool *p, t4a_buffer *b) {
+  pthread_mutex_lock(&p->lock);
+  int kept = buffer_record_put(p, b);
+  pthread_mutex_unlock(&p->lock);
+  if (!kept) free(b);
 }
 
 static void free_one(t4a_mem_pool *p, block *blk);
@@ -349,6 +384,11 @@ void t4a_mem_pool_release(t4a_mem_pool *p) {
     block *next = p->spare->next_in_class;
     free(p->spare);
     p->spare = next;
+  }
+  while (p->spare_buffers != NULL) {
+    t4a_buffer *next = p->spare_buffers->next_spare;
+    free(p->spare_buffers);
+    p->spare_buffers = next;
   }
   pthread_mutex_destroy(&p->lock);
   t4a_lane_release(p->lane);
@@ -581,14 +621,19 @@ t4a_status t4a_buffer_create(t4a_mem_pool *p, size_t bytes, size_t alignment, ui
    * (no rounding waste when reuse is off or the block exceeds the cache's byte bound). */
   int cacheable = p->reuse && class_bytes <= p->max_bytes;
   size_t alloc_bytes = cacheable ? class_bytes : bytes + extra;
-  t4a_buffer *b = t4a_host_malloc(sizeof *b);
-  if (b == NULL) return T4A_HOST_OUT_OF_MEMORY;
-
   block *blk = NULL;
-  if (cacheable) {
-    pthread_mutex_lock(&p->lock);
-    blk = cache_take(p, cls);
-    pthread_mutex_unlock(&p->lock);
+  /* A recycled record and a cached block under one lock; cold, the record from the heap first. */
+  pthread_mutex_lock(&p->lock);
+  t4a_buffer *b = buffer_record_get(p);
+  if (b != NULL && cacheable) blk = cache_take(p, cls);
+  pthread_mutex_unlock(&p->lock);
+  if (b == NULL) {
+    if ((b = t4a_host_malloc(sizeof *b)) == NULL) return T4A_HOST_OUT_OF_MEMORY;
+    if (cacheable) {
+      pthread_mutex_lock(&p->lock);
+      blk = cache_take(p, cls);
+      pthread_mutex_unlock(&p->lock);
+    }
   }
   int need_scope = blk == NULL || (flags & T4A_BUFFER_ZERO) ||
                    (blk != NULL && (blk->num_marks != 0 || blk->marks_overflow));
@@ -870,7 +915,8 @@ void t4a_buffer_release(t4a_buffer *b) {
   t4a_mem_pool *p = b->pool;
   block *blk = b->blk;
   int quarantined = atomic_load_explicit(&b->quarantined, memory_order_relaxed);
-  free(b);
+  /* From here on only p and blk are used: b's record goes back to the pool (under the cache's
+   * lock below when the block is cached, else on its own) before p's reference is dropped. */
   if (blk->num_marks != 0 || blk->marks_overflow) {
     /* Its block carries the marks: the next reuse or free orders after them (no driver call
      * here, no host wait). */
@@ -882,6 +928,7 @@ void t4a_buffer_release(t4a_buffer *b) {
     /* Unknown state, a lost context or an abandoned pool: never free on a guess. */
     t4a_counter_add(p->counters, T4A_COUNTER_buffers_leaked, 1);
     free(blk);
+    buffer_record_recycle(p, b);
     t4a_mem_pool_release(p);
     return;
   }
@@ -897,9 +944,12 @@ void t4a_buffer_release(t4a_buffer *b) {
       over = cache_detach(p, 0);
       blk = NULL;
     }
+    int kept = buffer_record_put(p, b);
     pthread_mutex_unlock(&p->lock);
+    if (!kept) free(b);
   } else {
     closed = atomic_load_explicit(&p->closed, memory_order_relaxed);
+    buffer_record_recycle(p, b);
   }
   if (closed && !t4a_lane_is_capturing(p->lane)) {
     /* The owner is gone: nobody will drain this lane for us (t4a_facade_test.c:

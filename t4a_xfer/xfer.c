@@ -42,6 +42,8 @@ struct t4a_xfer_holds {
   pthread_mutex_t lock;
   uint64_t held_bytes;
   pin_hold *buckets[HOLD_BUCKETS];
+  pin_hold *spare; /* recycled records (linked through next), at most T4A_XFER_SPARE_RECORDS */
+  uint32_t num_spare;
 };
 
 static uint32_t hold_bucket(const t4a_pinned *pin) {
@@ -50,6 +52,11 @@ static uint32_t hold_bucket(const t4a_pinned *pin) {
 
 static void holds_unref(t4a_xfer_holds *h) {
   if (h != NULL && atomic_fetch_sub_explicit(&h->refs, 1, memory_order_acq_rel) == 1) {
+    while (h->spare != NULL) {
+      pin_hold *next = h->spare->next;
+      free(h->spare);
+      h->spare = next;
+    }
     pthread_mutex_destroy(&h->lock);
     free(h);
   }
@@ -69,9 +76,18 @@ static void pin_hold_release(void *object) {
   while (*at != r) at = &(*at)->next;
   *at = r->next;
   if (r->counted) h->held_bytes -= r->size;
+  t4a_pinned *pin = r->pinned;
+  /* The record serves the next direct transfer of any pinned object: a warm pinned upload with
+   * its retirement allocates nothing (xfer_test.c: test_warm_transfers_allocate_nothing). */
+  int kept = h->num_spare < T4A_XFER_SPARE_RECORDS;
+  if (kept) {
+    r->next = h->spare;
+    h->spare = r;
+    h->num_spare++;
+  }
   pthread_mutex_unlock(&h->lock);
-  t4a_pinned_release(r->pinned);
-  free(r);
+  t4a_pinned_release(pin);
+  if (!kept) free(r);
   holds_unref(h);
 }
 
@@ -91,7 +107,11 @@ static t4a_status hold_take(t4a_xfer_holds *h, t4a_pinned *pin, int count, uint6
     return T4A_OK; /* over the budget */
   }
   if (r == NULL) {
-    if ((r = t4a_host_calloc(1, sizeof *r)) == NULL) {
+    if ((r = h->spare) != NULL) {
+      h->spare = r->next;
+      h->num_spare--;
+      memset(r, 0, sizeof *r);
+    } else if ((r = t4a_host_calloc(1, sizeof *r)) == NULL) {
       pthread_mutex_unlock(&h->lock);
       return T4A_HOST_OUT_OF_MEMORY;
     }
@@ -340,6 +360,53 @@ t4a_status t4a_xfer_ring_acquire_(t4a_xfer *x, chunk **out) {
   }
 }
 
+/* ---- recycled pending handles ----
+ * A released handle's record serves the next download of the same t4a_xfer, so a warm download
+ * with its wait and release allocates nothing (xfer_test.c: test_warm_transfers_allocate_nothing).
+ * The list is bounded (T4A_XFER_SPARE_RECORDS) and freed with the t4a_xfer. */
+
+/* x->lock held. A recycled handle, as fresh as calloc's (PENDING, no event), or NULL. */
+static t4a_xfer_pending *pending_take(t4a_xfer *x) {
+  t4a_xfer_pending *p = x->spare_pending;
+  if (p == NULL) return NULL;
+  x->spare_pending = p->next_spare;
+  x->num_spare_pending--;
+  p->x = NULL;
+  p->event = NULL;
+  p->state = PENDING;
+  p->failure.status = T4A_OK;
+  p->seq = 0;
+  p->bytes = 0;
+  p->delivering = 0;
+  p->next_spare = NULL;
+  return p;
+}
+
+/* x->lock held. Keeps p for reuse (no chunk names it any more); 0 when full: the caller frees it. */
+static int pending_put(t4a_xfer *x, t4a_xfer_pending *p) {
+  if (x->num_spare_pending >= T4A_XFER_SPARE_RECORDS) return 0;
+  p->next_spare = x->spare_pending;
+  x->spare_pending = p;
+  x->num_spare_pending++;
+  return 1;
+}
+
+/* A handle for a new download: recycled, else from the heap (HOST_OUT_OF_MEMORY, NULL). */
+static t4a_xfer_pending *pending_new(t4a_xfer *x) {
+  pthread_mutex_lock(&x->lock);
+  t4a_xfer_pending *p = pending_take(x);
+  pthread_mutex_unlock(&x->lock);
+  return p != NULL ? p : t4a_host_calloc(1, sizeof *p);
+}
+
+/* A handle never returned to the caller (its download failed): no chunk names it. */
+static void pending_discard(t4a_xfer *x, t4a_xfer_pending *p) {
+  pthread_mutex_lock(&x->lock);
+  int kept = pending_put(x, p);
+  pthread_mutex_unlock(&x->lock);
+  if (!kept) free(p);
+}
+
 /* ---- creation and teardown ---- */
 
 static void xfer_teardown(t4a_xfer *x) {
@@ -386,6 +453,11 @@ static void xfer_teardown(t4a_xfer *x) {
   pthread_mutex_destroy(&x->lock);
   holds_unref(x->holds);
   t4a_lane_release(x->lane);
+  while (x->spare_pending != NULL) {
+    t4a_xfer_pending *next = x->spare_pending->next_spare;
+    free(x->spare_pending);
+    x->spare_pending = next;
+  }
   free(x->chunks);
   free(x);
   t4a_error_restore(&saved);
@@ -746,22 +818,22 @@ t4a_status t4a_xfer_download(t4a_xfer *x, t4a_buffer *src, size_t offset, void *
   t4a_status st = check_common(x, dst);
   if (st == T4A_OK) st = t4a_xfer_check_buffer_(x, src, offset, bytes);
   if (st != T4A_OK) return st;
-  t4a_xfer_pending *p = t4a_host_calloc(1, sizeof *p);
+  t4a_xfer_pending *p = pending_new(x);
   if (p == NULL) return T4A_HOST_OUT_OF_MEMORY;
   t4a_admission adm;
   if ((st = t4a_admission_begin(x->retire, 1, &adm)) != T4A_OK) {
-    free(p);
+    pending_discard(x, p);
     return st;
   }
   if ((st = t4a_buffer_use_on_(src, x->lane)) != T4A_OK) {
-    free(p);
+    pending_discard(x, p);
     return t4a_admission_abort(&adm, st);
   }
   int enqueued = 0;
   st = stage_chunks(x, (CUdeviceptr)t4a_buffer_devptr(src) + offset, NULL, dst, bytes, p,
                     &enqueued);
   if (st != T4A_OK) {
-    free(p);
+    pending_discard(x, p);
     if (!enqueued) return t4a_admission_abort(&adm, st);
     t4a_keepalive k = t4a_xfer_buffer_ref_(src);
     return t4a_admission_fail(&adm, st, &k, 1);
@@ -785,21 +857,14 @@ t4a_status t4a_xfer_download_pinned(t4a_xfer *x, t4a_buffer *src, size_t offset,
   if (st != T4A_OK) return st;
   pin_hold *hold; /* downloads do not count against the budget: never NULL here */
   if ((st = hold_take(x->holds, dst, 0, 0, &hold)) != T4A_OK) return st;
-  t4a_xfer_pending *p = t4a_host_calloc(1, sizeof *p);
-  if (p == NULL) {
-    pin_hold_release(hold);
-    return T4A_HOST_OUT_OF_MEMORY;
-  }
   t4a_admission adm;
   if ((st = t4a_admission_begin(x->retire, 2, &adm)) != T4A_OK) {
     pin_hold_release(hold);
-    free(p);
     return st;
   }
   if (t4a_lane_is_capturing(x->lane)) {
     /* Its completion event would be recorded into the graph, never observable from here. */
     pin_hold_release(hold);
-    free(p);
     return t4a_admission_abort(
         &adm, t4a_error_set_(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
                              "the lane's stream is capturing a graph: a download's completion "
@@ -807,17 +872,27 @@ t4a_status t4a_xfer_download_pinned(t4a_xfer *x, t4a_buffer *src, size_t offset,
   }
   if ((st = t4a_buffer_use_on_(src, x->lane)) != T4A_OK) {
     pin_hold_release(hold);
-    free(p);
     return t4a_admission_abort(&adm, st);
   }
   CUstream stream = t4a_lane_stream(x->lane);
   pthread_mutex_lock(&x->lock);
-  CUevent ev = spare_take(x); /* a warm download creates no event */
+  CUevent ev = spare_take(x);            /* a warm download creates no event */
+  t4a_xfer_pending *p = pending_take(x); /* and allocates no handle */
   pthread_mutex_unlock(&x->lock);
-  if (ev == NULL) st = T4A_CU(x->driver, cuEventCreate, &ev, CU_EVENT_DISABLE_TIMING);
+  if (p == NULL && (p = t4a_host_calloc(1, sizeof *p)) == NULL) {
+    st = T4A_HOST_OUT_OF_MEMORY;
+  } else if (ev == NULL) {
+    st = T4A_CU(x->driver, cuEventCreate, &ev, CU_EVENT_DISABLE_TIMING);
+  }
   if (st != T4A_OK) {
+    if (ev != NULL) { /* a spare never recorded here: kept (or destroyed if the spares filled) */
+      pthread_mutex_lock(&x->lock);
+      int kept = spare_put(x, ev);
+      pthread_mutex_unlock(&x->lock);
+      if (!kept) event_drop(x, ev);
+    }
     pin_hold_release(hold);
-    free(p);
+    if (p != NULL) pending_discard(x, p);
     return t4a_admission_abort(&adm, st);
   }
   st = T4A_CU(x->driver, cuMemcpyDtoHAsync, (unsigned char *)t4a_pinned_host(dst) + dst_offset,
@@ -825,7 +900,7 @@ t4a_status t4a_xfer_download_pinned(t4a_xfer *x, t4a_buffer *src, size_t offset,
   if (st == T4A_OK) st = T4A_CU(x->driver, cuEventRecord, ev, stream);
   if (st != T4A_OK) {
     event_drop(x, ev); /* its record, if enqueued, is of unknown state: not kept for reuse */
-    free(p);
+    pending_discard(x, p);
     t4a_keepalive k[2] = {t4a_xfer_buffer_ref_(src), hold_keepalive(hold)};
     return t4a_admission_fail(&adm, st, k, 2);
   }
@@ -951,8 +1026,7 @@ static t4a_status pending_observe(t4a_xfer_pending *p, int wait) {
 t4a_status t4a_xfer_pending_poll(t4a_xfer_pending *p) { return pending_observe(p, 0); }
 t4a_status t4a_xfer_pending_wait(t4a_xfer_pending *p) { return pending_observe(p, 1); }
 
-/* The handle itself comes from calloc (per download; a free list would save one small malloc,
- * not a driver call). Its event is kept for the next pinned download when there is room. */
+/* The handle goes back to x's spare handles, its event to the spare events, when there is room. */
 void t4a_xfer_pending_release(t4a_xfer_pending *p) {
   if (p == NULL) return;
   t4a_error saved;
@@ -973,6 +1047,8 @@ void t4a_xfer_pending_release(t4a_xfer_pending *p) {
   CUevent ev = p->event;
   /* A failed handle's event answered an error: not reused. */
   if (ev != NULL && p->state != FAILED && spare_put(x, ev)) ev = NULL;
+  /* No chunk names p any more, and nobody is delivering into it: its record can serve again. */
+  if (pending_put(x, p)) p = NULL;
   pthread_mutex_unlock(&x->lock);
   if (ev != NULL) {
     t4a_ctx_scope scope;

@@ -73,6 +73,9 @@ uint64_t t4a_xfer_copier_parallel_copies_(t4a_xfer_copier *copier);
 
 /* The spare events of pinned downloads kept for reuse (created in the lane's context). */
 #define T4A_XFER_SPARE_EVENTS 4
+/* Recycled host records kept for reuse, per list: pending handles (per t4a_xfer) and pinned-hold
+ * records (per t4a_xfer_holds). Beyond it a released record goes back to the heap. */
+#define T4A_XFER_SPARE_RECORDS 64u
 
 /* The budget of callers' pinned memory held by direct uploads (see xfer.c). Refcounted and
  * shared with the keepalives handed to t4a_retire, which may release them after the t4a_xfer is
@@ -97,6 +100,8 @@ struct t4a_xfer {
   uint32_t num_reclaimable; /* QUARANTINED chunks with a reclaim_seq */
   uint32_t num_spare_events;
   CUevent spare_events[T4A_XFER_SPARE_EVENTS];
+  t4a_xfer_pending *spare_pending; /* released handles (linked through next_spare) */
+  uint32_t num_spare_pending;       /* at most T4A_XFER_SPARE_RECORDS */
   uint64_t chunks_reclaimed; /* for t4a_xfer_stats */
   uint64_t pinned_fallbacks; /* for t4a_xfer_stats */
   /* Immutable after create: */
@@ -116,6 +121,7 @@ struct t4a_xfer_pending {
   size_t bytes;   /* counted in bytes_downloaded when delivered */
   uint32_t delivering; /* chunks of this handle in DELIVERING: no terminal answer and no release
                           while nonzero (the destination is being written) */
+  struct t4a_xfer_pending *next_spare; /* in x->spare_pending while recycled */
 };
 
 
