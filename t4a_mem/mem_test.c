@@ -509,6 +509,48 @@ static void test_owned_registration(void **state) {
   free(mem);
 }
 
+/* Issue 25 item 2: a warm buffer create + release makes no heap allocation — the buffer's record
+ * and its block's record come back from the pool's spare lists — with the reuse cache on (the
+ * block cached: no driver call either) and off (the block freed and allocated again in stream
+ * order). Each list is bounded (256 records per pool, mem.c's SPARE_RECORDS): with 300 buffers
+ * alive at once, their release keeps 256 of each, so the next 300 creates allocate exactly 44
+ * buffer records (and, with the cache off, 44 block records). The pool's release frees the
+ * spares (the teardown and LeakSanitizer see nothing left). */
+#define SPARE_RECORDS 256
+static void test_warm_create_release_allocates_nothing(void **state) {
+  fixture *f = *state;
+  enum { LIVE = 300 };
+  static t4a_buffer *live[LIVE];
+  for (int reuse = 0; reuse < 2; reuse++) {
+    t4a_mem_pool_options o = T4A_MEM_POOL_OPTIONS_INIT;
+    o.reuse_disabled = !reuse;
+    t4a_mem_pool *p = NULL;
+    assert_int_equal(t4a_mem_pool_create(f->lane, &o, &p), T4A_OK);
+    t4a_buffer *b = NULL;
+    assert_int_equal(t4a_buffer_create(p, 4096, 0, 0, &b), T4A_OK); /* cold */
+    t4a_buffer_release(b);
+    uint64_t allocs = calls(f, "cuMemAllocFromPoolAsync");
+    uint64_t heap0 = t4a_heap_allocations();
+    for (int i = 0; i < 100; i++) {
+      assert_int_equal(t4a_buffer_create(p, 4096, 0, 0, &b), T4A_OK);
+      assert_int_equal(t4a_buffer_size(b), 4096);
+      t4a_buffer_release(b);
+    }
+    assert_int_equal(t4a_heap_allocations() - heap0, 0);
+    assert_int_equal(calls(f, "cuMemAllocFromPoolAsync") - allocs, reuse ? 0 : 100);
+    for (int round = 0; round < 2; round++) {
+      heap0 = t4a_heap_allocations();
+      for (int i = 0; i < LIVE; i++) {
+        assert_int_equal(t4a_buffer_create(p, 4096, 0, 0, &live[i]), T4A_OK);
+      }
+      uint64_t made = t4a_heap_allocations() - heap0;
+      for (int i = 0; i < LIVE; i++) t4a_buffer_release(live[i]);
+      if (round == 1) assert_int_equal(made, (uint64_t)(LIVE - SPARE_RECORDS) * (reuse ? 1 : 2));
+    }
+    t4a_mem_pool_release(p);
+  }
+}
+
 /* ---- failure sweep over every public operation ---- */
 
 /* A fresh range per sweep step: a step whose unregistration failed leaves its range registered
@@ -592,6 +634,8 @@ static void test_failure_sweep(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_pool_threshold, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_warm_create_release_allocates_nothing, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(test_release_is_stream_ordered, setup, teardown),
       cmocka_unit_test_setup_teardown(test_reuse_cache_and_foreign_thread_release, setup,
                                       teardown),

@@ -1109,6 +1109,168 @@ static void test_pinned_upload_budget(void **state) {
 }
 
 
+/* ---- warm transfers allocate nothing ---- */
+
+/* One warm round of every transfer with its wait: a pageable upload and a pinned upload, each
+ * followed by t4a_retire_wait (their keepalives retire: the pinned hold record goes back), a
+ * pageable download and a pinned download each waited and released, and a buffer created and
+ * released; the bytes checked at every step. */
+static void warm_round(fixture *f, t4a_buffer *b, t4a_pinned *pin, unsigned char *src,
+                       unsigned char *dst, unsigned char *want, size_t n, unsigned seed) {
+  fill(src, n, seed);
+  CK(t4a_xfer_upload(f->xfer, b, 0, src, n));
+  CK(t4a_retire_wait(f->retire));
+  memset(dst, 0, n);
+  t4a_xfer_pending *p = NULL;
+  CK(t4a_xfer_download(f->xfer, b, 0, dst, n, &p));
+  CK(t4a_xfer_pending_wait(p));
+  t4a_xfer_pending_release(p);
+  assert_memory_equal(dst, src, n);
+  fill(t4a_pinned_host(pin), n, seed + 1);
+  memcpy(want, t4a_pinned_host(pin), n);
+  CK(t4a_xfer_upload_pinned(f->xfer, b, 0, pin, 0, n));
+  CK(t4a_retire_wait(f->retire));
+  memset(t4a_pinned_host(pin), 0, n);
+  CK(t4a_xfer_download_pinned(f->xfer, b, 0, pin, 0, n, &p));
+  CK(t4a_xfer_pending_wait(p));
+  t4a_xfer_pending_release(p);
+  assert_memory_equal(t4a_pinned_host(pin), want, n);
+  t4a_buffer *t = buffer(f, n);
+  t4a_buffer_release(t);
+}
+
+/* Issue 25 item 2: once warm (one round), transfers with their waits, pending handles and buffer
+ * create/release make no heap allocation at all: their records come back from the t4a_xfer's,
+ * the holds table's and the pool's spare lists. One chunk and a transfer wrapping the ring. */
+static void test_warm_transfers_allocate_nothing(void **state) {
+  fixture *f = *state;
+  const size_t sizes[] = {3000, 3 * CHUNK + 5};
+  for (size_t k = 0; k < 2; k++) {
+    size_t n = sizes[k];
+    unsigned char *src = malloc(n), *dst = malloc(n), *want = malloc(n);
+    t4a_buffer *b = buffer(f, n);
+    t4a_pinned *pin = NULL;
+    CK(t4a_pinned_create(t4a_lane_holder(f->lane), n, 0, &pin));
+    warm_round(f, b, pin, src, dst, want, n, 1); /* cold: the records are made here */
+    t4a_counter_values v0 = counters(f);
+    uint64_t heap0 = t4a_heap_allocations();
+    for (unsigned i = 0; i < 20; i++) warm_round(f, b, pin, src, dst, want, n, 2 + i);
+    uint64_t heap1 = t4a_heap_allocations();
+    t4a_counter_values v1 = counters(f);
+    if (heap1 != heap0) {
+      fail_msg("%zu bytes: %llu heap allocations in 20 warm rounds", n,
+               (unsigned long long)(heap1 - heap0));
+    }
+    /* The rounds did their work: 4 transfers of n bytes each (2 up, 2 down) per round. */
+    assert_int_equal(v1.bytes_uploaded - v0.bytes_uploaded, 20 * 2 * n);
+    assert_int_equal(v1.bytes_downloaded - v0.bytes_downloaded, 20 * 2 * n);
+    t4a_pinned_release(pin);
+    t4a_buffer_release(b);
+    free(src);
+    free(dst);
+    free(want);
+  }
+}
+
+/* The spare handles are bounded (T4A_XFER_SPARE_RECORDS in xfer_internal.h: 64 per t4a_xfer):
+ * with 100 handles alive at once, their release keeps 64 and frees 36, so the next 100
+ * downloads allocate exactly 36 handles (the rounds before warm everything else). Teardown
+ * frees the spares (the strict teardown and LeakSanitizer see nothing left). */
+#define SPARE_HANDLES 64
+static void test_spare_handles_are_bounded(void **state) {
+  fixture *f = *state;
+  enum { M = 100, N = 512 };
+  t4a_pinned *pin = NULL;
+  CK(t4a_pinned_create(t4a_lane_holder(f->lane), N, 0, &pin));
+  t4a_buffer *b = buffer(f, N);
+  static unsigned char host[M][N];
+  t4a_xfer_pending *ps[M];
+  for (int round = 0; round < 3; round++) {
+    uint64_t heap0 = t4a_heap_allocations();
+    for (int i = 0; i < M; i++) {
+      int pinned = i % 2;
+      if (pinned) {
+        CK(t4a_xfer_download_pinned(f->xfer, b, 0, pin, 0, N, &ps[i]));
+      } else {
+        CK(t4a_xfer_download(f->xfer, b, 0, host[i], N, &ps[i]));
+      }
+    }
+    uint64_t heap1 = t4a_heap_allocations();
+    for (int i = 0; i < M; i++) CK(t4a_xfer_pending_wait(ps[i]));
+    for (int i = 0; i < M; i++) t4a_xfer_pending_release(ps[i]);
+    CK(t4a_retire_wait(f->retire));
+    if (round == 0) assert_true(heap1 - heap0 >= M); /* cold: every handle from the heap */
+    if (round == 2) assert_int_equal(heap1 - heap0, M - SPARE_HANDLES);
+  }
+  t4a_buffer_release(b);
+  t4a_pinned_release(pin);
+}
+
+/* Recycled records shared by threads: four threads download (pageable and pinned, each waited
+ * and released) from one buffer through the fixture's t4a_xfer and create and release buffers
+ * in its pool, each checking its bytes; run under ThreadSanitizer by the tsan lane. */
+typedef struct recycle_arg {
+  fixture *f;
+  t4a_buffer *b;
+  const unsigned char *want;
+  size_t n;
+  t4a_pinned *pin;
+  int failures;
+} recycle_arg;
+
+static void *recycle_thread(void *user) {
+  recycle_arg *a = user;
+  unsigned char *dst = malloc(a->n);
+  for (int i = 0; i < 200; i++) {
+    t4a_xfer_pending *p = NULL;
+    memset(dst, 0, a->n);
+    if (t4a_xfer_download(a->f->xfer, a->b, 0, dst, a->n, &p) != T4A_OK ||
+        t4a_xfer_pending_wait(p) != T4A_OK || memcmp(dst, a->want, a->n) != 0) {
+      a->failures++;
+    }
+    t4a_xfer_pending_release(p);
+    p = NULL;
+    memset(t4a_pinned_host(a->pin), 0, a->n);
+    if (t4a_xfer_download_pinned(a->f->xfer, a->b, 0, a->pin, 0, a->n, &p) != T4A_OK ||
+        t4a_xfer_pending_wait(p) != T4A_OK ||
+        memcmp(t4a_pinned_host(a->pin), a->want, a->n) != 0) {
+      a->failures++;
+    }
+    t4a_xfer_pending_release(p);
+    t4a_buffer *t = NULL;
+    if (t4a_buffer_create(a->f->pool, 256 + (size_t)i, 0, 0, &t) != T4A_OK) a->failures++;
+    t4a_buffer_release(t);
+  }
+  free(dst);
+  return NULL;
+}
+
+static void test_recycled_records_across_threads(void **state) {
+  fixture *f = *state;
+  enum { T = 4 };
+  const size_t n = CHUNK + 99;
+  unsigned char *want = malloc(n);
+  fill(want, n, 77);
+  t4a_buffer *b = buffer(f, n);
+  CK(t4a_xfer_upload(f->xfer, b, 0, want, n));
+  recycle_arg args[T];
+  pthread_t th[T];
+  for (int i = 0; i < T; i++) {
+    args[i] = (recycle_arg){f, b, want, n, NULL, 0};
+    CK(t4a_pinned_create(t4a_lane_holder(f->lane), n, 0, &args[i].pin));
+  }
+  for (int i = 0; i < T; i++) assert_int_equal(pthread_create(&th[i], NULL, recycle_thread, &args[i]), 0);
+  for (int i = 0; i < T; i++) pthread_join(th[i], NULL);
+  for (int i = 0; i < T; i++) {
+    assert_int_equal(args[i].failures, 0);
+    t4a_pinned_release(args[i].pin);
+  }
+  assert_int_equal(counters(f).bytes_downloaded, (uint64_t)T * 200 * 2 * n);
+  CK(t4a_retire_wait(f->retire));
+  t4a_buffer_release(b);
+  free(want);
+}
+
 /* ---- failure sweeps ---- */
 
 static t4a_status op_all(void *user) {
@@ -1356,6 +1518,9 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_poll_not_blocked_by_a_staging_wait, setup, teardown),
       cmocka_unit_test_setup_teardown(test_poll_not_blocked_by_an_upload, setup, teardown),
       cmocka_unit_test_setup_teardown(test_pinned_upload_budget, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_warm_transfers_allocate_nothing, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_spare_handles_are_bounded, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_recycled_records_across_threads, setup, teardown),
       cmocka_unit_test_setup_teardown(test_failure_sweep, setup_leaky, teardown_counted),
       cmocka_unit_test_setup_teardown(test_reclaim_sweep, setup_leaky, teardown_counted),
   };
