@@ -1,8 +1,9 @@
 /* The runtime's events, fills, host functions and memory gauges (t4a/t4a.h, issue 22) on the fake
  * driver: a fill then a timed host function between two events of the runtime, a stream of
  * another runtime refused, the gauges (device free/total, in use, cached, reserved, peak and its
- * reset, blocks) following buffers through the reuse cache, the stats JSON's memory object, and
- * a failure sweep of the gauges and the facade calls with exact accounting. */
+ * reset, blocks) following buffers through the reuse cache, the stats JSON's memory object, warm
+ * transfers and buffers with no heap allocation, and a failure sweep of the gauges and the facade
+ * calls with exact accounting. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -228,6 +229,52 @@ static t4a_status op_everyday(void *user) {
   return st;
 }
 
+/* Issue 25 item 2 through the facade, as bench/t4a_bench.c's rows run them: once warm, a pinned
+ * or pageable upload with t4a_runtime_sync, a pinned download and a pageable one with their
+ * waits and releases (t4a_xfer_pending_*, and t4a_runtime_download), and t4a_runtime_buffer +
+ * release make no heap allocation (t4a_heap_allocations); the bytes are checked each time. */
+static void test_warm_transfers_allocate_nothing(void **state) {
+  fixture *f = *state;
+  t4a_runtime *rt = open_rt(f, 0);
+  enum { N = 4096 };
+  static unsigned char src[N], dst[N];
+  t4a_buffer *b = NULL;
+  CK(t4a_runtime_buffer(rt, N, &b));
+  t4a_pinned *pin = NULL;
+  CK(t4a_pinned_create(t4a_lane_holder(t4a_runtime_lane(rt)), N, 0, &pin));
+  t4a_xfer *x = t4a_runtime_xfer(rt);
+  uint64_t heap0 = 0;
+  for (int i = 0; i < 21; i++) {
+    if (i == 1) heap0 = t4a_heap_allocations(); /* round 0 is cold */
+    for (size_t k = 0; k < N; k++) src[k] = (unsigned char)(k * 7 + (size_t)i);
+    CK(t4a_runtime_upload(rt, b, 0, src, N));
+    CK(t4a_runtime_sync(rt));
+    memset(dst, 0, N);
+    CK(t4a_runtime_download(rt, b, 0, dst, N));
+    assert_memory_equal(dst, src, N);
+    memset(t4a_pinned_host(pin), 0, N);
+    t4a_xfer_pending *p = NULL;
+    CK(t4a_xfer_download_pinned(x, b, 0, pin, 0, N, &p));
+    CK(t4a_xfer_pending_wait(p));
+    t4a_xfer_pending_release(p);
+    assert_memory_equal(t4a_pinned_host(pin), src, N);
+    CK(t4a_xfer_upload_pinned(x, b, 0, pin, 0, N));
+    CK(t4a_runtime_sync(rt));
+    CK(t4a_xfer_download(x, b, 0, dst, N, &p));
+    CK(t4a_xfer_pending_wait(p));
+    t4a_xfer_pending_release(p);
+    assert_memory_equal(dst, src, N);
+    t4a_buffer *t = NULL;
+    CK(t4a_runtime_buffer(rt, 1 << 20, &t));
+    t4a_buffer_release(t);
+  }
+  uint64_t heap = t4a_heap_allocations() - heap0;
+  if (heap != 0) fail_msg("%llu heap allocations in 20 warm rounds", (unsigned long long)heap);
+  t4a_pinned_release(pin);
+  t4a_buffer_release(b);
+  CK(t4a_runtime_close(rt));
+}
+
 /* A buffer quarantined by a fill that may have run keeps its pool, lane and context alive, so
  * streams, pools and retains are left out (t4a_facade_test's open/close sweep counts those);
  * memory and events must match what t4a counted. */
@@ -274,6 +321,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_fill_host_func_and_events, setup, teardown),
       cmocka_unit_test_setup_teardown(test_gauges_follow_buffers, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_warm_transfers_allocate_nothing, setup, teardown),
       cmocka_unit_test_setup_teardown(test_failure_sweep, setup_leaky, teardown_counted),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
