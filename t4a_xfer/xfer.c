@@ -879,13 +879,14 @@ t4a_status t4a_xfer_download_pinned(t4a_xfer *x, t4a_buffer *src, size_t offset,
   CUevent ev = spare_take(x);            /* a warm download creates no event */
   t4a_xfer_pending *p = pending_take(x); /* and allocates no handle */
   pthread_mutex_unlock(&x->lock);
+  CUevent spare = ev;
   if (p == NULL && (p = t4a_host_calloc(1, sizeof *p)) == NULL) {
     st = T4A_HOST_OUT_OF_MEMORY;
   } else if (ev == NULL) {
     st = T4A_CU(x->driver, cuEventCreate, &ev, CU_EVENT_DISABLE_TIMING);
   }
   if (st != T4A_OK) {
-    if (ev != NULL) { /* a spare never recorded here: kept (or destroyed if the spares filled) */
+    if ((ev = spare) != NULL) { /* not recorded here: kept (destroyed if the spares filled) */
       pthread_mutex_lock(&x->lock);
       int kept = spare_put(x, ev);
       pthread_mutex_unlock(&x->lock);
