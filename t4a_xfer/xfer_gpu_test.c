@@ -1,7 +1,8 @@
 /* t4a_xfer on a real GPU (label: gpu, single). Exits 77 without a driver.
  * A 256 MiB pageable round trip through the default staging ring (16 MiB x 2), byte-exact, with
  * the source overwritten as soon as the upload returns; a pinned round trip; the counters; and
- * a matrix of sizes and odd offsets, pageable and pinned both ways.
+ * a matrix of sizes and odd offsets, pageable and pinned both ways; warm 4 KiB and 1 MiB
+ * transfers both ways and buffer create/release with no heap allocation (t4a_heap_allocations).
  * The wall-clock rate is printed for information only: this is a test, not a benchmark. */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
@@ -16,6 +17,7 @@
 #include <cmocka.h>
 
 #include "t4a/ctx.h"
+#include "t4a/fault.h"
 #include "t4a/mem.h"
 #include "t4a/retire.h"
 #include "t4a/xfer.h"
@@ -183,8 +185,74 @@ static void test_size_matrix(void **state) {
   t4a_lane_release(lane);
 }
 
+/* Issue 25 item 2 on the device: once warm, each transfer with its wait (pageable and pinned,
+ * both ways, 4 KiB and 1 MiB) and a 1 MiB buffer create + release make no heap allocation; the
+ * bytes are checked every round. Prints the allocations counted (0). */
+static void test_warm_transfers_allocate_nothing(void **state) {
+  (void)state;
+  t4a_lane *lane = NULL;
+  t4a_mem_pool *pool = NULL;
+  t4a_retire *retire = NULL;
+  t4a_xfer *x = NULL;
+  CK(t4a_lane_create(g_drv, 0, NULL, &lane));
+  CK(t4a_mem_pool_create(lane, NULL, &pool));
+  CK(t4a_retire_create(lane, NULL, &retire));
+  CK(t4a_xfer_create(retire, NULL, &x));
+  const size_t max = (size_t)1 << 20;
+  uint8_t *src = malloc(max), *back = malloc(max);
+  assert_non_null(src);
+  assert_non_null(back);
+  t4a_buffer *buf = NULL;
+  CK(t4a_buffer_create(pool, max, 0, 0, &buf));
+  t4a_pinned *pin = NULL;
+  CK(t4a_pinned_create(t4a_lane_holder(lane), max, 0, &pin));
+  const size_t sizes[] = {4096, max};
+  uint64_t heap0 = 0;
+  for (int round = 0; round < 11; round++) {
+    if (round == 1) heap0 = t4a_heap_allocations(); /* round 0 is cold */
+    for (size_t k = 0; k < 2; k++) {
+      size_t n = sizes[k];
+      fill(src, n, (uint32_t)(round * 2 + (int)k));
+      CK(t4a_xfer_upload(x, buf, 0, src, n));
+      CK(t4a_retire_wait(retire));
+      t4a_xfer_pending *pd = NULL;
+      memset(t4a_pinned_host(pin), 0, n);
+      CK(t4a_xfer_download_pinned(x, buf, 0, pin, 0, n, &pd));
+      CK(t4a_xfer_pending_wait(pd));
+      t4a_xfer_pending_release(pd);
+      assert_memory_equal(t4a_pinned_host(pin), src, n);
+      fill(t4a_pinned_host(pin), n, (uint32_t)(100 + round));
+      memcpy(src, t4a_pinned_host(pin), n);
+      CK(t4a_xfer_upload_pinned(x, buf, 0, pin, 0, n));
+      CK(t4a_retire_wait(retire));
+      memset(back, 0, n);
+      CK(t4a_xfer_download(x, buf, 0, back, n, &pd));
+      CK(t4a_xfer_pending_wait(pd));
+      t4a_xfer_pending_release(pd);
+      assert_memory_equal(back, src, n);
+      t4a_buffer *t = NULL;
+      CK(t4a_buffer_create(pool, max, 0, 0, &t));
+      t4a_buffer_release(t);
+    }
+  }
+  uint64_t heap = t4a_heap_allocations() - heap0;
+  printf("# warm transfers: %llu heap allocations over 10 rounds of 4 transfers x 2 sizes and 2 "
+         "buffer create/release\n",
+         (unsigned long long)heap);
+  assert_int_equal(heap, 0);
+  t4a_pinned_release(pin);
+  t4a_buffer_release(buf);
+  free(src);
+  free(back);
+  t4a_xfer_destroy(x);
+  CK(t4a_retire_destroy(retire));
+  t4a_mem_pool_release(pool);
+  t4a_lane_release(lane);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_round_trips),
-                                     cmocka_unit_test(test_size_matrix)};
+                                     cmocka_unit_test(test_size_matrix),
+                                     cmocka_unit_test(test_warm_transfers_allocate_nothing)};
   return t4a_gpu_test_main("xfer_gpu_test", tests, sizeof tests / sizeof tests[0], 1, &g_drv);
 }
