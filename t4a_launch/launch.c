@@ -8,6 +8,7 @@
 #include "t4a_ctx/status_internal.h"
 #include "t4a_launch/launch_internal.h"
 #include "t4a_mem/mem_internal.h"
+#include "t4a_retire/retire_internal.h"
 
 /* ---- checks ------------------------------------------------------------------------------- */
 
@@ -411,9 +412,10 @@ t4a_status t4a_launch_enqueue_ex_(t4a_retire *retire, t4a_function *fn,
         &adm, (t4a_keepalive){.object = buffers[i], .release = t4a_buffer_release_object_},
         buffer_retain_object);
   }
+  /* Counted under the admission's lock, into the retire's single-writer shard. */
+  t4a_admission_count_(&adm, T4A_COUNTER_launches, 1);
+  if (used) t4a_admission_count_(&adm, T4A_COUNTER_launch_graph_fires, 1);
   t4a_admission_commit(&adm);
-  t4a_counter_add(t4a_lane_counters(lane), T4A_COUNTER_launches, 1);
-  if (used) t4a_counter_add(t4a_lane_counters(lane), T4A_COUNTER_launch_graph_fires, 1);
   return T4A_OK;
 }
 
@@ -441,6 +443,10 @@ static t4a_status launch_args(t4a_retire *retire, t4a_function *fn,
     st = t4a_launch_check_arg_(fn, domain, i, &args[i], &scratch[i], &src, &size, &buffers[i]);
     if (st != T4A_OK) return st;
     params[i] = (void *)(uintptr_t)src;
+  }
+  if (attrs == NULL) { /* no attributes: nothing to check or to clear */
+    return t4a_launch_enqueue_ex_(retire, fn, config, num_args > 0 ? params : NULL, buffers,
+                                  num_args, NULL, NULL);
   }
   t4a_launch_ex_ ex;
   if ((st = t4a_launch_check_attrs_(fn, config, attrs, &ex)) != T4A_OK) return st;

@@ -20,6 +20,10 @@ typedef struct epoch {
   /* Open-addressing set of the objects held, for deduplication (capacity 2 * items capacity). */
   void **set;
   uint32_t set_capacity;
+  /* The objects most recently added or found: each is in `set` (cleared with it), so a repeat
+   * (the same module and buffers launch after launch) is found without hashing. */
+  const void *recent[4];
+  uint32_t recent_next;
   CUevent event;
 } epoch;
 
@@ -34,6 +38,9 @@ struct t4a_retire {
   t4a_lane *lane;              /* a reference */
   t4a_driver *driver;          /* borrowed from the lane */
   t4a_counters *counters;      /* the lane's block */
+  /* This retire's single-writer shard of `counters` (NULL: none was free), written only under
+   * `lock` (count_locked). */
+  t4a_counter_shard_ *shard;
   uint32_t seal_at;
   uint32_t max_sealed;
   epoch open;
@@ -64,6 +71,16 @@ static _Thread_local char t_thread_id;
 static _Thread_local t4a_retire *t_held;
 /* Retire order numbers: unique in the process. */
 static _Atomic uint64_t g_next_order = 1;
+
+/* Counts under r's lock: into its shard (a load and a store; the lock orders its writers) or,
+ * without one, into the lane's block. */
+static inline void count_locked(t4a_retire *r, t4a_counter_id id, uint64_t n) {
+  if (r->shard != NULL) {
+    t4a_counter_shard_add_(r->shard, id, n);
+  } else {
+    t4a_counter_add(r->counters, id, n);
+  }
+}
 
 /* ---- small containers ---- */
 
@@ -112,19 +129,33 @@ static t4a_status epoch_reserve(epoch *e, uint32_t extra) {
 }
 
 /* Adds within capacity; returns 0 if the object was already held (caller releases the dup). */
+static void epoch_remember(epoch *e, const void *object) {
+  e->recent[e->recent_next] = object;
+  e->recent_next = (e->recent_next + 1) & 3;
+}
+
 static int epoch_add(epoch *e, t4a_keepalive k) {
+  for (int i = 0; i < 4; i++) {
+    if (e->recent[i] == k.object) return 0;
+  }
   size_t h = ptr_hash(k.object, e->set_capacity);
   while (e->set[h] != NULL) {
-    if (e->set[h] == k.object) return 0;
+    if (e->set[h] == k.object) {
+      epoch_remember(e, k.object);
+      return 0;
+    }
     h = (h + 1) & (e->set_capacity - 1);
   }
   e->set[h] = k.object;
   e->items[e->count++] = k;
+  epoch_remember(e, k.object);
   return 1;
 }
 
 static void epoch_clear_set(epoch *e) {
   if (e->set != NULL) memset(e->set, 0, e->set_capacity * sizeof *e->set);
+  memset(e->recent, 0, sizeof e->recent);
+  e->recent_next = 0;
 }
 
 static void epoch_free(epoch *e) {
@@ -384,6 +415,7 @@ t4a_status t4a_retire_create(t4a_lane *lane, const t4a_retire_options *options,
   t4a_lane_retain(lane);
   r->driver = t4a_lane_driver(lane);
   r->counters = t4a_lane_counters(lane);
+  r->shard = t4a_counters_take_shard_(r->counters);
   r->seal_at = o.max_pending_records / 2;
   r->max_sealed = o.max_sealed_epochs;
   *out = r;
@@ -511,6 +543,8 @@ t4a_status t4a_retire_destroy(t4a_retire *r) {
   free(r->sealed);
   free(r->spare_events);
   free(r->quarantine);
+  /* Its values stay counted in the lane's block; a later retire of the lane may own it. */
+  t4a_counters_put_shard_(r->counters, r->shard);
   t4a_lane_release(r->lane);
   free(r);
   return st;
@@ -529,8 +563,8 @@ t4a_status t4a_admission_begin(t4a_retire *r, uint32_t num_keepalives, t4a_admis
   if (st != T4A_OK) return st;
   if ((st = t4a_lane_check(r->lane)) != T4A_OK) goto unlock;
   /* The retire holds its lane, and the lane its holder, past the admission's end. */
-  if ((st = t4a_ctx_scope_enter_borrowed(&adm->priv_scope, t4a_lane_holder(r->lane),
-                                         r->counters)) != T4A_OK) {
+  if ((st = t4a_ctx_scope_enter_counted_(&adm->priv_scope, t4a_lane_holder(r->lane),
+                                         r->counters, r->shard)) != T4A_OK) {
     goto unlock;
   }
   if (!r->capturing && t4a_lane_is_capturing(r->lane)) {
@@ -610,7 +644,7 @@ void t4a_admission_keep_borrowed(t4a_admission *adm, t4a_keepalive k, void (*ret
 static void admission_end(t4a_admission *adm, int enqueued) {
   t4a_retire *r = adm->priv_retire;
   if (adm->priv_deduplicated > 0) {
-    t4a_counter_add(r->counters, T4A_COUNTER_keepalives_deduplicated, adm->priv_deduplicated);
+    count_locked(r, T4A_COUNTER_keepalives_deduplicated, adm->priv_deduplicated);
   }
   if (enqueued) {
     if (r->capturing) {
@@ -618,12 +652,17 @@ static void admission_end(t4a_admission *adm, int enqueued) {
     } else {
       r->open.admissions++;
     }
-    t4a_counter_add(r->counters, T4A_COUNTER_admissions, 1);
+    count_locked(r, T4A_COUNTER_admissions, 1);
   }
   /* A failed restore is counted (ctx_restore_failures); commit and abort have no status for it. */
   t4a_ctx_scope_exit_quiet(&adm->priv_scope);
   unlock_and_release(r);
   memset(adm, 0, sizeof *adm);
+}
+
+void t4a_admission_count_(t4a_admission *adm, t4a_counter_id id, uint64_t n) {
+  if (adm == NULL || adm->priv_retire == NULL) return;
+  count_locked(adm->priv_retire, id, n);
 }
 
 void t4a_admission_commit(t4a_admission *adm) {
