@@ -12,6 +12,8 @@
 #include "t4a_ctx/status_internal.h"
 #include "t4a_retire/retire_internal.h"
 
+#define EPOCH_RECENT 8 /* a kernel's module and buffers, a rebind's old and new buffer */
+
 /* One epoch: the keepalives of a run of admissions, and (once sealed) the event after them. */
 typedef struct epoch {
   t4a_keepalive *items;
@@ -22,7 +24,7 @@ typedef struct epoch {
   uint32_t set_capacity;
   /* The objects most recently added or found: each is in `set` (cleared with it), so a repeat
    * (the same module and buffers launch after launch) is found without hashing. */
-  const void *recent[4];
+  const void *recent[EPOCH_RECENT];
   uint32_t recent_next;
   CUevent event;
 } epoch;
@@ -131,11 +133,11 @@ static t4a_status epoch_reserve(epoch *e, uint32_t extra) {
 /* Adds within capacity; returns 0 if the object was already held (caller releases the dup). */
 static void epoch_remember(epoch *e, const void *object) {
   e->recent[e->recent_next] = object;
-  e->recent_next = (e->recent_next + 1) & 3;
+  e->recent_next = (e->recent_next + 1) % EPOCH_RECENT;
 }
 
 static int epoch_add(epoch *e, t4a_keepalive k) {
-  for (int i = 0; i < 4; i++) {
+  for (int i = 0; i < EPOCH_RECENT && k.object != NULL; i++) {
     if (e->recent[i] == k.object) return 0;
   }
   size_t h = ptr_hash(k.object, e->set_capacity);
@@ -325,6 +327,10 @@ static void defer_release(t4a_retire *r, epoch *e) {
 
 /* Drops the lock, then releases what completed epochs handed over. */
 static void unlock_and_release(t4a_retire *r) {
+  if (r->deferred.count == 0) { /* the warm path: nothing completed meanwhile */
+    lock_exit(r);
+    return;
+  }
   release_list l = r->deferred;
   if (l.count > 0) r->deferred = (release_list){0};
   lock_exit(r);
