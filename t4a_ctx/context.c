@@ -212,11 +212,7 @@ static t4a_status scope_enter(t4a_ctx_scope *scope, t4a_ctx_holder *holder,
   int switched = prev != holder->ctx;
   if (switched && (st = T4A_CU(d, cuCtxSetCurrent, holder->ctx)) != T4A_OK) return st;
   t4a_counter_id id = switched ? T4A_COUNTER_ctx_activations : T4A_COUNTER_ctx_activations_skipped;
-  if (shard != NULL) {
-    t4a_counter_shard_add_(shard, id, 1);
-  } else {
-    t4a_counter_add(counters, id, 1);
-  }
+  t4a_counter_add_owned_(counters, shard, id, 1);
   if (!borrowed) atomic_fetch_add_explicit(&holder->refs, 1, memory_order_relaxed);
   scope->priv_borrowed = borrowed;
   scope->priv_prev = prev;

@@ -10,12 +10,42 @@
 
 #include "t4a/counters.h"
 
-/* A single-writer part of a block: one owner at a time (t4a_counters_take_shard_), which writes
- * it only under one lock of its own, so an increment is a load and a store, not a locked
- * read-modify-write. Readers sum it into the block (t4a_counters_stats). */
+/* A single-writer part of a block, for the counters an admission makes (T4A_COUNTER_SHARD_LIST,
+ * 8 words: one or two cache lines instead of one per counter). One owner at a time
+ * (t4a_counters_take_shard_), which writes it only under one lock of its own, so an increment is
+ * a load and a store, not a locked read-modify-write. Readers sum it into the block
+ * (t4a_counters_stats). */
+#define T4A_COUNTER_SHARD_LIST(X)                                                              \
+  X(admissions)                                                                                \
+  X(launches)                                                                                  \
+  X(ctx_activations_skipped)                                                                   \
+  X(keepalives_deduplicated)                                                                   \
+  X(keepalives_held)                                                                           \
+  X(ctx_activations)                                                                           \
+  X(graph_launches)                                                                            \
+  X(launch_graph_fires)
+enum {
+#define T4A_COUNTER_SHARD_SLOT_(name) T4A_SHARD_SLOT_##name,
+  T4A_COUNTER_SHARD_LIST(T4A_COUNTER_SHARD_SLOT_)
+#undef T4A_COUNTER_SHARD_SLOT_
+  T4A_COUNTER_SHARD_SLOTS
+};
 typedef struct t4a_counter_shard_ {
-  _Atomic uint64_t v[T4A_COUNTER_COUNT];
+  _Atomic uint64_t v[T4A_COUNTER_SHARD_SLOTS];
 } t4a_counter_shard_;
+
+/* A counter's word in a shard, or -1 (it has none: counted in the block). */
+static inline int t4a_counter_shard_slot_(t4a_counter_id id) {
+  switch (id) {
+#define T4A_COUNTER_SHARD_CASE_(name) \
+  case T4A_COUNTER_##name:            \
+    return T4A_SHARD_SLOT_##name;
+    T4A_COUNTER_SHARD_LIST(T4A_COUNTER_SHARD_CASE_)
+#undef T4A_COUNTER_SHARD_CASE_
+    default:
+      return -1;
+  }
+}
 
 /* Zero-initialise (static storage, calloc or memset) before use. `shards`: NULL, or an array of
  * num_shards set before the block is shared and kept as long as the block (`taken`: a bit per
@@ -32,12 +62,19 @@ static inline void t4a_counter_add(t4a_counters *c, t4a_counter_id id, uint64_t 
   atomic_fetch_add_explicit(&c->v[id], n, memory_order_relaxed);
 }
 
-/* Adds n to a shard's counter. Only its owner, under the lock that serialises its writes: no
- * other thread writes the word, so the relaxed load and store lose nothing (and race with no
- * reader: both are atomic). */
-static inline void t4a_counter_shard_add_(t4a_counter_shard_ *s, t4a_counter_id id, uint64_t n) {
-  atomic_store_explicit(&s->v[id], atomic_load_explicit(&s->v[id], memory_order_relaxed) + n,
-                        memory_order_relaxed);
+/* Adds n to one counter of `c` from the owner of shard `s` (NULL: none), under the lock that
+ * serialises the owner's writes: into the shard when the counter has a word there — no other
+ * thread writes that word, so the relaxed load and store lose nothing, and both being atomic they
+ * race with no reader — else into the block, atomically. */
+static inline void t4a_counter_add_owned_(t4a_counters *c, t4a_counter_shard_ *s,
+                                          t4a_counter_id id, uint64_t n) {
+  int k = s != NULL ? t4a_counter_shard_slot_(id) : -1;
+  if (k >= 0) {
+    atomic_store_explicit(&s->v[k], atomic_load_explicit(&s->v[k], memory_order_relaxed) + n,
+                          memory_order_relaxed);
+  } else {
+    t4a_counter_add(c, id, n);
+  }
 }
 
 /* A free shard of `c` for one owner (acquire: the previous owner's writes come before), or NULL

@@ -25,8 +25,9 @@ struct t4a_lane {
   struct lane_group *_Atomic group; /* the streams of this domain, once it has more than one */
   uint32_t slot;                     /* this lane's member slot in `group` */
   t4a_counters counters;
-  /* The single-writer shards of `counters` (counters_block.h): one per retire of the lane, for
-   * what its admissions count under its lock; retires beyond these count into `counters`. */
+  /* The single-writer shards of `counters` (counters_block.h, 64 bytes each): one per retire of
+   * the lane, for what its admissions count under its lock; retires beyond these count into
+   * `counters`. */
   t4a_counter_shard_ shards[LANE_COUNTER_SHARDS];
 };
 

@@ -75,13 +75,9 @@ static _Thread_local t4a_retire *t_held;
 static _Atomic uint64_t g_next_order = 1;
 
 /* Counts under r's lock: into its shard (a load and a store; the lock orders its writers) or,
- * without one, into the lane's block. */
+ * without one or for a counter the shard has no word for, into the lane's block. */
 static inline void count_locked(t4a_retire *r, t4a_counter_id id, uint64_t n) {
-  if (r->shard != NULL) {
-    t4a_counter_shard_add_(r->shard, id, n);
-  } else {
-    t4a_counter_add(r->counters, id, n);
-  }
+  t4a_counter_add_owned_(r->counters, r->shard, id, n);
 }
 
 /* ---- small containers ---- */
@@ -619,7 +615,7 @@ void t4a_admission_keep(t4a_admission *adm, t4a_keepalive k) {
   }
   adm->priv_kept++;
   if (epoch_add(e, k)) {
-    t4a_counter_add(r->counters, T4A_COUNTER_keepalives_held, 1);
+    count_locked(r, T4A_COUNTER_keepalives_held, 1);
   } else {
     /* The open epoch already holds this object until the same completion: drop the extra ref. */
     k.release(k.object);
@@ -641,7 +637,7 @@ void t4a_admission_keep_borrowed(t4a_admission *adm, t4a_keepalive k, void (*ret
    * epoch's own reference can be taken after the insertion. */
   if (epoch_add(e, k)) {
     retain(k.object);
-    t4a_counter_add(r->counters, T4A_COUNTER_keepalives_held, 1);
+    count_locked(r, T4A_COUNTER_keepalives_held, 1);
   } else {
     adm->priv_deduplicated++;
   }
