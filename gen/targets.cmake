@@ -238,6 +238,14 @@ t4a_test(NAME t4a_launch_calibration_cache_test
 t4a_library(NAME t4a_launch_counter_list
   HDRS t4a_launch/include/t4a/launch_counters.h
   INCLUDE_DIR t4a_launch/include)
+t4a_binary(NAME t4a_launch_launch_host_bench
+  SRCS t4a_launch/launch_host_bench.c
+  OUTPUT_NAME launch_host_bench
+  DEPS fixture t4a_launch t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver Threads::Threads)
+t4a_sh_test(NAME t4a_launch_launch_host_bench_smoke_test
+  SCRIPT t4a_launch/launch_host_bench_smoke_test.sh
+  LABELS unit
+  DATA t4a_launch_launch_host_bench)
 t4a_library(NAME t4a_mem
   SRCS t4a_mem/mem.c t4a_mem/pinned.c t4a_mem/mem_internal.h
   HDRS t4a_mem/include/t4a/mem.h

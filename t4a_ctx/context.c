@@ -192,7 +192,7 @@ t4a_status t4a_host_fn_refuse_(const char *what) {
 }
 
 static t4a_status scope_enter(t4a_ctx_scope *scope, t4a_ctx_holder *holder,
-                              t4a_counters *counters, int borrowed) {
+                              t4a_counters *counters, t4a_counter_shard_ *shard, int borrowed) {
   if (scope == NULL || holder == NULL) {
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "scope or holder is NULL");
   }
@@ -210,12 +210,9 @@ static t4a_status scope_enter(t4a_ctx_scope *scope, t4a_ctx_holder *holder,
   t4a_status st = T4A_CU(d, cuCtxGetCurrent, &prev);
   if (st != T4A_OK) return st;
   int switched = prev != holder->ctx;
-  if (switched) {
-    if ((st = T4A_CU(d, cuCtxSetCurrent, holder->ctx)) != T4A_OK) return st;
-    t4a_counter_add(counters, T4A_COUNTER_ctx_activations, 1);
-  } else {
-    t4a_counter_add(counters, T4A_COUNTER_ctx_activations_skipped, 1);
-  }
+  if (switched && (st = T4A_CU(d, cuCtxSetCurrent, holder->ctx)) != T4A_OK) return st;
+  t4a_counter_id id = switched ? T4A_COUNTER_ctx_activations : T4A_COUNTER_ctx_activations_skipped;
+  t4a_counter_add_owned_(counters, shard, id, 1);
   if (!borrowed) atomic_fetch_add_explicit(&holder->refs, 1, memory_order_relaxed);
   scope->priv_borrowed = borrowed;
   scope->priv_prev = prev;
@@ -227,12 +224,17 @@ static t4a_status scope_enter(t4a_ctx_scope *scope, t4a_ctx_holder *holder,
 
 t4a_status t4a_ctx_scope_enter(t4a_ctx_scope *scope, t4a_ctx_holder *holder,
                                t4a_counters *counters) {
-  return scope_enter(scope, holder, counters, 0);
+  return scope_enter(scope, holder, counters, NULL, 0);
 }
 
 t4a_status t4a_ctx_scope_enter_borrowed(t4a_ctx_scope *scope, t4a_ctx_holder *holder,
                                         t4a_counters *counters) {
-  return scope_enter(scope, holder, counters, 1);
+  return scope_enter(scope, holder, counters, NULL, 1);
+}
+
+t4a_status t4a_ctx_scope_enter_counted_(t4a_ctx_scope *scope, t4a_ctx_holder *holder,
+                                        t4a_counters *counters, t4a_counter_shard_ *shard) {
+  return scope_enter(scope, holder, counters, shard, 1);
 }
 
 static t4a_status scope_exit(t4a_ctx_scope *scope, int quiet) {

@@ -16,6 +16,15 @@ void t4a_counters_stats(const t4a_counters *c, t4a_counter_values *out) {
                                    memory_order_relaxed);
   T4A_COUNTER_LIST(T4A_COUNTER_COPY_)
 #undef T4A_COUNTER_COPY_
+  /* The single-writer shards (counters_block.h) are part of the block's values. */
+  for (uint32_t i = 0; i < c->num_shards; i++) {
+    const t4a_counter_shard_ *s = &c->shards[i];
+#define T4A_COUNTER_SUM_(name)                                                                 \
+  out->name += atomic_load_explicit((_Atomic uint64_t *)&s->v[T4A_SHARD_SLOT_##name],         \
+                                    memory_order_relaxed);
+    T4A_COUNTER_SHARD_LIST(T4A_COUNTER_SUM_)
+#undef T4A_COUNTER_SUM_
+  }
 }
 
 const char *t4a_counter_name(t4a_counter_id id) {

@@ -89,4 +89,13 @@ int t4a_in_host_fn_(void);
 /* Sets and returns T4A_REENTRY with a message naming `what`. */
 t4a_status t4a_host_fn_refuse_(const char *what);
 
+/* t4a_ctx_scope_enter_borrowed counting its activation (or skipped activation) into `shard`
+ * (counters_block.h: the caller owns it and holds the lock its writes are under) instead of
+ * `counters`; NULL: into `counters`. For admissions (t4a_retire). */
+struct t4a_counter_shard_;
+T4A_MUST_USE t4a_status t4a_ctx_scope_enter_counted_(t4a_ctx_scope *scope,
+                                                     t4a_ctx_holder *holder,
+                                                     t4a_counters *counters,
+                                                     struct t4a_counter_shard_ *shard);
+
 #endif /* T4A_CTX_CTX_INTERNAL_H_ */

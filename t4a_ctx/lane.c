@@ -7,6 +7,8 @@
 #include "t4a_ctx/driver_table.h"
 #include "t4a_ctx/status_internal.h"
 
+#define LANE_COUNTER_SHARDS 2
+
 struct t4a_lane {
   atomic_int refs;
   atomic_int abandoned;
@@ -23,7 +25,16 @@ struct t4a_lane {
   struct lane_group *_Atomic group; /* the streams of this domain, once it has more than one */
   uint32_t slot;                     /* this lane's member slot in `group` */
   t4a_counters counters;
+  /* The single-writer shards of `counters` (counters_block.h, 64 bytes each): one per retire of
+   * the lane, for what its admissions count under its lock; retires beyond these count into
+   * `counters`. */
+  t4a_counter_shard_ shards[LANE_COUNTER_SHARDS];
 };
+
+static void lane_init_counters(t4a_lane *lane) {
+  lane->counters.shards = lane->shards;
+  lane->counters.num_shards = LANE_COUNTER_SHARDS;
+}
 
 /* Domain identities start at 1 and are never reused in the process. */
 static _Atomic uint64_t g_next_domain = 1;
@@ -72,6 +83,7 @@ t4a_status t4a_lane_create(t4a_driver *driver, int ordinal, const t4a_lane_optio
     }
   }
   t4a_lane *lane = t4a_host_calloc(1, sizeof *lane);
+  if (lane != NULL) lane_init_counters(lane);
   t4a_status st = lane != NULL ? t4a_ctx_holder_create(driver, ordinal, &lane->holder)
                                : T4A_HOST_OUT_OF_MEMORY;
   if (st != T4A_OK) {
@@ -514,6 +526,7 @@ t4a_status t4a_lane_create_sibling(t4a_lane *lane, const t4a_lane_options *optio
   t4a_ctx_fault *fault = &driver->faults[lane->ordinal];
   t4a_lane *s = t4a_host_calloc(1, sizeof *s);
   if (s == NULL) return T4A_HOST_OUT_OF_MEMORY;
+  lane_init_counters(s);
   lane_group *g = NULL;
   if ((st = lane_group_of(lane, &g)) != T4A_OK) {
     free(s);

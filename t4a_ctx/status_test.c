@@ -170,8 +170,46 @@ static void test_counters(void **state) {
   assert_int_equal(v.host_waits, 0);
 }
 
+/* Single-writer shards: summed into every read, one owner each, values kept when given back. */
+static void test_counter_shards(void **state) {
+  (void)state;
+  t4a_counters c;
+  memset(&c, 0, sizeof c);
+  t4a_counter_shard_ sh[2];
+  memset(sh, 0, sizeof sh);
+  assert_null(t4a_counters_take_shard_(&c)); /* a block without shards */
+  c.shards = sh;
+  c.num_shards = 2;
+  t4a_counter_shard_ *a = t4a_counters_take_shard_(&c), *b = t4a_counters_take_shard_(&c);
+  assert_ptr_equal(a, &sh[0]);
+  assert_ptr_equal(b, &sh[1]);
+  assert_null(t4a_counters_take_shard_(&c)); /* both owned: the owner counts atomically */
+  t4a_counter_add(&c, T4A_COUNTER_admissions, 1);
+  t4a_counter_add_owned_(&c, a, T4A_COUNTER_admissions, 10);
+  t4a_counter_add_owned_(&c, b, T4A_COUNTER_admissions, 100);
+  t4a_counter_add_owned_(&c, b, T4A_COUNTER_launches, 7);
+  t4a_counter_add_owned_(&c, b, T4A_COUNTER_host_waits, 2); /* no word in a shard: the block's */
+  t4a_counter_add_owned_(&c, NULL, T4A_COUNTER_launches, 1); /* no shard: the block's */
+  assert_int_equal(atomic_load(&c.v[T4A_COUNTER_host_waits]), 2);
+  assert_int_equal(atomic_load(&b->v[T4A_SHARD_SLOT_launches]), 7);
+  t4a_counter_values v;
+  t4a_counters_stats(&c, &v);
+  assert_int_equal(v.admissions, 111);
+  assert_int_equal(v.launches, 8);
+  assert_int_equal(v.host_waits, 2);
+  t4a_counters_put_shard_(&c, a);
+  t4a_counters_put_shard_(&c, NULL); /* nothing */
+  t4a_counters_stats(&c, &v);
+  assert_int_equal(v.admissions, 111); /* a shard given back stays counted */
+  assert_ptr_equal(t4a_counters_take_shard_(&c), a); /* and is the next owner's */
+  t4a_counter_add_owned_(&c, a, T4A_COUNTER_admissions, 1);
+  t4a_counters_stats(&c, &v);
+  assert_int_equal(v.admissions, 112);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_counter_shards),
       cmocka_unit_test(test_values_are_stable),
       cmocka_unit_test(test_names_and_messages),
       cmocka_unit_test(test_detail_is_recorded_and_formatted),

@@ -11,6 +11,7 @@
 #include "t4a_ctx/driver_table.h"
 #include "t4a_ctx/status_internal.h"
 #include "t4a_launch/launch_internal.h"
+#include "t4a_retire/retire_internal.h"
 
 /* What one capture referenced: the captured CUgraph and the keepalives of its work. Replays keep
  * the version they ran alive through the lane's epochs; the graph holds its current one. */
@@ -275,8 +276,8 @@ t4a_status t4a_graph_launch(t4a_graph *g) {
   /* The version lives until this replay completed: the epoch takes its own reference only when
    * it does not hold this version yet (the graph's reference covers it meanwhile). */
   t4a_admission_keep_borrowed(&adm, k, version_retain);
+  t4a_admission_count_(&adm, T4A_COUNTER_graph_launches, 1); /* under the lock: the shard */
   t4a_admission_commit(&adm);
-  t4a_counter_add(t4a_lane_counters(g->lane), T4A_COUNTER_graph_launches, 1);
   return T4A_OK;
 }
 

@@ -8,10 +8,12 @@
 #include "t4a_ctx/status_internal.h"
 #include "t4a_launch/launch_internal.h"
 #include "t4a_mem/mem_internal.h"
+#include "t4a_retire/retire_internal.h"
 
 /* ---- checks ------------------------------------------------------------------------------- */
 
-t4a_status t4a_launch_check_config_(const t4a_function *fn, const t4a_launch_config *cfg) {
+/* Why the config is refused (check_config_'s slow path: some limit failed). */
+static t4a_status config_refusal(const t4a_function *fn, const t4a_launch_config *cfg) {
   const t4a_launch_limits *l = &fn->module->cache->limits;
   static const char axis[3] = {'x', 'y', 'z'};
   for (int i = 0; i < 3; i++) {
@@ -45,8 +47,24 @@ t4a_status t4a_launch_check_config_(const t4a_function *fn, const t4a_launch_con
                           "opt-in maximum of %u per block",
                           fn->name, cfg->shared_bytes, l->max_shared_optin);
   }
+  return t4a_error_set_(T4A_INTERNAL, NULL, 0, NULL, 0, "kernel '%s': config refused", fn->name);
+}
+
+t4a_status t4a_launch_check_config_(const t4a_function *fn, const t4a_launch_config *cfg) {
+  const t4a_launch_limits *l = &fn->module->cache->limits;
+  /* x - 1 >= max is both x == 0 (it wraps) and x > max: two compares per axis; any failure
+   * takes config_refusal, which names the first one. */
+  if (T4A_UNLIKELY(cfg->grid[0] - 1u >= l->max_grid[0] || cfg->block[0] - 1u >= l->max_block[0] ||
+                   cfg->grid[1] - 1u >= l->max_grid[1] || cfg->block[1] - 1u >= l->max_block[1] ||
+                   cfg->grid[2] - 1u >= l->max_grid[2] || cfg->block[2] - 1u >= l->max_block[2] ||
+                   (uint64_t)cfg->block[0] * cfg->block[1] * cfg->block[2] >
+                       l->max_threads_per_block ||
+                   cfg->shared_bytes > l->max_shared_optin)) {
+    return config_refusal(fn, cfg);
+  }
   return T4A_OK;
 }
+
 
 t4a_status t4a_launch_expected_params_(t4a_function *fn, uint32_t *out) {
   if (fn->known) {
@@ -312,6 +330,49 @@ static void captured_node(t4a_driver *drv, t4a_lane *lane, t4a_launch_graph_ *g)
   g->node_status = t4a_launch_captured_node_(drv, lane, &g->captured_node);
 }
 
+/* Attributes: always cuLaunchKernelEx (a one-node graph would need node attributes). Out of line:
+ * the plain path keeps a small frame. */
+static __attribute__((noinline)) CUresult launch_ex(t4a_driver *drv, t4a_lane *lane,
+                                                    t4a_function *fn, const t4a_launch_config *cfg,
+                                                    void **params, const t4a_launch_ex_ *ex) {
+  CUlaunchConfig lc;
+  memset(&lc, 0, sizeof lc);
+  lc.gridDimX = cfg->grid[0];
+  lc.gridDimY = cfg->grid[1];
+  lc.gridDimZ = cfg->grid[2];
+  lc.blockDimX = cfg->block[0];
+  lc.blockDimY = cfg->block[1];
+  lc.blockDimZ = cfg->block[2];
+  lc.sharedMemBytes = cfg->shared_bytes;
+  lc.hStream = t4a_lane_stream(lane);
+  lc.attrs = (CUlaunchAttribute *)ex->attrs;
+  lc.numAttrs = ex->num;
+  return drv->t.cuLaunchKernelEx(&lc, fn->handle, params, NULL);
+}
+
+/* The driver failed the launch (inside the admission): refused before enqueue, it is aborted;
+ * otherwise the kernel may be queued: its module stays kept until the epoch's event proves it
+ * ran (or the lane's teardown leaks it), and its buffers, of unknown state, are quarantined. */
+static __attribute__((noinline)) t4a_status launch_failed(t4a_admission *adm, t4a_driver *drv,
+                                                          CUresult r, const char *entry,
+                                                          t4a_function *fn,
+                                                          t4a_buffer *const *buffers,
+                                                          uint32_t num_buffers) {
+  t4a_status st = t4a_cu_fail(drv, r, entry, 0);
+  if (t4a_launch_refused_before_enqueue_(r)) return t4a_admission_abort(adm, st);
+  t4a_admission_keep(adm, t4a_module_keepalive_(fn->module));
+  t4a_keepalive uncertain[T4A_MAX_KERNEL_PARAMS];
+  size_t n = 0;
+  for (uint32_t i = 0; i < num_buffers && n < T4A_MAX_KERNEL_PARAMS; i++) {
+    int seen = buffers[i] == NULL;
+    for (size_t j = 0; j < n && !seen; j++) seen = uncertain[j].object == buffers[i];
+    if (seen) continue; /* one quarantined reference per buffer: one leak to count */
+    t4a_buffer_retain(buffers[i]);
+    uncertain[n++] = (t4a_keepalive){.object = buffers[i], .release = t4a_buffer_release_object_};
+  }
+  return t4a_admission_fail(adm, st, uncertain, n);
+}
+
 t4a_status t4a_launch_enqueue_(t4a_retire *retire, t4a_function *fn, const t4a_launch_config *cfg,
                                void **params, t4a_buffer *const *buffers, uint32_t num_buffers,
                                t4a_launch_graph_ *graph) {
@@ -354,20 +415,7 @@ t4a_status t4a_launch_enqueue_ex_(t4a_retire *retire, t4a_function *fn,
   const char *entry;
   int used = 0;
   if (with_attrs) {
-    /* Attributes: always cuLaunchKernelEx (a one-node graph would need node attributes). */
-    CUlaunchConfig lc;
-    memset(&lc, 0, sizeof lc);
-    lc.gridDimX = cfg->grid[0];
-    lc.gridDimY = cfg->grid[1];
-    lc.gridDimZ = cfg->grid[2];
-    lc.blockDimX = cfg->block[0];
-    lc.blockDimY = cfg->block[1];
-    lc.blockDimZ = cfg->block[2];
-    lc.sharedMemBytes = cfg->shared_bytes;
-    lc.hStream = t4a_lane_stream(lane);
-    lc.attrs = (CUlaunchAttribute *)ex->attrs;
-    lc.numAttrs = ex->num;
-    r = drv->t.cuLaunchKernelEx(&lc, fn->handle, params, NULL);
+    r = launch_ex(drv, lane, fn, cfg, params, ex);
     entry = "cuLaunchKernelEx";
   } else if (g != NULL && use_graph(drv, lane, fn, cfg, params, g)) {
     r = drv->t.cuGraphLaunch(g->exec, t4a_lane_stream(lane));
@@ -381,21 +429,7 @@ t4a_status t4a_launch_enqueue_ex_(t4a_retire *retire, t4a_function *fn,
   }
   if (fn_locked) pthread_mutex_unlock(&fn->graph_lock);
   if (T4A_UNLIKELY(r != CUDA_SUCCESS)) {
-    st = t4a_cu_fail(drv, r, entry, 0);
-    if (t4a_launch_refused_before_enqueue_(r)) return t4a_admission_abort(&adm, st);
-    /* The kernel may be queued: its module stays kept until the epoch's event proves it ran (or
-     * the lane's teardown leaks it); what it may have written is of unknown state. */
-    t4a_admission_keep(&adm, t4a_module_keepalive_(fn->module));
-    t4a_keepalive uncertain[T4A_MAX_KERNEL_PARAMS];
-    size_t n = 0;
-    for (uint32_t i = 0; i < num_buffers && n < T4A_MAX_KERNEL_PARAMS; i++) {
-      int seen = buffers[i] == NULL;
-      for (size_t j = 0; j < n && !seen; j++) seen = uncertain[j].object == buffers[i];
-      if (seen) continue; /* one quarantined reference per buffer: one leak to count */
-      t4a_buffer_retain(buffers[i]);
-      uncertain[n++] = (t4a_keepalive){.object = buffers[i], .release = t4a_buffer_release_object_};
-    }
-    return t4a_admission_fail(&adm, st, uncertain, n);
+    return launch_failed(&adm, drv, r, entry, fn, buffers, num_buffers);
   }
   if (graph != NULL && graph->want_node) captured_node(drv, lane, graph);
   /* Borrowed keepalives: the caller holds the function (so its module) and the buffers through
@@ -411,9 +445,10 @@ t4a_status t4a_launch_enqueue_ex_(t4a_retire *retire, t4a_function *fn,
         &adm, (t4a_keepalive){.object = buffers[i], .release = t4a_buffer_release_object_},
         buffer_retain_object);
   }
+  /* Counted under the admission's lock, into the retire's single-writer shard. */
+  t4a_admission_count_(&adm, T4A_COUNTER_launches, 1);
+  if (used) t4a_admission_count_(&adm, T4A_COUNTER_launch_graph_fires, 1);
   t4a_admission_commit(&adm);
-  t4a_counter_add(t4a_lane_counters(lane), T4A_COUNTER_launches, 1);
-  if (used) t4a_counter_add(t4a_lane_counters(lane), T4A_COUNTER_launch_graph_fires, 1);
   return T4A_OK;
 }
 
@@ -441,6 +476,10 @@ static t4a_status launch_args(t4a_retire *retire, t4a_function *fn,
     st = t4a_launch_check_arg_(fn, domain, i, &args[i], &scratch[i], &src, &size, &buffers[i]);
     if (st != T4A_OK) return st;
     params[i] = (void *)(uintptr_t)src;
+  }
+  if (attrs == NULL) { /* no attributes: nothing to check or to clear */
+    return t4a_launch_enqueue_ex_(retire, fn, config, num_args > 0 ? params : NULL, buffers,
+                                  num_args, NULL, NULL);
   }
   t4a_launch_ex_ ex;
   if ((st = t4a_launch_check_attrs_(fn, config, attrs, &ex)) != T4A_OK) return st;

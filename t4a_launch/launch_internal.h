@@ -278,7 +278,24 @@ void t4a_launch_table_touch_(t4a_launch_table *table, uint32_t id);
  * sizes than 1, 2, 4 or 8 bytes may be structs whose padding the caller never set: they are
  * copied and count as changed rather than having that padding compared. */
 static inline int t4a_launch_store_arg_(unsigned char *dst, const void *src, uint32_t size) {
-  int scalar = size == 1 || size == 2 || size == 4 || size == 8;
+  /* Pointers and 4-byte scalars (almost every argument): one load-compare, no libc call. */
+  if (size == 8) {
+    uint64_t a, b;
+    memcpy(&a, dst, 8);
+    memcpy(&b, src, 8);
+    if (a == b) return 0;
+    memcpy(dst, &b, 8);
+    return 1;
+  }
+  if (size == 4) {
+    uint32_t a, b;
+    memcpy(&a, dst, 4);
+    memcpy(&b, src, 4);
+    if (a == b) return 0;
+    memcpy(dst, &b, 4);
+    return 1;
+  }
+  int scalar = size == 1 || size == 2;
   if (scalar && memcmp(dst, src, size) == 0) return 0;
   memcpy(dst, src, size);
   return 1;

@@ -12,6 +12,8 @@
 #include "t4a_ctx/status_internal.h"
 #include "t4a_retire/retire_internal.h"
 
+#define EPOCH_RECENT 8 /* a kernel's module and buffers, a rebind's old and new buffer */
+
 /* One epoch: the keepalives of a run of admissions, and (once sealed) the event after them. */
 typedef struct epoch {
   t4a_keepalive *items;
@@ -20,6 +22,10 @@ typedef struct epoch {
   /* Open-addressing set of the objects held, for deduplication (capacity 2 * items capacity). */
   void **set;
   uint32_t set_capacity;
+  /* The objects most recently added or found: each is in `set` (cleared with it), so a repeat
+   * (the same module and buffers launch after launch) is found without hashing. */
+  const void *recent[EPOCH_RECENT];
+  uint32_t recent_next;
   CUevent event;
 } epoch;
 
@@ -34,6 +40,9 @@ struct t4a_retire {
   t4a_lane *lane;              /* a reference */
   t4a_driver *driver;          /* borrowed from the lane */
   t4a_counters *counters;      /* the lane's block */
+  /* This retire's single-writer shard of `counters` (NULL: none was free), written only under
+   * `lock` (count_locked). */
+  t4a_counter_shard_ *shard;
   uint32_t seal_at;
   uint32_t max_sealed;
   epoch open;
@@ -64,6 +73,12 @@ static _Thread_local char t_thread_id;
 static _Thread_local t4a_retire *t_held;
 /* Retire order numbers: unique in the process. */
 static _Atomic uint64_t g_next_order = 1;
+
+/* Counts under r's lock: into its shard (a load and a store; the lock orders its writers) or,
+ * without one or for a counter the shard has no word for, into the lane's block. */
+static inline void count_locked(t4a_retire *r, t4a_counter_id id, uint64_t n) {
+  t4a_counter_add_owned_(r->counters, r->shard, id, n);
+}
 
 /* ---- small containers ---- */
 
@@ -112,19 +127,33 @@ static t4a_status epoch_reserve(epoch *e, uint32_t extra) {
 }
 
 /* Adds within capacity; returns 0 if the object was already held (caller releases the dup). */
+static void epoch_remember(epoch *e, const void *object) {
+  e->recent[e->recent_next] = object;
+  e->recent_next = (e->recent_next + 1) % EPOCH_RECENT;
+}
+
 static int epoch_add(epoch *e, t4a_keepalive k) {
+  for (int i = 0; i < EPOCH_RECENT && k.object != NULL; i++) {
+    if (e->recent[i] == k.object) return 0;
+  }
   size_t h = ptr_hash(k.object, e->set_capacity);
   while (e->set[h] != NULL) {
-    if (e->set[h] == k.object) return 0;
+    if (e->set[h] == k.object) {
+      epoch_remember(e, k.object);
+      return 0;
+    }
     h = (h + 1) & (e->set_capacity - 1);
   }
   e->set[h] = k.object;
   e->items[e->count++] = k;
+  epoch_remember(e, k.object);
   return 1;
 }
 
 static void epoch_clear_set(epoch *e) {
   if (e->set != NULL) memset(e->set, 0, e->set_capacity * sizeof *e->set);
+  memset(e->recent, 0, sizeof e->recent);
+  e->recent_next = 0;
 }
 
 static void epoch_free(epoch *e) {
@@ -294,6 +323,10 @@ static void defer_release(t4a_retire *r, epoch *e) {
 
 /* Drops the lock, then releases what completed epochs handed over. */
 static void unlock_and_release(t4a_retire *r) {
+  if (r->deferred.count == 0) { /* the warm path: nothing completed meanwhile */
+    lock_exit(r);
+    return;
+  }
   release_list l = r->deferred;
   if (l.count > 0) r->deferred = (release_list){0};
   lock_exit(r);
@@ -384,6 +417,7 @@ t4a_status t4a_retire_create(t4a_lane *lane, const t4a_retire_options *options,
   t4a_lane_retain(lane);
   r->driver = t4a_lane_driver(lane);
   r->counters = t4a_lane_counters(lane);
+  r->shard = t4a_counters_take_shard_(r->counters);
   r->seal_at = o.max_pending_records / 2;
   r->max_sealed = o.max_sealed_epochs;
   *out = r;
@@ -511,6 +545,8 @@ t4a_status t4a_retire_destroy(t4a_retire *r) {
   free(r->sealed);
   free(r->spare_events);
   free(r->quarantine);
+  /* Its values stay counted in the lane's block; a later retire of the lane may own it. */
+  t4a_counters_put_shard_(r->counters, r->shard);
   t4a_lane_release(r->lane);
   free(r);
   return st;
@@ -529,8 +565,8 @@ t4a_status t4a_admission_begin(t4a_retire *r, uint32_t num_keepalives, t4a_admis
   if (st != T4A_OK) return st;
   if ((st = t4a_lane_check(r->lane)) != T4A_OK) goto unlock;
   /* The retire holds its lane, and the lane its holder, past the admission's end. */
-  if ((st = t4a_ctx_scope_enter_borrowed(&adm->priv_scope, t4a_lane_holder(r->lane),
-                                         r->counters)) != T4A_OK) {
+  if ((st = t4a_ctx_scope_enter_counted_(&adm->priv_scope, t4a_lane_holder(r->lane),
+                                         r->counters, r->shard)) != T4A_OK) {
     goto unlock;
   }
   if (!r->capturing && t4a_lane_is_capturing(r->lane)) {
@@ -579,7 +615,7 @@ void t4a_admission_keep(t4a_admission *adm, t4a_keepalive k) {
   }
   adm->priv_kept++;
   if (epoch_add(e, k)) {
-    t4a_counter_add(r->counters, T4A_COUNTER_keepalives_held, 1);
+    count_locked(r, T4A_COUNTER_keepalives_held, 1);
   } else {
     /* The open epoch already holds this object until the same completion: drop the extra ref. */
     k.release(k.object);
@@ -601,7 +637,7 @@ void t4a_admission_keep_borrowed(t4a_admission *adm, t4a_keepalive k, void (*ret
    * epoch's own reference can be taken after the insertion. */
   if (epoch_add(e, k)) {
     retain(k.object);
-    t4a_counter_add(r->counters, T4A_COUNTER_keepalives_held, 1);
+    count_locked(r, T4A_COUNTER_keepalives_held, 1);
   } else {
     adm->priv_deduplicated++;
   }
@@ -610,7 +646,7 @@ void t4a_admission_keep_borrowed(t4a_admission *adm, t4a_keepalive k, void (*ret
 static void admission_end(t4a_admission *adm, int enqueued) {
   t4a_retire *r = adm->priv_retire;
   if (adm->priv_deduplicated > 0) {
-    t4a_counter_add(r->counters, T4A_COUNTER_keepalives_deduplicated, adm->priv_deduplicated);
+    count_locked(r, T4A_COUNTER_keepalives_deduplicated, adm->priv_deduplicated);
   }
   if (enqueued) {
     if (r->capturing) {
@@ -618,12 +654,17 @@ static void admission_end(t4a_admission *adm, int enqueued) {
     } else {
       r->open.admissions++;
     }
-    t4a_counter_add(r->counters, T4A_COUNTER_admissions, 1);
+    count_locked(r, T4A_COUNTER_admissions, 1);
   }
   /* A failed restore is counted (ctx_restore_failures); commit and abort have no status for it. */
   t4a_ctx_scope_exit_quiet(&adm->priv_scope);
   unlock_and_release(r);
   memset(adm, 0, sizeof *adm);
+}
+
+void t4a_admission_count_(t4a_admission *adm, t4a_counter_id id, uint64_t n) {
+  if (adm == NULL || adm->priv_retire == NULL) return;
+  count_locked(adm->priv_retire, id, n);
 }
 
 void t4a_admission_commit(t4a_admission *adm) {

@@ -22,6 +22,11 @@ int t4a_retire_lock_before_(const t4a_retire *a, const t4a_retire *b);
  * thread holds it, or holds a retire lock ordered at or after it. */
 int t4a_retire_lock_would_invert_(const t4a_retire *retire);
 
+/* Adds n to one of the lane's counters from inside an admission (between begin and its commit,
+ * abort or fail): under the admission's lock, into the retire's single-writer shard
+ * (counters_block.h), so no locked read-modify-write. NULL or an ended admission: nothing. */
+void t4a_admission_count_(t4a_admission *admission, t4a_counter_id id, uint64_t n);
+
 /* Records a fresh event on the lane's stream and wraps it in a witness (one reference). The
  * lane's context must be current. */
 t4a_status t4a_witness_record_(t4a_lane *lane, t4a_witness **out);

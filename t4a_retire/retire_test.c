@@ -250,6 +250,55 @@ static void test_threads_share_a_lane(void **state) {
   assert_int_equal(t4a_retire_destroy(r), T4A_OK);
 }
 
+/* Admissions count into their retire's single-writer shard of the lane's counters (a lane has
+ * two): threads sharing a retire with a shard, a retire left
+ * without one (counting atomically) and a retire that takes over a destroyed one's shard all
+ * add up exactly, and a destroyed retire's counts stay. */
+static void test_counters_exact_over_shards(void **state) {
+  fixture *f = *state;
+  t4a_counter_values v0, v;
+  t4a_lane_stats(f->lane, &v0);
+  t4a_retire *first = NULL, *with = NULL, *without = NULL;
+  assert_int_equal(t4a_retire_create(f->lane, NULL, &first), T4A_OK);   /* the first shard */
+  assert_int_equal(t4a_retire_create(f->lane, NULL, &with), T4A_OK);    /* the second */
+  assert_int_equal(t4a_retire_create(f->lane, NULL, &without), T4A_OK); /* none left */
+  pthread_t t[5];
+  contender c[5];
+  t4a_retire *on[5] = {with, with, without, without, first};
+  for (int i = 0; i < 5; i++) {
+    c[i] = (contender){on[i], f, 0};
+    assert_int_equal(pthread_create(&t[i], NULL, contend, &c[i]), 0);
+  }
+  for (int i = 0; i < 5; i++) {
+    pthread_join(t[i], NULL);
+    assert_true(c[i].ok);
+  }
+  t4a_lane_stats(f->lane, &v);
+  assert_int_equal(v.admissions - v0.admissions, 10000);
+  assert_int_equal(v.keepalives_held + v.keepalives_deduplicated -
+                       (v0.keepalives_held + v0.keepalives_deduplicated),
+                   10000);
+  /* Every admission entered its context scope once: activated or skipped, counted. */
+  assert_true(v.ctx_activations + v.ctx_activations_skipped -
+                  (v0.ctx_activations + v0.ctx_activations_skipped) >=
+              10000);
+  assert_int_equal(t4a_retire_destroy(with), T4A_OK);
+  t4a_lane_stats(f->lane, &v);
+  assert_int_equal(v.admissions - v0.admissions, 10000); /* its shard's counts stay */
+  t4a_retire *next = NULL;
+  assert_int_equal(t4a_retire_create(f->lane, NULL, &next), T4A_OK); /* takes that shard */
+  object o = {0};
+  for (int i = 0; i < 100; i++) assert_int_equal(admit_memset(f, next, &o), T4A_OK);
+  for (int i = 0; i < 50; i++) assert_int_equal(admit_memset(f, without, &o), T4A_OK);
+  t4a_lane_stats(f->lane, &v);
+  assert_int_equal(v.admissions - v0.admissions, 10150);
+  assert_int_equal(t4a_retire_wait(next), T4A_OK);
+  assert_int_equal(t4a_retire_wait(without), T4A_OK);
+  assert_int_equal(t4a_retire_destroy(next), T4A_OK);
+  assert_int_equal(t4a_retire_destroy(without), T4A_OK);
+  assert_int_equal(t4a_retire_destroy(first), T4A_OK);
+}
+
 /* A failure after enqueue quarantines the uncertain object: never released on a guess. */
 static void test_fail_after_enqueue_quarantines(void **state) {
   fixture *f = *state;
@@ -754,6 +803,7 @@ int main(void) {
                                       teardown),
       cmocka_unit_test_setup_teardown(test_reentry_is_typed, setup, teardown),
       cmocka_unit_test_setup_teardown(test_threads_share_a_lane, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_counters_exact_over_shards, setup, teardown),
       cmocka_unit_test_setup_teardown(test_fail_after_enqueue_quarantines, setup, teardown),
       cmocka_unit_test_setup_teardown(test_witness_memoised_across_sticky_error, setup, teardown),
       cmocka_unit_test_setup_teardown(test_witness_transient_failure_not_memoised, setup,
