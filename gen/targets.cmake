@@ -14,6 +14,10 @@ t4a_sh_test(NAME bench_bench_smoke_test
   SCRIPT bench/bench_smoke_test.sh
   LABELS unit
   DATA bench_t4a_bench)
+t4a_sh_test(NAME bench_check_goals_test
+  SCRIPT bench/check_goals_test.sh
+  LABELS unit
+  DATA )
 t4a_binary(NAME bench_copy_bench
   SRCS bench/copy_bench.c
   OUTPUT_NAME copy_bench
