@@ -14,6 +14,7 @@ groups), 2 for bad usage or an unreadable file, 0 otherwise.
 import argparse
 import json
 import os
+import signal
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -170,4 +171,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `| head` ends the listing quietly
     sys.exit(main(sys.argv[1:]))
