@@ -25,7 +25,7 @@ head -1 "$tmp/cold.json" | grep -q '^{"bench":"coldstart_bench","mode":"fake-smo
   fail "no header line: $(cat "$tmp/cold.json")"
 [ "$(wc -l < "$tmp/cold.json")" -eq 6 ] || fail "expected a header and 5 rows: $(cat "$tmp/cold.json")"
 # --profile: what the t4a children asked of the fake. Open pins nothing and creates no event: the
-# staging ring comes with the first staged transfer (t4a_xfer/xfer.c: ring_pin).
+# staging ring's chunks come when the ring first hands them out (t4a_xfer/xfer.c: chunk_pin).
 echo "$out" | grep -Eq '^open-t4a: profile-fake: cuInit=1 .*cuMemPoolCreate=1' ||
   fail "no open profile: $out"
 if echo "$out" | grep '^open-t4a: profile-fake:' | grep -Eq 'cuMemHostAlloc|cuEventCreate'; then

@@ -698,13 +698,13 @@ static void test_failure_sweep(void **state) {
   free(want);
   t4a_sweep s = {.name = "xfer_file", .fake = f->fake, .op = op_all, .unaccounted = unaccounted,
                  .user = f};
-  /* The ring is pinned by the first staged transfer (xfer.c: ring_pin): one CHUNK upload pins
-   * it, so that the baseline holds its 2 chunks and 2 events. */
+  /* The ring pins each chunk when it first hands it out (xfer.c: chunk_pin): a two-chunk upload
+   * pins both, so that the baseline holds its 2 chunks and 2 events. */
   t4a_buffer *pb = NULL;
-  unsigned char *zeros = calloc(1, CHUNK);
+  unsigned char *zeros = calloc(1, 2 * CHUNK);
   assert_non_null(zeros);
-  CK(t4a_buffer_create(f->pool, CHUNK, 0, 0, &pb));
-  CK(t4a_xfer_upload(f->xfer, pb, 0, zeros, CHUNK));
+  CK(t4a_buffer_create(f->pool, 2 * CHUNK, 0, 0, &pb));
+  CK(t4a_xfer_upload(f->xfer, pb, 0, zeros, 2 * CHUNK));
   CK(t4a_lane_synchronize(f->lane));
   t4a_buffer_release(pb);
   free(zeros);

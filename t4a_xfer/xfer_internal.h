@@ -36,7 +36,7 @@ enum {
 };
 
 typedef struct chunk {
-  t4a_pinned *pinned;
+  t4a_pinned *pinned; /* NULL, and event NULL, until the ring first hands the chunk out */
   unsigned char *host;
   CUevent event; /* recorded after the chunk's DMA */
   int state;
@@ -91,8 +91,6 @@ struct t4a_xfer {
   uint32_t num_chunks;
   uint32_t next; /* the ring's oldest slot: the next one handed out */
   chunk *chunks;
-  int ring_pinned; /* the chunks' pinned memory and events exist: made by the first acquire (the
-                      acquirer's, under the admission), not at create */
   /* Under x->lock: */
   uint64_t record_seq;    /* the last sequence number given to a record on the lane's stream */
   uint64_t completed_seq; /* the highest sequence number observed complete OK */

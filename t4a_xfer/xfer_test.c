@@ -352,14 +352,14 @@ static void test_staging_waits_counted(void **state) {
   free(src);
 }
 
-/* The ring is pinned by the first staged transfer (xfer.c: ring_pin), not at create: a CHUNK
- * upload pins it, so that a sweep's baseline holds the ring's 2 chunks and 2 events. */
+/* The ring pins each chunk when it first hands it out (xfer.c: chunk_pin), not at create: a
+ * two-chunk upload pins both, so that a sweep's baseline holds the ring's 2 chunks and 2 events. */
 static void pin_ring(fixture *f) {
   t4a_buffer *b = NULL;
-  unsigned char *src = calloc(1, CHUNK);
+  unsigned char *src = calloc(1, 2 * CHUNK);
   assert_non_null(src);
-  CK(t4a_buffer_create(f->pool, CHUNK, 0, 0, &b));
-  CK(t4a_xfer_upload(f->xfer, b, 0, src, CHUNK));
+  CK(t4a_buffer_create(f->pool, 2 * CHUNK, 0, 0, &b));
+  CK(t4a_xfer_upload(f->xfer, b, 0, src, 2 * CHUNK));
   CK(t4a_lane_synchronize(f->lane));
   t4a_buffer_release(b);
   free(src);
@@ -392,10 +392,10 @@ static void test_chunks_are_portable(void **state) {
   assert_null(d);
 }
 
-/* Issue 25 item 4: creating the transfer state pins nothing; the first staged transfer pins the
- * ring. A failure there (the pinning or a chunk's event) is typed, enqueues nothing and keeps what
- * was made for the next try; the retry completes the ring and the bytes arrive; destroy frees it
- * all. */
+/* Issue 25 item 4: creating the transfer state pins nothing; the ring pins each chunk (and
+ * creates its event) when it first hands it out, so a one-chunk transfer pins one chunk. A
+ * failure there (the pinning or the event) is typed, enqueues nothing and keeps what was made for
+ * the next try; the retry completes the chunk and the bytes arrive; destroy frees it all. */
 static void test_ring_pinned_at_first_use(void **state) {
   fixture *f = *state;
   long base = unaccounted(f);
@@ -419,28 +419,35 @@ static void test_ring_pinned_at_first_use(void **state) {
   /* The first chunk's pinning fails. */
   t4a_fake_inject(f->fake, "cuMemHostAlloc", 0, 1, CUDA_ERROR_UNKNOWN, 0);
   t4a_error_clear();
-  assert_int_equal(t4a_xfer_upload(x, b, 0, src, 2 * CHUNK), T4A_DRIVER_ERROR);
+  assert_int_equal(t4a_xfer_upload(x, b, 0, src, CHUNK), T4A_DRIVER_ERROR);
   t4a_error e;
   t4a_error_last(&e);
   assert_string_equal(e.entry, "cuMemHostAlloc");
   t4a_fake_clear_injections(f->fake);
   assert_null(t4a_xfer_chunk_host(x, 0));
-  /* The second chunk's event fails: the chunks pinned so far stay, nothing is handed out. */
-  t4a_fake_inject(f->fake, "cuEventCreate", 1, 1, CUDA_ERROR_UNKNOWN, 0);
+  assert_int_equal(unaccounted(f), with_b);
+  /* Its event fails: the pinned chunk stays for the retry, nothing is handed out. */
+  t4a_fake_inject(f->fake, "cuEventCreate", 0, 1, CUDA_ERROR_UNKNOWN, 0);
   t4a_error_clear();
-  assert_int_equal(t4a_xfer_upload(x, b, 0, src, 2 * CHUNK), T4A_DRIVER_ERROR);
+  assert_int_equal(t4a_xfer_upload(x, b, 0, src, CHUNK), T4A_DRIVER_ERROR);
   t4a_error_last(&e);
   assert_string_equal(e.entry, "cuEventCreate");
   t4a_fake_clear_injections(f->fake);
   assert_int_equal(t4a_fake_calls(f->fake, "cuMemcpyHtoDAsync"), copies); /* nothing enqueued */
-  assert_int_equal(unaccounted(f), with_b + 3); /* 2 chunks and 1 event kept for the retry */
+  assert_int_equal(unaccounted(f), with_b + 1); /* the pinned chunk, kept */
   struct t4a_xfer_stats xs;
   t4a_xfer_stats(x, &xs);
   assert_int_equal(xs.free_chunks, 2);
-  /* The retry completes the ring (one more event, no more pinning) and the bytes arrive. */
+  /* The retry completes that chunk (its event, no more pinning); one chunk is all it pins. */
   pins = t4a_fake_calls(f->fake, "cuMemHostAlloc");
-  CK(t4a_xfer_upload(x, b, 0, src, 2 * CHUNK));
+  CK(t4a_xfer_upload(x, b, 0, src, CHUNK));
   assert_int_equal(t4a_fake_calls(f->fake, "cuMemHostAlloc"), pins);
+  assert_non_null(t4a_xfer_chunk_host(x, 0));
+  assert_null(t4a_xfer_chunk_host(x, 1));
+  assert_int_equal(unaccounted(f), with_b + 2);
+  /* Two chunks' worth each way: the second chunk is pinned, the bytes arrive. */
+  CK(t4a_xfer_upload(x, b, 0, src, 2 * CHUNK));
+  assert_int_equal(t4a_fake_calls(f->fake, "cuMemHostAlloc"), pins + 1);
   t4a_xfer_pending *p = NULL;
   CK(t4a_xfer_download(x, b, 0, back, 2 * CHUNK, &p));
   CK(t4a_xfer_pending_wait(p));
