@@ -14,6 +14,18 @@ t4a_sh_test(NAME bench_bench_smoke_test
   SCRIPT bench/bench_smoke_test.sh
   LABELS unit
   DATA bench_t4a_bench)
+t4a_binary(NAME bench_coldstart_bench
+  SRCS bench/coldstart_bench.c
+  OUTPUT_NAME coldstart_bench
+  DEPS bench_harness t4a t4a_ctx_seam fake_driver testing_lsan_nvrtc_suppressions t4a_ext_cuda_headers ${CMAKE_DL_LIBS})
+t4a_sh_test(NAME bench_coldstart_smoke_test
+  SCRIPT bench/coldstart_smoke_test.sh
+  LABELS unit
+  DATA bench_coldstart_bench)
+t4a_sh_test(NAME bench_check_goals_test
+  SCRIPT bench/check_goals_test.sh
+  LABELS unit
+  DATA )
 t4a_binary(NAME bench_copy_bench
   SRCS bench/copy_bench.c
   OUTPUT_NAME copy_bench

@@ -698,8 +698,18 @@ static void test_failure_sweep(void **state) {
   free(want);
   t4a_sweep s = {.name = "xfer_file", .fake = f->fake, .op = op_all, .unaccounted = unaccounted,
                  .user = f};
-  f->baseline = unaccounted(f); /* the fixture's ring: 2 chunks, 2 events */
-  assert_int_equal(f->baseline, 4);
+  /* The ring pins each chunk when it first hands it out (xfer.c: chunk_pin): a two-chunk upload
+   * pins both, so that the baseline holds its 2 chunks and 2 events. */
+  t4a_buffer *pb = NULL;
+  unsigned char *zeros = calloc(1, 2 * CHUNK);
+  assert_non_null(zeros);
+  CK(t4a_buffer_create(f->pool, 2 * CHUNK, 0, 0, &pb));
+  CK(t4a_xfer_upload(f->xfer, pb, 0, zeros, 2 * CHUNK));
+  CK(t4a_lane_synchronize(f->lane));
+  t4a_buffer_release(pb);
+  free(zeros);
+  f->baseline = unaccounted(f); /* the ring's 2 chunks and 2 events, pb's block in the pool */
+  assert_int_equal(f->baseline, 5);
   assert_true(t4a_sweep_driver(&s, CUDA_ERROR_UNKNOWN, T4A_DRIVER_ERROR) > 10);
   assert_true(t4a_sweep_driver(&s, CUDA_ERROR_INVALID_VALUE, T4A_DRIVER_ERROR) > 10);
   /* The copy is enqueued but reported failed: typed, the buffer (and the map) quarantined. */

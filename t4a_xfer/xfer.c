@@ -313,6 +313,28 @@ static t4a_status reclaim_by_marker(t4a_xfer *x) {
   return T4A_OK;
 }
 
+/* Pins a chunk and creates its event: when the ring first hands it out, so that opening a
+ * runtime pays nothing for the ring and a small first transfer pins one chunk, not the whole
+ * ring (docs/performance.md, "Cold start"). Called by the acquirer (who holds the admission: no
+ * other thread acquires or looks at a FREE chunk's memory or event) without x->lock, since
+ * pinning takes milliseconds. A failure keeps what was made (the chunk stays FREE; teardown frees
+ * it) and hands nothing out; the next acquire of the chunk tries again. */
+static t4a_status chunk_pin(t4a_xfer *x, chunk *c) {
+  t4a_ctx_scope scope;
+  t4a_status st = t4a_ctx_scope_enter(&scope, t4a_lane_holder(x->lane), x->counters);
+  if (st != T4A_OK) return st;
+  /* t4a_pinned_create always pins PORTABLE (requirement A2): the chunks serve any context. */
+  if (c->pinned == NULL) {
+    st = t4a_pinned_create(t4a_lane_holder(x->lane), x->chunk_bytes, 0, &c->pinned);
+    if (st == T4A_OK) c->host = t4a_pinned_host(c->pinned);
+  }
+  if (st == T4A_OK && c->event == NULL) {
+    st = T4A_CU(x->driver, cuEventCreate, &c->event, CU_EVENT_DISABLE_TIMING);
+  }
+  t4a_ctx_scope_exit_quiet(&scope);
+  return st;
+}
+
 /* Hands out the ring's oldest usable chunk (see xfer_internal.h). */
 t4a_status t4a_xfer_ring_acquire_(t4a_xfer *x, chunk **out) {
   *out = NULL;
@@ -351,6 +373,13 @@ t4a_status t4a_xfer_ring_acquire_(t4a_xfer *x, chunk **out) {
         return st;
       }
       continue; /* look again: delivered and freed, settled by its owner, or still to query */
+    }
+    if (c->event == NULL) { /* never handed out yet: pin it first (FREE: nobody else uses it) */
+      pthread_mutex_unlock(&x->lock);
+      t4a_status st = chunk_pin(x, c);
+      pthread_mutex_lock(&x->lock);
+      if (st != T4A_OK) return st;
+      continue; /* look again: still FREE */
     }
     x->next = (x->next + 1) % x->num_chunks;
     c->seq = 0;
@@ -542,25 +571,7 @@ t4a_status t4a_xfer_create(t4a_retire *retire, const t4a_xfer_options *options, 
     xfer_teardown(x);
     return st;
   }
-  t4a_ctx_scope scope;
-  if ((st = t4a_ctx_scope_enter(&scope, t4a_lane_holder(lane), x->counters)) != T4A_OK) {
-    xfer_teardown(x);
-    return st;
-  }
-  for (uint32_t i = 0; i < num_chunks && st == T4A_OK; i++) {
-    chunk *c = &x->chunks[i];
-    /* t4a_pinned_create always pins PORTABLE (requirement A2): the chunks serve any context. */
-    st = t4a_pinned_create(t4a_lane_holder(lane), chunk_bytes, 0, &c->pinned);
-    if (st == T4A_OK) {
-      c->host = t4a_pinned_host(c->pinned);
-      st = T4A_CU(x->driver, cuEventCreate, &c->event, CU_EVENT_DISABLE_TIMING);
-    }
-  }
-  t4a_ctx_scope_exit_quiet(&scope);
-  if (st != T4A_OK) {
-    xfer_teardown(x); /* every chunk is FREE: nothing was enqueued */
-    return st;
-  }
+  /* Each chunk's pinned memory and event come when the ring first hands it out (chunk_pin). */
   *out = x;
   return T4A_OK;
 }

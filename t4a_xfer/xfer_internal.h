@@ -36,7 +36,7 @@ enum {
 };
 
 typedef struct chunk {
-  t4a_pinned *pinned;
+  t4a_pinned *pinned; /* NULL, and event NULL, until the ring first hands the chunk out */
   unsigned char *host;
   CUevent event; /* recorded after the chunk's DMA */
   int state;

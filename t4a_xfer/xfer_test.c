@@ -352,10 +352,27 @@ static void test_staging_waits_counted(void **state) {
   free(src);
 }
 
+/* The ring pins each chunk when it first hands it out (xfer.c: chunk_pin), not at create: a
+ * two-chunk upload pins both, so that a sweep's baseline holds the ring's 2 chunks and 2 events. */
+static void pin_ring(fixture *f) {
+  t4a_buffer *b = NULL;
+  unsigned char *src = calloc(1, 2 * CHUNK);
+  assert_non_null(src);
+  CK(t4a_buffer_create(f->pool, 2 * CHUNK, 0, 0, &b));
+  CK(t4a_xfer_upload(f->xfer, b, 0, src, 2 * CHUNK));
+  CK(t4a_lane_synchronize(f->lane));
+  t4a_buffer_release(b);
+  free(src);
+  assert_non_null(t4a_xfer_chunk_host(f->xfer, 0));
+  assert_non_null(t4a_xfer_chunk_host(f->xfer, 1));
+}
+
 static void test_chunks_are_portable(void **state) {
   fixture *f = *state;
   assert_int_equal(t4a_xfer_num_chunks(f->xfer), 2);
   assert_int_equal(t4a_xfer_chunk_bytes(f->xfer), CHUNK);
+  assert_null(t4a_xfer_chunk_host(f->xfer, 0)); /* not pinned before the first staged transfer */
+  pin_ring(f);
   for (uint32_t i = 0; i < 2; i++) {
     unsigned flags = 0;
     assert_int_equal(t4a_fake_host_alloc_flags(f->fake, t4a_xfer_chunk_host(f->xfer, i), &flags), 1);
@@ -373,6 +390,78 @@ static void test_chunks_are_portable(void **state) {
   o = (t4a_xfer_options){.chunk_bytes = CHUNK, .num_chunks = T4A_XFER_MAX_NUM_CHUNKS + 1};
   assert_int_equal(t4a_xfer_create(f->retire, &o, &d), T4A_INVALID_ARGUMENT);
   assert_null(d);
+}
+
+/* Issue 25 item 4: creating the transfer state pins nothing; the ring pins each chunk (and
+ * creates its event) when it first hands it out, so a one-chunk transfer pins one chunk. A
+ * failure there (the pinning or the event) is typed, enqueues nothing and keeps what was made for
+ * the next try; the retry completes the chunk and the bytes arrive; destroy frees it all. */
+static void test_ring_pinned_at_first_use(void **state) {
+  fixture *f = *state;
+  long base = unaccounted(f);
+  uint64_t pins = t4a_fake_calls(f->fake, "cuMemHostAlloc");
+  uint64_t events = t4a_fake_calls(f->fake, "cuEventCreate");
+  t4a_xfer_options o = {.chunk_bytes = CHUNK, .num_chunks = 2};
+  t4a_xfer *x = NULL;
+  CK(t4a_xfer_create(f->retire, &o, &x));
+  assert_int_equal(t4a_fake_calls(f->fake, "cuMemHostAlloc"), pins);
+  assert_int_equal(t4a_fake_calls(f->fake, "cuEventCreate"), events);
+  assert_int_equal(unaccounted(f), base);
+  assert_null(t4a_xfer_chunk_host(x, 0));
+  unsigned char *src = malloc(2 * CHUNK), *back = calloc(1, 2 * CHUNK);
+  assert_non_null(src);
+  assert_non_null(back);
+  for (size_t i = 0; i < 2 * CHUNK; i++) src[i] = (unsigned char)(i * 13u + 1);
+  t4a_buffer *b = NULL;
+  CK(t4a_buffer_create(f->pool, 2 * CHUNK, 0, 0, &b));
+  uint64_t copies = t4a_fake_calls(f->fake, "cuMemcpyHtoDAsync");
+  long with_b = unaccounted(f); /* and the device buffer */
+  /* The first chunk's pinning fails. */
+  t4a_fake_inject(f->fake, "cuMemHostAlloc", 0, 1, CUDA_ERROR_UNKNOWN, 0);
+  t4a_error_clear();
+  assert_int_equal(t4a_xfer_upload(x, b, 0, src, CHUNK), T4A_DRIVER_ERROR);
+  t4a_error e;
+  t4a_error_last(&e);
+  assert_string_equal(e.entry, "cuMemHostAlloc");
+  t4a_fake_clear_injections(f->fake);
+  assert_null(t4a_xfer_chunk_host(x, 0));
+  assert_int_equal(unaccounted(f), with_b);
+  /* Its event fails: the pinned chunk stays for the retry, nothing is handed out. */
+  t4a_fake_inject(f->fake, "cuEventCreate", 0, 1, CUDA_ERROR_UNKNOWN, 0);
+  t4a_error_clear();
+  assert_int_equal(t4a_xfer_upload(x, b, 0, src, CHUNK), T4A_DRIVER_ERROR);
+  t4a_error_last(&e);
+  assert_string_equal(e.entry, "cuEventCreate");
+  t4a_fake_clear_injections(f->fake);
+  assert_int_equal(t4a_fake_calls(f->fake, "cuMemcpyHtoDAsync"), copies); /* nothing enqueued */
+  assert_int_equal(unaccounted(f), with_b + 1); /* the pinned chunk, kept */
+  struct t4a_xfer_stats xs;
+  t4a_xfer_stats(x, &xs);
+  assert_int_equal(xs.free_chunks, 2);
+  /* The retry completes that chunk (its event, no more pinning); one chunk is all it pins. */
+  pins = t4a_fake_calls(f->fake, "cuMemHostAlloc");
+  CK(t4a_xfer_upload(x, b, 0, src, CHUNK));
+  assert_int_equal(t4a_fake_calls(f->fake, "cuMemHostAlloc"), pins);
+  assert_non_null(t4a_xfer_chunk_host(x, 0));
+  assert_null(t4a_xfer_chunk_host(x, 1));
+  assert_int_equal(unaccounted(f), with_b + 2);
+  /* Two chunks' worth each way: the second chunk is pinned, the bytes arrive. */
+  CK(t4a_xfer_upload(x, b, 0, src, 2 * CHUNK));
+  assert_int_equal(t4a_fake_calls(f->fake, "cuMemHostAlloc"), pins + 1);
+  t4a_xfer_pending *p = NULL;
+  CK(t4a_xfer_download(x, b, 0, back, 2 * CHUNK, &p));
+  CK(t4a_xfer_pending_wait(p));
+  t4a_xfer_pending_release(p);
+  assert_memory_equal(back, src, 2 * CHUNK);
+  assert_non_null(t4a_xfer_chunk_host(x, 1));
+  assert_int_equal(unaccounted(f), with_b + 4);
+  t4a_buffer_release(b);
+  t4a_xfer_destroy(x);
+  CK(t4a_lane_synchronize(f->lane));
+  assert_int_equal(unaccounted(f), with_b); /* the ring is gone; b's block stays in the pool's cache */
+  assert_int_equal(with_b, base + 1);
+  free(src);
+  free(back);
 }
 
 static void test_foreign_and_out_of_range(void **state) {
@@ -1454,8 +1543,9 @@ static void test_failure_sweep(void **state) {
   fixture *f = *state;
   t4a_sweep s = {.name = "xfer", .fake = f->fake, .op = op_all, .unaccounted = unaccounted,
                  .user = f};
-  f->baseline = unaccounted(f); /* the fixture's ring: 2 chunks, 2 events */
-  assert_int_equal(f->baseline, 4);
+  pin_ring(f);
+  f->baseline = unaccounted(f); /* the ring's 2 chunks and 2 events, pin_ring's cached block */
+  assert_int_equal(f->baseline, 5);
   assert_true(t4a_sweep_driver(&s, CUDA_ERROR_UNKNOWN, T4A_DRIVER_ERROR) > 10);
   assert_true(t4a_sweep_driver(&s, CUDA_ERROR_INVALID_VALUE, T4A_DRIVER_ERROR) > 10);
   /* The copy is enqueued but the call reports failure: typed, the buffer quarantined, the chunk
@@ -1505,6 +1595,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_dropped_download_then_destroy, setup, teardown),
       cmocka_unit_test_setup_teardown(test_staging_waits_counted, setup, teardown),
       cmocka_unit_test_setup_teardown(test_chunks_are_portable, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_ring_pinned_at_first_use, setup, teardown),
       cmocka_unit_test_setup_teardown(test_foreign_and_out_of_range, setup, teardown),
       cmocka_unit_test_setup_teardown(test_pinned_round_trip_keeps_memory_alive, setup, teardown),
       cmocka_unit_test_setup_teardown(test_device_fault_during_download, setup_leaky,

@@ -154,8 +154,9 @@ typedef struct t4a_runtime_options {
   }
 
 /** Opens a runtime on device `ordinal`: takes a driver reference, creates the lane, the pool, the
- * retirement state, the transfer state (its staging ring is allocated now: pinned chunks and
- * events), the module cache and the descriptor table, and works out the compile target.
+ * retirement state, the transfer state (its staging ring's pinned chunks and events come with the
+ * first pageable transfers that use them), the module cache and the descriptor table, and works out the compile
+ * target.
  * options may be NULL (every default).
  * Statuses: INVALID_ARGUMENT (out NULL, a bad option: the piece's own checks), DRIVER_NOT_FOUND,
  * DRIVER_TOO_OLD, DRIVER_SYMBOL_MISSING, NO_DEVICE (no driver, or a driver that cannot start:

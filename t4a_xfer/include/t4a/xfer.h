@@ -104,8 +104,10 @@ typedef struct t4a_xfer_options {
 /** @} */
 
 /** Creates the transfer state of `retire`'s lane (the lane is retained; `retire` is borrowed and
- * must outlive every operation: destroy the t4a_xfer before the t4a_retire). Allocates the ring
- * (num_chunks portable pinned chunks and events) at once. options may be NULL.
+ * must outlive every operation: destroy the t4a_xfer before the t4a_retire). The ring's
+ * num_chunks portable pinned chunks and their events are not made here: each when the ring first
+ * hands it out to a staged transfer or copy (whose statuses then include the pinning's). options
+ * may be NULL.
  * Statuses: INVALID_ARGUMENT, LANE_BROKEN, HOST_OUT_OF_MEMORY, driver failures. */
 T4A_MUST_USE t4a_status t4a_xfer_create(t4a_retire *retire, const t4a_xfer_options *options,
                                         t4a_xfer **out);
@@ -127,7 +129,8 @@ uint32_t t4a_xfer_num_chunks(const t4a_xfer *xfer);
 t4a_lane *t4a_xfer_lane(const t4a_xfer *xfer);
 /** @} */
 /** Borrowed: the host address of staging chunk `index` (< num_chunks), for diagnostics and tests
- * (e.g. checking that the chunks are portable pinned memory). */
+ * (e.g. checking that the chunks are portable pinned memory); NULL until a staged transfer or
+ * copy first used that chunk. */
 void *t4a_xfer_chunk_host(const t4a_xfer *xfer, uint32_t index);
 
 /** A snapshot of one t4a_xfer, for diagnostics and tests. */
