@@ -440,7 +440,7 @@ static void test_failure_sweeps(void **state) {
       .name = "globals", .fake = f->fake, .op = op_globals, .unaccounted = unaccounted_all, .user = f};
   f->baseline = unaccounted_all(f);
   /* The fixture's staging ring: a chunk and an event each. */
-  assert_int_equal(f->baseline, 2 * T4A_XFER_DEFAULT_NUM_CHUNKS);
+  assert_int_equal(f->baseline, 2 * T4A_XFER_INITIAL_CHUNKS); /* made at open; 4 deep */
   assert_true(t4a_sweep_driver(&s, CUDA_ERROR_UNKNOWN, T4A_DRIVER_ERROR) > 10);
   assert_true(t4a_sweep_driver(&s, CUDA_ERROR_INVALID_HANDLE, T4A_DRIVER_ERROR) > 10);
   s.entry = "cuModuleGetGlobal";
