@@ -3,7 +3,7 @@
  * process, interleaved, both directions, at every size of the pageable goals (issue 25 item 1).
  *
  *   xfer_bench [--sizes LIST] [--repeats R] [--json] [--json-out PATH] [--copy-threads T]
- *              [--chunks C] [--chunk-mib M] [--split-kib K] [--piece-kib P]
+ *              [--chunks C] [--chunk-mib M] [--split-kib K] [--piece-kib P] [--fake]
  *
  * LIST: comma-separated byte counts with an optional K or M suffix (default
  * 4K,64K,1M,8M,64M,256M). R: samples per variant, size and direction (default by size: 2000 up
@@ -22,7 +22,10 @@
  * pageable ("x raw"), then the goal lines: >= 1.0x raw up to 8 MiB, >= 44 GB/s from 64 MiB on
  * (both directions), met or missed. --json prints one JSON object per row instead (the text on
  * stdout is then only the JSON); --json-out writes them to PATH as well as the text. Needs a GPU
- * (exits 77 without a driver). */
+ * (exits 77 without a driver). --fake runs the same code on the fake driver of the tests (a smoke
+ * run: 3 samples unless --repeats, sizes up to 64 MiB unless --sizes; every transfer checked
+ * byte-exact, no timing printed) and ends with "smoke: ok" when the fake saw no ordering violation
+ * and nothing is left alive. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
 #include <stdio.h>
@@ -36,6 +39,7 @@
 #include "t4a_ctx/driver_table.h"
 #define T4A_BENCH_NAME "xfer_bench"
 #include "bench/harness.h"
+#include "testing/fake_driver/fake_driver.h"
 
 enum { V_RAW = 0, V_PINNED, V_T4A, NUM_V };
 static const char *const k_names[NUM_V] = {"raw pageable", "raw pinned", "t4a"};
@@ -136,18 +140,21 @@ static int check_upload(bench *b, size_t n) {
 int main(int argc, char **argv) {
   size_t sizes[MAX_SIZES] = {(size_t)4 << 10,  (size_t)64 << 10, (size_t)1 << 20,
                              (size_t)8 << 20,  (size_t)64 << 20, (size_t)256 << 20};
-  int num_sizes = 6, repeats_opt = 0, json = 0;
+  int num_sizes = 6, repeats_opt = 0, json = 0, fake = 0, sizes_given = 0;
   const char *json_path = NULL;
   t4a_xfer_options xo = T4A_XFER_OPTIONS_INIT;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--sizes") == 0 && i + 1 < argc) {
       num_sizes = 0;
+      sizes_given = 1;
       for (char *tok = strtok(argv[++i], ","); tok != NULL && num_sizes < MAX_SIZES;
            tok = strtok(NULL, ",")) {
         sizes[num_sizes++] = parse_size(tok);
       }
     } else if (strcmp(argv[i], "--repeats") == 0 && i + 1 < argc) {
       repeats_opt = atoi(argv[++i]);
+    } else if (strcmp(argv[i], "--fake") == 0) {
+      fake = 1;
     } else if (strcmp(argv[i], "--json") == 0) {
       json = 1;
     } else if (strcmp(argv[i], "--json-out") == 0 && i + 1 < argc) {
@@ -165,10 +172,13 @@ int main(int argc, char **argv) {
     } else {
       fprintf(stderr, "usage: xfer_bench [--sizes LIST] [--repeats R] [--json] [--json-out PATH] "
                       "[--copy-threads T] [--chunks C] [--chunk-mib M] [--split-kib K] "
-                      "[--piece-kib P]\n");
+                      "[--piece-kib P] [--fake]\n");
       return 2;
     }
   }
+  if (fake && !sizes_given) num_sizes = 5; /* up to 64 MiB */
+  if (fake && repeats_opt == 0) repeats_opt = 3;
+  if (fake) json = 0;
   size_t max_bytes = 0;
   for (int i = 0; i < num_sizes; i++) {
     if (sizes[i] == 0) {
@@ -187,7 +197,16 @@ int main(int argc, char **argv) {
     return 2;
   }
   t4a_driver *drv = NULL;
-  t4a_status st = t4a_driver_open(NULL, &drv);
+  t4a_fake *fk = NULL;
+  t4a_status st = T4A_OK;
+  if (fake) {
+    t4a_fake_options fo = T4A_FAKE_OPTIONS_INIT;
+    fo.mem_bytes = (uint64_t)max_bytes + ((uint64_t)64 << 20);
+    st = t4a_fake_create(&fo, &fk);
+    if (st == T4A_OK) st = t4a_fake_driver(fk, &drv);
+  } else {
+    st = t4a_driver_open(NULL, &drv);
+  }
   if (st == T4A_DRIVER_NOT_FOUND) {
     printf("SKIP: no CUDA driver\n");
     return 77;
@@ -214,7 +233,7 @@ int main(int argc, char **argv) {
 
   struct t4a_xfer_stats xs;
   t4a_xfer_stats(b.x, &xs);
-  if (!json) {
+  if (!json && !fake) {
     printf("# pageable transfers by size, interleaved (raw pageable, raw pinned, t4a); t4a: %u copy "
            "threads, ring %zu MiB x %u (made %u), split copies from %zu KiB, pieces of %zu KiB\n",
            xs.copy_threads, t4a_xfer_chunk_bytes(b.x) >> 20, t4a_xfer_num_chunks(b.x),
@@ -263,7 +282,7 @@ int main(int argc, char **argv) {
         const char *d = dir ? "d2h" : "h2d";
         if (json) json_row(stdout, d, k_names[v], n, repeats, ts[v], ts[V_RAW].med);
         if (jf != NULL) json_row(jf, d, k_names[v], n, repeats, ts[v], ts[V_RAW].med);
-        if (!json) {
+        if (!json && !fake) {
           snprintf(label, sizeof label, "%s %s", dir ? "down" : "up", nm);
           t4a_bench_gbs_row(stdout, 18, label, k_names[v], n, ts[v], ts[V_RAW].med);
         }
@@ -276,7 +295,14 @@ int main(int argc, char **argv) {
   t4a_counter_values cv;
   t4a_lane_stats(b.lane, &cv);
   t4a_xfer_stats(b.x, &xs);
-  if (!json) {
+  if (fake) {
+    printf("smoke: %d sizes both ways, every transfer byte-exact; t4a: %u copy threads, ring made "
+           "%u of %u, most chunks in flight %u, split copies %llu, single copies %llu, pipelined "
+           "pieces %llu\n",
+           num_sizes, xs.copy_threads, xs.ring_chunks, t4a_xfer_num_chunks(b.x),
+           xs.max_chunks_in_flight, (unsigned long long)xs.parallel_copies,
+           (unsigned long long)xs.single_copies, (unsigned long long)xs.pipelined_pieces);
+  } else if (!json) {
     printf("# goals (issue 25 item 1): >= 1.0x raw pageable up to 8 MiB, >= %.0f GB/s from 64 MiB "
            "on, both directions\n", GOAL_GBPS);
     for (int si = 0; si < num_sizes; si++) {
@@ -308,11 +334,29 @@ int main(int argc, char **argv) {
   t4a_pinned_release(pin);
   t4a_buffer_release(b.buf);
   t4a_xfer_destroy(b.x);
+  T4A_BENCH_CHECK(t4a_retire_wait(b.retire)); /* the epochs' keepalives (the buffer) go */
   T4A_BENCH_CHECK(t4a_retire_destroy(b.retire));
   t4a_mem_pool_release(pool);
+  { /* the buffer's stream-ordered free runs (the fake counts it live until then) */
+    t4a_ctx_scope scope;
+    T4A_BENCH_CHECK(t4a_ctx_scope_enter(&scope, t4a_lane_holder(b.lane), NULL));
+    T4A_BENCH_CHECK(T4A_CU(b.d, cuStreamSynchronize, t4a_lane_stream(b.lane)));
+    T4A_BENCH_CHECK(t4a_ctx_scope_exit(&scope));
+  }
   t4a_lane_release(b.lane);
   t4a_driver_release(drv);
   free(b.host);
   free(b.back);
+  if (fk != NULL) {
+    uint64_t violations = t4a_fake_ordering_violations(fk);
+    int clean = t4a_fake_nothing_live(fk);
+    t4a_fake_destroy(fk);
+    if (violations != 0 || !clean) {
+      fprintf(stderr, "xfer_bench --fake: %llu ordering violations, %s\n",
+              (unsigned long long)violations, clean ? "nothing left" : "objects left alive");
+      return 1;
+    }
+    printf("smoke: ok (fake driver: no ordering violation, nothing left alive)\n");
+  }
   return 0;
 }
