@@ -1380,6 +1380,40 @@ static t4a_status op_all(void *user) {
   return st;
 }
 
+/* The size-chosen paths: a piece-by-piece upload (one chunk, pieces below the split size), a
+ * 4-chunk upload that grows the ring from 2 to 4, a 4-chunk download delivered oldest first. */
+static t4a_status op_paths(void *user) {
+  fixture *f = user;
+  enum { N = 4 * 4 * CHUNK };
+  static unsigned char src[N], dst[N];
+  fill(src, N, 10);
+  memset(dst, 0, N);
+  t4a_retire *r = NULL;
+  t4a_xfer *x = NULL;
+  t4a_buffer *b = NULL;
+  t4a_xfer_pending *p = NULL;
+  t4a_xfer_options o = T4A_XFER_OPTIONS_INIT;
+  o.chunk_bytes = 4 * CHUNK;
+  o.num_chunks = 4;
+  o.copy_threads = 2;
+  o.split_copy_min_bytes = 2 * CHUNK;
+  o.pipeline_piece_bytes = CHUNK;
+  t4a_status st = t4a_retire_create(f->lane, NULL, &r);
+  if (st == T4A_OK) st = t4a_xfer_create(r, &o, &x);
+  if (st == T4A_OK) st = t4a_buffer_create(f->pool, N, 0, 0, &b);
+  if (st == T4A_OK) st = t4a_xfer_upload(x, b, 0, src, 3 * CHUNK + 5);
+  if (st == T4A_OK) st = t4a_xfer_upload(x, b, 0, src, N);
+  if (st == T4A_OK) st = t4a_xfer_download(x, b, 0, dst, N, &p);
+  if (st == T4A_OK) st = t4a_xfer_pending_wait(p);
+  if (st == T4A_OK && memcmp(src, dst, N) != 0) st = T4A_INTERNAL;
+  t4a_xfer_pending_release(p);
+  t4a_buffer_release(b);
+  t4a_xfer_destroy(x);
+  t4a_status dst_st = t4a_retire_destroy(r);
+  if (st == T4A_OK) st = dst_st;
+  return st;
+}
+
 /* A dropped download in flight, then teardown: nothing may outlive it uncounted. */
 static t4a_status op_dropped(void *user) {
   fixture *f = user;
@@ -1533,6 +1567,18 @@ static void test_failure_sweep(void **state) {
   assert_true(t4a_sweep_fault(&s, T4A_FAULT_HOST_MALLOC, allowed, 1) > 0);
   const t4a_status mutex[] = {T4A_INTERNAL};
   (void)t4a_sweep_fault(&s, T4A_FAULT_MUTEX_INIT, mutex, 1);
+  /* The size-chosen paths (pieces, growth, oldest-first delivery): a failed growth is absorbed
+   * (OK), every other failure typed, nothing left uncounted. */
+  s.op = op_paths;
+  assert_true(t4a_sweep_driver(&s, CUDA_ERROR_UNKNOWN, T4A_DRIVER_ERROR) > 10);
+  s.after_enqueue = 1;
+  s.entry = "cuMemcpyHtoDAsync";
+  assert_true(t4a_sweep_driver(&s, CUDA_ERROR_UNKNOWN, T4A_DRIVER_ERROR) >= 8); /* 4 pieces */
+  s.entry = "cuMemcpyDtoHAsync";
+  assert_true(t4a_sweep_driver(&s, CUDA_ERROR_UNKNOWN, T4A_DRIVER_ERROR) >= 4);
+  s.entry = NULL;
+  s.after_enqueue = 0;
+  assert_true(t4a_sweep_fault(&s, T4A_FAULT_HOST_MALLOC, allowed, 1) > 0);
   s.op = op_dropped;
   assert_true(t4a_sweep_driver(&s, CUDA_ERROR_UNKNOWN, T4A_DRIVER_ERROR) > 5);
   assert_true(t4a_sweep_fault(&s, T4A_FAULT_HOST_MALLOC, allowed, 1) > 0);
