@@ -674,6 +674,27 @@ t4a_status t4a_xfer_name_chunk_(t4a_status st, const char *what, size_t index, s
                         count, offset, offset + n, msg);
 }
 
+/* The bytes of a staged transfer's next unit (one chunk's DMA, from `done` of `bytes`). A
+ * transfer of more than one chunk starts and ends with a unit of one piece when a chunk holds two
+ * pieces or more: the first DMA (upload) or the first copy out (download) starts after a piece,
+ * not a whole chunk, and what is left exposed at the end — the last DMA of an upload, the last
+ * copy out of a download — is one piece; the units between are whole chunks. Otherwise (one
+ * chunk, or pieces too large) whole chunks, the last one partial. */
+static size_t next_unit(const t4a_xfer *x, size_t bytes, size_t done) {
+  size_t r = bytes - done, c = x->chunk_bytes, piece = x->piece_bytes;
+  if (bytes <= c || piece > c / 2) return r < c ? r : c;
+  if (done == 0) return piece;   /* the head */
+  if (r > c + piece) return c;   /* whole chunks */
+  if (r > piece) return r - piece; /* what leaves exactly one piece */
+  return r;                      /* the tail */
+}
+
+static size_t count_units(const t4a_xfer *x, size_t bytes) {
+  size_t units = 0;
+  for (size_t done = 0; done < bytes; units++) done += next_unit(x, bytes, done);
+  return units;
+}
+
 /* An upload (`from`, p NULL) or a download for handle p (into `to`) through the ring. Each chunk
  * is handed out FILLING: the host copy and the enqueues run without x->lock (only this thread
  * touches a FILLING chunk), so observers of other handles never wait behind them. *enqueued is
@@ -684,18 +705,18 @@ static t4a_status stage_chunks(t4a_xfer *x, CUdeviceptr dev, const unsigned char
   CUstream stream = t4a_lane_stream(x->lane);
   t4a_status st = t4a_xfer_refuse_capture_(x);
   if (st != T4A_OK) return st;
-  size_t done = 0, count = (bytes + x->chunk_bytes - 1) / x->chunk_bytes;
+  size_t done = 0, index = 0, count = count_units(x, bytes), n;
   ring_grow(x, count > x->max_chunks ? x->max_chunks : (uint32_t)count);
   /* An upload that fits in one chunk and is at least two pieces: copied and enqueued piece by
    * piece (the DMA of a piece overlaps the copy of the next; one event after the last). */
   size_t piece = p == NULL && count == 1 && bytes >= 2 * x->piece_bytes ? x->piece_bytes : bytes;
   pthread_mutex_lock(&x->lock);
-  for (; done < bytes;) {
+  for (; done < bytes; index++) {
     chunk *c;
     /* A download wrapping onto one of its own chunks delivers that chunk first (after its DMA
      * completed): a download larger than the ring writes its leading part here. */
     if ((st = t4a_xfer_ring_acquire_(x, &c)) != T4A_OK) break;
-    size_t n = bytes - done < x->chunk_bytes ? bytes - done : x->chunk_bytes;
+    n = next_unit(x, bytes, done);
     c->state = CHUNK_FILLING;
     pthread_mutex_unlock(&x->lock);
     uint64_t singles = 0, pieces = 0;
@@ -734,8 +755,8 @@ static t4a_status stage_chunks(t4a_xfer *x, CUdeviceptr dev, const unsigned char
     done += n;
   }
   if (st != T4A_OK) {
-    st = t4a_xfer_name_chunk_(st, p == NULL ? "upload" : "download", done / x->chunk_bytes, count,
-                              done, bytes - done < x->chunk_bytes ? bytes - done : x->chunk_bytes);
+    n = next_unit(x, bytes, done); /* the failed unit (the loop broke before moving on) */
+    st = t4a_xfer_name_chunk_(st, p == NULL ? "upload" : "download", index, count, done, n);
   }
   if (st != T4A_OK && p != NULL) {
     /* No handle is returned: nothing may be written to the destination from now on (no other

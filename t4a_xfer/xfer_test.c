@@ -682,6 +682,7 @@ static void test_copy_threads(void **state) {
   o.num_chunks = 2;
   o.copy_threads = 4;
   o.split_copy_min_bytes = (size_t)2 << 20;
+  o.pipeline_piece_bytes = o.chunk_bytes; /* whole chunks only (test_path_by_size has units) */
   CK(t4a_xfer_create(r, &o, &x));
   struct t4a_xfer_stats xs;
   t4a_xfer_stats(x, &xs);
@@ -967,7 +968,8 @@ static void test_ring_grow_failure_absorbed(void **state) {
 /* Which path a size takes: a transfer below the split size is one memcpy per chunk; an upload
  * that fits in one chunk and is two pieces or more is copied and enqueued piece by piece (one
  * DMA per piece, one event after the last), byte-exact; a download of the same size is one DMA
- * (its delivery is a single copy out). */
+ * (its delivery one split copy out); a transfer of more than one chunk goes in units of one
+ * piece first and last and whole chunks between, unless a chunk holds less than two pieces. */
 static void test_path_by_size(void **state) {
   fixture *f = *state;
   t4a_retire *r = NULL;
@@ -1019,19 +1021,42 @@ static void test_path_by_size(void **state) {
   assert_int_equal(xs.parallel_copies, 1);
   assert_int_equal(xs.pipelined_pieces, 7);
   t4a_xfer_pending_release(p);
-  /* Two chunks: the ring overlaps them, no pieces; each chunk one copy (split: 4 pages). */
+  /* More than one chunk: units of one piece first and last, whole chunks between, one DMA and
+   * one event each (no pieces inside a unit): 8 pages are units of 1, 4, 2 and 1 pages (only the
+   * 4-page one at the split size); both ways, byte-exact. */
   t4a_buffer *b2 = buffer(f, 2 * n);
-  unsigned char *src2 = malloc(2 * n);
+  unsigned char *src2 = malloc(2 * n), *back2 = malloc(2 * n);
   fill(src2, 2 * n, 35);
+  memset(back2, 0, 2 * n);
   htod = t4a_fake_calls(f->fake, "cuMemcpyHtoDAsync");
+  rec = counters(f).events_recorded;
+  uint64_t singles = xs.single_copies;
   CK(t4a_xfer_upload(x, b2, 0, src2, 2 * n));
-  assert_int_equal(t4a_fake_calls(f->fake, "cuMemcpyHtoDAsync") - htod, 2);
+  assert_int_equal(t4a_fake_calls(f->fake, "cuMemcpyHtoDAsync") - htod, 4);
+  assert_int_equal(counters(f).events_recorded - rec, 4);
   t4a_xfer_stats(x, &xs);
   assert_int_equal(xs.pipelined_pieces, 7);
-  assert_int_equal(xs.parallel_copies, 3);
+  assert_int_equal(xs.parallel_copies, 2);
+  assert_int_equal(xs.single_copies - singles, 3);
   CK(t4a_retire_wait(r));
   assert_memory_equal(device_view(f, b2), src2, 2 * n);
   assert_memory_equal(device_view(f, b), src, n);
+  dtoh = t4a_fake_calls(f->fake, "cuMemcpyDtoHAsync");
+  CK(t4a_xfer_download(x, b2, 0, back2, 2 * n, &p));
+  CK(t4a_xfer_pending_wait(p));
+  assert_int_equal(t4a_fake_calls(f->fake, "cuMemcpyDtoHAsync") - dtoh, 4);
+  assert_memory_equal(src2, back2, 2 * n);
+  t4a_xfer_pending_release(p);
+  /* Pieces too large for two per chunk: whole chunks only (8 pages: two units). */
+  t4a_xfer *y = NULL;
+  o.pipeline_piece_bytes = 3 * CHUNK;
+  CK(t4a_xfer_create(r, &o, &y));
+  htod = t4a_fake_calls(f->fake, "cuMemcpyHtoDAsync");
+  CK(t4a_xfer_upload(y, b2, 0, src2, 2 * n));
+  assert_int_equal(t4a_fake_calls(f->fake, "cuMemcpyHtoDAsync") - htod, 2);
+  CK(t4a_retire_wait(r));
+  assert_memory_equal(device_view(f, b2), src2, 2 * n);
+  t4a_xfer_destroy(y);
   /* A piece below the minimum is refused. */
   t4a_xfer *bad = NULL;
   o.pipeline_piece_bytes = CHUNK - 1;
@@ -1043,6 +1068,7 @@ static void test_path_by_size(void **state) {
   CK(t4a_retire_destroy(r));
   free(src);
   free(src2);
+  free(back2);
   free(dst);
 }
 
