@@ -112,7 +112,8 @@ typedef struct t4a_xfer_options {
    * are one memcpy. 0: T4A_XFER_DEFAULT_SPLIT_COPY_MIN. */
   size_t split_copy_min_bytes;
   /** An upload that fits in one chunk and is at least two pieces long is copied and enqueued
-   * piece by piece, so the DMA of one piece overlaps the host copy of the next. 0:
+   * piece by piece, so the DMA of one piece overlaps the host copy of the next; a transfer of
+   * more than one chunk starts and ends with a one-piece unit (whole chunks between). 0:
    * T4A_XFER_DEFAULT_PIPELINE_PIECE; at least T4A_XFER_MIN_CHUNK_BYTES; a piece of chunk_bytes
    * or more turns this off. */
   size_t pipeline_piece_bytes;
