@@ -530,8 +530,8 @@ static int run_scenario(int scenario, const char *what, uint32_t num_chunks) {
 }
 
 int main(void) {
-  int r1 = run_scenario(1, "1. in flight, default ring (16 MiB x 2): the 64 MiB copy wraps the "
-                           "destination's ring", 0);
+  int r1 = run_scenario(1, "1. in flight, ring 2 x 16 MiB: the 64 MiB copy wraps the "
+                           "destination's ring", 2);
   if (r1 == 77) return 77; /* no driver: the other scenarios would say the same */
   int r2 = run_scenario(2, "2. in flight, ring 4 x 16 MiB: the whole 64 MiB copy is enqueued "
                            "before the fault", 4);

@@ -370,13 +370,10 @@ static t4a_status chunk_make(t4a_xfer *x, chunk *c) {
   return st;
 }
 
-/* The acquirer (admission held, the lane's context current, x->lock NOT held): grows the ring to
- * `want` chunks (at most its depth) for a transfer that spans that many. Only the acquirer adds
- * chunks; a chunk joins the ring (num_chunks, under x->lock) once made. A chunk that cannot be
- * made stops the growth for this transfer, counted and absorbed (the transfer runs on the chunks
- * there are; the caller's error detail is kept). */
-static void ring_grow(t4a_xfer *x, uint32_t want) {
-  if (want > x->max_chunks) want = x->max_chunks;
+/* Grows the ring (see xfer_internal.h). Only the acquirer adds chunks; a chunk joins the ring
+ * (num_chunks, under x->lock) once made. */
+void t4a_xfer_ring_grow_(t4a_xfer *x, size_t units) {
+  uint32_t want = units > x->max_chunks ? x->max_chunks : (uint32_t)units;
   if (x->num_chunks >= want) return;
   t4a_error saved;
   t4a_error_last(&saved);
@@ -706,7 +703,7 @@ static t4a_status stage_chunks(t4a_xfer *x, CUdeviceptr dev, const unsigned char
   t4a_status st = t4a_xfer_refuse_capture_(x);
   if (st != T4A_OK) return st;
   size_t done = 0, index = 0, count = count_units(x, bytes), n;
-  ring_grow(x, count > x->max_chunks ? x->max_chunks : (uint32_t)count);
+  t4a_xfer_ring_grow_(x, count);
   /* An upload that fits in one chunk and is at least two pieces: copied and enqueued piece by
    * piece (the DMA of a piece overlaps the copy of the next; one event after the last). */
   size_t piece = p == NULL && count == 1 && bytes >= 2 * x->piece_bytes ? x->piece_bytes : bytes;

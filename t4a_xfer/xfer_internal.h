@@ -145,6 +145,12 @@ static inline void xfer_count(t4a_xfer *x, t4a_counter_id id, uint64_t n) {
  * LIMIT_EXCEEDED when every chunk is quarantined for good; a device error as itself. */
 t4a_status t4a_xfer_ring_acquire_(t4a_xfer *x, chunk **out);
 
+/* The acquirer (the admission held, the lane's context current, x->lock NOT held), before a
+ * transfer of `units` chunk-sized DMAs: grows the ring to min(units, its depth) chunks. A chunk
+ * that cannot be made stops the growth for this transfer, counted (ring_grow_failures) and
+ * absorbed: the transfer runs on the chunks there are; the caller's error detail is kept. */
+void t4a_xfer_ring_grow_(t4a_xfer *x, size_t units);
+
 /* x->lock held, right after c->event was recorded on the lane's stream under the admission:
  * gives that record the next sequence number (so its completion proves earlier work). */
 void t4a_xfer_chunk_recorded_(t4a_xfer *x, chunk *c);
