@@ -7,7 +7,7 @@
  * deadline: a hang is reported as a failure naming the last step reached, never waited out.
  * Device 0's lane stream first gets, through a raw scope, a slow kernel (~50 ms) then a kernel
  * that writes to an illegal address. Then:
- *   1. in flight, default ring (16 MiB x 2): the staged 64 MiB copy 0 -> 1 (4 chunks) is called
+ *   1. in flight, ring 16 MiB x 2: the staged 64 MiB copy 0 -> 1 (4 chunks) is called
  *      at once; it wraps the destination's ring, so the call itself waits for chunk 0's
  *      destination event, whose stream waits for the source's chunk DMA behind the fault;
  *   2. in flight, ring 4 x 16 MiB: the same copy, wholly enqueued before the fault is reached;
