@@ -33,7 +33,11 @@ t4a_binary(NAME bench_copy_bench
 t4a_binary(NAME bench_xfer_bench
   SRCS bench/xfer_bench.c
   OUTPUT_NAME xfer_bench
-  DEPS bench_harness t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status)
+  DEPS bench_harness t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver)
+t4a_sh_test(NAME bench_xfer_smoke_test
+  SCRIPT bench/xfer_smoke_test.sh
+  LABELS unit
+  DATA bench_xfer_bench)
 t4a_binary(NAME bench_overlap_bench
   SRCS bench/overlap_bench.c
   OUTPUT_NAME overlap_bench

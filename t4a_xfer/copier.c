@@ -37,6 +37,7 @@ struct t4a_xfer_copier {
   uint64_t generation;
   int stop;
   uint32_t num_threads; /* workers (the caller is one more) */
+  size_t split_min;     /* the smallest copy split across the threads */
   pthread_t *threads;
   atomic_ullong parallel_copies, parallel_bytes;
 };
@@ -92,7 +93,7 @@ static void copier_free(t4a_xfer_copier *c) {
   free(c);
 }
 
-t4a_status t4a_xfer_copier_create_(uint32_t threads, t4a_xfer_copier **out) {
+t4a_status t4a_xfer_copier_create_(uint32_t threads, size_t split_min, t4a_xfer_copier **out) {
   *out = NULL;
   if (threads <= 1) return T4A_OK; /* the caller alone: no pool */
   t4a_xfer_copier *c = t4a_host_calloc(1, sizeof *c);
@@ -111,6 +112,7 @@ t4a_status t4a_xfer_copier_create_(uint32_t threads, t4a_xfer_copier **out) {
   pthread_mutex_init(&c->lock, NULL);
   pthread_cond_init(&c->start, NULL);
   pthread_cond_init(&c->done, NULL);
+  c->split_min = split_min;
   atomic_init(&c->parallel_copies, 0);
   atomic_init(&c->parallel_bytes, 0);
   for (uint32_t i = 0; i < threads - 1; i++) {
@@ -133,10 +135,10 @@ void t4a_xfer_copier_destroy_(t4a_xfer_copier *c) {
   copier_free(c);
 }
 
-void t4a_xfer_copier_memcpy_(t4a_xfer_copier *c, void *dst, const void *src, size_t n) {
-  if (c == NULL || n < T4A_XFER_PARALLEL_COPY_MIN || pthread_mutex_trylock(&c->busy) != 0) {
+int t4a_xfer_copier_memcpy_(t4a_xfer_copier *c, void *dst, const void *src, size_t n) {
+  if (c == NULL || n < c->split_min || pthread_mutex_trylock(&c->busy) != 0) {
     memcpy(dst, src, n);
-    return;
+    return 0;
   }
   uint32_t ways = c->num_threads + 1;
   size_t slice = (n + ways - 1) / ways;
@@ -161,6 +163,7 @@ void t4a_xfer_copier_memcpy_(t4a_xfer_copier *c, void *dst, const void *src, siz
   pthread_mutex_unlock(&c->busy);
   atomic_fetch_add_explicit(&c->parallel_copies, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&c->parallel_bytes, n, memory_order_relaxed);
+  return 1;
 }
 
 uint32_t t4a_xfer_copier_threads_(const t4a_xfer_copier *c) {

@@ -232,6 +232,8 @@ static t4a_status copy_staged(t4a_xfer *dx, t4a_buffer *dst, size_t doff, t4a_xf
   t4a_ctx_scope scope;
   if ((st = t4a_ctx_scope_enter(&scope, t4a_lane_holder(dx->lane), dx->counters)) == T4A_OK) {
     st = t4a_xfer_refuse_capture_(dx);
+    /* A copy spanning more chunks than the destination's ring has grows it (to its depth). */
+    if (st == T4A_OK) t4a_xfer_ring_grow_(dx, (bytes + dx->chunk_bytes - 1) / dx->chunk_bytes);
     t4a_ctx_scope_exit_quiet(&scope);
   }
   if (st != T4A_OK) {

@@ -7,7 +7,7 @@
  * deadline: a hang is reported as a failure naming the last step reached, never waited out.
  * Device 0's lane stream first gets, through a raw scope, a slow kernel (~50 ms) then a kernel
  * that writes to an illegal address. Then:
- *   1. in flight, default ring (16 MiB x 2): the staged 64 MiB copy 0 -> 1 (4 chunks) is called
+ *   1. in flight, ring 16 MiB x 2: the staged 64 MiB copy 0 -> 1 (4 chunks) is called
  *      at once; it wraps the destination's ring, so the call itself waits for chunk 0's
  *      destination event, whose stream waits for the source's chunk DMA behind the fault;
  *   2. in flight, ring 4 x 16 MiB: the same copy, wholly enqueued before the fault is reached;
@@ -530,8 +530,8 @@ static int run_scenario(int scenario, const char *what, uint32_t num_chunks) {
 }
 
 int main(void) {
-  int r1 = run_scenario(1, "1. in flight, default ring (16 MiB x 2): the 64 MiB copy wraps the "
-                           "destination's ring", 0);
+  int r1 = run_scenario(1, "1. in flight, ring 2 x 16 MiB: the 64 MiB copy wraps the "
+                           "destination's ring", 2);
   if (r1 == 77) return 77; /* no driver: the other scenarios would say the same */
   int r2 = run_scenario(2, "2. in flight, ring 4 x 16 MiB: the whole 64 MiB copy is enqueued "
                            "before the fault", 4);

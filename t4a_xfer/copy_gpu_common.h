@@ -1,6 +1,6 @@
 /* Shared by the copy GPU tests (copy_gpu_test.c: one device; copy_multi_gpu_test.c: two). Test
  * code, included by exactly those two files. A runtime here is a lane with its pool, retirement
- * and transfer state (default 16 MiB x 2 staging ring). Every check is byte-exact against a
+ * and transfer state (default staging ring: 16 MiB, 4 deep). Every check is byte-exact against a
  * host copy of what was uploaded, read back through a pageable download. */
 #ifndef T4A_XFER_COPY_GPU_COMMON_H_
 #define T4A_XFER_COPY_GPU_COMMON_H_

@@ -365,6 +365,33 @@ static void test_staged_path(void **state) {
   assert_int_equal(COUNTER(b, copies_staged), 3);
   assert_true(COUNTER(a, cross_waits) == 0); /* the source needs no back-wait */
   assert_int_equal(COUNTER(b, cross_waits), 1 + 1 + 8); /* one source witness per chunk */
+  /* A destination ring 4 deep (2 made) grows for a staged copy spanning 4 chunks: all four in
+   * flight at once, byte-exact. */
+  t4a_xfer_options xo = T4A_XFER_OPTIONS_INIT;
+  xo.chunk_bytes = CHUNK;
+  xo.num_chunks = 4;
+  t4a_xfer *deep = NULL;
+  CK(t4a_xfer_create(b->retire, &xo, &deep));
+  struct t4a_xfer_stats xs;
+  t4a_xfer_stats(deep, &xs);
+  assert_int_equal(xs.ring_chunks, 2);
+  size_t n = 4 * CHUNK;
+  unsigned char *data = malloc(n);
+  fill(data, n, 20);
+  t4a_buffer *src = buffer(a, n), *dst = buffer(b, n);
+  upload(a, src, 0, data, n);
+  t4a_witness *w = NULL;
+  CK(t4a_xfer_copy(deep, dst, 0, a->xfer, src, 0, n, T4A_COPY_STAGED, NULL, &w));
+  t4a_xfer_stats(deep, &xs);
+  assert_int_equal(xs.ring_chunks, 4);
+  assert_int_equal(xs.ring_grow_failures, 0);
+  CK(t4a_witness_wait(w));
+  t4a_witness_release(w);
+  expect(b, dst, 0, data, n);
+  t4a_buffer_release(src);
+  t4a_buffer_release(dst);
+  t4a_xfer_destroy(deep);
+  free(data);
 }
 
 /* Fault lane 2: A -> B -> C after the original handles were dropped; data arrives intact. Peer
@@ -527,7 +554,7 @@ static t4a_status op_copy(void *user) {
   t4a_witness *w = NULL;
   t4a_xfer_options xo = T4A_XFER_OPTIONS_INIT;
   xo.chunk_bytes = CHUNK;
-  xo.num_chunks = 2;
+  xo.num_chunks = 4; /* 2 made: a copy of more than two chunks grows the destination's ring */
   t4a_status st = t4a_retire_create(s->to->lane, NULL, &rt_to);
   if (st == T4A_OK) st = t4a_retire_create(s->from->lane, NULL, &rt_from);
   if (st == T4A_OK) st = t4a_xfer_create(rt_to, &xo, &x_to);

@@ -208,8 +208,9 @@ static void chunk_deliver(t4a_xfer *x, chunk *c) {
   c->state = CHUNK_DELIVERING;
   p->delivering++;
   pthread_mutex_unlock(&x->lock);
-  t4a_xfer_copier_memcpy_(x->copier, c->dst, c->host, c->bytes);
+  int split = t4a_xfer_copier_memcpy_(x->copier, c->dst, c->host, c->bytes);
   pthread_mutex_lock(&x->lock);
+  if (!split) x->single_copies++;
   p->delivering--;
   chunk_clear(c);
   pthread_cond_broadcast(&x->cond);
@@ -438,6 +439,66 @@ static void pending_discard(t4a_xfer *x, t4a_xfer_pending *p) {
 
 /* ---- creation and teardown ---- */
 
+/* The default number of copy threads for a host of `cpus` online CPUs: all of them up to 8 (as
+ * before); above 8, CPUs - 4 (the driver's threads, the caller's other work), at least 8 and at
+ * most T4A_XFER_DEFAULT_COPY_THREADS: 12 on a 16-CPU host, where 12 threads moved 49.9 / 48.7
+ * GB/s through a 4-deep ring against 49.9 / 51.5 with all 16 (docs/design.md). */
+static uint32_t default_copy_threads(long cpus) {
+  if (cpus < 1) return 1;
+  if (cpus <= 8) return (uint32_t)cpus;
+  long n = cpus - 4 < 8 ? 8 : cpus - 4;
+  return n > (long)T4A_XFER_DEFAULT_COPY_THREADS ? T4A_XFER_DEFAULT_COPY_THREADS : (uint32_t)n;
+}
+
+/* Makes one chunk's pinned memory and event (the lane's context current). On failure the chunk
+ * is left empty (what was made is freed) and the failure returned. */
+static t4a_status chunk_make(t4a_xfer *x, chunk *c) {
+  /* t4a_pinned_create always pins PORTABLE (requirement A2): the chunks serve any context. */
+  t4a_status st = t4a_pinned_create(t4a_lane_holder(x->lane), x->chunk_bytes, 0, &c->pinned);
+  if (st == T4A_OK) st = T4A_CU(x->driver, cuEventCreate, &c->event, CU_EVENT_DISABLE_TIMING);
+  if (st == T4A_OK) {
+    c->host = t4a_pinned_host(c->pinned);
+    return st;
+  }
+  if (c->pinned != NULL) t4a_pinned_release(c->pinned);
+  c->pinned = NULL;
+  c->event = NULL;
+  return st;
+}
+
+/* Grows the ring (see xfer_internal.h). Only the acquirer adds chunks; a chunk joins the ring
+ * (num_chunks, under x->lock) once made. */
+void t4a_xfer_ring_grow_(t4a_xfer *x, size_t units) {
+  uint32_t want = units > x->max_chunks ? x->max_chunks : (uint32_t)units;
+  if (x->num_chunks >= want) return;
+  t4a_error saved;
+  t4a_error_last(&saved);
+  while (x->num_chunks < want) {
+    chunk *c = &x->chunks[x->num_chunks];
+    t4a_status st = chunk_make(x, c);
+    pthread_mutex_lock(&x->lock);
+    if (st != T4A_OK) {
+      x->ring_grow_failures++;
+      pthread_mutex_unlock(&x->lock);
+      break;
+    }
+    chunk_clear(c);
+    x->num_chunks++;
+    pthread_mutex_unlock(&x->lock);
+  }
+  t4a_error_restore(&saved);
+}
+
+/* x->lock held, after a chunk went in flight: the high-water mark of chunks in flight. */
+static void note_in_flight(t4a_xfer *x) {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < x->num_chunks; i++) {
+    int s = x->chunks[i].state;
+    n += s == CHUNK_BUSY || s == CHUNK_HELD || s == CHUNK_ORPHAN;
+  }
+  if (n > x->max_in_flight) x->max_in_flight = n;
+}
+
 static void xfer_teardown(t4a_xfer *x) {
   t4a_error saved; /* a drop path never changes the caller's error detail */
   t4a_error_last(&saved);
@@ -523,18 +584,22 @@ t4a_status t4a_xfer_create(t4a_retire *retire, const t4a_xfer_options *options, 
                           "at most %u copy threads (got %u)", T4A_XFER_MAX_COPY_THREADS,
                           copy_threads);
   }
-  if (copy_threads == 0) {
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    copy_threads = cpus < 1 ? 1 : cpus > T4A_XFER_DEFAULT_COPY_THREADS
-                                      ? T4A_XFER_DEFAULT_COPY_THREADS
-                                      : (uint32_t)cpus;
+  if (copy_threads == 0) copy_threads = default_copy_threads(sysconf(_SC_NPROCESSORS_ONLN));
+  size_t split_min = options != NULL ? options->split_copy_min_bytes : 0;
+  size_t piece = options != NULL ? options->pipeline_piece_bytes : 0;
+  if (split_min == 0) split_min = T4A_XFER_DEFAULT_SPLIT_COPY_MIN;
+  if (piece == 0) piece = T4A_XFER_DEFAULT_PIPELINE_PIECE;
+  if (piece < T4A_XFER_MIN_CHUNK_BYTES) {
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
+                          "pipeline pieces need at least %zu bytes (got %zu)",
+                          T4A_XFER_MIN_CHUNK_BYTES, piece);
   }
   t4a_lane *lane = t4a_retire_lane(retire);
   t4a_status st = t4a_lane_check(lane);
   if (st != T4A_OK) return st;
   t4a_xfer *x = t4a_host_calloc(1, sizeof *x);
   if (x == NULL) return T4A_HOST_OUT_OF_MEMORY;
-  x->chunks = t4a_host_calloc(num_chunks, sizeof *x->chunks);
+  x->chunks = t4a_host_calloc(num_chunks, sizeof *x->chunks); /* room for the whole depth */
   x->holds = x->chunks != NULL ? t4a_host_calloc(1, sizeof *x->holds) : NULL;
   if (x->holds == NULL) {
     free(x->chunks);
@@ -565,9 +630,11 @@ t4a_status t4a_xfer_create(t4a_retire *retire, const t4a_xfer_options *options, 
   x->driver = t4a_lane_driver(lane);
   x->counters = t4a_lane_counters(lane);
   x->chunk_bytes = chunk_bytes;
-  x->num_chunks = num_chunks;
+  x->max_chunks = num_chunks;
+  x->num_chunks = num_chunks < T4A_XFER_INITIAL_CHUNKS ? num_chunks : T4A_XFER_INITIAL_CHUNKS;
   x->max_pinned_hold_bytes = options != NULL ? options->max_pinned_hold_bytes : 0;
-  if ((st = t4a_xfer_copier_create_(copy_threads, &x->copier)) != T4A_OK) {
+  x->piece_bytes = piece;
+  if ((st = t4a_xfer_copier_create_(copy_threads, split_min, &x->copier)) != T4A_OK) {
     xfer_teardown(x);
     return st;
   }
@@ -579,7 +646,7 @@ t4a_status t4a_xfer_create(t4a_retire *retire, const t4a_xfer_options *options, 
 void t4a_xfer_destroy(t4a_xfer *x) { xfer_unref(x); }
 
 size_t t4a_xfer_chunk_bytes(const t4a_xfer *x) { return x->chunk_bytes; }
-uint32_t t4a_xfer_num_chunks(const t4a_xfer *x) { return x->num_chunks; }
+uint32_t t4a_xfer_num_chunks(const t4a_xfer *x) { return x->max_chunks; }
 t4a_lane *t4a_xfer_lane(const t4a_xfer *x) { return x->lane; }
 void *t4a_xfer_chunk_host(const t4a_xfer *x, uint32_t index) {
   return index < x->num_chunks ? x->chunks[index].host : NULL;
@@ -603,6 +670,11 @@ void t4a_xfer_stats(t4a_xfer *x, struct t4a_xfer_stats *out) {
   out->spare_events = x->num_spare_events;
   out->chunks_reclaimed = x->chunks_reclaimed;
   out->pinned_fallbacks = x->pinned_fallbacks;
+  out->ring_chunks = x->num_chunks;
+  out->max_chunks_in_flight = x->max_in_flight;
+  out->ring_grow_failures = x->ring_grow_failures;
+  out->pipelined_pieces = x->pipelined_pieces;
+  out->single_copies = x->single_copies;
   pthread_mutex_unlock(&x->lock);
   out->copy_threads = t4a_xfer_copier_threads_(x->copier);
   out->parallel_copies = t4a_xfer_copier_parallel_copies_(x->copier);
@@ -690,6 +762,27 @@ t4a_status t4a_xfer_name_chunk_(t4a_status st, const char *what, size_t index, s
                         count, offset, offset + n, msg);
 }
 
+/* The bytes of a staged transfer's next unit (one chunk's DMA, from `done` of `bytes`). A
+ * transfer of more than one chunk starts and ends with a unit of one piece when a chunk holds two
+ * pieces or more: the first DMA (upload) or the first copy out (download) starts after a piece,
+ * not a whole chunk, and what is left exposed at the end — the last DMA of an upload, the last
+ * copy out of a download — is one piece; the units between are whole chunks. Otherwise (one
+ * chunk, or pieces too large) whole chunks, the last one partial. */
+static size_t next_unit(const t4a_xfer *x, size_t bytes, size_t done) {
+  size_t r = bytes - done, c = x->chunk_bytes, piece = x->piece_bytes;
+  if (bytes <= c || piece > c / 2) return r < c ? r : c;
+  if (done == 0) return piece;   /* the head */
+  if (r > c + piece) return c;   /* whole chunks */
+  if (r > piece) return r - piece; /* what leaves exactly one piece */
+  return r;                      /* the tail */
+}
+
+static size_t count_units(const t4a_xfer *x, size_t bytes) {
+  size_t units = 0;
+  for (size_t done = 0; done < bytes; units++) done += next_unit(x, bytes, done);
+  return units;
+}
+
 /* An upload (`from`, p NULL) or a download for handle p (into `to`) through the ring. Each chunk
  * is handed out FILLING: the host copy and the enqueues run without x->lock (only this thread
  * touches a FILLING chunk), so observers of other handles never wait behind them. *enqueued is
@@ -700,27 +793,38 @@ static t4a_status stage_chunks(t4a_xfer *x, CUdeviceptr dev, const unsigned char
   CUstream stream = t4a_lane_stream(x->lane);
   t4a_status st = t4a_xfer_refuse_capture_(x);
   if (st != T4A_OK) return st;
-  size_t done = 0, count = (bytes + x->chunk_bytes - 1) / x->chunk_bytes;
+  size_t done = 0, index = 0, count = count_units(x, bytes), n;
+  t4a_xfer_ring_grow_(x, count);
+  /* An upload that fits in one chunk and is at least two pieces: copied and enqueued piece by
+   * piece (the DMA of a piece overlaps the copy of the next; one event after the last). */
+  size_t piece = p == NULL && count == 1 && bytes >= 2 * x->piece_bytes ? x->piece_bytes : bytes;
   pthread_mutex_lock(&x->lock);
-  for (; done < bytes;) {
+  for (; done < bytes; index++) {
     chunk *c;
     /* A download wrapping onto one of its own chunks delivers that chunk first (after its DMA
      * completed): a download larger than the ring writes its leading part here. */
     if ((st = t4a_xfer_ring_acquire_(x, &c)) != T4A_OK) break;
-    size_t n = bytes - done < x->chunk_bytes ? bytes - done : x->chunk_bytes;
+    n = next_unit(x, bytes, done);
     c->state = CHUNK_FILLING;
     pthread_mutex_unlock(&x->lock);
+    uint64_t singles = 0, pieces = 0;
     if (p == NULL) {
       /* The caller's bytes go into the chunk before the DMA: the caller may reuse them at once.
-       * While this DMA runs, the next iteration fills the next chunk. */
-      t4a_xfer_copier_memcpy_(x->copier, c->host, from + done, n);
-      st = T4A_CU(x->driver, cuMemcpyHtoDAsync, dev + done, c->host, n, stream);
+       * While this DMA runs, the next iteration fills the next chunk (or the next piece). */
+      for (size_t at = 0; at < n && st == T4A_OK; at += piece) {
+        size_t m = n - at < piece ? n - at : piece;
+        singles += !t4a_xfer_copier_memcpy_(x->copier, c->host + at, from + done + at, m);
+        st = T4A_CU(x->driver, cuMemcpyHtoDAsync, dev + done + at, c->host + at, m, stream);
+        pieces += piece < n;
+      }
     } else {
       st = T4A_CU(x->driver, cuMemcpyDtoHAsync, c->host, dev + done, n, stream);
     }
     if (st == T4A_OK) st = T4A_CU(x->driver, cuEventRecord, c->event, stream);
     pthread_mutex_lock(&x->lock);
     *enqueued = 1;
+    x->single_copies += singles;
+    x->pipelined_pieces += pieces;
     if (st != T4A_OK) {
       t4a_xfer_chunk_quarantine_(x, c, 1); /* its work, if any, is on the lane's stream */
       break;
@@ -735,11 +839,12 @@ static t4a_status stage_chunks(t4a_xfer *x, CUdeviceptr dev, const unsigned char
       c->dst = to + done;
       c->bytes = n;
     }
+    note_in_flight(x);
     done += n;
   }
   if (st != T4A_OK) {
-    st = t4a_xfer_name_chunk_(st, p == NULL ? "upload" : "download", done / x->chunk_bytes, count,
-                              done, bytes - done < x->chunk_bytes ? bytes - done : x->chunk_bytes);
+    n = next_unit(x, bytes, done); /* the failed unit (the loop broke before moving on) */
+    st = t4a_xfer_name_chunk_(st, p == NULL ? "upload" : "download", index, count, done, n);
   }
   if (st != T4A_OK && p != NULL) {
     /* No handle is returned: nothing may be written to the destination from now on (no other
@@ -983,7 +1088,7 @@ static t4a_status pending_step(t4a_xfer *x, t4a_xfer_pending *p, int wait) {
       return pending_delivered(x, p);
     }
     /* Staged: settle the handle's held chunks oldest first, each on its own event's answer. */
-    chunk *oldest = NULL, *newest = NULL;
+    chunk *oldest = NULL;
     int delivering = 0;
     for (uint32_t i = 0; i < x->num_chunks; i++) {
       chunk *c = &x->chunks[i];
@@ -992,7 +1097,6 @@ static t4a_status pending_step(t4a_xfer *x, t4a_xfer_pending *p, int wait) {
         delivering = 1;
       } else if (c->state == CHUNK_HELD) {
         if (oldest == NULL || c->seq < oldest->seq) oldest = c;
-        if (newest == NULL || c->seq > newest->seq) newest = c;
       }
     }
     if (oldest == NULL) {
@@ -1008,9 +1112,11 @@ static t4a_status pending_step(t4a_xfer *x, t4a_xfer_pending *p, int wait) {
     st = chunk_query(x, oldest);
     if (st != T4A_NOT_READY) continue; /* delivered, or failed: answered at the top */
     if (!wait) return st;
-    /* One host wait, on the newest: its completion proves every older chunk (one stream). A
-     * failed answer fails the handle if that chunk is still its own; otherwise look again. */
-    (void)chunk_wait(x, newest, p);
+    /* A host wait on the oldest, which is delivered as soon as it answers while the DMA of the
+     * later ones goes on (their delivery overlaps the bus, not after it); a later chunk already
+     * complete by then is delivered on its query, without a wait. A failed answer fails the
+     * handle if that chunk is still its own; otherwise look again. */
+    (void)chunk_wait(x, oldest, p);
   }
 }
 

@@ -1,5 +1,5 @@
 /* t4a_xfer on a real GPU (label: gpu, single). Exits 77 without a driver.
- * A 256 MiB pageable round trip through the default staging ring (16 MiB x 2), byte-exact, with
+ * A 256 MiB pageable round trip through the default staging ring (16 MiB, 4 deep), byte-exact, with
  * the source overwritten as soon as the upload returns; a pinned round trip; the counters; and
  * a matrix of sizes and odd offsets, pageable and pinned both ways; warm 4 KiB and 1 MiB
  * transfers both ways and buffer create/release with no heap allocation (t4a_heap_allocations).

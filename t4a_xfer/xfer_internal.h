@@ -59,15 +59,16 @@ typedef struct chunk {
 
 /* Host copy threads (copier.c): a chunk-sized memcpy split across a pool, the caller taking
  * slices too. NULL (one thread) copies alone. A caller that finds the pool busy copies alone:
- * nobody waits for another caller's copy. Copies below T4A_XFER_PARALLEL_COPY_MIN are not split
+ * nobody waits for another caller's copy. Copies below the pool's split size are not split
  * (handing slices to threads costs microseconds). */
 typedef struct t4a_xfer_copier t4a_xfer_copier;
-#define T4A_XFER_PARALLEL_COPY_MIN ((size_t)2 << 20)
-/* threads: all of them, the caller included; 0 or 1 makes no pool (*out NULL). Statuses:
- * HOST_OUT_OF_MEMORY, INTERNAL (a thread or lock could not be created). */
-t4a_status t4a_xfer_copier_create_(uint32_t threads, t4a_xfer_copier **out);
+/* threads: all of them, the caller included; 0 or 1 makes no pool (*out NULL). split_min: the
+ * smallest copy split across the threads (> 0). Statuses: HOST_OUT_OF_MEMORY, INTERNAL (a thread
+ * or lock could not be created). */
+t4a_status t4a_xfer_copier_create_(uint32_t threads, size_t split_min, t4a_xfer_copier **out);
 void t4a_xfer_copier_destroy_(t4a_xfer_copier *copier);
-void t4a_xfer_copier_memcpy_(t4a_xfer_copier *copier, void *dst, const void *src, size_t n);
+/* Returns 1 if the copy was split across the threads, 0 if it was one memcpy. */
+int t4a_xfer_copier_memcpy_(t4a_xfer_copier *copier, void *dst, const void *src, size_t n);
 uint32_t t4a_xfer_copier_threads_(const t4a_xfer_copier *copier);
 uint64_t t4a_xfer_copier_parallel_copies_(t4a_xfer_copier *copier);
 
@@ -91,7 +92,9 @@ struct t4a_xfer {
   t4a_driver *driver;   /* borrowed from the lane */
   t4a_counters *counters; /* the lane's block */
   size_t chunk_bytes;
-  uint32_t num_chunks;
+  uint32_t num_chunks; /* chunks made (pinned memory and event): the ring's slots; grows (under
+                          x->lock, by the acquirer) up to max_chunks */
+  uint32_t max_chunks; /* the ring's depth: `chunks` has room for this many */
   uint32_t next; /* the ring's oldest slot: the next one handed out */
   chunk *chunks;
   /* Under x->lock: */
@@ -104,8 +107,14 @@ struct t4a_xfer {
   uint32_t num_spare_pending;       /* at most T4A_XFER_SPARE_RECORDS */
   uint64_t chunks_reclaimed; /* for t4a_xfer_stats */
   uint64_t pinned_fallbacks; /* for t4a_xfer_stats */
+  /* The copy strategy's counters, for t4a_xfer_stats (under x->lock): */
+  uint32_t max_in_flight;      /* the most chunks in flight at once */
+  uint64_t ring_grow_failures; /* chunks the ring could not make when it grew */
+  uint64_t pipelined_pieces;   /* pieces enqueued by piece-by-piece uploads */
+  uint64_t single_copies;      /* chunk copies made as one memcpy */
   /* Immutable after create: */
   uint64_t max_pinned_hold_bytes; /* 0: unlimited */
+  size_t piece_bytes;             /* piece-by-piece uploads (one chunk, >= 2 pieces) */
   t4a_xfer_copier *copier;        /* NULL: the calling thread copies alone */
   t4a_xfer_holds *holds;          /* a reference */
 };
@@ -141,6 +150,12 @@ static inline void xfer_count(t4a_xfer *x, t4a_counter_id id, uint64_t n) {
  * lane's stream and waits for it (a staging wait); its OK proves the uncertain work finished.
  * LIMIT_EXCEEDED when every chunk is quarantined for good; a device error as itself. */
 t4a_status t4a_xfer_ring_acquire_(t4a_xfer *x, chunk **out);
+
+/* The acquirer (the admission held, the lane's context current, x->lock NOT held), before a
+ * transfer of `units` chunk-sized DMAs: grows the ring to min(units, its depth) chunks. A chunk
+ * that cannot be made stops the growth for this transfer, counted (ring_grow_failures) and
+ * absorbed: the transfer runs on the chunks there are; the caller's error detail is kept. */
+void t4a_xfer_ring_grow_(t4a_xfer *x, size_t units);
 
 /* x->lock held, right after c->event was recorded on the lane's stream under the admission:
  * gives that record the next sequence number (so its completion proves earlier work). */

@@ -379,11 +379,16 @@ static void test_chunks_are_portable(void **state) {
     assert_true(flags & CU_MEMHOSTALLOC_PORTABLE);
   }
   assert_null(t4a_xfer_chunk_host(f->xfer, 2));
-  /* Defaults: 16 MiB x 2. */
+  /* Defaults: 16 MiB x 4 deep, 2 made at create. */
   t4a_xfer *d = NULL;
   CK(t4a_xfer_create(f->retire, NULL, &d));
   assert_int_equal(t4a_xfer_chunk_bytes(d), T4A_XFER_DEFAULT_CHUNK_BYTES);
-  assert_int_equal(t4a_xfer_num_chunks(d), 2);
+  assert_int_equal(t4a_xfer_num_chunks(d), T4A_XFER_DEFAULT_NUM_CHUNKS);
+  struct t4a_xfer_stats ds;
+  t4a_xfer_stats(d, &ds);
+  assert_int_equal(ds.ring_chunks, T4A_XFER_INITIAL_CHUNKS);
+  assert_int_equal(ds.free_chunks, T4A_XFER_INITIAL_CHUNKS);
+  assert_null(t4a_xfer_chunk_host(d, T4A_XFER_INITIAL_CHUNKS));
   t4a_xfer_destroy(d);
   t4a_xfer_options o = {.chunk_bytes = 100, .num_chunks = 2};
   assert_int_equal(t4a_xfer_create(f->retire, &o, &d), T4A_INVALID_ARGUMENT);
@@ -765,6 +770,8 @@ static void test_copy_threads(void **state) {
   o.chunk_bytes = (size_t)4 << 20;
   o.num_chunks = 2;
   o.copy_threads = 4;
+  o.split_copy_min_bytes = (size_t)2 << 20;
+  o.pipeline_piece_bytes = o.chunk_bytes; /* whole chunks only (test_path_by_size has units) */
   CK(t4a_xfer_create(r, &o, &x));
   struct t4a_xfer_stats xs;
   t4a_xfer_stats(x, &xs);
@@ -779,6 +786,8 @@ static void test_copy_threads(void **state) {
   CK(j.st);
   t4a_xfer_stats(x, &xs);
   assert_int_equal(xs.parallel_copies, 3 * 2 * 3); /* 3 split chunks up and down, 3 rounds */
+  assert_int_equal(xs.single_copies, 1 * 2 * 3);   /* the last chunk, 1 MiB + 7: one memcpy */
+  assert_int_equal(xs.pipelined_pieces, 0);        /* several chunks: the ring overlaps them */
   /* Two threads at once on one xfer. */
   threaded_job j2 = {x, b2, src2, back2, n, T4A_OK};
   pthread_t t;
@@ -877,7 +886,12 @@ static void test_failed_answers_never_reclaim(void **state) {
 
 /* A staged wait waits on the newest chunk of its handle only: stream order proves the older
  * ones, which then settle with queries. */
-static void test_wait_syncs_only_the_newest_chunk(void **state) {
+/* A download's wait delivers its chunks oldest first, each as soon as its own event answers, so
+ * the copy out of chunk k overlaps the DMA of the later ones (rather than one wait on the newest
+ * and every delivery after the bus went idle): one host wait per chunk still in flight when the
+ * one before it was delivered (here every one: nothing completes unless synchronised), none for
+ * a chunk already complete. */
+static void test_wait_delivers_oldest_first(void **state) {
   fixture *f = *state;
   t4a_retire *r = NULL;
   t4a_xfer *x = NULL;
@@ -895,14 +909,260 @@ static void test_wait_syncs_only_the_newest_chunk(void **state) {
   uint64_t syncs = t4a_fake_calls(f->fake, "cuEventSynchronize");
   uint64_t hw = counters(f).host_waits;
   CK(t4a_xfer_pending_wait(p));
-  assert_int_equal(t4a_fake_calls(f->fake, "cuEventSynchronize") - syncs, 1);
-  assert_int_equal(counters(f).host_waits - hw, 1);
+  assert_int_equal(t4a_fake_calls(f->fake, "cuEventSynchronize") - syncs, 4);
+  assert_int_equal(counters(f).host_waits - hw, 4);
+  assert_memory_equal(src, dst, n);
+  t4a_xfer_pending_release(p);
+  /* Completed before the wait (the stream synchronised): delivered on queries, no event wait. */
+  memset(dst, 0, n);
+  CK(t4a_xfer_download(x, b, 0, dst, n, &p));
+  CK(t4a_retire_wait(r));
+  syncs = t4a_fake_calls(f->fake, "cuEventSynchronize");
+  CK(t4a_xfer_pending_wait(p));
+  assert_int_equal(t4a_fake_calls(f->fake, "cuEventSynchronize") - syncs, 0);
   assert_memory_equal(src, dst, n);
   t4a_xfer_pending_release(p);
   t4a_buffer_release(b);
   t4a_xfer_destroy(x);
   CK(t4a_retire_destroy(r));
   free(src);
+  free(dst);
+}
+
+/* The ring starts with T4A_XFER_INITIAL_CHUNKS and grows to its depth only for a transfer that
+ * spans more chunks (a small-transfer user never pays the whole depth); the deeper ring keeps
+ * every chunk of a transfer in flight at once where a 2-deep one waits. */
+static void test_ring_grows_lazily(void **state) {
+  fixture *f = *state;
+  t4a_retire *r = NULL;
+  t4a_xfer *x = NULL, *x2 = NULL;
+  CK(t4a_retire_create(f->lane, NULL, &r));
+  CK(make_xfer(r, CHUNK, 4, &x));
+  CK(make_xfer(r, CHUNK, 2, &x2));
+  struct t4a_xfer_stats xs;
+  t4a_xfer_stats(x, &xs);
+  assert_int_equal(xs.ring_chunks, 2);
+  assert_int_equal(t4a_xfer_num_chunks(x), 4);
+  assert_null(t4a_xfer_chunk_host(x, 2));
+  const size_t n = 4 * CHUNK - 5;
+  unsigned char *src = malloc(n), *dst = malloc(n);
+  fill(src, n, 31);
+  t4a_buffer *b = buffer(f, n);
+  uint64_t allocs = t4a_fake_calls(f->fake, "cuMemHostAlloc");
+  CK(t4a_xfer_upload(x, b, 0, src, CHUNK)); /* one chunk: no growth, the first chunk pinned */
+  t4a_xfer_stats(x, &xs);
+  assert_int_equal(xs.ring_chunks, 2);
+  assert_int_equal(t4a_fake_calls(f->fake, "cuMemHostAlloc") - allocs, 1);
+  CK(t4a_retire_wait(r));
+  uint64_t waits = counters(f).staging_waits;
+  CK(t4a_xfer_upload(x, b, 0, src, n)); /* four chunks: grows to 4, none waits */
+  t4a_xfer_stats(x, &xs);
+  assert_int_equal(xs.ring_chunks, 4);
+  /* the second chunk pinned at its first use, the two grown ones when the ring grew */
+  assert_int_equal(t4a_fake_calls(f->fake, "cuMemHostAlloc") - allocs, 4);
+  assert_non_null(t4a_xfer_chunk_host(x, 3));
+  unsigned flags = 0;
+  assert_int_equal(t4a_fake_host_alloc_flags(f->fake, t4a_xfer_chunk_host(x, 3), &flags), 1);
+  assert_true(flags & CU_MEMHOSTALLOC_PORTABLE);
+  assert_int_equal(xs.max_chunks_in_flight, 4);
+  assert_int_equal(xs.busy_chunks, 4);
+  assert_int_equal(counters(f).staging_waits, waits);
+  assert_int_equal(xs.pipelined_pieces, 0);
+  CK(t4a_retire_wait(r));
+  /* The same on a 2-deep ring: two chunks in flight at most, the other two wait. */
+  waits = counters(f).staging_waits;
+  CK(t4a_xfer_upload(x2, b, 0, src, n));
+  struct t4a_xfer_stats xs2;
+  t4a_xfer_stats(x2, &xs2);
+  assert_int_equal(xs2.ring_chunks, 2);
+  assert_int_equal(xs2.max_chunks_in_flight, 2);
+  assert_int_equal(counters(f).staging_waits - waits, 2);
+  CK(t4a_retire_wait(r));
+  /* A download of six chunks on the 4-deep ring: four in flight, the first two delivered by the
+   * ring when it needs them back, byte-exact. */
+  const size_t m = 6 * CHUNK - 3;
+  unsigned char *big = malloc(m), *back = malloc(m);
+  fill(big, m, 32);
+  memset(back, 0, m);
+  t4a_buffer *bb = buffer(f, m);
+  CK(t4a_xfer_upload(x, bb, 0, big, m));
+  t4a_xfer_pending *p = NULL;
+  CK(t4a_xfer_download(x, bb, 0, back, m, &p));
+  CK(t4a_xfer_pending_wait(p));
+  assert_memory_equal(big, back, m);
+  t4a_xfer_stats(x, &xs);
+  assert_int_equal(xs.ring_chunks, 4);
+  assert_int_equal(xs.max_chunks_in_flight, 4);
+  assert_int_equal(xs.ring_grow_failures, 0);
+  t4a_xfer_pending_release(p);
+  t4a_buffer_release(bb);
+  t4a_buffer_release(b);
+  t4a_xfer_destroy(x2);
+  t4a_xfer_destroy(x);
+  CK(t4a_retire_destroy(r));
+  free(src);
+  free(dst);
+  free(big);
+  free(back);
+}
+
+/* A chunk the ring cannot make when it grows is absorbed: the transfer runs on the chunks there
+ * are (and waits for them), counted in ring_grow_failures, the caller's detail untouched,
+ * nothing half-made left; a later transfer grows the ring. */
+static void test_ring_grow_failure_absorbed(void **state) {
+  fixture *f = *state;
+  t4a_retire *r = NULL;
+  t4a_xfer *x = NULL;
+  CK(t4a_retire_create(f->lane, NULL, &r));
+  CK(make_xfer(r, CHUNK, 4, &x));
+  const size_t n = 4 * CHUNK;
+  unsigned char *src = malloc(n), *dst = malloc(n);
+  fill(src, n, 33);
+  memset(dst, 0, n);
+  t4a_buffer *b = buffer(f, n);
+  /* the ring's first two chunks pinned (at their first use) before the count */
+  CK(t4a_xfer_upload(x, b, 0, src, CHUNK));
+  CK(t4a_xfer_upload(x, b, 0, src, CHUNK));
+  CK(t4a_retire_wait(r));
+  long live = unaccounted(f);
+  assert_int_equal(t4a_xfer_upload(x, NULL, 0, src, n), T4A_INVALID_ARGUMENT); /* a detail */
+  t4a_error before;
+  t4a_error_last(&before);
+  uint64_t injected = t4a_fake_injected(f->fake);
+  t4a_fake_inject(f->fake, "cuMemHostAlloc", 0, 1, CUDA_ERROR_OUT_OF_MEMORY, 0);
+  CK(t4a_xfer_upload(x, b, 0, src, n));
+  assert_int_equal(t4a_fake_injected(f->fake) - injected, 1);
+  t4a_fake_clear_injections(f->fake);
+  t4a_error e;
+  t4a_error_last(&e);
+  /* Not the absorbed failure's (the staging waits' NOT_READY queries may have set theirs). */
+  assert_int_not_equal(e.status, T4A_HOST_OUT_OF_MEMORY);
+  assert_int_not_equal(e.code, CUDA_ERROR_OUT_OF_MEMORY);
+  assert_int_equal(before.status, T4A_INVALID_ARGUMENT);
+  struct t4a_xfer_stats xs;
+  t4a_xfer_stats(x, &xs);
+  assert_int_equal(xs.ring_grow_failures, 1);
+  assert_int_equal(xs.ring_chunks, 2);
+  assert_int_equal(unaccounted(f) - live, 0); /* the failed chunk's pinned memory freed */
+  t4a_xfer_pending *p = NULL;
+  CK(t4a_xfer_download(x, b, 0, dst, n, &p)); /* grows now */
+  CK(t4a_xfer_pending_wait(p));
+  assert_memory_equal(src, dst, n);
+  t4a_xfer_stats(x, &xs);
+  assert_int_equal(xs.ring_chunks, 4);
+  assert_int_equal(xs.ring_grow_failures, 1);
+  t4a_xfer_pending_release(p);
+  t4a_buffer_release(b);
+  t4a_xfer_destroy(x);
+  CK(t4a_retire_destroy(r));
+  free(src);
+  free(dst);
+}
+
+/* Which path a size takes: a transfer below the split size is one memcpy per chunk; an upload
+ * that fits in one chunk and is two pieces or more is copied and enqueued piece by piece (one
+ * DMA per piece, one event after the last), byte-exact; a download of the same size is one DMA
+ * (its delivery one split copy out); a transfer of more than one chunk goes in units of one
+ * piece first and last and whole chunks between, unless a chunk holds less than two pieces. */
+static void test_path_by_size(void **state) {
+  fixture *f = *state;
+  t4a_retire *r = NULL;
+  t4a_xfer *x = NULL;
+  CK(t4a_retire_create(f->lane, NULL, &r));
+  t4a_xfer_options o = T4A_XFER_OPTIONS_INIT;
+  o.chunk_bytes = 4 * CHUNK;
+  o.num_chunks = 2;
+  o.copy_threads = 3;
+  o.split_copy_min_bytes = 3 * CHUNK;
+  o.pipeline_piece_bytes = CHUNK;
+  CK(t4a_xfer_create(r, &o, &x));
+  const size_t n = 4 * CHUNK;
+  unsigned char *src = malloc(n), *dst = malloc(n);
+  fill(src, n, 34);
+  memset(dst, 0, n);
+  t4a_buffer *b = buffer(f, n);
+  struct t4a_xfer_stats xs;
+  /* Small: one chunk, below two pieces: one copy, one DMA, one event. */
+  uint64_t htod = t4a_fake_calls(f->fake, "cuMemcpyHtoDAsync");
+  uint64_t rec = counters(f).events_recorded;
+  CK(t4a_xfer_upload(x, b, 0, src, CHUNK + 1));
+  assert_int_equal(t4a_fake_calls(f->fake, "cuMemcpyHtoDAsync") - htod, 1);
+  assert_int_equal(counters(f).events_recorded - rec, 1);
+  t4a_xfer_stats(x, &xs);
+  assert_int_equal(xs.single_copies, 1);
+  assert_int_equal(xs.pipelined_pieces, 0);
+  assert_int_equal(xs.parallel_copies, 0);
+  /* Mid-size, one chunk of 2.5 pieces: three pieces, three DMAs, one event. */
+  htod = t4a_fake_calls(f->fake, "cuMemcpyHtoDAsync");
+  rec = counters(f).events_recorded;
+  CK(t4a_xfer_upload(x, b, 0, src, 2 * CHUNK + CHUNK / 2));
+  assert_int_equal(t4a_fake_calls(f->fake, "cuMemcpyHtoDAsync") - htod, 3);
+  assert_int_equal(counters(f).events_recorded - rec, 1);
+  t4a_xfer_stats(x, &xs);
+  assert_int_equal(xs.pipelined_pieces, 3);
+  assert_int_equal(xs.single_copies, 4); /* pieces below the split size: one memcpy each */
+  /* A full chunk: four pieces. Then a download of it: one DMA, its delivery split (>= 3 pages). */
+  CK(t4a_xfer_upload(x, b, 0, src, n));
+  t4a_xfer_stats(x, &xs);
+  assert_int_equal(xs.pipelined_pieces, 7);
+  uint64_t dtoh = t4a_fake_calls(f->fake, "cuMemcpyDtoHAsync");
+  t4a_xfer_pending *p = NULL;
+  CK(t4a_xfer_download(x, b, 0, dst, n, &p));
+  CK(t4a_xfer_pending_wait(p));
+  assert_memory_equal(src, dst, n);
+  assert_int_equal(t4a_fake_calls(f->fake, "cuMemcpyDtoHAsync") - dtoh, 1);
+  t4a_xfer_stats(x, &xs);
+  assert_int_equal(xs.parallel_copies, 1);
+  assert_int_equal(xs.pipelined_pieces, 7);
+  t4a_xfer_pending_release(p);
+  /* More than one chunk: units of one piece first and last, whole chunks between, one DMA and
+   * one event each (no pieces inside a unit): 8 pages are units of 1, 4, 2 and 1 pages (only the
+   * 4-page one at the split size); both ways, byte-exact. */
+  t4a_buffer *b2 = buffer(f, 2 * n);
+  unsigned char *src2 = malloc(2 * n), *back2 = malloc(2 * n);
+  fill(src2, 2 * n, 35);
+  memset(back2, 0, 2 * n);
+  htod = t4a_fake_calls(f->fake, "cuMemcpyHtoDAsync");
+  rec = counters(f).events_recorded;
+  uint64_t singles = xs.single_copies;
+  CK(t4a_xfer_upload(x, b2, 0, src2, 2 * n));
+  assert_int_equal(t4a_fake_calls(f->fake, "cuMemcpyHtoDAsync") - htod, 4);
+  assert_int_equal(counters(f).events_recorded - rec, 4);
+  t4a_xfer_stats(x, &xs);
+  assert_int_equal(xs.pipelined_pieces, 7);
+  assert_int_equal(xs.parallel_copies, 2);
+  assert_int_equal(xs.single_copies - singles, 3);
+  CK(t4a_retire_wait(r));
+  assert_memory_equal(device_view(f, b2), src2, 2 * n);
+  assert_memory_equal(device_view(f, b), src, n);
+  dtoh = t4a_fake_calls(f->fake, "cuMemcpyDtoHAsync");
+  CK(t4a_xfer_download(x, b2, 0, back2, 2 * n, &p));
+  CK(t4a_xfer_pending_wait(p));
+  assert_int_equal(t4a_fake_calls(f->fake, "cuMemcpyDtoHAsync") - dtoh, 4);
+  assert_memory_equal(src2, back2, 2 * n);
+  t4a_xfer_pending_release(p);
+  /* Pieces too large for two per chunk: whole chunks only (8 pages: two units). */
+  t4a_xfer *y = NULL;
+  o.pipeline_piece_bytes = 3 * CHUNK;
+  CK(t4a_xfer_create(r, &o, &y));
+  htod = t4a_fake_calls(f->fake, "cuMemcpyHtoDAsync");
+  CK(t4a_xfer_upload(y, b2, 0, src2, 2 * n));
+  assert_int_equal(t4a_fake_calls(f->fake, "cuMemcpyHtoDAsync") - htod, 2);
+  CK(t4a_retire_wait(r));
+  assert_memory_equal(device_view(f, b2), src2, 2 * n);
+  t4a_xfer_destroy(y);
+  /* A piece below the minimum is refused. */
+  t4a_xfer *bad = NULL;
+  o.pipeline_piece_bytes = CHUNK - 1;
+  assert_int_equal(t4a_xfer_create(r, &o, &bad), T4A_INVALID_ARGUMENT);
+  assert_null(bad);
+  t4a_buffer_release(b2);
+  t4a_buffer_release(b);
+  t4a_xfer_destroy(x);
+  CK(t4a_retire_destroy(r));
+  free(src);
+  free(src2);
+  free(back2);
   free(dst);
 }
 
@@ -1409,6 +1669,40 @@ static t4a_status op_all(void *user) {
   return st;
 }
 
+/* The size-chosen paths: a piece-by-piece upload (one chunk, pieces below the split size), a
+ * 4-chunk upload that grows the ring from 2 to 4, a 4-chunk download delivered oldest first. */
+static t4a_status op_paths(void *user) {
+  fixture *f = user;
+  enum { N = 4 * 4 * CHUNK };
+  static unsigned char src[N], dst[N];
+  fill(src, N, 10);
+  memset(dst, 0, N);
+  t4a_retire *r = NULL;
+  t4a_xfer *x = NULL;
+  t4a_buffer *b = NULL;
+  t4a_xfer_pending *p = NULL;
+  t4a_xfer_options o = T4A_XFER_OPTIONS_INIT;
+  o.chunk_bytes = 4 * CHUNK;
+  o.num_chunks = 4;
+  o.copy_threads = 2;
+  o.split_copy_min_bytes = 2 * CHUNK;
+  o.pipeline_piece_bytes = CHUNK;
+  t4a_status st = t4a_retire_create(f->lane, NULL, &r);
+  if (st == T4A_OK) st = t4a_xfer_create(r, &o, &x);
+  if (st == T4A_OK) st = t4a_buffer_create(f->pool, N, 0, 0, &b);
+  if (st == T4A_OK) st = t4a_xfer_upload(x, b, 0, src, 3 * CHUNK + 5);
+  if (st == T4A_OK) st = t4a_xfer_upload(x, b, 0, src, N);
+  if (st == T4A_OK) st = t4a_xfer_download(x, b, 0, dst, N, &p);
+  if (st == T4A_OK) st = t4a_xfer_pending_wait(p);
+  if (st == T4A_OK && memcmp(src, dst, N) != 0) st = T4A_INTERNAL;
+  t4a_xfer_pending_release(p);
+  t4a_buffer_release(b);
+  t4a_xfer_destroy(x);
+  t4a_status dst_st = t4a_retire_destroy(r);
+  if (st == T4A_OK) st = dst_st;
+  return st;
+}
+
 /* A dropped download in flight, then teardown: nothing may outlive it uncounted. */
 static t4a_status op_dropped(void *user) {
   fixture *f = user;
@@ -1563,6 +1857,18 @@ static void test_failure_sweep(void **state) {
   assert_true(t4a_sweep_fault(&s, T4A_FAULT_HOST_MALLOC, allowed, 1) > 0);
   const t4a_status mutex[] = {T4A_INTERNAL};
   (void)t4a_sweep_fault(&s, T4A_FAULT_MUTEX_INIT, mutex, 1);
+  /* The size-chosen paths (pieces, growth, oldest-first delivery): a failed growth is absorbed
+   * (OK), every other failure typed, nothing left uncounted. */
+  s.op = op_paths;
+  assert_true(t4a_sweep_driver(&s, CUDA_ERROR_UNKNOWN, T4A_DRIVER_ERROR) > 10);
+  s.after_enqueue = 1;
+  s.entry = "cuMemcpyHtoDAsync";
+  assert_true(t4a_sweep_driver(&s, CUDA_ERROR_UNKNOWN, T4A_DRIVER_ERROR) >= 8); /* 4 pieces */
+  s.entry = "cuMemcpyDtoHAsync";
+  assert_true(t4a_sweep_driver(&s, CUDA_ERROR_UNKNOWN, T4A_DRIVER_ERROR) >= 4);
+  s.entry = NULL;
+  s.after_enqueue = 0;
+  assert_true(t4a_sweep_fault(&s, T4A_FAULT_HOST_MALLOC, allowed, 1) > 0);
   s.op = op_dropped;
   assert_true(t4a_sweep_driver(&s, CUDA_ERROR_UNKNOWN, T4A_DRIVER_ERROR) > 5);
   assert_true(t4a_sweep_fault(&s, T4A_FAULT_HOST_MALLOC, allowed, 1) > 0);
@@ -1608,7 +1914,10 @@ int main(void) {
                                       setup_leaky, teardown_counted),
       cmocka_unit_test_setup_teardown(test_failed_answers_never_reclaim, setup_leaky,
                                       teardown_counted),
-      cmocka_unit_test_setup_teardown(test_wait_syncs_only_the_newest_chunk, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_wait_delivers_oldest_first, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_ring_grows_lazily, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_ring_grow_failure_absorbed, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_path_by_size, setup, teardown),
       cmocka_unit_test_setup_teardown(test_warm_pinned_download_creates_no_event, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bytes_downloaded_counted_at_delivery, setup, teardown),
       cmocka_unit_test_setup_teardown(test_poll_not_blocked_by_another_threads_wait, setup,

@@ -98,8 +98,9 @@ typedef struct t4a_runtime_options {
   t4a_mem_pool_options pool;
   /** Retirement: 1024 pending records (one event per 512 admissions), 64 sealed epochs. */
   t4a_retire_options retire;
-  /** The staging ring: 2 chunks of 16 MiB, min(online CPUs, 8) copy threads, no bound on the
-   * callers' pinned memory held by direct uploads. */
+  /** The staging ring: 16 MiB chunks 4 deep (2 made at open, the others when a transfer spans
+   * them), the default copy threads (t4a_xfer_options), no bound on the callers' pinned memory
+   * held by direct uploads. */
   t4a_xfer_options xfer;
   /** The module cache: 64 modules, 256 MiB of images. Its `launch` must stay at its default
    * (zero): the runtime's launch policy is `launch` below. */

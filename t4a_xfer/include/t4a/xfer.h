@@ -5,7 +5,8 @@
  *
  * A t4a_xfer serves one lane: the lane of the t4a_retire it is created on. It owns a bounded ring
  * of portable pinned staging chunks (CU_MEMHOSTALLOC_PORTABLE, requirement A2) and one event per
- * chunk. Defaults: 2 chunks of 16 MiB (why: docs/performance.md); both are options.
+ * chunk. Defaults: a ring 4 chunks deep of 16 MiB, 2 made at create and the others when one
+ * transfer needs them (why: docs/design.md); both are options.
  *
  * Every operation is one admission on the lane (t4a_admission_begin ... commit): it holds the
  * lane's operation lock for its whole length, enqueues on the lane's stream, and hands the device
@@ -67,14 +68,22 @@ extern "C" {
 #endif
 
 /** @{ */
-/** Default staging chunk size and ring depth (how they were chosen: docs/performance.md). */
+/** Default staging chunk size and ring depth, and the chunks made at create: the ring grows to
+ * its depth only when one transfer spans more chunks than it has (how they were chosen:
+ * docs/design.md, "Pageable paths by size"). */
 #define T4A_XFER_DEFAULT_CHUNK_BYTES ((size_t)16 << 20)
-#define T4A_XFER_DEFAULT_NUM_CHUNKS 2u
+#define T4A_XFER_DEFAULT_NUM_CHUNKS 4u
+#define T4A_XFER_INITIAL_CHUNKS 2u
 /** @} */
 /** @{ */
 /** Bounds on the options. */
 #define T4A_XFER_MIN_CHUNK_BYTES ((size_t)4096)
 #define T4A_XFER_MAX_NUM_CHUNKS 64u
+/** @} */
+/** @{ */
+/** Default size thresholds of the pageable paths (see t4a_xfer_options). */
+#define T4A_XFER_DEFAULT_SPLIT_COPY_MIN ((size_t)1 << 20)
+#define T4A_XFER_DEFAULT_PIPELINE_PIECE ((size_t)2 << 20)
 /** @} */
 
 /** A lane's transfer state: its staging ring of pinned chunks and its copy threads. Opaque. */
@@ -83,31 +92,45 @@ typedef struct t4a_xfer t4a_xfer;
 /** Options of t4a_xfer_create; zero means the default. */
 typedef struct t4a_xfer_options {
   size_t chunk_bytes;  /**< 0: T4A_XFER_DEFAULT_CHUNK_BYTES; at least T4A_XFER_MIN_CHUNK_BYTES */
-  uint32_t num_chunks; /**< 0: T4A_XFER_DEFAULT_NUM_CHUNKS; at most T4A_XFER_MAX_NUM_CHUNKS */
+  /** The ring's depth. 0: T4A_XFER_DEFAULT_NUM_CHUNKS; at most T4A_XFER_MAX_NUM_CHUNKS. The
+   * first min(num_chunks, T4A_XFER_INITIAL_CHUNKS) are made at create, the others by the first
+   * transfer that spans more chunks than the ring has (a failure to make one is absorbed and
+   * counted in ring_grow_failures: the transfer runs on the chunks there are). */
+  uint32_t num_chunks;
   /** The most of the callers' pinned memory that direct pinned uploads may keep alive at once, in
    * bytes; 0: unlimited. A t4a_pinned is held whole, so it counts with its full size, once, from
    * the first direct upload that uses it until the last keepalive on it is released (its epoch
    * completed). An upload that would go over goes through the staging ring instead. */
   uint64_t max_pinned_hold_bytes;
   /** Threads that copy pageable bytes into chunks (uploads) and out of them (downloads), the
-   * calling thread included: 0 = min(online CPUs, T4A_XFER_DEFAULT_COPY_THREADS); 1 = the
-   * calling thread alone; at most T4A_XFER_MAX_COPY_THREADS. Only chunk copies of 2 MiB or more
-   * are split; a caller that finds the threads busy (another thread's transfer) copies alone. */
+   * calling thread included: 0 = the default (online CPUs up to 8; above 8 CPUs, CPUs - 4, at
+   * least 8 and at most T4A_XFER_DEFAULT_COPY_THREADS); 1 = the calling thread alone; at most
+   * T4A_XFER_MAX_COPY_THREADS. A caller that finds the threads busy (another thread's transfer)
+   * copies alone. */
   uint32_t copy_threads;
+  /** Host copies of at least this many bytes are split across the copy threads; smaller ones
+   * are one memcpy. 0: T4A_XFER_DEFAULT_SPLIT_COPY_MIN. */
+  size_t split_copy_min_bytes;
+  /** An upload that fits in one chunk and is at least two pieces long is copied and enqueued
+   * piece by piece, so the DMA of one piece overlaps the host copy of the next; a transfer of
+   * more than one chunk starts and ends with a one-piece unit (whole chunks between). 0:
+   * T4A_XFER_DEFAULT_PIPELINE_PIECE; at least T4A_XFER_MIN_CHUNK_BYTES; a piece of chunk_bytes
+   * or more turns this off. */
+  size_t pipeline_piece_bytes;
 } t4a_xfer_options;
 /** Every option at its default (zero). */
-#define T4A_XFER_OPTIONS_INIT {0, 0, 0, 0}
+#define T4A_XFER_OPTIONS_INIT {0, 0, 0, 0, 0, 0}
 /** @{ */
 /** The cap on the default number of copy threads, and the most copy_threads may ask for. */
-#define T4A_XFER_DEFAULT_COPY_THREADS 8u
+#define T4A_XFER_DEFAULT_COPY_THREADS 12u
 #define T4A_XFER_MAX_COPY_THREADS 64u
 /** @} */
 
 /** Creates the transfer state of `retire`'s lane (the lane is retained; `retire` is borrowed and
- * must outlive every operation: destroy the t4a_xfer before the t4a_retire). The ring's
- * num_chunks portable pinned chunks and their events are not made here: each when the ring first
- * hands it out to a staged transfer or copy (whose statuses then include the pinning's). options
- * may be NULL.
+ * must outlive every operation: destroy the t4a_xfer before the t4a_retire). The ring's first
+ * chunks (portable pinned memory and an event each) are not made here: each when the ring first
+ * hands it out to a staged transfer or copy (whose statuses then include the pinning's); a
+ * transfer of more chunks grows the ring up to num_chunks. options may be NULL.
  * Statuses: INVALID_ARGUMENT, LANE_BROKEN, HOST_OUT_OF_MEMORY, driver failures. */
 T4A_MUST_USE t4a_status t4a_xfer_create(t4a_retire *retire, const t4a_xfer_options *options,
                                         t4a_xfer **out);
@@ -123,14 +146,14 @@ T4A_MUST_USE t4a_status t4a_xfer_create(t4a_retire *retire, const t4a_xfer_optio
 void t4a_xfer_destroy(t4a_xfer *xfer);
 
 /** @{ */
-/** The ring's chunk size and number of chunks, and the lane (borrowed). */
+/** The ring's chunk size and depth (num_chunks, made or not yet), and the lane (borrowed). */
 size_t t4a_xfer_chunk_bytes(const t4a_xfer *xfer);
 uint32_t t4a_xfer_num_chunks(const t4a_xfer *xfer);
 t4a_lane *t4a_xfer_lane(const t4a_xfer *xfer);
 /** @} */
-/** Borrowed: the host address of staging chunk `index` (< num_chunks), for diagnostics and tests
- * (e.g. checking that the chunks are portable pinned memory); NULL until a staged transfer or
- * copy first used that chunk. */
+/** Borrowed: the host address of staging chunk `index`, for diagnostics and tests (e.g. checking
+ * that the chunks are portable pinned memory); NULL until a staged transfer or copy first used
+ * that chunk (index < ring_chunks of t4a_xfer_stats). */
 void *t4a_xfer_chunk_host(const t4a_xfer *xfer, uint32_t index);
 
 /** A snapshot of one t4a_xfer, for diagnostics and tests. */
@@ -144,6 +167,11 @@ struct t4a_xfer_stats {
   uint64_t pinned_fallbacks;   /**< pinned uploads sent through the ring (over the budget) */
   uint32_t copy_threads;       /**< host copy threads, the caller included (1: no pool) */
   uint64_t parallel_copies;    /**< chunk copies split across the copy threads */
+  uint32_t ring_chunks;        /**< chunks made so far (grows up to num_chunks) */
+  uint32_t max_chunks_in_flight; /**< the most chunks with a DMA in flight at once */
+  uint64_t ring_grow_failures; /**< chunks the ring could not make when it grew (absorbed) */
+  uint64_t pipelined_pieces;   /**< pieces enqueued by uploads copied piece by piece */
+  uint64_t single_copies;      /**< host chunk copies made as one memcpy (below the split size) */
 };
 /** Fills *out (all zero for a NULL xfer). Takes the ring's lock briefly. */
 void t4a_xfer_stats(t4a_xfer *xfer, struct t4a_xfer_stats *out);
