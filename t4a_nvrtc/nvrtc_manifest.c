@@ -9,7 +9,7 @@
  * the recorded ones (and whose change time is not racy) is unchanged; a file whose metadata differ
  * is hashed again (a touch stays valid, an edit does not); a "no file" path must still open
  * nothing. Anything else (a FIFO, a link loop, an I/O error, a corrupt manifest) is invalid: a
- * miss, which walks and checks again. See docs/design.md §11 (include roots). */
+ * miss, which probes and checks again. See docs/design.md §11 (include roots). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -53,11 +53,8 @@ static uint64_t get64(const uint8_t *p) {
   return v;
 }
 
-t4a_status t4a_nvrtc_probes_add_(t4a_nvrtc_probes *m, const char *root, const char *dir,
-                                 const char *name, size_t n, const t4a_nvrtc_root_rec *file,
-                                 int absent_tree) {
-  size_t rl = strlen(root), dl = strlen(dir);
-  size_t len = rl + 1 + (dl > 0 ? dl + 1 : 0) + n;
+t4a_status t4a_nvrtc_probes_add_(t4a_nvrtc_probes *m, const char *path_in, size_t n,
+                                 const t4a_nvrtc_probed *file, int absent_tree) {
   if (m->num == m->cap) {
     size_t cap = m->cap ? m->cap * 2 : 32;
     t4a_nvrtc_probe *v = t4a_host_realloc(m->v, cap * sizeof *v);
@@ -65,19 +62,10 @@ t4a_status t4a_nvrtc_probes_add_(t4a_nvrtc_probes *m, const char *root, const ch
     m->v = v;
     m->cap = cap;
   }
-  char *path = t4a_host_malloc(len + 1);
+  char *path = t4a_host_malloc(n + 1);
   if (path == NULL) return T4A_HOST_OUT_OF_MEMORY;
-  char *d = path;
-  memcpy(d, root, rl);
-  d += rl;
-  *d++ = '/';
-  if (dl > 0) {
-    memcpy(d, dir, dl);
-    d += dl;
-    *d++ = '/';
-  }
-  memcpy(d, name, n);
-  d[n] = '\0';
+  memcpy(path, path_in, n);
+  path[n] = '\0';
   t4a_nvrtc_probe *p = &m->v[m->num++];
   memset(p, 0, sizeof *p);
   p->path = path;
@@ -278,6 +266,106 @@ size_t t4a_nvrtc_manifest_files_(const uint8_t *blob, size_t bytes) {
     at += PROBE_FIXED + pl;
   }
   return files;
+}
+
+int t4a_nvrtc_manifest_holds_(const uint8_t *blob, size_t bytes, uint64_t epoch) {
+  if (epoch != 0 && t4a_nvrtc_roots_epoch_(NULL, 0) == epoch) return 1;
+  uint8_t *copy = t4a_host_malloc(bytes);
+  if (copy == NULL) return 0; /* not known to hold: not cached */
+  memcpy(copy, blob, bytes);
+  uint8_t d[16];
+  int refreshed = 0;
+  int ok = t4a_nvrtc_manifest_validate_(copy, bytes, d, &refreshed) && memcmp(d, blob + 16, 16) == 0;
+  free(copy);
+  return ok;
+}
+
+uint64_t t4a_nvrtc_roots_watch_manifest_(const uint8_t *blob, size_t bytes, uint64_t epoch) {
+  if (epoch == 0 || !well_formed(blob, bytes)) return 0;
+  t4a_nvrtc_prober pr;
+  if (!t4a_nvrtc_prober_resume_(&pr, epoch)) return 0;
+  size_t at = 32;
+  t4a_status st = T4A_OK;
+  while (st == T4A_OK && at < bytes) {
+    size_t pl = (size_t)get64(blob + at);
+    st = t4a_nvrtc_prober_watch_(&pr, (const char *)blob + at + 8, pl,
+                                 get64(blob + at + 8 + pl) == 1);
+    at += PROBE_FIXED + pl;
+  }
+  uint64_t e = st == T4A_OK ? t4a_nvrtc_prober_finish_(&pr) : 0;
+  t4a_nvrtc_prober_free_(&pr);
+  return e;
+}
+
+/* The root a probed path lies under: the longest root that is a prefix of it, or -1. */
+static int root_of(const t4a_nvrtc_request *r, const char *path, size_t pl) {
+  int best = -1;
+  size_t best_len = 0;
+  for (size_t i = 0; i < r->num_include_roots; i++) {
+    size_t n = strlen(r->include_roots[i]);
+    while (n > 1 && r->include_roots[i][n - 1] == '/') n--;
+    if (n < pl && (n == 0 || path[n] == '/') && memcmp(path, r->include_roots[i], n) == 0 &&
+        (best < 0 || n > best_len)) {
+      best = (int)i;
+      best_len = n;
+    }
+  }
+  return best;
+}
+
+t4a_status t4a_nvrtc_includes_resolve(const t4a_nvrtc_lib *lib, const t4a_nvrtc_request *request,
+                                      t4a_nvrtc_root_reach *per_root,
+                                      t4a_nvrtc_root_reach *total) {
+  if (total != NULL) memset(total, 0, sizeof *total);
+  if (lib == NULL || request == NULL) {
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_nvrtc_includes_resolve", 0, NULL, 0,
+                          "lib or request is NULL");
+  }
+  if (per_root != NULL && request->num_include_roots <= T4A_NVRTC_MAX_ROOTS) {
+    memset(per_root, 0, request->num_include_roots * sizeof *per_root);
+  }
+  t4a_nvrtc_prepared p;
+  t4a_status st = t4a_nvrtc_prepare(lib, request, &p);
+  if (st != T4A_OK) return st;
+  t4a_nvrtc_prober pr;
+  t4a_nvrtc_prober_init_(&pr);
+  t4a_nvrtc_probes probes;
+  memset(&probes, 0, sizeof probes);
+  p.prober = &pr;
+  p.probes = &probes;
+  st = t4a_nvrtc_check_cacheable(&p);
+  (void)t4a_nvrtc_prober_finish_(&pr);
+  t4a_nvrtc_prober_free_(&pr);
+  uint8_t *blob = NULL;
+  size_t bytes = 0;
+  if (st == T4A_OK) st = t4a_nvrtc_manifest_encode_(&probes, &blob, &bytes);
+  t4a_nvrtc_probes_free_(&probes);
+  if (st != T4A_OK) return st;
+  t4a_nvrtc_root_reach sum;
+  memset(&sum, 0, sizeof sum);
+  for (size_t at = 32; at < bytes;) {
+    size_t pl = (size_t)get64(blob + at);
+    const uint8_t *f = blob + at + 8 + pl;
+    int file = get64(f) == 1;
+    uint64_t size = get64(f + 24);
+    int ri = root_of(request, (const char *)blob + at + 8, pl);
+    t4a_nvrtc_root_reach *one = per_root != NULL && ri >= 0 ? &per_root[ri] : NULL;
+    if (file) {
+      sum.files++;
+      sum.bytes += size;
+      if (one != NULL) {
+        one->files++;
+        one->bytes += size;
+      }
+    } else {
+      sum.empty++;
+      if (one != NULL) one->empty++;
+    }
+    at += PROBE_FIXED + pl;
+  }
+  free(blob);
+  if (total != NULL) *total = sum;
+  return T4A_OK;
 }
 
 /* ---- On disk: <dir>/<32 hex of the first-level key>.t4m -------------------------------------
