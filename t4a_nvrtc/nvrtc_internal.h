@@ -23,8 +23,10 @@
  * but the request (options allowlist, include check); schema-1 entries may hold artifacts built
  * from files the key did not see. 3: include roots (their spellings, in order, and the
  * fingerprints of their trees). 4: include roots keyed by the digest of the request's include
- * manifest (what its includes reach through them: nvrtc_manifest.c), not by whole trees. */
-#define T4A_NVRTC_KEY_SCHEMA 4u
+ * manifest (what its includes reach through them: nvrtc_manifest.c), not by whole trees. 5: the
+ * manifest recorded by probing the file system (a path with ".." under both its spellings, ".."
+ * out of a root keyed like any path). */
+#define T4A_NVRTC_KEY_SCHEMA 5u
 
 /* Limits on request counts (LIMIT_EXCEEDED above them). */
 #define T4A_NVRTC_MAX_ITEMS 65536u

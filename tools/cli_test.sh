@@ -52,7 +52,7 @@ if [ -f "${T4A_CUDA_PATH:-/usr/local/cuda}/include/cuda_fp16.h" ]; then
   out=$("$t4a" compile "$dir/h.cu" --arch sm_90 -I "$dir/lib" --cache "$dir/rcache" 2>&1) ||
     fail "compile -I exited $?: $out"
   echo "$out" | grep -q '^artifact: compiled$' || fail "-I: not compiled: $out"
-  echo "$out" | grep -q "^root 1: $dir/lib: 1 files reached, 19 bytes, 0 paths that opened nothing$" ||
+  echo "$out" | grep -q "^root 1: $dir/lib: 1 files reached, 19 bytes, [0-9]* paths that opened nothing$" ||
     fail "-I: the root was not listed: $out"
   echo "$out" | grep -q "^root 2: .*/include: [1-9][0-9]* files reached" ||
     fail "-I: the toolkit root was not listed: $out"
