@@ -262,7 +262,13 @@ static t4a_status watch_ancestors(t4a_nvrtc_prober *pr, const char *path, size_t
     memcpy(buf, path, i);
     buf[i] = '\0';
     int rc = watch_path(buf);
-    if (rc == 0) break; /* nothing there: the directory above sees it appear */
+    if (rc == 0) {
+      /* Nothing there: the directory above sees it appear, unless it is a dangling symbolic
+       * link, whose target could appear where no watch is. */
+      struct stat ls;
+      if (lstat(buf, &ls) == 0 && S_ISLNK(ls.st_mode)) pr->watch_ok = 0;
+      break;
+    }
     if (rc < 0) pr->watch_ok = 0;
   }
   return T4A_OK;

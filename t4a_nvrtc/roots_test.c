@@ -877,6 +877,28 @@ static void test_known_valid_until_an_event(void **state) {
   t4a_nvrtc_cache_destroy(c);
 }
 
+/* A dangling symbolic link on the way to a probed path: its target could appear where no watch
+ * is, so the manifest is not known valid; the next lookup validates it by stat and sees the
+ * target appear. */
+static void test_dangling_link_on_the_way_is_validated_by_stat(void **state) {
+  (void)state;
+  char link[1200], later[1200];
+  snprintf(link, sizeof link, "%s/dl", g_root);
+  snprintf(later, sizeof later, "%s/later", g_tree);
+  assert_int_equal(symlink(later, link), 0);
+  static const char src[] =
+      "#if __has_include(<dl/./x.h>)\n#include <dl/./x.h>\n#else\n#define XV 1\n#endif\n"
+      "extern \"C\" __global__ void k(int *p) { *p = XV + 1000; }\n";
+  const char *roots[] = {g_root};
+  t4a_nvrtc_request r = roots_request(src, roots, 1);
+  t4a_nvrtc_cache *c = new_cache(0);
+  assert_int_equal(compile_origin(c, &r, "1001"), T4A_NVRTC_ORIGIN_COMPILED);
+  assert_int_equal(compile_origin(c, &r, "1001"), T4A_NVRTC_ORIGIN_MEMORY);
+  write_file(later, "x.h", "#define XV 2\n");
+  assert_int_equal(compile_origin(c, &r, "1002"), T4A_NVRTC_ORIGIN_COMPILED);
+  t4a_nvrtc_cache_destroy(c);
+}
+
 /* A forked child has its own inotify instance: its lookups do not take the events the parent's
  * known-valid manifests need. */
 static void test_forked_child_does_not_take_the_parents_events(void **state) {
@@ -1112,6 +1134,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_miss_probes_only_what_the_includes_reach, each_setup,
                                       each_teardown),
       cmocka_unit_test_setup_teardown(test_known_valid_until_an_event, each_setup, each_teardown),
+      cmocka_unit_test_setup_teardown(test_dangling_link_on_the_way_is_validated_by_stat,
+                                      each_setup, each_teardown),
       cmocka_unit_test_setup_teardown(test_forked_child_does_not_take_the_parents_events,
                                       each_setup, each_teardown),
       cmocka_unit_test_setup_teardown(test_includes_resolve_failure_sweep, each_setup,
