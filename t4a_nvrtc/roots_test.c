@@ -372,7 +372,7 @@ static t4a_nvrtc_cache *new_process(void) {
 }
 
 /* A manifest known valid in memory (validated at the roots' current epoch) is looked at again
- * after any event, even when another request's miss has walked the roots since. */
+ * after any event, even when another request's miss has probed the roots since. */
 static void test_known_valid_manifest_sees_a_later_edit(void **state) {
   (void)state;
   static const char other[] =
@@ -387,7 +387,7 @@ static void test_known_valid_manifest_sees_a_later_edit(void **state) {
   assert_int_equal(compile_origin(c, &r2, "1234"), T4A_NVRTC_ORIGIN_MEMORY);
   assert_int_equal(compile_origin(c, &r2, "1234"), T4A_NVRTC_ORIGIN_MEMORY);
   edit_keep_mtime(g_root, "a/b/deep.h", "#pragma once\n#define DEEP_VALUE 1235\n");
-  assert_int_equal(compile_origin(c, &r1, "1235"), T4A_NVRTC_ORIGIN_COMPILED); /* walks again */
+  assert_int_equal(compile_origin(c, &r1, "1235"), T4A_NVRTC_ORIGIN_COMPILED); /* probes again */
   assert_int_equal(compile_origin(c, &r2, "1235"), T4A_NVRTC_ORIGIN_COMPILED);
   assert_int_equal(wrapped_compiles(), 4);
   t4a_nvrtc_cache_destroy(c);
@@ -405,9 +405,9 @@ static void test_shadowing_header_in_an_earlier_root_is_a_miss(void **state) {
   t4a_nvrtc_cache *c = new_cache(1);
   assert_int_equal(compile_origin(c, &r, "2468"), T4A_NVRTC_ORIGIN_COMPILED);
   t4a_nvrtc_cache *c2 = new_process();
-  uint64_t walks = t4a_nvrtc_roots_checks_();
+  uint64_t checks = t4a_nvrtc_roots_checks_();
   assert_int_equal(compile_origin(c2, &r, "2468"), T4A_NVRTC_ORIGIN_DISK);
-  assert_int_equal(t4a_nvrtc_roots_checks_(), walks); /* the manifest answered */
+  assert_int_equal(t4a_nvrtc_roots_checks_(), checks); /* the manifest answered */
   /* r1/top.h now shadows r2/top.h: a miss at both levels. */
   write_file(g_root, "top.h", k_top);
   assert_int_equal(compile_origin(c, &r, "1234"), T4A_NVRTC_ORIGIN_COMPILED);
@@ -436,9 +436,9 @@ static void test_shadowing_header_in_a_new_folder_is_a_miss(void **state) {
   t4a_nvrtc_cache *c = new_cache(1);
   assert_int_equal(compile_origin(c, &r, "1111"), T4A_NVRTC_ORIGIN_COMPILED);
   t4a_nvrtc_cache *c2 = new_process();
-  uint64_t walks = t4a_nvrtc_roots_checks_();
+  uint64_t checks = t4a_nvrtc_roots_checks_();
   assert_int_equal(compile_origin(c2, &r, "1111"), T4A_NVRTC_ORIGIN_DISK);
-  assert_int_equal(t4a_nvrtc_roots_checks_(), walks);
+  assert_int_equal(t4a_nvrtc_roots_checks_(), checks);
   write_file(g_root, "sub/deeper/x.h", "#pragma once\n#define XV 2222\n");
   t4a_nvrtc_cache *c3 = new_process();
   assert_int_equal(compile_origin(c3, &r, "2222"), T4A_NVRTC_ORIGIN_COMPILED);
@@ -473,7 +473,7 @@ static void test_header_beside_the_includer_is_a_miss(void **state) {
 }
 
 /* Files added elsewhere under the root, and edits of files no include reaches, are hits that
- * validate the manifest only (no walk in a new process). */
+ * validate the manifest only (no probe in a new process). */
 static void test_files_the_includes_do_not_reach_keep_the_hit(void **state) {
   (void)state;
   const char *roots[] = {g_root};
@@ -485,10 +485,10 @@ static void test_files_the_includes_do_not_reach_keep_the_hit(void **state) {
   write_file(g_root, "a/unused.h", "#pragma once\n#define CHANGED 1\n");
   assert_int_equal(compile_origin(c, &r, "1234"), T4A_NVRTC_ORIGIN_MEMORY);
   t4a_nvrtc_cache *c2 = new_process();
-  uint64_t walks = t4a_nvrtc_roots_checks_(), hashed = t4a_nvrtc_roots_files_hashed_();
+  uint64_t checks = t4a_nvrtc_roots_checks_(), hashed = t4a_nvrtc_roots_files_hashed_();
   assert_int_equal(compile_origin(c2, &r, "1234"), T4A_NVRTC_ORIGIN_DISK);
   assert_int_equal(compile_origin(c2, &r, "1234"), T4A_NVRTC_ORIGIN_MEMORY);
-  assert_int_equal(t4a_nvrtc_roots_checks_(), walks);
+  assert_int_equal(t4a_nvrtc_roots_checks_(), checks);
   assert_int_equal(t4a_nvrtc_roots_files_hashed_(), hashed);
   assert_int_equal(wrapped_compiles(), 1);
   /* The manifest lists the two reached files and the paths probed before them. */
@@ -507,10 +507,10 @@ static void test_plain_kernel_validates_nothing(void **state) {
   t4a_nvrtc_cache *c = new_cache(1);
   assert_int_equal(compile_origin(c, &r, NULL), T4A_NVRTC_ORIGIN_COMPILED);
   t4a_nvrtc_cache *c2 = new_process();
-  uint64_t walks = t4a_nvrtc_roots_checks_();
+  uint64_t checks = t4a_nvrtc_roots_checks_();
   write_file(g_root, "top.h", "#pragma once\n#define DEEP_VALUE 1\n");
   assert_int_equal(compile_origin(c2, &r, NULL), T4A_NVRTC_ORIGIN_DISK);
-  assert_int_equal(t4a_nvrtc_roots_checks_(), walks);
+  assert_int_equal(t4a_nvrtc_roots_checks_(), checks);
   /* Another root list is another key. */
   const char *one[] = {g_root};
   r = roots_request(src, one, 1);
@@ -532,7 +532,7 @@ static int find_manifest(const char *path, const struct stat *st, int flag, stru
   return 0;
 }
 
-/* A corrupt or truncated manifest on disk is not used: the miss walks and checks again, and the
+/* A corrupt or truncated manifest on disk is not used: the miss probes and checks again, and the
  * artifact it keys is the one on disk. */
 static void test_corrupt_manifest_is_a_miss(void **state) {
   (void)state;
@@ -563,9 +563,9 @@ static void test_corrupt_manifest_is_a_miss(void **state) {
     }
     close(fd);
     t4a_nvrtc_cache *c2 = new_process();
-    uint64_t walks = t4a_nvrtc_roots_checks_();
+    uint64_t checks = t4a_nvrtc_roots_checks_();
     assert_int_equal(compile_origin(c2, &r, "1234"), T4A_NVRTC_ORIGIN_DISK);
-    assert_true(t4a_nvrtc_roots_checks_() > walks); /* not trusted: checked again */
+    assert_true(t4a_nvrtc_roots_checks_() > checks); /* not trusted: checked again */
     t4a_nvrtc_cache_destroy(c2);
   }
   assert_int_equal(wrapped_compiles(), 1);
