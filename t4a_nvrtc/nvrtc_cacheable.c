@@ -1670,3 +1670,73 @@ t4a_status t4a_nvrtc_check_cacheable(const t4a_nvrtc_prepared *p) {
   t4a_status st = t4a_nvrtc_check_options(p);
   return st != T4A_OK ? st : t4a_nvrtc_check_includes(p);
 }
+
+/* ---- What the includes reach (t4a_nvrtc_includes_resolve) --------------------------------- */
+
+/* The root a probed path lies under: the longest root that is a prefix of it, or -1. */
+static int root_of(const t4a_nvrtc_request *r, const char *path) {
+  int best = -1;
+  size_t best_len = 0, pl = strlen(path);
+  for (size_t i = 0; i < r->num_include_roots; i++) {
+    size_t n = strlen(r->include_roots[i]);
+    while (n > 1 && r->include_roots[i][n - 1] == '/') n--;
+    if (n < pl && path[n] == '/' && memcmp(path, r->include_roots[i], n) == 0 &&
+        (best < 0 || n > best_len)) {
+      best = (int)i;
+      best_len = n;
+    }
+  }
+  return best;
+}
+
+t4a_status t4a_nvrtc_includes_resolve(const t4a_nvrtc_lib *lib, const t4a_nvrtc_request *request,
+                                      t4a_nvrtc_root_reach *per_root,
+                                      t4a_nvrtc_root_reach *total) {
+  if (total != NULL) memset(total, 0, sizeof *total);
+  if (lib == NULL || request == NULL) {
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_nvrtc_includes_resolve", 0, NULL, 0,
+                          "lib or request is NULL");
+  }
+  if (per_root != NULL && request->num_include_roots <= T4A_NVRTC_MAX_ROOTS) {
+    memset(per_root, 0, request->num_include_roots * sizeof *per_root);
+  }
+  t4a_nvrtc_prepared p;
+  t4a_status st = t4a_nvrtc_prepare(lib, request, &p);
+  if (st != T4A_OK) return st;
+  t4a_nvrtc_prober pr;
+  t4a_nvrtc_prober_init_(&pr);
+  t4a_nvrtc_probes probes;
+  memset(&probes, 0, sizeof probes);
+  p.prober = &pr;
+  p.probes = &probes;
+  st = t4a_nvrtc_check_cacheable(&p);
+  (void)t4a_nvrtc_prober_finish_(&pr);
+  t4a_nvrtc_prober_free_(&pr);
+  /* The manifest a miss would record (sorted, one entry per path). */
+  uint8_t *blob = NULL;
+  size_t bytes = 0;
+  if (st == T4A_OK) st = t4a_nvrtc_manifest_encode_(&probes, &blob, &bytes);
+  free(blob);
+  t4a_nvrtc_root_reach sum;
+  memset(&sum, 0, sizeof sum);
+  for (size_t i = 0; st == T4A_OK && i < probes.num; i++) {
+    const t4a_nvrtc_probe *q = &probes.v[i];
+    int ri = root_of(request, q->path);
+    t4a_nvrtc_root_reach *one = per_root != NULL && ri >= 0 ? &per_root[ri] : NULL;
+    if (q->file == 1) {
+      sum.files++;
+      sum.bytes += q->size;
+      if (one != NULL) {
+        one->files++;
+        one->bytes += q->size;
+      }
+    } else {
+      sum.empty++;
+      if (one != NULL) one->empty++;
+    }
+  }
+  t4a_nvrtc_probes_free_(&probes);
+  if (st != T4A_OK) return st;
+  if (total != NULL) *total = sum;
+  return T4A_OK;
+}
