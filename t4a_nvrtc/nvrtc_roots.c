@@ -9,7 +9,7 @@
  * includes reach, not the size of the roots.
  *
  * Watches. Before a path is looked at, every directory on the way to it (each prefix of its
- * spelling, from "/" or "." down, as the kernel resolves them: a symbolic link on the way is
+ * spelling, from "/" down; a relative path gets none, as chdir moves it without an event, as the kernel resolves them: a symbolic link on the way is
  * watched at its target, and the link itself is an entry of the directory above) gets an inotify
  * watch, and a file gets its own before it is read (its watch sees an edit made through a hard
  * link elsewhere). Any event advances the epoch. A check whose watches were all placed and that
@@ -250,9 +250,10 @@ static t4a_status watch_ancestors(t4a_nvrtc_prober *pr, const char *path, size_t
     if (w == 0 && watch_path("/") != 1) pr->watch_ok = 0;
     i = 1;
   } else {
-    int w = watched_before(pr, ".", 1);
-    if (w < 0) return T4A_HOST_OUT_OF_MEMORY;
-    if (w == 0 && watch_path(".") != 1) pr->watch_ok = 0;
+    /* A relative path resolves from the working directory, which chdir changes without an
+     * event: no epoch, the manifest is validated by stat at each lookup. */
+    pr->watch_ok = 0;
+    return T4A_OK;
   }
   for (; i < n && pr->watch_ok; i++) {
     if (path[i] != '/' || (i > 0 && path[i - 1] == '/')) continue;

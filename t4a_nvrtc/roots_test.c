@@ -899,6 +899,28 @@ static void test_dangling_link_on_the_way_is_validated_by_stat(void **state) {
   t4a_nvrtc_cache_destroy(c);
 }
 
+/* A relative root resolves from the working directory, which chdir changes without an event:
+ * its manifest is validated by stat at each lookup, so the other directory's header is seen. */
+static void test_relative_root_follows_the_working_directory(void **state) {
+  (void)state;
+  char cwd[1200], other[1200];
+  assert_non_null(getcwd(cwd, sizeof cwd));
+  snprintf(other, sizeof other, "%s/elsewhere", g_tree);
+  write_file(other, "r1/top.h", "#pragma once\n#define DEEP_VALUE 9876\n");
+  const char *roots[] = {"r1"};
+  t4a_nvrtc_request r = roots_request(k_uses_top, roots, 1);
+  t4a_nvrtc_cache *c = new_cache(0);
+  assert_int_equal(chdir(g_tree), 0);
+  assert_int_equal(compile_origin(c, &r, "1234"), T4A_NVRTC_ORIGIN_COMPILED);
+  assert_int_equal(compile_origin(c, &r, "1234"), T4A_NVRTC_ORIGIN_MEMORY);
+  assert_int_equal(chdir(other), 0);
+  assert_int_equal(compile_origin(c, &r, "9876"), T4A_NVRTC_ORIGIN_COMPILED);
+  assert_int_equal(chdir(g_tree), 0);
+  assert_int_equal(compile_origin(c, &r, "1234"), T4A_NVRTC_ORIGIN_MEMORY);
+  assert_int_equal(chdir(cwd), 0);
+  t4a_nvrtc_cache_destroy(c);
+}
+
 /* A forked child has its own inotify instance: its lookups do not take the events the parent's
  * known-valid manifests need. */
 static void test_forked_child_does_not_take_the_parents_events(void **state) {
@@ -1135,6 +1157,8 @@ int main(void) {
                                       each_teardown),
       cmocka_unit_test_setup_teardown(test_known_valid_until_an_event, each_setup, each_teardown),
       cmocka_unit_test_setup_teardown(test_dangling_link_on_the_way_is_validated_by_stat,
+                                      each_setup, each_teardown),
+      cmocka_unit_test_setup_teardown(test_relative_root_follows_the_working_directory,
                                       each_setup, each_teardown),
       cmocka_unit_test_setup_teardown(test_forked_child_does_not_take_the_parents_events,
                                       each_setup, each_teardown),
