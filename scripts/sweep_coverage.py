@@ -32,7 +32,7 @@ NVRTC_ROOTS = {
     "t4a_nvrtc/failure_test.c": ["attempt", "test_lib_from_table_sweep"],
     "t4a_nvrtc/jitlink_test.c": ["link_attempt", "test_sweep_jitlink_calls"],
     "t4a_nvrtc/roots_test.c": [
-        "test_root_fingerprint_failure_sweep",
+        "test_includes_resolve_failure_sweep",
         "test_cached_compile_with_roots_failure_sweep",
     ],
 }

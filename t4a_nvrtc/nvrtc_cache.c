@@ -631,8 +631,8 @@ t4a_status t4a_nvrtc_cache_compile(t4a_nvrtc_cache *cache, const t4a_nvrtc_reque
  * names its include manifest (memory, then disk): when every path the manifest lists still holds
  * what it recorded (checked by stat; see nvrtc_manifest.c), the manifest's digest completes the
  * artifact's key and a hit needs nothing else. Otherwise (no manifest, or a listed file changed,
- * or a path that opened nothing now opens something) the roots' snapshots are taken and the
- * include check follows the includes, recording a new manifest, whose digest keys the artifact;
+ * or a path that opened nothing now opens something) the include check follows the includes by
+ * probing the paths NVRTC would open, recording a new manifest, whose digest keys the artifact;
  * a cached result keeps that manifest at both levels. */
 static t4a_status compile_with_roots(t4a_nvrtc_cache *cache, t4a_nvrtc_lib *id,
                                      t4a_nvrtc_prepared *p, t4a_nvrtc_artifact **out,
@@ -657,6 +657,9 @@ static t4a_status compile_with_roots(t4a_nvrtc_cache *cache, t4a_nvrtc_lib *id,
     blob = t4a_nvrtc_manifest_load_(dir, k1, &mb);
   }
   int refreshed = 0;
+  /* In a process that watches (it has probed before), the manifest's paths are watched before
+   * they are validated, so that it is known valid afterwards while no event arrives. */
+  if (!known && blob != NULL) epoch = t4a_nvrtc_roots_watch_manifest_(blob, mb, epoch);
   if (known || (blob != NULL && t4a_nvrtc_manifest_validate_(blob, mb, p->manifest_digest,
                                                             &refreshed))) {
     p->roots_key = 2;
@@ -675,14 +678,11 @@ static t4a_status compile_with_roots(t4a_nvrtc_cache *cache, t4a_nvrtc_lib *id,
     }
   }
   free(blob);
-  /* A miss: the include check over the roots' snapshots, recording the manifest. */
-  t4a_nvrtc_root_snapshot *snaps[T4A_NVRTC_MAX_ROOTS];
-  uint64_t before = t4a_nvrtc_roots_epoch_(request->include_roots, nr);
-  st = t4a_nvrtc_roots_fingerprint_(request->include_roots, nr, dir, snaps, NULL);
-  if (st != T4A_OK) return st;
-  /* The manifest is as of `before` only if the memos were valid then and nothing changed since. */
-  epoch = t4a_nvrtc_roots_epoch_(request->include_roots, nr) == before ? before : 0;
-  p->roots = snaps;
+  /* A miss: the include check probes the paths the includes can open through the roots,
+   * recording the manifest (no tree is walked). */
+  t4a_nvrtc_prober pr;
+  t4a_nvrtc_prober_init_(&pr);
+  p->prober = &pr;
   t4a_nvrtc_probes probes;
   memset(&probes, 0, sizeof probes);
   uint8_t *nb = NULL;
@@ -693,13 +693,22 @@ static t4a_status compile_with_roots(t4a_nvrtc_cache *cache, t4a_nvrtc_lib *id,
     st = t4a_nvrtc_check_includes(p);
     p->probes = NULL;
   }
+  /* Known valid at the epoch the check started at, if every path was watched before it was
+   * looked at and nothing changed since. */
+  epoch = t4a_nvrtc_prober_finish_(&pr);
+  p->prober = NULL;
+  t4a_nvrtc_prober_free_(&pr);
   if (st == T4A_OK) st = t4a_nvrtc_manifest_encode_(&probes, &nb, &nbytes);
   t4a_nvrtc_probes_free_(&probes);
   if (st == T4A_OK) {
     memcpy(p->manifest_digest, nb + 16, 16);
     p->roots_key = 2;
+    p->check_blob = nb;
+    p->check_bytes = nbytes;
+    p->check_epoch = epoch;
     rp.includes_checked = 1;
     st = compile_prepared_cached(cache, id, p, out, out_outcome, retry, &rp);
+    p->check_blob = NULL;
     if (!*retry && st == T4A_OK && rp.kept) {
       if (dir != NULL) t4a_nvrtc_manifest_store_(dir, k1, nb, nbytes);
       manifest_put(cache, k1, nb, nbytes, epoch);
@@ -707,8 +716,6 @@ static t4a_status compile_with_roots(t4a_nvrtc_cache *cache, t4a_nvrtc_lib *id,
     }
   }
   free(nb);
-  for (size_t i = 0; i < nr; i++) t4a_nvrtc_root_snapshot_release_(snaps[i]);
-  p->roots = NULL;
   return st;
 }
 
@@ -848,9 +855,8 @@ static t4a_status compile_prepared_cached(t4a_nvrtc_cache *cache, t4a_nvrtc_lib 
   /* A root that changed while NVRTC read it: the artifact may hold bytes the key does not name,
    * so it is handed out (as compiled) but cached at neither level. */
   int keep = 1;
-  if (st == T4A_OK && origin == T4A_NVRTC_ORIGIN_COMPILED && p.roots != NULL &&
-      !t4a_nvrtc_roots_unchanged_(p.roots, p.req->num_include_roots, p.req->include_roots,
-                                  cache->has_disk ? cache->disk.dir : NULL)) {
+  if (st == T4A_OK && origin == T4A_NVRTC_ORIGIN_COMPILED && p.check_blob != NULL &&
+      !t4a_nvrtc_manifest_holds_(p.check_blob, p.check_bytes, p.check_epoch)) {
     keep = 0;
     t4a_counter_add(&cache->counters, T4A_COUNTER_nvrtc_roots_changed, 1);
   }

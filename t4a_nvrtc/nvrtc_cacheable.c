@@ -493,21 +493,22 @@ typedef struct scan {
   char piece_where[330]; /* "the source, line 3" */
   /* the text being scanned, for messages */
   char where[300];
-  /* Include roots (cached compiles with roots): the snapshots the key holds, the files of them
-   * the request can reach (a queue; visited marks per root), and the function-like macros that
-   * apply __has_include to a parameter (checked at every use in a second pass). */
+  /* Include roots (cached compiles with roots): the prober that looks at the paths NVRTC would
+   * open, the files of the roots the request can reach (a queue; each probed file is queued
+   * once), and the function-like macros that apply __has_include to a parameter (checked at
+   * every use in a second pass). */
   size_t num_roots;
   const char *const *root_paths;
-  t4a_nvrtc_root_snapshot *const *roots;
-  uint8_t *visited[T4A_NVRTC_MAX_ROOTS];
+  t4a_nvrtc_prober *pr;
   struct qitem {
-    uint32_t root;
-    const t4a_nvrtc_root_rec *rec;
+    uint32_t root;           /* the root it was found through */
+    t4a_nvrtc_probed *file;  /* its record: path (lexical), bytes */
+    char *raw;               /* its path with ".." kept, when that is another spelling; or NULL */
   } *queue;
   size_t queue_len, queue_cap;
   int cur_root; /* the root of the text being scanned, -1 for the request's own texts */
   int in_named_header; /* the text is one of the request's named headers */
-  const t4a_nvrtc_root_rec *cur_rec;
+  const struct qitem *cur_item;
   char (*wrappers)[32];
   size_t num_wrappers, wrappers_cap;
   int pass; /* 1: includes; 2: uses of the wrappers */
@@ -563,67 +564,55 @@ static const char k_root_advice[] =
     ", which the key cannot see; a cached compile with include roots may include the request's "
     "headers and files under its roots, by a literal relative name";
 
-/* Joins the directory `dir` (a normalised path under a root, "" for the root) and an include
- * name into out, lexically ("." dropped, ".." pops). 1: a path under the root; 0: refused (why
- * says why); -1: too long or out of the root to a name that is not there (it opens nothing). */
-static int join_under_root(const t4a_nvrtc_root_snapshot *snap, const char *dir, const char *name,
-                           size_t n, char *out, size_t cap, const char **why) {
-  size_t len = strlen(dir);
-  if (len >= cap) return -1;
-  memcpy(out, dir, len + 1);
-  size_t i = 0;
-  while (i < n) {
-    size_t j = i;
-    while (j < n && name[j] != '/') j++;
-    size_t cl = j - i;
-    if (cl == 0 || (cl == 1 && name[i] == '.')) {
-      /* nothing */
-    } else if (cl == 2 && name[i] == '.' && name[i + 1] == '.') {
-      if (len == 0) {
-        /* Out of the root: NVRTC opens ROOT/../rest. Covered if the parent is another root of
-         * the request (the caller looks rest up there: 2), or if the next component is not
-         * beside the root (the fingerprint lists what is), so that nothing opens (-1). */
-        if (snap->parent_same && j + 1 < n && n - (j + 1) < cap) {
-          memcpy(out, name + j + 1, n - (j + 1));
-          out[n - (j + 1)] = '\0';
-          return 2;
+/* Joins base[0..bn) and an include name into out: "." and empty components dropped and, unless
+ * keep_up, ".." popping the component before it (lexically; "/.." is "/", a relative path keeps
+ * a leading ".."). Returns the length, or -1 when it does not fit. */
+static int join_path(const char *base, size_t bn, const char *name, size_t n, char *out,
+                     size_t cap, int keep_up) {
+  size_t len = 0;
+  int abs = bn > 0 && base[0] == '/';
+  if (abs) out[len++] = '/';
+  for (int part = 0; part < 2; part++) {
+    const char *t = part == 0 ? base : name;
+    size_t tn = part == 0 ? bn : n;
+    size_t i = 0;
+    while (i < tn) {
+      size_t j = i;
+      while (j < tn && t[j] != '/') j++;
+      size_t cl = j - i;
+      if (cl == 0 || (cl == 1 && t[i] == '.')) {
+        /* nothing */
+      } else if (!keep_up && cl == 2 && t[i] == '.' && t[i + 1] == '.') {
+        size_t start = len;
+        while (start > (size_t)abs && out[start - 1] != '/') start--;
+        int last_up = len - start == 2 && out[start] == '.' && out[start + 1] == '.';
+        if (len > (size_t)abs && !last_up) {
+          len = start > (size_t)abs ? start - 1 : (size_t)abs; /* pop */
+        } else if (!abs) {
+          if (len > 0 && len + 1 < cap) out[len++] = '/';
+          if (len + 2 >= cap) return -1;
+          out[len++] = '.';
+          out[len++] = '.';
         }
-        size_t k = j + 1, e = k;
-        while (e < n && name[e] != '/') e++;
-        int plain = e > k && !(e - k == 1 && name[k] == '.') &&
-                    !(e - k == 2 && name[k] == '.' && name[k + 1] == '.');
-        if (snap->parent_listed && plain && !t4a_nvrtc_root_beside_(snap, name + k, e - k)) {
-          return -1;
+      } else {
+        if (len > (size_t)abs) {
+          if (len + 1 >= cap) return -1;
+          out[len++] = '/';
         }
-        *why = "leaves the include root with .. to a path the key does not fingerprint";
-        return 0;
+        if (len + cl >= cap) return -1;
+        memcpy(out + len, t + i, cl);
+        len += cl;
       }
-      const t4a_nvrtc_root_rec *r = t4a_nvrtc_root_find_(snap, out);
-      if (r != NULL && (r->kind & T4A_NVRTC_ROOT_LINK)) {
-        *why = "goes up (..) out of a directory reached through a symbolic link, to a folder "
-               "outside what the key fingerprints";
-        return 0;
-      }
-      while (len > 0 && out[len - 1] != '/') len--;
-      if (len > 0) len--;
-      out[len] = '\0';
-    } else {
-      if (len + 1 + cl + 1 > cap) return -1;
-      if (len > 0) out[len++] = '/';
-      memcpy(out + len, name + i, cl);
-      len += cl;
-      out[len] = '\0';
+      i = j + 1;
     }
-    i = j + 1;
   }
-  return 1;
+  if (len == 0) out[len++] = '.';
+  out[len] = '\0';
+  return (int)len;
 }
 
-static t4a_status enqueue(scan *s, size_t ri, const t4a_nvrtc_root_rec *r) {
-  const t4a_nvrtc_root_snapshot *snap = s->roots[ri];
-  size_t idx = (size_t)(r - snap->recs);
-  if (s->visited[ri][idx >> 3] & (1u << (idx & 7))) return T4A_OK;
-  s->visited[ri][idx >> 3] |= (uint8_t)(1u << (idx & 7));
+static t4a_status enqueue(scan *s, size_t ri, t4a_nvrtc_probed *f, const char *raw, size_t rn) {
+  if (f->queued) return T4A_OK;
   if (s->queue_len == s->queue_cap) {
     size_t cap = s->queue_cap ? s->queue_cap * 2 : 64;
     struct qitem *q = t4a_host_realloc(s->queue, cap * sizeof *q);
@@ -631,96 +620,63 @@ static t4a_status enqueue(scan *s, size_t ri, const t4a_nvrtc_root_rec *r) {
     s->queue = q;
     s->queue_cap = cap;
   }
+  char *copy = NULL;
+  if (raw != NULL) {
+    copy = t4a_host_malloc(rn + 1);
+    if (copy == NULL) return T4A_HOST_OUT_OF_MEMORY;
+    memcpy(copy, raw, rn + 1);
+  }
+  f->queued = 1;
   s->queue[s->queue_len].root = (uint32_t)ri;
-  s->queue[s->queue_len].rec = r;
+  s->queue[s->queue_len].file = f;
+  s->queue[s->queue_len].raw = copy;
   s->queue_len++;
   return T4A_OK;
 }
 
-/* Resolves an include name under root ri: 1 with *found (a file, or NULL: nothing there, so
- * nothing opens), or 0 with *why (refused). ROOT/../rest is looked up in the root that is this
- * root's parent, if the request has it, or else must name nothing beside the root. */
-static int lookup_under(scan *s, size_t ri, const char *dir, const char *name, size_t n,
-                        size_t *found_root, const t4a_nvrtc_root_rec **found, const char **why) {
-  char rel[PATH_MAX];
-  *found = NULL;
-  const t4a_nvrtc_root_snapshot *snap = s->roots[ri];
-  int j = join_under_root(snap, dir, name, n, rel, sizeof rel, why);
-  if (j == 2) {
-    size_t rj = 0;
-    for (; rj < s->num_roots; rj++) {
-      const t4a_nvrtc_root_rec *top = t4a_nvrtc_root_find_(s->roots[rj], "");
-      if (top != NULL && top->dev == snap->parent_dev && top->ino == snap->parent_ino) break;
-    }
-    char rest[PATH_MAX];
-    snprintf(rest, sizeof rest, "%s", rel);
-    if (rj < s->num_roots) {
-      ri = rj;
-      snap = s->roots[rj];
-      j = join_under_root(snap, "", rest, strlen(rest), rel, sizeof rel, why);
-      if (j == 2) {
-        *why = "leaves two include roots with ..";
-        return 0;
-      }
-    } else {
-      size_t e = 0;
-      while (rest[e] != '\0' && rest[e] != '/') e++;
-      int plain = e > 0 && !(e == 1 && rest[0] == '.') &&
-                  !(e == 2 && rest[0] == '.' && rest[1] == '.');
-      if (snap->parent_listed && plain && !t4a_nvrtc_root_beside_(snap, rest, e)) return 1;
-      *why = "leaves the include root with .. to a path the key does not fingerprint";
-      return 0;
-    }
-  }
-  if (j == 0) return 0;
-  if (j < 0) return 1;
-  const t4a_nvrtc_root_rec *r = t4a_nvrtc_root_find_(snap, rel);
-  if (r != NULL && (r->kind & T4A_NVRTC_ROOT_FILE)) {
-    *found = r;
-    *found_root = ri;
-  }
-  return 1;
-}
-
-/* For a plain path under a root that holds nothing (no "." or ".." component): the length of its
- * shortest prefix (a directory on the way) that the snapshot does not have at all, which covers
- * every path under it in the manifest; 0 when there is none shorter than the path. */
-static size_t absent_prefix(const t4a_nvrtc_root_snapshot *snap, const char *dir, const char *name,
-                            size_t n, char *rel, size_t cap) {
-  size_t dl = strlen(dir);
-  if (dl + 1 + n + 1 > cap || n == 0) return 0;
-  size_t len = 0;
-  if (dl > 0) {
-    memcpy(rel, dir, dl);
-    rel[dl] = '/';
-    len = dl + 1;
-  }
-  memcpy(rel + len, name, n);
-  len += n;
-  rel[len] = '\0';
-  for (size_t i = dl > 0 ? dl + 1 : 0, start = i; i <= len; i++) {
-    if (i < len && rel[i] != '/') continue;
+/* Whether an include name is plain: no empty, "." or ".." component. */
+static int plain_name(const char *name, size_t n) {
+  if (n == 0) return 0;
+  for (size_t i = 0, start = 0; i <= n; i++) {
+    if (i < n && name[i] != '/') continue;
     size_t cl = i - start;
-    if (cl == 0 || (cl == 1 && rel[start] == '.') ||
-        (cl == 2 && rel[start] == '.' && rel[start + 1] == '.')) {
+    if (cl == 0 || (cl == 1 && name[start] == '.') ||
+        (cl == 2 && name[start] == '.' && name[start + 1] == '.')) {
       return 0;
     }
     start = i + 1;
   }
-  for (size_t i = dl > 0 ? dl + 1 : 0; i < len; i++) {
-    if (rel[i] != '/') continue;
-    rel[i] = '\0';
-    const t4a_nvrtc_root_rec *r = t4a_nvrtc_root_find_(snap, rel);
-    rel[i] = '/';
-    if (r == NULL) return i;
-  }
-  return 0;
+  return 1;
 }
 
-/* Every file the include could open, queued for scanning: for "x" in a root file, its own
- * directory first; then each root in order (every candidate is queued, found or not further
- * ones, so the scan covers whichever NVRTC takes). The source's own directory is /dev/null/...,
- * which holds nothing; a named header's is the working directory, which the key cannot see. */
+/* For a plain name under base (lexical, bn bytes): probes the directories on the way, top down.
+ * Returns the length in out of the first that does not exist at all (every path under it holds
+ * nothing: recorded as that folder), or 0 when each exists. */
+static t4a_status absent_prefix(scan *s, size_t root, const char *base, size_t bn,
+                                const char *name, size_t n, char *out, size_t cap, size_t *pre) {
+  *pre = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (name[i] != '/') continue;
+    int len = join_path(base, bn, name, i, out, cap, 0);
+    if (len < 0) return T4A_OK;
+    t4a_nvrtc_probed *d = NULL;
+    t4a_status st = t4a_nvrtc_probe_(s->pr, out, (size_t)len, (int)root, &d);
+    if (st != T4A_OK) return st;
+    if (d->kind == T4A_NVRTC_PROBED_ABSENT) {
+      *pre = (size_t)len;
+      return T4A_OK;
+    }
+    if (d->kind != T4A_NVRTC_PROBED_DIR) return T4A_OK; /* a file on the way: ENOTDIR below */
+  }
+  return T4A_OK;
+}
+
+/* Every file the include could open, probed and queued for scanning: for "x" in a root file, its
+ * own directory first; then each root in order (every candidate is followed, found or not
+ * further ones, so the scan covers whichever NVRTC takes). The source's own directory is
+ * /dev/null/..., which holds nothing; a named header's is the working directory, which the key
+ * cannot see. A name with ".." is probed as spelled (the kernel resolves ".." at a symbolic
+ * link's target) and read lexically; the two must be the same file or both nothing. */
 static t4a_status resolve_in_roots(scan *s, const char *name, size_t n, int quoted,
                                    const char *what, size_t line, int open, int close) {
   if (quoted && s->cur_root < 0 && s->in_named_header && !names_a_header(s, name, n)) {
@@ -733,38 +689,71 @@ static t4a_status resolve_in_roots(scan *s, const char *name, size_t n, int quot
   /* The manifest records the search up to the first file found (NVRTC takes it; the check
    * follows every candidate, a superset); an #include_next's start depends on where its includer
    * was found, so all of its candidates are recorded. */
-  int next = strstr(what, "_next") != NULL, recorded_found = 0;
+  int next = strstr(what, "_next") != NULL, recorded_found = 0, plain = plain_name(name, n);
+  char lex[PATH_MAX], raw[PATH_MAX], pre_path[PATH_MAX];
   for (size_t ri = 0; ri < s->num_roots + 1; ri++) {
-    char dir[PATH_MAX] = "";
-    size_t root = ri == 0 ? 0 : ri - 1;
+    size_t root;
+    const char *lb, *rb;
+    size_t lbn, rbn;
     if (ri == 0) { /* a root file's own directory */
       if (!quoted || s->cur_root < 0) continue;
       root = (size_t)s->cur_root;
-      const char *slash = strrchr(s->cur_rec->rel, '/');
-      size_t dl = slash != NULL ? (size_t)(slash - s->cur_rec->rel) : 0;
-      memcpy(dir, s->cur_rec->rel, dl);
-      dir[dl] = '\0';
+      lb = s->cur_item->file->path;
+      rb = s->cur_item->raw != NULL ? s->cur_item->raw : lb;
+      const char *ls = strrchr(lb, '/'), *rs = strrchr(rb, '/');
+      lbn = ls != NULL ? (size_t)(ls - lb) : 0;
+      rbn = rs != NULL ? (size_t)(rs - rb) : 0;
+      if (ls == lb) lbn = 1;
+      if (rs == rb) rbn = 1;
+    } else {
+      root = ri - 1;
+      lb = rb = s->root_paths[root];
+      lbn = rbn = strlen(lb);
     }
-    const char *why = NULL;
-    const t4a_nvrtc_root_rec *r = NULL;
-    size_t fr = root;
-    if (!lookup_under(s, root, dir, name, n, &fr, &r, &why)) {
-      return REFUSE("%s, line %zu: %s %c%.*s%c %s%s", s->where, line, what, open, SHOW(n), name,
-                    close, why, k_root_advice);
+    int ln = join_path(lb, lbn, name, n, lex, sizeof lex, 0);
+    int rn = join_path(rb, rbn, name, n, raw, sizeof raw, 1);
+    if (ln < 0 || rn < 0) {
+      return REFUSE("%s, line %zu: %s %c%.*s%c: a path through the roots is longer than "
+                    "PATH_MAX%s",
+                    s->where, line, what, open, SHOW(n), name, close, k_root_advice);
+    }
+    int same = rn == ln && memcmp(raw, lex, (size_t)ln) == 0;
+    size_t pre = 0;
+    t4a_nvrtc_probed *L = NULL, *R = NULL;
+    t4a_status st = T4A_OK;
+    if (plain && same) st = absent_prefix(s, root, lb, lbn, name, n, pre_path, sizeof pre_path, &pre);
+    if (st == T4A_OK && pre == 0) st = t4a_nvrtc_probe_(s->pr, lex, (size_t)ln, (int)root, &L);
+    if (st == T4A_OK && pre == 0) {
+      R = L;
+      if (!same) st = t4a_nvrtc_probe_(s->pr, raw, (size_t)rn, (int)root, &R);
+    }
+    if (st != T4A_OK) return st;
+    int lf = L != NULL && L->kind == T4A_NVRTC_PROBED_FILE;
+    if (L != R) {
+      int rf = R->kind == T4A_NVRTC_PROBED_FILE;
+      if (lf != rf || (lf && (L->dev != R->dev || L->ino != R->ino))) {
+        return REFUSE("%s, line %zu: %s %c%.*s%c goes up (..) out of a directory reached through "
+                      "a symbolic link (the kernel resolves .. at the link's target): %.60s and "
+                      "%.60s differ%s",
+                      s->where, line, what, open, SHOW(n), name, close, lex, raw, k_root_advice);
+      }
     }
     if (s->p->probes != NULL && (next || !recorded_found)) {
-      /* the manifest: this path as NVRTC opens it, and what is there (for nothing under a
-       * folder that does not exist, that folder) */
-      char rel[PATH_MAX];
-      size_t pre = r == NULL ? absent_prefix(s->roots[root], dir, name, n, rel, sizeof rel) : 0;
-      t4a_status st =
-          pre > 0 ? t4a_nvrtc_probes_add_(s->p->probes, s->root_paths[root], "", rel, pre, NULL, 1)
-                  : t4a_nvrtc_probes_add_(s->p->probes, s->root_paths[root], dir, name, n, r, 0);
+      /* the manifest: the path as NVRTC opens it (both spellings), and what is there (for nothing
+       * under a folder that does not exist, that folder) */
+      if (pre > 0) {
+        st = t4a_nvrtc_probes_add_(s->p->probes, pre_path, pre, NULL, 1);
+      } else {
+        st = t4a_nvrtc_probes_add_(s->p->probes, lex, (size_t)ln, lf ? L : NULL, 0);
+        if (st == T4A_OK && L != R) {
+          st = t4a_nvrtc_probes_add_(s->p->probes, raw, (size_t)rn, lf ? R : NULL, 0);
+        }
+      }
       if (st != T4A_OK) return st;
-      recorded_found = r != NULL;
+      recorded_found = lf;
     }
-    if (r != NULL) {
-      t4a_status st = enqueue(s, fr, r);
+    if (lf) {
+      st = enqueue(s, root, L, L != R ? raw : NULL, (size_t)rn);
       if (st != T4A_OK) return st;
     }
   }
@@ -1521,80 +1510,21 @@ static t4a_status resolve_pending(scan *s, const struct pending *q) {
   return st;
 }
 
-/* Reads a root file whole (NUL-terminated copy) and checks it still has the bytes the key
- * fingerprinted. */
-static t4a_status read_root_file(const char *root, const t4a_nvrtc_root_rec *rec, char **out,
-                                 size_t *out_bytes) {
-  *out = NULL;
-  char path[PATH_MAX];
-  if (snprintf(path, sizeof path, "%s/%s", root, rec->rel) >= (int)sizeof path) {
-    return t4a_error_set_(T4A_LIMIT_EXCEEDED, "t4a_nvrtc_include_root", 0, NULL, 0,
-                          "a path under %.200s is longer than PATH_MAX", root);
-  }
-  int fd = -1;
-  if (t4a_fault_sim(T4A_FAULT_FILE_OPEN)) {
-    errno = EACCES;
-  } else {
-    fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  }
-  if (fd < 0) {
-    int err = errno;
-    return t4a_error_set_(T4A_IO, "open", err, NULL, 0, "include root: cannot open (%s): %.200s",
-                          strerror(err), path);
-  }
-  size_t cap = rec->size + 1, n = 0;
-  char *buf = t4a_host_malloc(cap + 1);
-  t4a_status st = buf != NULL ? T4A_OK : T4A_HOST_OUT_OF_MEMORY;
-  while (st == T4A_OK) {
-    if (n == cap) {
-      char *nb = t4a_host_realloc(buf, cap * 2 + 1);
-      if (nb == NULL) {
-        st = T4A_HOST_OUT_OF_MEMORY;
-        break;
-      }
-      buf = nb;
-      cap *= 2;
-    }
-    ssize_t got;
-    if (t4a_fault_sim(T4A_FAULT_FILE_READ)) {
-      errno = EIO;
-      got = -1;
-    } else {
-      got = read(fd, buf + n, cap - n);
-    }
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) {
-      int err = errno;
-      st = t4a_error_set_(T4A_IO, "read", err, NULL, 0, "include root: cannot read (%s): %.200s",
-                          strerror(err), path);
-      break;
-    }
-    if (got == 0) break;
-    n += (size_t)got;
-  }
-  close(fd);
-  if (st == T4A_OK) {
-    XXH128_canonical_t c;
-    XXH128_canonicalFromHash(&c, XXH3_128bits(buf, n));
-    if (memcmp(c.digest, rec->hash, 16) != 0) {
-      st = t4a_error_set_(T4A_BUSY, "t4a_nvrtc_include_root", 0, NULL, 0,
-                          "%.200s changed while the request was checked: try again", path);
-    }
-  }
-  if (st != T4A_OK) {
-    free(buf);
-    return st;
-  }
-  buf[n] = '\0';
-  *out = buf;
-  *out_bytes = n;
-  return T4A_OK;
+/* "include root N: path under it" (or the whole path when it is not under its root) for
+ * messages: the per-thread detail is 256 bytes. */
+static void where_of(scan *s, const struct qitem *q) {
+  const char *path = q->file->path, *root = s->root_paths[q->root];
+  char rl[PATH_MAX];
+  int n = join_path(root, strlen(root), "", 0, rl, sizeof rl, 0);
+  const char *rel = path;
+  if (n > 0 && strncmp(path, rl, (size_t)n) == 0 && path[n] == '/') rel = path + n + 1;
+  snprintf(s->where, sizeof s->where, "include root %u: %.200s", q->root + 1, rel);
 }
 
 static t4a_status scan_request_texts(scan *s) {
   const t4a_nvrtc_request *r = s->p->req;
   s->cur_root = -1;
-  s->cur_rec = NULL;
+  s->cur_item = NULL;
   snprintf(s->where, sizeof s->where, "the source");
   t4a_status st = scan_text(s, r->source, s->p->source_bytes);
   for (size_t i = 0; st == T4A_OK && i < r->num_headers; i++) {
@@ -1640,14 +1570,13 @@ t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p) {
   s.pass = 1;
   t4a_status st = options_pass(r, &s.d);
   if (st != T4A_OK) return st;
-  if (p->roots != NULL && r->num_include_roots > 0) {
+  if (p->prober != NULL && r->num_include_roots > 0) {
     s.num_roots = r->num_include_roots;
     s.root_paths = r->include_roots;
-    s.roots = p->roots;
+    s.pr = p->prober;
   }
-  for (size_t i = 0; i < s.num_roots; i++) {
-    s.visited[i] = t4a_host_calloc(s.roots[i]->num / 8 + 1, 1);
-    if (s.visited[i] == NULL) st = T4A_HOST_OUT_OF_MEMORY;
+  for (size_t i = 0; st == T4A_OK && i < s.num_roots; i++) {
+    st = t4a_nvrtc_probe_root_(s.pr, s.root_paths[i]);
   }
   t4a_nvrtc_str *sorted = NULL;
   if (r->num_headers > 16) {
@@ -1664,29 +1593,15 @@ t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p) {
   /* Every text NVRTC preprocesses: the source, the headers, the -D definitions, and every file
    * under the roots that an include of them (or of a file reached so) could open. */
   if (st == T4A_OK) st = scan_request_texts(&s);
-  char **texts = NULL;
-  size_t *text_bytes = NULL;
   size_t scanned = 0;
   if (st == T4A_OK && s.num_roots > 0) {
   again:
     for (; st == T4A_OK && scanned < s.queue_len; scanned++) {
-      if (scanned % 64 == 0) {
-        char **nt = t4a_host_realloc(texts, (scanned + 64) * sizeof *nt);
-        size_t *nb = nt != NULL ? t4a_host_realloc(text_bytes, (scanned + 64) * sizeof *nb) : NULL;
-        if (nt != NULL) texts = nt;
-        if (nb == NULL) {
-          st = T4A_HOST_OUT_OF_MEMORY;
-          break;
-        }
-        text_bytes = nb;
-      }
       const struct qitem *q = &s.queue[scanned];
-      st = read_root_file(s.root_paths[q->root], q->rec, &texts[scanned], &text_bytes[scanned]);
-      if (st != T4A_OK) break;
       s.cur_root = (int)q->root;
-      s.cur_rec = q->rec;
-      snprintf(s.where, sizeof s.where, "include root %u: %.200s", q->root + 1, q->rec->rel);
-      st = scan_text(&s, texts[scanned], text_bytes[scanned]);
+      s.cur_item = q;
+      where_of(&s, q);
+      st = scan_text(&s, q->file->text, q->file->text_bytes);
     }
     /* Computed includes: resolved over every definition of the files reached so far; what they
      * reach joins the scan, whose definitions can widen them again: to a fixed point. */
@@ -1722,18 +1637,15 @@ t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p) {
       for (size_t i = 0; st == T4A_OK && i < scanned; i++) {
         const struct qitem *q = &s.queue[i];
         s.cur_root = (int)q->root;
-        s.cur_rec = q->rec;
-        snprintf(s.where, sizeof s.where, "include root %u: %.200s", q->root + 1, q->rec->rel);
-        st = scan_text(&s, texts[i], text_bytes[i]);
+        s.cur_item = q;
+        where_of(&s, q);
+        st = scan_text(&s, q->file->text, q->file->text_bytes);
       }
     }
   }
-  for (size_t i = 0; i < scanned && texts != NULL; i++) free(texts[i]);
-  free(texts);
-  free(text_bytes);
+  for (size_t i = 0; i < s.queue_len; i++) free(s.queue[i].raw);
   free(s.queue);
   free(s.wrappers);
-  for (size_t i = 0; i < s.num_roots; i++) free(s.visited[i]);
   free(s.defs);
   free(s.pend);
   free(s.func_names);
@@ -1757,4 +1669,74 @@ t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p) {
 t4a_status t4a_nvrtc_check_cacheable(const t4a_nvrtc_prepared *p) {
   t4a_status st = t4a_nvrtc_check_options(p);
   return st != T4A_OK ? st : t4a_nvrtc_check_includes(p);
+}
+
+/* ---- What the includes reach (t4a_nvrtc_includes_resolve) --------------------------------- */
+
+/* The root a probed path lies under: the longest root that is a prefix of it, or -1. */
+static int root_of(const t4a_nvrtc_request *r, const char *path) {
+  int best = -1;
+  size_t best_len = 0, pl = strlen(path);
+  for (size_t i = 0; i < r->num_include_roots; i++) {
+    size_t n = strlen(r->include_roots[i]);
+    while (n > 1 && r->include_roots[i][n - 1] == '/') n--;
+    if (n < pl && path[n] == '/' && memcmp(path, r->include_roots[i], n) == 0 &&
+        (best < 0 || n > best_len)) {
+      best = (int)i;
+      best_len = n;
+    }
+  }
+  return best;
+}
+
+t4a_status t4a_nvrtc_includes_resolve(const t4a_nvrtc_lib *lib, const t4a_nvrtc_request *request,
+                                      t4a_nvrtc_root_reach *per_root,
+                                      t4a_nvrtc_root_reach *total) {
+  if (total != NULL) memset(total, 0, sizeof *total);
+  if (lib == NULL || request == NULL) {
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_nvrtc_includes_resolve", 0, NULL, 0,
+                          "lib or request is NULL");
+  }
+  if (per_root != NULL && request->num_include_roots <= T4A_NVRTC_MAX_ROOTS) {
+    memset(per_root, 0, request->num_include_roots * sizeof *per_root);
+  }
+  t4a_nvrtc_prepared p;
+  t4a_status st = t4a_nvrtc_prepare(lib, request, &p);
+  if (st != T4A_OK) return st;
+  t4a_nvrtc_prober pr;
+  t4a_nvrtc_prober_init_(&pr);
+  t4a_nvrtc_probes probes;
+  memset(&probes, 0, sizeof probes);
+  p.prober = &pr;
+  p.probes = &probes;
+  st = t4a_nvrtc_check_cacheable(&p);
+  (void)t4a_nvrtc_prober_finish_(&pr);
+  t4a_nvrtc_prober_free_(&pr);
+  /* The manifest a miss would record (sorted, one entry per path). */
+  uint8_t *blob = NULL;
+  size_t bytes = 0;
+  if (st == T4A_OK) st = t4a_nvrtc_manifest_encode_(&probes, &blob, &bytes);
+  free(blob);
+  t4a_nvrtc_root_reach sum;
+  memset(&sum, 0, sizeof sum);
+  for (size_t i = 0; st == T4A_OK && i < probes.num; i++) {
+    const t4a_nvrtc_probe *q = &probes.v[i];
+    int ri = root_of(request, q->path);
+    t4a_nvrtc_root_reach *one = per_root != NULL && ri >= 0 ? &per_root[ri] : NULL;
+    if (q->file == 1) {
+      sum.files++;
+      sum.bytes += q->size;
+      if (one != NULL) {
+        one->files++;
+        one->bytes += q->size;
+      }
+    } else {
+      sum.empty++;
+      if (one != NULL) one->empty++;
+    }
+  }
+  t4a_nvrtc_probes_free_(&probes);
+  if (st != T4A_OK) return st;
+  if (total != NULL) *total = sum;
+  return T4A_OK;
 }

@@ -23,8 +23,10 @@
  * but the request (options allowlist, include check); schema-1 entries may hold artifacts built
  * from files the key did not see. 3: include roots (their spellings, in order, and the
  * fingerprints of their trees). 4: include roots keyed by the digest of the request's include
- * manifest (what its includes reach through them: nvrtc_manifest.c), not by whole trees. */
-#define T4A_NVRTC_KEY_SCHEMA 4u
+ * manifest (what its includes reach through them: nvrtc_manifest.c), not by whole trees. 5: the
+ * manifest recorded by probing the file system (a path with ".." under both its spellings, ".."
+ * out of a root keyed like any path). */
+#define T4A_NVRTC_KEY_SCHEMA 5u
 
 /* Limits on request counts (LIMIT_EXCEEDED above them). */
 #define T4A_NVRTC_MAX_ITEMS 65536u
@@ -32,62 +34,76 @@
 /* Most include roots of one request. */
 #define T4A_NVRTC_MAX_ROOTS 64u
 
-/* ---- Include roots (nvrtc_roots.c) ---------------------------------------------------------- */
+/* ---- Include roots (nvrtc_roots.c): probing the file system -------------------------------
+ * A miss's include check resolves each include through the roots by probing the paths NVRTC
+ * would open (stat, then open and read a file), in NVRTC's search order, memoised per check; no
+ * tree is walked. While probing, every directory on the way to a probed path (and every file
+ * read) gets an inotify watch, placed before the path is looked at; the roots' epoch advances
+ * with every event, so a manifest whose paths were all watched before they were probed, with no
+ * event since, is known to hold without a stat. */
 
-#define T4A_NVRTC_ROOT_FILE 1u
-#define T4A_NVRTC_ROOT_DIR 2u
-#define T4A_NVRTC_ROOT_LINK 4u /* reached through a symbolic link (with FILE or DIR) */
+#define T4A_NVRTC_PROBED_ABSENT 0 /* nothing there (ENOENT, ENOTDIR) */
+#define T4A_NVRTC_PROBED_DIR 1
+#define T4A_NVRTC_PROBED_FILE 2
 
-/* One directory or file of a root's tree. */
-typedef struct t4a_nvrtc_root_rec {
-  char *rel; /* path under the root, '/'-separated; "" is the root */
-  uint32_t kind;
-  uint64_t dev, ino, size, mtime_ns, ctime_ns;
-  uint64_t taken_ns; /* when the file was hashed (the racy check) */
-  uint8_t hash[16];  /* files: XXH3-128 of the bytes */
-} t4a_nvrtc_root_rec;
-
-/* An immutable, refcounted fingerprint of one root: records sorted by rel. */
-typedef struct t4a_nvrtc_root_snapshot {
-  atomic_int refs;
+/* One path probed (the path as spelled, which the kernel resolves as NVRTC's open would). */
+typedef struct t4a_nvrtc_probed {
   char *path;
-  t4a_nvrtc_root_rec *recs;
-  size_t num;
-  uint8_t fp[16];
-  uint64_t files, dirs, bytes, files_hashed;
-  int has_links;
-  /* The names beside the root (in its parent, physical and lexical): an include that climbs
-   * out of the root with ".." (NVRTC searches "ROOT/../x") finds one of these or nothing.
-   * Sorted; in the fingerprint. parent_listed 0: the parent could not be read. */
-  char **parent_names;
-  size_t num_parent_names;
-  int parent_listed;
-  int parent_same; /* the physical and the lexical parent are one directory... */
-  uint64_t parent_dev, parent_ino; /* ...this one */
-} t4a_nvrtc_root_snapshot;
-/* Whether `name` (n bytes) is beside the root. */
-int t4a_nvrtc_root_beside_(const t4a_nvrtc_root_snapshot *s, const char *name, size_t n);
+  size_t path_len;
+  uint64_t key; /* XXH3-64 of the path */
+  int kind;
+  uint64_t dev, ino, size, mtime_ns, ctime_ns, taken_ns; /* files: as hashed */
+  uint8_t hash[16];                                      /* files: XXH3-128 of the bytes */
+  char *text; /* files: the bytes read (NUL-terminated copy), which were hashed */
+  size_t text_bytes;
+  int root;   /* the root it was first probed under (report), -1: none */
+  int queued; /* the include check has queued it for scanning */
+} t4a_nvrtc_probed;
 
-/* Fingerprints roots[0..num) (memo_dir: the cache directory for the disk memo, or NULL) into
- * out[i] (references the caller releases); how (may be NULL) says how each was obtained. On
- * failure every out[i] is NULL. */
-T4A_MUST_USE t4a_status t4a_nvrtc_roots_fingerprint_(const char *const *roots, size_t num,
-                                                     const char *memo_dir,
-                                                     t4a_nvrtc_root_snapshot **out,
-                                                     t4a_nvrtc_root_source *how);
-void t4a_nvrtc_root_snapshot_release_(t4a_nvrtc_root_snapshot *s);
-/* The record at rel, or NULL. */
-const t4a_nvrtc_root_rec *t4a_nvrtc_root_find_(const t4a_nvrtc_root_snapshot *s, const char *rel);
-/* Whether the roots still have the fingerprints of snaps (re-fingerprinted now; a failure is
- * "changed"). Leaves the caller's error detail as it was. */
-int t4a_nvrtc_roots_unchanged_(t4a_nvrtc_root_snapshot *const *snaps, size_t num,
-                               const char *const *roots, const char *memo_dir);
-/* Nonzero while every one of the roots has a valid (watched) memo: the same value as long as no
- * event arrived since, so nothing under the roots (or on the way to them) changed; 0 otherwise. */
+/* The per-check memo of probed paths and the directories watched. */
+typedef struct t4a_nvrtc_prober {
+  t4a_nvrtc_probed **slots; /* open addressing by key */
+  size_t cap, num;
+  char **watched; /* directories watched by this check (open addressing) */
+  uint64_t *watched_key;
+  size_t wcap, wnum;
+  uint64_t epoch; /* the roots' epoch read first (0: no inotify) */
+  int watch_ok;   /* every watch needed was placed */
+  uint64_t stats, files_read, bytes_read;
+} t4a_nvrtc_prober;
+
+/* Starts a check: reads the roots' epoch (draining events). */
+void t4a_nvrtc_prober_init_(t4a_nvrtc_prober *pr);
+/* Checks that `root` is a directory (INVALID_ARGUMENT naming it when missing, a file or a link
+ * loop; IO). */
+T4A_MUST_USE t4a_status t4a_nvrtc_probe_root_(t4a_nvrtc_prober *pr, const char *root);
+/* Probes path[0..n) (memoised): *out is its record. A file is read whole and hashed. Refused
+ * (INVALID_ARGUMENT, naming the path): a symbolic link loop, a dangling link, a FIFO or other
+ * special file; IO (stat, open, read; path and errno), LIMIT_EXCEEDED (longer than PATH_MAX),
+ * HOST_OUT_OF_MEMORY. */
+T4A_MUST_USE t4a_status t4a_nvrtc_probe_(t4a_nvrtc_prober *pr, const char *path, size_t n,
+                                         int root, t4a_nvrtc_probed **out);
+/* For watching an existing manifest's paths (t4a_nvrtc_roots_watch_manifest_): 0 when this process
+ * has no inotify instance or epoch is 0. */
+int t4a_nvrtc_prober_resume_(t4a_nvrtc_prober *pr, uint64_t epoch);
+/* Watches the directories on the way to path[0..n) and, with file, the path itself. */
+T4A_MUST_USE t4a_status t4a_nvrtc_prober_watch_(t4a_nvrtc_prober *pr, const char *path, size_t n,
+                                                int file);
+/* Ends the check: the epoch at which everything probed was watched with no event since, or 0. */
+uint64_t t4a_nvrtc_prober_finish_(t4a_nvrtc_prober *pr);
+void t4a_nvrtc_prober_free_(t4a_nvrtc_prober *pr);
+/* The roots' epoch now (events drained): nonzero while this process has inotify; the same value
+ * as long as no watched file or directory changed. roots and num are unused. */
 uint64_t t4a_nvrtc_roots_epoch_(const char *const *roots, size_t num);
-/* Tests: drops every memo and the inotify instance. Walks and files hashed since start. */
+/* Places watches on every directory on the way to each path of a manifest blob and on each file
+ * it lists, if this process already has an inotify instance (a process that only hits never
+ * creates one). Returns `epoch` if every watch was placed and no event arrived since it was read,
+ * else 0. */
+uint64_t t4a_nvrtc_roots_watch_manifest_(const uint8_t *blob, size_t bytes, uint64_t epoch);
+/* Tests: drops the inotify instance (every watch; the epoch advances). Include checks with
+ * roots, and files they read, since start. */
 void t4a_nvrtc_roots_forget_(void);
-uint64_t t4a_nvrtc_roots_walks_(void);
+uint64_t t4a_nvrtc_roots_checks_(void);
 uint64_t t4a_nvrtc_roots_files_hashed_(void);
 
 /* ---- Include manifests (nvrtc_manifest.c) ------------------------------------------------- */
@@ -105,11 +121,10 @@ typedef struct t4a_nvrtc_probes {
   t4a_nvrtc_probe *v;
   size_t num, cap;
 } t4a_nvrtc_probes;
-/* Records ROOT/DIR/NAME (DIR "" : ROOT/NAME) with what is there (file: its record, or NULL;
- * absent_tree: the path does not exist at all, file kind 2). */
-T4A_MUST_USE t4a_status t4a_nvrtc_probes_add_(t4a_nvrtc_probes *m, const char *root,
-                                              const char *dir, const char *name, size_t n,
-                                              const t4a_nvrtc_root_rec *file, int absent_tree);
+/* Records path[0..n) with what is there (file: its record, or NULL; absent_tree: the path does
+ * not exist at all, file kind 2). */
+T4A_MUST_USE t4a_status t4a_nvrtc_probes_add_(t4a_nvrtc_probes *m, const char *path, size_t n,
+                                              const t4a_nvrtc_probed *file, int absent_tree);
 void t4a_nvrtc_probes_free_(t4a_nvrtc_probes *m);
 /* Sorts and deduplicates the probes and serialises them (a manifest blob, digest inside). */
 T4A_MUST_USE t4a_status t4a_nvrtc_manifest_encode_(t4a_nvrtc_probes *m, uint8_t **out,
@@ -117,6 +132,10 @@ T4A_MUST_USE t4a_status t4a_nvrtc_manifest_encode_(t4a_nvrtc_probes *m, uint8_t 
 /* 1: every probe still holds (digest set); 0: not, or not well formed. Files whose metadata
  * changed but whose bytes did not get their metadata refreshed in the blob (*refreshed 1). */
 int t4a_nvrtc_manifest_validate_(uint8_t *blob, size_t bytes, uint8_t digest[16], int *refreshed);
+/* Whether a manifest just recorded still holds after the compile that used it: known while the
+ * roots' epoch is still `epoch` (nonzero), else validated by stat (a copy). Leaves the error
+ * detail as it was. */
+int t4a_nvrtc_manifest_holds_(const uint8_t *blob, size_t bytes, uint64_t epoch);
 /* The number of files a blob lists. */
 size_t t4a_nvrtc_manifest_files_(const uint8_t *blob, size_t bytes);
 /* The disk copy under the first-level key: a blob (caller frees) or NULL (absent, corrupt). */
@@ -140,11 +159,16 @@ typedef struct t4a_nvrtc_prepared {
    * t4a_nvrtc_prepare). */
   const char *name_prefix;
   size_t num_implicit;
-  /* Cached compiles with roots: each root's snapshot, for the include check of a miss (set by
-   * the cache; NULL otherwise). */
-  t4a_nvrtc_root_snapshot *const *roots;
+  /* Cached compiles with roots: the prober the include check of a miss resolves includes with
+   * (set by the cache; NULL otherwise: the roots are not followed). */
+  t4a_nvrtc_prober *prober;
   /* Where the include check records what it probes under the roots (NULL: not recorded). */
   t4a_nvrtc_probes *probes;
+  /* After a miss's check: the manifest it recorded and the epoch it is known valid at, for the
+   * check after NVRTC ran (NULL: none). */
+  const uint8_t *check_blob;
+  size_t check_bytes;
+  uint64_t check_epoch;
   /* The identity's roots part: 0 the spellings only (an uncached compile), 1 the spellings of a
    * cached compile's first-level key (which names its manifest), 2 those and manifest_digest. */
   int roots_key;

@@ -9,7 +9,7 @@
  * the recorded ones (and whose change time is not racy) is unchanged; a file whose metadata differ
  * is hashed again (a touch stays valid, an edit does not); a "no file" path must still open
  * nothing. Anything else (a FIFO, a link loop, an I/O error, a corrupt manifest) is invalid: a
- * miss, which walks and checks again. See docs/design.md §11 (include roots). */
+ * miss, which probes and checks again. See docs/design.md §11 (include roots). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -53,11 +53,8 @@ static uint64_t get64(const uint8_t *p) {
   return v;
 }
 
-t4a_status t4a_nvrtc_probes_add_(t4a_nvrtc_probes *m, const char *root, const char *dir,
-                                 const char *name, size_t n, const t4a_nvrtc_root_rec *file,
-                                 int absent_tree) {
-  size_t rl = strlen(root), dl = strlen(dir);
-  size_t len = rl + 1 + (dl > 0 ? dl + 1 : 0) + n;
+t4a_status t4a_nvrtc_probes_add_(t4a_nvrtc_probes *m, const char *path_in, size_t n,
+                                 const t4a_nvrtc_probed *file, int absent_tree) {
   if (m->num == m->cap) {
     size_t cap = m->cap ? m->cap * 2 : 32;
     t4a_nvrtc_probe *v = t4a_host_realloc(m->v, cap * sizeof *v);
@@ -65,19 +62,10 @@ t4a_status t4a_nvrtc_probes_add_(t4a_nvrtc_probes *m, const char *root, const ch
     m->v = v;
     m->cap = cap;
   }
-  char *path = t4a_host_malloc(len + 1);
+  char *path = t4a_host_malloc(n + 1);
   if (path == NULL) return T4A_HOST_OUT_OF_MEMORY;
-  char *d = path;
-  memcpy(d, root, rl);
-  d += rl;
-  *d++ = '/';
-  if (dl > 0) {
-    memcpy(d, dir, dl);
-    d += dl;
-    *d++ = '/';
-  }
-  memcpy(d, name, n);
-  d[n] = '\0';
+  memcpy(path, path_in, n);
+  path[n] = '\0';
   t4a_nvrtc_probe *p = &m->v[m->num++];
   memset(p, 0, sizeof *p);
   p->path = path;
@@ -278,6 +266,35 @@ size_t t4a_nvrtc_manifest_files_(const uint8_t *blob, size_t bytes) {
     at += PROBE_FIXED + pl;
   }
   return files;
+}
+
+int t4a_nvrtc_manifest_holds_(const uint8_t *blob, size_t bytes, uint64_t epoch) {
+  if (epoch != 0 && t4a_nvrtc_roots_epoch_(NULL, 0) == epoch) return 1;
+  uint8_t *copy = t4a_host_malloc(bytes);
+  if (copy == NULL) return 0; /* not known to hold: not cached */
+  memcpy(copy, blob, bytes);
+  uint8_t d[16];
+  int refreshed = 0;
+  int ok = t4a_nvrtc_manifest_validate_(copy, bytes, d, &refreshed) && memcmp(d, blob + 16, 16) == 0;
+  free(copy);
+  return ok;
+}
+
+uint64_t t4a_nvrtc_roots_watch_manifest_(const uint8_t *blob, size_t bytes, uint64_t epoch) {
+  if (epoch == 0 || !well_formed(blob, bytes)) return 0;
+  t4a_nvrtc_prober pr;
+  if (!t4a_nvrtc_prober_resume_(&pr, epoch)) return 0;
+  size_t at = 32;
+  t4a_status st = T4A_OK;
+  while (st == T4A_OK && at < bytes) {
+    size_t pl = (size_t)get64(blob + at);
+    st = t4a_nvrtc_prober_watch_(&pr, (const char *)blob + at + 8, pl,
+                                 get64(blob + at + 8 + pl) == 1);
+    at += PROBE_FIXED + pl;
+  }
+  uint64_t e = st == T4A_OK ? t4a_nvrtc_prober_finish_(&pr) : 0;
+  t4a_nvrtc_prober_free_(&pr);
+  return e;
 }
 
 /* ---- On disk: <dir>/<32 hex of the first-level key>.t4m -------------------------------------

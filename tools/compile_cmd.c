@@ -496,8 +496,10 @@ int t4a_cmd_compile(int argc, char **argv) {
   r.output = (t4a_nvrtc_output)a.output;
   r.name_expressions = a.exprs;
   r.num_name_expressions = a.num_exprs;
-  /* Include roots: -I's, then the toolkit's. Each is fingerprinted here first, so that the
-   * output says how (walked, from the disk memo, from memory) and what it cost. */
+  /* Include roots: -I's, then the toolkit's. What the includes reach through each is resolved
+   * here first (the paths NVRTC would open, probed as a miss does; no tree is walked), so that
+   * the output says what the key covers and what it cost. A refusal is left to the compile
+   * below, which reports it. */
   t4a_nvrtc_toolkit tk;
   memset(&tk, 0, sizeof tk);
   t4a_status tk_st = T4A_UNSUPPORTED;
@@ -510,26 +512,27 @@ int t4a_cmd_compile(int argc, char **argv) {
       printf("toolkit: none found (looked in %s)\n", tk.looked);
     }
   }
-  for (size_t i = 0; i < a.num_roots; i++) {
-    t4a_nvrtc_root_info info;
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    st = t4a_nvrtc_root_fingerprint(a.roots[i], a.cache_dir, &info);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    if (st != T4A_OK) {
-      print_failure("include root");
-      rc = EXIT_USAGE;
-      goto done;
-    }
-    char hex[33];
-    for (int k = 0; k < 16; k++) snprintf(hex + 2 * k, 3, "%02x", info.fingerprint[k]);
-    printf("root %zu: %s: %llu files, %llu bytes, fingerprint %s (%s, %llu hashed, %.2f ms)\n",
-           i + 1, a.roots[i], (unsigned long long)info.files, (unsigned long long)info.bytes, hex,
-           t4a_nvrtc_root_source_name(info.source), (unsigned long long)info.files_hashed,
-           (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
-  }
   r.include_roots = a.roots;
   r.num_include_roots = a.num_roots;
+  if (a.num_roots > 0) {
+    t4a_nvrtc_root_reach total, *per = calloc(a.num_roots, sizeof *per);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    st = per != NULL ? t4a_nvrtc_includes_resolve(lib, &r, per, &total) : T4A_HOST_OUT_OF_MEMORY;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+    for (size_t i = 0; st == T4A_OK && i < a.num_roots; i++) {
+      printf("root %zu: %s: %llu files reached, %llu bytes, %llu paths that opened nothing\n",
+             i + 1, a.roots[i], (unsigned long long)per[i].files,
+             (unsigned long long)per[i].bytes, (unsigned long long)per[i].empty);
+    }
+    if (st == T4A_OK) {
+      printf("includes: %llu files, %llu bytes, %llu empty paths (probed in %.2f ms)\n",
+             (unsigned long long)total.files, (unsigned long long)total.bytes,
+             (unsigned long long)total.empty, ms);
+    }
+    free(per);
+  }
 
   t4a_nvrtc_artifact *art = NULL;
   char label[200];

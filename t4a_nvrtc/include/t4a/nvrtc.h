@@ -174,12 +174,13 @@ typedef struct t4a_nvrtc_header {
  *     name (<x.h> or "x.h"; in a named header only <x.h> or a request header, since NVRTC
  *     looks for a named header's "x.h" in the working directory first). Every file it can reach
  *     is checked the same way, with computed includes there resolved over every definition seen;
- *     refused (naming the file, line and include): an absolute path, ".." out of a root to
- *     something beside it or out of a linked directory, a computed include that cannot be
+ *     refused (naming the file, line and include): an absolute path, ".." out of a
+ *     directory reached through a symbolic link (where the kernel and a lexical reading
+ *     of the path would open different files), a computed include that cannot be
  *     followed (a function-like macro, more than 64 expansions, an absolute expansion), pieces
- *     that ## there could join into __has_include. The walk of a root refuses a missing root, a
- *     file, a symbolic link loop, a dangling link and special files (INVALID_ARGUMENT) and an
- *     unreadable entry (IO).
+ *     that ## there could join into __has_include. A missing root or a file as root, and on a
+ *     path the includes probe a symbolic link loop, a dangling link or a special file, are
+ *     refused (INVALID_ARGUMENT); an unreadable file is IO.
  * The options are checked when a request is not in memory, the includes only before NVRTC would
  * run (a lexical pass over the whole request, which a disk hit does not pay): an entry of either
  * cache level is a request that passed both. Supply headers as named headers, or compile without
@@ -217,36 +218,24 @@ typedef struct t4a_nvrtc_request {
 
 /* ---- Include roots ----------------------------------------------------------------------- */
 
-/** How a root's fingerprint was obtained (t4a_nvrtc_root_info). */
-typedef enum t4a_nvrtc_root_source {
-  T4A_NVRTC_ROOT_FROM_MEMORY = 0,      /**< the process's memo, valid (no file event since) */
-  T4A_NVRTC_ROOT_FROM_REVALIDATED = 1, /**< the process's memo, re-walked after an event */
-  T4A_NVRTC_ROOT_FROM_DISK = 2,        /**< a memo in the cache directory, validated by metadata */
-  T4A_NVRTC_ROOT_FROM_WALK = 3,        /**< no memo: every file read and hashed */
-} t4a_nvrtc_root_source;
+/** What a request's includes reach through one include root (t4a_nvrtc_includes_resolve). */
+typedef struct t4a_nvrtc_root_reach {
+  uint64_t files; /**< files reached (read and hashed), attributed to the root they lie under */
+  uint64_t bytes; /**< their total size */
+  uint64_t empty; /**< paths searched that opened nothing (a folder that does not exist counts once) */
+} t4a_nvrtc_root_reach;
 
-/** Returns "memory", "revalidated", "disk memo", "walked" or "unknown". Static string. */
-const char *t4a_nvrtc_root_source_name(t4a_nvrtc_root_source source);
-
-/** A root's fingerprint and what it covers. */
-typedef struct t4a_nvrtc_root_info {
-  uint8_t fingerprint[16];      /**< XXH3-128 of the tree's paths, kinds and file contents */
-  uint64_t files;               /**< files in the tree (symbolic links followed) */
-  uint64_t directories;         /**< directories in the tree */
-  uint64_t bytes;               /**< the files' total size */
-  uint64_t files_hashed;        /**< files this call read (0 from a valid memo) */
-  t4a_nvrtc_root_source source; /**< how it was obtained */
-} t4a_nvrtc_root_info;
-
-/** Fingerprints the directory tree at `root` (symbolic links followed), memoised for the
- * process and, with memo_dir (a cache directory; NULL: none), on disk. A cached compile
- * that misses takes this snapshot of each of its request's roots for its include check.
- * Statuses: INVALID_ARGUMENT (NULL or empty root or out; root missing or not a directory; a
- * symbolic link loop, a dangling link, or an entry that is not a regular file or directory
- * under it: named), IO (a directory or file cannot be read: path and errno), LIMIT_EXCEEDED
- * (more than 2^20 entries, 64 levels), HOST_OUT_OF_MEMORY. */
-T4A_MUST_USE t4a_status t4a_nvrtc_root_fingerprint(const char *root, const char *memo_dir,
-                                                   t4a_nvrtc_root_info *out);
+/** Resolves a request's includes through its include roots as a cached compile's miss does,
+ * without compiling: the paths NVRTC would open are probed in its search order (no tree is
+ * walked) and what they hold is what a cached compile's include manifest records.
+ * per_root (may be NULL) receives num_include_roots entries, total (may be NULL) their sum.
+ * Statuses: the request's validation statuses and those of a cached compile's checks
+ * (INVALID_ARGUMENT naming the root or the include; IO naming the path; LIMIT_EXCEEDED;
+ * HOST_OUT_OF_MEMORY). */
+T4A_MUST_USE t4a_status t4a_nvrtc_includes_resolve(const t4a_nvrtc_lib *lib,
+                                                   const t4a_nvrtc_request *request,
+                                                   t4a_nvrtc_root_reach *per_root,
+                                                   t4a_nvrtc_root_reach *total);
 
 /** The CUDA toolkit's include roots (t4a_nvrtc_toolkit_find). */
 typedef struct t4a_nvrtc_toolkit {
