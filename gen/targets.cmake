@@ -318,7 +318,7 @@ t4a_test(NAME t4a_nvrtc_cacheable_test
 t4a_test(NAME t4a_nvrtc_cache_test
   SRCS t4a_nvrtc/cache_test.c
   LABELS unit
-  DEPS t4a_nvrtc t4a_nvrtc_test_support t4a_ctx_status t4a_ext_cmocka Threads::Threads)
+  DEPS t4a_nvrtc_internal t4a_nvrtc t4a_nvrtc_test_support t4a_ctx_status t4a_ext_cmocka Threads::Threads)
 t4a_test(NAME t4a_nvrtc_disk_cache_test
   SRCS t4a_nvrtc/disk_cache_test.c
   LABELS unit

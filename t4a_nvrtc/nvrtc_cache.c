@@ -15,6 +15,7 @@
 #define DEFAULT_MAX_ENTRIES 512u
 #define DEFAULT_MAX_BYTES ((size_t)256 << 20)
 #define DEFAULT_DISK_MAX_BYTES ((uint64_t)1 << 30)
+#define HINT_SLOTS 64u /* the recent-hit index (a power of two) */
 
 /* E_RETRY: the owner found, on loading NVRTC, that the identity the key was made with is not the
  * loaded one; owner and waiters start over with the new identity. */
@@ -40,7 +41,14 @@ typedef struct entry {
   size_t log_bytes;
   struct entry *hnext;       /* bucket chain */
   struct entry *prev, *next; /* LRU, most recent first (E_READY in the table only) */
+  uint64_t sig;              /* t4a_nvrtc_request_sig_ of a request without roots, or 0 */
 } entry;
+
+/* A slot of the recent-hit index: a ready entry in the table and its request signature. */
+typedef struct hint {
+  uint64_t sig;
+  entry *e;
+} hint;
 
 /* lib is the NVRTC compiles run with; id the identity keys are made with (lib itself, or an
  * identity-only lib of the same build derived from its files: nvrtc_libid.c). A lazy cache starts
@@ -69,6 +77,12 @@ struct t4a_nvrtc_cache {
   struct mentry **mbuckets;
   struct mentry *mnewest, *moldest;
   size_t num_manifests, manifest_bytes; /* bounded by max_entries and max_bytes / 4 */
+  /* The recent-hit index (requests without roots), guarded by mu: a slot names an entry of the
+   * table (cleared when the entry leaves it), found by the request's signature, a cheap digest
+   * of part of it. A candidate is answered only if its identity record equals the request's,
+   * every byte compared: the index spares the hash of the whole request, not the comparison. */
+  hint hints[HINT_SLOTS];
+  _Atomic uint64_t hint_hits;
 };
 
 /* One include manifest in memory: the blob (nvrtc_manifest.c) under its first-level key. */
@@ -113,6 +127,8 @@ static void lru_push_front(t4a_nvrtc_cache *c, entry *e) {
 }
 
 static void table_remove(t4a_nvrtc_cache *c, entry *e) {
+  hint *h = &c->hints[e->sig & (HINT_SLOTS - 1)];
+  if (h->e == e) h->e = NULL;
   entry **pp = &c->buckets[bucket_of(c, e->key)];
   while (*pp != NULL && *pp != e) pp = &(*pp)->hnext;
   if (*pp == e) *pp = e->hnext;
@@ -181,6 +197,71 @@ static entry *find_or_insert(t4a_nvrtc_cache *c, const t4a_nvrtc_lib *id, const 
   }
   pthread_mutex_unlock(&c->mu);
   return e;
+}
+
+/* ---- The recent-hit index ------------------------------------------------------------------ */
+
+#define SIG_EDGE 64u    /* source bytes taken from each end */
+#define SIG_SAMPLES 32u /* and 8-byte words spread evenly between */
+
+uint64_t t4a_nvrtc_request_sig_(const t4a_nvrtc_prepared *p) {
+  const t4a_nvrtc_request *r = p->req;
+  uint8_t b[8 * 8 + 64 + sizeof p->target + 2 * SIG_EDGE + 8 * SIG_SAMPLES];
+  size_t n = 0;
+  uint64_t counts[8] = {p->source_bytes,        p->program_name_bytes, r->num_headers,
+                        r->num_options,         r->num_name_expressions, (uint64_t)r->output,
+                        r->num_include_roots,   (uint64_t)p->roots_key};
+  memcpy(b, counts, sizeof counts);
+  n += sizeof counts;
+  size_t pn = p->program_name_bytes < 64 ? p->program_name_bytes : 64;
+  memcpy(b + n, p->program_name, pn);
+  n += pn;
+  memcpy(b + n, p->target, sizeof p->target);
+  n += sizeof p->target;
+  const char *src = r->source;
+  size_t sb = p->source_bytes;
+  size_t edge = sb < SIG_EDGE ? sb : SIG_EDGE;
+  memcpy(b + n, src, edge);
+  n += edge;
+  memcpy(b + n, src + sb - edge, edge);
+  n += edge;
+  if (sb >= 2 * SIG_EDGE + 8) {
+    for (size_t i = 0; i < SIG_SAMPLES; i++) {
+      memcpy(b + n, src + SIG_EDGE + (sb - 2 * SIG_EDGE - 8) * i / (SIG_SAMPLES - 1), 8);
+      n += 8;
+    }
+  }
+  uint64_t sig = XXH3_64bits(b, n);
+  return sig != 0 ? sig : 1;
+}
+
+/* The entry the index names for sig, if its identity record is the request's (every byte
+ * compared, outside the mutex as in find_or_insert), with a reference the caller drops. */
+static entry *hint_find(t4a_nvrtc_cache *c, const t4a_nvrtc_lib *id, const t4a_nvrtc_prepared *p,
+                        uint64_t sig) {
+  pthread_mutex_lock(&c->mu);
+  const hint *h = &c->hints[sig & (HINT_SLOTS - 1)];
+  entry *e = h->sig == sig ? h->e : NULL;
+  if (e != NULL) e->refs++;
+  pthread_mutex_unlock(&c->mu);
+  if (e == NULL) return NULL;
+  if (t4a_nvrtc_identity_equal(id, p, e->identity, e->identity_bytes)) return e;
+  pthread_mutex_lock(&c->mu);
+  entry_unref(e);
+  pthread_mutex_unlock(&c->mu);
+  return NULL;
+}
+
+/* Names e (ready, in the table) in the index. Caller holds the mutex. */
+static void hint_set(t4a_nvrtc_cache *c, entry *e) {
+  if (e->sig == 0) return;
+  hint *h = &c->hints[e->sig & (HINT_SLOTS - 1)];
+  h->sig = e->sig;
+  h->e = e;
+}
+
+uint64_t t4a_nvrtc_cache_hint_hits_(const t4a_nvrtc_cache *cache) {
+  return cache != NULL ? atomic_load(&((t4a_nvrtc_cache *)cache)->hint_hits) : 0;
 }
 
 /* ---- Include manifests in memory -------------------------------------------------------------- */
@@ -295,6 +376,7 @@ static void publish_ready(t4a_nvrtc_cache *c, entry *e, t4a_nvrtc_artifact *art)
     return;
   }
   lru_push_front(c, e);
+  hint_set(c, e);
   c->num_ready++;
   c->bytes += e->charge;
   while (c->num_ready > c->max_entries || c->bytes > c->max_bytes) {
@@ -551,6 +633,7 @@ static t4a_status answer(t4a_nvrtc_cache *c, entry *e, int in_flight, t4a_nvrtc_
   } else if (e->prev != NULL) { /* still in the LRU: now the most recent */
     lru_unlink(e);
     lru_push_front(c, e);
+    hint_set(c, e);
   }
   if (e->state == E_RETRY) {
     entry_unref(e);
@@ -750,11 +833,19 @@ static t4a_status compile_prepared_cached(t4a_nvrtc_cache *cache, t4a_nvrtc_lib 
   t4a_nvrtc_prepared p = *pp;
   t4a_nvrtc_lib *lib = NULL;
   t4a_status st;
+  int in_flight = 0, retry = 0;
+  /* Without roots, a request just answered is found by its signature and compared, unhashed. */
+  uint64_t sig = rp == NULL ? t4a_nvrtc_request_sig_(&p) : 0;
+  entry *e = sig != 0 ? hint_find(cache, id, &p, sig) : NULL;
+  if (e != NULL) {
+    atomic_fetch_add(&cache->hint_hits, 1);
+    st = answer(cache, e, 0, out, out_outcome, &retry);
+    *retry_out = retry;
+    return st;
+  }
   uint8_t key[16];
   t4a_nvrtc_identity_key(id, &p, key);
-
-  int in_flight = 0, retry = 0;
-  entry *e = find_or_insert(cache, id, key, &p, NULL, &in_flight);
+  e = find_or_insert(cache, id, key, &p, NULL, &in_flight);
   if (e != NULL) {
     st = answer(cache, e, in_flight, out, out_outcome, &retry);
     *retry_out = retry;
@@ -796,6 +887,7 @@ static t4a_status compile_prepared_cached(t4a_nvrtc_cache *cache, t4a_nvrtc_lib 
   memcpy(e->key, key, 16);
   e->identity = identity;
   e->identity_bytes = id_bytes;
+  e->sig = sig;
   e->state = E_INFLIGHT;
   e->refs = 2; /* the table and this owner */
   entry *other = find_or_insert(cache, id, key, &p, e, &in_flight);

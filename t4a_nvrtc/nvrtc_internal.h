@@ -334,6 +334,14 @@ void t4a_nvrtc_disk_evict(t4a_nvrtc_disk *disk, t4a_counters *c);
 /* Scans of the directory made by this cache (tests: writes do not scan every time). */
 uint64_t t4a_nvrtc_cache_disk_scans(const t4a_nvrtc_cache *cache);
 
+/* A request's signature for the memory level's recent-hit index (nvrtc_cache.c): XXH3-64 of its
+ * counts, program name, target, the first and last 64 source bytes and 32 words between; never
+ * 0. Equal requests have equal signatures; a match is only a candidate, compared in full. */
+uint64_t t4a_nvrtc_request_sig_(const t4a_nvrtc_prepared *p);
+
+/* Memory hits answered through the recent-hit index (tests). */
+uint64_t t4a_nvrtc_cache_hint_hits_(const t4a_nvrtc_cache *cache);
+
 /* ---- The identity from files (nvrtc_libid.c) ---------------------------------------------- */
 
 /* The loaded object behind a dlopen handle: the loader's name for it (l_name), resolved path and
