@@ -223,11 +223,81 @@ static int hash_path(const char *path, uint8_t out[16], struct stat *st) {
   return 0;
 }
 
+/* The folders of the path being validated, open (O_PATH), each inside the one before it: the
+ * manifest is sorted, so its paths come folder by folder in depth-first order, and each folder is
+ * opened once, relative to its parent's descriptor, and each path costs a lookup of its last
+ * component (fstatat), not of the whole path. The kernel resolves every component as stat(path)
+ * would (links followed, `..` taken physically); a folder that cannot be opened keeps its errno,
+ * which is what stat gives for any path under it. */
+#define CURSOR_DEPTH 24
+
+typedef struct dir_level {
+  size_t len; /* of the folder's path: a prefix of the current one */
+  int fd, err;
+} dir_level;
+
+typedef struct dir_cursor {
+  char dir[PATH_MAX];
+  dir_level lv[CURSOR_DEPTH];
+  int depth;
+} dir_cursor;
+
+static void cursor_close(dir_cursor *c) {
+  while (c->depth > 0) {
+    dir_level *l = &c->lv[--c->depth];
+    if (l->fd >= 0) close(l->fd);
+  }
+}
+
+/* stat(path) through the cursor: 0, or -1 with errno set. */
+static int cursor_stat(dir_cursor *c, const char *path, size_t pl, struct stat *st) {
+  const char *slash = memrchr(path, '/', pl);
+  if (slash == NULL || slash == path || slash[1] == '\0') return stat(path, st);
+  size_t dl = (size_t)(slash - path);
+  /* Keep the levels that are this folder or folders above it. */
+  while (c->depth > 0) {
+    dir_level *l = &c->lv[c->depth - 1];
+    if (l->len <= dl && memcmp(c->dir, path, l->len) == 0 && (l->len == dl || path[l->len] == '/')) {
+      break;
+    }
+    if (l->fd >= 0) close(l->fd);
+    c->depth--;
+  }
+  dir_level *top = c->depth > 0 ? &c->lv[c->depth - 1] : NULL;
+  if (top == NULL || top->len != dl) {
+    if (c->depth == CURSOR_DEPTH) { /* deeper than kept: the whole path */
+      return stat(path, st);
+    }
+    memcpy(c->dir, path, dl);
+    c->dir[dl] = '\0';
+    dir_level *l = &c->lv[c->depth];
+    l->len = dl;
+    if (top != NULL && top->fd < 0) {
+      l->fd = -1;
+      l->err = top->err; /* under a folder that did not open: what stat would say */
+    } else {
+      l->fd = top != NULL ? openat(top->fd, c->dir + top->len + 1, O_PATH | O_DIRECTORY | O_CLOEXEC)
+                          : open(c->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+      l->err = l->fd < 0 ? errno : 0;
+    }
+    c->depth++;
+    top = l;
+  }
+  if (top->fd < 0) {
+    errno = top->err;
+    return -1;
+  }
+  return fstatat(top->fd, slash + 1, st, 0);
+}
+
 int t4a_nvrtc_manifest_validate_(uint8_t *blob, size_t bytes, uint8_t digest[16], int *refreshed) {
   *refreshed = 0;
   if (!well_formed(blob, bytes)) return 0;
+  dir_cursor cur;
+  cur.depth = 0;
+  int ok = 1;
   size_t at = 32;
-  while (at < bytes) {
+  while (ok && at < bytes) {
     size_t pl = (size_t)get64(blob + at);
     char path[PATH_MAX];
     memcpy(path, blob + at + 8, pl);
@@ -235,14 +305,18 @@ int t4a_nvrtc_manifest_validate_(uint8_t *blob, size_t bytes, uint8_t digest[16]
     uint8_t *f = blob + at + 8 + pl;
     at += PROBE_FIXED + pl;
     struct stat st;
-    int rc = stat(path, &st);
+    int rc = cursor_stat(&cur, path, pl, &st);
     uint64_t kind = get64(f);
     if (kind != 1) { /* nothing opened here: still nothing (2: nothing at all, not even a folder) */
       if (kind == 0 && rc == 0 && S_ISDIR(st.st_mode)) continue;
       if (rc != 0 && (errno == ENOENT || errno == ENOTDIR || errno == ENAMETOOLONG)) continue;
-      return 0;
+      ok = 0;
+      break;
     }
-    if (rc != 0 || !S_ISREG(st.st_mode)) return 0;
+    if (rc != 0 || !S_ISREG(st.st_mode)) {
+      ok = 0;
+      break;
+    }
     uint64_t ct = ts_ns(&st.st_ctim), taken = get64(f + 48);
     if ((uint64_t)st.st_dev == get64(f + 8) && (uint64_t)st.st_ino == get64(f + 16) &&
         (uint64_t)st.st_size == get64(f + 24) && ts_ns(&st.st_mtim) == get64(f + 32) &&
@@ -253,7 +327,10 @@ int t4a_nvrtc_manifest_validate_(uint8_t *blob, size_t bytes, uint8_t digest[16]
     uint64_t when = now_ns();
     uint8_t h[16];
     struct stat hs;
-    if (hash_path(path, h, &hs) != 0 || memcmp(h, f + 56, 16) != 0) return 0;
+    if (hash_path(path, h, &hs) != 0 || memcmp(h, f + 56, 16) != 0) {
+      ok = 0;
+      break;
+    }
     put64(f + 8, (uint64_t)hs.st_dev);
     put64(f + 16, (uint64_t)hs.st_ino);
     put64(f + 24, (uint64_t)hs.st_size);
@@ -262,6 +339,8 @@ int t4a_nvrtc_manifest_validate_(uint8_t *blob, size_t bytes, uint8_t digest[16]
     put64(f + 48, when);
     *refreshed = 1;
   }
+  cursor_close(&cur);
+  if (!ok) return 0;
   uint8_t d[16];
   digest_of(blob, bytes, d);
   if (memcmp(d, blob + 16, 16) != 0) return 0;
