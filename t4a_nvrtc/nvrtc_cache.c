@@ -795,6 +795,23 @@ static t4a_status compile_with_roots(t4a_nvrtc_cache *cache, t4a_nvrtc_lib *id,
   return st;
 }
 
+/* Whether a request keyed with `id` may still start over: a lazy cache that has not loaded NVRTC
+ * (the loaded build may contradict id), or id already replaced. Otherwise it never will (the
+ * identity changes at most once, when NVRTC is loaded). */
+static int might_retry(t4a_nvrtc_cache *cache, const t4a_nvrtc_lib *id) {
+  return atomic_load(&cache->lib) == NULL || atomic_load(&cache->id) != id;
+}
+
+/* Adds a deferred disk lookup's counts to the cache's; without the miss if no_miss. */
+static void add_disk_counts(t4a_nvrtc_cache *cache, t4a_counters *counts, int no_miss) {
+  static const t4a_counter_id ids[] = {T4A_COUNTER_nvrtc_disk_hits, T4A_COUNTER_nvrtc_disk_corrupt,
+                                       T4A_COUNTER_nvrtc_disk_errors, T4A_COUNTER_nvrtc_disk_misses};
+  for (size_t i = 0; i < sizeof ids / sizeof ids[0] - (no_miss ? 1 : 0); i++) {
+    uint64_t n = atomic_load_explicit(&counts->v[ids[i]], memory_order_relaxed);
+    if (n != 0) t4a_counter_add(&cache->counters, ids[i], n);
+  }
+}
+
 /* Publishes an artifact found on disk by a lookup-only pass (its entry built here). */
 static void publish_disk_hit(t4a_nvrtc_cache *cache, t4a_nvrtc_lib *id, const uint8_t key[16],
                              const t4a_nvrtc_prepared *p, t4a_nvrtc_artifact *art) {
@@ -859,8 +876,18 @@ static t4a_status compile_prepared_cached(t4a_nvrtc_cache *cache, t4a_nvrtc_lib 
     if (!cache->has_disk) return T4A_OK;
     rp->disk_looked = 1;
     memcpy(rp->looked_key, key, 16);
-    t4a_nvrtc_artifact *art = t4a_nvrtc_disk_lookup(&cache->disk, id, &p, key, &cache->counters);
-    if (art == NULL) return T4A_OK;
+    /* A lazy cache's miss here is not counted: the request may start over; if not, the next
+     * pass looks again and counts it (once). */
+    int may_retry = might_retry(cache, id);
+    t4a_counters counts;
+    memset(&counts, 0, sizeof counts);
+    t4a_nvrtc_artifact *art =
+        t4a_nvrtc_disk_lookup(&cache->disk, id, &p, key, may_retry ? &counts : &cache->counters);
+    if (may_retry) add_disk_counts(cache, &counts, art == NULL);
+    if (art == NULL) {
+      rp->disk_looked = !may_retry;
+      return T4A_OK;
+    }
     t4a_counter_add(&cache->counters, T4A_COUNTER_nvrtc_mem_misses, 1);
     publish_disk_hit(cache, id, key, &p, art);
     *out = art;
@@ -897,14 +924,20 @@ static t4a_status compile_prepared_cached(t4a_nvrtc_cache *cache, t4a_nvrtc_lib 
     *retry_out = retry;
     return st;
   }
-  /* A miss: this thread owns the request until it is published. */
-  t4a_counter_add(&cache->counters, T4A_COUNTER_nvrtc_mem_misses, 1);
+  /* A miss: this thread owns the request until it is published. A lazy cache that has not loaded
+   * NVRTC may yet find the key's identity contradicted (a retry): its lookups are counted once the
+   * request is known not to start over, so that a retried request counts one miss per level. */
+  int may_retry = might_retry(cache, id);
+  if (!may_retry) t4a_counter_add(&cache->counters, T4A_COUNTER_nvrtc_mem_misses, 1);
+  t4a_counters disk_counts; /* a lazy cache's disk lookup, counted below */
+  memset(&disk_counts, 0, sizeof disk_counts);
   t4a_nvrtc_log log = {NULL, 0};
 
   t4a_nvrtc_artifact *art = NULL;
   t4a_nvrtc_origin origin = T4A_NVRTC_ORIGIN_COMPILED;
   if (cache->has_disk && !(rp != NULL && rp->disk_looked && memcmp(rp->looked_key, key, 16) == 0)) {
-    art = t4a_nvrtc_disk_lookup(&cache->disk, id, &p, key, &cache->counters);
+    art = t4a_nvrtc_disk_lookup(&cache->disk, id, &p, key,
+                                may_retry ? &disk_counts : &cache->counters);
     if (art != NULL) origin = T4A_NVRTC_ORIGIN_DISK;
   }
   if (art == NULL) {
@@ -924,6 +957,12 @@ static t4a_status compile_prepared_cached(t4a_nvrtc_cache *cache, t4a_nvrtc_lib 
     if (st == T4A_OK && !retry) {
       st = t4a_nvrtc_compile_prepared(lib, id, &p, key, &cache->counters, &art, &log);
     }
+  }
+  if (may_retry) {
+    /* Started over: the lookups under the old identity are not counted as misses (the retry's
+     * are); what the disk lookup found wrong is. */
+    add_disk_counts(cache, &disk_counts, retry);
+    if (!retry) t4a_counter_add(&cache->counters, T4A_COUNTER_nvrtc_mem_misses, 1);
   }
   if (retry) {
     pthread_mutex_lock(&cache->mu);
