@@ -29,8 +29,8 @@
 /* Limits on request counts (LIMIT_EXCEEDED above them). */
 #define T4A_NVRTC_MAX_ITEMS 65536u
 
-/* Most include roots of one request. */
-#define T4A_NVRTC_MAX_ROOTS 64u
+/* Most include roots of one request (the public limit). */
+#define T4A_NVRTC_MAX_ROOTS T4A_NVRTC_MAX_INCLUDE_ROOTS
 
 /* ---- Include roots (nvrtc_roots.c) ---------------------------------------------------------- */
 
