@@ -334,6 +334,13 @@ static int manifest_get(t4a_nvrtc_cache *c, const uint8_t key[16], const char *c
   return 0;
 }
 
+/* Writes the manifest into the disk level, counted against its bound. */
+static void manifest_store(t4a_nvrtc_cache *c, const uint8_t key[16], const uint8_t *blob,
+                           size_t bytes) {
+  size_t n = t4a_nvrtc_manifest_store_(c->disk.dir, key, blob, bytes);
+  if (n != 0) t4a_nvrtc_disk_wrote_(&c->disk, n, &c->counters);
+}
+
 /* Keeps blob (taken) as the manifest under key, replacing the one there. */
 static void manifest_put(t4a_nvrtc_cache *c, const uint8_t key[16], uint8_t *blob, size_t bytes,
                          uint64_t epoch) {
@@ -748,7 +755,7 @@ static t4a_status compile_with_roots(t4a_nvrtc_cache *cache, t4a_nvrtc_lib *id,
     rp.lookup_only = 0;
     if (!*retry && rp.found && st == T4A_OK && rp.kept && blob != NULL) {
       /* Validated by stat: kept with the epoch read before (valid while no event). */
-      if (refreshed && dir != NULL) t4a_nvrtc_manifest_store_(dir, k1, blob, mb);
+      if (refreshed && dir != NULL) manifest_store(cache, k1, blob, mb);
       manifest_put(cache, k1, blob, mb, epoch);
       blob = NULL;
     }
@@ -784,7 +791,7 @@ static t4a_status compile_with_roots(t4a_nvrtc_cache *cache, t4a_nvrtc_lib *id,
     rp.includes_checked = 1;
     st = compile_prepared_cached(cache, id, p, out, out_outcome, retry, &rp);
     if (!*retry && st == T4A_OK && rp.kept) {
-      if (dir != NULL) t4a_nvrtc_manifest_store_(dir, k1, nb, nbytes);
+      if (dir != NULL) manifest_store(cache, k1, nb, nbytes);
       manifest_put(cache, k1, nb, nbytes, epoch);
       nb = NULL;
     }

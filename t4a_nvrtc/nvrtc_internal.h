@@ -119,11 +119,13 @@ T4A_MUST_USE t4a_status t4a_nvrtc_manifest_encode_(t4a_nvrtc_probes *m, uint8_t 
 int t4a_nvrtc_manifest_validate_(uint8_t *blob, size_t bytes, uint8_t digest[16], int *refreshed);
 /* The number of files a blob lists. */
 size_t t4a_nvrtc_manifest_files_(const uint8_t *blob, size_t bytes);
-/* The disk copy under the first-level key: a blob (caller frees) or NULL (absent, corrupt). */
+/* The disk copy under the first-level key: a blob (caller frees) or NULL (absent, corrupt). A
+ * valid one's file gets its modification time refreshed (a use, for the disk level's LRU). */
 uint8_t *t4a_nvrtc_manifest_load_(const char *dir, const uint8_t key[16], size_t *bytes);
-/* Writes it atomically; failures are swallowed. */
-void t4a_nvrtc_manifest_store_(const char *dir, const uint8_t key[16], const uint8_t *blob,
-                               size_t bytes);
+/* Writes it atomically; failures are swallowed. Returns the file's size, 0 if not written (the
+ * caller accounts for it in the disk level's bound: t4a_nvrtc_disk_wrote_). */
+size_t t4a_nvrtc_manifest_store_(const char *dir, const uint8_t key[16], const uint8_t *blob,
+                                 size_t bytes);
 
 /* A validated request: lengths resolved, target parsed, t4a's own options spelled out. Holds
  * borrowed pointers into the request only. */
@@ -330,6 +332,10 @@ void t4a_nvrtc_disk_store(t4a_nvrtc_disk *disk, const t4a_nvrtc_artifact *art,
  * mark, so that the next writes do not scan again at once). Counts removals; resets the estimate.
  * Returns at once if another thread of this cache is scanning. */
 void t4a_nvrtc_disk_evict(t4a_nvrtc_disk *disk, t4a_counters *c);
+
+/* Accounts for a file of `bytes` just written into the directory (an entry, or an include
+ * manifest): adds it to the estimate and scans when the estimate passes the bound. */
+void t4a_nvrtc_disk_wrote_(t4a_nvrtc_disk *disk, uint64_t bytes, t4a_counters *c);
 
 /* Scans of the directory made by this cache (tests: writes do not scan every time). */
 uint64_t t4a_nvrtc_cache_disk_scans(const t4a_nvrtc_cache *cache);

@@ -361,7 +361,8 @@ size_t t4a_nvrtc_manifest_files_(const uint8_t *blob, size_t bytes) {
 
 /* ---- On disk: <dir>/<32 hex of the first-level key>.t4m -------------------------------------
  * Header: magic (8), key (16), blob size (8), XXH3-64 of the blob (8), XXH3-64 of bytes 0-39 (8);
- * then the blob. Not entries: the size bound does not count them (like the roots' memos). */
+ * then the blob. Counted against the disk level's size bound and evicted with its entries, least
+ * recently used first (a load that finds a valid file refreshes its modification time). */
 
 static void manifest_path(const char *dir, const uint8_t key[16], char *out, size_t size) {
   static const char hex[] = "0123456789abcdef";
@@ -397,30 +398,33 @@ uint8_t *t4a_nvrtc_manifest_load_(const char *dir, const uint8_t key[16], size_t
     if (n <= 0) break;
     got += (size_t)n;
   }
-  close(fd);
   if (buf == NULL || got != size || memcmp(buf, FILE_MAGIC, 8) != 0 ||
       memcmp(buf + 8, key, 16) != 0 || get64(buf + 24) != size - FILE_HEADER ||
       XXH3_64bits(buf, 40) != get64(buf + 40) ||
       XXH3_64bits(buf + FILE_HEADER, size - FILE_HEADER) != get64(buf + 32)) {
+    close(fd);
     free(buf);
     return NULL;
   }
+  /* A use: the disk level's eviction keeps recently used files. */
+  if (!t4a_fault_sim(T4A_FAULT_FILE_WRITE)) (void)futimens(fd, NULL);
+  close(fd);
   memmove(buf, buf + FILE_HEADER, size - FILE_HEADER);
   *out_bytes = size - FILE_HEADER;
   return buf;
 }
 
-void t4a_nvrtc_manifest_store_(const char *dir, const uint8_t key[16], const uint8_t *blob,
-                               size_t bytes) {
+size_t t4a_nvrtc_manifest_store_(const char *dir, const uint8_t key[16], const uint8_t *blob,
+                                 size_t bytes) {
   static atomic_uint counter;
   char path[PATH_MAX], tmp[PATH_MAX];
   manifest_path(dir, key, path, sizeof path);
   if (snprintf(tmp, sizeof tmp, "%s/.t4a-tmp-m-%d-%u", dir, (int)getpid(),
                atomic_fetch_add(&counter, 1)) >= (int)sizeof tmp) {
-    return;
+    return 0;
   }
   uint8_t *buf = t4a_host_malloc(FILE_HEADER + bytes);
-  if (buf == NULL) return;
+  if (buf == NULL) return 0;
   memcpy(buf, FILE_MAGIC, 8);
   memcpy(buf + 8, key, 16);
   put64(buf + 24, bytes);
@@ -433,7 +437,7 @@ void t4a_nvrtc_manifest_store_(const char *dir, const uint8_t key[16], const uin
   }
   if (fd < 0) {
     free(buf);
-    return;
+    return 0;
   }
   size_t done = 0, total = FILE_HEADER + bytes;
   int ok = 1;
@@ -448,6 +452,7 @@ void t4a_nvrtc_manifest_store_(const char *dir, const uint8_t key[16], const uin
   }
   free(buf);
   if (close(fd) != 0) ok = 0;
-  if (ok && !t4a_fault_sim(T4A_FAULT_FILE_RENAME) && rename(tmp, path) == 0) return;
+  if (ok && !t4a_fault_sim(T4A_FAULT_FILE_RENAME) && rename(tmp, path) == 0) return total;
   unlink(tmp);
+  return 0;
 }
