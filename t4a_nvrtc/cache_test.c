@@ -520,12 +520,19 @@ static void test_recent_hit_index_compares_every_byte(void **state) {
 }
 
 /* An evicted entry leaves the index with the table: the next request compiles (and a stale
- * slot would be a use after free, which the sanitizer lanes catch). */
+ * slot would be a use after free, which the sanitizer lanes catch). A and B are in different
+ * slots, so that B's slot does not simply replace A's. */
 static void test_recent_hit_index_forgets_evicted(void **state) {
   (void)state;
   t4a_nvrtc_cache *c = new_cache(1, 0);
-  const char *oa, *ob;
-  t4a_nvrtc_request ra = variant(&oa, "-DV=1"), rb = variant(&ob, "-DV=2");
+  t4a_nvrtc_request ra = test_add1_request(), rb = test_add1_request();
+  ra.program_name = "a.cu";
+  static char bname[32];
+  for (int i = 0;; i++) {
+    snprintf(bname, sizeof bname, "b%d.cu", i);
+    rb.program_name = bname;
+    if (sig_of(&ra) % T4A_NVRTC_HINT_SLOTS != sig_of(&rb) % T4A_NVRTC_HINT_SLOTS) break;
+  }
   t4a_nvrtc_artifact *a = get(c, &ra, T4A_NVRTC_ORIGIN_COMPILED);
   t4a_nvrtc_artifact *a2 = get(c, &ra, T4A_NVRTC_ORIGIN_MEMORY);
   assert_int_equal(t4a_nvrtc_cache_hint_hits_(c), 1);

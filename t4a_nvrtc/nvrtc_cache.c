@@ -15,7 +15,7 @@
 #define DEFAULT_MAX_ENTRIES 512u
 #define DEFAULT_MAX_BYTES ((size_t)256 << 20)
 #define DEFAULT_DISK_MAX_BYTES ((uint64_t)1 << 30)
-#define HINT_SLOTS 64u /* the recent-hit index (a power of two) */
+#define HINT_SLOTS T4A_NVRTC_HINT_SLOTS
 
 /* E_RETRY: the owner found, on loading NVRTC, that the identity the key was made with is not the
  * loaded one; owner and waiters start over with the new identity. */

@@ -345,6 +345,9 @@ uint64_t t4a_nvrtc_cache_disk_scans(const t4a_nvrtc_cache *cache);
  * 0. Equal requests have equal signatures; a match is only a candidate, compared in full. */
 uint64_t t4a_nvrtc_request_sig_(const t4a_nvrtc_prepared *p);
 
+/* Slots of the recent-hit index (a power of two): a signature's slot is sig % this. */
+#define T4A_NVRTC_HINT_SLOTS 64u
+
 /* Memory hits answered through the recent-hit index (tests). */
 uint64_t t4a_nvrtc_cache_hint_hits_(const t4a_nvrtc_cache *cache);
 
