@@ -337,7 +337,7 @@ t4a_library(NAME t4a_nvrtc_counter_list
 t4a_test(NAME t4a_nvrtc_manifest_test
   SRCS t4a_nvrtc/manifest_test.c
   LABELS unit
-  DEPS t4a_nvrtc_internal t4a_nvrtc t4a_nvrtc_test_support t4a_ctx_status t4a_ext_cmocka)
+  DEPS t4a_nvrtc_internal t4a_nvrtc t4a_nvrtc_test_support t4a_ctx_status t4a_ext_cmocka t4a_ext_xxhash)
 t4a_test(NAME t4a_nvrtc_roots_test
   SRCS t4a_nvrtc/roots_test.c
   LABELS unit
