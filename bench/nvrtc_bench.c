@@ -32,6 +32,9 @@
  *                      processes each, the four kinds interleaved
  *
  * Usage: nvrtc_bench [--repeats R] [--batch B]     (defaults 11 and 2000)
+ *        nvrtc_bench --first-artifacts [--repeats R] (the new-process rows with manifests alone)
+ *        nvrtc_bench --mem-hits [--repeats R] [--batch B] (the memory-hit rows alone: each
+ *                                                   repeat a fresh cache per source, alternated)
  *        nvrtc_bench --disk-hit DIR small|large    (the child mode: prints load, create, hit ns)
  *        nvrtc_bench --disk-hit-lazy DIR small|large (child: prints create, hit ns)
  *        nvrtc_bench --populate DIR small|large    (fills a directory for --disk-hit)
@@ -260,6 +263,38 @@ typedef struct figures {
   size_t bytes;
 } figures;
 
+/* Memory hits of one request on a fresh memory cache: R batches of B calls (us per call, the
+ * artifact release included); exits if a hit compiled. */
+static t4a_bench_stats mem_hits(t4a_nvrtc_lib *lib, const t4a_nvrtc_request *r, int repeats,
+                                int batch) {
+  double *v = calloc((size_t)repeats, sizeof *v);
+  if (v == NULL) exit(1);
+  t4a_nvrtc_artifact *a = NULL;
+  t4a_nvrtc_cache *c = NULL;
+  if (t4a_nvrtc_cache_create(lib, NULL, &c) != T4A_OK) die("cache");
+  if (t4a_nvrtc_cache_compile(c, r, &a, NULL) != T4A_OK) die("cache compile");
+  t4a_nvrtc_artifact_release(a);
+  for (int i = 0; i < repeats; i++) {
+    uint64_t t0 = t4a_bench_now_ns();
+    for (int j = 0; j < batch; j++) {
+      if (t4a_nvrtc_cache_compile(c, r, &a, NULL) != T4A_OK) die("memory hit");
+      t4a_nvrtc_artifact_release(a);
+    }
+    v[i] = (double)(t4a_bench_now_ns() - t0) / 1e3 / batch;
+  }
+  t4a_bench_stats s = t4a_bench_stats_of(v, (size_t)repeats);
+  struct t4a_nvrtc_cache_stats cs;
+  t4a_nvrtc_cache_stats(c, &cs);
+  if (cs.counters.nvrtc_compile_attempts != 1) {
+    fprintf(stderr, "nvrtc_bench: memory hits compiled (%llu)\n",
+            (unsigned long long)cs.counters.nvrtc_compile_attempts);
+    exit(1);
+  }
+  t4a_nvrtc_cache_destroy(c);
+  free(v);
+  return s;
+}
+
 static figures measure(t4a_nvrtc_lib *lib, const t4a_nvrtc_request *r, const char *which,
                        int repeats, int batch) {
   figures f;
@@ -282,28 +317,8 @@ static figures measure(t4a_nvrtc_lib *lib, const t4a_nvrtc_request *r, const cha
   f.compile_ms = t4a_bench_stats_of(v, (size_t)repeats);
 
   /* Memory hits. */
+  f.mem_hit_us = mem_hits(lib, r, repeats, batch);
   t4a_nvrtc_cache *c = NULL;
-  if (t4a_nvrtc_cache_create(lib, NULL, &c) != T4A_OK) die("cache");
-  if (t4a_nvrtc_cache_compile(c, r, &a, NULL) != T4A_OK) die("cache compile");
-  t4a_nvrtc_artifact_release(a);
-  for (int i = 0; i < repeats; i++) {
-    uint64_t t0 = t4a_bench_now_ns();
-    for (int j = 0; j < batch; j++) {
-      if (t4a_nvrtc_cache_compile(c, r, &a, NULL) != T4A_OK) die("memory hit");
-      t4a_nvrtc_artifact_release(a);
-    }
-    v[i] = (double)(t4a_bench_now_ns() - t0) / 1e3 / batch;
-  }
-  f.mem_hit_us = t4a_bench_stats_of(v, (size_t)repeats);
-  struct t4a_nvrtc_cache_stats cs;
-  t4a_nvrtc_cache_stats(c, &cs);
-  t4a_counter_values cv = cs.counters;
-  if (cv.nvrtc_compile_attempts != 1) {
-    fprintf(stderr, "nvrtc_bench: memory hits compiled (%llu)\n",
-            (unsigned long long)cv.nvrtc_compile_attempts);
-    exit(1);
-  }
-  t4a_nvrtc_cache_destroy(c);
 
   /* Disk: populate a directory, then hit it from new processes and from fresh caches. */
   char dir[] = "/tmp/t4a-nvrtc-bench-XXXXXX";
@@ -517,6 +532,42 @@ static double run_roots_miss(const char *which, unsigned long long *files,
   return (double)ns;
 }
 
+/* New processes over a warm directory (artifacts and include manifests on disk): the first
+ * artifact through a lazy cache, with the toolkit roots and (plain kernel) without; the four
+ * kinds interleaved, R processes each. */
+static void measure_first_artifacts(t4a_nvrtc_lib *lib, const t4a_nvrtc_toolkit *tkp, int repeats,
+                                    t4a_bench_stats first[4]) {
+  static const char *const which[4] = {"none", "plain", "fp16", "cub"};
+  t4a_nvrtc_toolkit tk = *tkp;
+  char cmd[160];
+  char dd[] = "/tmp/t4a-nvrtc-bench-manifest-XXXXXX";
+  if (mkdtemp(dd) == NULL) exit(1);
+  t4a_nvrtc_cache_options o = T4A_NVRTC_CACHE_OPTIONS_INIT;
+  o.disk_dir = dd;
+  t4a_nvrtc_cache *c = NULL;
+  if (t4a_nvrtc_cache_create(lib, &o, &c) != T4A_OK) die("cache");
+  for (int k = 0; k < 4; k++) {
+    t4a_nvrtc_request r = request_for(k == 2 ? k_fp16 : k == 3 ? k_cub : k_small, "roots.cu");
+    if (k > 0) {
+      r.include_roots = tk.roots;
+      r.num_include_roots = tk.num_roots;
+    }
+    t4a_nvrtc_artifact *a = NULL;
+    if (t4a_nvrtc_cache_compile(c, &r, &a, NULL) != T4A_OK) die("populate");
+    t4a_nvrtc_artifact_release(a);
+  }
+  t4a_nvrtc_cache_destroy(c);
+  double *fv = calloc((size_t)repeats * 4, sizeof *fv);
+  if (fv == NULL) exit(1);
+  for (int i = 0; i < repeats; i++) { /* interleaved: each round runs the four kinds */
+    for (int k = 0; k < 4; k++) fv[k * repeats + i] = run_ns_child("--roots-hit", dd, which[k]) / 1e6;
+  }
+  for (int k = 0; k < 4; k++) first[k] = t4a_bench_stats_of(fv + k * repeats, (size_t)repeats);
+  free(fv);
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dd);
+  if (system(cmd) != 0) fprintf(stderr, "nvrtc_bench: could not remove %s\n", dd);
+}
+
 static void measure_roots(t4a_nvrtc_lib *lib, int repeats, int batch) {
   t4a_nvrtc_toolkit tk;
   if (t4a_nvrtc_toolkit_find(t4a_nvrtc_lib_origin(lib), &tk) != T4A_OK) {
@@ -605,38 +656,8 @@ static void measure_roots(t4a_nvrtc_lib *lib, int repeats, int batch) {
     printf("| %s | %.2f (%.2f-%.2f) | %.3f (%.3f-%.3f) |\n", ks[k].what, comp.med, comp.min,
            comp.max, hit.med, hit.min, hit.max);
   }
-  /* New processes over a warm directory (artifacts and include manifests on disk): the first
-   * artifact through a lazy cache, with the toolkit roots and (plain kernel) without. */
   t4a_bench_stats first[4];
-  static const char *const which[4] = {"none", "plain", "fp16", "cub"};
-  {
-    char dd[] = "/tmp/t4a-nvrtc-bench-manifest-XXXXXX";
-    if (mkdtemp(dd) == NULL) exit(1);
-    t4a_nvrtc_cache_options o = T4A_NVRTC_CACHE_OPTIONS_INIT;
-    o.disk_dir = dd;
-    t4a_nvrtc_cache *c = NULL;
-    if (t4a_nvrtc_cache_create(lib, &o, &c) != T4A_OK) die("cache");
-    for (int k = 0; k < 4; k++) {
-      t4a_nvrtc_request r = request_for(k == 2 ? k_fp16 : k == 3 ? k_cub : k_small, "roots.cu");
-      if (k > 0) {
-        r.include_roots = tk.roots;
-        r.num_include_roots = tk.num_roots;
-      }
-      t4a_nvrtc_artifact *a = NULL;
-      if (t4a_nvrtc_cache_compile(c, &r, &a, NULL) != T4A_OK) die("populate");
-      t4a_nvrtc_artifact_release(a);
-    }
-    t4a_nvrtc_cache_destroy(c);
-    double *fv = calloc((size_t)repeats * 4, sizeof *fv);
-    if (fv == NULL) exit(1);
-    for (int i = 0; i < repeats; i++) { /* interleaved: each round runs the four kinds */
-      for (int k = 0; k < 4; k++) fv[k * repeats + i] = run_ns_child("--roots-hit", dd, which[k]) / 1e6;
-    }
-    for (int k = 0; k < 4; k++) first[k] = t4a_bench_stats_of(fv + k * repeats, (size_t)repeats);
-    free(fv);
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dd);
-    if (system(cmd) != 0) fprintf(stderr, "nvrtc_bench: could not remove %s\n", dd);
-  }
+  measure_first_artifacts(lib, &tk, repeats, first);
   printf("\n| new process, first artifact from a warm directory (lazy cache: NVRTC not loaded; "
          "include manifests validated by stat) | ms (median, min-max) |\n|---|---:|\n");
   static const char *const label[4] = {"20-line kernel, no roots", "20-line kernel, toolkit roots",
@@ -711,14 +732,18 @@ int main(int argc, char **argv) {
     return child_disk_hit_lazy(argv[2], argv[3]);
   }
   if (argc == 4 && strcmp(argv[1], "--populate") == 0) return populate(argv[2], argv[3]);
-  int repeats = 11, batch = 2000;
+  int repeats = 11, batch = 2000, only_mem_hits = 0, only_first = 0;
   for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--repeats") == 0 && i + 1 < argc) {
+    if (strcmp(argv[i], "--mem-hits") == 0) {
+      only_mem_hits = 1;
+    } else if (strcmp(argv[i], "--first-artifacts") == 0) {
+      only_first = 1;
+    } else if (strcmp(argv[i], "--repeats") == 0 && i + 1 < argc) {
       repeats = atoi(argv[++i]);
     } else if (strcmp(argv[i], "--batch") == 0 && i + 1 < argc) {
       batch = atoi(argv[++i]);
     } else {
-      fprintf(stderr, "usage: nvrtc_bench [--repeats R] [--batch B]\n");
+      fprintf(stderr, "usage: nvrtc_bench [--repeats R] [--batch B] [--mem-hits | --first-artifacts]\n");
       return 2;
     }
   }
@@ -747,6 +772,53 @@ int main(int argc, char **argv) {
   for (const char *p = k_small; *p; p++) small_lines += *p == '\n';
   t4a_nvrtc_request rs = request_for(k_small, "small.cu");
   t4a_nvrtc_request rl = request_for(large, "large.cu");
+  if (only_first) {
+    /* The new-process rows with include manifests alone. */
+    t4a_nvrtc_toolkit tk;
+    if (t4a_nvrtc_toolkit_find(t4a_nvrtc_lib_origin(lib), &tk) != T4A_OK) die("toolkit");
+    t4a_bench_stats first[4];
+    measure_first_artifacts(lib, &tk, repeats, first);
+    static const char *const label[4] = {"20-line kernel, no roots", "20-line kernel, toolkit roots",
+                                          "cuda_fp16.h kernel, toolkit roots",
+                                          "CUB BlockReduce kernel, toolkit roots"};
+    printf("\n| new process, first artifact from a warm directory (lazy cache) | ms (median, "
+           "min-max) | the roots' share (ms) |\n|---|---:|---:|\n");
+    for (int k = 0; k < 4; k++) {
+      printf("| %s | %.3f (%.3f-%.3f) | %.3f |\n", label[k], first[k].med, first[k].min,
+             first[k].max, first[k].med - first[0].med);
+    }
+    double share = first[3].med - first[0].med;
+    printf("\ngoal: the roots' share of a new process's first artifact <= 1 ms (CUB): %s "
+           "(%.3f ms)\n", share <= 1.0 ? "met" : "MISSED", share);
+    free(large);
+    t4a_nvrtc_lib_release(lib);
+    return 0;
+  }
+  if (only_mem_hits) {
+    /* The memory-hit rows alone (no roots), the two sources alternated per repeat. */
+    double *v[2] = {calloc((size_t)repeats, sizeof(double)), calloc((size_t)repeats, sizeof(double))};
+    if (v[0] == NULL || v[1] == NULL) return 1;
+    for (int i = 0; i < repeats; i++) {
+      v[0][i] = mem_hits(lib, &rs, 1, batch).med;
+      v[1][i] = mem_hits(lib, &rl, 1, batch).med;
+    }
+    int nl[2] = {small_lines, large_lines};
+    size_t nb[2] = {strlen(k_small), strlen(large)};
+    printf("\n| source (no roots) | source bytes | memory hit (us) |\n|---|---:|---:|\n");
+    for (int k = 0; k < 2; k++) {
+      t4a_bench_stats s = t4a_bench_stats_of(v[k], (size_t)repeats);
+      printf("| %d lines | %zu | %.3f (%.3f-%.3f) |\n", nl[k], nb[k], s.med, s.min, s.max);
+      if (k == 1) {
+        printf("\ngoal: memory hit <= 5 us (2,000 lines): %s (%.3f us)\n",
+               s.med <= 5.0 ? "met" : "MISSED", s.med);
+      }
+    }
+    free(v[0]);
+    free(v[1]);
+    free(large);
+    t4a_nvrtc_lib_release(lib);
+    return 0;
+  }
   figures fs = measure(lib, &rs, "small", repeats, batch);
   figures fl = measure(lib, &rl, "large", repeats, batch);
   printf(

@@ -342,7 +342,7 @@ t4a_test(NAME t4a_nvrtc_cacheable_test
 t4a_test(NAME t4a_nvrtc_cache_test
   SRCS t4a_nvrtc/cache_test.c
   LABELS unit
-  DEPS t4a_nvrtc t4a_nvrtc_test_support t4a_ctx_status t4a_ext_cmocka Threads::Threads)
+  DEPS t4a_nvrtc_internal t4a_nvrtc t4a_nvrtc_test_support t4a_ctx_status t4a_ext_cmocka Threads::Threads)
 t4a_test(NAME t4a_nvrtc_disk_cache_test
   SRCS t4a_nvrtc/disk_cache_test.c
   LABELS unit
@@ -358,6 +358,10 @@ t4a_test(NAME t4a_nvrtc_jitlink_test
 t4a_library(NAME t4a_nvrtc_counter_list
   HDRS t4a_nvrtc/include/t4a/jitlink_counters.h t4a_nvrtc/include/t4a/nvrtc_counters.h
   INCLUDE_DIR t4a_nvrtc/include)
+t4a_test(NAME t4a_nvrtc_manifest_test
+  SRCS t4a_nvrtc/manifest_test.c
+  LABELS unit
+  DEPS t4a_nvrtc_internal t4a_nvrtc t4a_nvrtc_test_support t4a_ctx_status t4a_ext_cmocka t4a_ext_xxhash)
 t4a_test(NAME t4a_nvrtc_roots_test
   SRCS t4a_nvrtc/roots_test.c
   LABELS unit

@@ -339,17 +339,18 @@ t4a_status t4a_runtime_compile_request(t4a_runtime *rt, const t4a_nvrtc_request 
   t4a_nvrtc_request r = *request;
   if (r.target == NULL) r.target = rt->target;
   /* The toolkit's roots after the request's own (nvcc searches -I before its own folders). */
-  const char *roots[64];
+  const char *roots[T4A_NVRTC_MAX_INCLUDE_ROOTS];
   int missing = 0;
   if (!rt->no_toolkit_roots) {
     pthread_mutex_lock(&rt->lock);
     int found = rt->toolkit_tried && rt->toolkit_status == T4A_OK;
     missing = rt->toolkit_tried && !found;
     pthread_mutex_unlock(&rt->lock);
-    if (found && r.num_include_roots + rt->toolkit->num_roots > 64) {
+    if (found && r.num_include_roots + rt->toolkit->num_roots > T4A_NVRTC_MAX_INCLUDE_ROOTS) {
       return t4a_error_set_(T4A_LIMIT_EXCEEDED, NULL, 0, NULL, 0,
-                            "%zu include roots and the toolkit's %zu: at most 64",
-                            r.num_include_roots, rt->toolkit->num_roots);
+                            "%zu include roots and the toolkit's %zu: at most %u",
+                            r.num_include_roots, rt->toolkit->num_roots,
+                            T4A_NVRTC_MAX_INCLUDE_ROOTS);
     }
     if (found && (r.num_include_roots == 0 || r.include_roots != NULL)) {
       for (size_t i = 0; i < r.num_include_roots; i++) roots[i] = r.include_roots[i];

@@ -627,6 +627,31 @@ static void test_compile_load_launch_download(void **state) {
   assert_non_null(oc.log);
   assert_non_null(strstr(oc.log, "also_undefined"));
   t4a_nvrtc_outcome_deinit(&oc);
+  /* The include-root limit counts the toolkit's roots the runtime adds: the request's own up to
+   * the limit, plus the toolkit's, is LIMIT_EXCEEDED before anything is looked at. */
+  const char *many[T4A_NVRTC_MAX_INCLUDE_ROOTS];
+  for (size_t i = 0; i < T4A_NVRTC_MAX_INCLUDE_ROOTS; i++) many[i] = "/nonexistent-t4a-root";
+  rq.include_roots = many;
+  rq.num_include_roots = T4A_NVRTC_MAX_INCLUDE_ROOTS;
+  t4a_nvrtc_toolkit tk;
+  if (t4a_nvrtc_toolkit_find(NULL, &tk) == T4A_OK) {
+    t4a_nvrtc_cache_stats(cache, &cs);
+    uint64_t attempts = cs.counters.nvrtc_compile_attempts;
+    uint64_t misses = cs.counters.nvrtc_mem_misses;
+    tb = (t4a_nvrtc_artifact *)1;
+    assert_int_equal(t4a_runtime_compile_request(rt, &rq, &tb, NULL), T4A_LIMIT_EXCEEDED);
+    assert_null(tb);
+    t4a_error_last(&e);
+    char want[64];
+    snprintf(want, sizeof want, "at most %u", T4A_NVRTC_MAX_INCLUDE_ROOTS);
+    assert_non_null(strstr(e.message, want));
+    assert_non_null(strstr(e.message, "the toolkit's"));
+    t4a_nvrtc_cache_stats(cache, &cs);
+    assert_int_equal(cs.counters.nvrtc_compile_attempts, attempts); /* nothing looked at */
+    assert_int_equal(cs.counters.nvrtc_mem_misses, misses);
+  }
+  rq.num_include_roots = 0;
+  rq.include_roots = NULL;
   t4a_nvrtc_artifact_release(ta);
   t4a_function_release(fn);
   t4a_module_release(m);

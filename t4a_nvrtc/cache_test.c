@@ -20,6 +20,7 @@
 #include "t4a/fault.h"
 #include "t4a/nvrtc.h"
 #include "t4a/status.h"
+#include "t4a_nvrtc/nvrtc_internal.h"
 #include "t4a_nvrtc/nvrtc_testutil.h"
 
 static t4a_nvrtc_lib *g_lib;
@@ -452,6 +453,105 @@ static void test_lru_bound_by_entries(void **state) {
   t4a_nvrtc_cache_destroy(c);
 }
 
+/* A long add1 source: the kernel, then a comment of n filler bytes. */
+static char *long_source(size_t n) {
+  size_t k = strlen(k_add1_src);
+  char *s = malloc(k + n + 5);
+  assert_non_null(s);
+  memcpy(s, k_add1_src, k);
+  memcpy(s + k, "//", 2);
+  for (size_t i = 0; i < n; i++) s[k + 2 + i] = (char)('a' + i % 26);
+  memcpy(s + k + 2 + n, "\n", 2);
+  return s;
+}
+
+static uint64_t sig_of(const t4a_nvrtc_request *r) {
+  t4a_nvrtc_prepared p;
+  assert_int_equal(t4a_nvrtc_prepare(g_lib, r, &p), T4A_OK);
+  return t4a_nvrtc_request_sig_(&p);
+}
+
+/* The recent-hit index answers a repeated request without hashing it, but only after comparing
+ * every byte: two sources with one signature (one byte apart where the signature does not look)
+ * are two artifacts, each a hit of its own, never the other's. */
+static void test_recent_hit_index_compares_every_byte(void **state) {
+  (void)state;
+  t4a_nvrtc_cache *c = new_cache(0, 0);
+  char *s1 = long_source(4000), *s2 = long_source(4000);
+  size_t at = strlen(k_add1_src) + 2 + 1000; /* inside the comment, between sampled words */
+  s2[at] = s2[at] == 'x' ? 'y' : 'x';
+  t4a_nvrtc_request r1 = test_add1_request(), r2 = test_add1_request();
+  r1.source = s1;
+  r2.source = s2;
+  assert_int_equal(sig_of(&r1), sig_of(&r2)); /* the case the comparison must catch */
+  r2.source = k_add1_src;
+  assert_int_not_equal(sig_of(&r1), sig_of(&r2));
+  r2.source = s2;
+
+  t4a_nvrtc_artifact *a = get(c, &r1, T4A_NVRTC_ORIGIN_COMPILED);
+  assert_int_equal(t4a_nvrtc_cache_hint_hits_(c), 0);
+  t4a_nvrtc_artifact *a2 = get(c, &r1, T4A_NVRTC_ORIGIN_MEMORY);
+  assert_ptr_equal(a2, a);
+  assert_int_equal(t4a_nvrtc_cache_hint_hits_(c), 1);
+  /* r2 finds r1's entry by signature; the comparison refuses it: compiled. */
+  t4a_nvrtc_artifact *b = get(c, &r2, T4A_NVRTC_ORIGIN_COMPILED);
+  assert_ptr_not_equal(b, a);
+  assert_int_equal(t4a_nvrtc_cache_hint_hits_(c), 1);
+  assert_int_equal(wrapped_compiles(), 2);
+  t4a_nvrtc_artifact *b2 = get(c, &r2, T4A_NVRTC_ORIGIN_MEMORY);
+  assert_ptr_equal(b2, b);
+  assert_int_equal(t4a_nvrtc_cache_hint_hits_(c), 2);
+  /* r1 again: the index names r2's entry now; refused, then found by its key. */
+  t4a_nvrtc_artifact *a3 = get(c, &r1, T4A_NVRTC_ORIGIN_MEMORY);
+  assert_ptr_equal(a3, a);
+  assert_int_equal(t4a_nvrtc_cache_hint_hits_(c), 2);
+  t4a_nvrtc_artifact *a4 = get(c, &r1, T4A_NVRTC_ORIGIN_MEMORY);
+  assert_ptr_equal(a4, a);
+  assert_int_equal(t4a_nvrtc_cache_hint_hits_(c), 3);
+  t4a_counter_values v = counters(c);
+  assert_int_equal(v.nvrtc_mem_hits, 4);
+  assert_int_equal(v.nvrtc_mem_misses, 2);
+  assert_int_equal(v.nvrtc_compile_attempts, 2);
+  t4a_nvrtc_artifact *list[] = {a, a2, b, b2, a3, a4};
+  for (size_t i = 0; i < 6; i++) t4a_nvrtc_artifact_release(list[i]);
+  t4a_nvrtc_cache_destroy(c);
+  free(s1);
+  free(s2);
+}
+
+/* An evicted entry leaves the index with the table: the next request compiles (and a stale
+ * slot would be a use after free, which the sanitizer lanes catch). A and B are in different
+ * slots, so that B's slot does not simply replace A's. */
+static void test_recent_hit_index_forgets_evicted(void **state) {
+  (void)state;
+  t4a_nvrtc_cache *c = new_cache(1, 0);
+  t4a_nvrtc_request ra = test_add1_request(), rb = test_add1_request();
+  ra.program_name = "a.cu";
+  static char bname[32];
+  for (int i = 0;; i++) {
+    snprintf(bname, sizeof bname, "b%d.cu", i);
+    rb.program_name = bname;
+    if (sig_of(&ra) % T4A_NVRTC_HINT_SLOTS != sig_of(&rb) % T4A_NVRTC_HINT_SLOTS) break;
+  }
+  t4a_nvrtc_artifact *a = get(c, &ra, T4A_NVRTC_ORIGIN_COMPILED);
+  t4a_nvrtc_artifact *a2 = get(c, &ra, T4A_NVRTC_ORIGIN_MEMORY);
+  assert_int_equal(t4a_nvrtc_cache_hint_hits_(c), 1);
+  t4a_nvrtc_artifact *b = get(c, &rb, T4A_NVRTC_ORIGIN_COMPILED); /* evicts A */
+  assert_int_equal(counters(c).nvrtc_mem_evictions, 1);
+  t4a_nvrtc_artifact_release(a);
+  t4a_nvrtc_artifact_release(a2); /* A's artifact is gone now */
+  t4a_nvrtc_artifact *a3 = get(c, &ra, T4A_NVRTC_ORIGIN_COMPILED);
+  assert_int_equal(t4a_nvrtc_cache_hint_hits_(c), 1);
+  assert_int_equal(counters(c).nvrtc_compile_attempts, 3);
+  t4a_nvrtc_artifact *a4 = get(c, &ra, T4A_NVRTC_ORIGIN_MEMORY);
+  assert_ptr_equal(a4, a3);
+  assert_int_equal(t4a_nvrtc_cache_hint_hits_(c), 2);
+  t4a_nvrtc_artifact_release(b);
+  t4a_nvrtc_artifact_release(a3);
+  t4a_nvrtc_artifact_release(a4);
+  t4a_nvrtc_cache_destroy(c);
+}
+
 static void test_lru_bound_by_bytes(void **state) {
   (void)state;
   const char *oa, *ob;
@@ -653,6 +753,8 @@ int main(void) {
       T(test_failures_are_never_cached),
       T(test_lru_bound_by_entries),
       T(test_lru_bound_by_bytes),
+      T(test_recent_hit_index_compares_every_byte),
+      T(test_recent_hit_index_forgets_evicted),
       T(test_cache_rejects_options_it_cannot_key),
       T(test_include_refusal_is_never_cached),
       T(test_create_arguments),

@@ -7,6 +7,7 @@
  * never fail a compile; processes racing on one small directory see no corrupt entry. After every
  * test no NVRTC program is alive. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #define XXH_STATIC_LINKING_ONLY
 #include <fcntl.h>
 #include <setjmp.h>
@@ -400,6 +401,93 @@ static void test_size_bound_evicts_least_recently_used(void **state) {
   assert_int_equal(test_count_files(g_dir, ".t4a", NULL), 0);
   t4a_nvrtc_artifact_release(a);
   t4a_nvrtc_cache_destroy(c);
+}
+
+/* Bytes of the files of dir whose names end with suffix. */
+static unsigned long long bytes_with_suffix(const char *dir, const char *suffix) {
+  DIR *d = opendir(dir);
+  assert_non_null(d);
+  unsigned long long total = 0;
+  struct dirent *de;
+  size_t sl = strlen(suffix);
+  while ((de = readdir(d)) != NULL) {
+    size_t n = strlen(de->d_name);
+    if (n < sl || strcmp(de->d_name + n - sl, suffix) != 0) continue;
+    struct stat st;
+    if (fstatat(dirfd(d), de->d_name, &st, 0) == 0) total += (unsigned long long)st.st_size;
+  }
+  closedir(d);
+  return total;
+}
+
+/* Include manifests (<key>.t4m) count against disk_max_bytes with the entries and are evicted
+ * with them, least recently used first: a directory of requests with include roots stays within
+ * its bound, and a request whose manifest went is still answered (its includes checked again). */
+static void test_manifests_count_against_the_bound(void **state) {
+  (void)state;
+  /* The root in a folder of its own: the names beside a root are part of its fingerprint, and
+   * other processes' files come and go in the temporary directory. */
+  char parent[512], root[600], hpath[700];
+  test_tmpdir(parent, sizeof parent);
+  snprintf(root, sizeof root, "%s/inc", parent);
+  assert_int_equal(mkdir(root, 0777), 0);
+  snprintf(hpath, sizeof hpath, "%s/v.h", root);
+  FILE *f = fopen(hpath, "w");
+  assert_non_null(f);
+  fputs("#define V 3\n", f);
+  fclose(f);
+  /* Older than the racy window (a header changed within a second of a compile is not cached). */
+  struct timespec wait = {1, 200000000};
+  nanosleep(&wait, NULL);
+  const char *roots[1] = {root};
+  enum { N = 6 };
+  char src[N][160];
+  t4a_nvrtc_request r[N];
+  for (int i = 0; i < N; i++) {
+    snprintf(src[i], sizeof src[i],
+             "#include <v.h>\nextern \"C\" __global__ void k%d(float *x) { x[0] = V + %d; }\n", i,
+             i);
+    r[i] = test_add1_request();
+    r[i].source = src[i];
+    r[i].include_roots = roots;
+    r[i].num_include_roots = 1;
+  }
+  /* One request's entry and manifest, unbounded. */
+  t4a_nvrtc_cache *c = disk_cache(0);
+  t4a_nvrtc_artifact *a = get(c, &r[0], T4A_NVRTC_ORIGIN_COMPILED);
+  t4a_nvrtc_artifact_release(a);
+  t4a_nvrtc_cache_destroy(c);
+  unsigned long long entry = bytes_with_suffix(g_dir, ".t4a"),
+                     manifest = bytes_with_suffix(g_dir, ".t4m");
+  assert_true(entry > 0 && manifest > 0);
+  assert_int_equal(test_count_files(g_dir, ".t4m", NULL), 1);
+  uint64_t bound = (entry + manifest) * 5 / 2; /* room for two requests, not three */
+  uint64_t evictions = 0;
+  for (int i = 1; i < N; i++) {
+    pause_for_mtime();
+    c = disk_cache(bound);
+    a = get(c, &r[i], T4A_NVRTC_ORIGIN_COMPILED);
+    evictions += counters(c).nvrtc_disk_evictions;
+    t4a_nvrtc_artifact_release(a);
+    t4a_nvrtc_cache_destroy(c);
+    assert_true(bytes_with_suffix(g_dir, ".t4a") + bytes_with_suffix(g_dir, ".t4m") <= bound);
+  }
+  /* Every eviction is a file of one of the two kinds, and manifests were among them. */
+  size_t entries = test_count_files(g_dir, ".t4a", NULL);
+  size_t manifests = test_count_files(g_dir, ".t4m", NULL);
+  assert_int_equal(evictions, (N - entries) + (N - manifests));
+  assert_true(manifests < N);
+  assert_true(entries >= 1 && manifests >= 1); /* the newest request's are kept */
+  /* The newest is still a disk hit; the first, whose files went, compiles again. */
+  c = disk_cache(bound);
+  a = get(c, &r[N - 1], T4A_NVRTC_ORIGIN_DISK);
+  t4a_nvrtc_artifact_release(a);
+  a = get(c, &r[0], T4A_NVRTC_ORIGIN_COMPILED);
+  t4a_nvrtc_artifact_release(a);
+  t4a_nvrtc_cache_destroy(c);
+  unlink(hpath);
+  rmdir(root);
+  test_rmdir(parent);
 }
 
 static void test_stale_temporary_files_are_removed(void **state) {
@@ -899,6 +987,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_foreign_entry_is_not_returned, each_setup,
                                       each_teardown),
       cmocka_unit_test_setup_teardown(test_size_bound_evicts_least_recently_used, each_setup,
+                                      each_teardown),
+      cmocka_unit_test_setup_teardown(test_manifests_count_against_the_bound, each_setup,
                                       each_teardown),
       cmocka_unit_test_setup_teardown(test_stale_temporary_files_are_removed, each_setup,
                                       each_teardown),

@@ -268,6 +268,13 @@ static int child(const char *mode, const char *dir, const char *lib) {
     if (out.origin != T4A_NVRTC_ORIGIN_COMPILED) FAIL("swap: %s", t4a_nvrtc_origin_name(out.origin));
     if (strcmp(t4a_nvrtc_artifact_build_identity(a), after) != 0) FAIL("artifact not re-keyed");
     if (s.counters.nvrtc_compile_attempts != 1) FAIL("swap: attempts");
+    /* One request: one miss at each level, though it was looked up under both identities. */
+    if (s.counters.nvrtc_mem_misses != 1 || s.counters.nvrtc_disk_misses != 1 ||
+        s.counters.nvrtc_mem_hits + s.counters.nvrtc_disk_hits != 0) {
+      FAIL("swap: %llu memory misses, %llu disk misses (1 each)",
+           (unsigned long long)s.counters.nvrtc_mem_misses,
+           (unsigned long long)s.counters.nvrtc_disk_misses);
+    }
     printf("%s|%s\n", before, after);
   } else {
     rc = 2;

@@ -15,6 +15,7 @@
 #define DEFAULT_MAX_ENTRIES 512u
 #define DEFAULT_MAX_BYTES ((size_t)256 << 20)
 #define DEFAULT_DISK_MAX_BYTES ((uint64_t)1 << 30)
+#define HINT_SLOTS T4A_NVRTC_HINT_SLOTS
 
 /* E_RETRY: the owner found, on loading NVRTC, that the identity the key was made with is not the
  * loaded one; owner and waiters start over with the new identity. */
@@ -40,7 +41,14 @@ typedef struct entry {
   size_t log_bytes;
   struct entry *hnext;       /* bucket chain */
   struct entry *prev, *next; /* LRU, most recent first (E_READY in the table only) */
+  uint64_t sig;              /* t4a_nvrtc_request_sig_ of a request without roots, or 0 */
 } entry;
+
+/* A slot of the recent-hit index: a ready entry in the table and its request signature. */
+typedef struct hint {
+  uint64_t sig;
+  entry *e;
+} hint;
 
 /* lib is the NVRTC compiles run with; id the identity keys are made with (lib itself, or an
  * identity-only lib of the same build derived from its files: nvrtc_libid.c). A lazy cache starts
@@ -69,6 +77,12 @@ struct t4a_nvrtc_cache {
   struct mentry **mbuckets;
   struct mentry *mnewest, *moldest;
   size_t num_manifests, manifest_bytes; /* bounded by max_entries and max_bytes / 4 */
+  /* The recent-hit index (requests without roots), guarded by mu: a slot names an entry of the
+   * table (cleared when the entry leaves it), found by the request's signature, a cheap digest
+   * of part of it. A candidate is answered only if its identity record equals the request's,
+   * every byte compared: the index spares the hash of the whole request, not the comparison. */
+  hint hints[HINT_SLOTS];
+  _Atomic uint64_t hint_hits;
 };
 
 /* One include manifest in memory: the blob (nvrtc_manifest.c) under its first-level key. */
@@ -113,6 +127,8 @@ static void lru_push_front(t4a_nvrtc_cache *c, entry *e) {
 }
 
 static void table_remove(t4a_nvrtc_cache *c, entry *e) {
+  hint *h = &c->hints[e->sig & (HINT_SLOTS - 1)];
+  if (h->e == e) h->e = NULL;
   entry **pp = &c->buckets[bucket_of(c, e->key)];
   while (*pp != NULL && *pp != e) pp = &(*pp)->hnext;
   if (*pp == e) *pp = e->hnext;
@@ -181,6 +197,71 @@ static entry *find_or_insert(t4a_nvrtc_cache *c, const t4a_nvrtc_lib *id, const 
   }
   pthread_mutex_unlock(&c->mu);
   return e;
+}
+
+/* ---- The recent-hit index ------------------------------------------------------------------ */
+
+#define SIG_EDGE 64u    /* source bytes taken from each end */
+#define SIG_SAMPLES 32u /* and 8-byte words spread evenly between */
+
+uint64_t t4a_nvrtc_request_sig_(const t4a_nvrtc_prepared *p) {
+  const t4a_nvrtc_request *r = p->req;
+  uint8_t b[8 * 8 + 64 + sizeof p->target + 2 * SIG_EDGE + 8 * SIG_SAMPLES];
+  size_t n = 0;
+  uint64_t counts[8] = {p->source_bytes,        p->program_name_bytes, r->num_headers,
+                        r->num_options,         r->num_name_expressions, (uint64_t)r->output,
+                        r->num_include_roots,   (uint64_t)p->roots_key};
+  memcpy(b, counts, sizeof counts);
+  n += sizeof counts;
+  size_t pn = p->program_name_bytes < 64 ? p->program_name_bytes : 64;
+  memcpy(b + n, p->program_name, pn);
+  n += pn;
+  memcpy(b + n, p->target, sizeof p->target);
+  n += sizeof p->target;
+  const char *src = r->source;
+  size_t sb = p->source_bytes;
+  size_t edge = sb < SIG_EDGE ? sb : SIG_EDGE;
+  memcpy(b + n, src, edge);
+  n += edge;
+  memcpy(b + n, src + sb - edge, edge);
+  n += edge;
+  if (sb >= 2 * SIG_EDGE + 8) {
+    for (size_t i = 0; i < SIG_SAMPLES; i++) {
+      memcpy(b + n, src + SIG_EDGE + (sb - 2 * SIG_EDGE - 8) * i / (SIG_SAMPLES - 1), 8);
+      n += 8;
+    }
+  }
+  uint64_t sig = XXH3_64bits(b, n);
+  return sig != 0 ? sig : 1;
+}
+
+/* The entry the index names for sig, if its identity record is the request's (every byte
+ * compared, outside the mutex as in find_or_insert), with a reference the caller drops. */
+static entry *hint_find(t4a_nvrtc_cache *c, const t4a_nvrtc_lib *id, const t4a_nvrtc_prepared *p,
+                        uint64_t sig) {
+  pthread_mutex_lock(&c->mu);
+  const hint *h = &c->hints[sig & (HINT_SLOTS - 1)];
+  entry *e = h->sig == sig ? h->e : NULL;
+  if (e != NULL) e->refs++;
+  pthread_mutex_unlock(&c->mu);
+  if (e == NULL) return NULL;
+  if (t4a_nvrtc_identity_equal(id, p, e->identity, e->identity_bytes)) return e;
+  pthread_mutex_lock(&c->mu);
+  entry_unref(e);
+  pthread_mutex_unlock(&c->mu);
+  return NULL;
+}
+
+/* Names e (ready, in the table) in the index. Caller holds the mutex. */
+static void hint_set(t4a_nvrtc_cache *c, entry *e) {
+  if (e->sig == 0) return;
+  hint *h = &c->hints[e->sig & (HINT_SLOTS - 1)];
+  h->sig = e->sig;
+  h->e = e;
+}
+
+uint64_t t4a_nvrtc_cache_hint_hits_(const t4a_nvrtc_cache *cache) {
+  return cache != NULL ? atomic_load(&((t4a_nvrtc_cache *)cache)->hint_hits) : 0;
 }
 
 /* ---- Include manifests in memory -------------------------------------------------------------- */
@@ -253,6 +334,13 @@ static int manifest_get(t4a_nvrtc_cache *c, const uint8_t key[16], const char *c
   return 0;
 }
 
+/* Writes the manifest into the disk level, counted against its bound. */
+static void manifest_store(t4a_nvrtc_cache *c, const uint8_t key[16], const uint8_t *blob,
+                           size_t bytes) {
+  size_t n = t4a_nvrtc_manifest_store_(c->disk.dir, key, blob, bytes);
+  if (n != 0) t4a_nvrtc_disk_wrote_(&c->disk, n, &c->counters);
+}
+
 /* Keeps blob (taken) as the manifest under key, replacing the one there. */
 static void manifest_put(t4a_nvrtc_cache *c, const uint8_t key[16], uint8_t *blob, size_t bytes,
                          uint64_t epoch) {
@@ -295,6 +383,7 @@ static void publish_ready(t4a_nvrtc_cache *c, entry *e, t4a_nvrtc_artifact *art)
     return;
   }
   lru_push_front(c, e);
+  hint_set(c, e);
   c->num_ready++;
   c->bytes += e->charge;
   while (c->num_ready > c->max_entries || c->bytes > c->max_bytes) {
@@ -551,6 +640,7 @@ static t4a_status answer(t4a_nvrtc_cache *c, entry *e, int in_flight, t4a_nvrtc_
   } else if (e->prev != NULL) { /* still in the LRU: now the most recent */
     lru_unlink(e);
     lru_push_front(c, e);
+    hint_set(c, e);
   }
   if (e->state == E_RETRY) {
     entry_unref(e);
@@ -668,7 +758,7 @@ static t4a_status compile_with_roots(t4a_nvrtc_cache *cache, t4a_nvrtc_lib *id,
     rp.lookup_only = 0;
     if (!*retry && rp.found && st == T4A_OK && rp.kept && blob != NULL) {
       /* Validated by stat: kept with the epoch read before (valid while no event). */
-      if (refreshed && dir != NULL) t4a_nvrtc_manifest_store_(dir, k1, blob, mb);
+      if (refreshed && dir != NULL) manifest_store(cache, k1, blob, mb);
       manifest_put(cache, k1, blob, mb, epoch);
       blob = NULL;
     }
@@ -710,13 +800,30 @@ static t4a_status compile_with_roots(t4a_nvrtc_cache *cache, t4a_nvrtc_lib *id,
     st = compile_prepared_cached(cache, id, p, out, out_outcome, retry, &rp);
     p->check_blob = NULL;
     if (!*retry && st == T4A_OK && rp.kept) {
-      if (dir != NULL) t4a_nvrtc_manifest_store_(dir, k1, nb, nbytes);
+      if (dir != NULL) manifest_store(cache, k1, nb, nbytes);
       manifest_put(cache, k1, nb, nbytes, epoch);
       nb = NULL;
     }
   }
   free(nb);
   return st;
+}
+
+/* Whether a request keyed with `id` may still start over: a lazy cache that has not loaded NVRTC
+ * (the loaded build may contradict id), or id already replaced. Otherwise it never will (the
+ * identity changes at most once, when NVRTC is loaded). */
+static int might_retry(t4a_nvrtc_cache *cache, const t4a_nvrtc_lib *id) {
+  return atomic_load(&cache->lib) == NULL || atomic_load(&cache->id) != id;
+}
+
+/* Adds a deferred disk lookup's counts to the cache's; without the miss if no_miss. */
+static void add_disk_counts(t4a_nvrtc_cache *cache, t4a_counters *counts, int no_miss) {
+  static const t4a_counter_id ids[] = {T4A_COUNTER_nvrtc_disk_hits, T4A_COUNTER_nvrtc_disk_corrupt,
+                                       T4A_COUNTER_nvrtc_disk_errors, T4A_COUNTER_nvrtc_disk_misses};
+  for (size_t i = 0; i < sizeof ids / sizeof ids[0] - (no_miss ? 1 : 0); i++) {
+    uint64_t n = atomic_load_explicit(&counts->v[ids[i]], memory_order_relaxed);
+    if (n != 0) t4a_counter_add(&cache->counters, ids[i], n);
+  }
 }
 
 /* Publishes an artifact found on disk by a lookup-only pass (its entry built here). */
@@ -757,11 +864,19 @@ static t4a_status compile_prepared_cached(t4a_nvrtc_cache *cache, t4a_nvrtc_lib 
   t4a_nvrtc_prepared p = *pp;
   t4a_nvrtc_lib *lib = NULL;
   t4a_status st;
+  int in_flight = 0, retry = 0;
+  /* Without roots, a request just answered is found by its signature and compared, unhashed. */
+  uint64_t sig = rp == NULL ? t4a_nvrtc_request_sig_(&p) : 0;
+  entry *e = sig != 0 ? hint_find(cache, id, &p, sig) : NULL;
+  if (e != NULL) {
+    atomic_fetch_add(&cache->hint_hits, 1);
+    st = answer(cache, e, 0, out, out_outcome, &retry);
+    *retry_out = retry;
+    return st;
+  }
   uint8_t key[16];
   t4a_nvrtc_identity_key(id, &p, key);
-
-  int in_flight = 0, retry = 0;
-  entry *e = find_or_insert(cache, id, key, &p, NULL, &in_flight);
+  e = find_or_insert(cache, id, key, &p, NULL, &in_flight);
   if (e != NULL) {
     st = answer(cache, e, in_flight, out, out_outcome, &retry);
     *retry_out = retry;
@@ -775,8 +890,18 @@ static t4a_status compile_prepared_cached(t4a_nvrtc_cache *cache, t4a_nvrtc_lib 
     if (!cache->has_disk) return T4A_OK;
     rp->disk_looked = 1;
     memcpy(rp->looked_key, key, 16);
-    t4a_nvrtc_artifact *art = t4a_nvrtc_disk_lookup(&cache->disk, id, &p, key, &cache->counters);
-    if (art == NULL) return T4A_OK;
+    /* A lazy cache's miss here is not counted: the request may start over; if not, the next
+     * pass looks again and counts it (once). */
+    int may_retry = might_retry(cache, id);
+    t4a_counters counts;
+    memset(&counts, 0, sizeof counts);
+    t4a_nvrtc_artifact *art =
+        t4a_nvrtc_disk_lookup(&cache->disk, id, &p, key, may_retry ? &counts : &cache->counters);
+    if (may_retry) add_disk_counts(cache, &counts, art == NULL);
+    if (art == NULL) {
+      rp->disk_looked = !may_retry;
+      return T4A_OK;
+    }
     t4a_counter_add(&cache->counters, T4A_COUNTER_nvrtc_mem_misses, 1);
     publish_disk_hit(cache, id, key, &p, art);
     *out = art;
@@ -803,6 +928,7 @@ static t4a_status compile_prepared_cached(t4a_nvrtc_cache *cache, t4a_nvrtc_lib 
   memcpy(e->key, key, 16);
   e->identity = identity;
   e->identity_bytes = id_bytes;
+  e->sig = sig;
   e->state = E_INFLIGHT;
   e->refs = 2; /* the table and this owner */
   entry *other = find_or_insert(cache, id, key, &p, e, &in_flight);
@@ -812,14 +938,20 @@ static t4a_status compile_prepared_cached(t4a_nvrtc_cache *cache, t4a_nvrtc_lib 
     *retry_out = retry;
     return st;
   }
-  /* A miss: this thread owns the request until it is published. */
-  t4a_counter_add(&cache->counters, T4A_COUNTER_nvrtc_mem_misses, 1);
+  /* A miss: this thread owns the request until it is published. A lazy cache that has not loaded
+   * NVRTC may yet find the key's identity contradicted (a retry): its lookups are counted once the
+   * request is known not to start over, so that a retried request counts one miss per level. */
+  int may_retry = might_retry(cache, id);
+  if (!may_retry) t4a_counter_add(&cache->counters, T4A_COUNTER_nvrtc_mem_misses, 1);
+  t4a_counters disk_counts; /* a lazy cache's disk lookup, counted below */
+  memset(&disk_counts, 0, sizeof disk_counts);
   t4a_nvrtc_log log = {NULL, 0};
 
   t4a_nvrtc_artifact *art = NULL;
   t4a_nvrtc_origin origin = T4A_NVRTC_ORIGIN_COMPILED;
   if (cache->has_disk && !(rp != NULL && rp->disk_looked && memcmp(rp->looked_key, key, 16) == 0)) {
-    art = t4a_nvrtc_disk_lookup(&cache->disk, id, &p, key, &cache->counters);
+    art = t4a_nvrtc_disk_lookup(&cache->disk, id, &p, key,
+                                may_retry ? &disk_counts : &cache->counters);
     if (art != NULL) origin = T4A_NVRTC_ORIGIN_DISK;
   }
   if (art == NULL) {
@@ -839,6 +971,12 @@ static t4a_status compile_prepared_cached(t4a_nvrtc_cache *cache, t4a_nvrtc_lib 
     if (st == T4A_OK && !retry) {
       st = t4a_nvrtc_compile_prepared(lib, id, &p, key, &cache->counters, &art, &log);
     }
+  }
+  if (may_retry) {
+    /* Started over: the lookups under the old identity are not counted as misses (the retry's
+     * are); what the disk lookup found wrong is. */
+    add_disk_counts(cache, &disk_counts, retry);
+    if (!retry) t4a_counter_add(&cache->counters, T4A_COUNTER_nvrtc_mem_misses, 1);
   }
   if (retry) {
     pthread_mutex_lock(&cache->mu);

@@ -3,7 +3,8 @@
  * renamed into place (atomic); readers verify everything and treat any doubt as a miss; a scan,
  * run when the cache's size estimate passes the bound (and every T4A_NVRTC_DISK_RESCAN_WRITES
  * writes), brings the directory back to 90% of its bound, least recently used first (a hit
- * refreshes the file's modification time). Every failure here is counted and swallowed: the
+ * refreshes the file's modification time); include manifests (<key>.t4m, written by
+ * nvrtc_manifest.c) count against the bound and are evicted with the entries. Every failure here is counted and swallowed: the
  * disk level can cost a recompile, never a failed compile.
  *
  * Fault points: FILE_OPEN (open, mkdir, opendir), FILE_READ (read), FILE_WRITE (write, fsync of
@@ -33,6 +34,7 @@
 #define DISK_HEADER_BYTES 64u
 #define DISK_MAX_FILE_BYTES ((uint64_t)1 << 32)
 #define DISK_SUFFIX ".t4a"
+#define MANIFEST_SUFFIX ".t4m" /* include manifests (nvrtc_manifest.c): bounded with the entries */
 #define DISK_TMP_PREFIX ".t4a-tmp-"
 #define DISK_STALE_TMP_SECONDS 3600
 
@@ -138,9 +140,13 @@ static int entry_path(const t4a_nvrtc_disk *d, const uint8_t key[16], char *out,
   return n > 0 && (size_t)n < size;
 }
 
+/* An entry (<32 hex>.t4a) or an include manifest (<32 hex>.t4m): what the size bound counts. */
 static int is_entry_name(const char *name) {
   size_t n = strlen(name);
-  if (n != 32 + sizeof DISK_SUFFIX - 1 || strcmp(name + 32, DISK_SUFFIX) != 0) return 0;
+  if (n != 32 + sizeof DISK_SUFFIX - 1 ||
+      (strcmp(name + 32, DISK_SUFFIX) != 0 && strcmp(name + 32, MANIFEST_SUFFIX) != 0)) {
+    return 0;
+  }
   for (size_t i = 0; i < 32; i++) {
     char ch = name[i];
     if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f'))) return 0;
@@ -528,16 +534,18 @@ out:
     /* Scan only when needed: the estimate (last scan's total plus this cache's writes since) is
      * past the bound, this cache never scanned, or enough writes went by that other processes'
      * writes may have filled the directory. */
-    uint64_t est =
-        atomic_fetch_add(&disk->estimate, (uint64_t)(DISK_HEADER_BYTES + payload_bytes)) +
-        DISK_HEADER_BYTES + payload_bytes;
-    unsigned writes = atomic_fetch_add(&disk->writes_since_scan, 1) + 1;
-    if (!atomic_load(&disk->scanned) || est > disk->max_bytes ||
-        writes >= T4A_NVRTC_DISK_RESCAN_WRITES) {
-      t4a_nvrtc_disk_evict(disk, c);
-    }
+    t4a_nvrtc_disk_wrote_(disk, (uint64_t)(DISK_HEADER_BYTES + payload_bytes), c);
   }
   t4a_nvrtc_error_restore(&saved);
+}
+
+void t4a_nvrtc_disk_wrote_(t4a_nvrtc_disk *disk, uint64_t bytes, t4a_counters *c) {
+  uint64_t est = atomic_fetch_add(&disk->estimate, bytes) + bytes;
+  unsigned writes = atomic_fetch_add(&disk->writes_since_scan, 1) + 1;
+  if (!atomic_load(&disk->scanned) || est > disk->max_bytes ||
+      writes >= T4A_NVRTC_DISK_RESCAN_WRITES) {
+    t4a_nvrtc_disk_evict(disk, c);
+  }
 }
 
 /* ---- Eviction ----------------------------------------------------------------------------- */

@@ -31,8 +31,8 @@
 /* Limits on request counts (LIMIT_EXCEEDED above them). */
 #define T4A_NVRTC_MAX_ITEMS 65536u
 
-/* Most include roots of one request. */
-#define T4A_NVRTC_MAX_ROOTS 64u
+/* Most include roots of one request (the public limit). */
+#define T4A_NVRTC_MAX_ROOTS T4A_NVRTC_MAX_INCLUDE_ROOTS
 
 /* ---- Include roots (nvrtc_roots.c): probing the file system -------------------------------
  * A miss's include check resolves each include through the roots by probing the paths NVRTC
@@ -138,11 +138,13 @@ int t4a_nvrtc_manifest_validate_(uint8_t *blob, size_t bytes, uint8_t digest[16]
 int t4a_nvrtc_manifest_holds_(const uint8_t *blob, size_t bytes, uint64_t epoch);
 /* The number of files a blob lists. */
 size_t t4a_nvrtc_manifest_files_(const uint8_t *blob, size_t bytes);
-/* The disk copy under the first-level key: a blob (caller frees) or NULL (absent, corrupt). */
+/* The disk copy under the first-level key: a blob (caller frees) or NULL (absent, corrupt). A
+ * valid one's file gets its modification time refreshed (a use, for the disk level's LRU). */
 uint8_t *t4a_nvrtc_manifest_load_(const char *dir, const uint8_t key[16], size_t *bytes);
-/* Writes it atomically; failures are swallowed. */
-void t4a_nvrtc_manifest_store_(const char *dir, const uint8_t key[16], const uint8_t *blob,
-                               size_t bytes);
+/* Writes it atomically; failures are swallowed. Returns the file's size, 0 if not written (the
+ * caller accounts for it in the disk level's bound: t4a_nvrtc_disk_wrote_). */
+size_t t4a_nvrtc_manifest_store_(const char *dir, const uint8_t key[16], const uint8_t *blob,
+                                 size_t bytes);
 
 /* A validated request: lengths resolved, target parsed, t4a's own options spelled out. Holds
  * borrowed pointers into the request only. */
@@ -355,8 +357,23 @@ void t4a_nvrtc_disk_store(t4a_nvrtc_disk *disk, const t4a_nvrtc_artifact *art,
  * Returns at once if another thread of this cache is scanning. */
 void t4a_nvrtc_disk_evict(t4a_nvrtc_disk *disk, t4a_counters *c);
 
+/* Accounts for a file of `bytes` just written into the directory (an entry, or an include
+ * manifest): adds it to the estimate and scans when the estimate passes the bound. */
+void t4a_nvrtc_disk_wrote_(t4a_nvrtc_disk *disk, uint64_t bytes, t4a_counters *c);
+
 /* Scans of the directory made by this cache (tests: writes do not scan every time). */
 uint64_t t4a_nvrtc_cache_disk_scans(const t4a_nvrtc_cache *cache);
+
+/* A request's signature for the memory level's recent-hit index (nvrtc_cache.c): XXH3-64 of its
+ * counts, program name, target, the first and last 64 source bytes and 32 words between; never
+ * 0. Equal requests have equal signatures; a match is only a candidate, compared in full. */
+uint64_t t4a_nvrtc_request_sig_(const t4a_nvrtc_prepared *p);
+
+/* Slots of the recent-hit index (a power of two): a signature's slot is sig % this. */
+#define T4A_NVRTC_HINT_SLOTS 64u
+
+/* Memory hits answered through the recent-hit index (tests). */
+uint64_t t4a_nvrtc_cache_hint_hits_(const t4a_nvrtc_cache *cache);
 
 /* ---- The identity from files (nvrtc_libid.c) ---------------------------------------------- */
 

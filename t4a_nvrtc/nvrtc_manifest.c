@@ -211,11 +211,81 @@ static int hash_path(const char *path, uint8_t out[16], struct stat *st) {
   return 0;
 }
 
+/* The folders of the path being validated, open (O_PATH), each inside the one before it: the
+ * manifest is sorted, so its paths come folder by folder in depth-first order, and each folder is
+ * opened once, relative to its parent's descriptor, and each path costs a lookup of its last
+ * component (fstatat), not of the whole path. The kernel resolves every component as stat(path)
+ * would (links followed, `..` taken physically); a folder that cannot be opened keeps its errno,
+ * which is what stat gives for any path under it. */
+#define CURSOR_DEPTH 24
+
+typedef struct dir_level {
+  size_t len; /* of the folder's path: a prefix of the current one */
+  int fd, err;
+} dir_level;
+
+typedef struct dir_cursor {
+  char dir[PATH_MAX];
+  dir_level lv[CURSOR_DEPTH];
+  int depth;
+} dir_cursor;
+
+static void cursor_close(dir_cursor *c) {
+  while (c->depth > 0) {
+    dir_level *l = &c->lv[--c->depth];
+    if (l->fd >= 0) close(l->fd);
+  }
+}
+
+/* stat(path) through the cursor: 0, or -1 with errno set. */
+static int cursor_stat(dir_cursor *c, const char *path, size_t pl, struct stat *st) {
+  const char *slash = memrchr(path, '/', pl);
+  if (slash == NULL || slash == path || slash[1] == '\0') return stat(path, st);
+  size_t dl = (size_t)(slash - path);
+  /* Keep the levels that are this folder or folders above it. */
+  while (c->depth > 0) {
+    dir_level *l = &c->lv[c->depth - 1];
+    if (l->len <= dl && memcmp(c->dir, path, l->len) == 0 && (l->len == dl || path[l->len] == '/')) {
+      break;
+    }
+    if (l->fd >= 0) close(l->fd);
+    c->depth--;
+  }
+  dir_level *top = c->depth > 0 ? &c->lv[c->depth - 1] : NULL;
+  if (top == NULL || top->len != dl) {
+    if (c->depth == CURSOR_DEPTH) { /* deeper than kept: the whole path */
+      return stat(path, st);
+    }
+    memcpy(c->dir, path, dl);
+    c->dir[dl] = '\0';
+    dir_level *l = &c->lv[c->depth];
+    l->len = dl;
+    if (top != NULL && top->fd < 0) {
+      l->fd = -1;
+      l->err = top->err; /* under a folder that did not open: what stat would say */
+    } else {
+      l->fd = top != NULL ? openat(top->fd, c->dir + top->len + 1, O_PATH | O_DIRECTORY | O_CLOEXEC)
+                          : open(c->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+      l->err = l->fd < 0 ? errno : 0;
+    }
+    c->depth++;
+    top = l;
+  }
+  if (top->fd < 0) {
+    errno = top->err;
+    return -1;
+  }
+  return fstatat(top->fd, slash + 1, st, 0);
+}
+
 int t4a_nvrtc_manifest_validate_(uint8_t *blob, size_t bytes, uint8_t digest[16], int *refreshed) {
   *refreshed = 0;
   if (!well_formed(blob, bytes)) return 0;
+  dir_cursor cur;
+  cur.depth = 0;
+  int ok = 1;
   size_t at = 32;
-  while (at < bytes) {
+  while (ok && at < bytes) {
     size_t pl = (size_t)get64(blob + at);
     char path[PATH_MAX];
     memcpy(path, blob + at + 8, pl);
@@ -223,14 +293,18 @@ int t4a_nvrtc_manifest_validate_(uint8_t *blob, size_t bytes, uint8_t digest[16]
     uint8_t *f = blob + at + 8 + pl;
     at += PROBE_FIXED + pl;
     struct stat st;
-    int rc = stat(path, &st);
+    int rc = cursor_stat(&cur, path, pl, &st);
     uint64_t kind = get64(f);
     if (kind != 1) { /* nothing opened here: still nothing (2: nothing at all, not even a folder) */
       if (kind == 0 && rc == 0 && S_ISDIR(st.st_mode)) continue;
       if (rc != 0 && (errno == ENOENT || errno == ENOTDIR || errno == ENAMETOOLONG)) continue;
-      return 0;
+      ok = 0;
+      break;
     }
-    if (rc != 0 || !S_ISREG(st.st_mode)) return 0;
+    if (rc != 0 || !S_ISREG(st.st_mode)) {
+      ok = 0;
+      break;
+    }
     uint64_t ct = ts_ns(&st.st_ctim), taken = get64(f + 48);
     if ((uint64_t)st.st_dev == get64(f + 8) && (uint64_t)st.st_ino == get64(f + 16) &&
         (uint64_t)st.st_size == get64(f + 24) && ts_ns(&st.st_mtim) == get64(f + 32) &&
@@ -241,7 +315,10 @@ int t4a_nvrtc_manifest_validate_(uint8_t *blob, size_t bytes, uint8_t digest[16]
     uint64_t when = now_ns();
     uint8_t h[16];
     struct stat hs;
-    if (hash_path(path, h, &hs) != 0 || memcmp(h, f + 56, 16) != 0) return 0;
+    if (hash_path(path, h, &hs) != 0 || memcmp(h, f + 56, 16) != 0) {
+      ok = 0;
+      break;
+    }
     put64(f + 8, (uint64_t)hs.st_dev);
     put64(f + 16, (uint64_t)hs.st_ino);
     put64(f + 24, (uint64_t)hs.st_size);
@@ -250,6 +327,8 @@ int t4a_nvrtc_manifest_validate_(uint8_t *blob, size_t bytes, uint8_t digest[16]
     put64(f + 48, when);
     *refreshed = 1;
   }
+  cursor_close(&cur);
+  if (!ok) return 0;
   uint8_t d[16];
   digest_of(blob, bytes, d);
   if (memcmp(d, blob + 16, 16) != 0) return 0;
@@ -299,7 +378,8 @@ uint64_t t4a_nvrtc_roots_watch_manifest_(const uint8_t *blob, size_t bytes, uint
 
 /* ---- On disk: <dir>/<32 hex of the first-level key>.t4m -------------------------------------
  * Header: magic (8), key (16), blob size (8), XXH3-64 of the blob (8), XXH3-64 of bytes 0-39 (8);
- * then the blob. Not entries: the size bound does not count them (like the roots' memos). */
+ * then the blob. Counted against the disk level's size bound and evicted with its entries, least
+ * recently used first (a load that finds a valid file refreshes its modification time). */
 
 static void manifest_path(const char *dir, const uint8_t key[16], char *out, size_t size) {
   static const char hex[] = "0123456789abcdef";
@@ -335,30 +415,33 @@ uint8_t *t4a_nvrtc_manifest_load_(const char *dir, const uint8_t key[16], size_t
     if (n <= 0) break;
     got += (size_t)n;
   }
-  close(fd);
   if (buf == NULL || got != size || memcmp(buf, FILE_MAGIC, 8) != 0 ||
       memcmp(buf + 8, key, 16) != 0 || get64(buf + 24) != size - FILE_HEADER ||
       XXH3_64bits(buf, 40) != get64(buf + 40) ||
       XXH3_64bits(buf + FILE_HEADER, size - FILE_HEADER) != get64(buf + 32)) {
+    close(fd);
     free(buf);
     return NULL;
   }
+  /* A use: the disk level's eviction keeps recently used files. */
+  if (!t4a_fault_sim(T4A_FAULT_FILE_WRITE)) (void)futimens(fd, NULL);
+  close(fd);
   memmove(buf, buf + FILE_HEADER, size - FILE_HEADER);
   *out_bytes = size - FILE_HEADER;
   return buf;
 }
 
-void t4a_nvrtc_manifest_store_(const char *dir, const uint8_t key[16], const uint8_t *blob,
-                               size_t bytes) {
+size_t t4a_nvrtc_manifest_store_(const char *dir, const uint8_t key[16], const uint8_t *blob,
+                                 size_t bytes) {
   static atomic_uint counter;
   char path[PATH_MAX], tmp[PATH_MAX];
   manifest_path(dir, key, path, sizeof path);
   if (snprintf(tmp, sizeof tmp, "%s/.t4a-tmp-m-%d-%u", dir, (int)getpid(),
                atomic_fetch_add(&counter, 1)) >= (int)sizeof tmp) {
-    return;
+    return 0;
   }
   uint8_t *buf = t4a_host_malloc(FILE_HEADER + bytes);
-  if (buf == NULL) return;
+  if (buf == NULL) return 0;
   memcpy(buf, FILE_MAGIC, 8);
   memcpy(buf + 8, key, 16);
   put64(buf + 24, bytes);
@@ -371,7 +454,7 @@ void t4a_nvrtc_manifest_store_(const char *dir, const uint8_t key[16], const uin
   }
   if (fd < 0) {
     free(buf);
-    return;
+    return 0;
   }
   size_t done = 0, total = FILE_HEADER + bytes;
   int ok = 1;
@@ -386,6 +469,7 @@ void t4a_nvrtc_manifest_store_(const char *dir, const uint8_t key[16], const uin
   }
   free(buf);
   if (close(fd) != 0) ok = 0;
-  if (ok && !t4a_fault_sim(T4A_FAULT_FILE_RENAME) && rename(tmp, path) == 0) return;
+  if (ok && !t4a_fault_sim(T4A_FAULT_FILE_RENAME) && rename(tmp, path) == 0) return total;
   unlink(tmp);
+  return 0;
 }

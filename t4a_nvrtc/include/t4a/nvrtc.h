@@ -208,10 +208,13 @@ typedef struct t4a_nvrtc_request {
   /** Include roots, searched in order (t4a passes --include-path=ROOT for each, after the
    * caller's options). A cached compile keys the request by the roots' spellings, in order, and
    * by what its includes reach through them: every file (its content) and every path searched
-   * before it that held nothing. At most 64. */
+   * before it that held nothing. At most T4A_NVRTC_MAX_INCLUDE_ROOTS. */
   const char *const *include_roots;
   size_t num_include_roots; /**< how many include roots */
 } t4a_nvrtc_request;
+/** The most include roots one request may name (LIMIT_EXCEEDED above). */
+#define T4A_NVRTC_MAX_INCLUDE_ROOTS 64u
+
 /** An empty request (every field zero). */
 #define T4A_NVRTC_REQUEST_INIT \
   { 0 }
