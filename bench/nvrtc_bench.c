@@ -604,7 +604,6 @@ static void measure_roots(t4a_nvrtc_lib *lib, int repeats, int batch) {
     if (st.med > miss_worst) miss_worst = st.med;
   }
   free(mv);
-  char cmd[160];
 
   /* Kernels with the toolkit roots. */
   struct {

@@ -46,12 +46,12 @@ static uint64_t ns_of(const struct timespec *t) {
  * that validation trusts the metadata) or, file 0, as a path that opened nothing (kind 2 with
  * absent_tree). */
 static void probe(t4a_nvrtc_probes *m, const char *rel, int file) {
-  if (!file) {
-    assert_int_equal(t4a_nvrtc_probes_add_(m, g_root, "", rel, strlen(rel), NULL, 1), T4A_OK);
-    return;
-  }
   char p[1400];
   snprintf(p, sizeof p, "%s/%s", g_root, rel);
+  if (!file) {
+    assert_int_equal(t4a_nvrtc_probes_add_(m, p, strlen(p), NULL, 1), T4A_OK);
+    return;
+  }
   struct stat st;
   assert_int_equal(stat(p, &st), 0);
   FILE *f = fopen(p, "rb");
@@ -59,9 +59,9 @@ static void probe(t4a_nvrtc_probes *m, const char *rel, int file) {
   char buf[4096];
   size_t n = fread(buf, 1, sizeof buf, f);
   fclose(f);
-  t4a_nvrtc_root_rec r;
+  t4a_nvrtc_probed r;
   memset(&r, 0, sizeof r);
-  r.kind = 1;
+  r.kind = T4A_NVRTC_PROBED_FILE;
   r.dev = (uint64_t)st.st_dev;
   r.ino = (uint64_t)st.st_ino;
   r.size = (uint64_t)st.st_size;
@@ -71,7 +71,7 @@ static void probe(t4a_nvrtc_probes *m, const char *rel, int file) {
   XXH128_canonical_t c;
   XXH128_canonicalFromHash(&c, XXH3_128bits(buf, n));
   memcpy(r.hash, c.digest, 16);
-  assert_int_equal(t4a_nvrtc_probes_add_(m, g_root, "", rel, strlen(rel), &r, 0), T4A_OK);
+  assert_int_equal(t4a_nvrtc_probes_add_(m, p, strlen(p), &r, 0), T4A_OK);
 }
 
 #define LEVELS 28 /* folders d1/d2/.../d28, a file in each: deeper than the cursor's levels */
