@@ -313,7 +313,10 @@ static int manifest_get(t4a_nvrtc_cache *c, const uint8_t key[16], const char *c
   pthread_mutex_unlock(&c->mu);
   uint64_t ep = t4a_nvrtc_roots_epoch_(roots, nr);
   *epoch_now = ep;
+  t4a_error saved; /* no memory for the copy is a miss, not the caller's error */
+  t4a_error_last(&saved);
   uint8_t *copy = t4a_host_malloc(n);
+  if (copy == NULL) t4a_error_restore(&saved);
   pthread_mutex_lock(&c->mu);
   m = *mslot(c, key);
   if (m != NULL && ep != 0 && m->epoch == ep) {

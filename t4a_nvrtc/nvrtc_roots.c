@@ -237,9 +237,57 @@ static int watched_before(t4a_nvrtc_prober *pr, const char *dir, size_t n) {
   return 0;
 }
 
+static t4a_status watch_ancestors_at(t4a_nvrtc_prober *pr, const char *path, size_t n, int depth);
+
+/* A prefix that is a symbolic link: inotify watches what it resolves to, not the directories
+ * that hold the rest of the chain or the target's ancestors, where a retargeted link or a
+ * replaced folder changes what the path reaches. So the link's target (relative to the link's
+ * folder) gets the same treatment: every directory on its way is watched, links in it followed,
+ * at most 8 links deep; beyond that, or when the link cannot be read, no
+ * epoch. */
+static t4a_status watch_link_target(t4a_nvrtc_prober *pr, const char *link, size_t n, int depth) {
+  char target[PATH_MAX], full[PATH_MAX];
+  ssize_t t = readlink(link, target, sizeof target - 1);
+  if (t <= 0 || depth >= 8) {
+    pr->watch_ok = 0;
+    return T4A_OK;
+  }
+  target[t] = '\0';
+  size_t len;
+  if (target[0] == '/') {
+    len = (size_t)t;
+    memcpy(full, target, len + 1);
+  } else {
+    size_t d = n;
+    while (d > 0 && link[d - 1] != '/') d--;
+    if (d + (size_t)t >= sizeof full) {
+      pr->watch_ok = 0;
+      return T4A_OK;
+    }
+    memcpy(full, link, d);
+    memcpy(full + d, target, (size_t)t + 1);
+    len = d + (size_t)t;
+  }
+  /* The target's own directory is watched through the link; its ancestors here. A trailing
+   * '/' makes watch_ancestors_at reach the target itself as a prefix too (its lstat: a link to
+   * a link is followed). */
+  if (len + 1 >= sizeof full) {
+    pr->watch_ok = 0;
+    return T4A_OK;
+  }
+  full[len] = '/';
+  full[len + 1] = '\0';
+  return watch_ancestors_at(pr, full, len + 1, depth + 1);
+}
+
 /* Watches every directory on the way to path (NUL-terminated, n bytes): "/" or ".", then each
- * prefix ending before a '/', top down, stopping at the first that does not exist. */
+ * prefix ending before a '/', top down, stopping at the first that does not exist; the targets
+ * of symbolic links on the way too (watch_link_target). */
 static t4a_status watch_ancestors(t4a_nvrtc_prober *pr, const char *path, size_t n) {
+  return watch_ancestors_at(pr, path, n, 0);
+}
+
+static t4a_status watch_ancestors_at(t4a_nvrtc_prober *pr, const char *path, size_t n, int depth) {
   if (!pr->watch_ok) return T4A_OK;
   char buf[PATH_MAX];
   if (n >= sizeof buf) return T4A_OK; /* refused by the caller */
@@ -270,9 +318,36 @@ static t4a_status watch_ancestors(t4a_nvrtc_prober *pr, const char *path, size_t
       if (lstat(buf, &ls) == 0 && S_ISLNK(ls.st_mode)) pr->watch_ok = 0;
       break;
     }
-    if (rc < 0) pr->watch_ok = 0;
+    if (rc < 0) {
+      pr->watch_ok = 0;
+      break;
+    }
+    struct stat ls;
+    if (lstat(buf, &ls) != 0) {
+      pr->watch_ok = 0;
+      break;
+    }
+    if (S_ISLNK(ls.st_mode)) {
+      t4a_status st = watch_link_target(pr, buf, i, depth);
+      if (st != T4A_OK) return st;
+    }
   }
   return T4A_OK;
+}
+
+/* Watches a file (NUL-terminated path, n bytes) as read: the inode it resolves to and, when the
+ * path itself is a symbolic link, what holds its target (watch_link_target). */
+static t4a_status watch_file(t4a_nvrtc_prober *pr, const char *path, size_t n) {
+  if (watch_path(path) != 1) {
+    pr->watch_ok = 0;
+    return T4A_OK;
+  }
+  struct stat ls;
+  if (lstat(path, &ls) != 0) {
+    pr->watch_ok = 0;
+    return T4A_OK;
+  }
+  return S_ISLNK(ls.st_mode) ? watch_link_target(pr, path, n, 0) : T4A_OK;
 }
 
 static t4a_nvrtc_probed *memo_find(const t4a_nvrtc_prober *pr, const char *path, size_t n,
@@ -440,7 +515,10 @@ t4a_status t4a_nvrtc_probe_(t4a_nvrtc_prober *pr, const char *path, size_t n, in
     s = PROBE_INVALID("include root: %.150s is not a regular file or a directory", p);
   } else {
     r->kind = T4A_NVRTC_PROBED_FILE;
-    if (pr->watch_ok && watch_path(p) != 1) pr->watch_ok = 0; /* before reading */
+    if (pr->watch_ok) { /* before reading */
+      t4a_status w = watch_file(pr, p, n);
+      if (w != T4A_OK) return w;
+    }
     s = read_file(pr, p, r);
   }
   if (s == T4A_OK) s = memo_insert(pr, r);
@@ -473,7 +551,7 @@ t4a_status t4a_nvrtc_prober_watch_(t4a_nvrtc_prober *pr, const char *path, size_
   memcpy(p, path, n);
   p[n] = '\0';
   t4a_status st = watch_ancestors(pr, p, n);
-  if (st == T4A_OK && file && pr->watch_ok && watch_path(p) != 1) pr->watch_ok = 0;
+  if (st == T4A_OK && file && pr->watch_ok) st = watch_file(pr, p, n);
   return st;
 }
 

@@ -334,6 +334,65 @@ static void test_retargeted_toolkit_link_is_a_miss(void **state) {
   t4a_nvrtc_cache_destroy(c);
 }
 
+/* REVIEW: a link on the way whose own target is another link in a directory no watch covers. */
+static void test_link_chain_retarget_is_a_miss(void **state) {
+  (void)state;
+  char a[700], b[700], links[700], alt[720], tmp[720], cuda[700], root[720];
+  snprintf(a, sizeof a, "%s/tkA", g_tree);
+  snprintf(b, sizeof b, "%s/tkB", g_tree);
+  write_file(a, "include/top.h", k_top);
+  write_file(a, "include/a/b/deep.h", k_deep);
+  write_file(b, "include/top.h", k_top);
+  write_file(b, "include/a/b/deep.h", "#pragma once\n#define DEEP_VALUE 4242\n");
+  snprintf(links, sizeof links, "%s/links", g_tree);
+  mkdir(links, 0777);
+  snprintf(alt, sizeof alt, "%s/alt", links);
+  snprintf(tmp, sizeof tmp, "%s/alt.new", links);
+  snprintf(cuda, sizeof cuda, "%s/cuda", g_tree);
+  snprintf(root, sizeof root, "%s/include", cuda);
+  assert_int_equal(symlink(a, alt), 0);
+  assert_int_equal(symlink(alt, cuda), 0);
+  const char *roots[] = {root};
+  t4a_nvrtc_request r = roots_request(k_uses_top, roots, 1);
+  t4a_nvrtc_cache *c = new_cache(0);
+  assert_int_equal(compile_origin(c, &r, "1234"), T4A_NVRTC_ORIGIN_COMPILED);
+  assert_int_equal(compile_origin(c, &r, "1234"), T4A_NVRTC_ORIGIN_MEMORY);
+  assert_int_equal(symlink(b, tmp), 0);
+  assert_int_equal(rename(tmp, alt), 0); /* as update-alternatives does */
+  assert_int_equal(compile_origin(c, &r, "4242"), T4A_NVRTC_ORIGIN_COMPILED);
+  t4a_nvrtc_cache_destroy(c);
+}
+
+/* REVIEW: the link's target folder is moved away and a new one made in its place, in a folder
+ * no watch covers. */
+static void test_link_target_parent_replaced_is_a_miss(void **state) {
+  (void)state;
+  char y[700], yold[720], tk[720], cuda[700], root[720];
+  snprintf(y, sizeof y, "%s/x/y", g_tree);
+  snprintf(yold, sizeof yold, "%s/x/y.old", g_tree);
+  snprintf(tk, sizeof tk, "%s/tk", y);
+  char xdir[700];
+  snprintf(xdir, sizeof xdir, "%s/x", g_tree);
+  mkdir(xdir, 0777);
+  mkdir(y, 0777);
+  write_file(tk, "include/top.h", k_top);
+  write_file(tk, "include/a/b/deep.h", k_deep);
+  snprintf(cuda, sizeof cuda, "%s/cuda", g_tree);
+  snprintf(root, sizeof root, "%s/include", cuda);
+  assert_int_equal(symlink(tk, cuda), 0);
+  const char *roots[] = {root};
+  t4a_nvrtc_request r = roots_request(k_uses_top, roots, 1);
+  t4a_nvrtc_cache *c = new_cache(0);
+  assert_int_equal(compile_origin(c, &r, "1234"), T4A_NVRTC_ORIGIN_COMPILED);
+  assert_int_equal(compile_origin(c, &r, "1234"), T4A_NVRTC_ORIGIN_MEMORY);
+  assert_int_equal(rename(y, yold), 0);
+  assert_int_equal(mkdir(y, 0777), 0);
+  write_file(tk, "include/top.h", k_top);
+  write_file(tk, "include/a/b/deep.h", "#pragma once\n#define DEEP_VALUE 4343\n");
+  assert_int_equal(compile_origin(c, &r, "4343"), T4A_NVRTC_ORIGIN_COMPILED);
+  t4a_nvrtc_cache_destroy(c);
+}
+
 static long g_edit_during_compile;
 static void edit_on_compile(void *user) {
   (void)user;
@@ -1131,6 +1190,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_touch_is_a_hit, each_setup, each_teardown),
       cmocka_unit_test_setup_teardown(test_root_order_and_other_roots_are_misses, each_setup,
                                       each_teardown),
+      cmocka_unit_test_setup_teardown(test_link_chain_retarget_is_a_miss, each_setup, each_teardown),
+      cmocka_unit_test_setup_teardown(test_link_target_parent_replaced_is_a_miss, each_setup, each_teardown),
       cmocka_unit_test_setup_teardown(test_retargeted_toolkit_link_is_a_miss, each_setup,
                                       each_teardown),
       cmocka_unit_test_setup_teardown(test_root_edited_during_compile_is_not_cached, each_setup,

@@ -376,11 +376,23 @@ t4a_status t4a_xfer_ring_acquire_(t4a_xfer *x, chunk **out) {
       continue; /* look again: delivered and freed, settled by its owner, or still to query */
     }
     if (c->event == NULL) { /* never handed out yet: pin it first (FREE: nobody else uses it) */
+      t4a_error saved;
+      t4a_error_last(&saved);
       pthread_mutex_unlock(&x->lock);
       t4a_status st = chunk_pin(x, c);
       pthread_mutex_lock(&x->lock);
-      if (st != T4A_OK) return st;
-      continue; /* look again: still FREE */
+      if (st != T4A_OK) {
+        /* Another chunk already made serves instead (a failure the ring absorbs, as when it
+         * grows); with none made, the failure is the caller's. */
+        int made = 0;
+        for (uint32_t i = 0; i < x->num_chunks && !made; i++) made = x->chunks[i].event != NULL;
+        if (!made) return st;
+        x->ring_grow_failures++;
+        t4a_error_restore(&saved);
+        x->next = (x->next + 1) % x->num_chunks;
+        skipped++;
+      }
+      continue; /* look again: still FREE, or the next chunk */
     }
     x->next = (x->next + 1) % x->num_chunks;
     c->seq = 0;

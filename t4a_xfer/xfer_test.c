@@ -1488,6 +1488,36 @@ static void warm_round(fixture *f, t4a_buffer *b, t4a_pinned *pin, unsigned char
   t4a_buffer_release(t);
 }
 
+/* A chunk the ring cannot pin at its first use is skipped while another chunk is made: the
+ * transfers go on through the chunks there are, each failure counted (ring_grow_failures), the
+ * caller's detail untouched. */
+static void test_unpinnable_chunk_is_skipped(void **state) {
+  fixture *f = *state;
+  t4a_xfer_options o = {.chunk_bytes = CHUNK, .num_chunks = 2};
+  t4a_xfer *x = NULL;
+  CK(t4a_xfer_create(f->retire, &o, &x));
+  unsigned char *src = calloc(1, CHUNK);
+  t4a_buffer *b = NULL;
+  CK(t4a_buffer_create(f->pool, CHUNK, 0, 0, &b));
+  CK(t4a_xfer_upload(x, b, 0, src, CHUNK)); /* chunk 0 pinned */
+  CK(t4a_lane_synchronize(f->lane));
+  t4a_fake_inject(f->fake, "cuMemHostAlloc", 0, 1000, CUDA_ERROR_OUT_OF_MEMORY, 0);
+  int fails = 0;
+  for (int i = 0; i < 5; i++) {
+    t4a_status st = t4a_xfer_upload(x, b, 0, src, CHUNK);
+    if (st != T4A_OK) fails++;
+    CK(t4a_lane_synchronize(f->lane));
+  }
+  t4a_fake_clear_injections(f->fake);
+  struct t4a_xfer_stats xs;
+  t4a_xfer_stats(x, &xs);
+  assert_int_equal(fails, 0);
+  assert_true(xs.ring_grow_failures >= 1);
+  t4a_buffer_release(b);
+  t4a_xfer_destroy(x);
+  free(src);
+}
+
 /* Issue 25 item 2: once warm (one round), transfers with their waits, pending handles and buffer
  * create/release make no heap allocation at all: their records come back from the t4a_xfer's,
  * the holds table's and the pool's spare lists. One chunk and a transfer wrapping the ring. */
@@ -1925,6 +1955,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_poll_not_blocked_by_a_staging_wait, setup, teardown),
       cmocka_unit_test_setup_teardown(test_poll_not_blocked_by_an_upload, setup, teardown),
       cmocka_unit_test_setup_teardown(test_pinned_upload_budget, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_unpinnable_chunk_is_skipped, setup, teardown),
       cmocka_unit_test_setup_teardown(test_warm_transfers_allocate_nothing, setup, teardown),
       cmocka_unit_test_setup_teardown(test_spare_handles_are_bounded, setup, teardown),
       cmocka_unit_test_setup_teardown(test_recycled_records_across_threads, setup, teardown),

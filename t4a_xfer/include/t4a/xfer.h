@@ -5,8 +5,9 @@
  *
  * A t4a_xfer serves one lane: the lane of the t4a_retire it is created on. It owns a bounded ring
  * of portable pinned staging chunks (CU_MEMHOSTALLOC_PORTABLE, requirement A2) and one event per
- * chunk. Defaults: a ring 4 chunks deep of 16 MiB, 2 made at create and the others when one
- * transfer needs them (why: docs/design.md); both are options.
+ * chunk. Defaults: a ring 4 chunks deep of 16 MiB; 2 are in the ring from the start, each pinned
+ * when first used, and the others are made when one transfer needs them (why: docs/design.md);
+ * both are options.
  *
  * Every operation is one admission on the lane (t4a_admission_begin ... commit): it holds the
  * lane's operation lock for its whole length, enqueues on the lane's stream, and hands the device
@@ -68,7 +69,8 @@ extern "C" {
 #endif
 
 /** @{ */
-/** Default staging chunk size and ring depth, and the chunks made at create: the ring grows to
+/** Default staging chunk size and ring depth, and the chunks in the ring from the start (each
+ * pinned at its first use): the ring grows to
  * its depth only when one transfer spans more chunks than it has (how they were chosen:
  * docs/design.md, "Pageable paths by size"). */
 #define T4A_XFER_DEFAULT_CHUNK_BYTES ((size_t)16 << 20)
@@ -93,9 +95,10 @@ typedef struct t4a_xfer t4a_xfer;
 typedef struct t4a_xfer_options {
   size_t chunk_bytes;  /**< 0: T4A_XFER_DEFAULT_CHUNK_BYTES; at least T4A_XFER_MIN_CHUNK_BYTES */
   /** The ring's depth. 0: T4A_XFER_DEFAULT_NUM_CHUNKS; at most T4A_XFER_MAX_NUM_CHUNKS. The
-   * first min(num_chunks, T4A_XFER_INITIAL_CHUNKS) are made at create, the others by the first
-   * transfer that spans more chunks than the ring has (a failure to make one is absorbed and
-   * counted in ring_grow_failures: the transfer runs on the chunks there are). */
+   * first min(num_chunks, T4A_XFER_INITIAL_CHUNKS) are in the ring from the start, each pinned at
+   * its first use; the others are made by the first transfer that spans more chunks than the ring
+   * has. A chunk that cannot be made or pinned while another is made is absorbed and counted in
+   * ring_grow_failures: the transfer runs on the chunks there are. */
   uint32_t num_chunks;
   /** The most of the callers' pinned memory that direct pinned uploads may keep alive at once, in
    * bytes; 0: unlimited. A t4a_pinned is held whole, so it counts with its full size, once, from
@@ -169,7 +172,7 @@ struct t4a_xfer_stats {
   uint64_t parallel_copies;    /**< chunk copies split across the copy threads */
   uint32_t ring_chunks;        /**< chunks made so far (grows up to num_chunks) */
   uint32_t max_chunks_in_flight; /**< the most chunks with a DMA in flight at once */
-  uint64_t ring_grow_failures; /**< chunks the ring could not make when it grew (absorbed) */
+  uint64_t ring_grow_failures; /**< chunks the ring could not make when it grew or first used them (absorbed) */
   uint64_t pipelined_pieces;   /**< pieces enqueued by uploads copied piece by piece */
   uint64_t single_copies;      /**< host chunk copies made as one memcpy (below the split size) */
 };
