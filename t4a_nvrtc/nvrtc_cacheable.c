@@ -334,13 +334,10 @@ static void lx_splices(lexer *L) {
   }
 }
 
-/* The character at the current position, or -1 at the end; *width: its raw bytes. */
-static int lx_peek(lexer *L, size_t *width) {
+/* The character at the current position, or -1 at the end; *width: its raw bytes. The slow
+ * path of lx_peek: a splice, a trigraph or the end. */
+static int lx_peek_slow(lexer *L, size_t *width) {
   static const char from[] = "=/'()!<>-", to[] = "#\\^[]|{}~";
-  if (L->i < L->n && L->s[L->i] != '\\' && L->s[L->i] != '?') { /* no splice, no trigraph */
-    *width = 1;
-    return (unsigned char)L->s[L->i];
-  }
   lx_splices(L);
   if (L->i >= L->n) {
     *width = 0;
@@ -359,12 +356,24 @@ static int lx_peek(lexer *L, size_t *width) {
   return c;
 }
 
-static int lx_cur(lexer *L) {
+/* A byte that reads as itself, one character wide: neither a backslash (a splice could start
+ * there) nor a question mark (a trigraph could). */
+static inline int lx_plain(unsigned char c) { return c != '\\' && c != '?'; }
+
+static inline int lx_peek(lexer *L, size_t *width) {
+  if (L->i < L->n && lx_plain((unsigned char)L->s[L->i])) {
+    *width = 1;
+    return (unsigned char)L->s[L->i];
+  }
+  return lx_peek_slow(L, width);
+}
+
+static inline int lx_cur(lexer *L) {
   size_t w;
   return lx_peek(L, &w);
 }
 
-static int lx_get(lexer *L) {
+static inline int lx_get(lexer *L) {
   size_t w;
   int c = lx_peek(L, &w);
   L->i += w;
@@ -372,7 +381,7 @@ static int lx_get(lexer *L) {
   return c;
 }
 
-static int lx_next(lexer *L) { /* the character after the current one */
+static int lx_next_slow(lexer *L) {
   lexer save = *L;
   lx_get(L);
   int c = lx_cur(L);
@@ -380,7 +389,58 @@ static int lx_next(lexer *L) { /* the character after the current one */
   return c;
 }
 
+static inline int lx_next(lexer *L) { /* the character after the current one */
+  if (L->i + 1 < L->n && lx_plain((unsigned char)L->s[L->i]) &&
+      lx_plain((unsigned char)L->s[L->i + 1])) {
+    return (unsigned char)L->s[L->i + 1];
+  }
+  return lx_next_slow(L);
+}
+
 static int is_blank(int c) { return c == ' ' || c == '\t' || c == '\f' || c == '\v' || c == '\r'; }
+
+/* Byte classes for the raw-byte fast paths. CC_IDENT: is_ident. CC_SKIP: a byte that, read as
+ * itself where scan_text expects a token, is a blank or a punctuator that only ends what came
+ * before (every byte but identifier characters, digits, newline, \\ and ?, # and %, quotes, /, .
+ * and the parentheses). CC_PAREN: ( and ), which matter only inside a wrapper's arguments and
+ * after `defined`. */
+enum { CC_IDENT = 1, CC_SKIP = 2, CC_PAREN = 4 };
+#define CC_ROW_ID CC_IDENT, CC_IDENT, CC_IDENT, CC_IDENT, CC_IDENT, CC_IDENT, CC_IDENT, CC_IDENT
+#define CC_ROW_SK CC_SKIP, CC_SKIP, CC_SKIP, CC_SKIP, CC_SKIP, CC_SKIP, CC_SKIP, CC_SKIP
+static const unsigned char k_cc[256] = {
+    /* 0x00 */ CC_ROW_SK, CC_SKIP, CC_SKIP, 0 /* \n */, CC_SKIP, CC_SKIP, CC_SKIP, CC_SKIP, CC_SKIP,
+    /* 0x10 */ CC_ROW_SK, CC_ROW_SK,
+    /* 0x20  !"#$%&' */ CC_SKIP, CC_SKIP, 0, 0, CC_IDENT, 0, CC_SKIP, 0,
+    /* ()*+,-./ */ CC_PAREN, CC_PAREN, CC_SKIP, CC_SKIP, CC_SKIP, CC_SKIP, 0, 0,
+    /* 0-7 */ CC_ROW_ID,
+    /* 89:;<=>? */ CC_IDENT, CC_IDENT, CC_SKIP, CC_SKIP, CC_SKIP, CC_SKIP, CC_SKIP, 0,
+    /* @A-G */ CC_SKIP, CC_IDENT, CC_IDENT, CC_IDENT, CC_IDENT, CC_IDENT, CC_IDENT, CC_IDENT,
+    /* H-O */ CC_ROW_ID,
+    /* P-W */ CC_ROW_ID,
+    /* XYZ[\]^_ */ CC_IDENT, CC_IDENT, CC_IDENT, CC_SKIP, 0, CC_SKIP, CC_SKIP, CC_IDENT,
+    /* `a-g */ CC_SKIP, CC_IDENT, CC_IDENT, CC_IDENT, CC_IDENT, CC_IDENT, CC_IDENT, CC_IDENT,
+    /* h-o */ CC_ROW_ID,
+    /* p-w */ CC_ROW_ID,
+    /* xyz{|}~DEL */ CC_IDENT, CC_IDENT, CC_IDENT, CC_SKIP, CC_SKIP, CC_SKIP, CC_SKIP, CC_SKIP,
+    /* 0x80-0xff */ CC_ROW_ID, CC_ROW_ID, CC_ROW_ID, CC_ROW_ID, CC_ROW_ID, CC_ROW_ID, CC_ROW_ID,
+    CC_ROW_ID, CC_ROW_ID, CC_ROW_ID, CC_ROW_ID, CC_ROW_ID, CC_ROW_ID, CC_ROW_ID, CC_ROW_ID,
+    CC_ROW_ID,
+};
+#undef CC_ROW_ID
+#undef CC_ROW_SK
+
+/* Whether the raw newline at j (> from) ends a line: no splice (a backslash, or ??/ where the
+ * dialect has trigraphs, right before it or before CR LF) within [from, j). */
+static int lx_logical_newline(const lexer *L, size_t from, size_t j) {
+  size_t k = j;
+  if (k > from && L->s[k - 1] == '\r') k--;
+  if (k > from && L->s[k - 1] == '\\') return 0;
+  if (L->trigraphs && k >= from + 3 && L->s[k - 1] == '/' && L->s[k - 2] == '?' &&
+      L->s[k - 3] == '?') {
+    return 0;
+  }
+  return 1;
+}
 
 static int is_ident(int c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
@@ -390,19 +450,48 @@ static int is_ident(int c) {
 /* Skips blanks and comments on this line (a block comment may span lines: *crossed says so). */
 static void lx_blanks(lexer *L, int *crossed) {
   for (;;) {
+    while (L->i < L->n && is_blank((unsigned char)L->s[L->i])) L->i++; /* raw blanks */
     int c = lx_cur(L);
     if (is_blank(c)) {
       lx_get(L);
     } else if (c == '/' && lx_next(L) == '/') {
-      while ((c = lx_cur(L)) != -1 && c != '\n') lx_get(L);
+      /* To the first newline that no splice hides (the splices' newlines count as lines). */
+      size_t from = L->i, j = L->i;
+      for (;;) {
+        const char *nl = memchr(L->s + j, '\n', L->n - j);
+        if (nl == NULL) {
+          L->i = L->n;
+          break;
+        }
+        j = (size_t)(nl - L->s);
+        if (lx_logical_newline(L, from, j)) {
+          L->i = j;
+          break;
+        }
+        L->line++;
+        j++;
+      }
     } else if (c == '/' && lx_next(L) == '*') {
       lx_get(L);
       lx_get(L);
+      /* Raw bytes to each '*' (no trigraph spells one) and newline; after a '*', the next
+       * character read as the front end reads it. */
+      size_t from = L->i;
       for (;;) {
-        c = lx_get(L);
-        if (c == -1) break;
-        if (c == '\n' && crossed != NULL) *crossed = 1;
-        if (c == '*' && lx_cur(L) == '/') {
+        size_t j = L->i;
+        while (j < L->n && L->s[j] != '*' && L->s[j] != '\n') j++;
+        if (j >= L->n) {
+          L->i = L->n;
+          break;
+        }
+        if (L->s[j] == '\n') {
+          if (crossed != NULL && lx_logical_newline(L, from, j)) *crossed = 1;
+          L->line++;
+          L->i = j + 1;
+          continue;
+        }
+        L->i = j + 1;
+        if (lx_cur(L) == '/') {
           lx_get(L);
           break;
         }
@@ -420,7 +509,11 @@ typedef struct ident {
 } ident;
 
 static void lx_ident(lexer *L, ident *id) {
-  id->len = 0;
+  size_t start = L->i, j = L->i;
+  while (j < L->n && (k_cc[(unsigned char)L->s[j]] & CC_IDENT)) j++; /* raw characters */
+  id->len = j - start;
+  memcpy(id->text, L->s + start, id->len < sizeof id->text - 1 ? id->len : sizeof id->text - 1);
+  L->i = j;
   for (;;) {
     int c = lx_cur(L);
     if (c == '\\' && (lx_next(L) == 'u' || lx_next(L) == 'U')) { /* a UCN: \uXXXX */
@@ -437,14 +530,19 @@ static void lx_ident(lexer *L, ident *id) {
   id->text[id->len < sizeof id->text - 1 ? id->len : sizeof id->text - 1] = '\0';
 }
 
-static int ident_is(const ident *id, const char *word) {
-  return id->len < sizeof id->text && strcmp(id->text, word) == 0;
+static inline int ident_is(const ident *id, const char *word) { /* word: under 32 bytes */
+  size_t n = strlen(word);
+  return id->len == n && memcmp(id->text, word, n) == 0;
 }
 
 /* Skips a string or character literal whose opening quote was read. It ends at its closing quote
  * or, unterminated, before the end of the line (as in the front end). */
 static void lx_quoted(lexer *L, int quote) {
   for (;;) {
+    while (L->i < L->n && L->s[L->i] != quote && L->s[L->i] != '\n' &&
+           lx_plain((unsigned char)L->s[L->i])) {
+      L->i++; /* raw characters that neither end it nor escape */
+    }
     int c = lx_cur(L);
     if (c == -1 || c == '\n') return;
     lx_get(L);
@@ -534,9 +632,10 @@ typedef struct scan {
   char pieces[64][20]; /* distinct substrings of __has_include_next / __has_embed seen there */
   char piece_at[64][120];
   size_t num_pieces;
-  const char **func_names; /* sorted, for the second pass */
-  size_t num_func_names;
-  char *func_name_block;
+  /* The function-like macros' names, for the second pass: an open-addressing set of indices
+   * into defs (+1; 0: empty), func_mask + 1 slots. */
+  uint32_t *func_set;
+  size_t func_mask;
 } scan;
 
 static int cmp_str(const void *a, const void *b) {
@@ -878,7 +977,8 @@ static const char *const k_targets[] = {"__has_include_next", "__has_include", "
 static int is_substring_piece(const ident *id) {
   if (id->len == 0 || id->len >= 19) return 0;
   for (size_t i = 0; i < id->len; i++) { /* the letters of the targets only */
-    if (strchr("_hasincludextmb", id->text[i]) == NULL) return 0;
+    char c = id->text[i];
+    if (c != '_' && (c < 'a' || c > 'x' || !((0x9c399fU >> (c - 'a')) & 1))) return 0;
   }
   if (ident_is(id, "__has_include")) return 0;
   for (size_t t = 0; t < 3; t += 2) {
@@ -924,17 +1024,40 @@ static int pieces_join(const scan *s, size_t *first) {
   return 0;
 }
 
-static int cmp_cstr_p(const void *a, const void *b) {
-  return strcmp(*(const char *const *)a, *(const char *const *)b);
+static size_t name_hash(const char *p, size_t n) { /* FNV-1a */
+  uint64_t h = 14695981039346656037ULL;
+  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)p[i]) * 1099511628211ULL;
+  return (size_t)(h ^ (h >> 29));
+}
+
+/* Builds the set of function-like macro names (those under 256 bytes) the second pass looks up. */
+static t4a_status build_func_set(scan *s) {
+  size_t nf = 0;
+  for (size_t i = 0; i < s->num_defs; i++) nf += s->defs[i].func;
+  size_t slots = 16;
+  while (slots < 2 * nf) slots *= 2;
+  s->func_set = t4a_host_malloc(slots * sizeof *s->func_set);
+  if (s->func_set == NULL) return T4A_HOST_OUT_OF_MEMORY;
+  memset(s->func_set, 0, slots * sizeof *s->func_set);
+  s->func_mask = slots - 1;
+  for (size_t i = 0; i < s->num_defs; i++) {
+    const struct mdef *m = &s->defs[i];
+    if (!m->func || m->name_len >= 256) continue;
+    size_t h = name_hash(m->name, m->name_len) & s->func_mask;
+    while (s->func_set[h] != 0) h = (h + 1) & s->func_mask;
+    s->func_set[h] = (uint32_t)(i + 1);
+  }
+  return T4A_OK;
 }
 
 static int is_func_macro(const scan *s, const char *name, size_t n) {
-  char key[256];
-  if (s->num_func_names == 0 || n >= sizeof key) return 0;
-  memcpy(key, name, n);
-  key[n] = '\0';
-  const char *k = key;
-  return bsearch(&k, s->func_names, s->num_func_names, sizeof *s->func_names, cmp_cstr_p) != NULL;
+  if (s->func_set == NULL || n >= 256) return 0;
+  for (size_t h = name_hash(name, n) & s->func_mask; s->func_set[h] != 0;
+       h = (h + 1) & s->func_mask) {
+    const struct mdef *m = &s->defs[s->func_set[h] - 1];
+    if (m->name_len == n && memcmp(m->name, name, n) == 0) return 1;
+  }
+  return 0;
 }
 
 /* Lexes one text and checks its includes. */
@@ -1053,10 +1176,13 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
       const char *id_raw = L.s + id_start;
       size_t id_raw_len = L.i - id_start;
       int q = lx_cur(&L);
-      int prefix =
-          ident_is(&id, "u8") || ident_is(&id, "u") || ident_is(&id, "U") || ident_is(&id, "L");
-      int raw_prefix = ident_is(&id, "R") || ident_is(&id, "u8R") || ident_is(&id, "uR") ||
-                       ident_is(&id, "UR") || ident_is(&id, "LR");
+      int prefix = 0, raw_prefix = 0;
+      if (id.len <= 3 && (q == '"' || q == '\'')) {
+        prefix =
+            ident_is(&id, "u8") || ident_is(&id, "u") || ident_is(&id, "U") || ident_is(&id, "L");
+        raw_prefix = ident_is(&id, "R") || ident_is(&id, "u8R") || ident_is(&id, "uR") ||
+                     ident_is(&id, "UR") || ident_is(&id, "LR");
+      }
       if (q == '"' && raw_prefix && s->d.raw_strings) {
         lx_get(&L);
         lx_raw(&L);
@@ -1069,12 +1195,14 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
         after_defined = ifdef_operand = 0;
         continue;
       }
-      int has_include = ident_is(&id, "__has_include") || ident_is(&id, "__has_include_next") ||
-                        ident_is(&id, "__has_embed");
+      int has_include = id.len >= 11 && id.text[0] == '_' &&
+                        (ident_is(&id, "__has_include") || ident_is(&id, "__has_include_next") ||
+                         ident_is(&id, "__has_embed"));
       int wrapper = 0;
       if (s->pass == 2) {
         for (size_t w = 0; w < s->num_wrappers && !wrapper; w++) {
-          wrapper = id.len < sizeof id.text && strcmp(id.text, s->wrappers[w]) == 0;
+          wrapper = id.len < sizeof id.text && id.text[0] == s->wrappers[w][0] &&
+                    strcmp(id.text, s->wrappers[w]) == 0;
         }
         has_include = 0;
       }
@@ -1153,7 +1281,10 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
         }
         lx_get(&L);
       }
-      if (s->cur_root >= 0 && is_substring_piece(&id)) {
+      /* Once a root file has shown a piece, only pieces where ## can reach them matter. */
+      if (s->cur_root >= 0 &&
+          (!s->root_any_piece || (in_define && s->pass == 1) || (arg_depth > 0 && s->pass == 2)) &&
+          is_substring_piece(&id)) {
         s->root_any_piece = 1;
         int is_param = 0;
         for (size_t k = 0; in_define && k < num_params; k++) {
@@ -1177,7 +1308,7 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
         snprintf(s->piece, sizeof s->piece, "%s", id.text);
         snprintf(s->piece_where, sizeof s->piece_where, "%s, line %zu", s->where, line);
       }
-      after_defined = ident_is(&id, "defined") ? 1 : 0;
+      after_defined = id.len == 7 && ident_is(&id, "defined") ? 1 : 0;
       ifdef_operand = 0;
       continue;
     }
@@ -1213,6 +1344,10 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
       continue;
     }
     after_defined = ifdef_operand = 0;
+    /* A run of blanks and punctuators after this one changes nothing more (outside a wrapper's
+     * arguments, parentheses too): skipped as raw bytes. */
+    unsigned char skip = arg_depth > 0 ? CC_SKIP : CC_SKIP | CC_PAREN;
+    while (L.i < L.n && (k_cc[(unsigned char)L.s[L.i]] & skip)) L.i++;
   }
   return T4A_OK;
 }
@@ -1611,25 +1746,8 @@ t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p) {
       if (st == T4A_OK && s.queue_len > before) goto again;
     }
     if (st == T4A_OK && (s.num_wrappers > 0 || (s.pasted && s.root_any_piece))) {
-      /* The second pass needs the function-like macros' names, sorted. */
-      size_t nf = 0;
-      for (size_t i = 0; i < s.num_defs; i++) nf += s.defs[i].func;
-      s.func_names = t4a_host_malloc((nf + 1) * sizeof *s.func_names);
-      char *names = s.func_names != NULL ? t4a_host_malloc(nf * 256 + 1) : NULL;
-      if (names == NULL) {
-        st = T4A_HOST_OUT_OF_MEMORY;
-      } else {
-        for (size_t i = 0; i < s.num_defs; i++) {
-          const struct mdef *m = &s.defs[i];
-          if (!m->func || m->name_len >= 256) continue;
-          char *d = names + 256 * s.num_func_names;
-          memcpy(d, m->name, m->name_len);
-          d[m->name_len] = '\0';
-          s.func_names[s.num_func_names++] = d;
-        }
-        qsort(s.func_names, s.num_func_names, sizeof *s.func_names, cmp_cstr_p);
-        s.func_name_block = names;
-      }
+      /* The second pass looks up the function-like macros' names. */
+      st = build_func_set(&s);
     }
     if (st == T4A_OK && (s.num_wrappers > 0 || (s.pasted && s.root_any_piece))) {
       s.pass = 2;
@@ -1648,8 +1766,7 @@ t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p) {
   free(s.wrappers);
   free(s.defs);
   free(s.pend);
-  free(s.func_names);
-  free(s.func_name_block);
+  free(s.func_set);
   size_t first = 0;
   if (st == T4A_OK && s.pasted && pieces_join(&s, &first)) {
     st = REFUSE("%s: \"%s\" and other pieces in macro bodies or arguments of the roots, with a ## "
