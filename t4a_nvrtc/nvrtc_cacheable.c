@@ -442,7 +442,7 @@ static int lx_logical_newline(const lexer *L, size_t from, size_t j) {
   return 1;
 }
 
-static int is_ident(int c) {
+static inline int is_ident(int c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
          c == '$' || c >= 0x80;
 }
@@ -474,28 +474,30 @@ static void lx_blanks(lexer *L, int *crossed) {
     } else if (c == '/' && lx_next(L) == '*') {
       lx_get(L);
       lx_get(L);
-      /* Raw bytes to each '*' (no trigraph spells one) and newline; after a '*', the next
-       * character read as the front end reads it. */
-      size_t from = L->i;
+      /* To each '*' (no trigraph spells one), then the next character read as the front end
+       * reads it. Lines are counted after: the line is 1 + the newlines before the position. */
+      size_t from = L->i, line = L->line;
       for (;;) {
-        size_t j = L->i;
-        while (j < L->n && L->s[j] != '*' && L->s[j] != '\n') j++;
-        if (j >= L->n) {
+        const char *star = memchr(L->s + L->i, '*', L->n - L->i);
+        if (star == NULL) {
           L->i = L->n;
           break;
         }
-        if (L->s[j] == '\n') {
-          if (crossed != NULL && lx_logical_newline(L, from, j)) *crossed = 1;
-          L->line++;
-          L->i = j + 1;
-          continue;
-        }
-        L->i = j + 1;
+        L->i = (size_t)(star - L->s) + 1;
         if (lx_cur(L) == '/') {
           lx_get(L);
           break;
         }
       }
+      for (size_t j = from; crossed != NULL && !*crossed && j < L->i; j++) {
+        const char *nl = memchr(L->s + j, '\n', L->i - j);
+        if (nl == NULL) break;
+        j = (size_t)(nl - L->s);
+        if (lx_logical_newline(L, from, j)) *crossed = 1;
+      }
+      size_t lines = 0;
+      for (size_t j = from; j < L->i; j++) lines += L->s[j] == '\n';
+      L->line = line + lines;
     } else {
       return;
     }
@@ -515,6 +517,10 @@ static void lx_ident(lexer *L, ident *id) {
   memcpy(id->text, L->s + start, id->len < sizeof id->text - 1 ? id->len : sizeof id->text - 1);
   L->i = j;
   for (;;) {
+    if (L->i < L->n && lx_plain((unsigned char)L->s[L->i]) &&
+        !(k_cc[(unsigned char)L->s[L->i]] & CC_IDENT)) {
+      break; /* the common end: a byte that reads as itself and ends it */
+    }
     int c = lx_cur(L);
     if (c == '\\' && (lx_next(L) == 'u' || lx_next(L) == 'U')) { /* a UCN: \uXXXX */
       lx_get(L);
@@ -1078,7 +1084,10 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
   t4a_status st;
   for (;;) {
     int crossed = 0;
-    lx_blanks(&L, &crossed);
+    if (L.i >= L.n || is_blank((unsigned char)L.s[L.i]) || L.s[L.i] == '/' ||
+        !lx_plain((unsigned char)L.s[L.i])) {
+      lx_blanks(&L, &crossed); /* (nothing to skip at any other byte) */
+    }
     if (crossed) line_start = 1;
     int c = lx_cur(&L);
     if (c == -1) break;
