@@ -642,6 +642,8 @@ typedef struct scan {
    * into defs (+1; 0: empty), func_mask + 1 slots. */
   uint32_t *func_set;
   size_t func_mask;
+  uint64_t func_lens;             /* bit min(len, 63): some name has that length */
+  unsigned char func_first[256];  /* some name starts with that byte */
 } scan;
 
 static int cmp_str(const void *a, const void *b) {
@@ -1052,12 +1054,17 @@ static t4a_status build_func_set(scan *s) {
     size_t h = name_hash(m->name, m->name_len) & s->func_mask;
     while (s->func_set[h] != 0) h = (h + 1) & s->func_mask;
     s->func_set[h] = (uint32_t)(i + 1);
+    s->func_lens |= 1ULL << (m->name_len < 63 ? m->name_len : 63);
+    if (m->name_len > 0) s->func_first[(unsigned char)m->name[0]] = 1;
   }
   return T4A_OK;
 }
 
 static int is_func_macro(const scan *s, const char *name, size_t n) {
-  if (s->func_set == NULL || n >= 256) return 0;
+  if (s->func_set == NULL || n >= 256 || n == 0 || !s->func_first[(unsigned char)name[0]] ||
+      !((s->func_lens >> (n < 63 ? n : 63)) & 1)) {
+    return 0;
+  }
   for (size_t h = name_hash(name, n) & s->func_mask; s->func_set[h] != 0;
        h = (h + 1) & s->func_mask) {
     const struct mdef *m = &s->defs[s->func_set[h] - 1];
@@ -1210,8 +1217,7 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
       int wrapper = 0;
       if (s->pass == 2) {
         for (size_t w = 0; w < s->num_wrappers && !wrapper; w++) {
-          wrapper = id.len < sizeof id.text && id.text[0] == s->wrappers[w][0] &&
-                    strcmp(id.text, s->wrappers[w]) == 0;
+          wrapper = id.len < sizeof id.text && memcmp(id.text, s->wrappers[w], id.len + 1) == 0;
         }
         has_include = 0;
       }
