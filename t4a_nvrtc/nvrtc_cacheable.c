@@ -429,6 +429,22 @@ static const unsigned char k_cc[256] = {
 #undef CC_ROW_ID
 #undef CC_ROW_SK
 
+/* The newlines in p[0..n), eight bytes at a time: a byte b of w ^ "\n\n..." is zero exactly when
+ * the high bit of ((b & 0x7f) + 0x7f) | b is clear (no carry crosses a byte). */
+static size_t count_newlines(const char *p, size_t n) {
+  const uint64_t nl = 0x0a0a0a0a0a0a0a0aULL, lo7 = 0x7f7f7f7f7f7f7f7fULL;
+  size_t count = 0, i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    memcpy(&w, p + i, 8);
+    w ^= nl;
+    uint64_t t = ((w & lo7) + lo7) | w;
+    count += (size_t)__builtin_popcountll(~t & ~lo7);
+  }
+  for (; i < n; i++) count += p[i] == '\n';
+  return count;
+}
+
 /* Whether the raw newline at j (> from) ends a line: no splice (a backslash, or ??/ where the
  * dialect has trigraphs, right before it or before CR LF) within [from, j). */
 static int lx_logical_newline(const lexer *L, size_t from, size_t j) {
@@ -495,9 +511,7 @@ static void lx_blanks(lexer *L, int *crossed) {
         j = (size_t)(nl - L->s);
         if (lx_logical_newline(L, from, j)) *crossed = 1;
       }
-      size_t lines = 0;
-      for (size_t j = from; j < L->i; j++) lines += L->s[j] == '\n';
-      L->line = line + lines;
+      L->line = line + count_newlines(L->s + from, L->i - from);
     } else {
       return;
     }
