@@ -439,7 +439,7 @@ static size_t count_newlines(const char *p, size_t n) {
     memcpy(&w, p + i, 8);
     w ^= nl;
     uint64_t t = ((w & lo7) + lo7) | w;
-    count += (size_t)__builtin_popcountll(~t & ~lo7);
+    count += (size_t)((((~t & ~lo7) >> 7) * 0x0101010101010101ULL) >> 56); /* sum of 0/1 bytes */
   }
   for (; i < n; i++) count += p[i] == '\n';
   return count;
@@ -656,8 +656,7 @@ typedef struct scan {
    * into defs (+1; 0: empty), func_mask + 1 slots. */
   uint32_t *func_set;
   size_t func_mask;
-  uint64_t func_lens;             /* bit min(len, 63): some name has that length */
-  unsigned char func_first[256];  /* some name starts with that byte */
+  uint64_t func_sieve[64]; /* bit func_sieve_bit(name): some name may be that one */
 } scan;
 
 static int cmp_str(const void *a, const void *b) {
@@ -1052,6 +1051,14 @@ static size_t name_hash(const char *p, size_t n) { /* FNV-1a */
   return (size_t)(h ^ (h >> 29));
 }
 
+/* A name's bit in the sieve that rules most identifiers out before hashing: its length and its
+ * first and last two bytes. */
+static size_t func_sieve_bit(const char *p, size_t n) {
+  size_t h = n * 131u + (unsigned char)p[0] * 31u + (unsigned char)p[n - 1] * 7u +
+             (n > 1 ? (unsigned char)p[n - 2] * 3u + (unsigned char)p[1] : 0u);
+  return h & 4095u;
+}
+
 /* Builds the set of function-like macro names (those under 256 bytes) the second pass looks up. */
 static t4a_status build_func_set(scan *s) {
   size_t nf = 0;
@@ -1064,21 +1071,20 @@ static t4a_status build_func_set(scan *s) {
   s->func_mask = slots - 1;
   for (size_t i = 0; i < s->num_defs; i++) {
     const struct mdef *m = &s->defs[i];
-    if (!m->func || m->name_len >= 256) continue;
+    if (!m->func || m->name_len >= 256 || m->name_len == 0) continue; /* never looked up */
     size_t h = name_hash(m->name, m->name_len) & s->func_mask;
     while (s->func_set[h] != 0) h = (h + 1) & s->func_mask;
     s->func_set[h] = (uint32_t)(i + 1);
-    s->func_lens |= 1ULL << (m->name_len < 63 ? m->name_len : 63);
-    if (m->name_len > 0) s->func_first[(unsigned char)m->name[0]] = 1;
+    size_t b = func_sieve_bit(m->name, m->name_len);
+    s->func_sieve[b / 64] |= 1ULL << (b % 64);
   }
   return T4A_OK;
 }
 
 static int is_func_macro(const scan *s, const char *name, size_t n) {
-  if (s->func_set == NULL || n >= 256 || n == 0 || !s->func_first[(unsigned char)name[0]] ||
-      !((s->func_lens >> (n < 63 ? n : 63)) & 1)) {
-    return 0;
-  }
+  if (s->func_set == NULL || n >= 256 || n == 0) return 0;
+  size_t b = func_sieve_bit(name, n);
+  if (!((s->func_sieve[b / 64] >> (b % 64)) & 1)) return 0;
   for (size_t h = name_hash(name, n) & s->func_mask; s->func_set[h] != 0;
        h = (h + 1) & s->func_mask) {
     const struct mdef *m = &s->defs[s->func_set[h] - 1];
