@@ -656,7 +656,7 @@ typedef struct scan {
    * into defs (+1; 0: empty), func_mask + 1 slots. */
   uint32_t *func_set;
   size_t func_mask;
-  uint64_t func_sieve[64]; /* bit func_sieve_bit(name): some name may be that one */
+  uint64_t func_sieve[64]; /* bit func_sieve_bit(name): some macro or wrapper may be named so */
 } scan;
 
 static int cmp_str(const void *a, const void *b) {
@@ -1078,6 +1078,10 @@ static t4a_status build_func_set(scan *s) {
     size_t b = func_sieve_bit(m->name, m->name_len);
     s->func_sieve[b / 64] |= 1ULL << (b % 64);
   }
+  for (size_t w = 0; w < s->num_wrappers; w++) { /* for the fast lane of the second pass */
+    size_t b = func_sieve_bit(s->wrappers[w], strlen(s->wrappers[w]));
+    s->func_sieve[b / 64] |= 1ULL << (b % 64);
+  }
   return T4A_OK;
 }
 
@@ -1110,6 +1114,34 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
   size_t def_start = 0, def_end = 0;
   t4a_status st;
   for (;;) {
+    if (s->cur_root >= 0 && s->root_any_piece && !line_start && !in_define && after_defined == 0 &&
+        ifdef_operand == 0 && arg_depth == 0) {
+      /* The fast lane of a root file, between tokens that change nothing: blanks, punctuators
+       * but # % / . and quotes, and identifiers that end at a byte read as itself (no splice,
+       * no literal's prefix) and are not `defined`, nor could be __has_include or (second pass)
+       * a wrapper or a function-like macro. What stops it is lexed below as before. */
+      size_t i = L.i;
+      while (i < L.n) {
+        unsigned char b = (unsigned char)L.s[i], cc = k_cc[b];
+        if (cc & (CC_SKIP | CC_PAREN)) {
+          i++;
+          continue;
+        }
+        if (!(cc & CC_IDENT) || (b >= '0' && b <= '9')) break;
+        size_t j = i + 1;
+        while (j < L.n && (k_cc[(unsigned char)L.s[j]] & CC_IDENT)) j++;
+        if (j < L.n && (!lx_plain((unsigned char)L.s[j]) || L.s[j] == '"' || L.s[j] == '\'')) break;
+        size_t len = j - i;
+        if (len == 7 && memcmp(L.s + i, "defined", 7) == 0) break;
+        if (len >= 11 && memcmp(L.s + i, "__has_", 6) == 0) break;
+        if (s->pass == 2) {
+          size_t bit = func_sieve_bit(L.s + i, len);
+          if ((s->func_sieve[bit / 64] >> (bit % 64)) & 1) break;
+        }
+        i = j;
+      }
+      L.i = i;
+    }
     int crossed = 0;
     if (L.i >= L.n || is_blank((unsigned char)L.s[L.i]) || L.s[L.i] == '/' ||
         !lx_plain((unsigned char)L.s[L.i])) {
