@@ -620,6 +620,23 @@ static void test_computed_includes_are_refused(void **state) {
              "#define HAS2(x) __has_include(x)\n#define M2 <top.h>\n#if HAS2(M2)\n#endif\n");
   r = roots_request("#include \"a/wrapuse.h\"\n", roots, 1);
   expect_refused(cr, &r, T4A_INVALID_ARGUMENT, "a/wrapuse.h, line 3", "macro operand");
+  /* Between the tokens a root file's fast lane skips: an identifier split by a splice, a
+   * literal's prefix, `defined`, a wrapper used in code (second pass). */
+  static const char *const lanes[][2] = {
+      {"int a = b + c; int d = __has_incl\\\nude(\"/etc/hostname\");\n", "line 1: __has_include"},
+      {"int a = u8\"(\", b = R\"x( __has_include(\"a\") )x\";\nint c = __has_embed(</etc/x>);\n",
+       "line 2: __has_embed"},
+      {"int a = defined (__has_include) + defined __has_embed;\nint b = x.y + __has_include_next "
+       "(\"/etc/hostname\");\n",
+       "line 2: __has_include_next"},
+      {"#define HAS3(x) __has_include(x)\n#define M3 <top.h>\nint a = b, c = (HAS3(M3));\n",
+       "line 3: HAS3"},
+  };
+  for (size_t i = 0; i < sizeof lanes / sizeof *lanes; i++) {
+    write_file(g_root, "a/lane.h", lanes[i][0]);
+    r = roots_request("#include \"a/lane.h\"\n", roots, 1);
+    expect_refused(cr, &r, T4A_INVALID_ARGUMENT, "a/lane.h", lanes[i][1]);
+  }
   /* Pieces that ## in the roots could join into __has_include. */
   write_file(g_root, "a/paste.h",
              "#define CAT(a, b) a ## b\n#define P1 __has_\n#define P2 include\n");
