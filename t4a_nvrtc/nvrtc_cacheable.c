@@ -626,7 +626,7 @@ typedef struct scan {
   size_t queue_len, queue_cap;
   int cur_root; /* the root of the text being scanned, -1 for the request's own texts */
   int in_named_header; /* the text is one of the request's named headers */
-  const struct qitem *cur_item;
+  struct qitem cur_item; /* a copy: the queue moves as it grows */
   char (*wrappers)[32];
   size_t num_wrappers, wrappers_cap;
   int pass; /* 1: includes; 2: uses of the wrappers */
@@ -818,8 +818,8 @@ static t4a_status resolve_in_roots(scan *s, const char *name, size_t n, int quot
     if (ri == 0) { /* a root file's own directory */
       if (!quoted || s->cur_root < 0) continue;
       root = (size_t)s->cur_root;
-      lb = s->cur_item->file->path;
-      rb = s->cur_item->raw != NULL ? s->cur_item->raw : lb;
+      lb = s->cur_item.file->path;
+      rb = s->cur_item.raw != NULL ? s->cur_item.raw : lb;
       const char *ls = strrchr(lb, '/'), *rs = strrchr(rb, '/');
       lbn = ls != NULL ? (size_t)(ls - lb) : 0;
       rbn = rs != NULL ? (size_t)(rs - rb) : 0;
@@ -1726,7 +1726,7 @@ static void where_of(scan *s, const struct qitem *q) {
 static t4a_status scan_request_texts(scan *s) {
   const t4a_nvrtc_request *r = s->p->req;
   s->cur_root = -1;
-  s->cur_item = NULL;
+  memset(&s->cur_item, 0, sizeof s->cur_item);
   snprintf(s->where, sizeof s->where, "the source");
   t4a_status st = scan_text(s, r->source, s->p->source_bytes);
   for (size_t i = 0; st == T4A_OK && i < r->num_headers; i++) {
@@ -1801,7 +1801,7 @@ t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p) {
     for (; st == T4A_OK && scanned < s.queue_len; scanned++) {
       const struct qitem *q = &s.queue[scanned];
       s.cur_root = (int)q->root;
-      s.cur_item = q;
+      s.cur_item = *q;
       where_of(&s, q);
       st = scan_text(&s, q->file->text, q->file->text_bytes);
     }
@@ -1822,7 +1822,7 @@ t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p) {
       for (size_t i = 0; st == T4A_OK && i < scanned; i++) {
         const struct qitem *q = &s.queue[i];
         s.cur_root = (int)q->root;
-        s.cur_item = q;
+        s.cur_item = *q;
         where_of(&s, q);
         st = scan_text(&s, q->file->text, q->file->text_bytes);
       }

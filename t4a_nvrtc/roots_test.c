@@ -830,6 +830,28 @@ static void test_bad_roots_are_typed_errors(void **state) {
   t4a_nvrtc_cache_destroy(c);
 }
 
+/* One root file whose quoted includes outgrow the check's queue (64, then moved): each is still
+ * searched for beside the file that includes it (ASan saw the check read the moved queue). */
+static void test_many_includes_in_one_root_file(void **state) {
+  (void)state;
+  char all[4096] = "";
+  for (int i = 0; i < 70; i++) {
+    char rel[64], line[64];
+    snprintf(rel, sizeof rel, "fan/f%d.h", i);
+    write_file(g_root, rel, "#include \"leaf.h\"\n");
+    snprintf(line, sizeof line, "#include \"f%d.h\"\n", i);
+    strcat(all, line);
+  }
+  write_file(g_root, "fan/leaf.h", "#define LEAF 1\n");
+  write_file(g_root, "fan/all.h", all);
+  const char *roots[] = {g_root};
+  t4a_nvrtc_request r = roots_request("#include <fan/all.h>\n", roots, 1);
+  t4a_nvrtc_root_reach total;
+  assert_int_equal(t4a_nvrtc_includes_resolve(g_lib, &r, NULL, &total), T4A_OK);
+  assert_int_equal(total.files, 72); /* all.h, f0.h ... f69.h, leaf.h */
+  assert_int_equal(total.empty, 0);  /* each found beside its includer first */
+}
+
 /* A miss probes what the includes reach and nothing else: no tree walked, nothing beside a root
  * listed. A tree of unrelated files and a file added beside the root change neither the cost nor
  * the key. */
@@ -1146,6 +1168,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_added_and_removed_files_are_misses, each_setup,
                                       each_teardown),
       cmocka_unit_test_setup_teardown(test_touch_is_a_hit, each_setup, each_teardown),
+      cmocka_unit_test_setup_teardown(test_many_includes_in_one_root_file, each_setup,
+                                      each_teardown),
       cmocka_unit_test_setup_teardown(test_root_order_and_other_roots_are_misses, each_setup,
                                       each_teardown),
       cmocka_unit_test_setup_teardown(test_retargeted_toolkit_link_is_a_miss, each_setup,
