@@ -649,8 +649,10 @@ typedef struct scan {
   /* Token pasting in the roots: a piece of __has_include in a #define body or in the arguments
    * of a function-like macro (the only places ## can reach) with a ## anywhere is refused. */
   int root_any_piece;
-  char pieces[64][20]; /* distinct substrings of __has_include_next / __has_embed seen there */
-  char piece_at[64][120];
+  /* The distinct substrings of __has_include_next / __has_embed seen there and where (allocated
+   * at the first; room for all of them, so that none is dropped). */
+  char (*pieces)[20];
+  char (*piece_at)[120];
   size_t num_pieces;
   /* The function-like macros' names, for the second pass: an open-addressing set of indices
    * into defs (+1; 0: empty), func_mask + 1 slots. */
@@ -1008,14 +1010,24 @@ static int is_substring_piece(const ident *id) {
   return 0;
 }
 
-static void add_piece(scan *s, const ident *id, size_t line) {
+/* The proper substrings of __has_include_next and __has_embed but __has_include: 205. */
+#define MAX_PIECES 208
+
+static t4a_status add_piece(scan *s, const ident *id, size_t line) {
   for (size_t k = 0; k < s->num_pieces; k++) {
-    if (strcmp(s->pieces[k], id->text) == 0) return;
+    if (strcmp(s->pieces[k], id->text) == 0) return T4A_OK;
   }
-  if (s->num_pieces == sizeof s->pieces / sizeof s->pieces[0]) return; /* every substring fits */
+  if (s->pieces == NULL) {
+    char *block = t4a_host_malloc(MAX_PIECES * (sizeof *s->pieces + sizeof *s->piece_at));
+    if (block == NULL) return T4A_HOST_OUT_OF_MEMORY;
+    s->pieces = (char(*)[20])block;
+    s->piece_at = (char(*)[120])(block + MAX_PIECES * sizeof *s->pieces);
+  }
+  if (s->num_pieces == MAX_PIECES) return T4A_OK; /* not reached: every substring fits */
   memcpy(s->pieces[s->num_pieces], id->text, id->len + 1); /* id->len < 19 */
   snprintf(s->piece_at[s->num_pieces], sizeof s->piece_at[0], "%.90s, line %zu", s->where, line);
   s->num_pieces++;
+  return T4A_OK;
 }
 
 /* Whether the pieces seen can be joined into __has_include(_next) or __has_embed; *first: the
@@ -1358,7 +1370,7 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
           is_param |= strcmp(def_params[k].text, id.text) == 0;
         }
         if ((in_define && !is_param && s->pass == 1) || (arg_depth > 0 && s->pass == 2)) {
-          add_piece(s, &id, line); /* where ## can reach it */
+          if ((st = add_piece(s, &id, line)) != T4A_OK) return st; /* where ## can reach it */
         }
       }
       if (s->pass == 2 && s->cur_root >= 0 && is_func_macro(s, id_raw, id_raw_len)) {
@@ -1840,6 +1852,7 @@ t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p) {
                 "there, could paste __has_include together, whose operand the key cannot see%s",
                 s.piece_at[first], s.pieces[first], k_root_advice);
   }
+  free(s.pieces); /* one block with piece_at */
   if (st == T4A_OK && s.pasted && s.has_piece) {
     st = REFUSE(
         "%s: \"%s\" and a ## elsewhere could paste __has_include together, whose operand "

@@ -642,6 +642,35 @@ static void test_computed_includes_are_refused(void **state) {
              "#define CAT(a, b) a ## b\n#define P1 __has_\n#define P2 include\n");
   r = roots_request("#include \"a/paste.h\"\n", roots, 1);
   expect_refused(cr, &r, T4A_INVALID_ARGUMENT, "a/paste.h, line 2", "paste __has_include");
+  /* ...however many other pieces come first: 70 distinct ones that start no join (none is a
+   * prefix of __has_include_next or __has_embed), then the two that join. */
+  {
+    static const char *const targets[] = {"__has_include_next", "__has_embed", "__has_include"};
+    char text[4096] = "#define CAT(a, b) a ## b\n#define JUNK", seen[80][20];
+    size_t num = 0;
+    for (size_t t = 0; t < 2; t++) {
+      size_t tl = strlen(targets[t]);
+      for (size_t i = 1; i < tl && num < 70; i++) {
+        for (size_t len = 1; i + len <= tl && len < tl && num < 70; len++) {
+          char piece[20];
+          memcpy(piece, targets[t] + i, len);
+          piece[len] = '\0';
+          int skip = 0;
+          for (size_t k = 0; k < 3; k++) skip |= strncmp(targets[k], piece, len) == 0;
+          for (size_t k = 0; k < num; k++) skip |= strcmp(seen[k], piece) == 0;
+          if (skip) continue;
+          memcpy(seen[num++], piece, len + 1);
+          strcat(text, " ");
+          strcat(text, piece);
+        }
+      }
+    }
+    assert_int_equal(num, 70);
+    strcat(text, "\n#define P1 __has_\n#define P2 include\n");
+    write_file(g_root, "a/pieces.h", text);
+    r = roots_request("#include \"a/pieces.h\"\n", roots, 1);
+    expect_refused(cr, &r, T4A_INVALID_ARGUMENT, "a/pieces.h, line 3", "paste __has_include");
+  }
   /* A named header's "quoted" include of a file: NVRTC looks in the working directory first. */
   t4a_nvrtc_header h = {"mine.h", "#include \"top.h\"\n", 0, 0};
   r = roots_request("#include \"mine.h\"\n", roots, 1);
