@@ -98,6 +98,15 @@ static void test_accepted(void **state) {
       {"#include \"a.h\"\n", NULL, "#include \"dir/b.h\"\n", NULL},
       {"int x;\n", "-DHI=__has_include(\"a.h\")", NULL, NULL},
       {"int x;\n", "-DX=1", NULL, NULL},
+      /* What the lexer's raw-byte runs must read as the front end does: a block comment's
+       * newline behind a splice does not end the line; a line comment runs on over a splice. */
+      {"int a; /* x \\\n*/ #include \"/abs\"\n", NULL, NULL, NULL},
+      {"int a; /* x \\\r\n*/ #include \"/abs\"\n", NULL, NULL, NULL},
+      {"int a; /* x ?\?/\n*/ #include \"/abs\"\n", "-std=c++14", NULL, NULL},
+      {"// x \\\r\n#include \"/abs\"\n", NULL, NULL, NULL},
+      {"// x \\\n\\\n#include \"/abs\"\n", NULL, NULL, NULL},
+      {"/* *\\\n *\\\n / __has_include(\"/x\") */ int a;\n", NULL, NULL, NULL},
+      {"const char *s = \"a\\\"b __has_include(\\\"/x\\\")\\\\\"; int a;\n", NULL, NULL, NULL},
   };
   run_cases(cases, sizeof cases / sizeof cases[0]);
 }
@@ -143,6 +152,21 @@ static void test_refused(void **state) {
        "\"__has_\" and a ## elsewhere could paste"},
       {"#define CAT(a, b) a %:%: b\nint _;\n", NULL, NULL, "\"_\" and a ##"},
       {"int __has_include_;\n", NULL, "#define P(a, b) a ## b\n", "\"__has_include_\" and a ##"},
+      /* ...and where they must stop: a comment closed across a splice, a line comment's
+       * backslash that is not a splice, an identifier or a string split by a splice, the lines
+       * counted through comments. */
+      {"/* a *\\\n/ #include \"/abs\"\n", NULL, NULL, "line 2: #include \"/abs\""},
+      {"/* a **/ #include \"/abs\"\n", NULL, NULL, "line 1: #include \"/abs\""},
+      {"/* *\\\n*\\\n/ __has_include(\"/x\") */\n", NULL, NULL, "line 3: __has_include \"/x\""},
+      {"// x \\ \n#include \"/abs\"\n", NULL, NULL, "line 2: #include \"/abs\""},
+      {"int a; /* x\r\n*/ #include \"/abs\"\n", NULL, NULL, "line 2: #include \"/abs\""},
+      {"int a; /* x ?\?/\n*/ #include \"/abs\"\n", NULL, NULL, "line 2: #include \"/abs\""},
+      {"/* one\ntwo\nthree *** */\n// four \\\nfive\nint x = __has_incl\\\nude(\"/abs\");\n", NULL,
+       NULL, "line 6: __has_include \"/abs\" is an absolute"},
+      {"const char *s = \"x\\\\\"; int y = __has_include(\"/abs\");\n", NULL, NULL,
+       "line 1: __has_include \"/abs\""},
+      {"const char *s = \"x\\\ny\"; int y = __has_include(\"/abs\");\n", NULL, NULL,
+       "line 2: __has_include \"/abs\""},
   };
   run_cases(cases, sizeof cases / sizeof cases[0]);
 }

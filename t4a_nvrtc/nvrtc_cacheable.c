@@ -334,13 +334,10 @@ static void lx_splices(lexer *L) {
   }
 }
 
-/* The character at the current position, or -1 at the end; *width: its raw bytes. */
-static int lx_peek(lexer *L, size_t *width) {
+/* The character at the current position, or -1 at the end; *width: its raw bytes. The slow
+ * path of lx_peek: a splice, a trigraph or the end. */
+static int lx_peek_slow(lexer *L, size_t *width) {
   static const char from[] = "=/'()!<>-", to[] = "#\\^[]|{}~";
-  if (L->i < L->n && L->s[L->i] != '\\' && L->s[L->i] != '?') { /* no splice, no trigraph */
-    *width = 1;
-    return (unsigned char)L->s[L->i];
-  }
   lx_splices(L);
   if (L->i >= L->n) {
     *width = 0;
@@ -359,12 +356,24 @@ static int lx_peek(lexer *L, size_t *width) {
   return c;
 }
 
-static int lx_cur(lexer *L) {
+/* A byte that reads as itself, one character wide: neither a backslash (a splice could start
+ * there) nor a question mark (a trigraph could). */
+static inline int lx_plain(unsigned char c) { return c != '\\' && c != '?'; }
+
+static inline int lx_peek(lexer *L, size_t *width) {
+  if (L->i < L->n && lx_plain((unsigned char)L->s[L->i])) {
+    *width = 1;
+    return (unsigned char)L->s[L->i];
+  }
+  return lx_peek_slow(L, width);
+}
+
+static inline int lx_cur(lexer *L) {
   size_t w;
   return lx_peek(L, &w);
 }
 
-static int lx_get(lexer *L) {
+static inline int lx_get(lexer *L) {
   size_t w;
   int c = lx_peek(L, &w);
   L->i += w;
@@ -372,7 +381,7 @@ static int lx_get(lexer *L) {
   return c;
 }
 
-static int lx_next(lexer *L) { /* the character after the current one */
+static int lx_next_slow(lexer *L) {
   lexer save = *L;
   lx_get(L);
   int c = lx_cur(L);
@@ -380,9 +389,76 @@ static int lx_next(lexer *L) { /* the character after the current one */
   return c;
 }
 
+static inline int lx_next(lexer *L) { /* the character after the current one */
+  if (L->i + 1 < L->n && lx_plain((unsigned char)L->s[L->i]) &&
+      lx_plain((unsigned char)L->s[L->i + 1])) {
+    return (unsigned char)L->s[L->i + 1];
+  }
+  return lx_next_slow(L);
+}
+
 static int is_blank(int c) { return c == ' ' || c == '\t' || c == '\f' || c == '\v' || c == '\r'; }
 
-static int is_ident(int c) {
+/* Byte classes for the raw-byte fast paths. CC_IDENT: is_ident. CC_SKIP: a byte that, read as
+ * itself where scan_text expects a token, is a blank or a punctuator that only ends what came
+ * before (every byte but identifier characters, digits, newline, \\ and ?, # and %, quotes, /, .
+ * and the parentheses). CC_PAREN: ( and ), which matter only inside a wrapper's arguments and
+ * after `defined`. */
+enum { CC_IDENT = 1, CC_SKIP = 2, CC_PAREN = 4 };
+#define CC_ROW_ID CC_IDENT, CC_IDENT, CC_IDENT, CC_IDENT, CC_IDENT, CC_IDENT, CC_IDENT, CC_IDENT
+#define CC_ROW_SK CC_SKIP, CC_SKIP, CC_SKIP, CC_SKIP, CC_SKIP, CC_SKIP, CC_SKIP, CC_SKIP
+static const unsigned char k_cc[256] = {
+    /* 0x00 */ CC_ROW_SK, CC_SKIP, CC_SKIP, 0 /* \n */, CC_SKIP, CC_SKIP, CC_SKIP, CC_SKIP, CC_SKIP,
+    /* 0x10 */ CC_ROW_SK, CC_ROW_SK,
+    /* 0x20  !"#$%&' */ CC_SKIP, CC_SKIP, 0, 0, CC_IDENT, 0, CC_SKIP, 0,
+    /* ()*+,-./ */ CC_PAREN, CC_PAREN, CC_SKIP, CC_SKIP, CC_SKIP, CC_SKIP, 0, 0,
+    /* 0-7 */ CC_ROW_ID,
+    /* 89:;<=>? */ CC_IDENT, CC_IDENT, CC_SKIP, CC_SKIP, CC_SKIP, CC_SKIP, CC_SKIP, 0,
+    /* @A-G */ CC_SKIP, CC_IDENT, CC_IDENT, CC_IDENT, CC_IDENT, CC_IDENT, CC_IDENT, CC_IDENT,
+    /* H-O */ CC_ROW_ID,
+    /* P-W */ CC_ROW_ID,
+    /* XYZ[\]^_ */ CC_IDENT, CC_IDENT, CC_IDENT, CC_SKIP, 0, CC_SKIP, CC_SKIP, CC_IDENT,
+    /* `a-g */ CC_SKIP, CC_IDENT, CC_IDENT, CC_IDENT, CC_IDENT, CC_IDENT, CC_IDENT, CC_IDENT,
+    /* h-o */ CC_ROW_ID,
+    /* p-w */ CC_ROW_ID,
+    /* xyz{|}~DEL */ CC_IDENT, CC_IDENT, CC_IDENT, CC_SKIP, CC_SKIP, CC_SKIP, CC_SKIP, CC_SKIP,
+    /* 0x80-0xff */ CC_ROW_ID, CC_ROW_ID, CC_ROW_ID, CC_ROW_ID, CC_ROW_ID, CC_ROW_ID, CC_ROW_ID,
+    CC_ROW_ID, CC_ROW_ID, CC_ROW_ID, CC_ROW_ID, CC_ROW_ID, CC_ROW_ID, CC_ROW_ID, CC_ROW_ID,
+    CC_ROW_ID,
+};
+#undef CC_ROW_ID
+#undef CC_ROW_SK
+
+/* The newlines in p[0..n), eight bytes at a time: a byte b of w ^ "\n\n..." is zero exactly when
+ * the high bit of ((b & 0x7f) + 0x7f) | b is clear (no carry crosses a byte). */
+static size_t count_newlines(const char *p, size_t n) {
+  const uint64_t nl = 0x0a0a0a0a0a0a0a0aULL, lo7 = 0x7f7f7f7f7f7f7f7fULL;
+  size_t count = 0, i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    memcpy(&w, p + i, 8);
+    w ^= nl;
+    uint64_t t = ((w & lo7) + lo7) | w;
+    count += (size_t)((((~t & ~lo7) >> 7) * 0x0101010101010101ULL) >> 56); /* sum of 0/1 bytes */
+  }
+  for (; i < n; i++) count += p[i] == '\n';
+  return count;
+}
+
+/* Whether the raw newline at j (> from) ends a line: no splice (a backslash, or ??/ where the
+ * dialect has trigraphs, right before it or before CR LF) within [from, j). */
+static int lx_logical_newline(const lexer *L, size_t from, size_t j) {
+  size_t k = j;
+  if (k > from && L->s[k - 1] == '\r') k--;
+  if (k > from && L->s[k - 1] == '\\') return 0;
+  if (L->trigraphs && k >= from + 3 && L->s[k - 1] == '/' && L->s[k - 2] == '?' &&
+      L->s[k - 3] == '?') {
+    return 0;
+  }
+  return 1;
+}
+
+static inline int is_ident(int c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
          c == '$' || c >= 0x80;
 }
@@ -390,23 +466,52 @@ static int is_ident(int c) {
 /* Skips blanks and comments on this line (a block comment may span lines: *crossed says so). */
 static void lx_blanks(lexer *L, int *crossed) {
   for (;;) {
+    while (L->i < L->n && is_blank((unsigned char)L->s[L->i])) L->i++; /* raw blanks */
     int c = lx_cur(L);
     if (is_blank(c)) {
       lx_get(L);
     } else if (c == '/' && lx_next(L) == '/') {
-      while ((c = lx_cur(L)) != -1 && c != '\n') lx_get(L);
+      /* To the first newline that no splice hides (the splices' newlines count as lines). */
+      size_t from = L->i, j = L->i;
+      for (;;) {
+        const char *nl = memchr(L->s + j, '\n', L->n - j);
+        if (nl == NULL) {
+          L->i = L->n;
+          break;
+        }
+        j = (size_t)(nl - L->s);
+        if (lx_logical_newline(L, from, j)) {
+          L->i = j;
+          break;
+        }
+        L->line++;
+        j++;
+      }
     } else if (c == '/' && lx_next(L) == '*') {
       lx_get(L);
       lx_get(L);
+      /* To each '*' (no trigraph spells one), then the next character read as the front end
+       * reads it. Lines are counted after: the line is 1 + the newlines before the position. */
+      size_t from = L->i, line = L->line;
       for (;;) {
-        c = lx_get(L);
-        if (c == -1) break;
-        if (c == '\n' && crossed != NULL) *crossed = 1;
-        if (c == '*' && lx_cur(L) == '/') {
+        const char *star = memchr(L->s + L->i, '*', L->n - L->i);
+        if (star == NULL) {
+          L->i = L->n;
+          break;
+        }
+        L->i = (size_t)(star - L->s) + 1;
+        if (lx_cur(L) == '/') {
           lx_get(L);
           break;
         }
       }
+      for (size_t j = from; crossed != NULL && !*crossed && j < L->i; j++) {
+        const char *nl = memchr(L->s + j, '\n', L->i - j);
+        if (nl == NULL) break;
+        j = (size_t)(nl - L->s);
+        if (lx_logical_newline(L, from, j)) *crossed = 1;
+      }
+      L->line = line + count_newlines(L->s + from, L->i - from);
     } else {
       return;
     }
@@ -420,8 +525,16 @@ typedef struct ident {
 } ident;
 
 static void lx_ident(lexer *L, ident *id) {
-  id->len = 0;
+  size_t start = L->i, j = L->i;
+  while (j < L->n && (k_cc[(unsigned char)L->s[j]] & CC_IDENT)) j++; /* raw characters */
+  id->len = j - start;
+  memcpy(id->text, L->s + start, id->len < sizeof id->text - 1 ? id->len : sizeof id->text - 1);
+  L->i = j;
   for (;;) {
+    if (L->i < L->n && lx_plain((unsigned char)L->s[L->i]) &&
+        !(k_cc[(unsigned char)L->s[L->i]] & CC_IDENT)) {
+      break; /* the common end: a byte that reads as itself and ends it */
+    }
     int c = lx_cur(L);
     if (c == '\\' && (lx_next(L) == 'u' || lx_next(L) == 'U')) { /* a UCN: \uXXXX */
       lx_get(L);
@@ -437,14 +550,19 @@ static void lx_ident(lexer *L, ident *id) {
   id->text[id->len < sizeof id->text - 1 ? id->len : sizeof id->text - 1] = '\0';
 }
 
-static int ident_is(const ident *id, const char *word) {
-  return id->len < sizeof id->text && strcmp(id->text, word) == 0;
+static inline int ident_is(const ident *id, const char *word) { /* word: under 32 bytes */
+  size_t n = strlen(word);
+  return id->len == n && memcmp(id->text, word, n) == 0;
 }
 
 /* Skips a string or character literal whose opening quote was read. It ends at its closing quote
  * or, unterminated, before the end of the line (as in the front end). */
 static void lx_quoted(lexer *L, int quote) {
   for (;;) {
+    while (L->i < L->n && L->s[L->i] != quote && L->s[L->i] != '\n' &&
+           lx_plain((unsigned char)L->s[L->i])) {
+      L->i++; /* raw characters that neither end it nor escape */
+    }
     int c = lx_cur(L);
     if (c == -1 || c == '\n') return;
     lx_get(L);
@@ -508,7 +626,7 @@ typedef struct scan {
   size_t queue_len, queue_cap;
   int cur_root; /* the root of the text being scanned, -1 for the request's own texts */
   int in_named_header; /* the text is one of the request's named headers */
-  const struct qitem *cur_item;
+  struct qitem cur_item; /* a copy: the queue moves as it grows */
   char (*wrappers)[32];
   size_t num_wrappers, wrappers_cap;
   int pass; /* 1: includes; 2: uses of the wrappers */
@@ -531,12 +649,16 @@ typedef struct scan {
   /* Token pasting in the roots: a piece of __has_include in a #define body or in the arguments
    * of a function-like macro (the only places ## can reach) with a ## anywhere is refused. */
   int root_any_piece;
-  char pieces[64][20]; /* distinct substrings of __has_include_next / __has_embed seen there */
-  char piece_at[64][120];
+  /* The distinct substrings of __has_include_next / __has_embed seen there and where (allocated
+   * at the first; room for all of them, so that none is dropped). */
+  char (*pieces)[20];
+  char (*piece_at)[120];
   size_t num_pieces;
-  const char **func_names; /* sorted, for the second pass */
-  size_t num_func_names;
-  char *func_name_block;
+  /* The function-like macros' names, for the second pass: an open-addressing set of indices
+   * into defs (+1; 0: empty), func_mask + 1 slots. */
+  uint32_t *func_set;
+  size_t func_mask;
+  uint64_t func_sieve[64]; /* bit func_sieve_bit(name): some macro or wrapper may be named so */
 } scan;
 
 static int cmp_str(const void *a, const void *b) {
@@ -698,8 +820,8 @@ static t4a_status resolve_in_roots(scan *s, const char *name, size_t n, int quot
     if (ri == 0) { /* a root file's own directory */
       if (!quoted || s->cur_root < 0) continue;
       root = (size_t)s->cur_root;
-      lb = s->cur_item->file->path;
-      rb = s->cur_item->raw != NULL ? s->cur_item->raw : lb;
+      lb = s->cur_item.file->path;
+      rb = s->cur_item.raw != NULL ? s->cur_item.raw : lb;
       const char *ls = strrchr(lb, '/'), *rs = strrchr(rb, '/');
       lbn = ls != NULL ? (size_t)(ls - lb) : 0;
       rbn = rs != NULL ? (size_t)(rs - rb) : 0;
@@ -878,7 +1000,8 @@ static const char *const k_targets[] = {"__has_include_next", "__has_include", "
 static int is_substring_piece(const ident *id) {
   if (id->len == 0 || id->len >= 19) return 0;
   for (size_t i = 0; i < id->len; i++) { /* the letters of the targets only */
-    if (strchr("_hasincludextmb", id->text[i]) == NULL) return 0;
+    char c = id->text[i];
+    if (c != '_' && (c < 'a' || c > 'x' || !((0x9c399fU >> (c - 'a')) & 1))) return 0;
   }
   if (ident_is(id, "__has_include")) return 0;
   for (size_t t = 0; t < 3; t += 2) {
@@ -887,14 +1010,24 @@ static int is_substring_piece(const ident *id) {
   return 0;
 }
 
-static void add_piece(scan *s, const ident *id, size_t line) {
+/* The proper substrings of __has_include_next and __has_embed but __has_include: 205. */
+#define MAX_PIECES 208
+
+static t4a_status add_piece(scan *s, const ident *id, size_t line) {
   for (size_t k = 0; k < s->num_pieces; k++) {
-    if (strcmp(s->pieces[k], id->text) == 0) return;
+    if (strcmp(s->pieces[k], id->text) == 0) return T4A_OK;
   }
-  if (s->num_pieces == sizeof s->pieces / sizeof s->pieces[0]) return; /* every substring fits */
+  if (s->pieces == NULL) {
+    char *block = t4a_host_malloc(MAX_PIECES * (sizeof *s->pieces + sizeof *s->piece_at));
+    if (block == NULL) return T4A_HOST_OUT_OF_MEMORY;
+    s->pieces = (char(*)[20])block;
+    s->piece_at = (char(*)[120])(block + MAX_PIECES * sizeof *s->pieces);
+  }
+  if (s->num_pieces == MAX_PIECES) return T4A_OK; /* not reached: every substring fits */
   memcpy(s->pieces[s->num_pieces], id->text, id->len + 1); /* id->len < 19 */
   snprintf(s->piece_at[s->num_pieces], sizeof s->piece_at[0], "%.90s, line %zu", s->where, line);
   s->num_pieces++;
+  return T4A_OK;
 }
 
 /* Whether the pieces seen can be joined into __has_include(_next) or __has_embed; *first: the
@@ -924,17 +1057,56 @@ static int pieces_join(const scan *s, size_t *first) {
   return 0;
 }
 
-static int cmp_cstr_p(const void *a, const void *b) {
-  return strcmp(*(const char *const *)a, *(const char *const *)b);
+static size_t name_hash(const char *p, size_t n) { /* FNV-1a */
+  uint64_t h = 14695981039346656037ULL;
+  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)p[i]) * 1099511628211ULL;
+  return (size_t)(h ^ (h >> 29));
+}
+
+/* A name's bit in the sieve that rules most identifiers out before hashing: its length and its
+ * first and last two bytes. */
+static size_t func_sieve_bit(const char *p, size_t n) {
+  size_t h = n * 131u + (unsigned char)p[0] * 31u + (unsigned char)p[n - 1] * 7u +
+             (n > 1 ? (unsigned char)p[n - 2] * 3u + (unsigned char)p[1] : 0u);
+  return h & 4095u;
+}
+
+/* Builds the set of function-like macro names (those under 256 bytes) the second pass looks up. */
+static t4a_status build_func_set(scan *s) {
+  size_t nf = 0;
+  for (size_t i = 0; i < s->num_defs; i++) nf += s->defs[i].func;
+  size_t slots = 16;
+  while (slots < 2 * nf) slots *= 2;
+  s->func_set = t4a_host_malloc(slots * sizeof *s->func_set);
+  if (s->func_set == NULL) return T4A_HOST_OUT_OF_MEMORY;
+  memset(s->func_set, 0, slots * sizeof *s->func_set);
+  s->func_mask = slots - 1;
+  for (size_t i = 0; i < s->num_defs; i++) {
+    const struct mdef *m = &s->defs[i];
+    if (!m->func || m->name_len >= 256 || m->name_len == 0) continue; /* never looked up */
+    size_t h = name_hash(m->name, m->name_len) & s->func_mask;
+    while (s->func_set[h] != 0) h = (h + 1) & s->func_mask;
+    s->func_set[h] = (uint32_t)(i + 1);
+    size_t b = func_sieve_bit(m->name, m->name_len);
+    s->func_sieve[b / 64] |= 1ULL << (b % 64);
+  }
+  for (size_t w = 0; w < s->num_wrappers; w++) { /* for the fast lane of the second pass */
+    size_t b = func_sieve_bit(s->wrappers[w], strlen(s->wrappers[w]));
+    s->func_sieve[b / 64] |= 1ULL << (b % 64);
+  }
+  return T4A_OK;
 }
 
 static int is_func_macro(const scan *s, const char *name, size_t n) {
-  char key[256];
-  if (s->num_func_names == 0 || n >= sizeof key) return 0;
-  memcpy(key, name, n);
-  key[n] = '\0';
-  const char *k = key;
-  return bsearch(&k, s->func_names, s->num_func_names, sizeof *s->func_names, cmp_cstr_p) != NULL;
+  if (s->func_set == NULL || n >= 256 || n == 0) return 0;
+  size_t b = func_sieve_bit(name, n);
+  if (!((s->func_sieve[b / 64] >> (b % 64)) & 1)) return 0;
+  for (size_t h = name_hash(name, n) & s->func_mask; s->func_set[h] != 0;
+       h = (h + 1) & s->func_mask) {
+    const struct mdef *m = &s->defs[s->func_set[h] - 1];
+    if (m->name_len == n && memcmp(m->name, name, n) == 0) return 1;
+  }
+  return 0;
 }
 
 /* Lexes one text and checks its includes. */
@@ -954,8 +1126,39 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
   size_t def_start = 0, def_end = 0;
   t4a_status st;
   for (;;) {
+    if (s->cur_root >= 0 && s->root_any_piece && !line_start && !in_define && after_defined == 0 &&
+        ifdef_operand == 0 && arg_depth == 0) {
+      /* The fast lane of a root file, between tokens that change nothing: blanks, punctuators
+       * but # % / . and quotes, and identifiers that end at a byte read as itself (no splice,
+       * no literal's prefix) and are not `defined`, nor could be __has_include or (second pass)
+       * a wrapper or a function-like macro. What stops it is lexed below as before. */
+      size_t i = L.i;
+      while (i < L.n) {
+        unsigned char b = (unsigned char)L.s[i], cc = k_cc[b];
+        if (cc & (CC_SKIP | CC_PAREN)) {
+          i++;
+          continue;
+        }
+        if (!(cc & CC_IDENT) || (b >= '0' && b <= '9')) break;
+        size_t j = i + 1;
+        while (j < L.n && (k_cc[(unsigned char)L.s[j]] & CC_IDENT)) j++;
+        if (j < L.n && (!lx_plain((unsigned char)L.s[j]) || L.s[j] == '"' || L.s[j] == '\'')) break;
+        size_t len = j - i;
+        if (len == 7 && memcmp(L.s + i, "defined", 7) == 0) break;
+        if (len >= 11 && memcmp(L.s + i, "__has_", 6) == 0) break;
+        if (s->pass == 2) {
+          size_t bit = func_sieve_bit(L.s + i, len);
+          if ((s->func_sieve[bit / 64] >> (bit % 64)) & 1) break;
+        }
+        i = j;
+      }
+      L.i = i;
+    }
     int crossed = 0;
-    lx_blanks(&L, &crossed);
+    if (L.i >= L.n || is_blank((unsigned char)L.s[L.i]) || L.s[L.i] == '/' ||
+        !lx_plain((unsigned char)L.s[L.i])) {
+      lx_blanks(&L, &crossed); /* (nothing to skip at any other byte) */
+    }
     if (crossed) line_start = 1;
     int c = lx_cur(&L);
     if (c == -1) break;
@@ -1053,10 +1256,13 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
       const char *id_raw = L.s + id_start;
       size_t id_raw_len = L.i - id_start;
       int q = lx_cur(&L);
-      int prefix =
-          ident_is(&id, "u8") || ident_is(&id, "u") || ident_is(&id, "U") || ident_is(&id, "L");
-      int raw_prefix = ident_is(&id, "R") || ident_is(&id, "u8R") || ident_is(&id, "uR") ||
-                       ident_is(&id, "UR") || ident_is(&id, "LR");
+      int prefix = 0, raw_prefix = 0;
+      if (id.len <= 3 && (q == '"' || q == '\'')) {
+        prefix =
+            ident_is(&id, "u8") || ident_is(&id, "u") || ident_is(&id, "U") || ident_is(&id, "L");
+        raw_prefix = ident_is(&id, "R") || ident_is(&id, "u8R") || ident_is(&id, "uR") ||
+                     ident_is(&id, "UR") || ident_is(&id, "LR");
+      }
       if (q == '"' && raw_prefix && s->d.raw_strings) {
         lx_get(&L);
         lx_raw(&L);
@@ -1069,12 +1275,13 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
         after_defined = ifdef_operand = 0;
         continue;
       }
-      int has_include = ident_is(&id, "__has_include") || ident_is(&id, "__has_include_next") ||
-                        ident_is(&id, "__has_embed");
+      int has_include = id.len >= 11 && id.text[0] == '_' &&
+                        (ident_is(&id, "__has_include") || ident_is(&id, "__has_include_next") ||
+                         ident_is(&id, "__has_embed"));
       int wrapper = 0;
       if (s->pass == 2) {
         for (size_t w = 0; w < s->num_wrappers && !wrapper; w++) {
-          wrapper = id.len < sizeof id.text && strcmp(id.text, s->wrappers[w]) == 0;
+          wrapper = id.len < sizeof id.text && memcmp(id.text, s->wrappers[w], id.len + 1) == 0;
         }
         has_include = 0;
       }
@@ -1153,14 +1360,17 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
         }
         lx_get(&L);
       }
-      if (s->cur_root >= 0 && is_substring_piece(&id)) {
+      /* Once a root file has shown a piece, only pieces where ## can reach them matter. */
+      if (s->cur_root >= 0 &&
+          (!s->root_any_piece || (in_define && s->pass == 1) || (arg_depth > 0 && s->pass == 2)) &&
+          is_substring_piece(&id)) {
         s->root_any_piece = 1;
         int is_param = 0;
         for (size_t k = 0; in_define && k < num_params; k++) {
           is_param |= strcmp(def_params[k].text, id.text) == 0;
         }
         if ((in_define && !is_param && s->pass == 1) || (arg_depth > 0 && s->pass == 2)) {
-          add_piece(s, &id, line); /* where ## can reach it */
+          if ((st = add_piece(s, &id, line)) != T4A_OK) return st; /* where ## can reach it */
         }
       }
       if (s->pass == 2 && s->cur_root >= 0 && is_func_macro(s, id_raw, id_raw_len)) {
@@ -1177,7 +1387,7 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
         snprintf(s->piece, sizeof s->piece, "%s", id.text);
         snprintf(s->piece_where, sizeof s->piece_where, "%s, line %zu", s->where, line);
       }
-      after_defined = ident_is(&id, "defined") ? 1 : 0;
+      after_defined = id.len == 7 && ident_is(&id, "defined") ? 1 : 0;
       ifdef_operand = 0;
       continue;
     }
@@ -1213,6 +1423,10 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
       continue;
     }
     after_defined = ifdef_operand = 0;
+    /* A run of blanks and punctuators after this one changes nothing more (outside a wrapper's
+     * arguments, parentheses too): skipped as raw bytes. */
+    unsigned char skip = arg_depth > 0 ? CC_SKIP : CC_SKIP | CC_PAREN;
+    while (L.i < L.n && (k_cc[(unsigned char)L.s[L.i]] & skip)) L.i++;
   }
   return T4A_OK;
 }
@@ -1524,7 +1738,7 @@ static void where_of(scan *s, const struct qitem *q) {
 static t4a_status scan_request_texts(scan *s) {
   const t4a_nvrtc_request *r = s->p->req;
   s->cur_root = -1;
-  s->cur_item = NULL;
+  memset(&s->cur_item, 0, sizeof s->cur_item);
   snprintf(s->where, sizeof s->where, "the source");
   t4a_status st = scan_text(s, r->source, s->p->source_bytes);
   for (size_t i = 0; st == T4A_OK && i < r->num_headers; i++) {
@@ -1599,7 +1813,7 @@ t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p) {
     for (; st == T4A_OK && scanned < s.queue_len; scanned++) {
       const struct qitem *q = &s.queue[scanned];
       s.cur_root = (int)q->root;
-      s.cur_item = q;
+      s.cur_item = *q;
       where_of(&s, q);
       st = scan_text(&s, q->file->text, q->file->text_bytes);
     }
@@ -1611,25 +1825,8 @@ t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p) {
       if (st == T4A_OK && s.queue_len > before) goto again;
     }
     if (st == T4A_OK && (s.num_wrappers > 0 || (s.pasted && s.root_any_piece))) {
-      /* The second pass needs the function-like macros' names, sorted. */
-      size_t nf = 0;
-      for (size_t i = 0; i < s.num_defs; i++) nf += s.defs[i].func;
-      s.func_names = t4a_host_malloc((nf + 1) * sizeof *s.func_names);
-      char *names = s.func_names != NULL ? t4a_host_malloc(nf * 256 + 1) : NULL;
-      if (names == NULL) {
-        st = T4A_HOST_OUT_OF_MEMORY;
-      } else {
-        for (size_t i = 0; i < s.num_defs; i++) {
-          const struct mdef *m = &s.defs[i];
-          if (!m->func || m->name_len >= 256) continue;
-          char *d = names + 256 * s.num_func_names;
-          memcpy(d, m->name, m->name_len);
-          d[m->name_len] = '\0';
-          s.func_names[s.num_func_names++] = d;
-        }
-        qsort(s.func_names, s.num_func_names, sizeof *s.func_names, cmp_cstr_p);
-        s.func_name_block = names;
-      }
+      /* The second pass looks up the function-like macros' names. */
+      st = build_func_set(&s);
     }
     if (st == T4A_OK && (s.num_wrappers > 0 || (s.pasted && s.root_any_piece))) {
       s.pass = 2;
@@ -1637,7 +1834,7 @@ t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p) {
       for (size_t i = 0; st == T4A_OK && i < scanned; i++) {
         const struct qitem *q = &s.queue[i];
         s.cur_root = (int)q->root;
-        s.cur_item = q;
+        s.cur_item = *q;
         where_of(&s, q);
         st = scan_text(&s, q->file->text, q->file->text_bytes);
       }
@@ -1648,14 +1845,14 @@ t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p) {
   free(s.wrappers);
   free(s.defs);
   free(s.pend);
-  free(s.func_names);
-  free(s.func_name_block);
+  free(s.func_set);
   size_t first = 0;
   if (st == T4A_OK && s.pasted && pieces_join(&s, &first)) {
     st = REFUSE("%s: \"%s\" and other pieces in macro bodies or arguments of the roots, with a ## "
                 "there, could paste __has_include together, whose operand the key cannot see%s",
                 s.piece_at[first], s.pieces[first], k_root_advice);
   }
+  free(s.pieces); /* one block with piece_at */
   if (st == T4A_OK && s.pasted && s.has_piece) {
     st = REFUSE(
         "%s: \"%s\" and a ## elsewhere could paste __has_include together, whose operand "

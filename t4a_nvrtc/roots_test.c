@@ -679,11 +679,57 @@ static void test_computed_includes_are_refused(void **state) {
              "#define HAS2(x) __has_include(x)\n#define M2 <top.h>\n#if HAS2(M2)\n#endif\n");
   r = roots_request("#include \"a/wrapuse.h\"\n", roots, 1);
   expect_refused(cr, &r, T4A_INVALID_ARGUMENT, "a/wrapuse.h, line 3", "macro operand");
+  /* Between the tokens a root file's fast lane skips: an identifier split by a splice, a
+   * literal's prefix, `defined`, a wrapper used in code (second pass). */
+  static const char *const lanes[][2] = {
+      {"int a = b + c; int d = __has_incl\\\nude(\"/etc/hostname\");\n", "line 1: __has_include"},
+      {"int a = u8\"(\", b = R\"x( __has_include(\"a\") )x\";\nint c = __has_embed(</etc/x>);\n",
+       "line 2: __has_embed"},
+      {"int a = defined (__has_include) + defined __has_embed;\nint b = x.y + __has_include_next "
+       "(\"/etc/hostname\");\n",
+       "line 2: __has_include_next"},
+      {"#define HAS3(x) __has_include(x)\n#define M3 <top.h>\nint a = b, c = (HAS3(M3));\n",
+       "line 3: HAS3"},
+  };
+  for (size_t i = 0; i < sizeof lanes / sizeof *lanes; i++) {
+    write_file(g_root, "a/lane.h", lanes[i][0]);
+    r = roots_request("#include \"a/lane.h\"\n", roots, 1);
+    expect_refused(cr, &r, T4A_INVALID_ARGUMENT, "a/lane.h", lanes[i][1]);
+  }
   /* Pieces that ## in the roots could join into __has_include. */
   write_file(g_root, "a/paste.h",
              "#define CAT(a, b) a ## b\n#define P1 __has_\n#define P2 include\n");
   r = roots_request("#include \"a/paste.h\"\n", roots, 1);
   expect_refused(cr, &r, T4A_INVALID_ARGUMENT, "a/paste.h, line 2", "paste __has_include");
+  /* ...however many other pieces come first: 70 distinct ones that start no join (none is a
+   * prefix of __has_include_next or __has_embed), then the two that join. */
+  {
+    static const char *const targets[] = {"__has_include_next", "__has_embed", "__has_include"};
+    char text[4096] = "#define CAT(a, b) a ## b\n#define JUNK", seen[80][20];
+    size_t num = 0;
+    for (size_t t = 0; t < 2; t++) {
+      size_t tl = strlen(targets[t]);
+      for (size_t i = 1; i < tl && num < 70; i++) {
+        for (size_t len = 1; i + len <= tl && len < tl && num < 70; len++) {
+          char piece[20];
+          memcpy(piece, targets[t] + i, len);
+          piece[len] = '\0';
+          int skip = 0;
+          for (size_t k = 0; k < 3; k++) skip |= strncmp(targets[k], piece, len) == 0;
+          for (size_t k = 0; k < num; k++) skip |= strcmp(seen[k], piece) == 0;
+          if (skip) continue;
+          memcpy(seen[num++], piece, len + 1);
+          strcat(text, " ");
+          strcat(text, piece);
+        }
+      }
+    }
+    assert_int_equal(num, 70);
+    strcat(text, "\n#define P1 __has_\n#define P2 include\n");
+    write_file(g_root, "a/pieces.h", text);
+    r = roots_request("#include \"a/pieces.h\"\n", roots, 1);
+    expect_refused(cr, &r, T4A_INVALID_ARGUMENT, "a/pieces.h, line 3", "paste __has_include");
+  }
   /* A named header's "quoted" include of a file: NVRTC looks in the working directory first. */
   t4a_nvrtc_header h = {"mine.h", "#include \"top.h\"\n", 0, 0};
   r = roots_request("#include \"mine.h\"\n", roots, 1);
@@ -870,6 +916,28 @@ static void test_bad_roots_are_typed_errors(void **state) {
   assert_true(refused);
   t4a_nvrtc_cache_destroy(c2);
   t4a_nvrtc_cache_destroy(c);
+}
+
+/* One root file whose quoted includes outgrow the check's queue (64, then moved): each is still
+ * searched for beside the file that includes it (ASan saw the check read the moved queue). */
+static void test_many_includes_in_one_root_file(void **state) {
+  (void)state;
+  char all[4096] = "";
+  for (int i = 0; i < 70; i++) {
+    char rel[64], line[64];
+    snprintf(rel, sizeof rel, "fan/f%d.h", i);
+    write_file(g_root, rel, "#include \"leaf.h\"\n");
+    snprintf(line, sizeof line, "#include \"f%d.h\"\n", i);
+    strcat(all, line);
+  }
+  write_file(g_root, "fan/leaf.h", "#define LEAF 1\n");
+  write_file(g_root, "fan/all.h", all);
+  const char *roots[] = {g_root};
+  t4a_nvrtc_request r = roots_request("#include <fan/all.h>\n", roots, 1);
+  t4a_nvrtc_root_reach total;
+  assert_int_equal(t4a_nvrtc_includes_resolve(g_lib, &r, NULL, &total), T4A_OK);
+  assert_int_equal(total.files, 72); /* all.h, f0.h ... f69.h, leaf.h */
+  assert_int_equal(total.empty, 0);  /* each found beside its includer first */
 }
 
 /* A miss probes what the includes reach and nothing else: no tree walked, nothing beside a root
@@ -1188,6 +1256,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_added_and_removed_files_are_misses, each_setup,
                                       each_teardown),
       cmocka_unit_test_setup_teardown(test_touch_is_a_hit, each_setup, each_teardown),
+      cmocka_unit_test_setup_teardown(test_many_includes_in_one_root_file, each_setup,
+                                      each_teardown),
       cmocka_unit_test_setup_teardown(test_root_order_and_other_roots_are_misses, each_setup,
                                       each_teardown),
       cmocka_unit_test_setup_teardown(test_link_chain_retarget_is_a_miss, each_setup, each_teardown),
