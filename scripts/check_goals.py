@@ -3,7 +3,8 @@
 
     python3 scripts/check_goals.py [--goals FILE] [--only-present] JSON...
 
-Each JSON is a bench's JSON-lines file (t4a_bench --json-file, coldstart_bench --json-file):
+Each JSON is a bench's JSON-lines file (the --json-file of t4a_bench, coldstart_bench, nvrtc_bench,
+overlap_bench):
 a header line {"bench": NAME, ...} and one line per row ({"name": ROW, ...}). For every goal of
 a bench that was given, prints one line: "met", "MISSED", "FAILED" (the row's line carries an
 error), "missing" (no such row in the JSON) or, on the fake driver's smoke JSON, "no timing".
@@ -160,7 +161,7 @@ def main(argv):
                     verdict, detail = "FAILED", "window %s, the goal is for %s" % (
                         row.get("window"), g["window"])
         counts[verdict] += 1
-        print("%-9s %-16s %-26s %-6s %-30s %-22s %s" % (
+        print("%-9s %-16s %-36s %-6s %-30s %-22s %s" % (
             verdict, g["bench"], g["row"], g["window"], goal, detail, g["source"]))
     for bench, n in sorted(unchecked.items()):
         print("not checked: %d goal(s) of %s (no JSON of it given)" % (n, bench))
