@@ -3,9 +3,9 @@
 
     python3 scripts/check_goals.py [--goals FILE] [--only-present] JSON...
 
-Each JSON is a bench's JSON-lines file (the --json-file of t4a_bench, coldstart_bench, nvrtc_bench,
-overlap_bench):
-a header line {"bench": NAME, ...} and one line per row ({"name": ROW, ...}). For every goal of
+Each JSON is a bench's JSON-lines file (--json-file of t4a_bench, coldstart_bench, nvrtc_bench
+and overlap_bench): a header line {"bench": NAME, ...} and one line per row ({"name": ROW, ...}).
+For every goal of
 a bench that was given, prints one line: "met", "MISSED", "FAILED" (the row's line carries an
 error), "missing" (no such row in the JSON) or, on the fake driver's smoke JSON, "no timing".
 Goals of benches no JSON was given for are counted as not checked. Exit status: 1 if any goal
