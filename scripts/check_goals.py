@@ -5,9 +5,8 @@
 
 Each JSON is a bench's JSON-lines file (--json-file of t4a_bench, coldstart_bench, nvrtc_bench
 and overlap_bench): a header line {"bench": NAME, ...} and one line per row ({"name": ROW, ...}).
-For every goal of
-a bench that was given, prints one line: "met", "MISSED", "FAILED" (the row's line carries an
-error), "missing" (no such row in the JSON) or, on the fake driver's smoke JSON, "no timing".
+For every goal of a bench that was given, prints one line: "met", "MISSED", "FAILED" (the row's
+line carries an error), "missing" (no such row in the JSON) or, on a fake smoke JSON, "no timing".
 Goals of benches no JSON was given for are counted as not checked. Exit status: 1 if any goal
 was MISSED, FAILED or missing (missing rows are skipped with --only-present, for a run of a few
 groups), 2 for bad usage or an unreadable file, 0 otherwise.
