@@ -2,7 +2,8 @@
 # scripts/check_goals.py on fabricated runs (CI, no GPU): a goals file of four goals against a
 # t4a_bench JSON with one row that meets its goal, one that misses, one that failed, and a goal
 # whose row is absent; then a run that meets everything, the fake smoke JSON, --only-present,
-# nvrtc_bench- and overlap_bench-shaped runs, bad goals files, and the real bench/goals.tsv parsed. Exit 1 on the first wrong answer.
+# nvrtc_bench- and overlap_bench-shaped runs, bad goals files, and the real bench/goals.tsv parsed.
+# Exit 1 on the first wrong answer.
 set -u
 here=$(dirname "$(readlink -f "$0")")
 script="$here/../scripts/check_goals.py"

@@ -175,10 +175,10 @@ static void json_shares(const t4a_bench_stats first_ms[4], int samples) {
 static void json_first_artifacts(const t4a_bench_stats first_ms[4], int samples) {
   static const char *const name[4] = {"none", "plain", "fp16", "cub"};
   static const char *const what[4] = {
-      "new process, first artifact from a warm directory through a lazy cache, 20-line kernel, "
-      "no roots",
+      "new process, first artifact from a warm directory, lazy cache: 20-line kernel, no roots",
       "the same, 20-line kernel, toolkit roots (include manifest validated by stat)",
-      "the same, cuda_fp16.h kernel, toolkit roots", "the same, CUB BlockReduce kernel, toolkit roots"};
+      "the same, cuda_fp16.h kernel, toolkit roots",
+      "the same, CUB BlockReduce kernel, toolkit roots"};
   for (int k = 0; k < 4; k++) {
     char n[80];
     snprintf(n, sizeof n, "new_process_first_artifact_roots_%s", name[k]);
@@ -849,8 +849,8 @@ int main(int argc, char **argv) {
     } else if (strcmp(argv[i], "--json-file") == 0 && i + 1 < argc) {
       json_file = argv[++i];
     } else {
-      fprintf(stderr, "usage: nvrtc_bench [--repeats R] [--batch B] [--mem-hits | --first-artifacts] "
-                      "[--json-file PATH]\n");
+      fprintf(stderr, "usage: nvrtc_bench [--repeats R] [--batch B] "
+                      "[--mem-hits | --first-artifacts] [--json-file PATH]\n");
       return 2;
     }
   }

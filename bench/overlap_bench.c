@@ -19,10 +19,10 @@
  * --json-file PATH (beside it) write JSON lines in t4a_bench's shape: a header
  * {"bench":"overlap_bench",...}, one row per variant (upload, kernel, serial, overlap: "window":
  * "done", "t4a" {min, median, max} us) and the rows overlap_vs_longer and overlap_vs_serial
- * ("ratio"; bench/goals.tsv, scripts/check_goals.py); with --fake the rows say "smoke" instead. The kernels are compiled with NVRTC
- * through the runtime. Needs a GPU (exits 77 without a driver). --fake runs the same code on the
- * fake driver of the tests with the kernels' host twins (a smoke run: 8 MiB unless --mib, the
- * figures mean nothing and say so). */
+ * ("ratio"; bench/goals.tsv, scripts/check_goals.py); with --fake the rows say "smoke" instead.
+ * The kernels are compiled with NVRTC through the runtime. Needs a GPU (exits 77 without a
+ * driver). --fake runs the same code on the fake driver of the tests with the kernels' host twins
+ * (a smoke run: 8 MiB unless --mib, the figures mean nothing and say so). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
 #include <stdio.h>
