@@ -1,8 +1,9 @@
 #!/bin/sh
 # scripts/check_goals.py on fabricated runs (CI, no GPU): a goals file of four goals against a
 # t4a_bench JSON with one row that meets its goal, one that misses, one that failed, and a goal
-# whose row is absent; then a run that meets everything, the fake smoke JSON, --only-present, bad
-# goals files, and the real bench/goals.tsv parsed. Exit 1 on the first wrong answer.
+# whose row is absent; then a run that meets everything, the fake smoke JSON, --only-present,
+# nvrtc_bench- and overlap_bench-shaped runs, bad goals files, and the real bench/goals.tsv parsed.
+# Exit 1 on the first wrong answer.
 set -u
 here=$(dirname "$(readlink -f "$0")")
 script="$here/../scripts/check_goals.py"
@@ -91,7 +92,51 @@ python3 "$script" --goals "$tmp/goals.tsv" "$tmp/notjson.json" >/dev/null 2>&1
 python3 "$script" --goals "$tmp/goals.tsv" "$tmp/nonexistent.json" >/dev/null 2>&1
 [ $? -eq 2 ] || fail "an absent file did not exit 2"
 
-# The real goals file parses (bench_smoke_test.sh checks that its t4a_bench rows exist).
+# nvrtc_bench's shape (t4a median in us, no raw, no ratio) and overlap_bench's (a ratio row):
+# one memory hit met, one missed, a share row (a median only) met, an error row FAILED; the
+# overlap ratio missed. Exit 1, and each bench's verdicts named.
+cat > "$tmp/nv_goals.tsv" <<G
+nvrtc_bench${tab}memory_hit_20_lines${tab}submit${tab}t4a_us${tab}<=${tab}2${tab}NVRTC cache goal
+nvrtc_bench${tab}memory_hit_2000_lines${tab}submit${tab}t4a_us${tab}<=${tab}5${tab}issue 25 item 6
+nvrtc_bench${tab}roots_share_first_artifact_cub${tab}done${tab}t4a_us${tab}<=${tab}1000${tab}issue 21 item 3
+nvrtc_bench${tab}roots_first_use_miss_cub${tab}done${tab}t4a_us${tab}<=${tab}5000${tab}issue 21 item 3
+overlap_bench${tab}overlap_vs_longer${tab}done${tab}ratio${tab}<=${tab}1.15${tab}issue 22
+G
+{
+  echo '{"bench":"nvrtc_bench","mode":"cpu","device":"none (NVRTC on the host: Linux 6.1, 16 CPUs)","nvrtc":"13.0","cpus":16,"date":"2026-12-01T00:00:00Z","run":"full","repeats":7,"batch":2000}'
+  echo '{"name":"memory_hit_20_lines","group":"nvrtc","window":"submit","what":"memory hit","unit":"us","samples":7,"t4a":{"min":0.6,"median":0.685,"max":0.9}}'
+  echo '{"name":"memory_hit_2000_lines","group":"nvrtc","window":"submit","what":"memory hit","unit":"us","samples":7,"t4a":{"min":9.1,"median":9.5,"max":9.9}}'
+  echo '{"name":"roots_share_first_artifact_cub","group":"nvrtc","window":"done","what":"share","unit":"us","samples":7,"t4a":{"median":103.0}}'
+  echo '{"name":"roots_first_use_miss_cub","group":"nvrtc","error":"no CUDA toolkit found: the include-root rows were not run"}'
+} > "$tmp/nvrtc.json"
+printf '%s\n%s\n' '{"bench":"overlap_bench","mode":"gpu","device":"NVIDIA H200","t4a":"0.1.0"}' \
+  '{"name":"overlap_vs_longer","group":"overlap","window":"done","ratio":1.2}' > "$tmp/overlap.json"
+out=$(python3 "$script" --goals "$tmp/nv_goals.tsv" "$tmp/nvrtc.json" "$tmp/overlap.json" 2>&1)
+rc=$?
+[ $rc -eq 1 ] || fail "an nvrtc run with a miss exited $rc, want 1: $out"
+echo "$out" | grep -Eq '^met +nvrtc_bench +memory_hit_20_lines +submit +t4a_us <= 2 +t4a_us = 0.685 ' ||
+  fail "memory_hit_20_lines is not met: $out"
+echo "$out" | grep -Eq '^MISSED +nvrtc_bench +memory_hit_2000_lines +submit +t4a_us <= 5 +t4a_us = 9.5 ' ||
+  fail "memory_hit_2000_lines is not MISSED: $out"
+echo "$out" | grep -Eq '^met +nvrtc_bench +roots_share_first_artifact_cub +done +t4a_us <= 1000 +t4a_us = 103 ' ||
+  fail "the share row is not met: $out"
+echo "$out" | grep -Eq '^FAILED +nvrtc_bench +roots_first_use_miss_cub .*error no CUDA toolkit found' ||
+  fail "the error row did not fail: $out"
+echo "$out" | grep -Eq '^MISSED +overlap_bench +overlap_vs_longer +done +ratio <= 1.15 +ratio = 1.2 ' ||
+  fail "overlap_vs_longer is not MISSED: $out"
+echo "$out" | grep -q '^# nvrtc_bench: none (NVRTC on the host: Linux 6.1, 16 CPUs), cpu, ' ||
+  fail "no nvrtc_bench header line: $out"
+echo "$out" | grep -q '^goals: 2 met, 2 missed, 1 failed, 0 missing, 0 without timing$' ||
+  fail "nvrtc summary: $out"
+# Met alone (the 2,000-line hit under 5 us, the error row and overlap left out): exit 0.
+grep -v '2000_lines\|"error"' "$tmp/nvrtc.json" > "$tmp/nvrtc_met.json"
+out=$(python3 "$script" --goals "$tmp/nv_goals.tsv" --only-present "$tmp/nvrtc_met.json" 2>&1) ||
+  fail "an nvrtc run with its present goals met exited $?: $out"
+echo "$out" | grep -q '^not checked: 1 goal(s) of overlap_bench (no JSON of it given)$' ||
+  fail "overlap not reported unchecked: $out"
+
+# The real goals file parses (bench_smoke_test.sh checks that its t4a_bench rows exist; the
+# overlap and nvrtc smoke tests check theirs).
 out=$(python3 "$script" --only-present "$tmp/some.json" 2>&1)
 case $? in 0 | 1) ;; *) fail "bench/goals.tsv does not parse: $out" ;; esac
 echo "check_goals: ok"

@@ -2,7 +2,7 @@
  * beside a kernel of about the same length on stream 1, then a kernel on stream 1 that waits for
  * the upload (t4a_stream_wait: an event record and a stream wait, no host wait).
  *
- *   overlap_bench [--mib M] [--repeats R] [--json] [--fake]
+ *   overlap_bench [--mib M] [--repeats R] [--json | --json-file PATH] [--fake]
  *
  * Variants, interleaved in one process (each repeat runs all four, in an order rotated by the
  * repeat number; one warm-up repeat not counted), each timed until its work completed (times
@@ -15,15 +15,21 @@
  *   overlap  kernel on stream 1, upload on stream 2, stream 1 waits for stream 2, add_one on
  *            stream 1, one sync.
  * Prints the medians, overlap / max(upload, kernel) (the goal: <= 1.15) and overlap / serial;
- * checks the uploaded words (+1) after the last repeat. The kernels are compiled with NVRTC
- * through the runtime. Needs a GPU (exits 77 without a driver). --fake runs the same code on the
- * fake driver of the tests with the kernels' host twins (a smoke run: 8 MiB unless --mib, the
- * figures mean nothing and say so). */
+ * checks the uploaded words (+1) after the last repeat. --json (instead of the text) and
+ * --json-file PATH (beside it) write JSON lines in t4a_bench's shape: a header
+ * {"bench":"overlap_bench",...}, one row per variant (upload, kernel, serial, overlap: "window":
+ * "done", "t4a" {min, median, max} us) and the rows overlap_vs_longer and overlap_vs_serial
+ * ("ratio"; bench/goals.tsv, scripts/check_goals.py); with --fake the rows say "smoke" instead.
+ * The kernels are compiled with NVRTC through the runtime. Needs a GPU (exits 77 without a
+ * driver). --fake runs the same code on the fake driver of the tests with the kernels' host twins
+ * (a smoke run: 8 MiB unless --mib, the figures mean nothing and say so). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "t4a/t4a.h"
 #include "testing/fake_driver/fake_driver.h"
@@ -65,6 +71,34 @@ static void host_add_one(t4a_fake_launch *l, void **params, void *user) {
 enum { V_UPLOAD = 0, V_KERNEL, V_SERIAL, V_OVERLAP, NUM_V };
 static const char *const k_names[NUM_V] = {"upload (stream 2)", "kernel (stream 1)",
                                            "serial", "overlap"};
+static const char *const k_rows[NUM_V] = {"upload", "kernel", "serial", "overlap"};
+
+/* One JSON row of a variant's times (us), or a smoke row on the fake. */
+static void json_variant(FILE *f, int fake, const char *name, const char *what, int repeats,
+                         t4a_bench_stats s) {
+  if (fake) {
+    fprintf(f, "{\"name\":\"%s\",\"smoke\":\"ok\",\"window\":\"done\",\"what\":\"%s\"}\n",
+            name, what);
+    return;
+  }
+  fprintf(f,
+          "{\"name\":\"%s\",\"group\":\"overlap\",\"window\":\"done\",\"what\":\"%s\","
+          "\"samples\":%d,\"unit\":\"us\",\"t4a\":{\"min\":%.3f,\"median\":%.3f,\"max\":%.3f}}\n",
+          name, what, repeats, s.min * 1e6, s.med * 1e6, s.max * 1e6);
+}
+
+/* A ratio row of the medians (the goal's form), or a smoke row on the fake. */
+static void json_ratio(FILE *f, int fake, const char *name, const char *what, double ratio) {
+  if (fake) {
+    fprintf(f, "{\"name\":\"%s\",\"smoke\":\"ok\",\"window\":\"done\",\"what\":\"%s\"}\n",
+            name, what);
+    return;
+  }
+  fprintf(f,
+          "{\"name\":\"%s\",\"group\":\"overlap\",\"window\":\"done\",\"what\":\"%s\","
+          "\"ratio\":%.4f}\n",
+          name, what, ratio);
+}
 
 typedef struct bench {
   t4a_runtime *rt;
@@ -131,6 +165,7 @@ static double median_of(bench *b, int v, int n) {
 int main(int argc, char **argv) {
   size_t mib = 0;
   int repeats = 9, json = 0, fake = 0;
+  const char *json_file = NULL;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--mib") == 0 && i + 1 < argc) {
       mib = (size_t)strtoull(argv[++i], NULL, 0);
@@ -138,12 +173,19 @@ int main(int argc, char **argv) {
       repeats = atoi(argv[++i]);
     } else if (strcmp(argv[i], "--json") == 0) {
       json = 1;
+    } else if (strcmp(argv[i], "--json-file") == 0 && i + 1 < argc) {
+      json_file = argv[++i];
     } else if (strcmp(argv[i], "--fake") == 0) {
       fake = 1;
     } else {
-      fprintf(stderr, "usage: overlap_bench [--mib M] [--repeats R] [--json] [--fake]\n");
+      fprintf(stderr, "usage: overlap_bench [--mib M] [--repeats R] [--json | --json-file PATH] "
+                      "[--fake]\n");
       return 2;
     }
+  }
+  if (json && json_file != NULL) {
+    fprintf(stderr, "overlap_bench: --json and --json-file exclude each other\n");
+    return 2;
   }
   if (mib == 0) mib = fake ? 8 : 256;
   if (mib > 16384 || repeats < 1 || repeats > 1000) {
@@ -224,16 +266,44 @@ int main(int argc, char **argv) {
   t4a_counter_values c1, c2;
   t4a_lane_stats(t4a_runtime_lane(b.rt), &c1);
   t4a_lane_stats(t4a_stream_lane(b.s2), &c2);
-  if (json) {
-    for (int v = 0; v < NUM_V; v++) {
-      printf("{\"bench\": \"overlap\", \"variant\": \"%s\", \"bytes\": %zu, \"repeats\": %d, "
-             "\"min_s\": %.6f, \"median_s\": %.6f, \"max_s\": %.6f}\n",
-             k_names[v], b.bytes, repeats, s[v].min, s[v].med, s[v].max);
+  FILE *jf = json ? stdout : NULL;
+  if (json_file != NULL && (jf = fopen(json_file, "w")) == NULL) {
+    perror(json_file);
+    return 1;
+  }
+  if (jf != NULL) {
+    char date[32];
+    time_t now = time(NULL);
+    struct tm tmv;
+    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&now, &tmv));
+    fprintf(jf,
+            "{\"bench\":\"overlap_bench\",\"mode\":\"%s\",\"device\":\"%s\",\"cpus\":%ld,"
+            "\"t4a\":\"%s\",\"date\":\"%s\",\"times\":\"completion\",\"bytes\":%zu,"
+            "\"repeats\":%d,\"spin_cycles\":%llu,\"fill_threads\":%u,"
+            "\"counters\":{\"stream1_cross_stream_waits\":%llu,\"stream1_host_waits\":%llu,"
+            "\"stream2_cross_stream_events\":%llu,\"stream2_staging_waits\":%llu}}\n",
+            fake ? "fake-smoke" : "gpu", info.name, sysconf(_SC_NPROCESSORS_ONLN),
+            t4a_version_string(), date, b.bytes, repeats, b.spin, b.fill_n,
+            (unsigned long long)c1.cross_stream_waits, (unsigned long long)c1.host_waits,
+            (unsigned long long)c2.cross_stream_events, (unsigned long long)c2.staging_waits);
+    static const char *const what[NUM_V] = {
+        "t4a_runtime_upload_on(stream 2) of pageable memory, then t4a_stream_sync",
+        "slow_fill on stream 1 (spin calibrated to the upload's length), then a sync",
+        "kernel, sync, upload, sync, add_one, sync",
+        "kernel on stream 1, upload on stream 2, stream 1 waits for stream 2, add_one, one sync"};
+    for (int v = 0; v < NUM_V; v++) json_variant(jf, fake, k_rows[v], what[v], repeats, s[v]);
+    json_ratio(jf, fake, "overlap_vs_longer",
+               "overlap's median over the longer of the upload's and the kernel's medians",
+               s[V_OVERLAP].med / longer);
+    json_ratio(jf, fake, "overlap_vs_serial", "overlap's median over serial's median",
+               s[V_OVERLAP].med / s[V_SERIAL].med);
+    fflush(jf);
+    if (jf != stdout && (ferror(jf) || fclose(jf) != 0)) {
+      fprintf(stderr, "overlap_bench: writing %s failed\n", json_file);
+      return 1;
     }
-    printf("{\"bench\": \"overlap\", \"times\": \"completion\", \"overlap_over_longer\": %.4f, "
-           "\"overlap_over_serial\": %.4f, \"goal\": 1.15, \"spin_cycles\": %llu}\n",
-           s[V_OVERLAP].med / longer, s[V_OVERLAP].med / s[V_SERIAL].med, b.spin);
-  } else {
+  }
+  if (!json) {
     char m[3][32];
     if (fake) printf("# FAKE DRIVER: a smoke run; the times below mean nothing\n");
     printf("# %zu MiB pageable upload on stream 2 vs slow_fill on stream 1 (spin %llu cycles, "
@@ -270,7 +340,9 @@ int main(int argc, char **argv) {
               (unsigned long long)violations, clean ? "nothing left" : "objects left alive");
       return 1;
     }
-    printf("smoke: ok (fake driver: no ordering violation, nothing left alive)\n");
+    /* With --json stdout holds the JSON lines alone. */
+    fprintf(json ? stderr : stdout, "smoke: ok (fake driver: no ordering violation, nothing left "
+                                    "alive)\n");
   }
   return 0;
 }

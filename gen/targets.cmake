@@ -50,6 +50,10 @@ t4a_binary(NAME bench_nvrtc_bench
   SRCS bench/nvrtc_bench.c bench/link_rows.c bench/link_rows.h
   OUTPUT_NAME nvrtc_bench
   DEPS bench_harness t4a_nvrtc t4a_ctx_status testing_lsan_nvrtc_suppressions)
+t4a_sh_test(NAME bench_nvrtc_smoke_test
+  SCRIPT bench/nvrtc_smoke_test.sh
+  LABELS unit
+  DATA bench_nvrtc_bench)
 t4a_binary(NAME examples_readme_example
   SRCS examples/readme_example.c
   OUTPUT_NAME readme_example

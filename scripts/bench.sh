@@ -2,13 +2,17 @@
 # The paired benchmarks of issue 9 (bench/t4a_bench.c; results in docs/performance.md).
 #
 #   scripts/bench.sh              (on the CPU machine) build the GPU binaries into .gpu/ with
-#                                 scripts/gpu-test.sh (static xxHash and jemalloc; .gpu/t4a_bench
-#                                 and .gpu/nvrtc_bench among them) and say how to run them.
+#                                 scripts/gpu-test.sh (static xxHash and jemalloc; .gpu/t4a_bench,
+#                                 .gpu/nvrtc_bench and .gpu/overlap_bench among them) and say
+#                                 how to run them.
 #   scripts/bench.sh --run [DIR]  (on the GPU machine) build nothing; run, each under a time
 #                                 limit so the whole stays well under 10 minutes (42 s on an H200,
 #                                 2026-11-29, before the cold-start runs):
 #                                   .gpu/t4a_bench --json-file DIR/bench.json  > DIR/bench.txt
-#                                   .gpu/nvrtc_bench --repeats 7 --batch 2000  > DIR/nvrtc.txt
+#                                   .gpu/nvrtc_bench --repeats 7 --batch 2000
+#                                                  --json-file DIR/nvrtc.json > DIR/nvrtc.txt
+#                                   .gpu/overlap_bench --json-file DIR/overlap.json
+#                                                                          > DIR/overlap.txt
 #                                   .gpu/coldstart_bench --samples 11 --profile
 #                                                  --json-file DIR/coldstart.json > DIR/coldstart.txt
 #                                   .gpu/t4a_bench --json-file DIR/bench2.json > DIR/bench2.txt
@@ -16,21 +20,22 @@
 #                                 DIR/env.txt (date, nvidia-smi, CPUs, commit). Then the goals
 #                                 (bench/goals.tsv) of each recorded run, printed and kept:
 #                                   scripts/check_goals.py DIR/bench.json DIR/coldstart.json
-#                                                                          > DIR/goals.txt
+#                                     DIR/nvrtc.json DIR/overlap.json      > DIR/goals.txt
 #                                   scripts/check_goals.py DIR/bench2.json > DIR/goals2.txt
 #                                 DIR defaults to .gpu/bench. Exit 1 if a run failed or timed
 #                                 out, else 3 if a goal was missed, failed or missing, else 0.
 # Extra arguments after DIR go to both t4a_bench runs (e.g. a group: launch, pageable...); the
-# cold-start run is then skipped, and rows the groups leave out are not counted as missing.
+# cold-start run is then skipped, and rows the groups leave out are not counted as missing (the
+# NVRTC and overlap runs still run and are checked).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 if [ "${1:-}" != "--run" ]; then
   scripts/gpu-test.sh || exit 1
-  for b in t4a_bench nvrtc_bench coldstart_bench; do
+  for b in t4a_bench nvrtc_bench coldstart_bench overlap_bench; do
     [ -x ".gpu/$b" ] || { echo "bench: .gpu/$b was not built" >&2; exit 1; }
   done
-  echo "bench: built .gpu/t4a_bench, .gpu/nvrtc_bench and .gpu/coldstart_bench; on the GPU machine (carry .gpu):"
+  echo "bench: built .gpu/t4a_bench, .gpu/nvrtc_bench, .gpu/coldstart_bench and .gpu/overlap_bench; on the GPU machine (carry .gpu):"
   echo "  scripts/bench.sh --run [DIR]     (DIR defaults to .gpu/bench)"
   echo "  or one path: .gpu/t4a_bench launch  (groups: .gpu/t4a_bench --list)"
   exit 0
@@ -61,7 +66,10 @@ run() { # run LIMIT_S OUTFILE CMD...: the command's stdout to OUTFILE and to the
 }
 run 170 "$dir/bench.txt" .gpu/t4a_bench --json-file "$dir/bench.json" "$@"
 if [ -x .gpu/nvrtc_bench ]; then
-  run 60 "$dir/nvrtc.txt" .gpu/nvrtc_bench --repeats 7 --batch 2000
+  run 60 "$dir/nvrtc.txt" .gpu/nvrtc_bench --repeats 7 --batch 2000 --json-file "$dir/nvrtc.json"
+fi
+if [ -x .gpu/overlap_bench ]; then
+  run 30 "$dir/overlap.txt" .gpu/overlap_bench --json-file "$dir/overlap.json"
 fi
 groups=$#
 if [ "$groups" -eq 0 ] && [ -x .gpu/coldstart_bench ]; then
@@ -84,7 +92,7 @@ check() { # check OUTFILE JSON...: the verdicts to OUTFILE and to the terminal
   python3 scripts/check_goals.py "${only[@]}" "${files[@]}" 2>&1 | tee "$outfile"
   [ "${PIPESTATUS[0]}" -eq 0 ] || goals_rc=1
 }
-check "$dir/goals.txt" "$dir/bench.json" "$dir/coldstart.json"
+check "$dir/goals.txt" "$dir/bench.json" "$dir/coldstart.json" "$dir/nvrtc.json" "$dir/overlap.json"
 check "$dir/goals2.txt" "$dir/bench2.json"
 [ $rc -eq 0 ] || exit 1
 [ $goals_rc -eq 0 ] || exit 3

@@ -3,10 +3,10 @@
 
     python3 scripts/check_goals.py [--goals FILE] [--only-present] JSON...
 
-Each JSON is a bench's JSON-lines file (t4a_bench --json-file, coldstart_bench --json-file):
-a header line {"bench": NAME, ...} and one line per row ({"name": ROW, ...}). For every goal of
-a bench that was given, prints one line: "met", "MISSED", "FAILED" (the row's line carries an
-error), "missing" (no such row in the JSON) or, on the fake driver's smoke JSON, "no timing".
+Each JSON is a bench's JSON-lines file (--json-file of t4a_bench, coldstart_bench, nvrtc_bench
+and overlap_bench): a header line {"bench": NAME, ...} and one line per row ({"name": ROW, ...}).
+For every goal of a bench that was given, prints one line: "met", "MISSED", "FAILED" (the row's
+line carries an error), "missing" (no such row in the JSON) or, on a fake smoke JSON, "no timing".
 Goals of benches no JSON was given for are counted as not checked. Exit status: 1 if any goal
 was MISSED, FAILED or missing (missing rows are skipped with --only-present, for a run of a few
 groups), 2 for bad usage or an unreadable file, 0 otherwise.
@@ -160,7 +160,7 @@ def main(argv):
                     verdict, detail = "FAILED", "window %s, the goal is for %s" % (
                         row.get("window"), g["window"])
         counts[verdict] += 1
-        print("%-9s %-16s %-26s %-6s %-30s %-22s %s" % (
+        print("%-9s %-16s %-36s %-6s %-30s %-22s %s" % (
             verdict, g["bench"], g["row"], g["window"], goal, detail, g["source"]))
     for bench, n in sorted(unchecked.items()):
         print("not checked: %d goal(s) of %s (no JSON of it given)" % (n, bench))

@@ -51,6 +51,7 @@ PY
   cp build/gpu/t4a_bench "$out/t4a_bench"     # scripts/bench.sh, docs/performance.md
   cp build/gpu/nvrtc_bench "$out/nvrtc_bench" # scripts/bench.sh (NVRTC cache on the GPU host)
   cp build/gpu/coldstart_bench "$out/coldstart_bench" # scripts/bench.sh (cold start, issue 25)
+  cp build/gpu/overlap_bench "$out/overlap_bench" # scripts/bench.sh (copy/compute overlap, issue 22)
   cp build/gpu/soak "$out/soak"               # testing/soak: the soak (README "Soak")
   cmocka=$(ldconfig -p | awk '/libcmocka\.so\.0 /{print $NF; exit}')
   cp -L "$cmocka" "$out/libcmocka.so.0"
