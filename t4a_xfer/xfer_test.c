@@ -1836,6 +1836,38 @@ static t4a_status op_paths(void *user) {
   return st;
 }
 
+/* The small first pin and the re-pins (a 128 KiB ring of 2): a 4-byte download and a 4-byte
+ * upload pin both chunks at 64 KiB; a whole-chunk upload and download re-pin them at 128 KiB. */
+static t4a_status op_small_pin(void *user) {
+  fixture *f = user;
+  enum { N = 2 * T4A_XFER_SMALL_PIN_BYTES };
+  static unsigned char src[N], dst[N];
+  fill(src, N, 11);
+  memset(dst, 0, N);
+  t4a_retire *r = NULL;
+  t4a_xfer *x = NULL;
+  t4a_buffer *b = NULL;
+  t4a_xfer_pending *p = NULL;
+  t4a_status st = t4a_retire_create(f->lane, NULL, &r);
+  if (st == T4A_OK) st = make_xfer(r, N, 2, &x);
+  if (st == T4A_OK) st = t4a_buffer_create(f->pool, N, 0, 0, &b);
+  if (st == T4A_OK) st = t4a_xfer_download(x, b, 0, dst, 4, &p);
+  if (st == T4A_OK) st = t4a_xfer_pending_wait(p);
+  t4a_xfer_pending_release(p);
+  p = NULL;
+  if (st == T4A_OK) st = t4a_xfer_upload(x, b, 0, src, 4);
+  if (st == T4A_OK) st = t4a_xfer_upload(x, b, 0, src, N);
+  if (st == T4A_OK) st = t4a_xfer_download(x, b, 0, dst, N, &p);
+  if (st == T4A_OK) st = t4a_xfer_pending_wait(p);
+  if (st == T4A_OK && memcmp(src, dst, N) != 0) st = T4A_INTERNAL;
+  t4a_xfer_pending_release(p);
+  t4a_buffer_release(b);
+  t4a_xfer_destroy(x);
+  t4a_status dst_st = t4a_retire_destroy(r);
+  if (st == T4A_OK) st = dst_st;
+  return st;
+}
+
 /* A dropped download in flight, then teardown: nothing may outlive it uncounted. */
 static t4a_status op_dropped(void *user) {
   fixture *f = user;
@@ -2001,6 +2033,10 @@ static void test_failure_sweep(void **state) {
   assert_true(t4a_sweep_driver(&s, CUDA_ERROR_UNKNOWN, T4A_DRIVER_ERROR) >= 4);
   s.entry = NULL;
   s.after_enqueue = 0;
+  assert_true(t4a_sweep_fault(&s, T4A_FAULT_HOST_MALLOC, allowed, 1) > 0);
+  /* The small first pin and its re-pins: a failed re-pin is typed or absorbed, never leaked. */
+  s.op = op_small_pin;
+  assert_true(t4a_sweep_driver(&s, CUDA_ERROR_UNKNOWN, T4A_DRIVER_ERROR) > 10);
   assert_true(t4a_sweep_fault(&s, T4A_FAULT_HOST_MALLOC, allowed, 1) > 0);
   s.op = op_dropped;
   assert_true(t4a_sweep_driver(&s, CUDA_ERROR_UNKNOWN, T4A_DRIVER_ERROR) > 5);
