@@ -401,12 +401,14 @@ t4a_status t4a_xfer_ring_acquire_(t4a_xfer *x, size_t need, chunk **out) {
       t4a_status st = chunk_pin(x, c, need);
       pthread_mutex_lock(&x->lock);
       if (st != T4A_OK) {
-        /* Another chunk already made that holds the unit serves instead (a failure the ring
-         * absorbs, as when it grows); with none, the failure is the caller's. */
+        /* Another chunk already made that holds the unit, and not quarantined for good, serves
+         * instead (a failure the ring absorbs, as when it grows); with none, the failure is the
+         * caller's. */
         int made = 0;
         for (uint32_t i = 0; i < x->num_chunks && !made; i++) {
           const chunk *o = &x->chunks[i];
-          made = o != c && o->event != NULL && o->cap >= need;
+          int lost = o->state == CHUNK_QUARANTINED && o->reclaim_seq == 0;
+          made = o != c && o->event != NULL && o->cap >= need && !lost;
         }
         if (!made) return st;
         x->ring_grow_failures++;

@@ -153,8 +153,8 @@ static inline void xfer_count(t4a_xfer *x, t4a_counter_id id, uint64_t n) {
  * many (c->cap). A chunk never pinned is pinned first, at T4A_XFER_SMALL_PIN_BYTES for a small
  * unit, else at chunk_bytes; a FREE chunk too small for the unit is re-pinned at chunk_bytes (the
  * new memory first, then the old freed: its last DMA is confirmed). A chunk that cannot be pinned
- * is skipped while another made chunk holds `need` (counted in ring_grow_failures, the caller's
- * detail kept); with none, the pinning's failure is returned.
+ * is skipped while another made chunk holds `need` and is not quarantined for good (counted in
+ * ring_grow_failures, the caller's detail kept); with none, the pinning's failure is returned.
  * When every chunk is quarantined and some can be reclaimed, it records a marker event on the
  * lane's stream and waits for it (a staging wait); its OK proves the uncertain work finished.
  * LIMIT_EXCEEDED when every chunk is quarantined for good; a device error as itself. */
