@@ -166,6 +166,20 @@ static void print_fake_profile(t4a_fake *fk, FILE *f) {
   fprintf(f, "\n");
 }
 
+/* The staging memory the runtime's ring pinned (the fake's allocation sizes), for --profile. */
+static void print_fake_staging(t4a_fake *fk, t4a_runtime *rt, FILE *f) {
+  size_t bytes = 0;
+  uint32_t chunks = 0;
+  t4a_xfer *x = rt != NULL ? t4a_runtime_xfer(rt) : NULL;
+  for (uint32_t i = 0; x != NULL && i < t4a_xfer_num_chunks(x); i++) {
+    void *host = t4a_xfer_chunk_host(x, i);
+    if (host == NULL) continue;
+    bytes += t4a_fake_host_alloc_bytes(fk, host);
+    chunks++;
+  }
+  fprintf(f, "staging-pinned: %zu bytes in %" PRIu32 " chunks\n", bytes, chunks);
+}
+
 static void run_t4a(int first, int min_ring, int fake, const char *dir, int profile,
                     child_out *o) {
   t4a_fake *fk = fake ? make_fake() : NULL;
@@ -235,7 +249,10 @@ static void run_t4a(int first, int min_ring, int fake, const char *dir, int prof
     o->ok = 1;
   }
 out:
-  if (profile && fk != NULL) print_fake_profile(fk, stdout);
+  if (profile && fk != NULL) {
+    print_fake_profile(fk, stdout);
+    print_fake_staging(fk, rt, stdout);
+  }
   t4a_buffer_release(buf);
   t4a_function_release(fn);
   t4a_module_release(mod);
@@ -441,7 +458,10 @@ static int spawn_child(mode m, const char *dir, int fake, int profile, sample *o
     return 0;
   }
   if (profile) {
-    for (char *p = strstr(buf, "profile-fake:"); p != NULL; p = NULL) {
+    static const char *const tags[] = {"profile-fake:", "staging-pinned:"};
+    for (size_t t = 0; t < sizeof tags / sizeof tags[0]; t++) {
+      char *p = strstr(buf, tags[t]);
+      if (p == NULL) continue;
       char *e = strchr(p, '\n');
       printf("%s: %.*s\n", k_mode_names[m], e ? (int)(e - p) : (int)strlen(p), p);
     }

@@ -33,6 +33,12 @@ if echo "$out" | grep '^open-t4a: profile-fake:' | grep -Eq 'cuMemHostAlloc|cuEv
 fi
 echo "$out" | grep -Eq '^first-t4a: profile-fake:.* cuLaunchKernel=1( |$)' ||
   fail "no first-kernel profile: $out"
+# The first kernel's 4-byte download pins one chunk at T4A_XFER_SMALL_PIN_BYTES (64 KiB), not a
+# whole 16 MiB chunk; open pins nothing.
+echo "$out" | grep -q '^first-t4a: staging-pinned: 65536 bytes in 1 chunks$' ||
+  fail "the first kernel did not pin exactly one 64 KiB chunk: $out"
+echo "$out" | grep -q '^open-t4a: staging-pinned: 0 bytes in 0 chunks$' ||
+  fail "open pinned staging memory: $out"
 echo "$out" | grep -Eq '^open-t4a: [1-9][0-9]* t4a heap allocations$' || fail "no heap count: $out"
 # Its goals (bench/goals.tsv) name rows it writes.
 here=$(dirname "$(readlink -f "$0")")

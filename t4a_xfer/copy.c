@@ -257,7 +257,7 @@ static t4a_status copy_staged(t4a_xfer *dx, t4a_buffer *dst, size_t doff, t4a_xf
       break;
     }
     pthread_mutex_lock(&dx->lock);
-    st = t4a_xfer_ring_acquire_(dx, &c);
+    st = t4a_xfer_ring_acquire_(dx, n, &c);
     if (st == T4A_OK) c->state = CHUNK_FILLING;
     pthread_mutex_unlock(&dx->lock);
     t4a_ctx_scope_exit_quiet(&scope);

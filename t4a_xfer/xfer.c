@@ -314,20 +314,37 @@ static t4a_status reclaim_by_marker(t4a_xfer *x) {
   return T4A_OK;
 }
 
-/* Pins a chunk and creates its event: when the ring first hands it out, so that opening a
- * runtime pays nothing for the ring and a small first transfer pins one chunk, not the whole
- * ring (docs/performance.md, "Cold start"). Called by the acquirer (who holds the admission: no
- * other thread acquires or looks at a FREE chunk's memory or event) without x->lock, since
- * pinning takes milliseconds. A failure keeps what was made (the chunk stays FREE; teardown frees
- * it) and hands nothing out; the next acquire of the chunk tries again. */
-static t4a_status chunk_pin(t4a_xfer *x, chunk *c) {
+/* The bytes a chunk is pinned at for a unit of `need` bytes: T4A_XFER_SMALL_PIN_BYTES for a small
+ * unit when chunks are larger, else the whole chunk. */
+static size_t pin_bytes(const t4a_xfer *x, size_t need) {
+  size_t small = T4A_XFER_SMALL_PIN_BYTES;
+  return need <= small && x->chunk_bytes > small ? small : x->chunk_bytes;
+}
+
+/* Pins a chunk for a unit of `need` bytes and creates its event: when the ring first hands it
+ * out, so that opening a runtime pays nothing for the ring and a small first transfer pins
+ * T4A_XFER_SMALL_PIN_BYTES of one chunk, not a whole chunk or the whole ring (docs/performance.md,
+ * "Cold start"); and again, at chunk_bytes, when a unit larger than the chunk's capacity first
+ * needs it. Called by the acquirer on a FREE chunk (its last DMA confirmed; the admission held:
+ * no other thread acquires or looks at a FREE chunk's memory or event) without x->lock, since
+ * pinning takes milliseconds. The new memory is pinned before the old is freed, so a failure
+ * keeps the chunk as it was (FREE, its old memory and any event kept; teardown frees them) and
+ * hands nothing out; the next acquire of the chunk tries again. */
+static t4a_status chunk_pin(t4a_xfer *x, chunk *c, size_t need) {
   t4a_ctx_scope scope;
   t4a_status st = t4a_ctx_scope_enter(&scope, t4a_lane_holder(x->lane), x->counters);
   if (st != T4A_OK) return st;
   /* t4a_pinned_create always pins PORTABLE (requirement A2): the chunks serve any context. */
-  if (c->pinned == NULL) {
-    st = t4a_pinned_create(t4a_lane_holder(x->lane), x->chunk_bytes, 0, &c->pinned);
-    if (st == T4A_OK) c->host = t4a_pinned_host(c->pinned);
+  if (c->pinned == NULL || c->cap < need) {
+    size_t bytes = pin_bytes(x, need);
+    t4a_pinned *fresh = NULL;
+    st = t4a_pinned_create(t4a_lane_holder(x->lane), bytes, 0, &fresh);
+    if (st == T4A_OK) {
+      t4a_pinned_release(c->pinned); /* NULL, or the small one: nothing in flight uses it */
+      c->pinned = fresh;
+      c->host = t4a_pinned_host(fresh);
+      c->cap = bytes;
+    }
   }
   if (st == T4A_OK && c->event == NULL) {
     st = T4A_CU(x->driver, cuEventCreate, &c->event, CU_EVENT_DISABLE_TIMING);
@@ -337,7 +354,7 @@ static t4a_status chunk_pin(t4a_xfer *x, chunk *c) {
 }
 
 /* Hands out the ring's oldest usable chunk (see xfer_internal.h). */
-t4a_status t4a_xfer_ring_acquire_(t4a_xfer *x, chunk **out) {
+t4a_status t4a_xfer_ring_acquire_(t4a_xfer *x, size_t need, chunk **out) {
   *out = NULL;
   int marked = 0;
   uint32_t skipped = 0;
@@ -375,17 +392,24 @@ t4a_status t4a_xfer_ring_acquire_(t4a_xfer *x, chunk **out) {
       }
       continue; /* look again: delivered and freed, settled by its owner, or still to query */
     }
-    if (c->event == NULL) { /* never handed out yet: pin it first (FREE: nobody else uses it) */
+    if (c->event == NULL || c->cap < need) {
+      /* Never handed out yet, or too small for this unit: (re-)pin it first (FREE: its last DMA
+       * is confirmed and nobody else uses it). */
       t4a_error saved;
       t4a_error_last(&saved);
       pthread_mutex_unlock(&x->lock);
-      t4a_status st = chunk_pin(x, c);
+      t4a_status st = chunk_pin(x, c, need);
       pthread_mutex_lock(&x->lock);
       if (st != T4A_OK) {
-        /* Another chunk already made serves instead (a failure the ring absorbs, as when it
-         * grows); with none made, the failure is the caller's. */
+        /* Another chunk already made that holds the unit, and not quarantined for good, serves
+         * instead (a failure the ring absorbs, as when it grows); with none, the failure is the
+         * caller's. */
         int made = 0;
-        for (uint32_t i = 0; i < x->num_chunks && !made; i++) made = x->chunks[i].event != NULL;
+        for (uint32_t i = 0; i < x->num_chunks && !made; i++) {
+          const chunk *o = &x->chunks[i];
+          int lost = o->state == CHUNK_QUARANTINED && o->reclaim_seq == 0;
+          made = o != c && o->event != NULL && o->cap >= need && !lost;
+        }
         if (!made) return st;
         x->ring_grow_failures++;
         t4a_error_restore(&saved);
@@ -470,6 +494,7 @@ static t4a_status chunk_make(t4a_xfer *x, chunk *c) {
   if (st == T4A_OK) st = T4A_CU(x->driver, cuEventCreate, &c->event, CU_EVENT_DISABLE_TIMING);
   if (st == T4A_OK) {
     c->host = t4a_pinned_host(c->pinned);
+    c->cap = x->chunk_bytes;
     return st;
   }
   if (c->pinned != NULL) t4a_pinned_release(c->pinned);
@@ -815,8 +840,8 @@ static t4a_status stage_chunks(t4a_xfer *x, CUdeviceptr dev, const unsigned char
     chunk *c;
     /* A download wrapping onto one of its own chunks delivers that chunk first (after its DMA
      * completed): a download larger than the ring writes its leading part here. */
-    if ((st = t4a_xfer_ring_acquire_(x, &c)) != T4A_OK) break;
     n = next_unit(x, bytes, done);
+    if ((st = t4a_xfer_ring_acquire_(x, n, &c)) != T4A_OK) break;
     c->state = CHUNK_FILLING;
     pthread_mutex_unlock(&x->lock);
     uint64_t singles = 0, pieces = 0;

@@ -38,6 +38,9 @@ enum {
 typedef struct chunk {
   t4a_pinned *pinned; /* NULL, and event NULL, until the ring first hands the chunk out */
   unsigned char *host;
+  size_t cap; /* the bytes pinned at host (0 until pinned): the ring's chunk_bytes, or
+                 T4A_XFER_SMALL_PIN_BYTES for a chunk so far handed out only for small units;
+                 the acquire re-pins it at chunk_bytes (a FREE chunk) when a larger unit needs it */
   CUevent event; /* recorded after the chunk's DMA */
   int state;
   t4a_xfer_pending *owner; /* HELD and DELIVERING only */
@@ -146,10 +149,16 @@ static inline void xfer_count(t4a_xfer *x, t4a_counter_id id, uint64_t n) {
  * counted staging wait). It may drop x->lock meanwhile — while waiting on the device, while
  * another thread delivers the chunk, and while delivering a held chunk into its owner's
  * destination — so any chunk's state may change meanwhile: callers re-read what they need.
+ * `need`: the bytes of the unit (at most chunk_bytes); the chunk handed out holds at least that
+ * many (c->cap). A chunk never pinned is pinned first, at T4A_XFER_SMALL_PIN_BYTES for a small
+ * unit, else at chunk_bytes; a FREE chunk too small for the unit is re-pinned at chunk_bytes (the
+ * new memory first, then the old freed: its last DMA is confirmed). A chunk that cannot be pinned
+ * is skipped while another made chunk holds `need` and is not quarantined for good (counted in
+ * ring_grow_failures, the caller's detail kept); with none, the pinning's failure is returned.
  * When every chunk is quarantined and some can be reclaimed, it records a marker event on the
  * lane's stream and waits for it (a staging wait); its OK proves the uncertain work finished.
  * LIMIT_EXCEEDED when every chunk is quarantined for good; a device error as itself. */
-t4a_status t4a_xfer_ring_acquire_(t4a_xfer *x, chunk **out);
+t4a_status t4a_xfer_ring_acquire_(t4a_xfer *x, size_t need, chunk **out);
 
 /* The acquirer (the admission held, the lane's context current, x->lock NOT held), before a
  * transfer of `units` chunk-sized DMAs: grows the ring to min(units, its depth) chunks. A chunk

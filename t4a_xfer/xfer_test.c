@@ -1518,6 +1518,109 @@ static void test_unpinnable_chunk_is_skipped(void **state) {
   free(src);
 }
 
+/* Issue 25 item 4: a chunk first handed out for a small unit is pinned at
+ * T4A_XFER_SMALL_PIN_BYTES, not at chunk_bytes (a 4-byte first download of a 16 MiB ring pins
+ * 64 KiB); the first unit larger than that re-pins the FREE chunk at chunk_bytes (the small
+ * memory freed), byte-exact. A re-pin that fails while no other made chunk holds the unit is the
+ * transfer's typed failure: nothing enqueued, the small chunk kept and still usable; while
+ * another full chunk exists it is skipped (counted) and the transfer succeeds. Nothing leaks. */
+static void test_small_first_pin(void **state) {
+  fixture *f = *state;
+  const size_t big = T4A_XFER_DEFAULT_CHUNK_BYTES, small = T4A_XFER_SMALL_PIN_BYTES;
+  long base = unaccounted(f);
+  t4a_xfer_options o = {.num_chunks = 2};
+  t4a_xfer *x = NULL;
+  CK(t4a_xfer_create(f->retire, &o, &x));
+  assert_int_equal(t4a_xfer_chunk_bytes(x), big);
+  t4a_buffer *b = buffer(f, big);
+  long with_b = unaccounted(f);
+  unsigned char *src = malloc(big), *back = calloc(1, big);
+  assert_non_null(src);
+  assert_non_null(back);
+  fill(src, big, 3);
+  memcpy(device_view(f, b), src, 4);
+  /* The first transfer: a 4-byte download pins one chunk at 64 KiB. */
+  uint64_t pins = t4a_fake_calls(f->fake, "cuMemHostAlloc");
+  t4a_xfer_pending *p = NULL;
+  CK(t4a_xfer_download(x, b, 0, back, 4, &p));
+  CK(t4a_xfer_pending_wait(p));
+  t4a_xfer_pending_release(p);
+  assert_memory_equal(back, src, 4);
+  assert_int_equal(t4a_fake_calls(f->fake, "cuMemHostAlloc"), pins + 1);
+  unsigned char *c0 = t4a_xfer_chunk_host(x, 0);
+  assert_non_null(c0);
+  assert_int_equal(t4a_fake_host_alloc_bytes(f->fake, c0), small);
+  assert_null(t4a_xfer_chunk_host(x, 1));
+  /* A 4-byte upload: the ring's next chunk, also small. */
+  CK(t4a_xfer_upload(x, b, 4, src + 4, 4));
+  unsigned char *c1 = t4a_xfer_chunk_host(x, 1);
+  assert_int_equal(t4a_fake_host_alloc_bytes(f->fake, c1), small);
+  assert_int_equal(unaccounted(f), with_b + 4); /* 2 small chunks, 2 events */
+  CK(t4a_lane_synchronize(f->lane));
+  /* A whole-chunk upload whose re-pin fails: no chunk holds it; typed, nothing enqueued, the
+   * small chunk kept. */
+  uint64_t copies = t4a_fake_calls(f->fake, "cuMemcpyHtoDAsync");
+  t4a_fake_inject(f->fake, "cuMemHostAlloc", 0, 1, CUDA_ERROR_OUT_OF_MEMORY, 0);
+  t4a_error_clear();
+  assert_int_equal(t4a_xfer_upload(x, b, 0, src, big), T4A_HOST_OUT_OF_MEMORY);
+  t4a_error e;
+  t4a_error_last(&e);
+  assert_string_equal(e.entry, "cuMemHostAlloc");
+  t4a_fake_clear_injections(f->fake);
+  assert_int_equal(t4a_fake_calls(f->fake, "cuMemcpyHtoDAsync"), copies);
+  assert_ptr_equal(t4a_xfer_chunk_host(x, 0), c0);
+  assert_int_equal(t4a_fake_host_alloc_bytes(f->fake, c0), small);
+  assert_int_equal(unaccounted(f), with_b + 4);
+  struct t4a_xfer_stats xs;
+  t4a_xfer_stats(x, &xs);
+  assert_int_equal(xs.quarantined_chunks, 0); /* nothing was asked of chunk 0 */
+  /* The retry re-pins chunk 0 at 16 MiB (its 64 KiB freed); the bytes arrive. */
+  pins = t4a_fake_calls(f->fake, "cuMemHostAlloc");
+  CK(t4a_xfer_upload(x, b, 0, src, big));
+  CK(t4a_lane_synchronize(f->lane));
+  assert_int_equal(t4a_fake_calls(f->fake, "cuMemHostAlloc"), pins + 1);
+  assert_int_equal(t4a_fake_host_alloc_bytes(f->fake, c0), 0); /* freed (or not its start) */
+  assert_int_equal(t4a_fake_host_alloc_bytes(f->fake, t4a_xfer_chunk_host(x, 0)), big);
+  assert_memory_equal(device_view(f, b), src, big);
+  assert_int_equal(unaccounted(f), with_b + 4);
+  /* A whole-chunk download comes to chunk 1 (small); its re-pin fails, chunk 0 holds the unit:
+   * skipped and counted, the download succeeds through chunk 0. */
+  uint64_t grow_failures = xs.ring_grow_failures;
+  t4a_fake_inject(f->fake, "cuMemHostAlloc", 0, 1, CUDA_ERROR_OUT_OF_MEMORY, 0);
+  memset(back, 0, big);
+  CK(t4a_xfer_download(x, b, 0, back, big, &p));
+  CK(t4a_xfer_pending_wait(p));
+  t4a_xfer_pending_release(p);
+  t4a_fake_clear_injections(f->fake);
+  assert_memory_equal(back, src, big);
+  t4a_xfer_stats(x, &xs);
+  assert_int_equal(xs.ring_grow_failures, grow_failures + 1);
+  assert_ptr_equal(t4a_xfer_chunk_host(x, 1), c1);
+  assert_int_equal(t4a_fake_host_alloc_bytes(f->fake, c1), small);
+  /* Small units use the next chunk as it is (chunk 1 small, chunk 0 full: no pinning); the next
+   * large unit re-pins chunk 1. */
+  pins = t4a_fake_calls(f->fake, "cuMemHostAlloc");
+  CK(t4a_xfer_upload(x, b, 0, src, 4));
+  CK(t4a_xfer_upload(x, b, 0, src, 4));
+  assert_int_equal(t4a_fake_calls(f->fake, "cuMemHostAlloc"), pins);
+  assert_ptr_equal(t4a_xfer_chunk_host(x, 1), c1);
+  memset(back, 0, big);
+  CK(t4a_xfer_download(x, b, 0, back, big, &p));
+  CK(t4a_xfer_pending_wait(p));
+  t4a_xfer_pending_release(p);
+  assert_memory_equal(back, src, big);
+  assert_int_equal(t4a_fake_host_alloc_bytes(f->fake, t4a_xfer_chunk_host(x, 0)), big);
+  assert_int_equal(t4a_fake_host_alloc_bytes(f->fake, t4a_xfer_chunk_host(x, 1)), big);
+  assert_int_equal(unaccounted(f), with_b + 4);
+  t4a_buffer_release(b);
+  t4a_xfer_destroy(x);
+  CK(t4a_lane_synchronize(f->lane));
+  assert_int_equal(unaccounted(f), with_b); /* the ring is gone; b's block stays cached */
+  assert_int_equal(with_b, base + 1);
+  free(src);
+  free(back);
+}
+
 /* Issue 25 item 2: once warm (one round), transfers with their waits, pending handles and buffer
  * create/release make no heap allocation at all: their records come back from the t4a_xfer's,
  * the holds table's and the pool's spare lists. One chunk and a transfer wrapping the ring. */
@@ -1733,6 +1836,38 @@ static t4a_status op_paths(void *user) {
   return st;
 }
 
+/* The small first pin and the re-pins (a 128 KiB ring of 2): a 4-byte download and a 4-byte
+ * upload pin both chunks at 64 KiB; a whole-chunk upload and download re-pin them at 128 KiB. */
+static t4a_status op_small_pin(void *user) {
+  fixture *f = user;
+  enum { N = 2 * T4A_XFER_SMALL_PIN_BYTES };
+  static unsigned char src[N], dst[N];
+  fill(src, N, 11);
+  memset(dst, 0, N);
+  t4a_retire *r = NULL;
+  t4a_xfer *x = NULL;
+  t4a_buffer *b = NULL;
+  t4a_xfer_pending *p = NULL;
+  t4a_status st = t4a_retire_create(f->lane, NULL, &r);
+  if (st == T4A_OK) st = make_xfer(r, N, 2, &x);
+  if (st == T4A_OK) st = t4a_buffer_create(f->pool, N, 0, 0, &b);
+  if (st == T4A_OK) st = t4a_xfer_download(x, b, 0, dst, 4, &p);
+  if (st == T4A_OK) st = t4a_xfer_pending_wait(p);
+  t4a_xfer_pending_release(p);
+  p = NULL;
+  if (st == T4A_OK) st = t4a_xfer_upload(x, b, 0, src, 4);
+  if (st == T4A_OK) st = t4a_xfer_upload(x, b, 0, src, N);
+  if (st == T4A_OK) st = t4a_xfer_download(x, b, 0, dst, N, &p);
+  if (st == T4A_OK) st = t4a_xfer_pending_wait(p);
+  if (st == T4A_OK && memcmp(src, dst, N) != 0) st = T4A_INTERNAL;
+  t4a_xfer_pending_release(p);
+  t4a_buffer_release(b);
+  t4a_xfer_destroy(x);
+  t4a_status dst_st = t4a_retire_destroy(r);
+  if (st == T4A_OK) st = dst_st;
+  return st;
+}
+
 /* A dropped download in flight, then teardown: nothing may outlive it uncounted. */
 static t4a_status op_dropped(void *user) {
   fixture *f = user;
@@ -1899,6 +2034,10 @@ static void test_failure_sweep(void **state) {
   s.entry = NULL;
   s.after_enqueue = 0;
   assert_true(t4a_sweep_fault(&s, T4A_FAULT_HOST_MALLOC, allowed, 1) > 0);
+  /* The small first pin and its re-pins: a failed re-pin is typed or absorbed, never leaked. */
+  s.op = op_small_pin;
+  assert_true(t4a_sweep_driver(&s, CUDA_ERROR_UNKNOWN, T4A_DRIVER_ERROR) > 10);
+  assert_true(t4a_sweep_fault(&s, T4A_FAULT_HOST_MALLOC, allowed, 1) > 0);
   s.op = op_dropped;
   assert_true(t4a_sweep_driver(&s, CUDA_ERROR_UNKNOWN, T4A_DRIVER_ERROR) > 5);
   assert_true(t4a_sweep_fault(&s, T4A_FAULT_HOST_MALLOC, allowed, 1) > 0);
@@ -1956,6 +2095,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_poll_not_blocked_by_an_upload, setup, teardown),
       cmocka_unit_test_setup_teardown(test_pinned_upload_budget, setup, teardown),
       cmocka_unit_test_setup_teardown(test_unpinnable_chunk_is_skipped, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_small_first_pin, setup, teardown),
       cmocka_unit_test_setup_teardown(test_warm_transfers_allocate_nothing, setup, teardown),
       cmocka_unit_test_setup_teardown(test_spare_handles_are_bounded, setup, teardown),
       cmocka_unit_test_setup_teardown(test_recycled_records_across_threads, setup, teardown),

@@ -251,6 +251,9 @@ uint64_t t4a_fake_host_fn_driver_calls(void);
 /* If host_ptr lies inside a live cuMemHostAlloc allocation: stores its cuMemHostAlloc flags in
  * *out_flags (when not NULL) and returns 1. Otherwise (registered or pageable memory) 0. */
 int t4a_fake_host_alloc_flags(t4a_fake *fake, const void *host_ptr, unsigned *out_flags);
+/* The bytes asked of cuMemHostAlloc for the live allocation that starts at host_ptr, or 0 (not
+ * the start of one: registered, pageable or freed memory). */
+size_t t4a_fake_host_alloc_bytes(t4a_fake *fake, const void *host_ptr);
 
 /* ---- memory seen from the host ---- */
 /* Host address behind [ptr, ptr + bytes) of a live device allocation (or device-mapped host

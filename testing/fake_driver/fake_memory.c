@@ -1014,3 +1014,13 @@ int t4a_fake_host_alloc_flags(t4a_fake *fake, const void *host_ptr, unsigned *ou
   fk_unlock();
   return found;
 }
+
+size_t t4a_fake_host_alloc_bytes(t4a_fake *fake, const void *host_ptr) {
+  if (fake == NULL || host_ptr == NULL) return 0;
+  fk_lock();
+  size_t bytes = 0;
+  const fk_pin *p = fk_rindex_find(&fake->pins, (uint64_t)(uintptr_t)host_ptr, 1);
+  if (p != NULL && !p->registered && p->base == host_ptr) bytes = p->size;
+  fk_unlock();
+  return bytes;
+}

@@ -335,6 +335,10 @@ static void test_host_alloc_flags_and_nonportable_pinned(void **state) {
   int local;
   assert_int_equal(t4a_fake_host_alloc_flags(x.fake, &local, &fl), 0);
   assert_int_equal(t4a_fake_host_alloc_flags(x.fake, NULL, &fl), 0);
+  assert_int_equal(t4a_fake_host_alloc_bytes(x.fake, np), 4096);
+  assert_int_equal(t4a_fake_host_alloc_bytes(x.fake, np + 100), 0); /* not its start */
+  assert_int_equal(t4a_fake_host_alloc_bytes(x.fake, reg), 0);      /* registered */
+  assert_int_equal(t4a_fake_host_alloc_bytes(x.fake, NULL), 0);
 
   /* Uses on the pinning context's own stream are fine. */
   CUdeviceptr d0;

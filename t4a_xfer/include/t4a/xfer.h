@@ -77,6 +77,10 @@ extern "C" {
 #define T4A_XFER_DEFAULT_NUM_CHUNKS 4u
 #define T4A_XFER_INITIAL_CHUNKS 2u
 /** @} */
+/** A chunk first handed out for a unit of at most this many bytes is pinned at this size, not at
+ * chunk_bytes, and re-pinned at chunk_bytes when a larger unit first needs it (a small first
+ * transfer pins 64 KiB, not a whole chunk). */
+#define T4A_XFER_SMALL_PIN_BYTES ((size_t)64 << 10)
 /** @{ */
 /** Bounds on the options. */
 #define T4A_XFER_MIN_CHUNK_BYTES ((size_t)4096)
@@ -156,7 +160,8 @@ t4a_lane *t4a_xfer_lane(const t4a_xfer *xfer);
 /** @} */
 /** Borrowed: the host address of staging chunk `index`, for diagnostics and tests (e.g. checking
  * that the chunks are portable pinned memory); NULL until a staged transfer or copy first used
- * that chunk (index < ring_chunks of t4a_xfer_stats). */
+ * that chunk (index < ring_chunks of t4a_xfer_stats). It holds chunk_bytes, or
+ * T4A_XFER_SMALL_PIN_BYTES while only small units used it; a re-pin changes the address. */
 void *t4a_xfer_chunk_host(const t4a_xfer *xfer, uint32_t index);
 
 /** A snapshot of one t4a_xfer, for diagnostics and tests. */
