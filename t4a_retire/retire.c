@@ -371,6 +371,37 @@ static t4a_status retire_completed(t4a_retire *r, int wait_oldest) {
   return T4A_OK;
 }
 
+/* Waits for everything this retire enqueued with one cuStreamSynchronize on the lane's stream
+ * (a counted host wait), then retires every sealed epoch and the open one. The caller holds the
+ * lock, so no admission of this retire enqueues meanwhile: what the synchronisation covers is a
+ * superset of what a record after the open epoch and a wait on it would cover (every epoch's work
+ * is on the lane's stream), with one driver call less and no event. Work another retire of the
+ * lane enqueues meanwhile may be waited for too, never retired here: only this retire's epochs,
+ * all enqueued before the call, are. A failure retires nothing (the epochs stay, the open one
+ * unsealed, for the next observation). */
+static t4a_status drain_by_stream(t4a_retire *r) {
+  if (r->sealed_count == 0 && r->open.admissions == 0 && r->open.count == 0) return T4A_OK;
+  t4a_counter_add(r->counters, T4A_COUNTER_host_waits, 1);
+  t4a_status st = T4A_CU(r->driver, cuStreamSynchronize, t4a_lane_stream(r->lane));
+  if (st != T4A_OK) return t4a_lane_note_(r->lane, st);
+  uint64_t retired = 0;
+  while (r->sealed_count > 0) {
+    epoch *e = &r->sealed[r->sealed_head];
+    defer_release(r, e);
+    put_event(r, e->event); /* its record completed: reusable */
+    e->event = NULL;
+    r->sealed_head = (r->sealed_head + 1) % r->max_sealed;
+    r->sealed_count--;
+    retired++;
+  }
+  if (r->open.admissions > 0 || r->open.count > 0) {
+    defer_release(r, &r->open); /* retired without a seal: no event */
+    retired++;
+  }
+  t4a_counter_add(r->counters, T4A_COUNTER_epochs_retired, retired);
+  return T4A_OK;
+}
+
 /* ---- creation and teardown ---- */
 
 t4a_status t4a_retire_create(t4a_lane *lane, const t4a_retire_options *options,
@@ -712,9 +743,7 @@ static t4a_status observe(t4a_retire *r, int wait_all) {
   t4a_ctx_scope scope;
   if ((st = t4a_ctx_scope_enter(&scope, t4a_lane_holder(r->lane), r->counters)) == T4A_OK) {
     if (wait_all) {
-      if (r->sealed_count == r->max_sealed) st = retire_completed(r, 1);
-      if (st == T4A_OK) st = seal_open(r);
-      while (st == T4A_OK && r->sealed_count > 0) st = retire_completed(r, 1);
+      st = drain_by_stream(r);
     } else {
       st = retire_completed(r, 0);
       /* Observation seals: keepalives in the open epoch get an event of their own once nothing

@@ -116,6 +116,87 @@ static void test_warm_chain_records_one_event_per_512(void **state) {
   assert_int_equal(t4a_retire_destroy(r), T4A_OK);
 }
 
+/* Issue 25 item 2: a wait drains by one cuStreamSynchronize on the lane's stream, with no event
+ * recorded or waited for, and retires this retire's epochs exactly as a sealed wait would: every
+ * sealed epoch (its event back to the spares) and the open one. Another retire of the same lane
+ * keeps its own epoch until it observes; a failed synchronisation retires nothing. */
+static void test_wait_drains_by_one_stream_sync(void **state) {
+  fixture *f = *state;
+  t4a_retire *r = NULL, *r2 = NULL;
+  assert_int_equal(t4a_retire_create(f->lane, NULL, &r), T4A_OK);
+  assert_int_equal(t4a_retire_create(f->lane, NULL, &r2), T4A_OK);
+  object o = {0}, o2 = {0};
+  t4a_counter_values v0, v1;
+  /* A warm small wait: one admission, then the wait. */
+  assert_int_equal(admit_memset(f, r, &o), T4A_OK);
+  assert_int_equal(admit_memset(f, r2, &o2), T4A_OK);
+  t4a_lane_stats(f->lane, &v0);
+  uint64_t syncs = t4a_fake_calls(f->fake, "cuStreamSynchronize");
+  uint64_t records = t4a_fake_calls(f->fake, "cuEventRecord");
+  uint64_t esyncs = t4a_fake_calls(f->fake, "cuEventSynchronize");
+  uint64_t queries = t4a_fake_calls(f->fake, "cuEventQuery");
+  assert_int_equal(t4a_retire_wait(r), T4A_OK);
+  assert_int_equal(t4a_fake_calls(f->fake, "cuStreamSynchronize") - syncs, 1);
+  assert_int_equal(t4a_fake_calls(f->fake, "cuEventRecord"), records);
+  assert_int_equal(t4a_fake_calls(f->fake, "cuEventSynchronize"), esyncs);
+  assert_int_equal(t4a_fake_calls(f->fake, "cuEventQuery"), queries);
+  t4a_lane_stats(f->lane, &v1);
+  assert_int_equal(v1.events_recorded - v0.events_recorded, 0);
+  assert_int_equal(v1.host_waits - v0.host_waits, 1);
+  assert_int_equal(v1.epochs_sealed - v0.epochs_sealed, 0);
+  assert_int_equal(v1.epochs_retired - v0.epochs_retired, 1);
+  assert_int_equal(atomic_load(&o.refs), 0);
+  /* r2's work ran too (one stream), but its epoch is r2's: held until r2 observes. */
+  assert_int_equal(atomic_load(&o2.refs), 1);
+  assert_int_equal(t4a_retire_poll(r2), T4A_OK); /* seals (one event): not run yet */
+  assert_int_equal(atomic_load(&o2.refs), 1);
+  t4a_fake_progress(f->fake);
+  assert_int_equal(t4a_retire_poll(r2), T4A_OK); /* its event answers: released */
+  assert_int_equal(atomic_load(&o2.refs), 0);
+  /* Nothing pending: a wait makes no driver call at all. */
+  syncs = t4a_fake_calls(f->fake, "cuStreamSynchronize");
+  assert_int_equal(t4a_retire_wait(r), T4A_OK);
+  assert_int_equal(t4a_fake_calls(f->fake, "cuStreamSynchronize"), syncs);
+  /* Sealed epochs and the open one: 600 admissions seal one epoch at 512; the wait retires both
+   * with one synchronisation and the sealed epoch's event goes back to the spares (the next seal
+   * creates none). */
+  for (int i = 0; i < 600; i++) assert_int_equal(admit_memset(f, r, &o), T4A_OK);
+  t4a_lane_stats(f->lane, &v0);
+  assert_int_equal(atomic_load(&o.refs), 2); /* one per epoch (deduplicated within each) */
+  syncs = t4a_fake_calls(f->fake, "cuStreamSynchronize");
+  esyncs = t4a_fake_calls(f->fake, "cuEventSynchronize");
+  assert_int_equal(t4a_retire_wait(r), T4A_OK);
+  assert_int_equal(t4a_fake_calls(f->fake, "cuStreamSynchronize") - syncs, 1);
+  assert_int_equal(t4a_fake_calls(f->fake, "cuEventSynchronize"), esyncs);
+  t4a_lane_stats(f->lane, &v1);
+  assert_int_equal(v1.epochs_retired - v0.epochs_retired, 2);
+  assert_int_equal(v1.events_recorded, v0.events_recorded);
+  assert_int_equal(atomic_load(&o.refs), 0);
+  uint64_t creates = t4a_fake_calls(f->fake, "cuEventCreate");
+  for (int i = 0; i < 513; i++) assert_int_equal(admit_memset(f, r, NULL), T4A_OK);
+  t4a_lane_stats(f->lane, &v0);
+  assert_int_equal(v0.epochs_sealed - v1.epochs_sealed, 1);
+  assert_int_equal(t4a_fake_calls(f->fake, "cuEventCreate"), creates);
+  assert_int_equal(t4a_retire_wait(r), T4A_OK);
+  /* A failed synchronisation retires nothing: the keepalive stays until a wait succeeds. */
+  assert_int_equal(admit_memset(f, r, &o), T4A_OK);
+  t4a_lane_stats(f->lane, &v0);
+  t4a_fake_inject(f->fake, "cuStreamSynchronize", 0, 1, CUDA_ERROR_UNKNOWN, 0);
+  t4a_error_clear();
+  assert_int_equal(t4a_retire_wait(r), T4A_DRIVER_ERROR);
+  t4a_error e;
+  t4a_error_last(&e);
+  assert_string_equal(e.entry, "cuStreamSynchronize");
+  t4a_fake_clear_injections(f->fake);
+  assert_int_equal(atomic_load(&o.refs), 1);
+  t4a_lane_stats(f->lane, &v1);
+  assert_int_equal(v1.epochs_retired, v0.epochs_retired);
+  assert_int_equal(t4a_retire_wait(r), T4A_OK);
+  assert_int_equal(atomic_load(&o.refs), 0);
+  assert_int_equal(t4a_retire_destroy(r2), T4A_OK);
+  assert_int_equal(t4a_retire_destroy(r), T4A_OK);
+}
+
 static void object_retain(void *p) { atomic_fetch_add(&((object *)p)->refs, 1); }
 
 /* A borrowed keepalive: the epoch takes its own reference only for an object it does not hold
@@ -797,6 +878,7 @@ static void test_failure_sweep(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_warm_chain_records_one_event_per_512, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_wait_drains_by_one_stream_sync, setup, teardown),
       cmocka_unit_test_setup_teardown(test_keepalive_released_only_after_completion, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_borrowed_keepalive_retains_once_per_epoch, setup,

@@ -1100,6 +1100,17 @@ static t4a_status pending_delivered(t4a_xfer *x, t4a_xfer_pending *p) {
   return T4A_OK;
 }
 
+/* chunk_query for a wait: its NOT_READY is no answer (a host wait follows), so it records no
+ * detail (no cuGetErrorName / cuGetErrorString calls); any other answer is as chunk_query's. */
+static t4a_status chunk_query_before_wait(t4a_xfer *x, chunk *c) {
+  CUresult r = x->driver->t.cuEventQuery(c->event);
+  if (r == CUDA_ERROR_NOT_READY) return T4A_NOT_READY;
+  t4a_status st = t4a_cu_result_(x->driver, r, "cuEventQuery", 0);
+  if (st != T4A_OK) return chunk_failed(x, c, st);
+  chunk_complete(x, c);
+  return T4A_OK;
+}
+
 /* One observation (x->lock held, the lane's context current). Never blocks without `wait`. */
 static t4a_status pending_step(t4a_xfer *x, t4a_xfer_pending *p, int wait) {
   t4a_status st;
@@ -1146,14 +1157,20 @@ static t4a_status pending_step(t4a_xfer *x, t4a_xfer_pending *p, int wait) {
       pthread_cond_wait(&x->cond, &x->lock);
       continue;
     }
-    st = chunk_query(x, oldest);
+    st = wait ? chunk_query_before_wait(x, oldest) : chunk_query(x, oldest);
     if (st != T4A_NOT_READY) continue; /* delivered, or failed: answered at the top */
     if (!wait) return st;
     /* A host wait on the oldest, which is delivered as soon as it answers while the DMA of the
      * later ones goes on (their delivery overlaps the bus, not after it); a later chunk already
      * complete by then is delivered on its query, without a wait. A failed answer fails the
-     * handle if that chunk is still its own; otherwise look again. */
-    (void)chunk_wait(x, oldest, p);
+     * handle if that chunk is still its own; otherwise look again. An OK answer for a chunk
+     * still held by p with the same record (p's chunks are never recorded again once p is out,
+     * and p still PENDING) completes it without a query to settle it. */
+    uint64_t waited = oldest->seq;
+    if (chunk_wait(x, oldest, p) == T4A_OK && p->state == PENDING && oldest->owner == p &&
+        oldest->state == CHUNK_HELD && oldest->seq == waited) {
+      chunk_complete(x, oldest);
+    }
   }
 }
 

@@ -2055,8 +2055,80 @@ static void test_failure_sweep(void **state) {
   assert_int_equal(t4a_fake_ordering_violations(f->fake), 0);
 }
 
+/* Issue 25 item 2: the driver calls of a warm small transfer and its wait, per op. A pinned
+ * upload and t4a_retire_wait: the copy and one cuStreamSynchronize, no event (raw's pair). A
+ * pinned download and its pending wait: the copy, the handle's one completion record (polls need
+ * it) and its wait; nothing from the retire (its epoch is sealed at 512 admissions, not per op).
+ * A pageable (staged) download and its wait: the capture check, the copy, the chunk's record,
+ * one query (NOT_READY here: nothing runs until a wait) and the wait — the query's NOT_READY
+ * records no detail (no cuGetErrorName / cuGetErrorString) and the waited chunk is settled
+ * without a second query. */
+static void test_small_transfer_calls_per_op(void **state) {
+  fixture *f = *state;
+  enum { OPS = 8, BYTES = 4096 };
+  t4a_buffer *b = NULL;
+  CK(t4a_buffer_create(f->pool, BYTES, 0, 0, &b));
+  t4a_pinned *pin = NULL;
+  CK(t4a_pinned_create(t4a_lane_holder(f->lane), BYTES, 0, &pin));
+  unsigned char *host = calloc(1, BYTES);
+  assert_non_null(host);
+  static const char *const entries[] = {
+      "cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync", "cuStreamSynchronize", "cuEventRecord",
+      "cuEventSynchronize", "cuEventQuery", "cuEventCreate", "cuStreamIsCapturing",
+      "cuGetErrorName", "cuGetErrorString"};
+  enum { N = sizeof entries / sizeof entries[0] };
+  static const uint64_t want[3][N] = {
+      {1, 0, 1, 0, 0, 0, 0, 0, 0, 0}, /* pinned upload + t4a_retire_wait */
+      {0, 1, 0, 1, 1, 0, 0, 0, 0, 0}, /* pinned download + pending wait + release */
+      {0, 1, 0, 1, 1, 1, 0, 1, 0, 0}, /* pageable download + pending wait + release */
+  };
+  static const uint64_t want_events[3] = {0, 1, 1};
+  for (int mode = 0; mode < 3; mode++) {
+    uint64_t before[N];
+    t4a_counter_values v0, v1;
+    for (int pass = 0; pass < 2; pass++) { /* pass 0 warms up (the spare handle and event) */
+      t4a_lane_stats(f->lane, &v0);
+      for (int i = 0; i < N; i++) before[i] = t4a_fake_calls(f->fake, entries[i]);
+      uint64_t heap = t4a_heap_allocations();
+      for (int op = 0; op < OPS; op++) {
+        if (mode == 0) {
+          CK(t4a_xfer_upload_pinned(f->xfer, b, 0, pin, 0, BYTES));
+          CK(t4a_retire_wait(f->retire));
+        } else {
+          t4a_xfer_pending *p = NULL;
+          if (mode == 1) {
+            CK(t4a_xfer_download_pinned(f->xfer, b, 0, pin, 0, BYTES, &p));
+          } else {
+            CK(t4a_xfer_download(f->xfer, b, 0, host, BYTES, &p));
+          }
+          CK(t4a_xfer_pending_wait(p));
+          t4a_xfer_pending_release(p);
+        }
+      }
+      if (pass == 1) assert_int_equal(t4a_heap_allocations() - heap, 0);
+    }
+    t4a_lane_stats(f->lane, &v1);
+    for (int i = 0; i < N; i++) {
+      uint64_t got = t4a_fake_calls(f->fake, entries[i]) - before[i];
+      if (got != OPS * want[mode][i]) {
+        fail_msg("mode %d: %s %llu calls, want %llu", mode, entries[i], (unsigned long long)got,
+                 (unsigned long long)(OPS * want[mode][i]));
+      }
+    }
+    assert_int_equal(v1.events_recorded - v0.events_recorded, OPS * want_events[mode]);
+    assert_int_equal(v1.host_waits - v0.host_waits, OPS);
+    assert_int_equal(v1.bytes_downloaded - v0.bytes_downloaded, mode == 0 ? 0 : OPS * BYTES);
+  }
+  CK(t4a_retire_wait(f->retire));
+  free(host);
+  t4a_pinned_release(pin);
+  t4a_buffer_release(b);
+  CK(t4a_retire_wait(f->retire));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_small_transfer_calls_per_op, setup, teardown),
       cmocka_unit_test_setup_teardown(test_round_trip_across_chunks, setup, teardown),
       cmocka_unit_test_setup_teardown(test_failure_names_the_chunk, setup_leaky,
                                       teardown_counted),

@@ -21,9 +21,10 @@
  *
  * Epochs. Keepalives join the open epoch (deduplicated: an object the open epoch already holds is
  * released at once). The open epoch is sealed by one event (CU_EVENT_DISABLE_TIMING) when it holds
- * half of max_pending_records admissions, or when someone observes; so a warm chain records at
- * most one event per 512 admissions with the defaults (counter events_recorded). Observation
- * (t4a_retire_poll, t4a_retire_wait) releases the keepalives of completed epochs, outside the lock.
+ * half of max_pending_records admissions, or when a poll observes; so a warm chain records at
+ * most one event per 512 admissions with the defaults (counter events_recorded). A wait seals
+ * nothing: it synchronises the lane's stream. Observation (t4a_retire_poll, t4a_retire_wait)
+ * releases the keepalives of completed epochs, outside the lock.
  *
  * Witnesses. A witness is (event, its context): its terminal state is memoised at the first
  * observation that finds it complete or failed, so a later sticky error never re-fails a
@@ -125,8 +126,10 @@ t4a_status t4a_admission_fail(t4a_admission *admission, t4a_status status,
  * event) if it holds keepalives and nothing older is pending. Returns OK, REENTRY, or the device
  * error an epoch's event reported (never folded into "not ready"). */
 T4A_MUST_USE t4a_status t4a_retire_poll(t4a_retire *retire);
-/** Seals the open epoch and waits for all admitted work (counted in host_waits), then releases
- * every completed epoch's keepalives. */
+/** Waits for all admitted work with one synchronisation of the lane's stream (counted in
+ * host_waits; no event), then releases every epoch's keepalives. Returns OK, REENTRY,
+ * UNSUPPORTED during a capture, or the device error the synchronisation reported (nothing is
+ * released then). */
 T4A_MUST_USE t4a_status t4a_retire_wait(t4a_retire *retire);
 
 /** Snapshot of the retirement state (also safe from inside an admission on this thread). */
