@@ -392,6 +392,42 @@ static void test_staged_path(void **state) {
   t4a_buffer_release(dst);
   t4a_xfer_destroy(deep);
   free(data);
+  {
+    /* Staged copies into a ring whose chunks were first pinned small (64 KiB) and re-pinned at
+     * full size by a larger copy: byte-exact, the pins' sizes as designed. */
+    t4a_xfer_options so = T4A_XFER_OPTIONS_INIT;
+    so.chunk_bytes = (size_t)1 << 20;
+    so.num_chunks = 3;
+    t4a_xfer *sm = NULL;
+    CK(t4a_xfer_create(b->retire, &so, &sm));
+    size_t sizes2[] = {1, 70000, 1, 3u << 20, 5, (3u << 20) + 17};
+    for (size_t k = 0; k < 6; k++) {
+      size_t m = sizes2[k];
+      unsigned char *d2 = malloc(m);
+      fill(d2, m, (unsigned)(40 + k));
+      t4a_buffer *s2 = buffer(a, m), *t2 = buffer(b, m);
+      upload(a, s2, 0, d2, m);
+      t4a_witness *w2 = NULL;
+      CK(t4a_xfer_copy(sm, t2, 0, a->xfer, s2, 0, m, T4A_COPY_STAGED, NULL, &w2));
+      CK(t4a_witness_wait(w2));
+      t4a_witness_release(w2);
+      expect(b, t2, 0, d2, m);
+      if (k == 0) {
+        assert_int_equal(t4a_fake_host_alloc_bytes(f->fake, t4a_xfer_chunk_host(sm, 0)),
+                         T4A_XFER_SMALL_PIN_BYTES);
+      }
+      if (k == 5) {
+        for (uint32_t i = 0; i < 3; i++) {
+          void *h = t4a_xfer_chunk_host(sm, i);
+          if (h != NULL) assert_int_equal(t4a_fake_host_alloc_bytes(f->fake, h), so.chunk_bytes);
+        }
+      }
+      t4a_buffer_release(s2);
+      t4a_buffer_release(t2);
+      free(d2);
+    }
+    t4a_xfer_destroy(sm);
+  }
 }
 
 /* Fault lane 2: A -> B -> C after the original handles were dropped; data arrives intact. Peer

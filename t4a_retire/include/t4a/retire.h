@@ -127,7 +127,9 @@ t4a_status t4a_admission_fail(t4a_admission *admission, t4a_status status,
  * error an epoch's event reported (never folded into "not ready"). */
 T4A_MUST_USE t4a_status t4a_retire_poll(t4a_retire *retire);
 /** Waits for all admitted work with one synchronisation of the lane's stream (counted in
- * host_waits; no event), then releases every epoch's keepalives. Returns OK, REENTRY,
+ * host_waits; no event), then releases every epoch's keepalives. The wait covers everything on
+ * the lane's stream, other retires' later work included, with this retire's lock held: a host
+ * function on the lane must not block on what the waiting thread does next. Returns OK, REENTRY,
  * UNSUPPORTED during a capture, or the device error the synchronisation reported (nothing is
  * released then). */
 T4A_MUST_USE t4a_status t4a_retire_wait(t4a_retire *retire);
