@@ -192,15 +192,7 @@ static t4a_status check_cluster_driver(t4a_function *fn, const t4a_launch_config
    * raise it. */
   if ((st = t4a_launch_raise_shared_(fn, cfg->shared_bytes)) != T4A_OK) return st;
   CUlaunchConfig lc;
-  memset(&lc, 0, sizeof lc);
-  lc.gridDimX = cfg->grid[0];
-  lc.gridDimY = cfg->grid[1];
-  lc.gridDimZ = cfg->grid[2];
-  lc.blockDimX = cfg->block[0];
-  lc.blockDimY = cfg->block[1];
-  lc.blockDimZ = cfg->block[2];
-  lc.sharedMemBytes = cfg->shared_bytes;
-  lc.hStream = t4a_lane_stream(fn->module->cache->lane);
+  t4a_launch_ex_config_(&lc, cfg, t4a_lane_stream(fn->module->cache->lane));
   int max = 0;
   st = T4A_CU(drv, cuOccupancyMaxPotentialClusterSize, &max, fn->handle, &lc);
   if (st != T4A_OK) return st;

@@ -336,15 +336,7 @@ static __attribute__((noinline)) CUresult launch_ex(t4a_driver *drv, t4a_lane *l
                                                     t4a_function *fn, const t4a_launch_config *cfg,
                                                     void **params, const t4a_launch_ex_ *ex) {
   CUlaunchConfig lc;
-  memset(&lc, 0, sizeof lc);
-  lc.gridDimX = cfg->grid[0];
-  lc.gridDimY = cfg->grid[1];
-  lc.gridDimZ = cfg->grid[2];
-  lc.blockDimX = cfg->block[0];
-  lc.blockDimY = cfg->block[1];
-  lc.blockDimZ = cfg->block[2];
-  lc.sharedMemBytes = cfg->shared_bytes;
-  lc.hStream = t4a_lane_stream(lane);
+  t4a_launch_ex_config_(&lc, cfg, t4a_lane_stream(lane));
   lc.attrs = (CUlaunchAttribute *)ex->attrs;
   lc.numAttrs = ex->num;
   return drv->t.cuLaunchKernelEx(&lc, fn->handle, params, NULL);

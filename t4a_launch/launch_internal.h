@@ -145,6 +145,19 @@ t4a_status t4a_launch_policy_resolve_(const t4a_launch_policy *policy,
 
 /* Checks `config` against the function's device limits: INVALID_LAUNCH naming the dimension. */
 t4a_status t4a_launch_check_config_(const t4a_function *fn, const t4a_launch_config *config);
+/* A cuLaunchKernelEx config for `cfg` on `stream`, with no attributes (the caller adds them). */
+static inline void t4a_launch_ex_config_(CUlaunchConfig *lc, const t4a_launch_config *cfg,
+                                         CUstream stream) {
+  memset(lc, 0, sizeof *lc);
+  lc->gridDimX = cfg->grid[0];
+  lc->gridDimY = cfg->grid[1];
+  lc->gridDimZ = cfg->grid[2];
+  lc->blockDimX = cfg->block[0];
+  lc->blockDimY = cfg->block[1];
+  lc->blockDimZ = cfg->block[2];
+  lc->sharedMemBytes = cfg->shared_bytes;
+  lc->hStream = stream;
+}
 
 /* The number of parameters launches must pass: the driver's count, or the declared one.
  * ARGUMENT_MISMATCH when neither is known. */

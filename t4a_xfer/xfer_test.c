@@ -1753,6 +1753,16 @@ static void test_recycled_records_across_threads(void **state) {
   free(want);
 }
 
+/* The end of a sweep op: releases its buffer, transfer state and retire (NULL allowed) and
+ * returns its first failure. */
+static t4a_status op_end(t4a_status st, t4a_buffer *b, t4a_xfer *x, t4a_retire *r) {
+  t4a_buffer_release(b);
+  t4a_xfer_destroy(x);
+  t4a_status dst_st = t4a_retire_destroy(r);
+  return st == T4A_OK ? dst_st : st;
+}
+
+
 /* ---- failure sweeps ---- */
 
 static t4a_status op_all(void *user) {
@@ -1795,11 +1805,7 @@ static t4a_status op_all(void *user) {
   t4a_xfer_pending_release(q);
   t4a_xfer_pending_release(r2);
   t4a_pinned_release(pin);
-  t4a_buffer_release(b);
-  t4a_xfer_destroy(x);
-  t4a_status dst_st = t4a_retire_destroy(r);
-  if (st == T4A_OK) st = dst_st;
-  return st;
+  return op_end(st, b, x, r);
 }
 
 /* The size-chosen paths: a piece-by-piece upload (one chunk, pieces below the split size), a
@@ -1829,11 +1835,7 @@ static t4a_status op_paths(void *user) {
   if (st == T4A_OK) st = t4a_xfer_pending_wait(p);
   if (st == T4A_OK && memcmp(src, dst, N) != 0) st = T4A_INTERNAL;
   t4a_xfer_pending_release(p);
-  t4a_buffer_release(b);
-  t4a_xfer_destroy(x);
-  t4a_status dst_st = t4a_retire_destroy(r);
-  if (st == T4A_OK) st = dst_st;
-  return st;
+  return op_end(st, b, x, r);
 }
 
 /* The small first pin and the re-pins (a 128 KiB ring of 2): a 4-byte download and a 4-byte
@@ -1861,11 +1863,7 @@ static t4a_status op_small_pin(void *user) {
   if (st == T4A_OK) st = t4a_xfer_pending_wait(p);
   if (st == T4A_OK && memcmp(src, dst, N) != 0) st = T4A_INTERNAL;
   t4a_xfer_pending_release(p);
-  t4a_buffer_release(b);
-  t4a_xfer_destroy(x);
-  t4a_status dst_st = t4a_retire_destroy(r);
-  if (st == T4A_OK) st = dst_st;
-  return st;
+  return op_end(st, b, x, r);
 }
 
 /* A dropped download in flight, then teardown: nothing may outlive it uncounted. */
@@ -1883,11 +1881,7 @@ static t4a_status op_dropped(void *user) {
   if (st == T4A_OK) st = t4a_xfer_pending_poll(p);
   if (st == T4A_NOT_READY) st = T4A_OK;
   t4a_xfer_pending_release(p);
-  t4a_buffer_release(b);
-  t4a_xfer_destroy(x);
-  t4a_status dst_st = t4a_retire_destroy(r);
-  if (st == T4A_OK) st = dst_st;
-  return st;
+  return op_end(st, b, x, r);
 }
 
 /* The pinned-hold budget: one direct upload, one over the budget (through the ring), a download
@@ -1924,11 +1918,7 @@ static t4a_status op_budget(void *user) {
   t4a_xfer_pending_release(q);
   t4a_pinned_release(a);
   t4a_pinned_release(c);
-  t4a_buffer_release(b);
-  t4a_xfer_destroy(x);
-  t4a_status dst_st = t4a_retire_destroy(r);
-  if (st == T4A_OK) st = dst_st;
-  return st;
+  return op_end(st, b, x, r);
 }
 
 /* The reclaim path — two chunks quarantined by failures after enqueue, then an upload that must
