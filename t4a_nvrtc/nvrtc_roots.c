@@ -35,6 +35,10 @@
 #include "t4a_ctx/status_internal.h"
 #include "t4a_nvrtc/nvrtc_internal.h"
 
+/* A path in a message: its last n bytes (the file names are at the end), "..." before them when
+ * cut, so a long root's prefix never pushes the name out of the message. Two format args: %s%s. */
+#define PATH_TAIL(p, n) (strlen(p) > (n) ? "..." : ""), (strlen(p) > (n) ? (p) + strlen(p) - (n) : (p))
+
 #define ROOTS_MAX_PROBES (1u << 20)
 #define ROOTS_WATCH_MASK                                                                     \
   (IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_CREATE | IN_DELETE | IN_DELETE_SELF |         \
@@ -191,8 +195,8 @@ void t4a_nvrtc_prober_free_(t4a_nvrtc_prober *pr) {
   t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_nvrtc_include_root", 0, NULL, 0, __VA_ARGS__)
 
 static t4a_status probe_io(const char *what, int err, const char *path) {
-  return t4a_error_set_(T4A_IO, what, err, NULL, 0, "include root: cannot %s (%s): %.200s", what,
-                        strerror(err), path);
+  return t4a_error_set_(T4A_IO, what, err, NULL, 0, "include root: cannot %s (%s): %s%s", what,
+                        strerror(err), PATH_TAIL(path, 160));
 }
 
 /* Whether directory dir[0..n) was watched by this check already; marks it. -1: no memory. */
@@ -408,7 +412,7 @@ static t4a_status read_file(t4a_nvrtc_prober *pr, const char *path, t4a_nvrtc_pr
   if (!S_ISREG(st.st_mode)) { /* replaced between the stat and the open */
     close(fd);
     return t4a_error_set_(T4A_BUSY, "t4a_nvrtc_include_root", 0, NULL, 0,
-                          "%.200s changed while the request was checked: try again", path);
+                          "%s%s changed while the request was checked: try again", PATH_TAIL(path, 180));
   }
   size_t cap = (size_t)st.st_size + 1, n = 0;
   char *buf = t4a_host_malloc(cap + 1);
@@ -465,7 +469,7 @@ t4a_status t4a_nvrtc_probe_(t4a_nvrtc_prober *pr, const char *path, size_t n, in
   *out = NULL;
   if (n >= PATH_MAX) {
     return t4a_error_set_(T4A_LIMIT_EXCEEDED, "t4a_nvrtc_include_root", 0, NULL, 0,
-                          "an include resolves to a path longer than PATH_MAX: %.200s", path);
+                          "an include resolves to a path longer than PATH_MAX: %s%s", PATH_TAIL(path, 180));
   }
   uint64_t k = XXH3_64bits(path, n);
   t4a_nvrtc_probed *r = memo_find(pr, path, n, k);
@@ -499,12 +503,12 @@ t4a_status t4a_nvrtc_probe_(t4a_nvrtc_prober *pr, const char *path, size_t n, in
     struct stat ls;
     if (err == ENOENT && lstat(p, &ls) == 0 && S_ISLNK(ls.st_mode)) {
       s = PROBE_INVALID(
-          "include root: dangling symbolic link %.150s (its target could appear unseen)", p);
+          "include root: dangling symbolic link %s%s (its target could appear unseen)", PATH_TAIL(p, 150));
     } else {
       r->kind = T4A_NVRTC_PROBED_ABSENT;
     }
   } else if (rc != 0 && err == ELOOP) {
-    s = PROBE_INVALID("include root: symbolic link loop at %.200s", p);
+    s = PROBE_INVALID("include root: symbolic link loop at %s%s", PATH_TAIL(p, 180));
   } else if (rc != 0 && err == ENAMETOOLONG) {
     r->kind = T4A_NVRTC_PROBED_ABSENT; /* opens nothing */
   } else if (rc != 0) {
@@ -512,7 +516,7 @@ t4a_status t4a_nvrtc_probe_(t4a_nvrtc_prober *pr, const char *path, size_t n, in
   } else if (S_ISDIR(st.st_mode)) {
     r->kind = T4A_NVRTC_PROBED_DIR;
   } else if (!S_ISREG(st.st_mode)) {
-    s = PROBE_INVALID("include root: %.150s is not a regular file or a directory", p);
+    s = PROBE_INVALID("include root: %s%s is not a regular file or a directory", PATH_TAIL(p, 150));
   } else {
     r->kind = T4A_NVRTC_PROBED_FILE;
     if (pr->watch_ok) { /* before reading */

@@ -889,7 +889,8 @@ static void test_bad_roots_are_typed_errors(void **state) {
     t4a_error e;
     t4a_error_last(&e);
     assert_int_equal(st, T4A_IO);
-    assert_non_null(strstr(e.message, g_root));
+    size_t rl = strlen(g_root); /* a long root's prefix is cut from the message, its end kept */
+    assert_non_null(strstr(e.message, g_root + (rl > 100 ? rl - 100 : 0)));
     failures++;
   }
   assert_true(failures >= 4); /* 2 files: opens and reads */
