@@ -565,12 +565,12 @@ t4a_status t4a_nvrtc_probe_root_(t4a_nvrtc_prober *pr, const char *root) {
   if (stat(root, &st) != 0) {
     int err = errno;
     if (err == ENOENT || err == ENOTDIR) {
-      return PROBE_INVALID("include root does not exist: %.200s", root);
+      return PROBE_INVALID("include root does not exist: %s%s", PATH_TAIL(root, 180));
     }
-    if (err == ELOOP) return PROBE_INVALID("include root is a symbolic link loop: %.200s", root);
+    if (err == ELOOP) return PROBE_INVALID("include root is a symbolic link loop: %s%s", PATH_TAIL(root, 180));
     return probe_io("stat", err, root);
   }
-  if (!S_ISDIR(st.st_mode)) return PROBE_INVALID("include root is not a directory: %.200s", root);
+  if (!S_ISDIR(st.st_mode)) return PROBE_INVALID("include root is not a directory: %s%s", PATH_TAIL(root, 180));
   return T4A_OK;
 }
 

@@ -908,7 +908,8 @@ static void test_bad_roots_are_typed_errors(void **state) {
     t4a_error e;
     t4a_error_last(&e);
     assert_int_equal(st, T4A_IO);
-    assert_non_null(strstr(e.message, g_root));
+    size_t rl = strlen(g_root);
+    assert_non_null(strstr(e.message, g_root + (rl > 100 ? rl - 100 : 0)));
     assert_null(a);
     assert_int_equal(wrapped_compiles(), before);
     assert_int_equal(memory_entries(c2), 0);
