@@ -32,7 +32,8 @@
  * Figures: min / median / max over the samples per side, t4a/raw of the medians, the min-max of
  * the per-pair ratios; the t4a child's heap allocations (t4a_heap_allocations) during its calls.
  * --profile prints, per t4a child kind, what its calls asked of the driver (on --fake: every
- * entry called, and the pinned bytes; the CPU-side look of issue 25 item 4).
+ * entry called, and the pinned bytes; the CPU-side look of issue 25 item 4) and, on a real
+ * driver, three first-kernel children per side with each step's own time ("steps:" lines).
  *
  * --fake: the same children on the fake driver of the tests (each child creates its own; NVRTC
  * compiles for real in the parent's setup): a smoke test whose timings mean nothing and are never
@@ -141,7 +142,18 @@ typedef struct child_out {
   uint64_t heap;             /* t4a heap allocations between them */
   int ok;
   char why[200];
+  /* --profile: the time after each step of the child (ns since start_ns), named. */
+  const char *step_name[12];
+  uint64_t step_ns[12];
+  int steps;
 } child_out;
+
+static void step(child_out *o, const char *name) {
+  if (o->steps < (int)(sizeof o->step_ns / sizeof o->step_ns[0])) {
+    o->step_name[o->steps] = name;
+    o->step_ns[o->steps++] = t4a_bench_now_ns() - o->start_ns;
+  }
+}
 
 static void why(child_out *o, const char *what, t4a_status st) {
   char buf[160];
@@ -202,6 +214,7 @@ static void run_t4a(int first, int min_ring, int fake, const char *dir, int prof
     why(o, "the driver", st);
     goto out;
   }
+  step(o, "driver");
   t4a_runtime_options ro = T4A_RUNTIME_OPTIONS_INIT;
   ro.driver = drv;
   if (first) ro.artifacts.disk_dir = cache;
@@ -214,6 +227,7 @@ static void run_t4a(int first, int min_ring, int fake, const char *dir, int prof
     why(o, "t4a_runtime_open", st);
     goto out;
   }
+  step(o, "open");
   if (!first) {
     o->end_ns = t4a_bench_now_ns();
     o->heap = t4a_heap_allocations() - h0;
@@ -223,14 +237,20 @@ static void run_t4a(int first, int min_ring, int fake, const char *dir, int prof
   int value = 0;
   int32_t v = VALUE;
   st = t4a_runtime_compile(rt, k_source, "coldstart.cu", &art);
+  step(o, "compile");
   if (st == T4A_OK) st = t4a_runtime_load(rt, art, &mod);
+  step(o, "load");
   if (st == T4A_OK) st = t4a_runtime_function(rt, mod, "set_value", &fn);
+  step(o, "function");
   if (st == T4A_OK) st = t4a_runtime_buffer(rt, sizeof value, &buf);
+  step(o, "buffer");
   if (st == T4A_OK) {
     t4a_arg args[2] = {t4a_arg_buffer(buf, 0), t4a_arg_scalar(&v, sizeof v)};
     st = t4a_runtime_launch(rt, fn, 1, 1, args, 2);
   }
+  step(o, "launch");
   if (st == T4A_OK) st = t4a_runtime_download(rt, buf, 0, &value, sizeof value);
+  step(o, "download");
   o->end_ns = t4a_bench_now_ns();
   o->heap = t4a_heap_allocations() - h0;
   if (st != T4A_OK) {
@@ -300,11 +320,16 @@ static void run_raw(int first, int fake, const char *dir, child_out *o) {
     snprintf(o->why, sizeof o->why, "libcuda.so.1 or its entries: %s", dlerror());
     goto out;
   }
-  if (!cu_ok(t.cuInit(0), "cuInit", o) || !cu_ok(t.cuDeviceGet(&dev, 0), "cuDeviceGet", o) ||
-      !cu_ok(t.cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain", o) ||
+  step(o, "resolve");
+  if (!cu_ok(t.cuInit(0), "cuInit", o) || !cu_ok(t.cuDeviceGet(&dev, 0), "cuDeviceGet", o)) {
+    goto out;
+  }
+  step(o, "init");
+  if (!cu_ok(t.cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain", o) ||
       !cu_ok(t.cuCtxSetCurrent(ctx), "cuCtxSetCurrent", o)) {
     goto out;
   }
+  step(o, "context");
   if (!first) {
     CUmemPoolProps props;
     memset(&props, 0, sizeof props);
@@ -335,16 +360,24 @@ static void run_raw(int first, int fake, const char *dir, child_out *o) {
     goto out;
   }
   fclose(fp);
+  step(o, "read");
   int32_t v = VALUE;
   void *params[2] = {&d, &v};
-  if (!cu_ok(t.cuModuleLoadData(&m, image), "cuModuleLoadData", o) ||
-      !cu_ok(t.cuModuleGetFunction(&f, m, "set_value"), "cuModuleGetFunction", o) ||
-      !cu_ok(t.cuMemAlloc(&d, sizeof value), "cuMemAlloc", o) ||
-      !cu_ok(t.cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL), "cuLaunchKernel", o) ||
-      !cu_ok(t.cuMemcpyDtoHAsync(&value, d, sizeof value, NULL), "cuMemcpyDtoHAsync", o) ||
+  if (!cu_ok(t.cuModuleLoadData(&m, image), "cuModuleLoadData", o)) goto out;
+  step(o, "load");
+  if (!cu_ok(t.cuModuleGetFunction(&f, m, "set_value"), "cuModuleGetFunction", o)) goto out;
+  step(o, "function");
+  if (!cu_ok(t.cuMemAlloc(&d, sizeof value), "cuMemAlloc", o)) goto out;
+  step(o, "buffer");
+  if (!cu_ok(t.cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL), "cuLaunchKernel", o)) {
+    goto out;
+  }
+  step(o, "launch");
+  if (!cu_ok(t.cuMemcpyDtoHAsync(&value, d, sizeof value, NULL), "cuMemcpyDtoHAsync", o) ||
       !cu_ok(t.cuStreamSynchronize(NULL), "cuStreamSynchronize", o)) {
     goto out;
   }
+  step(o, "download");
   o->end_ns = t4a_bench_now_ns();
   if (value != VALUE) {
     snprintf(o->why, sizeof o->why, "the kernel wrote %d, not %d", value, VALUE);
@@ -383,6 +416,14 @@ static int child_main(int argc, char **argv) {
   if (!o.ok) {
     printf("fail %s\n", o.why[0] ? o.why : "?");
     return 1;
+  }
+  if (profile && !fake && o.steps > 0) { /* each step's own time, us (real mode only) */
+    printf("steps:");
+    for (int i = 0; i < o.steps; i++) {
+      printf(" %s=%.1f", o.step_name[i],
+             (double)(o.step_ns[i] - (i > 0 ? o.step_ns[i - 1] : 0)) * 1e-3);
+    }
+    printf("\n");
   }
   printf("ok %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", o.end_ns - o.start_ns, o.end_ns - t0, o.heap);
   return 0;
@@ -458,7 +499,7 @@ static int spawn_child(mode m, const char *dir, int fake, int profile, sample *o
     return 0;
   }
   if (profile) {
-    static const char *const tags[] = {"profile-fake:", "staging-pinned:"};
+    static const char *const tags[] = {"profile-fake:", "staging-pinned:", "steps:"};
     for (size_t t = 0; t < sizeof tags / sizeof tags[0]; t++) {
       char *p = strstr(buf, tags[t]);
       if (p == NULL) continue;
@@ -713,7 +754,12 @@ int main(int argc, char **argv) {
     if (profile) {
       sample s;
       char err[2400];
-      for (int m = OPEN_T4A; m <= FIRST_T4A; m += FIRST_T4A - OPEN_T4A) {
+      /* open-t4a once, then first-t4a and first-raw alternated: each prints its steps' times */
+      static const mode kinds[] = {OPEN_T4A, FIRST_T4A, FIRST_RAW, FIRST_T4A, FIRST_RAW,
+                                   FIRST_T4A, FIRST_RAW};
+      for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        mode m = kinds[k];
+        if (m == FIRST_RAW && fake) continue;
         if (!spawn_child((mode)m, dir, fake, 1, &s, err, sizeof err)) {
           fprintf(stderr, "coldstart_bench: %s\n", err);
           ok = 0;
