@@ -419,7 +419,7 @@ t4a_library(NAME t4a_xfer
   INCLUDE_DIR t4a_xfer/include
   INSTALL xfer
   DEPS t4a_mem t4a_retire t4a_ctx t4a_ctx_status
-  BUILD_DEPS t4a_mem_mem_internal t4a_ctx_status_internal t4a_ctx_ctx_internal t4a_ctx_seam)
+  BUILD_DEPS t4a_mem_mem_internal t4a_retire_retire_internal t4a_ctx_status_internal t4a_ctx_ctx_internal t4a_ctx_seam)
 t4a_test(NAME t4a_xfer_xfer_test
   SRCS t4a_xfer/xfer_test.c
   LABELS unit

@@ -60,6 +60,7 @@ struct t4a_retire {
   epoch capture;
   const void *capture_thread; /* the thread that began it (THREAD_LOCAL: only it may end it) */
   _Atomic uint64_t capture_seq; /* captures begun so far (t4a_retire_capture_seq) */
+  _Atomic uint64_t drains;      /* drain_by_stream's successes (t4a_retire_drains_) */
   /* Lock order: (lane domain, order) ascending; `order` is unique per retire (two retires of one
    * lane share its domain). `held_next`: while the owner holds `lock`, the next lock in its
    * thread's list of held retire locks (owner thread only). */
@@ -384,6 +385,7 @@ static t4a_status drain_by_stream(t4a_retire *r) {
   t4a_counter_add(r->counters, T4A_COUNTER_host_waits, 1);
   t4a_status st = T4A_CU(r->driver, cuStreamSynchronize, t4a_lane_stream(r->lane));
   if (st != T4A_OK) return t4a_lane_note_(r->lane, st);
+  atomic_fetch_add_explicit(&r->drains, 1, memory_order_release);
   uint64_t retired = 0;
   while (r->sealed_count > 0) {
     epoch *e = &r->sealed[r->sealed_head];
@@ -966,6 +968,10 @@ int t4a_retire_is_capturing(t4a_retire *r) {
 
 uint64_t t4a_retire_capture_seq(const t4a_retire *r) {
   return r != NULL ? atomic_load_explicit(&((t4a_retire *)r)->capture_seq, memory_order_relaxed) : 0;
+}
+
+uint64_t t4a_retire_drains_(const t4a_retire *r) {
+  return atomic_load_explicit(&((t4a_retire *)r)->drains, memory_order_acquire);
 }
 
 int t4a_retire_held_by_this_thread_(const t4a_retire *r) {

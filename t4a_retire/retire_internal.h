@@ -4,6 +4,8 @@
 #ifndef T4A_RETIRE_RETIRE_INTERNAL_H_
 #define T4A_RETIRE_RETIRE_INTERNAL_H_
 
+#include <stdint.h>
+
 #include "t4a/ctx.h"
 #include "t4a/retire.h"
 
@@ -26,6 +28,12 @@ int t4a_retire_lock_would_invert_(const t4a_retire *retire);
  * abort or fail): under the admission's lock, into the retire's single-writer shard
  * (counters_block.h), so no locked read-modify-write. NULL or an ended admission: nothing. */
 void t4a_admission_count_(t4a_admission *admission, t4a_counter_id id, uint64_t n);
+
+/* How many times `retire` drained the lane's stream (t4a_retire_wait's cuStreamSynchronize
+ * answered OK). Changed only under the retire's lock: a value read inside an admission of
+ * `retire`, then a later larger value, prove that everything that admission enqueued on the lane's
+ * stream finished. */
+uint64_t t4a_retire_drains_(const t4a_retire *retire);
 
 /* Records a fresh event on the lane's stream and wraps it in a witness (one reference). The
  * lane's context must be current. */

@@ -140,9 +140,13 @@ int t4a_xfer_copier_memcpy_(t4a_xfer_copier *c, void *dst, const void *src, size
     memcpy(dst, src, n);
     return 0;
   }
+  /* Four slices per thread, at least 16 KiB, whole pages (no two threads share a page): the
+   * threads that wake first (the caller first of all) take the slices of those that wake late,
+   * so the copy does not wait for the slowest wake-up. */
   uint32_t ways = c->num_threads + 1;
-  size_t slice = (n + ways - 1) / ways;
-  slice = (slice + 4095) & ~(size_t)4095; /* page-sized slices: no two threads share a page */
+  size_t slice = n / ((size_t)ways * 4);
+  if (slice < ((size_t)16 << 10)) slice = (size_t)16 << 10;
+  slice = (slice + 4095) & ~(size_t)4095;
   job j = {.dst = dst, .src = src, .n = n, .slice = slice,
            .slices = (uint32_t)((n + slice - 1) / slice)};
   atomic_init(&j.next, 0);

@@ -13,6 +13,7 @@
 #include "t4a_ctx/driver_table.h"
 #include "t4a_ctx/status_internal.h"
 #include "t4a_mem/mem_internal.h"
+#include "t4a_retire/retire_internal.h"
 #include "t4a_xfer/xfer_internal.h"
 
 /* ---- the budget of callers' pinned memory held by direct uploads ----
@@ -164,7 +165,10 @@ static void seq_completed(t4a_xfer *x, uint64_t seq) {
   }
 }
 
-void t4a_xfer_chunk_recorded_(t4a_xfer *x, chunk *c) { c->seq = ++x->record_seq; }
+void t4a_xfer_chunk_recorded_(t4a_xfer *x, chunk *c) {
+  c->seq = ++x->record_seq;
+  c->drains = UINT64_MAX;
+}
 
 void t4a_xfer_chunk_quarantine_(t4a_xfer *x, chunk *c, int on_lane_stream) {
   if (c->state == CHUNK_QUARANTINED && c->reclaim_seq != 0) x->num_reclaimable--;
@@ -378,6 +382,12 @@ t4a_status t4a_xfer_ring_acquire_(t4a_xfer *x, size_t need, chunk **out) {
     }
     if (c->state == CHUNK_DELIVERING) { /* an observer copies it out: a memcpy, not the device */
       pthread_cond_wait(&x->cond, &x->lock);
+      continue;
+    }
+    if (c->state == CHUNK_BUSY && c->drains != UINT64_MAX &&
+        t4a_retire_drains_(x->retire) > c->drains) {
+      /* A staged upload's DMA that a later t4a_retire_wait drained: done, no query. */
+      chunk_complete(x, c);
       continue;
     }
     if (c->state != CHUNK_FREE) {
@@ -671,6 +681,7 @@ t4a_status t4a_xfer_create(t4a_retire *retire, const t4a_xfer_options *options, 
   x->num_chunks = num_chunks < T4A_XFER_INITIAL_CHUNKS ? num_chunks : T4A_XFER_INITIAL_CHUNKS;
   x->max_pinned_hold_bytes = options != NULL ? options->max_pinned_hold_bytes : 0;
   x->piece_bytes = piece;
+  x->split_min = split_min;
   if ((st = t4a_xfer_copier_create_(copy_threads, split_min, &x->copier)) != T4A_OK) {
     xfer_teardown(x);
     return st;
@@ -814,6 +825,25 @@ static size_t next_unit(const t4a_xfer *x, size_t bytes, size_t done) {
   return r;                      /* the tail */
 }
 
+/* The piece of a one-chunk upload of `bytes` (`bytes` itself: one copy, one DMA). Below twice
+ * the split size (pieces the calling thread copies alone): a quarter of the upload, at least a
+ * sixteenth of pipeline_piece_bytes; from there on (pieces split across the copy threads):
+ * pipeline_piece_bytes, or half the upload when that makes less than two. Pieces are whole pages
+ * and there are at least two; none when pipeline_piece_bytes >= chunk_bytes. Why these sizes: docs/performance.md, "Upload pieces by size". */
+static size_t upload_piece(const t4a_xfer *x, size_t bytes) {
+  if (x->piece_bytes >= x->chunk_bytes) return bytes; /* pieces turned off */
+  size_t piece;
+  if (bytes / 2 < x->split_min) {
+    piece = bytes / 4;
+    if (piece < x->piece_bytes / 16) piece = x->piece_bytes / 16;
+  } else {
+    piece = bytes / 2 < x->piece_bytes ? bytes / 2 : x->piece_bytes;
+  }
+  if (piece < T4A_XFER_MIN_CHUNK_BYTES) piece = T4A_XFER_MIN_CHUNK_BYTES;
+  piece = (piece + 4095) & ~(size_t)4095;
+  return bytes >= 2 * piece ? piece : bytes;
+}
+
 static size_t count_units(const t4a_xfer *x, size_t bytes) {
   size_t units = 0;
   for (size_t done = 0; done < bytes; units++) done += next_unit(x, bytes, done);
@@ -834,7 +864,7 @@ static t4a_status stage_chunks(t4a_xfer *x, CUdeviceptr dev, const unsigned char
   t4a_xfer_ring_grow_(x, count);
   /* An upload that fits in one chunk and is at least two pieces: copied and enqueued piece by
    * piece (the DMA of a piece overlaps the copy of the next; one event after the last). */
-  size_t piece = p == NULL && count == 1 && bytes >= 2 * x->piece_bytes ? x->piece_bytes : bytes;
+  size_t piece = p == NULL && count == 1 ? upload_piece(x, bytes) : bytes;
   pthread_mutex_lock(&x->lock);
   for (; done < bytes; index++) {
     chunk *c;
@@ -870,6 +900,7 @@ static t4a_status stage_chunks(t4a_xfer *x, CUdeviceptr dev, const unsigned char
     xfer_count(x, T4A_COUNTER_events_recorded, 1);
     if (p == NULL) {
       c->state = CHUNK_BUSY;
+      c->drains = t4a_retire_drains_(x->retire); /* inside x->retire's admission */
     } else {
       c->state = CHUNK_HELD;
       c->owner = p;

@@ -52,6 +52,10 @@ typedef struct chunk {
   uint64_t seq; /* the record sequence number of its event's last record on the lane's stream
                    (t4a_xfer_chunk_recorded_); 0 when unknown or recorded elsewhere: its
                    completion then proves nothing about other work */
+  uint64_t drains; /* BUSY after a staged upload (stage_chunks): x->retire's drain count
+                      (t4a_retire_drains_) read inside the admission that recorded the event; a
+                      larger count proves the DMA done without asking the event. UINT64_MAX:
+                      recorded elsewhere (copy.c), never inferred */
   uint64_t reclaim_seq; /* QUARANTINED only: once a record with this sequence number or a later
                            one is observed complete OK, the uncertain work finished (stream order)
                            and the chunk goes back to FREE. 0: never (set only by
@@ -118,6 +122,7 @@ struct t4a_xfer {
   /* Immutable after create: */
   uint64_t max_pinned_hold_bytes; /* 0: unlimited */
   size_t piece_bytes;             /* piece-by-piece uploads (one chunk, >= 2 pieces) */
+  size_t split_min;               /* the copier's: copies from here on are split */
   t4a_xfer_copier *copier;        /* NULL: the calling thread copies alone */
   t4a_xfer_holds *holds;          /* a reference */
 };

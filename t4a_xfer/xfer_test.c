@@ -1166,6 +1166,118 @@ static void test_path_by_size(void **state) {
   free(dst);
 }
 
+/* The pieces of a one-chunk upload by size (t4a_xfer_options.pipeline_piece_bytes): below twice
+ * the split size, quarters of the upload (at least a sixteenth of the piece option), each one
+ * memcpy of the calling thread; from there on halves up to the piece option, each split across
+ * the copy threads; none when the rule makes less than two. Every upload byte-exact. */
+static void test_upload_pieces_by_size(void **state) {
+  fixture *f = *state;
+  t4a_retire *r = NULL;
+  t4a_xfer *x = NULL;
+  CK(t4a_retire_create(f->lane, NULL, &r));
+  t4a_xfer_options o = T4A_XFER_OPTIONS_INIT;
+  o.chunk_bytes = (size_t)1 << 20;
+  o.num_chunks = 2;
+  o.copy_threads = 3;
+  o.split_copy_min_bytes = (size_t)64 << 10;
+  o.pipeline_piece_bytes = (size_t)128 << 10; /* a sixteenth: 8 KiB */
+  CK(t4a_xfer_create(r, &o, &x));
+  const size_t n = (size_t)1 << 20;
+  unsigned char *src = malloc(n);
+  t4a_buffer *b = buffer(f, n);
+  static const struct {
+    size_t bytes;
+    uint64_t dmas, pieces, singles, parallel;
+  } rows[] = {
+      {12 << 10, 1, 0, 1, 0},   /* a quarter is 3 KiB, the floor 8 KiB: less than two pieces */
+      {16 << 10, 2, 2, 2, 0},   /* two 8 KiB pieces */
+      {60 << 10, 4, 4, 4, 0},   /* quarters of 15 KiB, rounded to 16 KiB: 16, 16, 16, 12 */
+      {128 << 10, 2, 2, 0, 2},  /* twice the split size: halves, each split */
+      {(size_t)1 << 20, 8, 8, 0, 8}, /* the piece option: 8 x 128 KiB, each split */
+  };
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    fill(src, rows[i].bytes, (unsigned char)(40 + i));
+    struct t4a_xfer_stats before, after;
+    t4a_xfer_stats(x, &before);
+    uint64_t htod = t4a_fake_calls(f->fake, "cuMemcpyHtoDAsync");
+    uint64_t rec = counters(f).events_recorded;
+    CK(t4a_xfer_upload(x, b, 0, src, rows[i].bytes));
+    CK(t4a_retire_wait(r));
+    t4a_xfer_stats(x, &after);
+    assert_int_equal(t4a_fake_calls(f->fake, "cuMemcpyHtoDAsync") - htod, rows[i].dmas);
+    assert_int_equal(counters(f).events_recorded - rec, 1); /* one event after the last piece */
+    assert_int_equal(after.pipelined_pieces - before.pipelined_pieces, rows[i].pieces);
+    assert_int_equal(after.single_copies - before.single_copies, rows[i].singles);
+    assert_int_equal(after.parallel_copies - before.parallel_copies, rows[i].parallel);
+    assert_memory_equal(device_view(f, b), src, rows[i].bytes);
+  }
+  /* A piece option of chunk_bytes turns pieces off, whatever the size. */
+  t4a_xfer *y = NULL;
+  o.pipeline_piece_bytes = o.chunk_bytes;
+  CK(t4a_xfer_create(r, &o, &y));
+  uint64_t htod = t4a_fake_calls(f->fake, "cuMemcpyHtoDAsync");
+  CK(t4a_xfer_upload(y, b, 0, src, 60 << 10));
+  CK(t4a_xfer_upload(y, b, 0, src, n));
+  assert_int_equal(t4a_fake_calls(f->fake, "cuMemcpyHtoDAsync") - htod, 2);
+  CK(t4a_retire_wait(r));
+  assert_memory_equal(device_view(f, b), src, n);
+  t4a_xfer_destroy(y);
+  t4a_buffer_release(b);
+  t4a_xfer_destroy(x);
+  CK(t4a_retire_destroy(r));
+  free(src);
+}
+
+/* A staged upload's chunk that a later t4a_retire_wait drained is reused without asking its
+ * event (the stream's synchronisation proved its DMA done): a warm upload + wait makes the driver
+ * calls of raw's pair plus the chunk's record, and no cuEventQuery. Without a wait in between,
+ * the ring asks (or waits for) the chunk's event before reusing it. */
+static void test_drained_chunk_reused_without_query(void **state) {
+  fixture *f = *state;
+  t4a_retire *r = NULL;
+  t4a_xfer *x = NULL;
+  CK(t4a_retire_create(f->lane, NULL, &r));
+  t4a_xfer_options o = T4A_XFER_OPTIONS_INIT;
+  o.chunk_bytes = (size_t)64 << 10;
+  o.num_chunks = 2;
+  CK(t4a_xfer_create(r, &o, &x));
+  const size_t n = 4096;
+  unsigned char src[4096];
+  t4a_buffer *b = buffer(f, n);
+  for (int i = 0; i < 3; i++) { /* warm: both chunks pinned and used once */
+    fill(src, n, (unsigned char)(60 + i));
+    CK(t4a_xfer_upload(x, b, 0, src, n));
+    CK(t4a_retire_wait(r));
+  }
+  uint64_t queries = t4a_fake_calls(f->fake, "cuEventQuery");
+  uint64_t syncs = t4a_fake_calls(f->fake, "cuEventSynchronize");
+  uint64_t rec = counters(f).events_recorded;
+  for (int i = 0; i < 8; i++) {
+    fill(src, n, (unsigned char)(70 + i));
+    CK(t4a_xfer_upload(x, b, 0, src, n));
+    CK(t4a_retire_wait(r));
+    assert_memory_equal(device_view(f, b), src, n);
+  }
+  assert_int_equal(t4a_fake_calls(f->fake, "cuEventQuery") - queries, 0);
+  assert_int_equal(t4a_fake_calls(f->fake, "cuEventSynchronize") - syncs, 0);
+  assert_int_equal(counters(f).events_recorded - rec, 8);
+  /* No wait between uploads: the third finds the first chunk not drained and asks its event. */
+  queries = t4a_fake_calls(f->fake, "cuEventQuery");
+  syncs = t4a_fake_calls(f->fake, "cuEventSynchronize");
+  for (int i = 0; i < 4; i++) {
+    fill(src, n, (unsigned char)(80 + i));
+    CK(t4a_xfer_upload(x, b, 0, src, n));
+  }
+  assert_true(t4a_fake_calls(f->fake, "cuEventQuery") - queries +
+                  t4a_fake_calls(f->fake, "cuEventSynchronize") - syncs >=
+              2);
+  CK(t4a_retire_wait(r));
+  assert_memory_equal(device_view(f, b), src, n);
+  t4a_buffer_release(b);
+  t4a_xfer_destroy(x);
+  CK(t4a_retire_destroy(r));
+}
+
 /* Pinned downloads recycle their events: a warm one creates none, and the spare events are
  * destroyed with the ring (teardown checks that nothing is left in the fake). */
 static void test_warm_pinned_download_creates_no_event(void **state) {
@@ -2149,6 +2261,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_ring_grows_lazily, setup, teardown),
       cmocka_unit_test_setup_teardown(test_ring_grow_failure_absorbed, setup, teardown),
       cmocka_unit_test_setup_teardown(test_path_by_size, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_upload_pieces_by_size, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_drained_chunk_reused_without_query, setup, teardown),
       cmocka_unit_test_setup_teardown(test_warm_pinned_download_creates_no_event, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bytes_downloaded_counted_at_delivery, setup, teardown),
       cmocka_unit_test_setup_teardown(test_poll_not_blocked_by_another_threads_wait, setup,

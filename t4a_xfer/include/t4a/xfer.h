@@ -118,11 +118,13 @@ typedef struct t4a_xfer_options {
   /** Host copies of at least this many bytes are split across the copy threads; smaller ones
    * are one memcpy. 0: T4A_XFER_DEFAULT_SPLIT_COPY_MIN. */
   size_t split_copy_min_bytes;
-  /** An upload that fits in one chunk and is at least two pieces long is copied and enqueued
-   * piece by piece, so the DMA of one piece overlaps the host copy of the next; a transfer of
-   * more than one chunk starts and ends with a one-piece unit (whole chunks between). 0:
+  /** An upload that fits in one chunk is copied and enqueued piece by piece, so the DMA of one
+   * piece overlaps the host copy of the next: in pieces of this size, or of half the upload when
+   * that makes less than two; below twice split_copy_min_bytes, in quarters of the upload (at
+   * least a sixteenth of this size, whole pages; none when that makes less than two). A transfer
+   * of more than one chunk starts and ends with a one-piece unit (whole chunks between). 0:
    * T4A_XFER_DEFAULT_PIPELINE_PIECE; at least T4A_XFER_MIN_CHUNK_BYTES; a piece of chunk_bytes
-   * or more turns this off. */
+   * or more turns pieces off. */
   size_t pipeline_piece_bytes;
 } t4a_xfer_options;
 /** Every option at its default (zero). */
