@@ -384,9 +384,12 @@ t4a_status t4a_xfer_ring_acquire_(t4a_xfer *x, size_t need, chunk **out) {
       pthread_cond_wait(&x->cond, &x->lock);
       continue;
     }
-    if (c->state == CHUNK_BUSY && c->drains != UINT64_MAX &&
-        t4a_retire_drains_(x->retire) > c->drains) {
-      /* A staged upload's DMA that a later t4a_retire_wait drained: done, no query. */
+    if (c->state == CHUNK_BUSY &&
+        ((c->seq != 0 && c->seq <= x->completed_seq) ||
+         (c->drains != UINT64_MAX && t4a_retire_drains_(x->retire) > c->drains))) {
+      /* Proved done without asking its event: a later record on the lane's stream answered OK
+       * (a download's wait, say), or, for a staged upload, a later t4a_retire_wait drained the
+       * stream. */
       chunk_complete(x, c);
       continue;
     }

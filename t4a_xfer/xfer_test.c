@@ -1273,6 +1273,23 @@ static void test_drained_chunk_reused_without_query(void **state) {
               2);
   CK(t4a_retire_wait(r));
   assert_memory_equal(device_view(f, b), src, n);
+  /* A later record's answer proves an earlier chunk done too: upload (chunk A), download and
+   * its wait (chunk B: its event answers), then an upload that reuses A asks nothing. */
+  unsigned char back[4096];
+  t4a_xfer_pending *p = NULL;
+  CK(t4a_xfer_upload(x, b, 0, src, n));
+  CK(t4a_xfer_download(x, b, 0, back, n, &p));
+  CK(t4a_xfer_pending_wait(p));
+  t4a_xfer_pending_release(p);
+  assert_memory_equal(back, src, n);
+  queries = t4a_fake_calls(f->fake, "cuEventQuery");
+  syncs = t4a_fake_calls(f->fake, "cuEventSynchronize");
+  fill(src, n, 90);
+  CK(t4a_xfer_upload(x, b, 0, src, n));
+  assert_int_equal(t4a_fake_calls(f->fake, "cuEventQuery") - queries, 0);
+  assert_int_equal(t4a_fake_calls(f->fake, "cuEventSynchronize") - syncs, 0);
+  CK(t4a_retire_wait(r));
+  assert_memory_equal(device_view(f, b), src, n);
   t4a_buffer_release(b);
   t4a_xfer_destroy(x);
   CK(t4a_retire_destroy(r));
