@@ -424,6 +424,10 @@ t4a_test(NAME t4a_xfer_xfer_test
   SRCS t4a_xfer/xfer_test.c
   LABELS unit
   DEPS fixture t4a_xfer t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
+t4a_test(NAME t4a_xfer_copier_test
+  SRCS t4a_xfer/copier_test.c t4a_xfer/xfer_internal.h
+  LABELS unit
+  DEPS t4a_xfer t4a_ctx t4a_ctx_seam t4a_ctx_status t4a_ext_cmocka Threads::Threads)
 t4a_test(NAME t4a_xfer_copy_test
   SRCS t4a_xfer/copy_test.c
   LABELS unit

@@ -212,7 +212,8 @@ static void chunk_deliver(t4a_xfer *x, chunk *c) {
   c->state = CHUNK_DELIVERING;
   p->delivering++;
   pthread_mutex_unlock(&x->lock);
-  int split = t4a_xfer_copier_memcpy_(x->copier, c->dst, c->host, c->bytes);
+  unsigned flags = p->bytes >= T4A_XFER_STREAM_DOWNLOAD_MIN ? T4A_XFER_COPY_STREAM : 0;
+  int split = t4a_xfer_copier_memcpy_(x->copier, c->dst, c->host, c->bytes, flags);
   pthread_mutex_lock(&x->lock);
   if (!split) x->single_copies++;
   p->delivering--;
@@ -883,7 +884,8 @@ static t4a_status stage_chunks(t4a_xfer *x, CUdeviceptr dev, const unsigned char
        * While this DMA runs, the next iteration fills the next chunk (or the next piece). */
       for (size_t at = 0; at < n && st == T4A_OK; at += piece) {
         size_t m = n - at < piece ? n - at : piece;
-        singles += !t4a_xfer_copier_memcpy_(x->copier, c->host + at, from + done + at, m);
+        singles += !t4a_xfer_copier_memcpy_(x->copier, c->host + at, from + done + at, m,
+                                            T4A_XFER_COPY_STREAM);
         st = T4A_CU(x->driver, cuMemcpyHtoDAsync, dev + done + at, c->host + at, m, stream);
         pieces += piece < n;
       }
