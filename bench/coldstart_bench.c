@@ -25,6 +25,10 @@
  *                 legacy stream + cuStreamSynchronize.
  *                 Both children check the value the kernel wrote.
  *   first_kernel_in_process  the same children, timed inside the child from its first call.
+ *   first_kernel_pool  first_kernel against a raw child whose buffer comes from a memory pool
+ *                 (cuMemPoolCreate + cuMemAllocFromPoolAsync on the legacy stream) instead of
+ *                 cuMemAlloc, as t4a's buffers do: a process's first allocation from any pool
+ *                 pays the driver's one-time set-up, which cuMemAlloc does not.
  *   open_min_ring  open with the smallest staging ring (one 4 KiB chunk) against the same raw
  *                 sequence: with the ring pinned at the first staged transfer, as open (a check
  *                 that open pays nothing for the ring's size).
@@ -71,9 +75,17 @@ enum { VALUE = 0x5eed, MAX_SAMPLES = 1000 };
 
 /* ---- the children ---- */
 
-typedef enum mode { OPEN_T4A, OPEN_RAW, FIRST_T4A, FIRST_RAW, OPEN_T4A_MIN_RING, NUM_MODES } mode;
+typedef enum mode {
+  OPEN_T4A,
+  OPEN_RAW,
+  FIRST_T4A,
+  FIRST_RAW,
+  OPEN_T4A_MIN_RING,
+  FIRST_RAW_POOL,
+  NUM_MODES
+} mode;
 static const char *const k_mode_names[NUM_MODES] = {"open-t4a", "open-raw", "first-t4a",
-                                                    "first-raw", "open-t4a-min-ring"};
+                                                    "first-raw", "open-t4a-min-ring", "first-raw-pool"};
 
 /* The fake's kernel: *p = v. */
 static void fake_set_value(t4a_fake_launch *l, void **params, void *user) {
@@ -107,7 +119,8 @@ static int catalog_version(const char *name) {
 #define T4A_COLD_RAW_ENTRIES(X)                                                                  \
   X(cuInit) X(cuDeviceGet) X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent) X(cuStreamCreate)     \
   X(cuMemPoolCreate) X(cuMemPoolSetAttribute) X(cuModuleLoadData) X(cuModuleGetFunction)        \
-  X(cuMemAlloc) X(cuLaunchKernel) X(cuMemcpyDtoHAsync) X(cuStreamSynchronize)
+  X(cuMemAlloc) X(cuMemAllocFromPoolAsync) X(cuLaunchKernel) X(cuMemcpyDtoHAsync)              \
+  X(cuStreamSynchronize)
 
 static int raw_resolve(t4a_fake *fk, t4a_driver_table *t) {
   memset(t, 0, sizeof *t);
@@ -299,7 +312,10 @@ static int cu_ok(CUresult r, const char *what, child_out *o) {
   return 0;
 }
 
-static void run_raw(int first, int fake, const char *dir, child_out *o) {
+/* first: the first kernel (else open); pool: its buffer from a memory pool made for it
+ * (cuMemPoolCreate + cuMemAllocFromPoolAsync on the legacy stream, as t4a's buffers come from a
+ * pool) instead of cuMemAlloc. */
+static void run_raw(int first, int pool_buffer, int fake, const char *dir, child_out *o) {
   t4a_fake *fk = fake ? make_fake() : NULL;
   if (fake && fk == NULL) {
     snprintf(o->why, sizeof o->why, "the fake driver");
@@ -367,7 +383,21 @@ static void run_raw(int first, int fake, const char *dir, child_out *o) {
   step(o, "load");
   if (!cu_ok(t.cuModuleGetFunction(&f, m, "set_value"), "cuModuleGetFunction", o)) goto out;
   step(o, "function");
-  if (!cu_ok(t.cuMemAlloc(&d, sizeof value), "cuMemAlloc", o)) goto out;
+  if (pool_buffer) {
+    CUmemPoolProps props;
+    memset(&props, 0, sizeof props);
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.handleTypes = CU_MEM_HANDLE_TYPE_NONE;
+    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    props.location.id = (int)dev;
+    if (!cu_ok(t.cuMemPoolCreate(&pool, &props), "cuMemPoolCreate", o) ||
+        !cu_ok(t.cuMemAllocFromPoolAsync(&d, sizeof value, pool, NULL), "cuMemAllocFromPoolAsync",
+               o)) {
+      goto out;
+    }
+  } else if (!cu_ok(t.cuMemAlloc(&d, sizeof value), "cuMemAlloc", o)) {
+    goto out;
+  }
   step(o, "buffer");
   if (!cu_ok(t.cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL), "cuLaunchKernel", o)) {
     goto out;
@@ -411,7 +441,7 @@ static int child_main(int argc, char **argv) {
   if (m == OPEN_T4A || m == FIRST_T4A || m == OPEN_T4A_MIN_RING) {
     run_t4a(m == FIRST_T4A, m == OPEN_T4A_MIN_RING, fake, dir, profile, &o);
   } else {
-    run_raw(m == FIRST_RAW, fake, dir, &o);
+    run_raw(m == FIRST_RAW || m == FIRST_RAW_POOL, m == FIRST_RAW_POOL, fake, dir, &o);
   }
   if (!o.ok) {
     printf("fail %s\n", o.why[0] ? o.why : "?");
@@ -744,6 +774,14 @@ int main(int argc, char **argv) {
                                     "call",
          "t4a calls to the result", "raw calls to the result", FIRST_T4A, FIRST_RAW, 0},
     };
+    static const row pool_rows[1] = {
+        {"first_kernel_pool", "first_kernel against a raw program whose buffer comes from a memory "
+                              "pool (cuMemPoolCreate + cuMemAllocFromPoolAsync) instead of "
+                              "cuMemAlloc, as t4a's do: the pool's first allocation is in both; "
+                              "from posix_spawn",
+         "spawn to the result through t4a", "spawn to the result, raw with a pool", FIRST_T4A,
+         FIRST_RAW_POOL, 1},
+    };
     static const row min_ring_rows[1] = {
         {"open_min_ring", "open with the smallest staging ring (1 chunk of T4A_XFER_MIN_CHUNK_BYTES "
                           "instead of the default 2 x 16 MiB, pinned at first use either way): "
@@ -755,11 +793,12 @@ int main(int argc, char **argv) {
       sample s;
       char err[2400];
       /* open-t4a once, then first-t4a and first-raw alternated: each prints its steps' times */
-      static const mode kinds[] = {OPEN_T4A, FIRST_T4A, FIRST_RAW, FIRST_T4A, FIRST_RAW,
-                                   FIRST_T4A, FIRST_RAW};
+      static const mode kinds[] = {OPEN_T4A,  FIRST_T4A, FIRST_RAW, FIRST_RAW_POOL,
+                                   FIRST_T4A, FIRST_RAW, FIRST_RAW_POOL, FIRST_T4A,
+                                   FIRST_RAW, FIRST_RAW_POOL};
       for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
         mode m = kinds[k];
-        if (m == FIRST_RAW && fake) continue;
+        if ((m == FIRST_RAW || m == FIRST_RAW_POOL) && fake) continue;
         if (!spawn_child((mode)m, dir, fake, 1, &s, err, sizeof err)) {
           fprintf(stderr, "coldstart_bench: %s\n", err);
           ok = 0;
@@ -770,6 +809,8 @@ int main(int argc, char **argv) {
     }
     ok = measure_pairs(OPEN_T4A, OPEN_RAW, open_rows, 2, dir, fake, samples, out, json) && ok;
     ok = measure_pairs(FIRST_T4A, FIRST_RAW, first_rows, 2, dir, fake, samples, out, json) && ok;
+    ok = measure_pairs(FIRST_T4A, FIRST_RAW_POOL, pool_rows, 1, dir, fake, samples, out, json) &&
+         ok;
     ok = measure_pairs(OPEN_T4A_MIN_RING, OPEN_RAW, min_ring_rows, 1, dir, fake, samples, out,
                        json) &&
          ok;

@@ -13,7 +13,7 @@ trap 'rm -rf "$tmp"' EXIT
 
 out=$("$bench" --fake --profile --json-file "$tmp/cold.json" 2>&1) ||
   fail "coldstart_bench --fake exited $?: $out"
-for name in open open_spawn first_kernel first_kernel_in_process open_min_ring; do
+for name in open open_spawn first_kernel first_kernel_in_process first_kernel_pool open_min_ring; do
   echo "$out" | grep -q "^smoke: ok $name (3 fresh processes per side; " ||
     fail "no 'smoke: ok $name' line: $out"
   grep -q "^{\"name\":\"$name\",\"smoke\":\"ok\",\"window\":\"done\"," "$tmp/cold.json" ||
@@ -23,7 +23,7 @@ echo "$out" | grep -q '^smoke: ok$' || fail "no final 'smoke: ok': $out"
 if echo "$out" | grep -Eq 't4a/raw| us '; then fail "timings printed on the fake: $out"; fi
 head -1 "$tmp/cold.json" | grep -q '^{"bench":"coldstart_bench","mode":"fake-smoke",' ||
   fail "no header line: $(cat "$tmp/cold.json")"
-[ "$(wc -l < "$tmp/cold.json")" -eq 6 ] || fail "expected a header and 5 rows: $(cat "$tmp/cold.json")"
+[ "$(wc -l < "$tmp/cold.json")" -eq 7 ] || fail "expected a header and 6 rows: $(cat "$tmp/cold.json")"
 # --profile: what the t4a children asked of the fake. Open pins nothing and creates no event: the
 # staging ring's chunks come when the ring first hands them out (t4a_xfer/xfer.c: chunk_pin).
 echo "$out" | grep -Eq '^open-t4a: profile-fake: cuInit=1 .*cuMemPoolCreate=1' ||
