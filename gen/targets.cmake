@@ -101,15 +101,15 @@ t4a_library(NAME t4a
 t4a_test(NAME t4a_t4a_facade_test
   SRCS t4a/t4a_facade_test.c
   LABELS unit
-  DEPS fixture t4a_ctx_status_internal t4a fake_driver sweep t4a_ext_cmocka)
+  DEPS fixture testing_fixture_runtime_fixture t4a_ctx_status_internal t4a fake_driver sweep t4a_ext_cmocka)
 t4a_test(NAME t4a_streams_test
   SRCS t4a/streams_test.c
   LABELS unit
-  DEPS fixture t4a_ctx_seam t4a_ctx_status_internal t4a fake_driver sweep t4a_ext_cmocka Threads::Threads)
+  DEPS fixture testing_fixture_runtime_fixture t4a_ctx_seam t4a_ctx_status_internal t4a fake_driver sweep t4a_ext_cmocka Threads::Threads)
 t4a_test(NAME t4a_everyday_test
   SRCS t4a/everyday_test.c
   LABELS unit
-  DEPS fixture t4a_ctx_status_internal t4a fake_driver sweep t4a_ext_cmocka)
+  DEPS fixture testing_fixture_runtime_fixture t4a_ctx_status_internal t4a fake_driver sweep t4a_ext_cmocka)
 t4a_test(NAME t4a_stress_test
   SRCS t4a/stress_test.c
   LABELS unit stress
@@ -117,11 +117,11 @@ t4a_test(NAME t4a_stress_test
 t4a_test(NAME t4a_bad_input_test
   SRCS t4a/bad_input_test.c
   LABELS unit
-  DEPS fixture t4a fake_nvrtc fake_driver t4a_ext_cmocka)
+  DEPS fixture testing_fixture_runtime_fixture t4a fake_nvrtc fake_driver t4a_ext_cmocka)
 t4a_test(NAME t4a_api_sweep_test
   SRCS t4a/api_sweep_test.c
   LABELS unit
-  DEPS fixture t4a fake_nvrtc fake_driver sweep t4a_ext_cmocka)
+  DEPS fixture testing_fixture_runtime_fixture t4a fake_nvrtc fake_driver sweep t4a_ext_cmocka)
 t4a_test(NAME t4a_streams_gpu_test
   SRCS t4a/streams_gpu_test.c
   LABELS gpu single
@@ -510,6 +510,10 @@ t4a_library(NAME fixture
   SRCS testing/fixture/fixture.c
   HDRS testing/fixture/fixture.h
   DEPS testing_fixture_host_kernels testing_fixture_leaks fake_driver t4a_ctx t4a_ctx_seam t4a_ctx_status t4a_mem t4a_retire t4a_xfer t4a_launch)
+t4a_library(NAME testing_fixture_runtime_fixture
+  SRCS testing/fixture/runtime_fixture.c
+  HDRS testing/fixture/runtime_fixture.h
+  DEPS t4a t4a_ext_cmocka)
 t4a_library(NAME testing_fixture_host_kernels
   SRCS testing/fixture/host_kernels.c
   HDRS testing/fixture/host_kernels.h

@@ -20,6 +20,7 @@
 #include "t4a/t4a.h"
 #include "testing/fake_driver/fake_driver.h"
 #include "testing/fixture/fixture.h"
+#include "testing/fixture/runtime_fixture.h"
 #include "testing/sweep/sweep.h"
 #include "testing/fake_nvrtc/fake_nvrtc.h"
 
@@ -206,10 +207,7 @@ static t4a_status close_counted(fixture *f, t4a_runtime *rt) {
 
 __attribute__((noinline)) static t4a_status op_api(void *user) {
   fixture *f = user;
-  t4a_runtime_options o = T4A_RUNTIME_OPTIONS_INIT;
-  o.driver = f->fx.drv;
-  o.xfer.chunk_bytes = 4096;
-  o.xfer.copy_threads = 1;
+  t4a_runtime_options o = t4a_fixture_runtime_options(f->fx.drv);
   o.artifact_cache = f->cache;
   o.compile_ptx = 1;
   t4a_runtime *rt = NULL, *peer = NULL;

@@ -20,6 +20,7 @@
 #include "t4a/t4a.h"
 #include "testing/fake_driver/fake_driver.h"
 #include "testing/fixture/fixture.h"
+#include "testing/fixture/runtime_fixture.h"
 #include "testing/fake_nvrtc/fake_nvrtc.h"
 
 static struct {
@@ -518,10 +519,7 @@ static int setup(void **state) {
       t4a_nvrtc_cache_create(g.nvrtc, NULL, &g.cache) != T4A_OK) {
     return -1;
   }
-  t4a_runtime_options o = T4A_RUNTIME_OPTIONS_INIT;
-  o.driver = g.fx.drv;
-  o.xfer.chunk_bytes = 4096;
-  o.xfer.copy_threads = 1;
+  t4a_runtime_options o = t4a_fixture_runtime_options(g.fx.drv);
   t4a_module *m = NULL;
   if (t4a_runtime_open(0, &o, &g.rt) != T4A_OK || t4a_runtime_open(1, &o, &g.other) != T4A_OK ||
       t4a_runtime_load_image(g.rt, k_ptx, sizeof k_ptx, &m) != T4A_OK ||

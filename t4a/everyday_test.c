@@ -18,6 +18,7 @@
 #include "t4a/t4a.h"
 #include "t4a_ctx/status_internal.h"
 #include "testing/fixture/fixture.h"
+#include "testing/fixture/runtime_fixture.h"
 #include "testing/sweep/sweep.h"
 
 #define CK(x) assert_int_equal((x), T4A_OK)
@@ -33,13 +34,7 @@ static int setup(void **state) {
 static int teardown(void **state) { return t4a_fixture_teardown(state, T4A_FIXTURE_CHECK_STRICT); }
 
 static t4a_runtime *open_rt(fixture *f, int ordinal) {
-  t4a_runtime_options o = T4A_RUNTIME_OPTIONS_INIT;
-  o.driver = f->drv;
-  o.xfer.chunk_bytes = 4096;
-  o.xfer.copy_threads = 1;
-  t4a_runtime *rt = NULL;
-  CK(t4a_runtime_open(ordinal, &o, &rt));
-  return rt;
+  return t4a_fixture_open_runtime(f->drv, ordinal);
 }
 
 typedef struct seen {
@@ -191,10 +186,7 @@ static uint64_t g_lane_leaked; /* leaked + buffers_leaked of the closed runtimes
 
 static t4a_status op_everyday(void *user) {
   fixture *f = user;
-  t4a_runtime_options o = T4A_RUNTIME_OPTIONS_INIT;
-  o.driver = f->drv;
-  o.xfer.chunk_bytes = 4096;
-  o.xfer.copy_threads = 1;
+  t4a_runtime_options o = t4a_fixture_runtime_options(f->drv);
   t4a_runtime *rt = NULL;
   t4a_status st = t4a_runtime_open(0, &o, &rt);
   if (st != T4A_OK) return st;

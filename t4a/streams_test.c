@@ -22,6 +22,7 @@
 #include "t4a_ctx/status_internal.h"
 #include "testing/fake_driver/fake_driver.h"
 #include "testing/fixture/fixture.h"
+#include "testing/fixture/runtime_fixture.h"
 #include "testing/sweep/sweep.h"
 
 #define CK(x) assert_int_equal((x), T4A_OK)
@@ -62,20 +63,8 @@ static int setup_dropping(void **state) {
 
 static int teardown(void **state) { return t4a_fixture_teardown(state, T4A_FIXTURE_CHECK_STRICT); }
 
-static t4a_runtime_options small_options(fixture *f) {
-  t4a_runtime_options o = T4A_RUNTIME_OPTIONS_INIT;
-  o.driver = f->drv;
-  o.xfer.chunk_bytes = 4096;
-  o.xfer.copy_threads = 1;
-  return o;
-}
-
-static t4a_runtime *open_rt(fixture *f) {
-  t4a_runtime_options o = small_options(f);
-  t4a_runtime *rt = NULL;
-  CK(t4a_runtime_open(0, &o, &rt));
-  return rt;
-}
+static t4a_runtime_options small_options(fixture *f) { return t4a_fixture_runtime_options(f->drv); }
+static t4a_runtime *open_rt(fixture *f) { return t4a_fixture_open_runtime(f->drv, 0); }
 
 /* axpb(in, out, n, a, b) from a fake image (the fake runs the host kernel). */
 static t4a_function *load_axpb(t4a_runtime *rt) {
