@@ -180,7 +180,11 @@ void t4a_xfer_copier_destroy_(t4a_xfer_copier *c) {
 int t4a_xfer_copier_memcpy_(t4a_xfer_copier *c, void *dst, const void *src, size_t n,
                             unsigned flags) {
   if (c == NULL || n < c->split_min || pthread_mutex_trylock(&c->busy) != 0) {
-    memcpy(dst, src, n);
+    if (flags & T4A_XFER_COPY_STREAM) {
+      copy_stream(dst, src, n);
+    } else {
+      memcpy(dst, src, n);
+    }
     return 0;
   }
   /* Four slices per thread, at least 16 KiB, whole pages (no two threads share a page): the

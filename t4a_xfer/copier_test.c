@@ -49,7 +49,7 @@ static void test_stream_copy_matches_memcpy(void **state) {
 
 /* A split copy across 4 threads (the caller one of them), with and without streaming stores, at
  * an odd destination offset and length: byte-exact, and counted as split. Below the split size:
- * one memcpy (0 returned). */
+ * one copy by the caller (0 returned), streaming or not, byte-exact. */
 static void test_split_copy(void **state) {
   (void)state;
   t4a_xfer_copier *c = NULL;

@@ -884,8 +884,8 @@ static t4a_status stage_chunks(t4a_xfer *x, CUdeviceptr dev, const unsigned char
        * While this DMA runs, the next iteration fills the next chunk (or the next piece). */
       for (size_t at = 0; at < n && st == T4A_OK; at += piece) {
         size_t m = n - at < piece ? n - at : piece;
-        singles += !t4a_xfer_copier_memcpy_(x->copier, c->host + at, from + done + at, m,
-                                            T4A_XFER_COPY_STREAM);
+        unsigned flags = m >= T4A_XFER_STREAM_UPLOAD_MIN ? T4A_XFER_COPY_STREAM : 0;
+        singles += !t4a_xfer_copier_memcpy_(x->copier, c->host + at, from + done + at, m, flags);
         st = T4A_CU(x->driver, cuMemcpyHtoDAsync, dev + done + at, c->host + at, m, stream);
         pieces += piece < n;
       }

@@ -74,15 +74,18 @@ typedef struct t4a_xfer_copier t4a_xfer_copier;
  * or lock could not be created). */
 t4a_status t4a_xfer_copier_create_(uint32_t threads, size_t split_min, t4a_xfer_copier **out);
 void t4a_xfer_copier_destroy_(t4a_xfer_copier *copier);
-/* flags: T4A_XFER_COPY_STREAM makes a split copy's slices use non-temporal stores (on x86-64;
- * memcpy elsewhere): for bytes a DMA reads next or a large download that leaves the caches
- * anyway (docs/performance.md, "Streaming stores"). Returns 1 if the copy was split across the
- * threads, 0 if it was one memcpy. */
+/* flags: T4A_XFER_COPY_STREAM makes the copy (each slice of a split one) use non-temporal
+ * stores (on x86-64; memcpy elsewhere): for bytes a DMA reads next or a large download that
+ * leaves the caches anyway (docs/performance.md, "Streaming stores"). Returns 1 if the copy was
+ * split across the threads, 0 if it was one memcpy. */
 #define T4A_XFER_COPY_STREAM 1u
 int t4a_xfer_copier_memcpy_(t4a_xfer_copier *copier, void *dst, const void *src, size_t n,
                             unsigned flags);
 /* The streaming copy itself (one thread), for tests: the same bytes as memcpy. */
 void t4a_xfer_copy_stream_(void *dst, const void *src, size_t n);
+/* Upload copies (pieces) of at least this many bytes go into chunks with streaming stores; a
+ * smaller one stays in the caches, where the DMA reads it sooner. */
+#define T4A_XFER_STREAM_UPLOAD_MIN ((size_t)64 << 10)
 /* Downloads of at least this many bytes deliver with streaming stores. */
 #define T4A_XFER_STREAM_DOWNLOAD_MIN ((size_t)8 << 20)
 uint32_t t4a_xfer_copier_threads_(const t4a_xfer_copier *copier);
