@@ -53,6 +53,13 @@ struct t4a_retire {
   t4a_keepalive *quarantine;
   size_t quarantine_count, quarantine_capacity;
   release_list deferred; /* keepalives of completed epochs, released after unlock */
+  /* The storage of a deferred list whose releases ran, kept for the next retirement so that a
+   * warm path allocates nothing even when another thread holds `lock` at that moment. Guarded by
+   * spare_busy, a spin flag held for a few stores and never while waiting for anything. (The
+   * list in `deferred` is taken only under `lock`.) */
+  atomic_flag spare_busy;
+  t4a_keepalive *spare_list;
+  size_t spare_list_capacity;
   /* Capture mode (t4a_retire_capture_begin/_end): the lane's stream is being captured into a
    * graph. Admissions then enqueue nothing that runs now: their keepalives gather in `capture`
    * (handed to the graph at the end), no epoch is sealed, nothing is observed. */
@@ -294,8 +301,24 @@ static t4a_status seal_open(t4a_retire *r) {
 /* Moves a completed epoch's keepalives to the deferred list, released after the lock is dropped
  * (a release may run arbitrary code). If the list cannot grow, they are released in place: still
  * correct, since their work completed. */
+static void spare_lock(t4a_retire *r) {
+  while (atomic_flag_test_and_set_explicit(&r->spare_busy, memory_order_acquire)) {
+  }
+}
+static void spare_unlock(t4a_retire *r) {
+  atomic_flag_clear_explicit(&r->spare_busy, memory_order_release);
+}
+
 static void defer_release(t4a_retire *r, epoch *e) {
   release_list *l = &r->deferred;
+  if (l->items == NULL && e->count > 0) { /* the storage a past retirement left, if any */
+    spare_lock(r);
+    l->items = r->spare_list;
+    l->capacity = r->spare_list_capacity;
+    r->spare_list = NULL;
+    r->spare_list_capacity = 0;
+    spare_unlock(r);
+  }
   if (l->count + e->count > l->capacity) {
     size_t cap = l->capacity ? l->capacity : 64;
     while (cap < l->count + e->count) cap *= 2;
@@ -335,16 +358,16 @@ static void unlock_and_release(t4a_retire *r) {
   for (size_t i = 0; i < l.count; i++) l.items[i].release(l.items[i].object);
   t4a_counter_add(r->counters, T4A_COUNTER_keepalives_released, l.count);
   /* Hand the list's storage back for the next retirement, so that a warm chain allocates
-   * nothing. A try-lock: never wait here (callers may hold locks ordered after this one); if the
-   * lock is busy, or another list took the place meanwhile, the storage is freed. */
-  if (pthread_mutex_trylock(&r->lock) == 0) {
-    if (r->deferred.items == NULL) {
-      r->deferred.items = l.items;
-      r->deferred.capacity = l.capacity;
-      l.items = NULL;
-    }
-    pthread_mutex_unlock(&r->lock);
+   * nothing: into the spare slot (never `lock`, which another thread may hold; callers may hold
+   * locks ordered after it). If the slot is taken meanwhile, the smaller storage is freed. */
+  spare_lock(r);
+  if (r->spare_list_capacity < l.capacity) {
+    t4a_keepalive *old = r->spare_list;
+    r->spare_list = l.items;
+    r->spare_list_capacity = l.capacity;
+    l.items = old;
   }
+  spare_unlock(r);
   free(l.items);
 }
 
@@ -446,6 +469,7 @@ t4a_status t4a_retire_create(t4a_lane *lane, const t4a_retire_options *options,
                           "cannot initialise the lane's operation lock");
   }
   atomic_init(&r->owner, NULL);
+  atomic_flag_clear(&r->spare_busy);
   r->lane = lane;
   t4a_lane_retain(lane);
   r->driver = t4a_lane_driver(lane);
@@ -574,6 +598,7 @@ t4a_status t4a_retire_destroy(t4a_retire *r) {
   epoch_free(&r->capture);
   unlock_and_release(r);
   free(r->deferred.items);
+  free(r->spare_list);
   pthread_mutex_destroy(&r->lock);
   free(r->sealed);
   free(r->spare_events);

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "t4a/ctx.h"
+#include "t4a/fault.h"
 #include "t4a/retire.h"
 #include "t4a_ctx/ctx_internal.h"
 #include "t4a_ctx/driver_table.h"
@@ -481,6 +482,87 @@ static void test_release_runs_outside_the_lock(void **state) {
   assert_int_equal(t4a_retire_destroy(g_reentrant), T4A_OK);
 }
 
+/* A warm retirement allocates nothing even when another thread holds the retire's lock while the
+ * releases run (the storage of the list goes to a spare slot, not back under the lock). The
+ * first release of a retirement makes a second thread take the lock (an admission it holds)
+ * and waits until it has: the retiring thread then finds the lock taken. Afterwards a warm
+ * admission + wait allocates nothing. */
+typedef struct lock_holder {
+  t4a_retire *r;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int go, holding, done;
+} lock_holder;
+static lock_holder g_holder;
+static void *holder_main(void *arg) {
+  lock_holder *c = arg;
+  pthread_mutex_lock(&c->mu);
+  while (!c->go) pthread_cond_wait(&c->cv, &c->mu);
+  pthread_mutex_unlock(&c->mu);
+  t4a_admission adm;
+  t4a_status st = t4a_admission_begin(c->r, 0, &adm);
+  pthread_mutex_lock(&c->mu);
+  c->holding = st == T4A_OK ? 1 : -1;
+  pthread_cond_broadcast(&c->cv);
+  while (!c->done) pthread_cond_wait(&c->cv, &c->mu);
+  pthread_mutex_unlock(&c->mu);
+  if (st == T4A_OK) t4a_admission_abort(&adm, T4A_OK);
+  return NULL;
+}
+static void holding_release(void *p) {
+  object_release(p);
+  lock_holder *c = &g_holder;
+  pthread_mutex_lock(&c->mu);
+  if (!c->go) { /* the first release only */
+    c->go = 1;
+    pthread_cond_broadcast(&c->cv);
+    while (c->holding == 0) pthread_cond_wait(&c->cv, &c->mu);
+  }
+  pthread_mutex_unlock(&c->mu);
+}
+
+static void test_retirement_under_contention_allocates_nothing(void **state) {
+  fixture *f = *state;
+  t4a_retire *r = NULL;
+  assert_int_equal(t4a_retire_create(f->lane, NULL, &r), T4A_OK);
+  object o = {0};
+  /* Warm: the deferred list's storage exists. */
+  assert_int_equal(admit_memset(f, r, &o), T4A_OK);
+  assert_int_equal(t4a_retire_wait(r), T4A_OK);
+  lock_holder *c = &g_holder;
+  memset(c, 0, sizeof *c);
+  c->r = r;
+  pthread_mutex_init(&c->mu, NULL);
+  pthread_cond_init(&c->cv, NULL);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, holder_main, c), 0);
+  /* This retirement's release lets the holder take the lock before the storage goes back. */
+  t4a_admission adm;
+  assert_int_equal(t4a_admission_begin(r, 1, &adm), T4A_OK);
+  assert_int_equal(T4A_CU(f->drv, cuMemsetD8Async, g_mem, 1, 64, t4a_lane_stream(f->lane)), T4A_OK);
+  atomic_fetch_add(&o.refs, 1);
+  t4a_admission_keep(&adm, (t4a_keepalive){&o, holding_release, 0});
+  t4a_admission_commit(&adm);
+  assert_int_equal(t4a_retire_wait(r), T4A_OK);
+  pthread_mutex_lock(&c->mu);
+  assert_int_equal(c->holding, 1);
+  c->done = 1;
+  pthread_cond_broadcast(&c->cv);
+  pthread_mutex_unlock(&c->mu);
+  assert_int_equal(pthread_join(t, NULL), 0);
+  /* Warm again: no allocation. */
+  uint64_t h0 = t4a_heap_allocations();
+  for (int i = 0; i < 4; i++) {
+    assert_int_equal(admit_memset(f, r, &o), T4A_OK);
+    assert_int_equal(t4a_retire_wait(r), T4A_OK);
+  }
+  assert_int_equal(t4a_heap_allocations() - h0, 0);
+  assert_int_equal(atomic_load(&o.refs), 0);
+  pthread_cond_destroy(&c->cv);
+  pthread_mutex_destroy(&c->mu);
+  assert_int_equal(t4a_retire_destroy(r), T4A_OK);
+}
+
 /* The drain is real: nothing is queued on the stream when teardown releases keepalives. */
 static fixture *g_drain_fixture;
 static size_t g_pending_at_release = 99;
@@ -879,6 +961,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_warm_chain_records_one_event_per_512, setup, teardown),
       cmocka_unit_test_setup_teardown(test_wait_drains_by_one_stream_sync, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_retirement_under_contention_allocates_nothing, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(test_keepalive_released_only_after_completion, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_borrowed_keepalive_retains_once_per_epoch, setup,
