@@ -187,9 +187,10 @@ int t4a_xfer_copier_memcpy_(t4a_xfer_copier *c, void *dst, const void *src, size
     }
     return 0;
   }
-  /* Four slices per thread, at least 16 KiB, whole pages (no two threads share a page): the
-   * threads that wake first (the caller first of all) take the slices of those that wake late,
-   * so the copy does not wait for the slowest wake-up. */
+  /* Four slices per thread, at least 16 KiB, whole pages (no two threads share a page of a
+   * page-aligned destination, as chunks are): the threads that wake first (the caller first of
+   * all) take the slices of those that wake late, so the copy does not wait for the slowest
+   * wake-up. */
   uint32_t ways = c->num_threads + 1;
   size_t slice = n / ((size_t)ways * 4);
   if (slice < ((size_t)16 << 10)) slice = (size_t)16 << 10;

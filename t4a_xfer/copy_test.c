@@ -341,6 +341,43 @@ static void test_peer_path(void **state) {
 
 /* Staged: multi-chunk, odd offsets, 1 byte, larger than the ring; pinned chunks stay portable
  * (finish() checks the fake's non-portable count); the source may go at once. */
+/* A chunk a staged copy used (recorded on the destination's stream after the source's copy, not
+ * inside an upload's admission) is never taken back on the strength of a drain: after a staged
+ * upload, a wait that drains, and a staged copy through the same one-chunk ring, the next upload
+ * asks the chunk's event, and both buffers hold their own bytes. */
+static void test_staged_copy_chunk_not_inferred_by_drain(void **state) {
+  fixture *f = *state;
+  rt *a = &f->stack[0], *b = &f->stack[1];
+  t4a_xfer_options xo = T4A_XFER_OPTIONS_INIT;
+  xo.chunk_bytes = CHUNK;
+  xo.num_chunks = 1;
+  t4a_xfer *dx = NULL;
+  CK(t4a_xfer_create(b->retire, &xo, &dx));
+  unsigned char d1[CHUNK], z[CHUNK];
+  fill(d1, CHUNK, 1);
+  fill(z, CHUNK, 2);
+  t4a_buffer *src = buffer(a, CHUNK), *dst = buffer(b, CHUNK), *y = buffer(b, CHUNK);
+  upload(a, src, 0, d1, CHUNK);
+  CK(t4a_retire_wait(a->retire));
+  CK(t4a_xfer_upload(dx, y, 0, z, CHUNK)); /* the chunk: a staged upload */
+  CK(t4a_retire_wait(b->retire));          /* drained: the retire's count goes up */
+  CK(t4a_xfer_copy(dx, dst, 0, a->xfer, src, 0, CHUNK, T4A_COPY_STAGED, NULL, NULL));
+  uint64_t asked = t4a_fake_calls(f->fake, "cuEventQuery") +
+                   t4a_fake_calls(f->fake, "cuEventSynchronize");
+  CK(t4a_xfer_upload(dx, y, 0, z, CHUNK)); /* reuses the copy's chunk */
+  assert_true(t4a_fake_calls(f->fake, "cuEventQuery") +
+                  t4a_fake_calls(f->fake, "cuEventSynchronize") - asked >
+              0);
+  CK(t4a_retire_wait(b->retire));
+  CK(t4a_retire_wait(a->retire));
+  expect(b, dst, 0, d1, CHUNK);
+  expect(b, y, 0, z, CHUNK);
+  t4a_buffer_release(src);
+  t4a_buffer_release(dst);
+  t4a_buffer_release(y);
+  t4a_xfer_destroy(dx);
+}
+
 static void test_staged_path(void **state) {
   fixture *f = *state;
   rt *a = &f->stack[0], *b = &f->stack[1];
@@ -650,6 +687,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_opposing_staged, setup_nopeer, teardown),
       cmocka_unit_test_setup_teardown(test_opposing_peer, setup_peer, teardown),
       cmocka_unit_test_setup_teardown(test_peer_path, setup_peer, teardown),
+      cmocka_unit_test_setup_teardown(test_staged_copy_chunk_not_inferred_by_drain, setup_nopeer,
+                                      teardown),
       cmocka_unit_test_setup_teardown(test_staged_path, setup_nopeer, teardown),
       cmocka_unit_test_setup_teardown(test_fault_lane_2_chain, setup_peer, teardown),
       cmocka_unit_test_setup_teardown(test_fault_lane_2_chain, setup_nopeer, teardown),

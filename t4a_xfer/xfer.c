@@ -838,10 +838,13 @@ static size_t upload_piece(const t4a_xfer *x, size_t bytes) {
   if (x->piece_bytes >= x->chunk_bytes) return bytes; /* pieces turned off */
   size_t piece;
   if (bytes / 2 < x->split_min) {
-    piece = bytes / 4;
+    piece = bytes - 3 * (bytes / 4); /* a quarter, rounded up */
     if (piece < x->piece_bytes / 16) piece = x->piece_bytes / 16;
-  } else {
-    piece = bytes / 2 < x->piece_bytes ? bytes / 2 : x->piece_bytes;
+  } else if (bytes / 2 >= x->piece_bytes) {
+    piece = x->piece_bytes;
+  } else { /* halves: the first rounded up to whole pages, the second what is left */
+    piece = ((bytes - bytes / 2) + 4095) & ~(size_t)4095;
+    return piece < bytes ? piece : bytes;
   }
   if (piece < T4A_XFER_MIN_CHUNK_BYTES) piece = T4A_XFER_MIN_CHUNK_BYTES;
   piece = (piece + 4095) & ~(size_t)4095;
@@ -1019,6 +1022,7 @@ t4a_status t4a_xfer_download(t4a_xfer *x, t4a_buffer *src, size_t offset, void *
     return t4a_admission_abort(&adm, st);
   }
   int enqueued = 0;
+  p->bytes = bytes; /* before any chunk of p can be delivered (a wrap in stage_chunks) */
   st = stage_chunks(x, (CUdeviceptr)t4a_buffer_devptr(src) + offset, NULL, dst, bytes, p,
                     &enqueued);
   if (st != T4A_OK) {

@@ -1193,6 +1193,7 @@ static void test_upload_pieces_by_size(void **state) {
       {16 << 10, 2, 2, 2, 0},   /* two 8 KiB pieces */
       {60 << 10, 4, 4, 4, 0},   /* quarters of 15 KiB, rounded to 16 KiB: 16, 16, 16, 12 */
       {128 << 10, 2, 2, 0, 2},  /* twice the split size: halves, each split */
+      {130 << 10, 2, 2, 1, 1},  /* halves of 65 KiB: 68 KiB (split), then 62 KiB (one copy) */
       {(size_t)1 << 20, 8, 8, 0, 8}, /* the piece option: 8 x 128 KiB, each split */
   };
   for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
@@ -1291,6 +1292,44 @@ static void test_drained_chunk_reused_without_query(void **state) {
   CK(t4a_retire_wait(r));
   assert_memory_equal(device_view(f, b), src, n);
   t4a_buffer_release(b);
+  t4a_xfer_destroy(x);
+  CK(t4a_retire_destroy(r));
+}
+
+/* A failed t4a_retire_wait proves nothing: with one chunk, an upload whose DMA is still queued
+ * when the stream's synchronisation fails must not give its chunk to the next upload without
+ * asking its event (the next upload's bytes would otherwise reach the first buffer). */
+static void test_failed_drain_proves_nothing(void **state) {
+  fixture *f = *state;
+  t4a_retire *r = NULL;
+  t4a_xfer *x = NULL;
+  CK(t4a_retire_create(f->lane, NULL, &r));
+  t4a_xfer_options o = T4A_XFER_OPTIONS_INIT;
+  o.chunk_bytes = 4096;
+  o.num_chunks = 1;
+  o.copy_threads = 1;
+  CK(t4a_xfer_create(r, &o, &x));
+  unsigned char s1[4096], s2[4096];
+  fill(s1, sizeof s1, 1);
+  fill(s2, sizeof s2, 2);
+  t4a_buffer *b1 = buffer(f, 4096), *b2 = buffer(f, 4096);
+  CK(t4a_xfer_upload(x, b1, 0, s1, 4096));
+  CK(t4a_retire_wait(r));
+  CK(t4a_xfer_upload(x, b1, 0, s1, 4096));
+  t4a_fake_inject(f->fake, "cuStreamSynchronize", 0, 1, CUDA_ERROR_INVALID_VALUE, 0);
+  assert_int_not_equal(t4a_retire_wait(r), T4A_OK);
+  t4a_fake_clear_injections(f->fake);
+  uint64_t asked = t4a_fake_calls(f->fake, "cuEventQuery") +
+                   t4a_fake_calls(f->fake, "cuEventSynchronize");
+  CK(t4a_xfer_upload(x, b2, 0, s2, 4096));
+  assert_true(t4a_fake_calls(f->fake, "cuEventQuery") +
+                  t4a_fake_calls(f->fake, "cuEventSynchronize") - asked >
+              0);
+  CK(t4a_retire_wait(r));
+  assert_memory_equal(device_view(f, b1), s1, sizeof s1);
+  assert_memory_equal(device_view(f, b2), s2, sizeof s2);
+  t4a_buffer_release(b1);
+  t4a_buffer_release(b2);
   t4a_xfer_destroy(x);
   CK(t4a_retire_destroy(r));
 }
@@ -2280,6 +2319,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_path_by_size, setup, teardown),
       cmocka_unit_test_setup_teardown(test_upload_pieces_by_size, setup, teardown),
       cmocka_unit_test_setup_teardown(test_drained_chunk_reused_without_query, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_failed_drain_proves_nothing, setup, teardown),
       cmocka_unit_test_setup_teardown(test_warm_pinned_download_creates_no_event, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bytes_downloaded_counted_at_delivery, setup, teardown),
       cmocka_unit_test_setup_teardown(test_poll_not_blocked_by_another_threads_wait, setup,
