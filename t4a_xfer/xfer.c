@@ -211,8 +211,8 @@ static void chunk_deliver(t4a_xfer *x, chunk *c) {
   t4a_xfer_pending *p = c->owner;
   c->state = CHUNK_DELIVERING;
   p->delivering++;
-  pthread_mutex_unlock(&x->lock);
   unsigned flags = p->bytes >= T4A_XFER_STREAM_DOWNLOAD_MIN ? T4A_XFER_COPY_STREAM : 0;
+  pthread_mutex_unlock(&x->lock);
   int split = t4a_xfer_copier_memcpy_(x->copier, c->dst, c->host, c->bytes, flags);
   pthread_mutex_lock(&x->lock);
   if (!split) x->single_copies++;
