@@ -1033,7 +1033,6 @@ t4a_status t4a_xfer_download(t4a_xfer *x, t4a_buffer *src, size_t offset, void *
   }
   t4a_xfer_keep_buffer_(&adm, x->lane, src);
   t4a_admission_commit(&adm);
-  p->bytes = bytes;
   atomic_fetch_add_explicit(&x->refs, 1, memory_order_relaxed);
   p->x = x;
   *out = p;
