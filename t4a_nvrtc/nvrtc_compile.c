@@ -117,6 +117,7 @@ t4a_nvrtc_artifact *t4a_nvrtc_artifact_alloc(const t4a_nvrtc_artifact_parts *par
   }
   char *block = t4a_host_malloc(total);
   if (block == NULL) return NULL;
+  t4a_nvrtc_populate_(block, total);
   t4a_nvrtc_artifact *a = (t4a_nvrtc_artifact *)(void *)block;
   memset(a, 0, sizeof *a);
   atomic_init(&a->refs, 1);

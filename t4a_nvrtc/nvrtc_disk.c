@@ -392,6 +392,7 @@ static t4a_nvrtc_artifact *lookup(t4a_nvrtc_disk *disk, const disk_expect *x,
     error = 1;
     goto out;
   }
+  t4a_nvrtc_populate_(buf, size);
   int rc = read_full(fd, buf, size);
   if (rc != 0) {
     if (rc > 0)

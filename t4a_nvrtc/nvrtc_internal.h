@@ -106,6 +106,12 @@ void t4a_nvrtc_roots_forget_(void);
 uint64_t t4a_nvrtc_roots_checks_(void);
 uint64_t t4a_nvrtc_roots_files_hashed_(void);
 
+/* Faults in the pages of a new buffer of 64 KiB or more in one call (madvise
+ * MADV_POPULATE_WRITE), before read() or a copy fills it: a new process's buffers are fresh
+ * memory, and a fault per page costs about as much as the copy. Advice only (an older kernel's
+ * EINVAL changes nothing). */
+void t4a_nvrtc_populate_(void *buf, size_t bytes);
+
 /* ---- Include manifests (nvrtc_manifest.c) ------------------------------------------------- */
 
 /* One path the include check probed, as NVRTC would open it: a file (file 1: its metadata when

@@ -408,6 +408,7 @@ uint8_t *t4a_nvrtc_manifest_load_(const char *dir, const uint8_t key[16], size_t
   }
   size_t size = (size_t)st.st_size;
   buf = t4a_host_malloc(size);
+  t4a_nvrtc_populate_(buf, size);
   size_t got = 0;
   while (buf != NULL && got < size) {
     ssize_t n = t4a_fault_sim(T4A_FAULT_FILE_READ) ? -1 : read(fd, buf + got, size - got);

@@ -399,11 +399,8 @@ static t4a_status memo_insert(t4a_nvrtc_prober *pr, t4a_nvrtc_probed *r) {
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
 #endif
 
-/* Faults in the pages of a large new buffer in one call, before read() fills it: a new process's
- * buffers are fresh memory, and a fault per page cost about as much as the copy (advice only:
- * an older kernel's EINVAL changes nothing). */
-static void populate(char *buf, size_t bytes) {
-  if (bytes < 65536) return;
+void t4a_nvrtc_populate_(void *buf, size_t bytes) {
+  if (buf == NULL || bytes < 65536) return;
   long pg = sysconf(_SC_PAGESIZE);
   if (pg <= 0) return;
   uintptr_t a = ((uintptr_t)buf + (uintptr_t)pg - 1) & ~((uintptr_t)pg - 1);
@@ -435,7 +432,7 @@ static t4a_status read_file(t4a_nvrtc_prober *pr, const char *path, t4a_nvrtc_pr
   size_t cap = (size_t)st.st_size + 1, n = 0;
   char *buf = t4a_host_malloc(cap + 1);
   t4a_status s = buf != NULL ? T4A_OK : T4A_HOST_OUT_OF_MEMORY;
-  if (buf != NULL) populate(buf, cap);
+  t4a_nvrtc_populate_(buf, cap);
   while (s == T4A_OK) {
     if (n == cap) {
       char *nb = t4a_host_realloc(buf, cap * 2 + 1);
