@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -600,6 +601,16 @@ static void lx_raw(lexer *L) {
 
 /* ---- The include check -------------------------------------------------------------------- */
 
+#define MAX_MAY 208 /* the proper substrings of __has_include_next and __has_embed fit */
+
+/* Tests: whether a second pass that could change nothing is skipped (default 1), and the second
+ * passes run. */
+static atomic_int g_skip_second = 1;
+static atomic_ullong g_second_passes;
+
+void t4a_nvrtc_check_skip_second_pass_(int on) { atomic_store(&g_skip_second, on != 0); }
+uint64_t t4a_nvrtc_check_second_passes_(void) { return atomic_load(&g_second_passes); }
+
 typedef struct scan {
   const t4a_nvrtc_prepared *p;
   dialect d;
@@ -659,6 +670,14 @@ typedef struct scan {
   uint32_t *func_set;
   size_t func_mask;
   uint64_t func_sieve[64]; /* bit func_sieve_bit(name): some macro or wrapper may be named so */
+  /* First pass, root files: every piece a second pass could meet there (the identifiers lexed
+   * or skipped, and those of the operands the first pass consumed); may_unknown: an operand the
+   * first pass could not split (a backslash, or '?' with trigraphs). When they cannot join with
+   * the pieces recorded into a target and there is no wrapper, the second pass, which could only
+   * add pieces, is skipped. */
+  char may[MAX_MAY][20];
+  size_t num_may;
+  int may_unknown;
 } scan;
 
 static int cmp_str(const void *a, const void *b) {
@@ -997,18 +1016,50 @@ static const char *const k_targets[] = {"__has_include_next", "__has_include", "
 
 /* A proper, non-empty substring of __has_include_next or __has_embed (other than
  * __has_include itself): what ## could join into one. */
-static int is_substring_piece(const ident *id) {
-  if (id->len == 0 || id->len >= 19) return 0;
-  for (size_t i = 0; i < id->len; i++) { /* the letters of the targets only */
-    char c = id->text[i];
+/* Whether text[0..n) (NUL-terminated) is a proper substring of __has_include_next or
+ * __has_embed, but __has_include. */
+static int piece_text(const char *text, size_t n) {
+  if (n == 0 || n >= 19) return 0;
+  for (size_t i = 0; i < n; i++) { /* the letters of the targets only */
+    char c = text[i];
     if (c != '_' && (c < 'a' || c > 'x' || !((0x9c399fU >> (c - 'a')) & 1))) return 0;
   }
-  if (ident_is(id, "__has_include")) return 0;
+  if (n == 13 && memcmp(text, "__has_include", 13) == 0) return 0;
   for (size_t t = 0; t < 3; t += 2) {
-    if (id->len < strlen(k_targets[t]) && strstr(k_targets[t], id->text) != NULL) return 1;
+    if (n < strlen(k_targets[t]) && strstr(k_targets[t], text) != NULL) return 1;
   }
   return 0;
 }
+
+static int is_substring_piece(const ident *id) {
+  return id->len < sizeof id->text && piece_text(id->text, id->len);
+}
+
+/* A byte a piece may hold (the letters of the targets and '_'). */
+#define PIECE_CH(ch) \
+  ((ch) == '_' || ((ch) >= 'a' && (ch) <= 'x' && ((0x9c399fU >> ((ch) - 'a')) & 1)))
+
+/* Notes p[0..n), an identifier of a root file in the first pass, if a piece. */
+static void note_may(scan *s, const char *p, size_t n) {
+  if (n == 0 || n >= 19) return;
+  char t[20];
+  memcpy(t, p, n);
+  t[n] = '\0';
+  if (!piece_text(t, n)) return;
+  for (size_t k = 0; k < s->num_may; k++) {
+    if (strcmp(s->may[k], t) == 0) return;
+  }
+  if (s->num_may == MAX_MAY) { /* not reached: every substring fits */
+    s->may_unknown = 1;
+    return;
+  }
+  memcpy(s->may[s->num_may++], t, n + 1);
+}
+
+/* Notes the identifiers of an operand the first pass consumed (a second pass lexes it as
+ * tokens): its byte runs of identifier characters, or unknown if it has a backslash or a '?'
+ * that could start a trigraph. */
+static void note_region(scan *s, const char *p, size_t n);
 
 /* The proper substrings of __has_include_next and __has_embed but __has_include: 205. */
 #define MAX_PIECES 208
@@ -1032,18 +1083,20 @@ static t4a_status add_piece(scan *s, const ident *id, size_t line) {
 
 /* Whether the pieces seen can be joined into __has_include(_next) or __has_embed; *first: the
  * index of the piece that starts such a join. */
-static int pieces_join(const scan *s, size_t *first) {
+static int pieces_join_with(const scan *s, int with_may, size_t *first) {
   for (size_t t = 0; t < 3; t++) {
     const char *T = k_targets[t];
     size_t L = strlen(T);
     int reach[24] = {0};
     size_t via[24] = {0};
     reach[0] = 1;
+    size_t np = s->num_pieces, nm = with_may ? s->num_may : 0;
     for (size_t i = 0; i < L; i++) {
       if (!reach[i]) continue;
-      for (size_t k = 0; k < s->num_pieces; k++) {
-        size_t n = strlen(s->pieces[k]);
-        if (i + n <= L && memcmp(T + i, s->pieces[k], n) == 0 && !reach[i + n]) {
+      for (size_t k = 0; k < np + nm; k++) {
+        const char *piece = k < np ? s->pieces[k] : s->may[k - np];
+        size_t n = strlen(piece);
+        if (i + n <= L && memcmp(T + i, piece, n) == 0 && !reach[i + n]) {
           reach[i + n] = 1;
           via[i + n] = i == 0 ? k : via[i];
         }
@@ -1055,6 +1108,25 @@ static int pieces_join(const scan *s, size_t *first) {
     }
   }
   return 0;
+}
+
+static int pieces_join(const scan *s, size_t *first) { return pieces_join_with(s, 0, first); }
+
+static void note_region(scan *s, const char *p, size_t n) {
+  if (memchr(p, '\\', n) != NULL || (s->d.trigraphs && memchr(p, '?', n) != NULL)) {
+    s->may_unknown = 1;
+    return;
+  }
+  for (size_t i = 0; i < n;) {
+    if (!(k_cc[(unsigned char)p[i]] & CC_IDENT)) {
+      i++;
+      continue;
+    }
+    size_t j = i + 1;
+    while (j < n && (k_cc[(unsigned char)p[j]] & CC_IDENT)) j++;
+    note_may(s, p + i, j - i);
+    i = j;
+  }
 }
 
 static size_t name_hash(const char *p, size_t n) { /* FNV-1a */
@@ -1144,6 +1216,9 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
         while (j < L.n && (k_cc[(unsigned char)L.s[j]] & CC_IDENT)) j++;
         if (j < L.n && (!lx_plain((unsigned char)L.s[j]) || L.s[j] == '"' || L.s[j] == '\'')) break;
         size_t len = j - i;
+        if (s->pass == 1 && len < 19 && PIECE_CH(L.s[i]) && PIECE_CH(L.s[j - 1])) {
+          note_may(s, L.s + i, len);
+        }
         if (len == 7 && memcmp(L.s + i, "defined", 7) == 0) break;
         if (len >= 11 && memcmp(L.s + i, "__has_", 6) == 0) break;
         if (s->pass == 2) {
@@ -1241,7 +1316,9 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
         char what[40];
         snprintf(what, sizeof what, "#%s", name.text);
         lx_blanks(&L, NULL);
+        size_t op = L.i;
         if ((st = check_operand(s, &L, what, hash_line)) != T4A_OK) return st;
+        if (s->cur_root >= 0) note_region(s, L.s + op, L.i - op); /* (pass 1 only here) */
       } else if (ident_is(&name, "ifdef") || ident_is(&name, "ifndef") ||
                  ident_is(&name, "elifdef") || ident_is(&name, "elifndef")) {
         ifdef_operand = 1;
@@ -1255,6 +1332,7 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
       lx_ident(&L, &id);
       const char *id_raw = L.s + id_start;
       size_t id_raw_len = L.i - id_start;
+      if (s->pass == 1 && s->cur_root >= 0) note_may(s, id.text, id.len);
       int q = lx_cur(&L);
       int prefix = 0, raw_prefix = 0;
       if (id.len <= 3 && (q == '"' || q == '\'')) {
@@ -1352,7 +1430,9 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
         }
         lx_get(&L);
         lx_blanks(&L, NULL);
+        size_t op = L.i;
         if ((st = check_operand(s, &L, id.text, line)) != T4A_OK) return st;
+        if (s->cur_root >= 0) note_region(s, L.s + op, L.i - op); /* (pass 1 only here) */
         lx_blanks(&L, NULL);
         if (lx_cur(&L) != ')') {
           return REFUSE("%s, line %zu: %s is not applied to a literal header name here%s", s->where,
@@ -1824,11 +1904,20 @@ t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p) {
       for (size_t i = 0; st == T4A_OK && i < s.num_pend; i++) st = resolve_pending(&s, &s.pend[i]);
       if (st == T4A_OK && s.queue_len > before) goto again;
     }
-    if (st == T4A_OK && (s.num_wrappers > 0 || (s.pasted && s.root_any_piece))) {
+    /* Without wrappers the second pass only adds pieces (from function-like macros'
+     * arguments): when nothing it could meet joins with what is recorded, it changes nothing. */
+    size_t unused = 0;
+    int second = s.num_wrappers > 0 || (s.pasted && s.root_any_piece);
+    if (second && s.num_wrappers == 0 && !s.may_unknown && atomic_load(&g_skip_second) &&
+        !pieces_join_with(&s, 1, &unused)) {
+      second = 0;
+    }
+    if (st == T4A_OK && second) {
       /* The second pass looks up the function-like macros' names. */
       st = build_func_set(&s);
     }
-    if (st == T4A_OK && (s.num_wrappers > 0 || (s.pasted && s.root_any_piece))) {
+    if (st == T4A_OK && second) {
+      atomic_fetch_add(&g_second_passes, 1);
       s.pass = 2;
       st = scan_request_texts(&s);
       for (size_t i = 0; st == T4A_OK && i < scanned; i++) {

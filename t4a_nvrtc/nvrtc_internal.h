@@ -105,6 +105,11 @@ uint64_t t4a_nvrtc_roots_watch_manifest_(const uint8_t *blob, size_t bytes, uint
 void t4a_nvrtc_roots_forget_(void);
 uint64_t t4a_nvrtc_roots_checks_(void);
 uint64_t t4a_nvrtc_roots_files_hashed_(void);
+/* Tests: whether the include check skips a second pass that could change nothing (no wrapper,
+ * and no piece it could meet joins with those recorded; default on), and the second passes run
+ * since start. */
+void t4a_nvrtc_check_skip_second_pass_(int on);
+uint64_t t4a_nvrtc_check_second_passes_(void);
 
 /* Faults in the pages of a new buffer of 64 KiB or more in one call (madvise
  * MADV_POPULATE_WRITE), before read() or a copy fills it: a new process's buffers are fresh

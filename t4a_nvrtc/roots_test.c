@@ -1077,6 +1077,119 @@ static void test_forked_child_does_not_take_the_parents_events(void **state) {
   t4a_nvrtc_cache_destroy(c);
 }
 
+/* The include check of a request, with or without skipping a second pass that could change
+ * nothing: status, message and reach. */
+typedef struct check_result {
+  t4a_status st;
+  char message[600];
+  t4a_nvrtc_root_reach total;
+  uint64_t second_passes;
+} check_result;
+
+static check_result check_with(const t4a_nvrtc_request *r, int skip) {
+  check_result out;
+  memset(&out, 0, sizeof out);
+  t4a_nvrtc_check_skip_second_pass_(skip);
+  uint64_t before = t4a_nvrtc_check_second_passes_();
+  out.st = t4a_nvrtc_includes_resolve(g_lib, r, NULL, &out.total);
+  out.second_passes = t4a_nvrtc_check_second_passes_() - before;
+  t4a_nvrtc_check_skip_second_pass_(1);
+  if (out.st != T4A_OK) {
+    t4a_error e;
+    t4a_error_last(&e);
+    snprintf(out.message, sizeof out.message, "%s", e.message);
+  }
+  return out;
+}
+
+static void assert_same_check(const check_result *a, const check_result *b, const char *what) {
+  if (a->st != b->st || strcmp(a->message, b->message) != 0 || a->total.files != b->total.files ||
+      a->total.bytes != b->total.bytes || a->total.empty != b->total.empty) {
+    print_error("%s: skipping %d '%s' %llu files, not %d '%s' %llu files\n", what, (int)a->st,
+                a->message, (unsigned long long)a->total.files, (int)b->st, b->message,
+                (unsigned long long)b->total.files);
+  }
+  assert_int_equal(a->st, b->st);
+  assert_string_equal(a->message, b->message);
+  assert_int_equal(a->total.files, b->total.files);
+  assert_int_equal(a->total.bytes, b->total.bytes);
+  assert_int_equal(a->total.empty, b->total.empty);
+}
+
+/* Pieces of __has_include found only in a function-like macro's arguments (the second pass
+ * finds them) still join and are refused with the shortcut on; pieces that cannot join let it
+ * skip the second pass, with the same verdict; an operand with a backslash keeps it. */
+static void test_second_pass_skipped_only_when_it_changes_nothing(void **state) {
+  (void)state;
+  const char *roots[] = {g_root};
+  write_file(g_root, "a/args.h",
+             "#define CAT(a, b) a ## b\n#define ID(x) x\nint v = ID(__has_);\nint w = ID(include);\n");
+  t4a_nvrtc_request r = roots_request("#include <a/args.h>\n", roots, 1);
+  check_result on = check_with(&r, 1), off = check_with(&r, 0);
+  assert_same_check(&on, &off, "args");
+  assert_int_equal(on.st, T4A_INVALID_ARGUMENT);
+  assert_non_null(strstr(on.message, "paste __has_include"));
+  assert_int_equal(on.second_passes, 1);
+  write_file(g_root, "a/args.h",
+             "#define CAT(a, b) a ## b\n#define ID(x) x\nint v = ID(__has_);\nint w = ID(zzz);\n");
+  on = check_with(&r, 1);
+  off = check_with(&r, 0);
+  assert_same_check(&on, &off, "no join");
+  assert_int_equal(on.st, T4A_OK);
+  assert_int_equal(on.second_passes, 0);
+  assert_int_equal(off.second_passes, 1);
+  /* "include" only in an include's operand, inside the arguments (the second pass lexes the
+   * operand as tokens): refused both ways. */
+  write_file(g_root, "a/include/x.h", "#pragma once\n");
+  write_file(g_root, "a/args.h",
+             "#define CAT(a, b) a ## b\n#define ID(x) x\nint v = ID(__has_\n"
+             "#include <a/include/x.h>\n);\n");
+  on = check_with(&r, 1);
+  off = check_with(&r, 0);
+  assert_same_check(&on, &off, "operand");
+  assert_int_equal(on.st, T4A_INVALID_ARGUMENT);
+  assert_int_equal(on.second_passes, 1);
+  /* A backslash in an operand: not split, so kept. */
+  write_file(g_root, "a/args.h",
+             "#define CAT(a, b) a ## b\n#include \"a\\\\b.h\"\n");
+  write_file(g_root, "a/a\\b.h", "#pragma once\n");
+  on = check_with(&r, 1);
+  off = check_with(&r, 0);
+  assert_same_check(&on, &off, "backslash");
+  assert_int_equal(on.second_passes, off.second_passes);
+}
+
+/* The toolkit's headers (when a toolkit is found): the check with and without the shortcut gives
+ * the same status, message and reach; cuda_fp16.h's skips its second pass. */
+static void test_second_pass_shortcut_on_toolkit_headers(void **state) {
+  (void)state;
+  t4a_nvrtc_toolkit tk;
+  if (t4a_nvrtc_toolkit_find(NULL, &tk) != T4A_OK) skip();
+  static const char *const headers[] = {
+      "cuda_fp16.h",       "cuda_bf16.h",           "cuda/std/atomic",
+      "cuda/std/complex",  "cuda/std/tuple",        "cooperative_groups.h",
+      "cub/block/block_reduce.cuh", "thrust/device_vector.h", "nv/target",
+      "cuda/barrier",      "mma.h",                 "cuda_fp8.h",
+  };
+  uint64_t skipped = 0;
+  for (size_t i = 0; i < sizeof headers / sizeof headers[0]; i++) {
+    char src[200];
+    snprintf(src, sizeof src, "#include <%s>\nextern \"C\" __global__ void k(int *p) { *p = 1; }\n",
+             headers[i]);
+    t4a_nvrtc_request r = roots_request(src, tk.roots, tk.num_roots);
+    check_result on = check_with(&r, 1), off = check_with(&r, 0);
+    assert_same_check(&on, &off, headers[i]);
+    assert_true(on.second_passes <= off.second_passes);
+    skipped += off.second_passes - on.second_passes;
+    if (i == 0) {
+      assert_int_equal(on.st, T4A_OK);
+      assert_int_equal(off.second_passes, 1);
+      assert_int_equal(on.second_passes, 0);
+    }
+  }
+  assert_true(skipped >= 1);
+}
+
 /* Failure sweep of t4a_nvrtc_includes_resolve: every allocation and file operation in turn. */
 static void test_includes_resolve_failure_sweep(void **state) {
   (void)state;
@@ -1274,6 +1387,10 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_shadowing_header_in_an_earlier_root_is_a_miss,
                                       each_setup, each_teardown),
       cmocka_unit_test_setup_teardown(test_shadowing_header_in_a_new_folder_is_a_miss, each_setup,
+                                      each_teardown),
+      cmocka_unit_test_setup_teardown(test_second_pass_skipped_only_when_it_changes_nothing,
+                                      each_setup, each_teardown),
+      cmocka_unit_test_setup_teardown(test_second_pass_shortcut_on_toolkit_headers, each_setup,
                                       each_teardown),
       cmocka_unit_test_setup_teardown(test_header_beside_the_includer_is_a_miss, each_setup,
                                       each_teardown),
