@@ -677,6 +677,7 @@ typedef struct scan {
    * add pieces, is skipped. */
   char may[MAX_MAY][20];
   size_t num_may;
+  uint64_t may_bits[8]; /* the pieces noted (see note_may) */
   int may_unknown;
 } scan;
 
@@ -1039,16 +1040,27 @@ static int is_substring_piece(const ident *id) {
 #define PIECE_CH(ch) \
   ((ch) == '_' || ((ch) >= 'a' && (ch) <= 'x' && ((0x9c399fU >> ((ch) - 'a')) & 1)))
 
-/* Notes p[0..n), an identifier of a root file in the first pass, if a piece. */
+/* Notes p[0..n), an identifier of a root file in the first pass, if a piece (once: a bit per
+ * piece, by where it first occurs in the first target that holds it). */
 static void note_may(scan *s, const char *p, size_t n) {
   if (n == 0 || n >= 19) return;
+  for (size_t i = 0; i < n; i++) {
+    if (!PIECE_CH(p[i])) return;
+  }
   char t[20];
   memcpy(t, p, n);
   t[n] = '\0';
   if (!piece_text(t, n)) return;
-  for (size_t k = 0; k < s->num_may; k++) {
-    if (strcmp(s->may[k], t) == 0) return;
+  size_t bit = 0;
+  for (size_t k = 0; k < 3; k += 2) {
+    const char *at = n < strlen(k_targets[k]) ? strstr(k_targets[k], t) : NULL;
+    if (at != NULL) {
+      bit = (k == 0 ? 0 : 361) + (size_t)(at - k_targets[k]) * (k == 0 ? 19 : 12) + n;
+      break;
+    }
   }
+  if ((s->may_bits[bit / 64] >> (bit % 64)) & 1) return;
+  s->may_bits[bit / 64] |= 1ULL << (bit % 64);
   if (s->num_may == MAX_MAY) { /* not reached: every substring fits */
     s->may_unknown = 1;
     return;
