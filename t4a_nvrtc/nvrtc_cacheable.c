@@ -679,6 +679,7 @@ typedef struct scan {
   size_t num_may;
   uint64_t may_bits[8]; /* the pieces noted (see note_may) */
   int may_unknown;
+  int may_joined; /* they join already (with the pieces recorded, which they hold): stop noting */
 } scan;
 
 static int cmp_str(const void *a, const void *b) {
@@ -1036,6 +1037,8 @@ static int is_substring_piece(const ident *id) {
   return id->len < sizeof id->text && piece_text(id->text, id->len);
 }
 
+static int pieces_join_with(const scan *s, int with_may, size_t *first);
+
 /* A byte a piece may hold (the letters of the targets and '_'). */
 #define PIECE_CH(ch) \
   ((ch) == '_' || ((ch) >= 'a' && (ch) <= 'x' && ((0x9c399fU >> ((ch) - 'a')) & 1)))
@@ -1066,6 +1069,8 @@ static void note_may(scan *s, const char *p, size_t n) {
     return;
   }
   memcpy(s->may[s->num_may++], t, n + 1);
+  size_t unused = 0;
+  if (pieces_join_with(s, 1, &unused)) s->may_joined = 1;
 }
 
 /* Notes the identifiers of an operand the first pass consumed (a second pass lexes it as
@@ -1125,6 +1130,7 @@ static int pieces_join_with(const scan *s, int with_may, size_t *first) {
 static int pieces_join(const scan *s, size_t *first) { return pieces_join_with(s, 0, first); }
 
 static void note_region(scan *s, const char *p, size_t n) {
+  if (s->may_joined) return;
   if (memchr(p, '\\', n) != NULL || (s->d.trigraphs && memchr(p, '?', n) != NULL)) {
     s->may_unknown = 1;
     return;
@@ -1228,7 +1234,8 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
         while (j < L.n && (k_cc[(unsigned char)L.s[j]] & CC_IDENT)) j++;
         if (j < L.n && (!lx_plain((unsigned char)L.s[j]) || L.s[j] == '"' || L.s[j] == '\'')) break;
         size_t len = j - i;
-        if (s->pass == 1 && len < 19 && PIECE_CH(L.s[i]) && PIECE_CH(L.s[j - 1])) {
+        if (s->pass == 1 && !s->may_joined && len < 19 && PIECE_CH(L.s[i]) &&
+            PIECE_CH(L.s[j - 1])) {
           note_may(s, L.s + i, len);
         }
         if (len == 7 && memcmp(L.s + i, "defined", 7) == 0) break;
@@ -1344,7 +1351,7 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
       lx_ident(&L, &id);
       const char *id_raw = L.s + id_start;
       size_t id_raw_len = L.i - id_start;
-      if (s->pass == 1 && s->cur_root >= 0) note_may(s, id.text, id.len);
+      if (s->pass == 1 && s->cur_root >= 0 && !s->may_joined) note_may(s, id.text, id.len);
       int q = lx_cur(&L);
       int prefix = 0, raw_prefix = 0;
       if (id.len <= 3 && (q == '"' || q == '\'')) {
@@ -1920,8 +1927,8 @@ t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p) {
      * arguments): when nothing it could meet joins with what is recorded, it changes nothing. */
     size_t unused = 0;
     int second = s.num_wrappers > 0 || (s.pasted && s.root_any_piece);
-    if (second && s.num_wrappers == 0 && !s.may_unknown && atomic_load(&g_skip_second) &&
-        !pieces_join_with(&s, 1, &unused)) {
+    if (second && s.num_wrappers == 0 && !s.may_unknown && !s.may_joined &&
+        atomic_load(&g_skip_second) && !pieces_join_with(&s, 1, &unused)) {
       second = 0;
     }
     if (st == T4A_OK && second) {
