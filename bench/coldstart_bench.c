@@ -792,7 +792,8 @@ int main(int argc, char **argv) {
     if (profile) {
       sample s;
       char err[2400];
-      /* open-t4a once, then first-t4a and first-raw alternated: each prints its steps' times */
+      /* open-t4a once, then first-t4a, first-raw and first-raw-pool in turn: each prints its
+       * steps' times */
       static const mode kinds[] = {OPEN_T4A,  FIRST_T4A, FIRST_RAW, FIRST_RAW_POOL,
                                    FIRST_T4A, FIRST_RAW, FIRST_RAW_POOL, FIRST_T4A,
                                    FIRST_RAW, FIRST_RAW_POOL};

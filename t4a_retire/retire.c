@@ -298,9 +298,7 @@ static t4a_status seal_open(t4a_retire *r) {
   return T4A_OK;
 }
 
-/* Moves a completed epoch's keepalives to the deferred list, released after the lock is dropped
- * (a release may run arbitrary code). If the list cannot grow, they are released in place: still
- * correct, since their work completed. */
+/* The spare list slot's flag (held for a few stores, never while waiting for anything). */
 static void spare_lock(t4a_retire *r) {
   while (atomic_flag_test_and_set_explicit(&r->spare_busy, memory_order_acquire)) {
   }
@@ -309,6 +307,9 @@ static void spare_unlock(t4a_retire *r) {
   atomic_flag_clear_explicit(&r->spare_busy, memory_order_release);
 }
 
+/* Moves a completed epoch's keepalives to the deferred list, released after the lock is dropped
+ * (a release may run arbitrary code). If the list cannot grow, they are released in place: still
+ * correct, since their work completed. */
 static void defer_release(t4a_retire *r, epoch *e) {
   release_list *l = &r->deferred;
   if (l->items == NULL && e->count > 0) { /* the storage a past retirement left, if any */

@@ -830,10 +830,12 @@ static size_t next_unit(const t4a_xfer *x, size_t bytes, size_t done) {
 }
 
 /* The piece of a one-chunk upload of `bytes` (`bytes` itself: one copy, one DMA). Below twice
- * the split size (pieces the calling thread copies alone): a quarter of the upload, at least a
- * sixteenth of pipeline_piece_bytes; from there on (pieces split across the copy threads):
- * pipeline_piece_bytes, or half the upload when that makes less than two. Pieces are whole pages
- * and there are at least two; none when pipeline_piece_bytes >= chunk_bytes. Why these sizes: docs/performance.md, "Upload pieces by size". */
+ * the split size (pieces the calling thread copies alone): a quarter of the upload rounded up,
+ * at least a sixteenth of pipeline_piece_bytes; from there on (pieces split across the copy
+ * threads): pipeline_piece_bytes, or half the upload rounded up when that makes less than two.
+ * Pieces are whole pages (the last one what is left) and there are at least two; none when
+ * pipeline_piece_bytes >= chunk_bytes. Why these sizes: docs/performance.md, "Upload pieces by
+ * size". */
 static size_t upload_piece(const t4a_xfer *x, size_t bytes) {
   if (x->piece_bytes >= x->chunk_bytes) return bytes; /* pieces turned off */
   size_t piece;
