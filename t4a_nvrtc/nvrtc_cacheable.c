@@ -1449,6 +1449,19 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
         }
         lx_get(&L);
         lx_blanks(&L, NULL);
+        if (in_define && lx_cur(&L) != '"' &&
+            (lx_cur(&L) == '<' || (def_is_func && s->cur_root >= 0))) {
+          /* In a macro's body the operand's tokens are replaced where the macro is used: a <...>
+           * operand's identifiers may be macros (or, in a function-like macro, parameters), and
+           * a root's function-like macro whose operand is not a string literal is a wrapper only
+           * in the one form tracked above (the operand one of its parameters, names under 32
+           * bytes, at most 16 parameters); as a computed include it would be resolved as if its
+           * parameters were macros. (The request's own macro operands are refused below.) */
+          return REFUSE("%s, line %zu: %s in the body of the macro %s is applied to an operand "
+                        "replaced where the macro is used (a computed include)%s",
+                        s->where, line, id.text, def_name.text,
+                        s->num_roots > 0 ? k_root_advice : k_advice);
+        }
         size_t op = L.i;
         if ((st = check_operand(s, &L, id.text, line)) != T4A_OK) return st;
         if (s->cur_root >= 0) note_region(s, L.s + op, L.i - op); /* (pass 1 only here) */
@@ -1957,7 +1970,7 @@ t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p) {
   size_t first = 0;
   if (st == T4A_OK && s.pasted && pieces_join(&s, &first)) {
     st = REFUSE("%s: \"%s\" and other pieces in macro bodies or arguments of the roots, with a ## "
-                "there, could paste __has_include together, whose operand the key cannot see%s",
+                "there, could paste __has_include together%s",
                 s.piece_at[first], s.pieces[first], k_root_advice);
   }
   free(s.pieces); /* one block with piece_at */

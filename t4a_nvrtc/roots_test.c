@@ -1190,6 +1190,64 @@ static void test_second_pass_shortcut_on_toolkit_headers(void **state) {
   assert_true(skipped >= 1);
 }
 
+/* An operand that a macro's body hands to __has_include is replaced where the macro is used, so
+ * it is refused unless it is a string literal or the one wrapper form tracked: a <...> operand
+ * (its identifiers may be parameters, or macros defined anywhere), a wrapper whose name or
+ * parameter has 32 bytes or more, or whose operand is past the 16th parameter. Each was a stale
+ * hit before: the check read the operand as a literal, or dropped the wrapper. The tracked
+ * wrapper and a literal in a body still pass. */
+static void test_operands_replaced_in_macro_bodies_are_refused(void **state) {
+  (void)state;
+  const char *roots[] = {g_root};
+  static const struct {
+    const char *file, *text, *source;
+  } refused[] = {
+      {"g.h", "#define G(x) __has_include(<x>)\n",
+       "#include <g.h>\n#if G(/etc/hostname)\nint yes;\n#endif\n"},
+      {"d.h", "#define H __has_include(<D/hostname>)\n",
+       "#include <d.h>\n#define D /etc\n#if H\nint yes;\n#endif\n"},
+      {"w.h", "#define WRAPPER_WITH_A_NAME_LONGER_THAN_31_CHARS(x) __has_include(x)\n",
+       "#include <w.h>\n#if WRAPPER_WITH_A_NAME_LONGER_THAN_31_CHARS(</etc/hostname>)\n#endif\n"},
+      {"w17.h",
+       "#define W17(a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,x) __has_include(x)\n",
+       "#include <w17.h>\n#if W17(1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,</etc/hostname>)\n"
+       "#endif\n"},
+      {"w7.h",
+       "#define W7(a_parameter_name_longer_than_31_chars) "
+       "__has_include(a_parameter_name_longer_than_31_chars)\n",
+       "#include <w7.h>\n#if W7(</etc/hostname>)\n#endif\n"},
+      {"s.h", "#define S(x) __has_include(#x)\n", "#include <s.h>\n#if S(/etc/hostname)\n#endif\n"},
+  };
+  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+    write_file(g_root, refused[i].file, refused[i].text);
+    t4a_nvrtc_request r = roots_request(refused[i].source, roots, 1);
+    for (int skip = 0; skip <= 1; skip++) {
+      check_result c = check_with(&r, skip);
+      if (c.st != T4A_INVALID_ARGUMENT || strstr(c.message, "replaced where the macro is used") == NULL) {
+        fail_msg("case %zu (%s), skip %d: %s \"%s\"", i, refused[i].file, skip,
+                 t4a_status_name(c.st), c.message);
+      }
+    }
+  }
+  /* The request's own <...> operand in a macro body, with a header of that name: refused too. */
+  t4a_nvrtc_header h[1] = {{.name = "x", .content = "\n"}};
+  t4a_nvrtc_request r = roots_request(
+      "#define G(x) __has_include(<x>)\n#if G(/etc/hostname)\nint yes;\n#endif\n", NULL, 0);
+  r.headers = h;
+  r.num_headers = 1;
+  check_result c = check_with(&r, 1);
+  assert_int_equal(c.st, T4A_INVALID_ARGUMENT);
+  assert_non_null(strstr(c.message, "replaced where the macro is used"));
+  /* The tracked wrapper, and a literal in a body, still pass. */
+  write_file(g_root, "ok.h",
+             "#define HAS(x) __has_include(x)\n#define HAS_TOP __has_include(\"top.h\")\n");
+  r = roots_request("#include <ok.h>\n#if HAS(<top.h>) && HAS_TOP\nint yes;\n#endif\n", roots, 1);
+  for (int skip = 0; skip <= 1; skip++) {
+    c = check_with(&r, skip);
+    if (c.st != T4A_OK) fail_msg("the wrapper, skip %d: %s \"%s\"", skip, t4a_status_name(c.st), c.message);
+  }
+}
+
 /* Failure sweep of t4a_nvrtc_includes_resolve: every allocation and file operation in turn. */
 static void test_includes_resolve_failure_sweep(void **state) {
   (void)state;
@@ -1392,6 +1450,8 @@ int main(void) {
                                       each_setup, each_teardown),
       cmocka_unit_test_setup_teardown(test_second_pass_shortcut_on_toolkit_headers, each_setup,
                                       each_teardown),
+      cmocka_unit_test_setup_teardown(test_operands_replaced_in_macro_bodies_are_refused,
+                                      each_setup, each_teardown),
       cmocka_unit_test_setup_teardown(test_header_beside_the_includer_is_a_miss, each_setup,
                                       each_teardown),
       cmocka_unit_test_setup_teardown(test_files_the_includes_do_not_reach_keep_the_hit,
