@@ -1264,6 +1264,42 @@ static int def_pastes(scan *s, size_t i, int depth) {
   return yes;
 }
 
+/* Whether some definition the scan holds is named name[0..n). */
+static int macro_defined(const scan *s, const char *name, size_t n) {
+  if (s->def_set == NULL || n == 0 || n >= 256) return 0;
+  for (size_t h = name_hash(name, n) & s->def_mask; s->def_set[h] != 0;
+       h = (h + 1) & s->def_mask) {
+    const struct mdef *m = &s->defs[s->def_set[h] - 1];
+    if (m->name_len == n && memcmp(m->name, name, n) == 0) return 1;
+  }
+  return 0;
+}
+
+/* A wrapper's <...> argument at L (before the '<'): its tokens are macro-replaced before the
+ * wrapper substitutes them, so an identifier in it that some definition names, or that looks
+ * predefined (__NAME__), makes it a computed include. Returns the first such, or NULL. */
+static const char *wrapper_arg_macro(const scan *s, const lexer *L, size_t *len) {
+  size_t i = L->i + 1;
+  while (i < L->n && L->s[i] != '>' && L->s[i] != '\n') {
+    unsigned char c = (unsigned char)L->s[i];
+    if (!(k_cc[c] & CC_IDENT) || (c >= '0' && c <= '9')) {
+      i++;
+      continue;
+    }
+    size_t j = i + 1;
+    while (j < L->n && (k_cc[(unsigned char)L->s[j]] & CC_IDENT)) j++;
+    size_t n = j - i;
+    const char *id = L->s + i;
+    if (macro_defined(s, id, n) ||
+        (n > 4 && id[0] == '_' && id[1] == '_' && id[n - 1] == '_' && id[n - 2] == '_')) {
+      *len = n;
+      return id;
+    }
+    i = j;
+  }
+  return NULL;
+}
+
 /* Lexes one text and checks its includes. */
 static t4a_status scan_text(scan *s, const char *text, size_t n) {
   lexer L = {text, n, 0, 1, s->d.trigraphs};
@@ -1457,6 +1493,14 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
         }
         lx_get(&L);
         lx_blanks(&L, NULL);
+        size_t mlen = 0;
+        const char *macro = lx_cur(&L) == '<' ? wrapper_arg_macro(s, &L, &mlen) : NULL;
+        if (macro != NULL) {
+          return REFUSE("%s, line %zu: %s's argument names the macro %.*s, which is replaced "
+                        "before %s applies __has_include to it (a computed include)%s",
+                        s->where, line, id.text, (int)(mlen < 64 ? mlen : 64), macro, id.text,
+                        k_root_advice);
+        }
         if ((st = check_operand(s, &L, id.text, line)) != T4A_OK) return st;
         lx_blanks(&L, NULL);
         if (lx_cur(&L) != ')') {

@@ -1193,8 +1193,9 @@ static void test_second_pass_shortcut_on_toolkit_headers(void **state) {
 /* An operand that a macro's body hands to __has_include is replaced where the macro is used, so
  * it is refused unless it is a string literal or the one wrapper form tracked: a <...> operand
  * (its identifiers may be parameters, or macros defined anywhere), a wrapper whose name or
- * parameter has 32 bytes or more, or whose operand is past the 16th parameter. Each was a stale
- * hit before: the check read the operand as a literal, or dropped the wrapper. The tracked
+ * parameter has 32 bytes or more, or whose operand is past the 16th parameter; and a wrapper's
+ * <...> argument that names a macro (replaced before the wrapper substitutes it). Each was a
+ * stale hit before: the check read the operand as a literal, or dropped the wrapper. The tracked
  * wrapper and a literal in a body still pass. */
 static void test_operands_replaced_in_macro_bodies_are_refused(void **state) {
   (void)state;
@@ -1238,6 +1239,18 @@ static void test_operands_replaced_in_macro_bodies_are_refused(void **state) {
   check_result c = check_with(&r, 1);
   assert_int_equal(c.st, T4A_INVALID_ARGUMENT);
   assert_non_null(strstr(c.message, "replaced where the macro is used"));
+  /* A wrapper's <...> argument is expanded before it is substituted: a macro in it is a
+   * computed include too. */
+  write_file(g_root, "wr.h", "#define HAS(x) __has_include(x)\n");
+  r = roots_request("#include <wr.h>\n#define D /etc\n#if HAS(<D/hostname>)\nint yes;\n#endif\n",
+                    roots, 1);
+  for (int skip = 0; skip <= 1; skip++) {
+    c = check_with(&r, skip);
+    if (c.st != T4A_INVALID_ARGUMENT || strstr(c.message, "names the macro D") == NULL) {
+      fail_msg("wrapper argument with a macro, skip %d: %s \"%s\"", skip, t4a_status_name(c.st),
+               c.message);
+    }
+  }
   /* The tracked wrapper, and a literal in a body, still pass. */
   write_file(g_root, "ok.h",
              "#define HAS(x) __has_include(x)\n#define HAS_TOP __has_include(\"top.h\")\n");
