@@ -669,11 +669,9 @@ typedef struct scan {
    * into defs (+1; 0: empty), func_mask + 1 slots. */
   uint32_t *func_set;
   size_t func_mask;
-  /* Every definition by name (def_mask + 1 slots, index into defs + 1; built with func_set), and
-   * whether each can paste (macro_pastes: 0 not known, 1 being looked at, 2 no, 3 yes). */
+  /* Every definition by name (def_mask + 1 slots, index into defs + 1; built with func_set). */
   uint32_t *def_set;
   size_t def_mask;
-  unsigned char *pastes;
   uint64_t func_sieve[64]; /* bit func_sieve_bit(name): some macro or wrapper may be named so */
   /* First pass, root files: every piece a second pass could meet there (the identifiers lexed
    * or skipped, and those of the operands the first pass consumed); may_unknown: an operand the
@@ -946,9 +944,13 @@ static t4a_status check_operand(scan *s, lexer *L, const char *what, size_t line
     return st;
   }
   if (open != '"' && open != '<') {
+    if (s->num_roots > 0) {
+      return REFUSE("%s, line %zu: %s has a macro operand (a computed include)%s", s->where, line,
+                    what, k_root_advice);
+    }
     return REFUSE("%s, line %zu: %s has a macro operand (a computed include), which the key "
                   "cannot see%s",
-                  s->where, line, what, s->num_roots > 0 ? k_root_advice : k_advice);
+                  s->where, line, what, k_advice);
   }
   int close = open == '"' ? '"' : '>';
   lx_get(L);
@@ -1188,8 +1190,7 @@ static t4a_status build_func_set(scan *s) {
   size_t dslots = 16;
   while (dslots < 2 * s->num_defs) dslots *= 2;
   s->def_set = t4a_host_calloc(dslots, sizeof *s->def_set);
-  s->pastes = t4a_host_calloc(s->num_defs > 0 ? s->num_defs : 1, 1);
-  if (s->def_set == NULL || s->pastes == NULL) return T4A_HOST_OUT_OF_MEMORY;
+  if (s->def_set == NULL) return T4A_HOST_OUT_OF_MEMORY;
   s->def_mask = dslots - 1;
   for (size_t i = 0; i < s->num_defs; i++) {
     const struct mdef *m = &s->defs[i];
@@ -1215,53 +1216,6 @@ static int is_func_macro(const scan *s, const char *name, size_t n) {
     if (m->name_len == n && memcmp(m->name, name, n) == 0) return 1;
   }
   return 0;
-}
-
-/* Whether a macro named name[0..n) can paste what it is given: some definition of it has `##`
- * (or `%:%:`) in its body, or names in its body (any run of identifier bytes, strings and
- * comments included: an over-approximation) a macro that can. Memoised per definition; a
- * definition met again while it is being looked at adds nothing. `depth` bounds the recursion:
- * past it the answer is yes. */
-static int def_pastes(scan *s, size_t i, int depth);
-static int macro_pastes(scan *s, const char *name, size_t n, int depth) {
-  if (s->def_set == NULL || n == 0 || n >= 256) return 0;
-  int yes = 0;
-  for (size_t h = name_hash(name, n) & s->def_mask; s->def_set[h] != 0 && !yes;
-       h = (h + 1) & s->def_mask) {
-    size_t i = s->def_set[h] - 1;
-    const struct mdef *m = &s->defs[i];
-    if (m->name_len == n && memcmp(m->name, name, n) == 0) yes = def_pastes(s, i, depth);
-  }
-  return yes;
-}
-static int def_pastes(scan *s, size_t i, int depth) {
-  if (s->pastes[i] >= 2) return s->pastes[i] == 3;
-  if (s->pastes[i] == 1) return 0;
-  if (depth > 64) return 1;
-  const struct mdef *m = &s->defs[i];
-  const char *b = m->body;
-  size_t len = m->body_len;
-  int yes = 0;
-  s->pastes[i] = 1;
-  for (size_t k = 0; k + 1 < len && !yes; k++) {
-    yes = (b[k] == '#' && b[k + 1] == '#') ||
-          (k + 3 < len && b[k] == '%' && b[k + 1] == ':' && b[k + 2] == '%' && b[k + 3] == ':');
-  }
-  for (size_t k = 0; k < len && !yes;) {
-    unsigned char c = (unsigned char)b[k];
-    if (!(k_cc[c] & CC_IDENT) || (c >= '0' && c <= '9')) {
-      k++;
-      continue;
-    }
-    size_t j = k + 1;
-    while (j < len && (k_cc[(unsigned char)b[j]] & CC_IDENT)) j++;
-    if (!(j - k == m->name_len && memcmp(b + k, m->name, j - k) == 0)) {
-      yes = macro_pastes(s, b + k, j - k, depth + 1);
-    }
-    k = j;
-  }
-  s->pastes[i] = yes ? 3 : 2;
-  return yes;
 }
 
 /* Whether some definition the scan holds is named name[0..n). */
@@ -1594,15 +1548,7 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
           if ((st = add_piece(s, &id, line)) != T4A_OK) return st; /* where ## can reach it */
         }
       }
-      /* The request's texts, with roots: a piece in the arguments of a macro that can paste may
-       * be pasted with the roots' pieces (root `#define K(x) CAT(__has_, x)`, `K(include)`). */
-      if (s->cur_root < 0 && s->num_roots > 0 && arg_depth > 0 && s->pass == 2 &&
-          is_substring_piece(&id) && (st = add_piece(s, &id, line)) != T4A_OK) {
-        return st;
-      }
-      if (s->pass == 2 && is_func_macro(s, id_raw, id_raw_len) &&
-          (s->cur_root >= 0 ||
-           (s->num_roots > 0 && (arg_depth > 0 || macro_pastes(s, id_raw, id_raw_len, 0))))) {
+      if (s->pass == 2 && s->cur_root >= 0 && is_func_macro(s, id_raw, id_raw_len)) {
         lx_blanks(&L, NULL);
         if (lx_cur(&L) == '(') {
           lx_get(&L);
@@ -2061,25 +2007,14 @@ t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p) {
         atomic_load(&g_skip_second) && !pieces_join_with(&s, 1, &unused)) {
       second = 0;
     }
-    /* The request's texts get a second look whenever a paste is anywhere: the pieces in the
-     * arguments of its calls of macros that can paste (small texts; then the roots' second
-     * pass is decided again with those pieces). */
-    int requests = second || s.pasted;
-    if (st == T4A_OK && requests) {
+    if (st == T4A_OK && second) {
       /* The second pass looks up the function-like macros' names. */
       st = build_func_set(&s);
     }
-    if (st == T4A_OK && requests) {
-      s.pass = 2;
-      st = scan_request_texts(&s);
-      if (st == T4A_OK && !second && s.pasted && s.root_any_piece) second = 1;
-      if (second && s.num_wrappers == 0 && !s.may_unknown && !s.may_joined &&
-          atomic_load(&g_skip_second) && !pieces_join_with(&s, 1, &unused)) {
-        second = 0;
-      }
-    }
     if (st == T4A_OK && second) {
       atomic_fetch_add(&g_second_passes, 1);
+      s.pass = 2;
+      st = scan_request_texts(&s);
       for (size_t i = 0; st == T4A_OK && i < scanned; i++) {
         const struct qitem *q = &s.queue[i];
         s.cur_root = (int)q->root;
@@ -2096,7 +2031,6 @@ t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p) {
   free(s.pend);
   free(s.func_set);
   free(s.def_set);
-  free(s.pastes);
   size_t first = 0;
   if (st == T4A_OK && s.pasted && pieces_join(&s, &first)) {
     st = REFUSE("%s: \"%s\" and other pieces in macro bodies or arguments of the roots, with a ## "
