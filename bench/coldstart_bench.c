@@ -739,10 +739,7 @@ int main(int argc, char **argv) {
   if (ok < 0) return 77;
   if (ok) {
     char date[64];
-    time_t t = time(NULL);
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    t4a_bench_utc_date(date, sizeof date);
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     if (out != NULL) {
       fprintf(out, "# coldstart_bench%s: device 0 (%s), %ld CPUs, t4a %s, %s, %d fresh processes "

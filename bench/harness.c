@@ -37,6 +37,14 @@ t4a_bench_stats t4a_bench_stats_of(const double *samples, size_t n) {
   return r;
 }
 
+const char *t4a_bench_utc_date(char *buf, size_t n) {
+  time_t t = time(NULL);
+  struct tm tm;
+  if (n > 0) buf[0] = '\0';
+  if (gmtime_r(&t, &tm) != NULL) strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
 const char *t4a_bench_fmt_us(double us, char *buf, size_t n) {
   if (us < 10) {
     snprintf(buf, n, "%.3f", us);

@@ -42,6 +42,9 @@ t4a_bench_stats t4a_bench_stats_of(const double *samples, size_t n);
  * 1000 and above). Returns buf. */
 const char *t4a_bench_fmt_us(double us, char *buf, size_t n);
 
+/* The current UTC time as 2026-12-01T18:17:54Z (the JSON headers' "date"). Returns buf. */
+const char *t4a_bench_utc_date(char *buf, size_t n);
+
 /* A ratio row of a GB/s table: `label` in a field of `label_width` (the direction), `variant`,
  * then min / median / max GB/s (10^9 B/s) of `bytes` moved in the sampled seconds and the speed
  * against raw (raw's median time over this median time). t4a_bench_gbs_header prints the

@@ -878,9 +878,7 @@ int main(int argc, char **argv) {
   printf("NVRTC load + build identity in this process: %.2f ms\n", open_ms);
   if (g_json != NULL) {
     char date[32];
-    time_t now = time(NULL);
-    struct tm tmv;
-    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&now, &tmv));
+    t4a_bench_utc_date(date, sizeof date);
     fprintf(g_json,
             "{\"bench\":\"nvrtc_bench\",\"mode\":\"cpu\",\"device\":\"none (NVRTC on the "
             "host: %s %s, %ld CPUs)\",\"nvrtc\":\"%d.%d\",\"nvrtc_origin\":\"%s\",\"cpus\":%ld,"

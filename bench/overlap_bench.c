@@ -273,9 +273,7 @@ int main(int argc, char **argv) {
   }
   if (jf != NULL) {
     char date[32];
-    time_t now = time(NULL);
-    struct tm tmv;
-    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&now, &tmv));
+    t4a_bench_utc_date(date, sizeof date);
     fprintf(jf,
             "{\"bench\":\"overlap_bench\",\"mode\":\"%s\",\"device\":\"%s\",\"cpus\":%ld,"
             "\"t4a\":\"%s\",\"date\":\"%s\",\"times\":\"completion\",\"bytes\":%zu,"

@@ -1753,10 +1753,7 @@ int main(int argc, char **argv) {
   if (opened < 0) return 77;
   if (opened > 0) {
     char date[64];
-    time_t t = time(NULL);
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    t4a_bench_utc_date(date, sizeof date);
     int v = t4a_driver_version(b->drv);
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     struct t4a_xfer_stats xs;
