@@ -194,6 +194,11 @@ static unsigned char *device_view(fixture *f, t4a_buffer *b) {
   return t4a_fake_host_view(f->fake, (CUdeviceptr)t4a_buffer_devptr(b), t4a_buffer_size(b));
 }
 
+/* The times the ring asked the driver about an event: queries and host waits. */
+static uint64_t event_asks(fixture *f) {
+  return t4a_fake_calls(f->fake, "cuEventQuery") + t4a_fake_calls(f->fake, "cuEventSynchronize");
+}
+
 /* ---- tests ---- */
 
 static void test_round_trip_across_chunks(void **state) {
@@ -1250,8 +1255,7 @@ static void test_drained_chunk_reused_without_query(void **state) {
     CK(t4a_xfer_upload(x, b, 0, src, n));
     CK(t4a_retire_wait(r));
   }
-  uint64_t queries = t4a_fake_calls(f->fake, "cuEventQuery");
-  uint64_t syncs = t4a_fake_calls(f->fake, "cuEventSynchronize");
+  uint64_t asked = event_asks(f);
   uint64_t rec = counters(f).events_recorded;
   for (int i = 0; i < 8; i++) {
     fill(src, n, (unsigned char)(70 + i));
@@ -1259,19 +1263,15 @@ static void test_drained_chunk_reused_without_query(void **state) {
     CK(t4a_retire_wait(r));
     assert_memory_equal(device_view(f, b), src, n);
   }
-  assert_int_equal(t4a_fake_calls(f->fake, "cuEventQuery") - queries, 0);
-  assert_int_equal(t4a_fake_calls(f->fake, "cuEventSynchronize") - syncs, 0);
+  assert_int_equal(event_asks(f) - asked, 0);
   assert_int_equal(counters(f).events_recorded - rec, 8);
   /* No wait between uploads: the third finds the first chunk not drained and asks its event. */
-  queries = t4a_fake_calls(f->fake, "cuEventQuery");
-  syncs = t4a_fake_calls(f->fake, "cuEventSynchronize");
+  asked = event_asks(f);
   for (int i = 0; i < 4; i++) {
     fill(src, n, (unsigned char)(80 + i));
     CK(t4a_xfer_upload(x, b, 0, src, n));
   }
-  assert_true(t4a_fake_calls(f->fake, "cuEventQuery") - queries +
-                  t4a_fake_calls(f->fake, "cuEventSynchronize") - syncs >=
-              2);
+  assert_true(event_asks(f) - asked >= 2);
   CK(t4a_retire_wait(r));
   assert_memory_equal(device_view(f, b), src, n);
   /* A later record's answer proves an earlier chunk done too: upload (chunk A), download and
@@ -1283,12 +1283,10 @@ static void test_drained_chunk_reused_without_query(void **state) {
   CK(t4a_xfer_pending_wait(p));
   t4a_xfer_pending_release(p);
   assert_memory_equal(back, src, n);
-  queries = t4a_fake_calls(f->fake, "cuEventQuery");
-  syncs = t4a_fake_calls(f->fake, "cuEventSynchronize");
+  asked = event_asks(f);
   fill(src, n, 90);
   CK(t4a_xfer_upload(x, b, 0, src, n));
-  assert_int_equal(t4a_fake_calls(f->fake, "cuEventQuery") - queries, 0);
-  assert_int_equal(t4a_fake_calls(f->fake, "cuEventSynchronize") - syncs, 0);
+  assert_int_equal(event_asks(f) - asked, 0);
   CK(t4a_retire_wait(r));
   assert_memory_equal(device_view(f, b), src, n);
   t4a_buffer_release(b);
@@ -1319,12 +1317,9 @@ static void test_failed_drain_proves_nothing(void **state) {
   t4a_fake_inject(f->fake, "cuStreamSynchronize", 0, 1, CUDA_ERROR_INVALID_VALUE, 0);
   assert_int_not_equal(t4a_retire_wait(r), T4A_OK);
   t4a_fake_clear_injections(f->fake);
-  uint64_t asked = t4a_fake_calls(f->fake, "cuEventQuery") +
-                   t4a_fake_calls(f->fake, "cuEventSynchronize");
+  uint64_t asked = event_asks(f);
   CK(t4a_xfer_upload(x, b2, 0, s2, 4096));
-  assert_true(t4a_fake_calls(f->fake, "cuEventQuery") +
-                  t4a_fake_calls(f->fake, "cuEventSynchronize") - asked >
-              0);
+  assert_true(event_asks(f) - asked > 0);
   CK(t4a_retire_wait(r));
   assert_memory_equal(device_view(f, b1), s1, sizeof s1);
   assert_memory_equal(device_view(f, b2), s2, sizeof s2);
