@@ -305,17 +305,23 @@ static void test_root_order_and_other_roots_are_misses(void **state) {
   t4a_nvrtc_cache_destroy(c);
 }
 
+/* Two toolkit trees under g_tree, tkA and tkB (700-byte paths into a and b), alike but for
+ * deep.h's value: 1234 in tkA, 4242 in tkB. */
+static void two_toolkits(char *a, char *b) {
+  snprintf(a, 700, "%s/tkA", g_tree);
+  snprintf(b, 700, "%s/tkB", g_tree);
+  write_file(a, "include/top.h", k_top);
+  write_file(a, "include/a/b/deep.h", k_deep);
+  write_file(b, "include/top.h", k_top);
+  write_file(b, "include/a/b/deep.h", "#pragma once\n#define DEEP_VALUE 4242\n");
+}
+
 /* Another toolkit behind the same path (a symbolic link on the way to the root retargeted, as
  * `ln -sfn` does: a new link renamed over the old one) is a miss; back to the first, a hit. */
 static void test_retargeted_toolkit_link_is_a_miss(void **state) {
   (void)state;
   char a[700], b[700], link[700], tmp[720], root[720];
-  snprintf(a, sizeof a, "%s/tkA", g_tree);
-  snprintf(b, sizeof b, "%s/tkB", g_tree);
-  write_file(a, "include/top.h", k_top);
-  write_file(a, "include/a/b/deep.h", k_deep);
-  write_file(b, "include/top.h", k_top);
-  write_file(b, "include/a/b/deep.h", "#pragma once\n#define DEEP_VALUE 4242\n");
+  two_toolkits(a, b);
   snprintf(link, sizeof link, "%s/cuda", g_tree);
   snprintf(tmp, sizeof tmp, "%s/cuda.new", g_tree);
   snprintf(root, sizeof root, "%s/include", link);
@@ -334,16 +340,12 @@ static void test_retargeted_toolkit_link_is_a_miss(void **state) {
   t4a_nvrtc_cache_destroy(c);
 }
 
-/* REVIEW: a link on the way whose own target is another link in a directory no watch covers. */
+/* A link on the way whose own target is another link in a directory no watch covers,
+ * retargeted: a miss. */
 static void test_link_chain_retarget_is_a_miss(void **state) {
   (void)state;
   char a[700], b[700], links[700], alt[720], tmp[720], cuda[700], root[720];
-  snprintf(a, sizeof a, "%s/tkA", g_tree);
-  snprintf(b, sizeof b, "%s/tkB", g_tree);
-  write_file(a, "include/top.h", k_top);
-  write_file(a, "include/a/b/deep.h", k_deep);
-  write_file(b, "include/top.h", k_top);
-  write_file(b, "include/a/b/deep.h", "#pragma once\n#define DEEP_VALUE 4242\n");
+  two_toolkits(a, b);
   snprintf(links, sizeof links, "%s/links", g_tree);
   mkdir(links, 0777);
   snprintf(alt, sizeof alt, "%s/alt", links);
@@ -363,8 +365,8 @@ static void test_link_chain_retarget_is_a_miss(void **state) {
   t4a_nvrtc_cache_destroy(c);
 }
 
-/* REVIEW: the link's target folder is moved away and a new one made in its place, in a folder
- * no watch covers. */
+/* The link's target folder moved away and a new one made in its place, in a folder no watch
+ * covers: a miss. */
 static void test_link_target_parent_replaced_is_a_miss(void **state) {
   (void)state;
   char y[700], yold[720], tk[720], cuda[700], root[720];
