@@ -644,11 +644,7 @@ typedef struct scan {
   /* Every #define of the texts scanned (name, function-like or not, body), for computed
    * includes in root files, which are resolved by expanding their object-like macros over every
    * definition seen (each alternative checked and followed like a literal include). */
-  struct mdef {
-    const char *name, *body; /* in the scanned texts */
-    size_t name_len, body_len;
-    int func;
-  } *defs;
+  t4a_nvrtc_macro_ *defs;
   size_t num_defs, defs_cap;
   struct pending {
     const char *ops; /* the operand's text */
@@ -998,7 +994,7 @@ static int is_piece(const ident *id) {
 /* Records the #define whose name was just read (pass 1): its body is the rest of the logical
  * line. */
 static t4a_status add_define(scan *s, const lexer *L, const char *name, size_t name_len,
-                             int func) {
+                             const char *params, size_t params_len, int func) {
   size_t end = L->i;
   while (end < L->n && !(L->s[end] == '\n' && !(end > 0 && L->s[end - 1] == '\\') &&
                          !(end > 1 && L->s[end - 1] == '\r' && L->s[end - 2] == '\\'))) {
@@ -1006,18 +1002,19 @@ static t4a_status add_define(scan *s, const lexer *L, const char *name, size_t n
   }
   if (s->num_defs == s->defs_cap) {
     size_t cap = s->defs_cap ? s->defs_cap * 2 : 64;
-    struct mdef *nd = t4a_host_realloc(s->defs, cap * sizeof *nd);
+    t4a_nvrtc_macro_ *nd = t4a_host_realloc(s->defs, cap * sizeof *nd);
     if (nd == NULL) return T4A_HOST_OUT_OF_MEMORY;
     s->defs = nd;
     s->defs_cap = cap;
   }
-  struct mdef *d = &s->defs[s->num_defs++];
+  t4a_nvrtc_macro_ *d = &s->defs[s->num_defs++];
   d->name_len = name_len;
   d->func = func;
   d->body = L->s + L->i;
   d->body_len = end - L->i;
-  d->name = NULL;
   d->name = name; /* in the text, which outlives the check */
+  d->params = params;
+  d->params_len = params_len;
   return T4A_OK;
 }
 
@@ -1179,7 +1176,7 @@ static t4a_status build_func_set(scan *s) {
   memset(s->func_set, 0, slots * sizeof *s->func_set);
   s->func_mask = slots - 1;
   for (size_t i = 0; i < s->num_defs; i++) {
-    const struct mdef *m = &s->defs[i];
+    const t4a_nvrtc_macro_ *m = &s->defs[i];
     if (!m->func || m->name_len >= 256 || m->name_len == 0) continue; /* never looked up */
     size_t h = name_hash(m->name, m->name_len) & s->func_mask;
     while (s->func_set[h] != 0) h = (h + 1) & s->func_mask;
@@ -1193,7 +1190,7 @@ static t4a_status build_func_set(scan *s) {
   if (s->def_set == NULL) return T4A_HOST_OUT_OF_MEMORY;
   s->def_mask = dslots - 1;
   for (size_t i = 0; i < s->num_defs; i++) {
-    const struct mdef *m = &s->defs[i];
+    const t4a_nvrtc_macro_ *m = &s->defs[i];
     if (m->name_len == 0 || m->name_len >= 256) continue;
     size_t h = name_hash(m->name, m->name_len) & s->def_mask;
     while (s->def_set[h] != 0) h = (h + 1) & s->def_mask;
@@ -1212,7 +1209,7 @@ static int is_func_macro(const scan *s, const char *name, size_t n) {
   if (!((s->func_sieve[b / 64] >> (b % 64)) & 1)) return 0;
   for (size_t h = name_hash(name, n) & s->func_mask; s->func_set[h] != 0;
        h = (h + 1) & s->func_mask) {
-    const struct mdef *m = &s->defs[s->func_set[h] - 1];
+    const t4a_nvrtc_macro_ *m = &s->defs[s->func_set[h] - 1];
     if (m->name_len == n && memcmp(m->name, name, n) == 0) return 1;
   }
   return 0;
@@ -1223,7 +1220,7 @@ static int macro_defined(const scan *s, const char *name, size_t n) {
   if (s->def_set == NULL || n == 0 || n >= 256) return 0;
   for (size_t h = name_hash(name, n) & s->def_mask; s->def_set[h] != 0;
        h = (h + 1) & s->def_mask) {
-    const struct mdef *m = &s->defs[s->def_set[h] - 1];
+    const t4a_nvrtc_macro_ *m = &s->defs[s->def_set[h] - 1];
     if (m->name_len == n && memcmp(m->name, name, n) == 0) return 1;
   }
   return 0;
@@ -1367,8 +1364,9 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
               }
             }
           }
-          if (s->pass == 1 && (st = add_define(s, &L, L.s + def_start, def_end - def_start,
-                                                     def_is_func)) != T4A_OK) {
+          if (s->pass == 1 &&
+              (st = add_define(s, &L, L.s + def_start, def_end - def_start, L.s + def_end,
+                               L.i - def_end, def_is_func)) != T4A_OK) {
             return st;
           }
         }
@@ -1547,6 +1545,14 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
         if ((in_define && !is_param && s->pass == 1) || (arg_depth > 0 && s->pass == 2)) {
           if ((st = add_piece(s, &id, line)) != T4A_OK) return st; /* where ## can reach it */
         }
+      }
+      if (s->cur_root < 0 && s->num_roots > 0 && in_define && s->pass == 1 &&
+          is_substring_piece(&id)) {
+        /* The request's own definitions are used by the roots too: a piece in a body is a
+         * piece the roots' pastes can reach. */
+        int is_param = 0;
+        for (size_t k = 0; k < num_params; k++) is_param |= strcmp(def_params[k].text, id.text) == 0;
+        if (!is_param && (st = add_piece(s, &id, line)) != T4A_OK) return st;
       }
       if (s->pass == 2 && s->cur_root >= 0 && is_func_macro(s, id_raw, id_raw_len)) {
         lx_blanks(&L, NULL);
@@ -1753,7 +1759,7 @@ static int expand_text(const scan *s, const char *p, size_t n, int depth, const 
         if (active_len[k] == tn && memcmp(active[k], t, tn) == 0) self = 2; /* not re-expanded */
       }
       for (size_t d = 0; self != 2 && d < s->num_defs; d++) {
-        const struct mdef *m = &s->defs[d];
+        const t4a_nvrtc_macro_ *m = &s->defs[d];
         if (m->name_len != tn || memcmp(m->name, t, tn) != 0) continue;
         if (m->func) {
           *why = "goes through a function-like macro";
@@ -1910,6 +1916,61 @@ static void where_of(scan *s, const struct qitem *q) {
   snprintf(s->where, sizeof s->where, "include root %u: %.200s", q->root + 1, rel);
 }
 
+/* A -D definition's body, for the pieces of __has_include it spells outside its parameters
+ * (see scan_text: the roots' pastes can reach them). */
+static t4a_status add_body_pieces(scan *s, const char *body, size_t n, const char *params,
+                                  size_t params_len) {
+  size_t i = 0, start = 0;
+  int kind;
+  while ((kind = body_token(body, n, &i, &start)) != 0) {
+    if (kind != 'i') continue;
+    ident id;
+    id.len = i - start;
+    if (id.len >= sizeof id.text) continue;
+    memcpy(id.text, body + start, id.len);
+    id.text[id.len] = '\0';
+    if (!is_substring_piece(&id)) continue;
+    size_t pi = 0, ps = 0;
+    int pk, is_param = 0;
+    while (!is_param && (pk = body_token(params, params_len, &pi, &ps)) != 0) {
+      is_param = pk == 'i' && pi - ps == id.len && memcmp(params + ps, id.text, id.len) == 0;
+    }
+    if (!is_param) {
+      t4a_status st = add_piece(s, &id, 1);
+      if (st != T4A_OK) return st;
+    }
+  }
+  return T4A_OK;
+}
+
+/* Expands the request's macro invocations (nvrtc_expand.c): what a paste can make there. */
+static t4a_status check_request_pastes(scan *s) {
+  const t4a_nvrtc_request *r = s->p->req;
+  size_t nt = 1 + r->num_headers;
+  const char **texts = t4a_host_malloc(nt * (2 * sizeof(char *) + sizeof(size_t) + 300));
+  if (texts == NULL) return T4A_HOST_OUT_OF_MEMORY;
+  const char **wheres = texts + nt;
+  size_t *bytes = (size_t *)(wheres + nt);
+  char *names = (char *)(bytes + nt);
+  texts[0] = r->source;
+  bytes[0] = s->p->source_bytes;
+  wheres[0] = "the source";
+  for (size_t i = 0; i < r->num_headers; i++) {
+    const t4a_nvrtc_header *h = &r->headers[i];
+    size_t hn = t4a_nvrtc_header_name_bytes(h);
+    snprintf(names + 300 * i, 300, "header \"%.*s\"", SHOW(hn), h->name);
+    texts[1 + i] = h->content;
+    bytes[1 + i] = t4a_nvrtc_header_content_bytes(h);
+    wheres[1 + i] = names + 300 * i;
+  }
+  t4a_nvrtc_paste_check_ pc = {s->defs, s->num_defs, (const char(*)[32])s->wrappers,
+                               s->num_wrappers, texts, bytes, wheres, nt, k_root_advice,
+                               s->d.trigraphs, s->d.raw_strings, s->d.digit_separators};
+  t4a_status st = t4a_nvrtc_check_pastes_(&pc);
+  free(texts);
+  return st;
+}
+
 static t4a_status scan_request_texts(scan *s) {
   const t4a_nvrtc_request *r = s->p->req;
   s->cur_root = -1;
@@ -1938,12 +1999,16 @@ static t4a_status scan_request_texts(scan *s) {
         int func = k < po.value_bytes && po.value[k] == '(';
         while (L.i < L.n && po.value[L.i] != '=') L.i++;
         static const char one[] = "1";
+        size_t eq = L.i;
         if (L.i < L.n) {
           L.i++;
-          st = add_define(s, &L, po.value, k, func);
+          st = add_define(s, &L, po.value, k, po.value + k, eq - k, func);
+          if (st == T4A_OK) {
+            st = add_body_pieces(s, po.value + L.i, po.value_bytes - L.i, po.value + k, eq - k);
+          }
         } else {
           lexer L1 = {one, 1, 0, 1, 0};
-          st = add_define(s, &L1, po.value, k, func);
+          st = add_define(s, &L1, po.value, k, po.value + k, eq - k, func);
         }
       }
     }
@@ -2024,6 +2089,8 @@ t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p) {
       }
     }
   }
+  /* pastes that join the request's own tokens with the roots' definitions */
+  if (st == T4A_OK && s.num_roots > 0 && s.pasted) st = check_request_pastes(&s);
   for (size_t i = 0; i < s.queue_len; i++) free(s.queue[i].raw);
   free(s.queue);
   free(s.wrappers);

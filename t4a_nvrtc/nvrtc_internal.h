@@ -117,6 +117,36 @@ uint64_t t4a_nvrtc_check_second_passes_(void);
  * EINVAL changes nothing). */
 void t4a_nvrtc_populate_(void *buf, size_t bytes);
 
+/* ---- The request's macro expansions (nvrtc_expand.c) ---------------------------------------
+ * A #define the include check saw: its name, its parameter list (function-like: the text from
+ * the name's end to the body, "(a, b)"), its body; all in texts that outlive the check. */
+typedef struct t4a_nvrtc_macro_ {
+  const char *name, *params, *body;
+  size_t name_len, params_len, body_len;
+  int func;
+} t4a_nvrtc_macro_;
+
+typedef struct t4a_nvrtc_paste_check_ {
+  const t4a_nvrtc_macro_ *defs; /* every definition of the request's texts and the roots */
+  size_t num_defs;
+  const char (*wrappers)[32]; /* macros that apply __has_include to a parameter */
+  size_t num_wrappers;
+  const char *const *texts; /* the request's texts and, for messages, what each is */
+  const size_t *text_bytes;
+  const char *const *wheres;
+  size_t num_texts;
+  const char *advice; /* the refusal's last clause */
+  int trigraphs, raw_strings, digit_separators;
+} t4a_nvrtc_paste_check_;
+
+/* Expands every macro invocation of the texts (their lines and #if / #elif expressions) over
+ * every definition of each name met, and as itself: INVALID_ARGUMENT, naming the text, line and
+ * macro, when a paste makes __has_include, __has_include_next, __has_embed or a wrapper's name,
+ * or when an invocation has too many expansions to check; HOST_OUT_OF_MEMORY; else OK. */
+T4A_MUST_USE t4a_status t4a_nvrtc_check_pastes_(const t4a_nvrtc_paste_check_ *pc);
+/* Tests: the runs of invocations since start (one per set of definitions tried). */
+uint64_t t4a_nvrtc_expand_runs_(void);
+
 /* ---- Include manifests (nvrtc_manifest.c) ------------------------------------------------- */
 
 /* One path the include check probed, as NVRTC would open it: a file (file 1: its metadata when

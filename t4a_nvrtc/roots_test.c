@@ -1294,6 +1294,173 @@ static void test_toolkit_kernels_with_macro_calls_are_cached(void **state) {
   }
 }
 
+/* Pastes that join the request's own tokens with the roots' definitions (nvrtc_expand.c): each
+ * of these was a stale hit through real NVRTC (an independent review's probes): the root's
+ * macros make __has_include, or a wrapper's name, from a token the request passes, so the file
+ * the include names is in no manifest. */
+static const char k_cat[] = "#define CAT(a, b) a ## b\n";
+
+static void test_pastes_through_the_request_are_refused(void **state) {
+  (void)state;
+  const char *roots[] = {g_root};
+  write_file(g_root, "k.h", "#define CAT(a, b) a ## b\n#define K(x) CAT(__has_, x)\n");
+  write_file(g_root, "ka.h", "#include <k.h>\n#define P K\n#define APPLY(f, x) f(x)\n"
+                             "#define MAX(a, b) ((a) > (b) ? (a) : (b))\n");
+  write_file(g_root, "kx.h", "#define PFX __has_\n#define CAT(a, b) a ## b\n"
+                             "#define XCAT(a, b) CAT(a, b)\n");
+  write_file(g_root, "kv.h", "#define CAT(a, b) a ## b\n#define K(...) CAT(__has_, __VA_ARGS__)\n"
+                             "#define KO(x, ...) CAT(__has_, __VA_OPT__(x))\n");
+  write_file(g_root, "kd.h", "#define CAT(a, b) a %:%: b\n#define K(x) CAT(__has_, x)\n");
+  write_file(g_root, "kc.h", "#define K(x) CAT(__has_, x)\n");
+  write_file(g_root, "hw.h", "#define HAS(x) __has_include(x)\n#define CAT(a, b) a ## b\n");
+  write_file(g_root, "hw2.h", "#define HAS(x) __has_include(x)\n");
+  static const struct {
+    const char *source, *option;
+  } refused[] = {
+      {"#include <k.h>\n#if K(include)(\"/etc/hostname\")\n#endif\n", NULL},
+      {"#include <ka.h>\n#if P(include)(\"/etc/hostname\")\n#endif\n", NULL},
+      {"#include <k.h>\n#define P K\n#if P(include)(\"/etc/hostname\")\n#endif\n", NULL},
+      {"#include <kx.h>\n#define SFX include\n#if XCAT(PFX, SFX)(\"/etc/hostname\")\n#endif\n",
+       NULL},
+      {"#include <k.h>\n#if K(SFX)(\"/etc/hostname\")\n#endif\n", "-DSFX=include"},
+      {"#include <ka.h>\n#if APPLY(K, include)(\"/etc/hostname\")\n#endif\n", NULL},
+      {"#include <ka.h>\n#if MAX(K(include)(\"/etc/hostname\"), 0)\n#endif\n", NULL},
+      {"#include <hw.h>\n#if CAT(H, AS)(\"/etc/hostname\")\n#endif\n", NULL},
+      {"#include <hw2.h>\n#define CAT(a, b) a ## b\n#if CAT(H, AS)(\"/etc/hostname\")\n#endif\n",
+       NULL},
+      {"#include <kv.h>\n#if K(include)(\"/etc/hostname\")\n#endif\n", NULL},
+      {"#include <kv.h>\n#if KO(include, 1)(\"/etc/hostname\")\n#endif\n", NULL},
+      {"#include <k.h>\n#if K(\\\ninclude)(\"/etc/hostname\")\n#endif\n", NULL},
+      {"#include <k.h>\n#if K2(include)(\"/etc/hostname\")\n#endif\n#define K2(x) K(x)\n", NULL},
+      {"#include <kd.h>\n#if K(include)(\"/etc/hostname\")\n#endif\n", NULL},
+      {"#include <kc.h>\n#if K(include)(\"/etc/hostname\")\n#endif\n", "-DCAT(a,b)=a##b"},
+      {"#include <kx.h>\n#define J(x) XCAT(PFX, x)\n#define Q J\n#if Q(include)(\"/etc/hostname\")\n"
+       "#endif\n",
+       NULL},
+      {"#include <k.h>\nint v = K(include)(\"/etc/hostname\");\n", NULL}, /* any line */
+  };
+  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+    t4a_nvrtc_request r = roots_request(refused[i].source, roots, 1);
+    const char *opts[1] = {refused[i].option};
+    r.options = opts;
+    r.num_options = refused[i].option != NULL;
+    for (int skip = 0; skip <= 1; skip++) {
+      check_result c = check_with(&r, skip);
+      if (c.st != T4A_INVALID_ARGUMENT || strstr(c.message, "expands to a paste that makes") == NULL) {
+        fail_msg("case %zu, skip %d: %s \"%s\"", i, skip, t4a_status_name(c.st), c.message);
+      }
+    }
+  }
+  /* The message names the text, line, invocation, what was made and where. */
+  t4a_nvrtc_header h[1] = {{.name = "h.h", .content = "#include <k.h>\n\n#if K(include)(<x.h>)\n#endif\n"}};
+  t4a_nvrtc_request r = roots_request("#include \"h.h\"\n", roots, 1);
+  r.headers = h;
+  r.num_headers = 1;
+  check_result c = check_with(&r, 1);
+  assert_int_equal(c.st, T4A_INVALID_ARGUMENT);
+  assert_non_null(strstr(c.message, "header \"h.h\", line 3: K expands to a paste that makes "
+                                    "__has_include (in the macro CAT)"));
+  /* What the preprocessor does not make passes: an operand of ## is not expanded first, an empty
+   * __VA_OPT__ drops its tokens, a macro in its own expansion is not expanded again. */
+  static const char *const accepted[] = {
+      "#include <kx.h>\nint CAT(PFX, include) = 1;\n",
+      "#include <kv.h>\nint KO(include) = 1;\n",
+      "#include <k.h>\n#define f(x) x f\n#define g g CAT(g, 1)\nint f(1)(2)(3) = 1, g;\n",
+      "#include <k.h>\nint K(embed_x) = 1;\n",
+  };
+  for (size_t i = 0; i < sizeof accepted / sizeof accepted[0]; i++) {
+    r = roots_request(accepted[i], roots, 1);
+    uint64_t runs = t4a_nvrtc_expand_runs_();
+    c = check_with(&r, 1);
+    if (c.st != T4A_OK) fail_msg("accepted %zu: %s \"%s\"", i, t4a_status_name(c.st), c.message);
+    assert_true(t4a_nvrtc_expand_runs_() > runs); /* the invocations were expanded */
+  }
+}
+
+/* The request's definitions are used by the roots too: a piece of __has_include in the body of
+ * a request's #define or -D joins the roots' pieces. */
+static void test_request_definitions_join_the_roots_pieces(void **state) {
+  (void)state;
+  const char *roots[] = {g_root};
+  write_file(g_root, "rr.h",
+             "#define CAT(a, b) a ## b\n#define XCAT(a, b) CAT(a, b)\n#define PFX __has_\n"
+             "#if XCAT(PFX, SFX)(\"/etc/hostname\")\n#endif\n");
+  t4a_nvrtc_request r = roots_request("#define SFX include\n#include <rr.h>\n", roots, 1);
+  for (int with_option = 0; with_option <= 1; with_option++) {
+    const char *opts[1] = {"-DSFX=include"};
+    if (with_option) {
+      r = roots_request("#include <rr.h>\n", roots, 1);
+      r.options = opts;
+      r.num_options = 1;
+    }
+    for (int skip = 0; skip <= 1; skip++) {
+      check_result c = check_with(&r, skip);
+      if (c.st != T4A_INVALID_ARGUMENT || strstr(c.message, "could paste __has_include") == NULL) {
+        fail_msg("option %d, skip %d: %s \"%s\"", with_option, skip, t4a_status_name(c.st),
+                 c.message);
+      }
+    }
+  }
+  /* A parameter of the request's macro is no piece. */
+  r = roots_request("#define SFX(include) include\n#include <rr.h>\n", roots, 1);
+  check_result c = check_with(&r, 1);
+  if (c.st != T4A_OK) fail_msg("parameter: %s \"%s\"", t4a_status_name(c.st), c.message);
+}
+
+/* An invocation whose names have too many definitions to try each is refused, not guessed. */
+static void test_too_many_expansions_are_refused(void **state) {
+  (void)state;
+  const char *roots[] = {g_root};
+  char text[8192];
+  size_t n = (size_t)snprintf(text, sizeof text, "%s", k_cat);
+  for (int level = 0; level < 6; level++) { /* 12 choices at each of 6 levels */
+    for (int alt = 0; alt < 11; alt++) {
+      n += (size_t)snprintf(text + n, sizeof text - n, "#if V == %d\n#define A%d CAT(A%d, %d)\n#endif\n",
+                            alt, level, level + 1, alt);
+    }
+  }
+  write_file(g_root, "many.h", text);
+  t4a_nvrtc_request r = roots_request("#include <many.h>\nint A0;\n", roots, 1);
+  check_result c = check_with(&r, 1);
+  assert_int_equal(c.st, T4A_INVALID_ARGUMENT);
+  assert_non_null(strstr(c.message, "the source, line 2: A0 has too many expansions to check"));
+  /* Two levels are tried in full. */
+  r = roots_request("#include <many.h>\nint A4;\n", roots, 1);
+  c = check_with(&r, 1);
+  if (c.st != T4A_OK) fail_msg("two levels: %s \"%s\"", t4a_status_name(c.st), c.message);
+}
+
+/* Failure sweep of the expansion check: every allocation in turn fails with HOST_OUT_OF_MEMORY
+ * (nothing else), until the check passes. */
+static void test_paste_check_failure_sweep(void **state) {
+  (void)state;
+  const char *roots[] = {g_root};
+  write_file(g_root, "k.h", "#define CAT(a, b) a ## b\n#define K(x, ...) CAT(x, __VA_ARGS__)\n"
+                            "#define S(x) #x\n#define P K\n");
+  t4a_nvrtc_header h[1] = {{.name = "h.h", .content = "#if P(a, b) || S(c)\n#endif\n"}};
+  t4a_nvrtc_request r =
+      roots_request("#include <k.h>\n#include \"h.h\"\nint P(x, y), K(e, n), CAT(K, 1);\n", roots, 1);
+  r.headers = h;
+  r.num_headers = 1;
+  int failures = 0;
+  for (long n = 0;; n++) {
+    t4a_nvrtc_roots_forget_();
+    fault_plan plan;
+    fault_plan_install(&plan, n, FAULT_BIT(T4A_FAULT_HOST_MALLOC));
+    t4a_nvrtc_root_reach total;
+    t4a_status st = t4a_nvrtc_includes_resolve(g_lib, &r, NULL, &total);
+    int failed = plan.failed_point >= 0;
+    fault_plan_remove();
+    if (!failed) {
+      assert_int_equal(st, T4A_OK);
+      break;
+    }
+    failures++;
+    assert_int_equal(st, T4A_HOST_OUT_OF_MEMORY);
+  }
+  assert_true(failures > 10);
+}
+
 /* Failure sweep of t4a_nvrtc_includes_resolve: every allocation and file operation in turn. */
 static void test_includes_resolve_failure_sweep(void **state) {
   (void)state;
@@ -1500,6 +1667,13 @@ int main(void) {
                                       each_setup, each_teardown),
       cmocka_unit_test_setup_teardown(test_toolkit_kernels_with_macro_calls_are_cached, each_setup,
                                       each_teardown),
+      cmocka_unit_test_setup_teardown(test_pastes_through_the_request_are_refused, each_setup,
+                                      each_teardown),
+      cmocka_unit_test_setup_teardown(test_request_definitions_join_the_roots_pieces, each_setup,
+                                      each_teardown),
+      cmocka_unit_test_setup_teardown(test_too_many_expansions_are_refused, each_setup,
+                                      each_teardown),
+      cmocka_unit_test_setup_teardown(test_paste_check_failure_sweep, each_setup, each_teardown),
       cmocka_unit_test_setup_teardown(test_header_beside_the_includer_is_a_miss, each_setup,
                                       each_teardown),
       cmocka_unit_test_setup_teardown(test_files_the_includes_do_not_reach_keep_the_hit,

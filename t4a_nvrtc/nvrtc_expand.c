@@ -1,0 +1,1087 @@
+/* The request's macro expansions, for the include check with roots (nvrtc_cacheable.c).
+ *
+ * `##` can build __has_include, or the name of a wrapper (a macro that applies __has_include to
+ * its parameter), out of the request's own tokens and the roots' definitions, where the lexical
+ * check sees neither: a root `#define K(x) CAT(__has_, x)` called by the request as
+ * `K(include)("/abs/file.h")`. So every macro invocation of the request's texts (their lines and
+ * their #if / #elif expressions) is expanded as the preprocessor would: arguments pre-expanded
+ * unless they stand beside # or ##, hide sets, rescanning into the text that follows, __VA_ARGS__,
+ * __VA_OPT__, placemarkers and the `, ## __VA_ARGS__` comma. Each name met is tried under every
+ * definition the check saw for it and as itself (undefined), one choice per name for the whole
+ * invocation, as one point of the real preprocessing has one; the choices are found by running
+ * the invocation again whenever it meets a name not yet chosen. Every paste's result is looked
+ * at: a target or a wrapper's name is refused, and so is an invocation that cannot be expanded
+ * within the bounds below. Definitions come from every branch of every text, so the expansion
+ * over-approximates what NVRTC does, which can only refuse more. */
+#define _GNU_SOURCE
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "t4a/fault.h"
+#include "t4a_ctx/status_internal.h"
+#include "t4a_nvrtc/nvrtc_internal.h"
+
+/* Bounds of one request's check (LIMIT: refused). */
+#define EX_MAX_STEPS (1u << 22)    /* tokens read or substituted, over every run */
+#define EX_MAX_RUNS (1u << 16)     /* runs of invocations (each set of choices is one) */
+#define EX_MAX_CHOICES 48          /* names chosen within one invocation */
+#define EX_MAX_DEPTH 256           /* nested argument expansions */
+#define EX_MAX_ARENA (256u << 20)  /* bytes held at once */
+
+static atomic_uint_fast64_t g_runs;
+
+uint64_t t4a_nvrtc_expand_runs_(void) { return atomic_load(&g_runs); }
+
+enum {
+  T_ID = 1,
+  T_NUM,
+  T_STR,
+  T_PUNCT,
+  T_PASTE,
+  T_HASH,
+  T_ELLIPSIS,
+  T_LPAREN,
+  T_RPAREN,
+  T_COMMA,
+};
+
+typedef struct hs { /* a hide set: macro names, a list */
+  const char *p;
+  uint32_t n;
+  const struct hs *next;
+} hs;
+
+typedef struct tok {
+  const char *p;
+  uint32_t n;
+  uint32_t off; /* in its cleaned text (text tokens: for the line) */
+  int kind;
+  const hs *h;
+} tok;
+
+typedef struct tvec {
+  tok *v;
+  size_t n, cap;
+} tvec;
+
+/* ---- Arenas ------------------------------------------------------------------------------ */
+
+typedef struct chunk {
+  struct chunk *next;
+  size_t cap, used;
+  _Alignas(16) char data[];
+} chunk;
+
+typedef struct arena {
+  chunk *head;
+  size_t held;
+} arena;
+
+typedef struct mark {
+  chunk *head;
+  size_t used;
+} mark;
+
+enum { WHY_NONE, WHY_NEED, WHY_BAD, WHY_LIMIT, WHY_OOM };
+
+typedef struct pdef { /* a definition, parsed when first met */
+  int state;          /* 0: not yet; 1: parsed; -1: malformed (never the live one: NVRTC errs) */
+  int func, variadic; /* variadic: the last parameter takes the rest */
+  tok *params, *body;
+  uint32_t num_params, body_n;
+} pdef;
+
+typedef struct name { /* a macro name and its distinct definitions */
+  const char *p;
+  uint32_t n;
+  uint32_t first;  /* first definition + 1 (a chain through next_def) */
+  int built;
+  uint32_t *alts;  /* indices of its distinct, well-formed definitions */
+  uint32_t num_alts;
+} name;
+
+#define AS_ITSELF UINT32_MAX
+
+typedef struct ex {
+  const t4a_nvrtc_macro_ *defs;
+  size_t num_defs;
+  pdef *pd;
+  uint32_t *next_def;
+  name *names;
+  uint32_t *slots; /* open addressing: index into names + 1 */
+  size_t mask, num_names;
+  const char (*wrappers)[32];
+  size_t num_wrappers;
+  int trigraphs, raw_strings, digit_separators;
+  arena perm, run;
+  struct choice {
+    const name *nm;
+    uint32_t alt;
+  } choice[EX_MAX_CHOICES];
+  size_t num_choices;
+  uint64_t steps, runs;
+  int depth;
+  int why;
+  const name *need;
+  char bad[40], in_macro[40];
+} ex;
+
+static void *arena_alloc(ex *x, arena *a, size_t n) {
+  n = (n + 15) & ~(size_t)15;
+  if (a->head == NULL || a->head->cap - a->head->used < n) {
+    size_t cap = n > (64u << 10) ? n : (64u << 10);
+    if (x->perm.held + x->run.held + cap > EX_MAX_ARENA) {
+      x->why = WHY_LIMIT;
+      return NULL;
+    }
+    chunk *c = t4a_host_malloc(sizeof *c + cap);
+    if (c == NULL) {
+      x->why = WHY_OOM;
+      return NULL;
+    }
+    c->next = a->head;
+    c->cap = cap;
+    c->used = 0;
+    a->head = c;
+    a->held += cap;
+  }
+  void *r = a->head->data + a->head->used;
+  a->head->used += n;
+  return r;
+}
+
+static mark arena_mark(const arena *a) {
+  mark m = {a->head, a->head != NULL ? a->head->used : 0};
+  return m;
+}
+
+static void arena_reset(arena *a, mark m) {
+  while (a->head != m.head) {
+    chunk *c = a->head;
+    a->head = c->next;
+    a->held -= c->cap;
+    free(c);
+  }
+  if (a->head != NULL) a->head->used = m.used;
+}
+
+static void arena_free(arena *a) {
+  arena_reset(a, (mark){NULL, 0});
+}
+
+static int tv_push(ex *x, tvec *v, const tok *t) {
+  if (v->n == v->cap) {
+    size_t cap = v->cap ? v->cap * 2 : 16;
+    tok *nv = arena_alloc(x, &x->run, cap * sizeof *nv);
+    if (nv == NULL) return -1;
+    if (v->n) memcpy(nv, v->v, v->n * sizeof *nv);
+    v->v = nv;
+    v->cap = cap;
+  }
+  v->v[v->n++] = *t;
+  return 0;
+}
+
+/* ---- Cleaning and lexing ------------------------------------------------------------------- */
+
+static int is_ident(int c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '$' || c >= 0x80;
+}
+
+static char trigraph(char c) {
+  static const char from[] = "=(/)'<!>-", to[] = "#[\\]^{|}~";
+  const char *f = c != '\0' ? strchr(from, c) : NULL;
+  return f != NULL ? to[f - from] : '\0';
+}
+
+/* Copies text[0..n) into the arena with trigraphs replaced (where the dialect has them), line
+ * splices removed (*splices: their offsets in the copy, for lines) and comments blanked (their
+ * newlines kept). */
+static char *clean(ex *x, arena *a, const char *text, size_t n, size_t *out_n, uint32_t **splices,
+                   size_t *num_splices) {
+  char *b = arena_alloc(x, a, n + 1);
+  if (b == NULL) return NULL;
+  size_t k = 0, ns = 0;
+  for (size_t i = 0; i < n;) {
+    char c = text[i];
+    if (x->trigraphs && c == '?' && i + 2 < n && text[i + 1] == '?' && trigraph(text[i + 2])) {
+      c = trigraph(text[i + 2]);
+      i += 3;
+    } else {
+      i++;
+    }
+    if (c == '\\') {
+      size_t j = i;
+      if (j < n && text[j] == '\r') j++;
+      if (j < n && text[j] == '\n') {
+        i = j + 1;
+        ns++;
+        continue;
+      }
+    }
+    b[k++] = c;
+  }
+  uint32_t *sp = NULL;
+  if (splices != NULL && ns > 0) {
+    sp = arena_alloc(x, a, ns * sizeof *sp);
+    if (sp == NULL) return NULL;
+    size_t m = 0, kk = 0; /* again, to note where each splice was */
+    for (size_t i = 0; i < n;) {
+      char c = text[i];
+      size_t w = 1;
+      if (x->trigraphs && c == '?' && i + 2 < n && text[i + 1] == '?' && trigraph(text[i + 2])) {
+        c = trigraph(text[i + 2]);
+        w = 3;
+      }
+      if (c == '\\') {
+        size_t j = i + w;
+        if (j < n && text[j] == '\r') j++;
+        if (j < n && text[j] == '\n') {
+          sp[m++] = (uint32_t)kk;
+          i = j + 1;
+          continue;
+        }
+      }
+      kk++;
+      i += w;
+    }
+  }
+  if (splices != NULL) {
+    *splices = sp;
+    *num_splices = ns;
+  }
+  /* Comments, outside literals. */
+  for (size_t i = 0; i < k;) {
+    char c = b[i];
+    if (c == '"' || c == '\'') {
+      int raw = 0;
+      if (c == '"' && x->raw_strings && i > 0 && b[i - 1] == 'R') {
+        size_t s = i - 1; /* R, u8R, uR, UR, LR, not preceded by another identifier byte */
+        while (s > 0 && is_ident((unsigned char)b[s - 1])) s--;
+        size_t len = i - s;
+        raw = (len == 1) || (len == 2 && strchr("uUL", b[s])) || (len == 3 && b[s] == 'u' &&
+                                                                   b[s + 1] == '8');
+      }
+      if (raw) {
+        size_t d = i + 1;
+        while (d < k && d - i <= 17 && b[d] != '(' && b[d] != '\n') d++;
+        if (d < k && b[d] == '(') {
+          size_t dl = d - i - 1;
+          size_t j = d + 1;
+          for (; j < k; j++) {
+            if (b[j] == ')' && j + 1 + dl < k && memcmp(b + j + 1, b + i + 1, dl) == 0 &&
+                b[j + 1 + dl] == '"') {
+              break;
+            }
+          }
+          i = j < k ? j + 2 + dl : k;
+          continue;
+        }
+      }
+      size_t j = i + 1;
+      while (j < k && b[j] != c && b[j] != '\n') j += b[j] == '\\' && j + 1 < k ? 2 : 1;
+      i = j < k && b[j] == c ? j + 1 : j;
+      continue;
+    }
+    if (c == '/' && i + 1 < k && b[i + 1] == '/') {
+      while (i < k && b[i] != '\n') b[i++] = ' ';
+      continue;
+    }
+    if (c == '/' && i + 1 < k && b[i + 1] == '*') {
+      b[i] = b[i + 1] = ' ';
+      i += 2;
+      while (i < k && !(b[i] == '*' && i + 1 < k && b[i + 1] == '/')) {
+        if (b[i] != '\n') b[i] = ' ';
+        i++;
+      }
+      if (i < k) b[i] = b[i + 1] = ' ', i += 2;
+      continue;
+    }
+    if (is_ident((unsigned char)c)) { /* skip whole: an identifier's R is not a raw string's */
+      while (i < k && is_ident((unsigned char)b[i])) i++;
+      if (i < k && (b[i] == '"' || b[i] == '\'')) continue; /* a prefix: the literal next */
+      continue;
+    }
+    i++;
+  }
+  b[k] = '\0';
+  *out_n = k;
+  return b;
+}
+
+/* The next token of cleaned b at *i (not past a newline); 0 at a newline or the end. */
+static int lex(const ex *x, const char *b, size_t n, size_t *i, tok *t) {
+  while (*i < n && (b[*i] == ' ' || b[*i] == '\t' || b[*i] == '\r' || b[*i] == '\f' ||
+                    b[*i] == '\v')) {
+    (*i)++;
+  }
+  if (*i >= n || b[*i] == '\n') return 0;
+  size_t s = *i;
+  unsigned char c = (unsigned char)b[s];
+  int kind = T_PUNCT;
+  if (is_ident(c) && !(c >= '0' && c <= '9')) {
+    while (*i < n && is_ident((unsigned char)b[*i])) (*i)++;
+    kind = T_ID;
+    if (*i < n && (b[*i] == '"' || b[*i] == '\'')) { /* a prefixed literal */
+      size_t len = *i - s;
+      int pre = (len == 1 && strchr("uULR", b[s])) || (len == 2 && memcmp(b + s, "u8", 2) == 0) ||
+                (len == 2 && b[s + 1] == 'R' && strchr("uUL", b[s])) ||
+                (len == 3 && memcmp(b + s, "u8R", 3) == 0);
+      if (pre) {
+        int raw = b[*i - 1] == 'R' && b[*i] == '"' && x->raw_strings;
+        if (raw) {
+          size_t d = *i + 1;
+          while (d < n && d - *i <= 17 && b[d] != '(' && b[d] != '\n') d++;
+          if (d < n && b[d] == '(') {
+            size_t dl = d - *i - 1, j = d + 1;
+            while (j < n && !(b[j] == ')' && j + 1 + dl < n &&
+                              memcmp(b + j + 1, b + *i + 1, dl) == 0 && b[j + 1 + dl] == '"')) {
+              j++;
+            }
+            *i = j < n ? j + 2 + dl : n;
+          } else {
+            *i = d; /* ill-formed: NVRTC errs */
+          }
+          kind = T_STR;
+        } else if (b[*i - 1] != 'R') {
+          char q = b[*i];
+          size_t j = *i + 1;
+          while (j < n && b[j] != q && b[j] != '\n') j += b[j] == '\\' && j + 1 < n ? 2 : 1;
+          *i = j < n && b[j] == q ? j + 1 : j;
+          kind = T_STR;
+        }
+      }
+    }
+  } else if ((c >= '0' && c <= '9') || (c == '.' && s + 1 < n && b[s + 1] >= '0' && b[s + 1] <= '9')) {
+    (*i)++;
+    for (;;) {
+      char d = *i < n ? b[*i] : '\0';
+      if ((d == 'e' || d == 'E' || d == 'p' || d == 'P') && *i + 1 < n &&
+          (b[*i + 1] == '+' || b[*i + 1] == '-')) {
+        *i += 2;
+      } else if (d == '\'' && x->digit_separators && *i + 1 < n &&
+                 is_ident((unsigned char)b[*i + 1])) {
+        *i += 2;
+      } else if (is_ident((unsigned char)d) || d == '.') {
+        (*i)++;
+      } else {
+        break;
+      }
+    }
+    kind = T_NUM;
+  } else if (c == '"' || c == '\'') {
+    size_t j = s + 1;
+    while (j < n && b[j] != (char)c && b[j] != '\n') j += b[j] == '\\' && j + 1 < n ? 2 : 1;
+    *i = j < n && b[j] == (char)c ? j + 1 : j;
+    kind = T_STR;
+  } else if (c == '#' || (c == '%' && s + 1 < n && b[s + 1] == ':')) {
+    *i += c == '%' ? 2 : 1;
+    kind = T_HASH;
+    if (*i < n && (b[*i] == '#' || (b[*i] == '%' && *i + 1 < n && b[*i + 1] == ':'))) {
+      *i += b[*i] == '%' ? 2 : 1;
+      kind = T_PASTE;
+    }
+  } else if (c == '.' && s + 2 < n && b[s + 1] == '.' && b[s + 2] == '.') {
+    *i += 3;
+    kind = T_ELLIPSIS;
+  } else {
+    (*i)++;
+    kind = c == '(' ? T_LPAREN : c == ')' ? T_RPAREN : c == ',' ? T_COMMA : T_PUNCT;
+  }
+  t->p = b + s;
+  t->n = (uint32_t)(*i - s);
+  t->off = (uint32_t)s;
+  t->kind = kind;
+  t->h = NULL;
+  return kind;
+}
+
+static int tok_is(const tok *t, const char *w) {
+  size_t n = strlen(w);
+  return t->n == n && memcmp(t->p, w, n) == 0;
+}
+
+/* ---- Names and definitions --------------------------------------------------------------- */
+
+static size_t hash_name(const char *p, size_t n) { /* FNV-1a */
+  uint64_t h = 14695981039346656037ULL;
+  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)p[i]) * 1099511628211ULL;
+  return (size_t)(h ^ (h >> 29));
+}
+
+static name *find_name(const ex *x, const char *p, size_t n) {
+  if (x->slots == NULL) return NULL;
+  for (size_t h = hash_name(p, n) & x->mask; x->slots[h] != 0; h = (h + 1) & x->mask) {
+    name *nm = &x->names[x->slots[h] - 1];
+    if (nm->n == n && memcmp(nm->p, p, n) == 0) return nm;
+  }
+  return NULL;
+}
+
+/* Parses definition d (its parameters and body) into the permanent arena. */
+static int parse_def(ex *x, size_t d) {
+  pdef *pd = &x->pd[d];
+  if (pd->state != 0) return 0;
+  const t4a_nvrtc_macro_ *m = &x->defs[d];
+  pd->func = m->func;
+  pd->state = -1;
+  if (m->func) {
+    size_t cn = 0;
+    char *c = clean(x, &x->perm, m->params, m->params_len, &cn, NULL, NULL);
+    if (c == NULL) return -1;
+    for (size_t i = 0; i < cn; i++) {
+      if (c[i] == '\n') c[i] = ' '; /* (a -D's span ends at '=') */
+    }
+    size_t i = 0, cap = 0;
+    tok t;
+    if (lex(x, c, cn, &i, &t) != T_LPAREN) return 0;
+    for (;;) {
+      int k = lex(x, c, cn, &i, &t);
+      if (k == T_RPAREN && pd->num_params == 0) break;
+      if (k == T_ELLIPSIS) {
+        static const char va[] = "__VA_ARGS__";
+        t.p = va;
+        t.n = 11;
+        pd->variadic = 1;
+      } else if (k != T_ID) {
+        return 0;
+      }
+      if (pd->num_params == cap) {
+        cap = cap ? cap * 2 : 4;
+        tok *np = arena_alloc(x, &x->perm, cap * sizeof *np);
+        if (np == NULL) return -1;
+        if (pd->num_params) memcpy(np, pd->params, pd->num_params * sizeof *np);
+        pd->params = np;
+      }
+      pd->params[pd->num_params++] = t;
+      k = lex(x, c, cn, &i, &t);
+      if (k == T_ELLIPSIS && !pd->variadic) { /* GNU: NAME... */
+        pd->variadic = 1;
+        k = lex(x, c, cn, &i, &t);
+      }
+      if (k == T_RPAREN) break;
+      if (k != T_COMMA || pd->variadic) return 0;
+    }
+  }
+  size_t bn = 0;
+  char *b = clean(x, &x->perm, m->body, m->body_len, &bn, NULL, NULL);
+  if (b == NULL) return -1;
+  for (size_t i = 0; i < bn; i++) {
+    if (b[i] == '\n') b[i] = ' ';
+  }
+  size_t i = 0, cap = 0;
+  tok t;
+  while (lex(x, b, bn, &i, &t) != 0) {
+    if (pd->body_n == cap) {
+      cap = cap ? cap * 2 : 8;
+      tok *nb = arena_alloc(x, &x->perm, cap * sizeof *nb);
+      if (nb == NULL) return -1;
+      if (pd->body_n) memcpy(nb, pd->body, pd->body_n * sizeof *nb);
+      pd->body = nb;
+    }
+    pd->body[pd->body_n++] = t;
+  }
+  pd->state = 1;
+  return 0;
+}
+
+static int same_tokens(const tok *a, const tok *b, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    if (a[i].kind != b[i].kind || a[i].n != b[i].n || memcmp(a[i].p, b[i].p, a[i].n) != 0) {
+      return 0;
+    }
+  }
+  return 1;
+}
+
+/* The distinct, well-formed definitions of nm (built when first met). */
+static int build_alts(ex *x, name *nm) {
+  if (nm->built) return 0;
+  size_t count = 0;
+  for (uint32_t d = nm->first; d != 0; d = x->next_def[d - 1]) count++;
+  nm->alts = arena_alloc(x, &x->perm, count * sizeof *nm->alts);
+  if (nm->alts == NULL) return -1;
+  for (uint32_t d = nm->first; d != 0; d = x->next_def[d - 1]) {
+    if (parse_def(x, d - 1) != 0) return -1;
+    const pdef *p = &x->pd[d - 1];
+    if (p->state != 1) continue;
+    int dup = 0;
+    for (uint32_t k = 0; k < nm->num_alts && !dup; k++) {
+      const pdef *q = &x->pd[nm->alts[k]];
+      dup = q->func == p->func && q->variadic == p->variadic && q->num_params == p->num_params &&
+            q->body_n == p->body_n && same_tokens(q->params, p->params, p->num_params) &&
+            same_tokens(q->body, p->body, p->body_n);
+    }
+    if (!dup) nm->alts[nm->num_alts++] = d - 1;
+  }
+  nm->built = 1;
+  return 0;
+}
+
+/* ---- Hide sets --------------------------------------------------------------------------- */
+
+static int hs_has(const hs *h, const char *p, uint32_t n) {
+  for (; h != NULL; h = h->next) {
+    if (h->n == n && memcmp(h->p, p, n) == 0) return 1;
+  }
+  return 0;
+}
+
+static const hs *hs_add(ex *x, const hs *h, const char *p, uint32_t n) {
+  if (hs_has(h, p, n)) return h;
+  hs *e = arena_alloc(x, &x->run, sizeof *e);
+  if (e == NULL) return NULL;
+  e->p = p;
+  e->n = n;
+  e->next = h;
+  return e;
+}
+
+static int hs_union(ex *x, const hs *a, const hs **b) {
+  for (; a != NULL; a = a->next) {
+    const hs *r = hs_add(x, *b, a->p, a->n);
+    if (r == NULL) return -1;
+    *b = r;
+  }
+  return 0;
+}
+
+static int hs_inter(ex *x, const hs *a, const hs *b, const hs **out) {
+  *out = NULL;
+  for (; a != NULL; a = a->next) {
+    if (!hs_has(b, a->p, a->n)) continue;
+    const hs *r = hs_add(x, *out, a->p, a->n);
+    if (r == NULL) return -1;
+    *out = r;
+  }
+  return 0;
+}
+
+/* ---- Expansion --------------------------------------------------------------------------- */
+
+typedef struct input {
+  const tok *src;
+  size_t n, i;
+  tvec stack; /* tokens to read before src: the next at the end */
+} input;
+
+static int in_next(input *in, tok *t) {
+  if (in->stack.n > 0) {
+    *t = in->stack.v[--in->stack.n];
+    return 1;
+  }
+  if (in->i < in->n) {
+    *t = in->src[in->i++];
+    return 1;
+  }
+  return 0;
+}
+
+static const tok *in_peek(const input *in) {
+  if (in->stack.n > 0) return &in->stack.v[in->stack.n - 1];
+  return in->i < in->n ? &in->src[in->i] : NULL;
+}
+
+static int push_front(ex *x, input *in, const tvec *r) {
+  for (size_t k = r->n; k-- > 0;) {
+    if (tv_push(x, &in->stack, &r->v[k]) != 0) return -1;
+  }
+  return 0;
+}
+
+static int is_bad_name(const ex *x, const char *p, size_t n) {
+  static const char *const targets[] = {"__has_include", "__has_include_next", "__has_embed"};
+  for (size_t k = 0; k < 3; k++) {
+    if (n == strlen(targets[k]) && memcmp(p, targets[k], n) == 0) return 1;
+  }
+  for (size_t w = 0; w < x->num_wrappers; w++) {
+    if (n == strlen(x->wrappers[w]) && memcmp(p, x->wrappers[w], n) == 0) return 1;
+  }
+  return 0;
+}
+
+/* Pastes r onto l (in place); a target or a wrapper's name stops the check. */
+static int paste(ex *x, tok *l, const tok *r, const name *in) {
+  size_t n = (size_t)l->n + r->n;
+  char *b = arena_alloc(x, &x->run, n + 1);
+  if (b == NULL) return -1;
+  memcpy(b, l->p, l->n);
+  memcpy(b + l->n, r->p, r->n);
+  b[n] = '\0';
+  int ident = n > 0 && !(b[0] >= '0' && b[0] <= '9');
+  for (size_t i = 0; i < n && ident; i++) ident = is_ident((unsigned char)b[i]);
+  if (ident && is_bad_name(x, b, n)) {
+    snprintf(x->bad, sizeof x->bad, "%.*s", (int)(n < 39 ? n : 39), b);
+    snprintf(x->in_macro, sizeof x->in_macro, "%.*s", (int)(in->n < 39 ? in->n : 39), in->p);
+    x->why = WHY_BAD;
+    return -1;
+  }
+  l->p = b;
+  l->n = (uint32_t)n;
+  l->kind = ident ? T_ID : l->kind == T_NUM ? T_NUM : T_PUNCT;
+  return 0;
+}
+
+static int step(ex *x, input *in, const tok *t, tvec *out);
+
+/* The full expansion of an argument on its own. */
+static int expand_arg(ex *x, const tvec *arg, tvec *out) {
+  if (++x->depth > EX_MAX_DEPTH) {
+    x->why = WHY_LIMIT;
+    return -1;
+  }
+  input in = {arg->v, arg->n, 0, {NULL, 0, 0}};
+  tok t;
+  while (in_next(&in, &t)) {
+    if (step(x, &in, &t, out) != 0) return -1;
+  }
+  x->depth--;
+  return 0;
+}
+
+static int param_index(const pdef *m, const tok *t) {
+  if (t->kind != T_ID) return -1;
+  for (uint32_t k = 0; k < m->num_params; k++) {
+    if (m->params[k].n == t->n && memcmp(m->params[k].p, t->p, t->n) == 0) return (int)k;
+  }
+  return -1;
+}
+
+/* m's body with __VA_OPT__(...) kept or dropped by whether the variadic argument has tokens. */
+static int va_opt(ex *x, const pdef *m, int va_empty, const tok **body, size_t *n) {
+  size_t k = 0;
+  for (; k < m->body_n && !tok_is(&m->body[k], "__VA_OPT__"); k++) {
+  }
+  *body = m->body;
+  *n = m->body_n;
+  if (k == m->body_n || !m->variadic) return 0;
+  tok *b = arena_alloc(x, &x->run, (m->body_n + 1) * sizeof *b);
+  if (b == NULL) return -1;
+  size_t o = 0;
+  for (size_t i = 0; i < m->body_n; i++) {
+    if (!tok_is(&m->body[i], "__VA_OPT__") || i + 1 >= m->body_n ||
+        m->body[i + 1].kind != T_LPAREN) {
+      b[o++] = m->body[i];
+      continue;
+    }
+    size_t j = i + 2;
+    for (int depth = 1; j < m->body_n; j++) {
+      depth += m->body[j].kind == T_LPAREN;
+      depth -= m->body[j].kind == T_RPAREN;
+      if (depth == 0) break;
+    }
+    if (!va_empty) {
+      for (size_t k2 = i + 2; k2 < j; k2++) b[o++] = m->body[k2];
+    }
+    i = j; /* the closing parenthesis */
+  }
+  *body = b;
+  *n = o;
+  return 0;
+}
+
+/* Substitutes args into m's body, pastes, and adds hide set h to every token of the result. */
+static int subst(ex *x, const name *nm, const pdef *m, tvec *args, const hs *h, tvec *res) {
+  tvec *expanded = NULL;
+  if (m->num_params > 0) {
+    expanded = arena_alloc(x, &x->run, m->num_params * sizeof *expanded);
+    if (expanded == NULL) return -1;
+    memset(expanded, 0, m->num_params * sizeof *expanded);
+  }
+  int va_empty = m->variadic && args[m->num_params - 1].n == 0;
+  const tok *body;
+  size_t bn;
+  if (va_opt(x, m, va_empty, &body, &bn) != 0) return -1;
+  size_t start = res->n;
+  for (size_t i = 0; i < bn; i++) {
+    const tok *tk = &body[i];
+    if (++x->steps > EX_MAX_STEPS) {
+      x->why = WHY_LIMIT;
+      return -1;
+    }
+    int pi = m->func ? param_index(m, tk) : -1;
+    if (tk->kind == T_HASH && m->func && i + 1 < bn && param_index(m, &body[i + 1]) >= 0) {
+      static const char str[] = "\"#\"";
+      tok s = {str, 3, tk->off, T_STR, NULL};
+      if (tv_push(x, res, &s) != 0) return -1;
+      i++;
+      continue;
+    }
+    if (tk->kind == T_PASTE) {
+      if (res->n == start || i + 1 >= bn) continue; /* ill-formed: NVRTC errs */
+      const tok *rt = &body[i + 1];
+      int ri = m->func ? param_index(m, rt) : -1;
+      i++;
+      if (ri >= 0) {
+        const tvec *a = &args[ri];
+        if (m->variadic && (uint32_t)ri == m->num_params - 1 &&
+            res->v[res->n - 1].kind == T_COMMA) { /* GNU: , ## __VA_ARGS__ */
+          if (a->n == 0) res->n--;
+          for (size_t k = 0; k < a->n; k++) {
+            if (tv_push(x, res, &a->v[k]) != 0) return -1;
+          }
+          continue;
+        }
+        if (a->n == 0) continue; /* a placemarker */
+        if (paste(x, &res->v[res->n - 1], &a->v[0], nm) != 0) return -1;
+        for (size_t k = 1; k < a->n; k++) {
+          if (tv_push(x, res, &a->v[k]) != 0) return -1;
+        }
+        continue;
+      }
+      if (rt->kind == T_HASH && m->func && i + 1 < bn && param_index(m, &body[i + 1]) >= 0) {
+        static const char str[] = "\"#\"";
+        tok s = {str, 3, rt->off, T_STR, NULL};
+        i++;
+        if (paste(x, &res->v[res->n - 1], &s, nm) != 0) return -1;
+        continue;
+      }
+      if (paste(x, &res->v[res->n - 1], rt, nm) != 0) return -1;
+      continue;
+    }
+    if (pi >= 0) {
+      const tvec *a = &args[pi];
+      if (i + 1 < bn && body[i + 1].kind == T_PASTE) { /* the unexpanded argument */
+        if (a->n == 0) {
+          /* A placemarker: the right operand stands alone. */
+          int ri = i + 2 < bn ? param_index(m, &body[i + 2]) : -1;
+          if (ri >= 0) {
+            for (size_t k = 0; k < args[ri].n; k++) {
+              if (tv_push(x, res, &args[ri].v[k]) != 0) return -1;
+            }
+            i += 2;
+          } else if (i + 2 < bn) {
+            if (tv_push(x, res, &body[i + 2]) != 0) return -1;
+            i += 2;
+          } else {
+            i++;
+          }
+          continue;
+        }
+        for (size_t k = 0; k < a->n; k++) {
+          if (tv_push(x, res, &a->v[k]) != 0) return -1;
+        }
+        continue;
+      }
+      if (expanded[pi].v == NULL && a->n > 0) {
+        tvec e = {NULL, 0, 0};
+        if (expand_arg(x, a, &e) != 0) return -1;
+        expanded[pi] = e;
+        if (e.v == NULL) expanded[pi].v = (tok *)a->v; /* expanded to nothing: marked done */
+      }
+      for (size_t k = 0; k < expanded[pi].n; k++) {
+        if (tv_push(x, res, &expanded[pi].v[k]) != 0) return -1;
+      }
+      continue;
+    }
+    if (tv_push(x, res, tk) != 0) return -1;
+  }
+  for (size_t k = start; k < res->n; k++) {
+    const hs *th = h;
+    if (hs_union(x, res->v[k].h, &th) != 0) return -1;
+    res->v[k].h = th;
+    res->v[k].off = UINT32_MAX; /* from a body */
+  }
+  return 0;
+}
+
+static uint32_t chosen(const ex *x, const name *nm) {
+  for (size_t k = 0; k < x->num_choices; k++) {
+    if (x->choice[k].nm == nm) return x->choice[k].alt;
+  }
+  return AS_ITSELF - 1; /* not chosen */
+}
+
+/* Reads token t (already taken from in): emits it to out (when collecting), or expands it
+ * under the current choices and pushes the result back onto in. */
+static int step(ex *x, input *in, const tok *t, tvec *out) {
+  if (++x->steps > EX_MAX_STEPS) {
+    x->why = WHY_LIMIT;
+    return -1;
+  }
+  name *nm = t->kind == T_ID ? find_name(x, t->p, t->n) : NULL;
+  if (nm == NULL || hs_has(t->h, t->p, t->n)) return out != NULL ? tv_push(x, out, t) : 0;
+  if (build_alts(x, nm) != 0) return -1;
+  uint32_t alt = nm->num_alts == 0 ? AS_ITSELF : chosen(x, nm);
+  if (alt == AS_ITSELF - 1) {
+    x->why = WHY_NEED;
+    x->need = nm;
+    return -1;
+  }
+  if (alt == AS_ITSELF) return out != NULL ? tv_push(x, out, t) : 0;
+  const pdef *m = &x->pd[nm->alts[alt]];
+  tvec res = {NULL, 0, 0};
+  const hs *h = NULL;
+  if (!m->func) {
+    h = hs_add(x, t->h, nm->p, nm->n);
+    if (h == NULL || subst(x, nm, m, NULL, h, &res) != 0) return -1;
+    return push_front(x, in, &res);
+  }
+  const tok *nx = in_peek(in);
+  if (nx == NULL || nx->kind != T_LPAREN) return out != NULL ? tv_push(x, out, t) : 0;
+  tok lp;
+  (void)in_next(in, &lp);
+  size_t na = m->num_params > 0 ? m->num_params : 1;
+  tvec *args = arena_alloc(x, &x->run, na * sizeof *args);
+  if (args == NULL) return -1;
+  memset(args, 0, na * sizeof *args);
+  size_t ai = 0;
+  int depth = 0, closed = 0, too_many = 0;
+  tok a, rp = {NULL, 0, 0, 0, NULL};
+  while (in_next(in, &a)) {
+    if (++x->steps > EX_MAX_STEPS) {
+      x->why = WHY_LIMIT;
+      return -1;
+    }
+    if (a.kind == T_RPAREN && depth == 0) {
+      closed = 1;
+      rp = a;
+      break;
+    }
+    depth += a.kind == T_LPAREN;
+    depth -= a.kind == T_RPAREN;
+    if (a.kind == T_COMMA && depth == 0 && !(m->variadic && ai + 1 == na)) {
+      if (++ai == na) too_many = 1;
+      if (ai >= na) ai = na - 1;
+      continue;
+    }
+    if (tv_push(x, &args[ai], &a) != 0) return -1;
+  }
+  /* Unterminated, or the wrong number of arguments: NVRTC errs, nothing is cached. */
+  if (!closed || too_many || (ai + 1 < m->num_params && !(m->variadic && ai + 2 == m->num_params)) ||
+      (m->num_params == 0 && args[0].n > 0)) {
+    return 0;
+  }
+  const hs *hi = NULL;
+  if (hs_inter(x, t->h, rp.h, &hi) != 0) return -1;
+  h = hs_add(x, hi, nm->p, nm->n);
+  if (h == NULL || subst(x, nm, m, args, h, &res) != 0) return -1;
+  return push_front(x, in, &res);
+}
+
+/* ---- The driver -------------------------------------------------------------------------- */
+
+typedef struct text_ctx {
+  const char *where, *advice;
+  const uint32_t *splices;
+  size_t num_splices;
+  const char *clean;
+} text_ctx;
+
+static size_t line_of(const text_ctx *c, uint32_t off) {
+  size_t line = 1;
+  for (uint32_t i = 0; i < off; i++) line += c->clean[i] == '\n';
+  for (size_t k = 0; k < c->num_splices; k++) line += c->splices[k] <= off;
+  return line;
+}
+
+static t4a_status refusal(ex *x, const text_ctx *c, const tok *start) {
+  size_t line = line_of(c, start->off);
+  int nn = (int)(start->n < 64 ? start->n : 64);
+  if (x->why == WHY_OOM) return T4A_HOST_OUT_OF_MEMORY;
+  if (x->why == WHY_BAD) {
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_nvrtc_request", 0, NULL, 0,
+                          "%s, line %zu: %.*s expands to a paste that makes %s (in the macro "
+                          "%s)%s",
+                          c->where, line, nn, start->p, x->bad, x->in_macro, c->advice);
+  }
+  return t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_nvrtc_request", 0, NULL, 0,
+                        "%s, line %zu: %.*s has too many expansions to check for a pasted "
+                        "__has_include%s",
+                        c->where, line, nn, start->p, c->advice);
+}
+
+/* Runs the invocation at s[p] under the current choices, then under each choice of the name
+ * it needs next. Marks reach[end] for every place an expansion ends. */
+static int explore(ex *x, const tok *s, size_t m, size_t p, uint8_t *reach) {
+  if (++x->runs > EX_MAX_RUNS) {
+    x->why = WHY_LIMIT;
+    return -1;
+  }
+  atomic_fetch_add(&g_runs, 1);
+  mark mk = arena_mark(&x->run);
+  input in = {s, m, p, {NULL, 0, 0}};
+  tok t;
+  (void)in_next(&in, &t);
+  x->depth = 0;
+  int r = step(x, &in, &t, NULL);
+  while (r == 0 && in.stack.n > 0) {
+    (void)in_next(&in, &t);
+    r = step(x, &in, &t, NULL);
+  }
+  size_t end = in.i;
+  arena_reset(&x->run, mk);
+  if (r == 0) {
+    reach[end] = 1;
+    return 0;
+  }
+  if (x->why != WHY_NEED) return -1;
+  name *nm = (name *)x->need;
+  x->why = WHY_NONE;
+  if (x->num_choices == EX_MAX_CHOICES) {
+    x->why = WHY_LIMIT;
+    return -1;
+  }
+  size_t slot = x->num_choices++;
+  x->choice[slot].nm = nm;
+  for (uint32_t alt = 0; alt <= nm->num_alts; alt++) {
+    x->choice[slot].alt = alt == nm->num_alts ? AS_ITSELF : alt;
+    if (explore(x, s, m, p, reach) != 0) {
+      x->num_choices = slot;
+      return -1;
+    }
+  }
+  x->num_choices = slot;
+  return 0;
+}
+
+/* Every invocation of one token sequence (a text's lines, or one #if expression). */
+static t4a_status check_stream(ex *x, const text_ctx *c, const tok *s, size_t m) {
+  if (m == 0) return T4A_OK;
+  uint8_t *reach = arena_alloc(x, &x->run, m + 1);
+  if (reach == NULL) return refusal(x, c, &s[0]);
+  memset(reach, 0, m + 1);
+  reach[0] = 1;
+  t4a_status st = T4A_OK;
+  for (size_t p = 0; p < m && st == T4A_OK; p++) {
+    if (!reach[p]) continue;
+    name *nm = s[p].kind == T_ID ? find_name(x, s[p].p, s[p].n) : NULL;
+    if (nm == NULL) {
+      reach[p + 1] = 1;
+      continue;
+    }
+    x->num_choices = 0;
+    if (explore(x, s, m, p, reach) != 0) st = refusal(x, c, &s[p]);
+  }
+  return st;
+}
+
+/* Lexes one request text into its line tokens and its #if / #elif expressions (without the
+ * operands of `defined` and of __has_include and its kind), and checks each. */
+static t4a_status check_text(ex *x, const char *text, size_t n, const char *where,
+                             const char *advice) {
+  text_ctx c = {where, advice, NULL, 0, NULL};
+  size_t cn = 0;
+  uint32_t *sp = NULL;
+  size_t ns = 0;
+  char *b = clean(x, &x->run, text, n, &cn, &sp, &ns); /* freed with the run arena */
+  if (b == NULL) return x->why == WHY_OOM ? T4A_HOST_OUT_OF_MEMORY : refusal(x, &c, &(tok){text, 0, 0, 0, NULL});
+  c.splices = sp;
+  c.num_splices = ns;
+  c.clean = b;
+  tvec lines = {NULL, 0, 0}, expr = {NULL, 0, 0};
+  t4a_status st = T4A_OK;
+  size_t i = 0;
+  int line_start = 1;
+  while (i < cn && st == T4A_OK) {
+    tok t;
+    int k = lex(x, b, cn, &i, &t);
+    if (k == 0) {
+      if (i < cn && b[i] == '\n') {
+        i++;
+        line_start = 1;
+      }
+      continue;
+    }
+    int was = line_start;
+    line_start = 0;
+    if (k == T_HASH && was) { /* a directive */
+      tok d;
+      int dk = lex(x, b, cn, &i, &d);
+      int is_if = dk == T_ID && (tok_is(&d, "if") || tok_is(&d, "elif"));
+      expr.n = 0;
+      while ((k = lex(x, b, cn, &i, &t)) != 0) {
+        if (!is_if) continue;
+        if (t.kind == T_ID && tok_is(&t, "defined")) {
+          size_t j = i;
+          tok u;
+          int uk = lex(x, b, cn, &j, &u);
+          if (uk == T_LPAREN) {
+            (void)lex(x, b, cn, &j, &u);
+            (void)lex(x, b, cn, &j, &u); /* ) */
+          }
+          i = j;
+          continue;
+        }
+        if (t.kind == T_ID && (tok_is(&t, "__has_include") || tok_is(&t, "__has_include_next") ||
+                               tok_is(&t, "__has_embed"))) {
+          size_t j = i;
+          tok u;
+          if (lex(x, b, cn, &j, &u) == T_LPAREN) {
+            int depth = 1;
+            while (depth > 0 && (k = lex(x, b, cn, &j, &u)) != 0) {
+              depth += k == T_LPAREN;
+              depth -= k == T_RPAREN;
+            }
+            i = j;
+          }
+          continue;
+        }
+        if (tv_push(x, &expr, &t) != 0) break;
+      }
+      if (x->why != WHY_NONE) break;
+      if (is_if) st = check_stream(x, &c, expr.v, expr.n);
+      continue;
+    }
+    if (tv_push(x, &lines, &t) != 0) break;
+  }
+  if (st == T4A_OK && x->why != WHY_NONE) st = refusal(x, &c, &(tok){b, 0, 0, 0, NULL});
+  if (st == T4A_OK) st = check_stream(x, &c, lines.v, lines.n);
+  arena_free(&x->run); /* the text, its streams: below every run's mark */
+  return st;
+}
+
+t4a_status t4a_nvrtc_check_pastes_(const t4a_nvrtc_paste_check_ *pc) {
+  ex x;
+  memset(&x, 0, sizeof x);
+  x.defs = pc->defs;
+  x.num_defs = pc->num_defs;
+  x.wrappers = pc->wrappers;
+  x.num_wrappers = pc->num_wrappers;
+  x.trigraphs = pc->trigraphs;
+  x.raw_strings = pc->raw_strings;
+  x.digit_separators = pc->digit_separators;
+  t4a_status st = T4A_OK;
+  if (x.num_defs > 0) {
+    size_t slots = 16;
+    while (slots < 2 * x.num_defs) slots *= 2;
+    x.pd = t4a_host_calloc(x.num_defs, sizeof *x.pd);
+    x.next_def = t4a_host_calloc(x.num_defs, sizeof *x.next_def);
+    x.names = t4a_host_calloc(x.num_defs, sizeof *x.names);
+    x.slots = t4a_host_calloc(slots, sizeof *x.slots);
+    if (x.pd == NULL || x.next_def == NULL || x.names == NULL || x.slots == NULL) {
+      st = T4A_HOST_OUT_OF_MEMORY;
+    }
+    x.mask = slots - 1;
+    for (size_t d = x.num_defs; st == T4A_OK && d-- > 0;) { /* chains in text order */
+      const t4a_nvrtc_macro_ *m = &x.defs[d];
+      if (m->name_len == 0 || m->name_len >= 1024) continue;
+      name *nm = find_name(&x, m->name, m->name_len);
+      if (nm == NULL) {
+        size_t h = hash_name(m->name, m->name_len) & x.mask;
+        while (x.slots[h] != 0) h = (h + 1) & x.mask;
+        nm = &x.names[x.num_names];
+        x.slots[h] = (uint32_t)++x.num_names;
+        nm->p = m->name;
+        nm->n = (uint32_t)m->name_len;
+      }
+      x.next_def[d] = nm->first;
+      nm->first = (uint32_t)(d + 1);
+    }
+  }
+  for (size_t t = 0; st == T4A_OK && t < pc->num_texts; t++) {
+    if (x.num_names == 0) break;
+    st = check_text(&x, pc->texts[t], pc->text_bytes[t], pc->wheres[t], pc->advice);
+  }
+  arena_free(&x.perm);
+  arena_free(&x.run);
+  free(x.pd);
+  free(x.next_def);
+  free(x.names);
+  free(x.slots);
+  return st;
+}
