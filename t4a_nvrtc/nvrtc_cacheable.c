@@ -640,6 +640,14 @@ typedef struct scan {
   struct qitem cur_item; /* a copy: the queue moves as it grows */
   char (*wrappers)[32];
   size_t num_wrappers, wrappers_cap;
+  /* Second pass: the proper substrings of a wrapper's name that stand where a paste can reach
+   * them (a #define body but its parameters, a root's function-like macro's arguments), and
+   * where the first of each was. */
+  struct wpiece {
+    char text[32];
+    char at[120];
+  } *wpieces;
+  size_t num_wpieces, wpieces_cap;
   int pass; /* 1: includes; 2: uses of the wrappers */
   /* Every #define of the texts scanned (name, function-like or not, body), for computed
    * includes in root files, which are resolved by expanding their object-like macros over every
@@ -1251,6 +1259,64 @@ static const char *wrapper_arg_macro(const scan *s, const lexer *L, size_t *len)
   return NULL;
 }
 
+/* Whether text[0..n) is a proper, non-empty substring of a wrapper's name. */
+static int wrapper_piece(const scan *s, const char *text, size_t n) {
+  for (size_t w = 0; w < s->num_wrappers; w++) {
+    size_t wn = strlen(s->wrappers[w]);
+    if (n == 0 || n >= wn) continue;
+    for (size_t k = 0; k + n <= wn; k++) {
+      if (memcmp(s->wrappers[w] + k, text, n) == 0) return 1;
+    }
+  }
+  return 0;
+}
+
+static t4a_status add_wrapper_piece(scan *s, const char *text, size_t n, size_t line) {
+  if (n >= 32 || !wrapper_piece(s, text, n)) return T4A_OK;
+  for (size_t k = 0; k < s->num_wpieces; k++) {
+    if (strlen(s->wpieces[k].text) == n && memcmp(s->wpieces[k].text, text, n) == 0) return T4A_OK;
+  }
+  if (s->num_wpieces == s->wpieces_cap) {
+    size_t cap = s->wpieces_cap ? s->wpieces_cap * 2 : 16;
+    struct wpiece *nw = t4a_host_realloc(s->wpieces, cap * sizeof *nw);
+    if (nw == NULL) return T4A_HOST_OUT_OF_MEMORY;
+    s->wpieces = nw;
+    s->wpieces_cap = cap;
+  }
+  struct wpiece *wp = &s->wpieces[s->num_wpieces++];
+  memcpy(wp->text, text, n);
+  wp->text[n] = '\0';
+  snprintf(wp->at, sizeof wp->at, "%.90s, line %zu", s->where, line);
+  return T4A_OK;
+}
+
+/* Whether the pieces recorded can be joined into a wrapper's name: its index, or -1; *first:
+ * the piece that starts the join. */
+static long wrapper_pieces_join(const scan *s, size_t *first) {
+  for (size_t w = 0; w < s->num_wrappers; w++) {
+    const char *T = s->wrappers[w];
+    size_t L = strlen(T);
+    int reach[32] = {0};
+    size_t via[32] = {0};
+    reach[0] = 1;
+    for (size_t i = 0; i < L; i++) {
+      if (!reach[i]) continue;
+      for (size_t k = 0; k < s->num_wpieces; k++) {
+        size_t n = strlen(s->wpieces[k].text);
+        if (i + n <= L && memcmp(T + i, s->wpieces[k].text, n) == 0 && !reach[i + n]) {
+          reach[i + n] = 1;
+          via[i + n] = i == 0 ? k : via[i];
+        }
+      }
+    }
+    if (reach[L]) {
+      *first = via[L];
+      return (long)w;
+    }
+  }
+  return -1;
+}
+
 /* Lexes one text and checks its includes. */
 static t4a_status scan_text(scan *s, const char *text, size_t n) {
   lexer L = {text, n, 0, 1, s->d.trigraphs};
@@ -1553,6 +1619,16 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
         int is_param = 0;
         for (size_t k = 0; k < num_params; k++) is_param |= strcmp(def_params[k].text, id.text) == 0;
         if (!is_param && (st = add_piece(s, &id, line)) != T4A_OK) return st;
+      }
+      if (s->pass == 2 && s->num_wrappers > 0 && (in_define || arg_depth > 0) && id.len < 32) {
+        /* A wrapper's name pasted together in a root's own invocation hides its use. */
+        int is_param = 0;
+        for (size_t k = 0; in_define && k < num_params; k++) {
+          is_param |= strcmp(def_params[k].text, id.text) == 0;
+        }
+        if ((!is_param || arg_depth > 0) && (st = add_wrapper_piece(s, id.text, id.len, line)) != T4A_OK) {
+          return st;
+        }
       }
       if (s->pass == 2 && s->cur_root >= 0 && is_func_macro(s, id_raw, id_raw_len)) {
         lx_blanks(&L, NULL);
@@ -2091,6 +2167,14 @@ t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p) {
   }
   /* pastes that join the request's own tokens with the roots' definitions */
   if (st == T4A_OK && s.num_roots > 0 && s.pasted) st = check_request_pastes(&s);
+  size_t wfirst = 0;
+  long w = st == T4A_OK && s.pasted ? wrapper_pieces_join(&s, &wfirst) : -1;
+  if (w >= 0) {
+    st = REFUSE("%s: \"%s\" and other pieces in macro bodies or arguments, with a ## there, could "
+                "paste the name of %s (it applies __has_include to its argument)%s",
+                s.wpieces[wfirst].at, s.wpieces[wfirst].text, s.wrappers[w], k_root_advice);
+  }
+  free(s.wpieces);
   for (size_t i = 0; i < s.queue_len; i++) free(s.queue[i].raw);
   free(s.queue);
   free(s.wrappers);

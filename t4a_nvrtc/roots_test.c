@@ -1407,6 +1407,45 @@ static void test_request_definitions_join_the_roots_pieces(void **state) {
   if (c.st != T4A_OK) fail_msg("parameter: %s \"%s\"", t4a_status_name(c.st), c.message);
 }
 
+/* A root's own invocation can paste a wrapper's name too, where no expansion of the request's
+ * texts looks: the pieces of a wrapper's name in macro bodies and in the roots' macro arguments
+ * that can join into it are refused (the toolkit's kernels keep their hits:
+ * test_toolkit_kernels_with_macro_calls_are_cached). */
+static void test_root_pasted_wrapper_names_are_refused(void **state) {
+  (void)state;
+  const char *roots[] = {g_root};
+  static const struct {
+    const char *root, *source;
+  } refused[] = {
+      {"#define HAS(x) __has_include(x)\n#define CAT(a, b) a ## b\n"
+       "#if CAT(H, AS)(\"/etc/hostname\")\n#endif\n",
+       "#include <rw.h>\n"},
+      {"#define HAS(x) __has_include(x)\n#define CAT(a, b) a ## b\n#define XCAT(a, b) CAT(a, b)\n"
+       "#define PH H\n#if XCAT(PH, AS)(\"/etc/hostname\")\n#endif\n",
+       "#include <rw.h>\n"},
+      {"#define HAS(x) __has_include(x)\n#define CAT(a, b) a ## b\n#define XCAT(a, b) CAT(a, b)\n"
+       "#if XCAT(PH, AS)(\"/etc/hostname\")\n#endif\n",
+       "#define PH H\n#include <rw.h>\n"}, /* the piece in the request's definition */
+  };
+  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+    write_file(g_root, "rw.h", refused[i].root);
+    t4a_nvrtc_request r = roots_request(refused[i].source, roots, 1);
+    for (int skip = 0; skip <= 1; skip++) {
+      check_result c = check_with(&r, skip);
+      if (c.st != T4A_INVALID_ARGUMENT || strstr(c.message, "could paste the name of HAS") == NULL) {
+        fail_msg("case %zu, skip %d: %s \"%s\"", i, skip, t4a_status_name(c.st), c.message);
+      }
+    }
+  }
+  /* Pieces that cannot make the name pass. */
+  write_file(g_root, "rw.h",
+             "#define HAS(x) __has_include(x)\n#define CAT(a, b) a ## b\n"
+             "#if HAS(<top.h>) && CAT(A, S) && CAT(X, Y)\n#endif\n");
+  t4a_nvrtc_request r = roots_request("#include <rw.h>\n", roots, 1);
+  check_result c = check_with(&r, 1);
+  if (c.st != T4A_OK) fail_msg("no join: %s \"%s\"", t4a_status_name(c.st), c.message);
+}
+
 /* An invocation whose names have too many definitions to try each is refused, not guessed. */
 static void test_too_many_expansions_are_refused(void **state) {
   (void)state;
@@ -1670,6 +1709,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_pastes_through_the_request_are_refused, each_setup,
                                       each_teardown),
       cmocka_unit_test_setup_teardown(test_request_definitions_join_the_roots_pieces, each_setup,
+                                      each_teardown),
+      cmocka_unit_test_setup_teardown(test_root_pasted_wrapper_names_are_refused, each_setup,
                                       each_teardown),
       cmocka_unit_test_setup_teardown(test_too_many_expansions_are_refused, each_setup,
                                       each_teardown),
