@@ -1992,8 +1992,9 @@ static void where_of(scan *s, const struct qitem *q) {
   snprintf(s->where, sizeof s->where, "include root %u: %.200s", q->root + 1, rel);
 }
 
-/* A -D definition's body, for the pieces of __has_include it spells outside its parameters
- * (see scan_text: the roots' pastes can reach them). */
+/* A -D definition's body, for the pieces of __has_include (first pass) or of a wrapper's name
+ * (second pass) it spells outside its parameters (see scan_text: the roots' pastes can reach
+ * them). */
 static t4a_status add_body_pieces(scan *s, const char *body, size_t n, const char *params,
                                   size_t params_len) {
   size_t i = 0, start = 0;
@@ -2005,14 +2006,15 @@ static t4a_status add_body_pieces(scan *s, const char *body, size_t n, const cha
     if (id.len >= sizeof id.text) continue;
     memcpy(id.text, body + start, id.len);
     id.text[id.len] = '\0';
-    if (!is_substring_piece(&id)) continue;
+    if (s->pass == 1 ? !is_substring_piece(&id) : !wrapper_piece(s, id.text, id.len)) continue;
     size_t pi = 0, ps = 0;
     int pk, is_param = 0;
     while (!is_param && (pk = body_token(params, params_len, &pi, &ps)) != 0) {
       is_param = pk == 'i' && pi - ps == id.len && memcmp(params + ps, id.text, id.len) == 0;
     }
     if (!is_param) {
-      t4a_status st = add_piece(s, &id, 1);
+      t4a_status st =
+          s->pass == 1 ? add_piece(s, &id, 1) : add_wrapper_piece(s, id.text, id.len, 1);
       if (st != T4A_OK) return st;
     }
   }
@@ -2067,6 +2069,16 @@ static t4a_status scan_request_texts(scan *s) {
     if (po.known->kind == K_DEFINE && po.value != NULL) {
       snprintf(s->where, sizeof s->where, "the definition in option %zu", po.next - 1);
       st = scan_text(s, po.value, po.value_bytes);
+      if (st == T4A_OK && s->pass == 2 && s->num_wrappers > 0) {
+        size_t k = 0, eq = 0;
+        while (k < po.value_bytes && is_ident((unsigned char)po.value[k])) k++;
+        for (eq = k; eq < po.value_bytes && po.value[eq] != '='; eq++) {
+        }
+        if (eq < po.value_bytes) {
+          st = add_body_pieces(s, po.value + eq + 1, po.value_bytes - eq - 1, po.value + k,
+                               eq - k);
+        }
+      }
       if (st == T4A_OK && s->pass == 1 && s->num_roots > 0) {
         /* -DNAME, -DNAME=body, -DNAME(args)=body: a definition the computed includes see. */
         size_t k = 0;

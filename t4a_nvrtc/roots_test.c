@@ -1437,12 +1437,21 @@ static void test_root_pasted_wrapper_names_are_refused(void **state) {
       }
     }
   }
+  /* The piece in a -D value. */
+  t4a_nvrtc_request r = roots_request("#include <rw.h>\n", roots, 1);
+  const char *opts[1] = {"-DPH=H"};
+  r.options = opts;
+  r.num_options = 1;
+  check_result c = check_with(&r, 1);
+  if (c.st != T4A_INVALID_ARGUMENT || strstr(c.message, "could paste the name of HAS") == NULL) {
+    fail_msg("-D: %s \"%s\"", t4a_status_name(c.st), c.message);
+  }
   /* Pieces that cannot make the name pass. */
   write_file(g_root, "rw.h",
              "#define HAS(x) __has_include(x)\n#define CAT(a, b) a ## b\n"
              "#if HAS(<top.h>) && CAT(A, S) && CAT(X, Y)\n#endif\n");
-  t4a_nvrtc_request r = roots_request("#include <rw.h>\n", roots, 1);
-  check_result c = check_with(&r, 1);
+  r = roots_request("#include <rw.h>\n", roots, 1);
+  c = check_with(&r, 1);
   if (c.st != T4A_OK) fail_msg("no join: %s \"%s\"", t4a_status_name(c.st), c.message);
 }
 
