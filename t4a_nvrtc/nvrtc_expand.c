@@ -422,6 +422,19 @@ static name *find_name(const ex *x, const char *p, size_t n) {
   return NULL;
 }
 
+/* Appends t to the array *v of *n tokens (room for *cap) in the permanent arena. */
+static int perm_push(ex *x, tok **v, uint32_t *n, size_t *cap, const tok *t) {
+  if (*n == *cap) {
+    *cap = *cap ? *cap * 2 : 8;
+    tok *nv = arena_alloc(x, &x->perm, *cap * sizeof *nv);
+    if (nv == NULL) return -1;
+    if (*n) memcpy(nv, *v, *n * sizeof *nv);
+    *v = nv;
+  }
+  (*v)[(*n)++] = *t;
+  return 0;
+}
+
 /* Parses definition d (its parameters and body) into the permanent arena. */
 static int parse_def(ex *x, size_t d) {
   pdef *pd = &x->pd[d];
@@ -450,14 +463,7 @@ static int parse_def(ex *x, size_t d) {
       } else if (k != T_ID) {
         return 0;
       }
-      if (pd->num_params == cap) {
-        cap = cap ? cap * 2 : 4;
-        tok *np = arena_alloc(x, &x->perm, cap * sizeof *np);
-        if (np == NULL) return -1;
-        if (pd->num_params) memcpy(np, pd->params, pd->num_params * sizeof *np);
-        pd->params = np;
-      }
-      pd->params[pd->num_params++] = t;
+      if (perm_push(x, &pd->params, &pd->num_params, &cap, &t) != 0) return -1;
       k = lex(x, c, cn, &i, &t);
       if (k == T_ELLIPSIS && !pd->variadic) { /* GNU: NAME... */
         pd->variadic = 1;
@@ -476,14 +482,7 @@ static int parse_def(ex *x, size_t d) {
   size_t i = 0, cap = 0;
   tok t;
   while (lex(x, b, bn, &i, &t) != 0) {
-    if (pd->body_n == cap) {
-      cap = cap ? cap * 2 : 8;
-      tok *nb = arena_alloc(x, &x->perm, cap * sizeof *nb);
-      if (nb == NULL) return -1;
-      if (pd->body_n) memcpy(nb, pd->body, pd->body_n * sizeof *nb);
-      pd->body = nb;
-    }
-    pd->body[pd->body_n++] = t;
+    if (perm_push(x, &pd->body, &pd->body_n, &cap, &t) != 0) return -1;
   }
   pd->state = 1;
   return 0;

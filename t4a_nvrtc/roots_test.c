@@ -1104,6 +1104,18 @@ static check_result check_with(const t4a_nvrtc_request *r, int skip) {
   return out;
 }
 
+/* Checks r with the second-pass shortcut on and off: refused (INVALID_ARGUMENT) with a message
+ * holding `needle` both times; `what` and `i` name the case in a failure. */
+static void assert_refused_both_ways(const t4a_nvrtc_request *r, const char *needle,
+                                     const char *what, size_t i) {
+  for (int skip = 0; skip <= 1; skip++) {
+    check_result c = check_with(r, skip);
+    if (c.st != T4A_INVALID_ARGUMENT || strstr(c.message, needle) == NULL) {
+      fail_msg("%s %zu, skip %d: %s \"%s\"", what, i, skip, t4a_status_name(c.st), c.message);
+    }
+  }
+}
+
 static void assert_same_check(const check_result *a, const check_result *b, const char *what) {
   if (a->st != b->st || strcmp(a->message, b->message) != 0 || a->total.files != b->total.files ||
       a->total.bytes != b->total.bytes || a->total.empty != b->total.empty) {
@@ -1224,13 +1236,7 @@ static void test_operands_replaced_in_macro_bodies_are_refused(void **state) {
   for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
     write_file(g_root, refused[i].file, refused[i].text);
     t4a_nvrtc_request r = roots_request(refused[i].source, roots, 1);
-    for (int skip = 0; skip <= 1; skip++) {
-      check_result c = check_with(&r, skip);
-      if (c.st != T4A_INVALID_ARGUMENT || strstr(c.message, "replaced where the macro is used") == NULL) {
-        fail_msg("case %zu (%s), skip %d: %s \"%s\"", i, refused[i].file, skip,
-                 t4a_status_name(c.st), c.message);
-      }
-    }
+    assert_refused_both_ways(&r, "replaced where the macro is used", refused[i].file, i);
   }
   /* The request's own <...> operand in a macro body, with a header of that name: refused too. */
   t4a_nvrtc_header h[1] = {{.name = "x", .content = "\n"}};
@@ -1246,13 +1252,7 @@ static void test_operands_replaced_in_macro_bodies_are_refused(void **state) {
   write_file(g_root, "wr.h", "#define HAS(x) __has_include(x)\n");
   r = roots_request("#include <wr.h>\n#define D /etc\n#if HAS(<D/hostname>)\nint yes;\n#endif\n",
                     roots, 1);
-  for (int skip = 0; skip <= 1; skip++) {
-    c = check_with(&r, skip);
-    if (c.st != T4A_INVALID_ARGUMENT || strstr(c.message, "names the macro D") == NULL) {
-      fail_msg("wrapper argument with a macro, skip %d: %s \"%s\"", skip, t4a_status_name(c.st),
-               c.message);
-    }
-  }
+  assert_refused_both_ways(&r, "names the macro D", "wrapper argument with a macro", 0);
   /* The tracked wrapper, and a literal in a body, still pass. */
   write_file(g_root, "ok.h",
              "#define HAS(x) __has_include(x)\n#define HAS_TOP __has_include(\"top.h\")\n");
@@ -1344,12 +1344,7 @@ static void test_pastes_through_the_request_are_refused(void **state) {
     const char *opts[1] = {refused[i].option};
     r.options = opts;
     r.num_options = refused[i].option != NULL;
-    for (int skip = 0; skip <= 1; skip++) {
-      check_result c = check_with(&r, skip);
-      if (c.st != T4A_INVALID_ARGUMENT || strstr(c.message, "expands to a paste that makes") == NULL) {
-        fail_msg("case %zu, skip %d: %s \"%s\"", i, skip, t4a_status_name(c.st), c.message);
-      }
-    }
+    assert_refused_both_ways(&r, "expands to a paste that makes", "case", i);
   }
   /* The message names the text, line, invocation, what was made and where. */
   t4a_nvrtc_header h[1] = {{.name = "h.h", .content = "#include <k.h>\n\n#if K(include)(<x.h>)\n#endif\n"}};
@@ -1393,13 +1388,7 @@ static void test_request_definitions_join_the_roots_pieces(void **state) {
       r.options = opts;
       r.num_options = 1;
     }
-    for (int skip = 0; skip <= 1; skip++) {
-      check_result c = check_with(&r, skip);
-      if (c.st != T4A_INVALID_ARGUMENT || strstr(c.message, "could paste __has_include") == NULL) {
-        fail_msg("option %d, skip %d: %s \"%s\"", with_option, skip, t4a_status_name(c.st),
-                 c.message);
-      }
-    }
+    assert_refused_both_ways(&r, "could paste __has_include", "option", (size_t)with_option);
   }
   /* A parameter of the request's macro is no piece. */
   r = roots_request("#define SFX(include) include\n#include <rr.h>\n", roots, 1);
@@ -1430,28 +1419,20 @@ static void test_root_pasted_wrapper_names_are_refused(void **state) {
   for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
     write_file(g_root, "rw.h", refused[i].root);
     t4a_nvrtc_request r = roots_request(refused[i].source, roots, 1);
-    for (int skip = 0; skip <= 1; skip++) {
-      check_result c = check_with(&r, skip);
-      if (c.st != T4A_INVALID_ARGUMENT || strstr(c.message, "could paste the name of HAS") == NULL) {
-        fail_msg("case %zu, skip %d: %s \"%s\"", i, skip, t4a_status_name(c.st), c.message);
-      }
-    }
+    assert_refused_both_ways(&r, "could paste the name of HAS", "case", i);
   }
   /* The piece in a -D value. */
   t4a_nvrtc_request r = roots_request("#include <rw.h>\n", roots, 1);
   const char *opts[1] = {"-DPH=H"};
   r.options = opts;
   r.num_options = 1;
-  check_result c = check_with(&r, 1);
-  if (c.st != T4A_INVALID_ARGUMENT || strstr(c.message, "could paste the name of HAS") == NULL) {
-    fail_msg("-D: %s \"%s\"", t4a_status_name(c.st), c.message);
-  }
+  assert_refused_both_ways(&r, "could paste the name of HAS", "-D", 0);
   /* Pieces that cannot make the name pass. */
   write_file(g_root, "rw.h",
              "#define HAS(x) __has_include(x)\n#define CAT(a, b) a ## b\n"
              "#if HAS(<top.h>) && CAT(A, S) && CAT(X, Y)\n#endif\n");
   r = roots_request("#include <rw.h>\n", roots, 1);
-  c = check_with(&r, 1);
+  check_result c = check_with(&r, 1);
   if (c.st != T4A_OK) fail_msg("no join: %s \"%s\"", t4a_status_name(c.st), c.message);
 }
 
