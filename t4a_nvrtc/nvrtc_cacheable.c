@@ -1001,13 +1001,61 @@ static int is_piece(const ident *id) {
 
 /* Records the #define whose name was just read (pass 1): its body is the rest of the logical
  * line. */
+/* Where the directive whose rest L is at ends: its logical line's newline, lexed as the scan
+ * lexes it (splices, ??/ where the dialect has trigraphs, a block comment's newlines and the
+ * literals' contents end nothing). */
+static size_t directive_end(const scan *s, const lexer *L0) {
+  lexer L = *L0;
+  for (;;) {
+    lx_blanks(&L, NULL);
+    int c = lx_cur(&L);
+    if (c == -1 || c == '\n') return L.i;
+    if (c == '"' || c == '\'') {
+      lx_get(&L);
+      lx_quoted(&L, c);
+    } else if (is_ident(c) && !(c >= '0' && c <= '9')) {
+      ident id;
+      lx_ident(&L, &id);
+      int q = lx_cur(&L);
+      int raw = q == '"' && s->d.raw_strings && id.len <= 3 &&
+                (ident_is(&id, "R") || ident_is(&id, "u8R") || ident_is(&id, "uR") ||
+                 ident_is(&id, "UR") || ident_is(&id, "LR"));
+      int prefix = (q == '"' || q == '\'') && id.len <= 2 &&
+                   (ident_is(&id, "u8") || ident_is(&id, "u") || ident_is(&id, "U") ||
+                    ident_is(&id, "L"));
+      if (raw) {
+        lx_get(&L);
+        lx_raw(&L);
+      } else if (prefix) {
+        lx_get(&L);
+        lx_quoted(&L, q);
+      }
+    } else if (c >= '0' && c <= '9') {
+      lx_get(&L);
+      for (;;) {
+        int d = lx_cur(&L);
+        if ((d == 'e' || d == 'E' || d == 'p' || d == 'P') &&
+            (lx_next(&L) == '+' || lx_next(&L) == '-')) {
+          lx_get(&L);
+          lx_get(&L);
+        } else if (d == '\'' && s->d.digit_separators && is_ident(lx_next(&L))) {
+          lx_get(&L);
+          lx_get(&L);
+        } else if (is_ident(d) || d == '.') {
+          lx_get(&L);
+        } else {
+          break;
+        }
+      }
+    } else {
+      lx_get(&L);
+    }
+  }
+}
+
 static t4a_status add_define(scan *s, const lexer *L, const char *name, size_t name_len,
                              const char *params, size_t params_len, int func) {
-  size_t end = L->i;
-  while (end < L->n && !(L->s[end] == '\n' && !(end > 0 && L->s[end - 1] == '\\') &&
-                         !(end > 1 && L->s[end - 1] == '\r' && L->s[end - 2] == '\\'))) {
-    end++;
-  }
+  size_t end = directive_end(s, L);
   if (s->num_defs == s->defs_cap) {
     size_t cap = s->defs_cap ? s->defs_cap * 2 : 64;
     t4a_nvrtc_macro_ *nd = t4a_host_realloc(s->defs, cap * sizeof *nd);
@@ -1422,6 +1470,9 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
               int pc = lx_cur(&L);
               if (is_ident(pc) && num_params < 16) {
                 lx_ident(&L, &def_params[num_params++]);
+              } else if (is_ident(pc)) { /* past 16: read, not kept (the body starts after) */
+                ident extra;
+                lx_ident(&L, &extra);
               } else if (pc == ',' || pc == '.') {
                 lx_get(&L);
               } else {
@@ -2041,10 +2092,20 @@ static t4a_status check_request_pastes(scan *s) {
     bytes[1 + i] = t4a_nvrtc_header_content_bytes(h);
     wheres[1 + i] = names + 300 * i;
   }
+  size_t np = s->num_pieces + s->num_wpieces;
+  const char **pieces = t4a_host_malloc((np > 0 ? np : 1) * sizeof *pieces);
+  if (pieces == NULL) {
+    free(texts);
+    return T4A_HOST_OUT_OF_MEMORY;
+  }
+  for (size_t i = 0; i < s->num_pieces; i++) pieces[i] = s->pieces[i];
+  for (size_t i = 0; i < s->num_wpieces; i++) pieces[s->num_pieces + i] = s->wpieces[i].text;
   t4a_nvrtc_paste_check_ pc = {s->defs, s->num_defs, (const char(*)[32])s->wrappers,
-                               s->num_wrappers, texts, bytes, wheres, nt, k_root_advice,
-                               s->d.trigraphs, s->d.raw_strings, s->d.digit_separators};
+                               s->num_wrappers, pieces, np, texts, bytes, wheres, nt,
+                               k_root_advice, s->d.trigraphs, s->d.raw_strings,
+                               s->d.digit_separators};
   t4a_status st = t4a_nvrtc_check_pastes_(&pc);
+  free(pieces);
   free(texts);
   return st;
 }

@@ -24,9 +24,11 @@
 #include "t4a_ctx/status_internal.h"
 #include "t4a_nvrtc/nvrtc_internal.h"
 
-/* Bounds of one request's check (LIMIT: refused). */
-#define EX_MAX_STEPS (1u << 22)    /* tokens read or substituted, over every run */
-#define EX_MAX_RUNS (1u << 16)     /* runs of invocations (each set of choices is one) */
+/* Bounds of one invocation's runs, and of the whole check: past them the invocation gets the
+ * coarse check (see coarse_check). */
+#define EX_EP_STEPS (1u << 18)     /* tokens read or substituted, over the invocation's runs */
+#define EX_EP_RUNS 2048u           /* runs of one invocation (each set of choices is one) */
+#define EX_MAX_STEPS (1u << 24)    /* over the whole check: later invocations get the coarse one */
 #define EX_MAX_CHOICES 48          /* names chosen within one invocation */
 #define EX_MAX_DEPTH 256           /* nested argument expansions */
 #define EX_MAX_ARENA (256u << 20)  /* bytes held at once */
@@ -46,6 +48,7 @@ enum {
   T_LPAREN,
   T_RPAREN,
   T_COMMA,
+  T_PLACEMARKER, /* an empty operand of ## (removed once the pastes are done) */
 };
 
 typedef struct hs { /* a hide set: macro names, a list */
@@ -59,6 +62,7 @@ typedef struct tok {
   uint32_t n;
   uint32_t off; /* in its cleaned text (text tokens: for the line) */
   int kind;
+  int after_directive; /* a text's first token after a directive line */
   const hs *h;
 } tok;
 
@@ -85,7 +89,7 @@ typedef struct mark {
   size_t used;
 } mark;
 
-enum { WHY_NONE, WHY_NEED, WHY_BAD, WHY_LIMIT, WHY_OOM };
+enum { WHY_NONE, WHY_NEED, WHY_BAD, WHY_LIMIT, WHY_OOM, WHY_DIRECTIVE };
 
 typedef struct pdef { /* a definition, parsed when first met */
   int state;          /* 0: not yet; 1: parsed; -1: malformed (never the live one: NVRTC errs) */
@@ -98,7 +102,7 @@ typedef struct name { /* a macro name and its distinct definitions */
   const char *p;
   uint32_t n;
   uint32_t first;  /* first definition + 1 (a chain through next_def) */
-  int built;
+  int built, malformed; /* malformed: some definition the check cannot read */
   uint32_t *alts;  /* indices of its distinct, well-formed definitions */
   uint32_t num_alts;
 } name;
@@ -122,8 +126,11 @@ typedef struct ex {
     uint32_t alt;
   } choice[EX_MAX_CHOICES];
   size_t num_choices;
-  uint64_t steps, runs;
+  uint64_t steps, ep_steps, runs;
+  const char *const *pieces; /* every piece of a bad name in the definitions' bodies */
+  size_t num_pieces;
   int depth;
+  int crossed; /* lex skipped a block comment's newline */
   int why;
   const name *need;
   char bad[40], in_macro[40];
@@ -295,10 +302,27 @@ static char *clean(ex *x, arena *a, const char *text, size_t n, size_t *out_n, u
       b[i] = b[i + 1] = ' ';
       i += 2;
       while (i < k && !(b[i] == '*' && i + 1 < k && b[i + 1] == '/')) {
-        if (b[i] != '\n') b[i] = ' ';
+        b[i] = b[i] == '\n' ? '\x01' : ' '; /* a newline that does not end a directive */
         i++;
       }
       if (i < k) b[i] = b[i + 1] = ' ', i += 2;
+      continue;
+    }
+    if ((c >= '0' && c <= '9') || (c == '.' && i + 1 < k && b[i + 1] >= '0' && b[i + 1] <= '9')) {
+      i++; /* a pp-number: its ' (C++14 digit separators) starts no literal */
+      while (i < k) {
+        if ((b[i] == 'e' || b[i] == 'E' || b[i] == 'p' || b[i] == 'P') && i + 1 < k &&
+            (b[i + 1] == '+' || b[i + 1] == '-')) {
+          i += 2;
+        } else if (b[i] == '\'' && x->digit_separators && i + 1 < k &&
+                   is_ident((unsigned char)b[i + 1])) {
+          i += 2;
+        } else if (is_ident((unsigned char)b[i]) || b[i] == '.') {
+          i++;
+        } else {
+          break;
+        }
+      }
       continue;
     }
     if (is_ident((unsigned char)c)) { /* skip whole: an identifier's R is not a raw string's */
@@ -314,9 +338,10 @@ static char *clean(ex *x, arena *a, const char *text, size_t n, size_t *out_n, u
 }
 
 /* The next token of cleaned b at *i (not past a newline); 0 at a newline or the end. */
-static int lex(const ex *x, const char *b, size_t n, size_t *i, tok *t) {
+static int lex(ex *x, const char *b, size_t n, size_t *i, tok *t) {
   while (*i < n && (b[*i] == ' ' || b[*i] == '\t' || b[*i] == '\r' || b[*i] == '\f' ||
-                    b[*i] == '\v')) {
+                    b[*i] == '\v' || b[*i] == '\x01')) {
+    x->crossed |= b[*i] == '\x01'; /* a block comment's newline */
     (*i)++;
   }
   if (*i >= n || b[*i] == '\n') return 0;
@@ -396,6 +421,7 @@ static int lex(const ex *x, const char *b, size_t n, size_t *i, tok *t) {
   t->n = (uint32_t)(*i - s);
   t->off = (uint32_t)s;
   t->kind = kind;
+  t->after_directive = 0;
   t->h = NULL;
   return kind;
 }
@@ -442,6 +468,9 @@ static int parse_def(ex *x, size_t d) {
   const t4a_nvrtc_macro_ *m = &x->defs[d];
   pd->func = m->func;
   pd->state = -1;
+  if (x->trigraphs && x->raw_strings && memmem(m->body, m->body_len, "??", 2) != NULL) {
+    return 0; /* a raw string reverts trigraphs, which clean() replaces first */
+  }
   if (m->func) {
     size_t cn = 0;
     char *c = clean(x, &x->perm, m->params, m->params_len, &cn, NULL, NULL);
@@ -498,25 +527,59 @@ static int same_tokens(const tok *a, const tok *b, size_t n) {
 }
 
 /* The distinct, well-formed definitions of nm (built when first met). */
+static uint64_t def_hash(const pdef *p) { /* FNV-1a over kinds and spellings */
+  uint64_t h = 14695981039346656037ULL ^ (uint64_t)(p->func * 2 + p->variadic);
+  for (int part = 0; part < 2; part++) {
+    const tok *v = part == 0 ? p->params : p->body;
+    uint32_t n = part == 0 ? p->num_params : p->body_n;
+    h = (h ^ (0x100u + n)) * 1099511628211ULL;
+    for (uint32_t i = 0; i < n; i++) {
+      h = (h ^ (unsigned)v[i].kind) * 1099511628211ULL;
+      for (uint32_t k = 0; k < v[i].n; k++) h = (h ^ (unsigned char)v[i].p[k]) * 1099511628211ULL;
+    }
+  }
+  return h;
+}
+
+static int same_def(const pdef *q, const pdef *p) {
+  return q->func == p->func && q->variadic == p->variadic && q->num_params == p->num_params &&
+         q->body_n == p->body_n && same_tokens(q->params, p->params, p->num_params) &&
+         same_tokens(q->body, p->body, p->body_n);
+}
+
+/* The distinct, well-formed definitions of nm (built when first met; an open-addressing set of
+ * their hashes finds the repeats). */
 static int build_alts(ex *x, name *nm) {
   if (nm->built) return 0;
   size_t count = 0;
   for (uint32_t d = nm->first; d != 0; d = x->next_def[d - 1]) count++;
+  size_t slots = 4;
+  while (slots < 2 * count) slots *= 2;
   nm->alts = arena_alloc(x, &x->perm, count * sizeof *nm->alts);
-  if (nm->alts == NULL) return -1;
+  mark mk = arena_mark(&x->run);
+  uint64_t *hashes = arena_alloc(x, &x->run, slots * (sizeof *hashes + sizeof(uint32_t)));
+  if (nm->alts == NULL || hashes == NULL) return -1;
+  uint32_t *slot_alt = (uint32_t *)(hashes + slots);
+  memset(slot_alt, 0, slots * sizeof *slot_alt);
   for (uint32_t d = nm->first; d != 0; d = x->next_def[d - 1]) {
     if (parse_def(x, d - 1) != 0) return -1;
     const pdef *p = &x->pd[d - 1];
-    if (p->state != 1) continue;
-    int dup = 0;
-    for (uint32_t k = 0; k < nm->num_alts && !dup; k++) {
-      const pdef *q = &x->pd[nm->alts[k]];
-      dup = q->func == p->func && q->variadic == p->variadic && q->num_params == p->num_params &&
-            q->body_n == p->body_n && same_tokens(q->params, p->params, p->num_params) &&
-            same_tokens(q->body, p->body, p->body_n);
+    if (p->state != 1) {
+      nm->malformed = 1;
+      continue;
     }
-    if (!dup) nm->alts[nm->num_alts++] = d - 1;
+    uint64_t h = def_hash(p);
+    size_t at = (size_t)(h ^ (h >> 31)) & (slots - 1);
+    int dup = 0;
+    for (; slot_alt[at] != 0 && !dup; at = (at + 1) & (slots - 1)) {
+      dup = hashes[at] == h && same_def(&x->pd[nm->alts[slot_alt[at] - 1]], p);
+    }
+    if (dup) continue;
+    hashes[at] = h;
+    nm->alts[nm->num_alts++] = d - 1;
+    slot_alt[at] = nm->num_alts;
   }
+  arena_reset(&x->run, mk);
   nm->built = 1;
   return 0;
 }
@@ -603,8 +666,14 @@ static int is_bad_name(const ex *x, const char *p, size_t n) {
   return 0;
 }
 
-/* Pastes r onto l (in place); a target or a wrapper's name stops the check. */
+/* Pastes r onto l (in place; a placemarker on either side leaves the other); a target or a
+ * wrapper's name stops the check. */
 static int paste(ex *x, tok *l, const tok *r, const name *in) {
+  if (r->kind == T_PLACEMARKER) return 0;
+  if (l->kind == T_PLACEMARKER) {
+    *l = *r;
+    return 0;
+  }
   size_t n = (size_t)l->n + r->n;
   char *b = arena_alloc(x, &x->run, n + 1);
   if (b == NULL) return -1;
@@ -626,6 +695,15 @@ static int paste(ex *x, tok *l, const tok *r, const name *in) {
 }
 
 static int step(ex *x, input *in, const tok *t, tvec *out);
+
+/* Counts a token read or substituted: 0 (with WHY_LIMIT) past a bound. */
+static int count_step(ex *x) {
+  if (++x->ep_steps > EX_EP_STEPS || ++x->steps > EX_MAX_STEPS) {
+    x->why = WHY_LIMIT;
+    return 0;
+  }
+  return 1;
+}
 
 /* The full expansion of an argument on its own. */
 static int expand_arg(ex *x, const tvec *arg, tvec *out) {
@@ -650,7 +728,8 @@ static int param_index(const pdef *m, const tok *t) {
   return -1;
 }
 
-/* m's body with __VA_OPT__(...) kept or dropped by whether the variadic argument has tokens. */
+/* m's body with each __VA_OPT__(...) replaced by its contents, or by a placemarker when the
+ * variable arguments expand to nothing. */
 static int va_opt(ex *x, const pdef *m, int va_empty, const tok **body, size_t *n) {
   size_t k = 0;
   for (; k < m->body_n && !tok_is(&m->body[k], "__VA_OPT__"); k++) {
@@ -673,7 +752,11 @@ static int va_opt(ex *x, const pdef *m, int va_empty, const tok **body, size_t *
       depth -= m->body[j].kind == T_RPAREN;
       if (depth == 0) break;
     }
-    if (!va_empty) {
+    if (va_empty || j == i + 2) {
+      static const char pm[] = "";
+      tok t = {pm, 0, m->body[i].off, T_PLACEMARKER, 0, NULL};
+      b[o++] = t;
+    } else {
       for (size_t k2 = i + 2; k2 < j; k2++) b[o++] = m->body[k2];
     }
     i = j; /* the closing parenthesis */
@@ -683,30 +766,59 @@ static int va_opt(ex *x, const pdef *m, int va_empty, const tok **body, size_t *
   return 0;
 }
 
+/* Appends an operand of ## (an argument unexpanded, or a placemarker for an empty one). */
+static int push_raw(ex *x, tvec *res, const tvec *a, uint32_t off) {
+  if (a->n == 0) {
+    static const char pm[] = "";
+    tok t = {pm, 0, off, T_PLACEMARKER, 0, NULL};
+    return tv_push(x, res, &t);
+  }
+  for (size_t k = 0; k < a->n; k++) {
+    if (tv_push(x, res, &a->v[k]) != 0) return -1;
+  }
+  return 0;
+}
+
+/* The argument of parameter pi fully expanded (once per substitution). */
+static int expanded_arg(ex *x, tvec *args, tvec *expanded, uint8_t *done, int pi) {
+  if (!done[pi]) {
+    tvec e = {NULL, 0, 0};
+    if (args[pi].n > 0 && expand_arg(x, &args[pi], &e) != 0) return -1;
+    expanded[pi] = e;
+    done[pi] = 1;
+  }
+  return 0;
+}
+
 /* Substitutes args into m's body, pastes, and adds hide set h to every token of the result. */
 static int subst(ex *x, const name *nm, const pdef *m, tvec *args, const hs *h, tvec *res) {
   tvec *expanded = NULL;
+  uint8_t *done = NULL;
   if (m->num_params > 0) {
-    expanded = arena_alloc(x, &x->run, m->num_params * sizeof *expanded);
+    expanded = arena_alloc(x, &x->run, m->num_params * (sizeof *expanded + 1));
     if (expanded == NULL) return -1;
-    memset(expanded, 0, m->num_params * sizeof *expanded);
+    memset(expanded, 0, m->num_params * (sizeof *expanded + 1));
+    done = (uint8_t *)(expanded + m->num_params);
   }
-  int va_empty = m->variadic && args[m->num_params - 1].n == 0;
+  int va_empty = 0;
+  if (m->variadic) { /* __VA_OPT__ looks at the variable arguments once expanded */
+    int va = (int)m->num_params - 1;
+    if (expanded_arg(x, args, expanded, done, va) != 0) return -1;
+    va_empty = expanded[va].n == 0;
+  }
   const tok *body;
   size_t bn;
   if (va_opt(x, m, va_empty, &body, &bn) != 0) return -1;
   size_t start = res->n;
   for (size_t i = 0; i < bn; i++) {
     const tok *tk = &body[i];
-    if (++x->steps > EX_MAX_STEPS) {
-      x->why = WHY_LIMIT;
-      return -1;
-    }
+    if (!count_step(x)) return -1;
     int pi = m->func ? param_index(m, tk) : -1;
+    int next_pastes = i + 1 < bn && body[i + 1].kind == T_PASTE;
     if (tk->kind == T_HASH && m->func && i + 1 < bn && param_index(m, &body[i + 1]) >= 0) {
       static const char str[] = "\"#\"";
-      tok s = {str, 3, tk->off, T_STR, NULL};
-      if (tv_push(x, res, &s) != 0) return -1;
+      tok t = {str, 3, tk->off, T_STR, 0, NULL};
+      if (tv_push(x, res, &t) != 0) return -1;
       i++;
       continue;
     }
@@ -715,63 +827,44 @@ static int subst(ex *x, const name *nm, const pdef *m, tvec *args, const hs *h, 
       const tok *rt = &body[i + 1];
       int ri = m->func ? param_index(m, rt) : -1;
       i++;
+      if (ri >= 0 && m->variadic && (uint32_t)ri == m->num_params - 1 &&
+          res->v[res->n - 1].kind == T_COMMA) { /* GNU: , ## __VA_ARGS__ */
+        if (args[ri].n == 0) {
+          res->n--;
+        } else if (push_raw(x, res, &args[ri], rt->off) != 0) {
+          return -1;
+        }
+        continue;
+      }
+      tvec one = {NULL, 0, 0};
+      const tvec *rhs = &one;
+      tok single;
       if (ri >= 0) {
-        const tvec *a = &args[ri];
-        if (m->variadic && (uint32_t)ri == m->num_params - 1 &&
-            res->v[res->n - 1].kind == T_COMMA) { /* GNU: , ## __VA_ARGS__ */
-          if (a->n == 0) res->n--;
-          for (size_t k = 0; k < a->n; k++) {
-            if (tv_push(x, res, &a->v[k]) != 0) return -1;
-          }
-          continue;
-        }
-        if (a->n == 0) continue; /* a placemarker */
-        if (paste(x, &res->v[res->n - 1], &a->v[0], nm) != 0) return -1;
-        for (size_t k = 1; k < a->n; k++) {
-          if (tv_push(x, res, &a->v[k]) != 0) return -1;
-        }
-        continue;
-      }
-      if (rt->kind == T_HASH && m->func && i + 1 < bn && param_index(m, &body[i + 1]) >= 0) {
+        rhs = &args[ri];
+      } else if (rt->kind == T_HASH && m->func && i + 1 < bn && param_index(m, &body[i + 1]) >= 0) {
         static const char str[] = "\"#\"";
-        tok s = {str, 3, rt->off, T_STR, NULL};
+        single = (tok){str, 3, rt->off, T_STR, 0, NULL};
+        one.v = &single;
+        one.n = 1;
         i++;
-        if (paste(x, &res->v[res->n - 1], &s, nm) != 0) return -1;
-        continue;
+      } else {
+        single = *rt;
+        one.v = &single;
+        one.n = 1;
       }
-      if (paste(x, &res->v[res->n - 1], rt, nm) != 0) return -1;
+      if (rhs->n == 0) continue; /* a placemarker: the left operand stays */
+      if (paste(x, &res->v[res->n - 1], &rhs->v[0], nm) != 0) return -1;
+      for (size_t k = 1; k < rhs->n; k++) {
+        if (tv_push(x, res, &rhs->v[k]) != 0) return -1;
+      }
+      continue;
+    }
+    if (pi >= 0 && next_pastes) { /* the left operand of ##, unexpanded */
+      if (push_raw(x, res, &args[pi], tk->off) != 0) return -1;
       continue;
     }
     if (pi >= 0) {
-      const tvec *a = &args[pi];
-      if (i + 1 < bn && body[i + 1].kind == T_PASTE) { /* the unexpanded argument */
-        if (a->n == 0) {
-          /* A placemarker: the right operand stands alone. */
-          int ri = i + 2 < bn ? param_index(m, &body[i + 2]) : -1;
-          if (ri >= 0) {
-            for (size_t k = 0; k < args[ri].n; k++) {
-              if (tv_push(x, res, &args[ri].v[k]) != 0) return -1;
-            }
-            i += 2;
-          } else if (i + 2 < bn) {
-            if (tv_push(x, res, &body[i + 2]) != 0) return -1;
-            i += 2;
-          } else {
-            i++;
-          }
-          continue;
-        }
-        for (size_t k = 0; k < a->n; k++) {
-          if (tv_push(x, res, &a->v[k]) != 0) return -1;
-        }
-        continue;
-      }
-      if (expanded[pi].v == NULL && a->n > 0) {
-        tvec e = {NULL, 0, 0};
-        if (expand_arg(x, a, &e) != 0) return -1;
-        expanded[pi] = e;
-        if (e.v == NULL) expanded[pi].v = (tok *)a->v; /* expanded to nothing: marked done */
-      }
+      if (expanded_arg(x, args, expanded, done, pi) != 0) return -1;
       for (size_t k = 0; k < expanded[pi].n; k++) {
         if (tv_push(x, res, &expanded[pi].v[k]) != 0) return -1;
       }
@@ -779,12 +872,18 @@ static int subst(ex *x, const name *nm, const pdef *m, tvec *args, const hs *h, 
     }
     if (tv_push(x, res, tk) != 0) return -1;
   }
+  size_t o = start;
   for (size_t k = start; k < res->n; k++) {
+    if (res->v[k].kind == T_PLACEMARKER) continue;
+    tok t = res->v[k];
     const hs *th = h;
-    if (hs_union(x, res->v[k].h, &th) != 0) return -1;
-    res->v[k].h = th;
-    res->v[k].off = UINT32_MAX; /* from a body */
+    if (hs_union(x, t.h, &th) != 0) return -1;
+    t.h = th;
+    t.off = UINT32_MAX; /* from a body */
+    t.after_directive = 0;
+    res->v[o++] = t;
   }
+  res->n = o;
   return 0;
 }
 
@@ -795,16 +894,23 @@ static uint32_t chosen(const ex *x, const name *nm) {
   return AS_ITSELF - 1; /* not chosen */
 }
 
+static int directive_inside(ex *x, const name *nm) {
+  snprintf(x->in_macro, sizeof x->in_macro, "%.*s", (int)(nm->n < 39 ? nm->n : 39), nm->p);
+  x->why = WHY_DIRECTIVE;
+  return -1;
+}
+
 /* Reads token t (already taken from in): emits it to out (when collecting), or expands it
  * under the current choices and pushes the result back onto in. */
 static int step(ex *x, input *in, const tok *t, tvec *out) {
-  if (++x->steps > EX_MAX_STEPS) {
-    x->why = WHY_LIMIT;
-    return -1;
-  }
+  if (!count_step(x)) return -1;
   name *nm = t->kind == T_ID ? find_name(x, t->p, t->n) : NULL;
   if (nm == NULL || hs_has(t->h, t->p, t->n)) return out != NULL ? tv_push(x, out, t) : 0;
   if (build_alts(x, nm) != 0) return -1;
+  if (nm->malformed) { /* a definition the check cannot read: the coarse check decides */
+    x->why = WHY_LIMIT;
+    return -1;
+  }
   uint32_t alt = nm->num_alts == 0 ? AS_ITSELF : chosen(x, nm);
   if (alt == AS_ITSELF - 1) {
     x->why = WHY_NEED;
@@ -823,19 +929,23 @@ static int step(ex *x, input *in, const tok *t, tvec *out) {
   const tok *nx = in_peek(in);
   if (nx == NULL || nx->kind != T_LPAREN) return out != NULL ? tv_push(x, out, t) : 0;
   tok lp;
+  int from_src = in->stack.n == 0;
   (void)in_next(in, &lp);
+  if (from_src && lp.after_directive) return directive_inside(x, nm);
   size_t na = m->num_params > 0 ? m->num_params : 1;
   tvec *args = arena_alloc(x, &x->run, na * sizeof *args);
   if (args == NULL) return -1;
   memset(args, 0, na * sizeof *args);
   size_t ai = 0;
   int depth = 0, closed = 0, too_many = 0;
-  tok a, rp = {NULL, 0, 0, 0, NULL};
-  while (in_next(in, &a)) {
-    if (++x->steps > EX_MAX_STEPS) {
-      x->why = WHY_LIMIT;
-      return -1;
-    }
+  tok a, rp = {NULL, 0, 0, 0, 0, NULL};
+  for (;;) {
+    from_src = in->stack.n == 0;
+    if (!in_next(in, &a)) break;
+    if (!count_step(x)) return -1;
+    /* NVRTC applies a directive among the arguments (a group skipped, a macro redefined, a
+     * file included), which this expansion does not follow. */
+    if (from_src && a.after_directive) return directive_inside(x, nm);
     if (a.kind == T_RPAREN && depth == 0) {
       closed = 1;
       rp = a;
@@ -873,7 +983,7 @@ typedef struct text_ctx {
 
 static size_t line_of(const text_ctx *c, uint32_t off) {
   size_t line = 1;
-  for (uint32_t i = 0; i < off; i++) line += c->clean[i] == '\n';
+  for (uint32_t i = 0; i < off; i++) line += c->clean[i] == '\n' || c->clean[i] == '\x01';
   for (size_t k = 0; k < c->num_splices; k++) line += c->splices[k] <= off;
   return line;
 }
@@ -882,6 +992,12 @@ static t4a_status refusal(ex *x, const text_ctx *c, const tok *start) {
   size_t line = line_of(c, start->off);
   int nn = (int)(start->n < 64 ? start->n : 64);
   if (x->why == WHY_OOM) return T4A_HOST_OUT_OF_MEMORY;
+  if (x->why == WHY_DIRECTIVE) {
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_nvrtc_request", 0, NULL, 0,
+                          "%s, line %zu: a directive stands among the arguments of %s, which "
+                          "NVRTC applies there (its tokens may paste __has_include)%s",
+                          c->where, line, x->in_macro, c->advice);
+  }
   if (x->why == WHY_BAD) {
     return t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_nvrtc_request", 0, NULL, 0,
                           "%s, line %zu: %.*s expands to a paste that makes %s (in the macro "
@@ -889,15 +1005,15 @@ static t4a_status refusal(ex *x, const text_ctx *c, const tok *start) {
                           c->where, line, nn, start->p, x->bad, x->in_macro, c->advice);
   }
   return t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_nvrtc_request", 0, NULL, 0,
-                        "%s, line %zu: %.*s has too many expansions to check for a pasted "
-                        "__has_include%s",
-                        c->where, line, nn, start->p, c->advice);
+                        "%s, line %zu: %.*s has too many expansions to check one by one, and its "
+                        "tokens with the pieces in the definitions could paste %s%s",
+                        c->where, line, nn, start->p, x->bad, c->advice);
 }
 
 /* Runs the invocation at s[p] under the current choices, then under each choice of the name
  * it needs next. Marks reach[end] for every place an expansion ends. */
 static int explore(ex *x, const tok *s, size_t m, size_t p, uint8_t *reach) {
-  if (++x->runs > EX_MAX_RUNS) {
+  if (++x->runs > EX_EP_RUNS) {
     x->why = WHY_LIMIT;
     return -1;
   }
@@ -938,6 +1054,54 @@ static int explore(ex *x, const tok *s, size_t m, size_t p, uint8_t *reach) {
   return 0;
 }
 
+/* Whether pieces (the definitions' and n more) can be joined, in any order, into bad name b. */
+static int joins_into(const ex *x, const char *b, const tok *more, size_t n) {
+  size_t L = strlen(b);
+  uint8_t reach[64] = {0};
+  if (L >= sizeof reach) return 1; /* (wrapper names are under 32 bytes) */
+  reach[0] = 1;
+  for (size_t i = 0; i < L; i++) {
+    if (!reach[i]) continue;
+    for (size_t k = 0; k < x->num_pieces + n; k++) {
+      const char *piece = k < x->num_pieces ? x->pieces[k] : more[k - x->num_pieces].p;
+      size_t pn = k < x->num_pieces ? strlen(piece) : more[k - x->num_pieces].n;
+      if (pn > 0 && pn < L && i + pn <= L && memcmp(b + i, piece, pn) == 0) reach[i + pn] = 1;
+    }
+  }
+  return reach[L];
+}
+
+/* The coarse check of an invocation with too many expansions to run each: every token a paste
+ * in any of them could join comes from a definition's body (x->pieces: each piece of a bad name
+ * there) or from the text the invocation can take, its name and the parenthesised groups right
+ * after it (an expansion takes more of the text only by ending in a function-like macro's name
+ * followed by '('); if no order of those pieces makes a bad name, no expansion pastes one. Sets
+ * *end past the groups. 0: passes; -1: x->bad names what the pieces could make. */
+static int coarse_check(ex *x, const tok *s, size_t m, size_t p, size_t *end) {
+  size_t q = p + 1;
+  while (q < m && s[q].kind == T_LPAREN) {
+    int depth = 0;
+    do {
+      depth += s[q].kind == T_LPAREN;
+      depth -= s[q].kind == T_RPAREN;
+      q++;
+    } while (q < m && depth > 0);
+  }
+  *end = q;
+  for (size_t k = p + 1; k < q; k++) {
+    if (s[k].after_directive) return -2; /* the tokens could differ from those seen */
+  }
+  static const char *const targets[] = {"__has_include", "__has_include_next", "__has_embed"};
+  for (size_t b = 0; b < 3 + x->num_wrappers; b++) {
+    const char *bad = b < 3 ? targets[b] : x->wrappers[b - 3];
+    if (joins_into(x, bad, s + p, q - p)) {
+      snprintf(x->bad, sizeof x->bad, "%s", bad);
+      return -1;
+    }
+  }
+  return 0;
+}
+
 /* Every invocation of one token sequence (a text's lines, or one #if expression). */
 static t4a_status check_stream(ex *x, const text_ctx *c, const tok *s, size_t m) {
   if (m == 0) return T4A_OK;
@@ -954,31 +1118,70 @@ static t4a_status check_stream(ex *x, const text_ctx *c, const tok *s, size_t m)
       continue;
     }
     x->num_choices = 0;
-    if (explore(x, s, m, p, reach) != 0) st = refusal(x, c, &s[p]);
+    x->runs = 0;
+    x->ep_steps = 0;
+    int r = x->steps >= EX_MAX_STEPS ? -1 : explore(x, s, m, p, reach);
+    if (r == 0) continue;
+    if (x->why == WHY_LIMIT || x->steps >= EX_MAX_STEPS) {
+      size_t end = 0;
+      x->why = WHY_NONE;
+      int cr = coarse_check(x, s, m, p, &end);
+      if (cr == 0) {
+        reach[p + 1] = 1; /* what is inside is checked on its own */
+        continue;
+      }
+      if (cr == -2) {
+        const name *nm2 = find_name(x, s[p].p, s[p].n);
+        (void)directive_inside(x, nm2);
+      } else {
+        x->why = WHY_LIMIT;
+      }
+    }
+    st = refusal(x, c, &s[p]);
   }
   return st;
 }
 
+static t4a_status text_refusal(const text_ctx *c, size_t line, const char *what) {
+  return t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_nvrtc_request", 0, NULL, 0,
+                        "%s, line %zu: %s, so the check cannot tell what a macro's arguments "
+                        "hold there (a paste could make __has_include)%s",
+                        c->where, line, what, c->advice);
+}
+
 /* Lexes one request text into its line tokens and its #if / #elif expressions (without the
- * operands of `defined` and of __has_include and its kind), and checks each. */
+ * operands of `defined` and of __has_include and its kind), and checks each. An invocation's
+ * arguments must lie within the text and hold no directive: a parenthesis closing one the text
+ * did not open, or an #include among open parentheses, could hand one text's tokens to another
+ * text's invocation, and is refused. */
 static t4a_status check_text(ex *x, const char *text, size_t n, const char *where,
                              const char *advice) {
   text_ctx c = {where, advice, NULL, 0, NULL};
+  if (x->trigraphs && x->raw_strings && memmem(text, n, "??", 2) != NULL) {
+    /* A raw string reverts trigraphs, which the cleaning here replaces first. */
+    return text_refusal(&c, 1, "'?\?' in a dialect with both trigraphs and raw strings");
+  }
   size_t cn = 0;
   uint32_t *sp = NULL;
   size_t ns = 0;
   char *b = clean(x, &x->run, text, n, &cn, &sp, &ns); /* freed with the run arena */
-  if (b == NULL) return x->why == WHY_OOM ? T4A_HOST_OUT_OF_MEMORY : refusal(x, &c, &(tok){text, 0, 0, 0, NULL});
+  if (b == NULL) {
+    return x->why == WHY_OOM ? T4A_HOST_OUT_OF_MEMORY
+                             : refusal(x, &c, &(tok){text, 0, 0, 0, 0, NULL});
+  }
   c.splices = sp;
   c.num_splices = ns;
   c.clean = b;
   tvec lines = {NULL, 0, 0}, expr = {NULL, 0, 0};
   t4a_status st = T4A_OK;
   size_t i = 0;
-  int line_start = 1;
+  int line_start = 1, after_directive = 0;
+  long depth = 0; /* parentheses open on the text's lines */
   while (i < cn && st == T4A_OK) {
     tok t;
+    x->crossed = 0;
     int k = lex(x, b, cn, &i, &t);
+    if (x->crossed) line_start = 1; /* a # after a block comment's newline starts a directive */
     if (k == 0) {
       if (i < cn && b[i] == '\n') {
         i++;
@@ -992,6 +1195,13 @@ static t4a_status check_text(ex *x, const char *text, size_t n, const char *wher
       tok d;
       int dk = lex(x, b, cn, &i, &d);
       int is_if = dk == T_ID && (tok_is(&d, "if") || tok_is(&d, "elif"));
+      int is_include = dk == T_ID && (tok_is(&d, "include") || tok_is(&d, "include_next") ||
+                                      tok_is(&d, "import") || tok_is(&d, "embed"));
+      if (is_include && depth > 0) {
+        st = text_refusal(&c, line_of(&c, d.off), "an include among open parentheses");
+        break;
+      }
+      after_directive = 1;
       expr.n = 0;
       while ((k = lex(x, b, cn, &i, &t)) != 0) {
         if (!is_if) continue;
@@ -1011,10 +1221,15 @@ static t4a_status check_text(ex *x, const char *text, size_t n, const char *wher
           size_t j = i;
           tok u;
           if (lex(x, b, cn, &j, &u) == T_LPAREN) {
-            int depth = 1;
-            while (depth > 0 && (k = lex(x, b, cn, &j, &u)) != 0) {
-              depth += k == T_LPAREN;
-              depth -= k == T_RPAREN;
+            while (j < cn && (b[j] == ' ' || b[j] == '\t')) j++;
+            if (j < cn && b[j] == '<') { /* a header name: one token to the '>' */
+              while (j < cn && b[j] != '>' && b[j] != '\n') j++;
+              if (j < cn && b[j] == '>') j++;
+            }
+            int open = 1;
+            while (open > 0 && (k = lex(x, b, cn, &j, &u)) != 0) {
+              open += k == T_LPAREN;
+              open -= k == T_RPAREN;
             }
             i = j;
           }
@@ -1026,9 +1241,17 @@ static t4a_status check_text(ex *x, const char *text, size_t n, const char *wher
       if (is_if) st = check_stream(x, &c, expr.v, expr.n);
       continue;
     }
+    depth += t.kind == T_LPAREN;
+    depth -= t.kind == T_RPAREN;
+    if (depth < 0) {
+      st = text_refusal(&c, line_of(&c, t.off), "a parenthesis closes one this text did not open");
+      break;
+    }
+    t.after_directive = after_directive;
+    after_directive = 0;
     if (tv_push(x, &lines, &t) != 0) break;
   }
-  if (st == T4A_OK && x->why != WHY_NONE) st = refusal(x, &c, &(tok){b, 0, 0, 0, NULL});
+  if (st == T4A_OK && x->why != WHY_NONE) st = refusal(x, &c, &(tok){b, 0, 0, 0, 0, NULL});
   if (st == T4A_OK) st = check_stream(x, &c, lines.v, lines.n);
   arena_free(&x->run); /* the text, its streams: below every run's mark */
   return st;
@@ -1044,6 +1267,8 @@ t4a_status t4a_nvrtc_check_pastes_(const t4a_nvrtc_paste_check_ *pc) {
   x.trigraphs = pc->trigraphs;
   x.raw_strings = pc->raw_strings;
   x.digit_separators = pc->digit_separators;
+  x.pieces = pc->pieces;
+  x.num_pieces = pc->num_pieces;
   t4a_status st = T4A_OK;
   if (x.num_defs > 0) {
     size_t slots = 16;
@@ -1058,15 +1283,26 @@ t4a_status t4a_nvrtc_check_pastes_(const t4a_nvrtc_paste_check_ *pc) {
     x.mask = slots - 1;
     for (size_t d = x.num_defs; st == T4A_OK && d-- > 0;) { /* chains in text order */
       const t4a_nvrtc_macro_ *m = &x.defs[d];
-      if (m->name_len == 0 || m->name_len >= 1024) continue;
-      name *nm = find_name(&x, m->name, m->name_len);
+      const char *np = m->name;
+      size_t nn = m->name_len;
+      if (memchr(np, '\\', nn) != NULL || (x.trigraphs && memchr(np, '?', nn) != NULL)) {
+        np = clean(&x, &x.perm, m->name, m->name_len, &nn, NULL, NULL); /* a spliced name */
+        if (np == NULL) {
+          st = x.why == WHY_OOM ? T4A_HOST_OUT_OF_MEMORY
+                                : t4a_error_set_(T4A_LIMIT_EXCEEDED, "t4a_nvrtc_request", 0, NULL,
+                                                 0, "the definitions are too large to expand");
+          break;
+        }
+      }
+      if (nn == 0) continue;
+      name *nm = find_name(&x, np, nn);
       if (nm == NULL) {
-        size_t h = hash_name(m->name, m->name_len) & x.mask;
+        size_t h = hash_name(np, nn) & x.mask;
         while (x.slots[h] != 0) h = (h + 1) & x.mask;
         nm = &x.names[x.num_names];
         x.slots[h] = (uint32_t)++x.num_names;
-        nm->p = m->name;
-        nm->n = (uint32_t)m->name_len;
+        nm->p = np;
+        nm->n = (uint32_t)nn;
       }
       x.next_def[d] = nm->first;
       nm->first = (uint32_t)(d + 1);

@@ -131,6 +131,8 @@ typedef struct t4a_nvrtc_paste_check_ {
   size_t num_defs;
   const char (*wrappers)[32]; /* macros that apply __has_include to a parameter */
   size_t num_wrappers;
+  const char *const *pieces; /* the pieces of those names and of __has_include the definitions' */
+  size_t num_pieces;         /* bodies spell (for an invocation too large to expand each way) */
   const char *const *texts; /* the request's texts and, for messages, what each is */
   const size_t *text_bytes;
   const char *const *wheres;
@@ -142,7 +144,8 @@ typedef struct t4a_nvrtc_paste_check_ {
 /* Expands every macro invocation of the texts (their lines and #if / #elif expressions) over
  * every definition of each name met, and as itself: INVALID_ARGUMENT, naming the text, line and
  * macro, when a paste makes __has_include, __has_include_next, __has_embed or a wrapper's name,
- * or when an invocation has too many expansions to check; HOST_OUT_OF_MEMORY; else OK. */
+ * or, for an invocation with too many expansions to run each, when its tokens and `pieces` could
+ * be joined into one; HOST_OUT_OF_MEMORY; else OK. */
 T4A_MUST_USE t4a_status t4a_nvrtc_check_pastes_(const t4a_nvrtc_paste_check_ *pc);
 /* Tests: the runs of invocations since start (one per set of definitions tried). */
 uint64_t t4a_nvrtc_expand_runs_(void);
