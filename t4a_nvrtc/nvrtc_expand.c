@@ -10,9 +10,11 @@
  * definition the check saw for it and as itself (undefined), one choice per name for the whole
  * invocation, as one point of the real preprocessing has one; the choices are found by running
  * the invocation again whenever it meets a name not yet chosen. Every paste's result is looked
- * at: a target or a wrapper's name is refused, and so is an invocation that cannot be expanded
- * within the bounds below. Definitions come from every branch of every text, so the expansion
- * over-approximates what NVRTC does, which can only refuse more. */
+ * at: a target or a wrapper's name is refused. An invocation that cannot be expanded within the
+ * bounds below gets a coarse check instead (coarse_check); one whose arguments hold a directive,
+ * which NVRTC would apply there, is refused, and so is a text whose parentheses could hand its
+ * tokens to another text's invocation (check_text). Definitions come from every branch of every
+ * text, so the expansion over-approximates what NVRTC does, which can only refuse more. */
 #define _GNU_SOURCE
 #include <stdatomic.h>
 #include <stdint.h>
@@ -92,7 +94,7 @@ typedef struct mark {
 enum { WHY_NONE, WHY_NEED, WHY_BAD, WHY_LIMIT, WHY_OOM, WHY_DIRECTIVE };
 
 typedef struct pdef { /* a definition, parsed when first met */
-  int state;          /* 0: not yet; 1: parsed; -1: malformed (never the live one: NVRTC errs) */
+  int state;          /* 0: not yet; 1: parsed; -1: unreadable here (its name: the coarse check) */
   int func, variadic; /* variadic: the last parameter takes the rest */
   tok *params, *body;
   uint32_t num_params, body_n;
@@ -206,8 +208,8 @@ static char trigraph(char c) {
 }
 
 /* Copies text[0..n) into the arena with trigraphs replaced (where the dialect has them), line
- * splices removed (*splices: their offsets in the copy, for lines) and comments blanked (their
- * newlines kept). */
+ * splices removed (*splices: their offsets in the copy, for lines) and comments blanked (a block
+ * comment's newlines as \x01, which ends no directive). */
 static char *clean(ex *x, arena *a, const char *text, size_t n, size_t *out_n, uint32_t **splices,
                    size_t *num_splices) {
   char *b = arena_alloc(x, a, n + 1);
