@@ -649,6 +649,12 @@ typedef struct scan {
   } *wpieces;
   size_t num_wpieces, wpieces_cap;
   int pass; /* 1: includes; 2: uses of the wrappers */
+  /* The destringized operands of _Pragma("...") (scanned as texts; freed at the end) and how
+   * deep such a scan is nested. */
+  char **pragmas;
+  size_t num_pragmas, pragmas_cap;
+  int pragma_depth;
+  int open_body; /* some #define's body opens a parenthesis it does not close */
   /* Every #define of the texts scanned (name, function-like or not, body), for computed
    * includes in root files, which are resolved by expanding their object-like macros over every
    * definition seen (each alternative checked and followed like a literal include). */
@@ -1365,6 +1371,104 @@ static long wrapper_pieces_join(const scan *s, size_t *first) {
   return -1;
 }
 
+static t4a_status scan_text(scan *s, const char *text, size_t n);
+
+/* A #define (pass 1) whose body opens a parenthesis it does not close: its expansion takes the
+ * tokens that follow wherever it is used. A request's such definition used in a root's text
+ * would take the root's tokens as arguments that no collection sees, so with roots it is
+ * refused; any such definition widens the expansion's coarse check (nvrtc_expand.c). */
+static t4a_status note_open_body(scan *s, const ident *name, size_t line) {
+  if (s->pass != 1) return T4A_OK;
+  s->open_body = 1;
+  if (s->cur_root < 0 && s->num_roots > 0) {
+    return REFUSE("%s, line %zu: the body of %s opens a parenthesis it does not close, so where "
+                  "a root's text uses it the check cannot tell what its arguments hold%s",
+                  s->where, line, name->text, k_root_advice);
+  }
+  return T4A_OK;
+}
+
+/* _Pragma("...") at L (after the name): NVRTC destringizes its operand and reads it as a
+ * #pragma line, which may hold __has_include or macros. Its text is scanned like any other
+ * (after "pragma ", so that a '#' in it starts no directive). *taken: whether the
+ * operand was a string literal (L moved past the ')'); else L is unchanged. */
+static t4a_status scan_pragma(scan *s, lexer *L, size_t line, int *taken) {
+  *taken = 0;
+  lexer save = *L;
+  lx_blanks(L, NULL);
+  if (lx_cur(L) != '(') {
+    *L = save;
+    return T4A_OK;
+  }
+  lx_get(L);
+  lx_blanks(L, NULL);
+  if (is_ident(lx_cur(L)) && !(lx_cur(L) >= '0' && lx_cur(L) <= '9')) {
+    ident pre; /* an encoding prefix: L"..." u8"..." */
+    lx_ident(L, &pre);
+    if (lx_cur(L) != '"' || !(ident_is(&pre, "L") || ident_is(&pre, "u8") ||
+                              ident_is(&pre, "u") || ident_is(&pre, "U"))) {
+      *L = save;
+      return T4A_OK;
+    }
+  }
+  if (lx_cur(L) != '"') {
+    *L = save;
+    return T4A_OK;
+  }
+  lx_get(L);
+  size_t cap = 64, len = 7;
+  char *buf = t4a_host_malloc(cap);
+  if (buf == NULL) return T4A_HOST_OUT_OF_MEMORY;
+  memcpy(buf, "pragma ", 7); /* no piece of __has_include */
+  int c;
+  while ((c = lx_cur(L)) != -1 && c != '\n' && c != '"') {
+    lx_get(L);
+    if (c == '\\' && (lx_cur(L) == '"' || lx_cur(L) == '\\')) c = lx_get(L);
+    if (len + 1 >= cap) {
+      char *nb = t4a_host_realloc(buf, cap * 2);
+      if (nb == NULL) {
+        free(buf);
+        return T4A_HOST_OUT_OF_MEMORY;
+      }
+      buf = nb;
+      cap *= 2;
+    }
+    buf[len++] = (char)c;
+  }
+  if (c == '"') lx_get(L);
+  lx_blanks(L, NULL);
+  if (c != '"' || lx_cur(L) != ')') {
+    free(buf);
+    *L = save;
+    return T4A_OK; /* not one string literal: NVRTC errs, or it is a macro's operand */
+  }
+  lx_get(L);
+  *taken = 1;
+  if (s->num_pragmas == s->pragmas_cap) {
+    size_t ncap = s->pragmas_cap ? s->pragmas_cap * 2 : 8;
+    char **np = t4a_host_realloc(s->pragmas, ncap * sizeof *np);
+    if (np == NULL) {
+      free(buf);
+      return T4A_HOST_OUT_OF_MEMORY;
+    }
+    s->pragmas = np;
+    s->pragmas_cap = ncap;
+  }
+  s->pragmas[s->num_pragmas++] = buf; /* computed includes keep pointers into it */
+  if (s->pragma_depth >= 4) {
+    return REFUSE("%s, line %zu: _Pragma nested more than 4 deep%s", s->where, line,
+                  s->num_roots > 0 ? k_root_advice : k_advice);
+  }
+  char where[sizeof s->where];
+  memcpy(where, s->where, sizeof where);
+  snprintf(s->where, sizeof s->where, "%.200s, line %zu, in _Pragma's operand", where, line);
+  s->pragma_depth++;
+  t4a_status st = scan_text(s, buf, len);
+  s->pragma_depth--;
+  memcpy(s->where, where, sizeof where);
+  return st;
+}
+
 /* Lexes one text and checks its includes. */
 static t4a_status scan_text(scan *s, const char *text, size_t n) {
   lexer L = {text, n, 0, 1, s->d.trigraphs};
@@ -1376,6 +1480,7 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
   ident def_params[16];
   size_t num_params = 0;
   int in_define = 0;
+  long body_parens = 0; /* '(' less ')' in the body of the #define being read (pass 1) */
   def_name.len = 0;
   size_t arg_depth = 0; /* pass 2: inside the arguments of a function-like macro */
   int def_is_func = 0;
@@ -1386,8 +1491,8 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
         ifdef_operand == 0 && arg_depth == 0) {
       /* The fast lane of a root file, between tokens that change nothing: blanks, punctuators
        * but # % / . and quotes, and identifiers that end at a byte read as itself (no splice,
-       * no literal's prefix) and are not `defined`, nor could be __has_include or (second pass)
-       * a wrapper or a function-like macro. What stops it is lexed below as before. */
+       * no literal's prefix) and are not `defined` or `_Pragma`, nor could be __has_include or
+       * (second pass) a wrapper or a function-like macro. What stops it is lexed below as before. */
       size_t i = L.i;
       while (i < L.n) {
         unsigned char b = (unsigned char)L.s[i], cc = k_cc[b];
@@ -1404,7 +1509,9 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
             PIECE_CH(L.s[j - 1])) {
           note_may(s, L.s + i, len);
         }
-        if (len == 7 && memcmp(L.s + i, "defined", 7) == 0) break;
+        if (len == 7 && (memcmp(L.s + i, "defined", 7) == 0 || memcmp(L.s + i, "_Pragma", 7) == 0)) {
+          break;
+        }
         if (len >= 11 && memcmp(L.s + i, "__has_", 6) == 0) break;
         if (s->pass == 2) {
           size_t bit = func_sieve_bit(L.s + i, len);
@@ -1423,6 +1530,9 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
     int c = lx_cur(&L);
     if (c == -1) break;
     if (c == '\n') {
+      if (in_define && body_parens > 0 && (st = note_open_body(s, &def_name, L.line)) != T4A_OK) {
+        return st;
+      }
       lx_get(&L);
       line_start = 1;
       ifdef_operand = 0;
@@ -1458,6 +1568,7 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
         lx_blanks(&L, NULL);
         if (is_ident(lx_cur(&L))) {
           def_start = L.i;
+          body_parens = 0;
           lx_ident(&L, &def_name);
           def_end = L.i;
           num_params = 0;
@@ -1541,6 +1652,14 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
         lx_quoted(&L, q);
         after_defined = ifdef_operand = 0;
         continue;
+      }
+      if (id.len == 7 && ident_is(&id, "_Pragma") && !ifdef_operand && after_defined == 0) {
+        int taken = 0;
+        if ((st = scan_pragma(s, &L, line, &taken)) != T4A_OK) return st;
+        if (taken) {
+          after_defined = ifdef_operand = 0;
+          continue;
+        }
       }
       int has_include = id.len >= 11 && id.text[0] == '_' &&
                         (ident_is(&id, "__has_include") || ident_is(&id, "__has_include_next") ||
@@ -1723,6 +1842,7 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
     lx_get(&L);
     if (arg_depth > 0 && c == '(') arg_depth++;
     if (arg_depth > 0 && c == ')') arg_depth--;
+    if (in_define && s->pass == 1) body_parens += (c == '(') - (c == ')');
     if (c == '"' || c == '\'') {
       lx_quoted(&L, c);
     } else if (c == '(' && after_defined == 1) {
@@ -1734,8 +1854,14 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
     /* A run of blanks and punctuators after this one changes nothing more (outside a wrapper's
      * arguments, parentheses too): skipped as raw bytes. */
     unsigned char skip = arg_depth > 0 ? CC_SKIP : CC_SKIP | CC_PAREN;
+    if (in_define && s->pass == 1) {
+      for (; L.i < L.n && (k_cc[(unsigned char)L.s[L.i]] & skip); L.i++) {
+        body_parens += (L.s[L.i] == '(') - (L.s[L.i] == ')');
+      }
+    }
     while (L.i < L.n && (k_cc[(unsigned char)L.s[L.i]] & skip)) L.i++;
   }
+  if (in_define && body_parens > 0) return note_open_body(s, &def_name, L.line);
   return T4A_OK;
 }
 
@@ -2101,8 +2227,8 @@ static t4a_status check_request_pastes(scan *s) {
   for (size_t i = 0; i < s->num_pieces; i++) pieces[i] = s->pieces[i];
   for (size_t i = 0; i < s->num_wpieces; i++) pieces[s->num_pieces + i] = s->wpieces[i].text;
   t4a_nvrtc_paste_check_ pc = {s->defs, s->num_defs, (const char(*)[32])s->wrappers,
-                               s->num_wrappers, pieces, np, texts, bytes, wheres, nt,
-                               k_root_advice, s->d.trigraphs, s->d.raw_strings,
+                               s->num_wrappers, pieces, np, s->open_body, texts, bytes, wheres,
+                               nt, k_root_advice, s->d.trigraphs, s->d.raw_strings,
                                s->d.digit_separators};
   t4a_status st = t4a_nvrtc_check_pastes_(&pc);
   free(pieces);
@@ -2155,6 +2281,17 @@ static t4a_status scan_request_texts(scan *s) {
           if (st == T4A_OK) {
             st = add_body_pieces(s, po.value + L.i, po.value_bytes - L.i, po.value + k, eq - k);
           }
+          long open = 0;
+          size_t bi = L.i, bs = 0;
+          int bk;
+          while (st == T4A_OK && (bk = body_token(po.value, po.value_bytes, &bi, &bs)) != 0) {
+            if (bk == 'p') open += (po.value[bs] == '(') - (po.value[bs] == ')');
+          }
+          ident dn;
+          dn.len = k < sizeof dn.text ? k : sizeof dn.text - 1;
+          memcpy(dn.text, po.value, dn.len);
+          dn.text[dn.len] = '\0';
+          if (st == T4A_OK && open > 0) st = note_open_body(s, &dn, 1);
         } else {
           lexer L1 = {one, 1, 0, 1, 0};
           st = add_define(s, &L1, po.value, k, po.value + k, eq - k, func);
@@ -2240,6 +2377,15 @@ t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p) {
   }
   /* pastes that join the request's own tokens with the roots' definitions */
   if (st == T4A_OK && s.num_roots > 0 && s.pasted) st = check_request_pastes(&s);
+  for (size_t k = 0; st == T4A_OK && s.pasted && k < s.num_wrappers; k++) {
+    if (strpbrk(s.wrappers[k], "0123456789") != NULL) {
+      /* A predefined macro's value (__LINE__, __COUNTER__, __CUDA_ARCH__) is a number no text
+       * shows: with a paste anywhere, such a name could be pasted together unseen. */
+      st = REFUSE("the macro %s applies __has_include to its argument and its name holds a digit, "
+                  "which a paste of a predefined macro's value could make%s",
+                  s.wrappers[k], k_root_advice);
+    }
+  }
   size_t wfirst = 0;
   long w = st == T4A_OK && s.pasted ? wrapper_pieces_join(&s, &wfirst) : -1;
   if (w >= 0) {
@@ -2248,6 +2394,8 @@ t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p) {
                 s.wpieces[wfirst].at, s.wpieces[wfirst].text, s.wrappers[w], k_root_advice);
   }
   free(s.wpieces);
+  for (size_t i = 0; i < s.num_pragmas; i++) free(s.pragmas[i]);
+  free(s.pragmas);
   for (size_t i = 0; i < s.queue_len; i++) free(s.queue[i].raw);
   free(s.queue);
   free(s.wrappers);

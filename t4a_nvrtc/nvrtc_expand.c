@@ -131,6 +131,7 @@ typedef struct ex {
   uint64_t steps, ep_steps, runs;
   const char *const *pieces; /* every piece of a bad name in the definitions' bodies */
   size_t num_pieces;
+  int open_body; /* some body opens a parenthesis it does not close */
   int depth;
   int crossed; /* lex skipped a block comment's newline */
   int why;
@@ -1081,6 +1082,7 @@ static int joins_into(const ex *x, const char *b, const tok *more, size_t n) {
  * *end past the groups. 0: passes; -1: x->bad names what the pieces could make. */
 static int coarse_check(ex *x, const tok *s, size_t m, size_t p, size_t *end) {
   size_t q = p + 1;
+  if (x->open_body) q = m; /* a body's unclosed '(' takes whatever follows */
   while (q < m && s[q].kind == T_LPAREN) {
     int depth = 0;
     do {
@@ -1151,6 +1153,39 @@ static t4a_status text_refusal(const text_ctx *c, size_t line, const char *what)
                         c->where, line, what, c->advice);
 }
 
+/* The operand of _Pragma("..."), destringized: NVRTC reads it as a #pragma line, whose macros
+ * some pragmas expand (unroll N); checked as a stream of its own. */
+static t4a_status check_pragma(ex *x, const text_ctx *c, const tok *str) {
+  const char *q = memchr(str->p, '"', str->n);
+  if (q == NULL || str->n < 2 || str->p[str->n - 1] != '"') return T4A_OK; /* not a string */
+  size_t n = (size_t)(str->p + str->n - 1 - (q + 1));
+  char *raw = arena_alloc(x, &x->run, n + 1);
+  if (raw == NULL) return refusal(x, c, str);
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) {
+    char ch = q[1 + i];
+    if (ch == '\\' && i + 1 < n && (q[2 + i] == '"' || q[2 + i] == '\\')) ch = q[1 + ++i];
+    raw[k++] = ch;
+  }
+  size_t cn = 0;
+  char *b = clean(x, &x->run, raw, k, &cn, NULL, NULL);
+  if (b == NULL) return refusal(x, c, str);
+  tvec v = {NULL, 0, 0};
+  size_t i = 0;
+  tok t;
+  for (;;) {
+    if (lex(x, b, cn, &i, &t) != 0) {
+      t.off = str->off; /* for the line */
+      if (tv_push(x, &v, &t) != 0) return refusal(x, c, str);
+    } else if (i < cn) {
+      i++; /* a newline in a block comment's place */
+    } else {
+      break;
+    }
+  }
+  return check_stream(x, c, v.v, v.n);
+}
+
 /* Lexes one request text into its line tokens and its #if / #elif expressions (without the
  * operands of `defined` and of __has_include and its kind), and checks each. An invocation's
  * arguments must lie within the text and hold no directive: a parenthesis closing one the text
@@ -1196,14 +1231,20 @@ static t4a_status check_text(ex *x, const char *text, size_t n, const char *wher
     if (k == T_HASH && was) { /* a directive */
       tok d;
       int dk = lex(x, b, cn, &i, &d);
-      int is_if = dk == T_ID && (tok_is(&d, "if") || tok_is(&d, "elif"));
+      /* NVRTC expands the macros of #if, #elif and #line operands, and of some pragmas'
+       * (#pragma unroll N): each is a stream of its own. */
+      int is_pragma = dk == T_ID && tok_is(&d, "pragma");
+      int is_if = dk == T_ID && (tok_is(&d, "if") || tok_is(&d, "elif") || tok_is(&d, "line") ||
+                                 is_pragma);
       int is_include = dk == T_ID && (tok_is(&d, "include") || tok_is(&d, "include_next") ||
                                       tok_is(&d, "import") || tok_is(&d, "embed"));
       if (is_include && depth > 0) {
         st = text_refusal(&c, line_of(&c, d.off), "an include among open parentheses");
         break;
       }
-      after_directive = 1;
+      /* A pragma among a macro's arguments changes no definition and no token (NVRTC knows no
+       * push_macro); any other directive there is refused (directive_inside). */
+      if (!is_pragma) after_directive = 1;
       expr.n = 0;
       while ((k = lex(x, b, cn, &i, &t)) != 0) {
         if (!is_if) continue;
@@ -1255,6 +1296,13 @@ static t4a_status check_text(ex *x, const char *text, size_t n, const char *wher
   }
   if (st == T4A_OK && x->why != WHY_NONE) st = refusal(x, &c, &(tok){b, 0, 0, 0, 0, NULL});
   if (st == T4A_OK) st = check_stream(x, &c, lines.v, lines.n);
+  for (size_t k = 0; st == T4A_OK && k + 3 < lines.n; k++) {
+    if (lines.v[k].kind == T_ID && tok_is(&lines.v[k], "_Pragma") &&
+        lines.v[k + 1].kind == T_LPAREN && lines.v[k + 2].kind == T_STR &&
+        lines.v[k + 3].kind == T_RPAREN) {
+      st = check_pragma(x, &c, &lines.v[k + 2]);
+    }
+  }
   arena_free(&x->run); /* the text, its streams: below every run's mark */
   return st;
 }
@@ -1271,6 +1319,7 @@ t4a_status t4a_nvrtc_check_pastes_(const t4a_nvrtc_paste_check_ *pc) {
   x.digit_separators = pc->digit_separators;
   x.pieces = pc->pieces;
   x.num_pieces = pc->num_pieces;
+  x.open_body = pc->open_body;
   t4a_status st = T4A_OK;
   if (x.num_defs > 0) {
     size_t slots = 16;

@@ -133,6 +133,7 @@ typedef struct t4a_nvrtc_paste_check_ {
   size_t num_wrappers;
   const char *const *pieces; /* the pieces of those names and of __has_include the definitions' */
   size_t num_pieces;         /* bodies spell (for an invocation too large to expand each way) */
+  int open_body;             /* some body opens a parenthesis it does not close */
   const char *const *texts; /* the request's texts and, for messages, what each is */
   const size_t *text_bytes;
   const char *const *wheres;

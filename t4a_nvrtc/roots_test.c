@@ -1425,6 +1425,21 @@ static void test_pastes_where_the_texts_read_as_nvrtc_reads_them(void **state) {
       {"#include <k.h>\nint v = 1;\n#include <open.h>\ninclude)(\"/etc/hostname\");\n", NULL,
        "a parenthesis closes one this text did not open"},
       {NULL, NULL, "expands to a paste"}, /* a name of 1,100 bytes */
+      /* the third review's: operands NVRTC expands outside #if, _Pragma's string, a body's
+       * unclosed parenthesis, a wrapper named with a digit */
+      {"#include <k.h>\n#line XCAT(1, K(include)(\"/etc/hostname\"))\n", NULL,
+       "XCAT expands to a paste"},
+      {"#include <k.h>\nvoid f(int n) {\n#pragma unroll XCAT(1, K(include)(\"/etc/hostname\"))\n"
+       "for (int i = 0; i < n; i++) {}\n}\n", NULL, "XCAT expands to a paste"},
+      {"#include <k.h>\nvoid f(int n) {\n_Pragma(\"unroll XCAT(1, K(include)(\\\"/etc/hostname\\\"))\")\n"
+       "for (int i = 0; i < n; i++) {}\n}\n", NULL, "XCAT expands to a paste"},
+      {"#include <k.h>\nvoid f(int n) {\n_Pragma(\"unroll 1 + __has_include(\\\"/etc/hostname\\\")\")\n"
+       "for (int i = 0; i < n; i++) {}\n}\n", NULL, "in _Pragma's operand, line 1: __has_include"},
+      {"#include <k.h>\n#define OPEN K(\n#define RP )\nstatic_assert((1 RP, \"\");\n"
+       "static_assert(!(OPEN include)(\"/etc/hostname\")), \"\");\n", NULL,
+       "the body of OPEN opens a parenthesis it does not close"},
+      {"#include <k.h>\n#if OPEN include)(\"/etc/hostname\")\n#endif\n", "-DOPEN=K(",
+       "the body of OPEN opens a parenthesis it does not close"},
   };
   for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
     const char *src = refused[i].source;
@@ -1440,6 +1455,28 @@ static void test_pastes_where_the_texts_read_as_nvrtc_reads_them(void **state) {
     r.num_options = refused[i].option != NULL;
     assert_refused_both_ways(&r, refused[i].needle, "case", i);
   }
+}
+
+/* _Pragma's string is read as a #pragma line, roots or none (it was a stale hit of the plain
+ * cache too); a pragma among a macro's arguments changes nothing and passes. */
+static void test_pragma_operands_are_checked(void **state) {
+  (void)state;
+  t4a_nvrtc_request r = roots_request(
+      "extern \"C\" __global__ void k(int *p, int n) {\n"
+      "_Pragma(\"unroll 10 + __has_include(\\\"/etc/hostname\\\")\")\n"
+      "for (int i = 0; i < n; i++) p[i] = i;\n}\n", NULL, 0);
+  assert_refused_both_ways(&r, "in _Pragma's operand, line 1: __has_include \"/etc/hostname\" is "
+                               "an absolute path", "no roots", 0);
+  const char *roots[] = {g_root};
+  write_file(g_root, "k.h", "#define K(x) __has_ ## x\n#define APPLY(f, x) f(x)\n");
+  r = roots_request("#include <k.h>\nextern \"C\" __global__ void k(int *p, int n) {\n"
+                    "APPLY(int m =, n);\n_Pragma(\"unroll 4\")\n#pragma unroll 2\n"
+                    "for (int i = 0; i < m; i++) p[i] = i;\n}\n", roots, 1);
+  r.source = "#include <k.h>\n#define BLOCK(...) __VA_ARGS__\nextern \"C\" __global__ void k(int *p, "
+             "int n) {\nBLOCK(\n#pragma unroll 4\nfor (int i = 0; i < n; i++) p[i] = i;)\n"
+             "_Pragma(\"unroll 2\") for (int j = 0; j < n; j++) p[j] += j;\n}\n";
+  check_result c = check_with(&r, 1);
+  if (c.st != T4A_OK) fail_msg("pragmas: %s \"%s\"", t4a_status_name(c.st), c.message);
 }
 
 /* The request's definitions are used by the roots too: a piece of __has_include in the body of
@@ -1491,6 +1528,12 @@ static void test_root_pasted_wrapper_names_are_refused(void **state) {
     t4a_nvrtc_request r = roots_request(refused[i].source, roots, 1);
     assert_refused_both_ways(&r, "could paste the name of HAS", "case", i);
   }
+  /* A wrapper's name with a digit: a predefined macro's value (__LINE__) could be pasted in. */
+  write_file(g_root, "rw3.h", "#define HAS3(x) __has_include(x)\n#define CAT(a, b) a ## b\n"
+                              "#define XCAT(a, b) CAT(a, b)\n");
+  t4a_nvrtc_request r3 =
+      roots_request("#include <rw3.h>\n\n#if XCAT(HAS, __LINE__)(\"/etc/hostname\")\n#endif\n", roots, 1);
+  assert_refused_both_ways(&r3, "its name holds a digit", "digit", 0);
   /* The piece in a -D value. */
   t4a_nvrtc_request r = roots_request("#include <rw.h>\n", roots, 1);
   const char *opts[1] = {"-DPH=H"};
@@ -1781,6 +1824,7 @@ int main(void) {
                                       each_teardown),
       cmocka_unit_test_setup_teardown(test_pastes_where_the_texts_read_as_nvrtc_reads_them,
                                       each_setup, each_teardown),
+      cmocka_unit_test_setup_teardown(test_pragma_operands_are_checked, each_setup, each_teardown),
       cmocka_unit_test_setup_teardown(test_request_definitions_join_the_roots_pieces, each_setup,
                                       each_teardown),
       cmocka_unit_test_setup_teardown(test_root_pasted_wrapper_names_are_refused, each_setup,
