@@ -4,8 +4,9 @@
  *   - only options known to read no file: an allowlist (k_options), with the value given to
  *     ptxas checked against a second one (k_ptxas), since ptxas reads options files;
  *   - only includes the key sees: every #include, #include_next, #import and #embed directive and
- *     every __has_include, __has_include_next and __has_embed of the source, of every header and
- *     of every -D definition must name one of the request's headers with a literal. NVRTC 13
+ *     every __has_include, __has_include_next and __has_embed of the source, of every header, of
+ *     every -D definition and of every _Pragma's string must name one of the request's headers
+ *     with a literal. NVRTC 13
  *     given no -I and --no-source-include resolves nothing else (no system header, no directory
  *     of the program name or of a header: measured), except an absolute path, which it opens.
  *
