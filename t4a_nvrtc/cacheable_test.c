@@ -87,8 +87,8 @@ static void test_accepted(void **state) {
       {"#if defined(__has_include) && defined __has_embed\n#endif\n", NULL, NULL, NULL},
       {"// #include \"/etc/passwd\"\n/* #include </abs>\n __has_include(\"/x\") */\n", NULL, NULL,
        NULL},
-      {"const char *s = \"#include \\\"/abs\\\" __has_include(\\\"/x\\\")\";\n", NULL, NULL, NULL},
-      {"const char *s = u8\"__has_include(</x>)\"; char c = L'\"';\n", NULL, NULL, NULL},
+      {"const char *s = \"#include \\\"/abs\\\" #embed \\\"/x\\\"\";\n", NULL, NULL, NULL},
+      {"const char *s = u8\"#include </x>\"; char c = L'\"';\n", NULL, NULL, NULL},
       {"__device__ const char *r = R\"x(\n#include \"/abs\"\n)x\";\n", NULL, NULL, NULL},
       {"char c = '\"'; int n = 1'000; // __has_include(\"/x\")\n", NULL, NULL, NULL},
       {"#define CAT(a, b) a##b\nint CAT(x, y);\n", NULL, NULL, NULL},      /* pasting, no piece */
@@ -106,7 +106,7 @@ static void test_accepted(void **state) {
       {"// x \\\r\n#include \"/abs\"\n", NULL, NULL, NULL},
       {"// x \\\n\\\n#include \"/abs\"\n", NULL, NULL, NULL},
       {"/* *\\\n *\\\n / __has_include(\"/x\") */ int a;\n", NULL, NULL, NULL},
-      {"const char *s = \"a\\\"b __has_include(\\\"/x\\\")\\\\\"; int a;\n", NULL, NULL, NULL},
+      {"const char *s = \"a\\\"b #include \\\"/x\\\"\\\\\"; int a;\n", NULL, NULL, NULL},
   };
   run_cases(cases, sizeof cases / sizeof cases[0]);
 }
@@ -125,6 +125,16 @@ static void test_refused(void **state) {
       {"#include_next </abs>\n", NULL, NULL, "#include_next </abs> is an absolute path"},
       {"#import \"/abs\"\n", NULL, NULL, "#import \"/abs\""},
       {"#embed \"/abs\"\n", NULL, NULL, "#embed \"/abs\""},
+      /* Any string literal can become a pragma's operand (_Pragma(S), a raw string, a macro that
+       * spells _Pragma), whose __has_include NVRTC evaluates: one that spells it is read. */
+      {"const char *s = \"unroll 2 + __has_include(\\\"/x\\\")\";\n", NULL, NULL,
+       "in a string literal, line 1: __has_include \"/x\" is an absolute path"},
+      {"#define S \"unroll 2 + __has_include(\\\"/x\\\")\"\nvoid f() { _Pragma(S) }\n", NULL, NULL,
+       "in a string literal, line 1: __has_include \"/x\""},
+      {"void f() { _Pragma(R\"(unroll 2 + __has_include(\"/x\"))\") }\n", NULL, NULL,
+       "in a string literal, line 1: __has_include \"/x\""},
+      {"void f() { _Pragma(\"unroll 2 + __has_include(\\\"/x\\\")\") }\n", NULL, NULL,
+       "in _Pragma's operand, line 1: __has_include \"/x\""},
       {"#if __has_include(\"/abs\")\n#endif\n", NULL, NULL,
        "__has_include \"/abs\" is an absolute"},
       {"#if __has_include_next(<nothere.h>)\n#endif\n", NULL, NULL,

@@ -1389,6 +1389,61 @@ static t4a_status note_open_body(scan *s, const ident *name, size_t line) {
   return T4A_OK;
 }
 
+/* Scans buf[0..len) (heap, "pragma " and a string literal's destringized content; kept to the
+ * end of the check, since computed includes point into it) as a text of its own. */
+static t4a_status scan_operand_text(scan *s, char *buf, size_t len, size_t line,
+                                    const char *what) {
+  if (s->num_pragmas == s->pragmas_cap) {
+    size_t ncap = s->pragmas_cap ? s->pragmas_cap * 2 : 8;
+    char **np = t4a_host_realloc(s->pragmas, ncap * sizeof *np);
+    if (np == NULL) {
+      free(buf);
+      return T4A_HOST_OUT_OF_MEMORY;
+    }
+    s->pragmas = np;
+    s->pragmas_cap = ncap;
+  }
+  s->pragmas[s->num_pragmas++] = buf;
+  if (s->pragma_depth >= 4) {
+    return REFUSE("%s, line %zu: string literals that spell pragmas nested more than 4 deep%s",
+                  s->where, line, s->num_roots > 0 ? k_root_advice : k_advice);
+  }
+  char where[sizeof s->where];
+  memcpy(where, s->where, sizeof where);
+  snprintf(s->where, sizeof s->where, "%.200s, line %zu, in %s", where, line, what);
+  s->pragma_depth++;
+  t4a_status st = scan_text(s, buf, len);
+  s->pragma_depth--;
+  memcpy(s->where, where, sizeof where);
+  return st;
+}
+
+/* A string literal just lexed, text[from..to) from its first quote (raw: after R"): any string
+ * can become a pragma's operand (`#define S "..."` then `_Pragma(S)`, a raw string, a macro
+ * that spells _Pragma), so one that spells __has_ or a wrapper's name is scanned as a text of
+ * its own (its escapes undone). */
+static t4a_status check_string(scan *s, const char *text, size_t from, size_t to, int raw,
+                               size_t line) {
+  if (to <= from + 1) return T4A_OK;
+  const char *p = text + from;
+  size_t n = to - from;
+  int spells = memmem(p, n, "__has_", 6) != NULL;
+  for (size_t w = 0; !spells && s->pass == 2 && w < s->num_wrappers; w++) {
+    spells = memmem(p, n, s->wrappers[w], strlen(s->wrappers[w])) != NULL;
+  }
+  if (!spells) return T4A_OK;
+  char *buf = t4a_host_malloc(n + 8);
+  if (buf == NULL) return T4A_HOST_OUT_OF_MEMORY;
+  memcpy(buf, "pragma ", 7);
+  size_t len = 7;
+  for (size_t i = 1; i < n; i++) { /* after the opening quote */
+    char c = p[i];
+    if (!raw && c == '\\' && i + 1 < n && (p[i + 1] == '"' || p[i + 1] == '\\')) c = p[++i];
+    buf[len++] = c;
+  }
+  return scan_operand_text(s, buf, len, line, "a string literal");
+}
+
 /* _Pragma("...") at L (after the name): NVRTC destringizes its operand and reads it as a
  * #pragma line, which may hold __has_include or macros. Its text is scanned like any other
  * (after "pragma ", so that a '#' in it starts no directive). *taken: whether the
@@ -1445,29 +1500,7 @@ static t4a_status scan_pragma(scan *s, lexer *L, size_t line, int *taken) {
   }
   lx_get(L);
   *taken = 1;
-  if (s->num_pragmas == s->pragmas_cap) {
-    size_t ncap = s->pragmas_cap ? s->pragmas_cap * 2 : 8;
-    char **np = t4a_host_realloc(s->pragmas, ncap * sizeof *np);
-    if (np == NULL) {
-      free(buf);
-      return T4A_HOST_OUT_OF_MEMORY;
-    }
-    s->pragmas = np;
-    s->pragmas_cap = ncap;
-  }
-  s->pragmas[s->num_pragmas++] = buf; /* computed includes keep pointers into it */
-  if (s->pragma_depth >= 4) {
-    return REFUSE("%s, line %zu: _Pragma nested more than 4 deep%s", s->where, line,
-                  s->num_roots > 0 ? k_root_advice : k_advice);
-  }
-  char where[sizeof s->where];
-  memcpy(where, s->where, sizeof where);
-  snprintf(s->where, sizeof s->where, "%.200s, line %zu, in _Pragma's operand", where, line);
-  s->pragma_depth++;
-  t4a_status st = scan_text(s, buf, len);
-  s->pragma_depth--;
-  memcpy(s->where, where, sizeof where);
-  return st;
+  return scan_operand_text(s, buf, len, line, "_Pragma's operand");
 }
 
 /* Lexes one text and checks its includes. */
@@ -1643,14 +1676,18 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
                      ident_is(&id, "UR") || ident_is(&id, "LR");
       }
       if (q == '"' && raw_prefix && s->d.raw_strings) {
+        size_t from = L.i;
         lx_get(&L);
         lx_raw(&L);
+        if ((st = check_string(s, L.s, from, L.i, 1, line)) != T4A_OK) return st;
         after_defined = ifdef_operand = 0;
         continue;
       }
       if ((q == '"' || q == '\'') && prefix) {
+        size_t from = L.i;
         lx_get(&L);
         lx_quoted(&L, q);
+        if (q == '"' && (st = check_string(s, L.s, from, L.i, 0, line)) != T4A_OK) return st;
         after_defined = ifdef_operand = 0;
         continue;
       }
@@ -1840,12 +1877,18 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
       after_defined = ifdef_operand = 0;
       continue;
     }
+    size_t tok_from = L.i;
     lx_get(&L);
     if (arg_depth > 0 && c == '(') arg_depth++;
     if (arg_depth > 0 && c == ')') arg_depth--;
-    if (in_define && s->pass == 1) body_parens += (c == '(') - (c == ')');
+    if (in_define && s->pass == 1) {
+      /* unclosed opens only: a ')' first closes nothing of the body's */
+      if (c == '(') body_parens++;
+      if (c == ')' && body_parens > 0) body_parens--;
+    }
     if (c == '"' || c == '\'') {
       lx_quoted(&L, c);
+      if (c == '"' && (st = check_string(s, L.s, tok_from, L.i, 0, L.line)) != T4A_OK) return st;
     } else if (c == '(' && after_defined == 1) {
       after_defined = 2;
       ifdef_operand = 0;
@@ -1857,7 +1900,8 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
     unsigned char skip = arg_depth > 0 ? CC_SKIP : CC_SKIP | CC_PAREN;
     if (in_define && s->pass == 1) {
       for (; L.i < L.n && (k_cc[(unsigned char)L.s[L.i]] & skip); L.i++) {
-        body_parens += (L.s[L.i] == '(') - (L.s[L.i] == ')');
+        if (L.s[L.i] == '(') body_parens++;
+        if (L.s[L.i] == ')' && body_parens > 0) body_parens--;
       }
     }
     while (L.i < L.n && (k_cc[(unsigned char)L.s[L.i]] & skip)) L.i++;
@@ -2286,7 +2330,8 @@ static t4a_status scan_request_texts(scan *s) {
           size_t bi = L.i, bs = 0;
           int bk;
           while (st == T4A_OK && (bk = body_token(po.value, po.value_bytes, &bi, &bs)) != 0) {
-            if (bk == 'p') open += (po.value[bs] == '(') - (po.value[bs] == ')');
+            if (bk == 'p' && po.value[bs] == '(') open++;
+            if (bk == 'p' && po.value[bs] == ')' && open > 0) open--;
           }
           ident dn;
           dn.len = k < sizeof dn.text ? k : sizeof dn.text - 1;

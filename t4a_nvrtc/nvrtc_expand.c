@@ -132,6 +132,11 @@ typedef struct ex {
   const char *const *pieces; /* every piece of a bad name in the definitions' bodies */
   size_t num_pieces;
   int open_body; /* some body opens a parenthesis it does not close */
+  /* String literals met (in a text or an expansion) that spell a macro's name or __has_: any can
+   * become a pragma's operand (_Pragma(S)), whose macros NVRTC expands; each is checked as a
+   * stream of its own once the text's streams are done. */
+  tok *strs;
+  size_t num_strs, strs_cap, next_str;
   int depth;
   int crossed; /* lex skipped a block comment's newline */
   int why;
@@ -903,10 +908,76 @@ static int directive_inside(ex *x, const name *nm) {
   return -1;
 }
 
+#define EX_MAX_STRINGS 4096
+
+/* The content of string literal t: after its opening quote (a raw string's after its '('), up to
+ * its closing one; *raw: a raw string (escapes stay). 0 when t is no string literal. */
+static int string_content(const tok *t, const char **p, size_t *n, int *raw) {
+  const char *q = memchr(t->p, '"', t->n);
+  if (q == NULL || t->n < 2 || t->p[t->n - 1] != '"' || q == t->p + t->n - 1) return 0;
+  *raw = q > t->p && q[-1] == 'R';
+  const char *b = q + 1, *e = t->p + t->n - 1;
+  if (*raw) {
+    const char *lp = memchr(b, '(', (size_t)(e - b));
+    if (lp == NULL) return 0;
+    size_t dl = (size_t)(lp - b);
+    if ((size_t)(e - (lp + 1)) < dl + 1) return 0;
+    e -= dl + 1; /* ")delim" */
+    b = lp + 1;
+  }
+  *p = b;
+  *n = (size_t)(e - b);
+  return 1;
+}
+
+static int note_string(ex *x, const tok *t) {
+  const char *p;
+  size_t n;
+  int raw;
+  if (!string_content(t, &p, &n, &raw)) return 0;
+  int spells = memmem(p, n, "__has_", 6) != NULL;
+  for (size_t i = 0; i < n && !spells;) {
+    if (!is_ident((unsigned char)p[i]) || (p[i] >= '0' && p[i] <= '9')) {
+      i++;
+      continue;
+    }
+    size_t j = i;
+    while (j < n && is_ident((unsigned char)p[j])) j++;
+    spells = find_name(x, p + i, j - i) != NULL;
+    i = j;
+  }
+  if (!spells) return 0;
+  for (size_t k = 0; k < x->num_strs; k++) {
+    if (x->strs[k].n == t->n && memcmp(x->strs[k].p, t->p, t->n) == 0) return 0;
+  }
+  if (x->num_strs == EX_MAX_STRINGS) {
+    x->why = WHY_LIMIT;
+    return -1;
+  }
+  if (x->num_strs == x->strs_cap) {
+    size_t cap = x->strs_cap ? x->strs_cap * 2 : 16;
+    tok *nv = arena_alloc(x, &x->perm, cap * sizeof *nv);
+    if (nv == NULL) return -1;
+    if (x->num_strs) memcpy(nv, x->strs, x->num_strs * sizeof *nv);
+    x->strs = nv;
+    x->strs_cap = cap;
+  }
+  char *copy = arena_alloc(x, &x->perm, t->n + 1);
+  if (copy == NULL) return -1;
+  memcpy(copy, t->p, t->n);
+  copy[t->n] = '\0';
+  tok c = *t;
+  c.p = copy;
+  c.h = NULL;
+  x->strs[x->num_strs++] = c;
+  return 0;
+}
+
 /* Reads token t (already taken from in): emits it to out (when collecting), or expands it
  * under the current choices and pushes the result back onto in. */
 static int step(ex *x, input *in, const tok *t, tvec *out) {
   if (!count_step(x)) return -1;
+  if (t->kind == T_STR && note_string(x, t) != 0) return -1;
   name *nm = t->kind == T_ID ? find_name(x, t->p, t->n) : NULL;
   if (nm == NULL || hs_has(t->h, t->p, t->n)) return out != NULL ? tv_push(x, out, t) : 0;
   if (build_alts(x, nm) != 0) return -1;
@@ -1156,15 +1227,16 @@ static t4a_status text_refusal(const text_ctx *c, size_t line, const char *what)
 /* The operand of _Pragma("..."), destringized: NVRTC reads it as a #pragma line, whose macros
  * some pragmas expand (unroll N); checked as a stream of its own. */
 static t4a_status check_pragma(ex *x, const text_ctx *c, const tok *str) {
-  const char *q = memchr(str->p, '"', str->n);
-  if (q == NULL || str->n < 2 || str->p[str->n - 1] != '"') return T4A_OK; /* not a string */
-  size_t n = (size_t)(str->p + str->n - 1 - (q + 1));
+  const char *q;
+  size_t n;
+  int is_raw;
+  if (!string_content(str, &q, &n, &is_raw)) return T4A_OK; /* not a string */
   char *raw = arena_alloc(x, &x->run, n + 1);
   if (raw == NULL) return refusal(x, c, str);
   size_t k = 0;
   for (size_t i = 0; i < n; i++) {
-    char ch = q[1 + i];
-    if (ch == '\\' && i + 1 < n && (q[2 + i] == '"' || q[2 + i] == '\\')) ch = q[1 + ++i];
+    char ch = q[i];
+    if (!is_raw && ch == '\\' && i + 1 < n && (q[i + 1] == '"' || q[i + 1] == '\\')) ch = q[++i];
     raw[k++] = ch;
   }
   size_t cn = 0;
@@ -1296,13 +1368,18 @@ static t4a_status check_text(ex *x, const char *text, size_t n, const char *wher
   }
   if (st == T4A_OK && x->why != WHY_NONE) st = refusal(x, &c, &(tok){b, 0, 0, 0, 0, NULL});
   if (st == T4A_OK) st = check_stream(x, &c, lines.v, lines.n);
-  for (size_t k = 0; st == T4A_OK && k + 3 < lines.n; k++) {
-    if (lines.v[k].kind == T_ID && tok_is(&lines.v[k], "_Pragma") &&
-        lines.v[k + 1].kind == T_LPAREN && lines.v[k + 2].kind == T_STR &&
-        lines.v[k + 3].kind == T_RPAREN) {
-      st = check_pragma(x, &c, &lines.v[k + 2]);
+  /* The text's own string literals, then those the expansions made (each may add more). */
+  for (size_t k = 0; st == T4A_OK && k < lines.n; k++) {
+    if (lines.v[k].kind == T_STR && note_string(x, &lines.v[k]) != 0) {
+      st = refusal(x, &c, &lines.v[k]);
     }
   }
+  while (st == T4A_OK && x->next_str < x->num_strs) {
+    tok str = x->strs[x->next_str++];
+    str.off = str.off == UINT32_MAX ? 0 : str.off;
+    st = check_pragma(x, &c, &str);
+  }
+  x->num_strs = x->next_str = 0;
   arena_free(&x->run); /* the text, its streams: below every run's mark */
   return st;
 }

@@ -1372,10 +1372,10 @@ static void test_pastes_through_the_request_are_refused(void **state) {
   }
 }
 
-/* The same pastes where the expansion must read the texts as NVRTC does (an independent
- * review's probes, each a stale hit before its fix): placemarkers, __VA_OPT__, literals, comments
- * and splices in directives, long parameter lists and names, directives and includes among a
- * macro's arguments, an invocation a root file leaves open. */
+/* The same pastes where the expansion must read the texts as NVRTC does (independent reviews'
+ * probes, each a stale hit before its fix): placemarkers, __VA_OPT__, literals, comments and
+ * splices in directives, long parameter lists and names, directives and includes among a macro's
+ * arguments, an invocation a root file leaves open, pragma operands and string literals. */
 static void test_pastes_where_the_texts_read_as_nvrtc_reads_them(void **state) {
   (void)state;
   const char *roots[] = {g_root};
@@ -1440,6 +1440,16 @@ static void test_pastes_where_the_texts_read_as_nvrtc_reads_them(void **state) {
        "the body of OPEN opens a parenthesis it does not close"},
       {"#include <k.h>\n#if OPEN include)(\"/etc/hostname\")\n#endif\n", "-DOPEN=K(",
        "the body of OPEN opens a parenthesis it does not close"},
+      /* the fourth review's: a string that becomes a pragma's operand in a body, through a
+       * pasted _Pragma, a raw string; a body's ')' first, which closes nothing of its own */
+      {"#include <k.h>\n#define PR2 _Pragma(\"unroll 10 + K(include)(\\\"/etc/hostname\\\")\")\n"
+       "void f(int n) {\nPR2\nfor (int i = 0; i < n; i++) {}\n}\n", NULL, "K expands to a paste"},
+      {"#include <k.h>\nvoid f(int n) {\nCAT(_Pra, gma)(\"unroll 10 + __has_include(\\\"/etc/hostname\\\")\")\n"
+       "for (int i = 0; i < n; i++) {}\n}\n", NULL, "in a string literal, line 1: __has_include"},
+      {"#include <k.h>\nvoid f(int n) {\n_Pragma(R\"(unroll 10 + __has_include(\"/etc/hostname\"))\")\n"
+       "for (int i = 0; i < n; i++) {}\n}\n", NULL, "in a string literal, line 1: __has_include"},
+      {"#include <k.h>\n#define OPEN ) || K(\nstatic_assert((0 OPEN include)(\"/etc/hostname\")), \"\");\n",
+       NULL, "the body of OPEN opens a parenthesis it does not close"},
   };
   for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
     const char *src = refused[i].source;
