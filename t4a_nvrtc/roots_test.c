@@ -1425,7 +1425,7 @@ static void test_pastes_where_the_texts_read_as_nvrtc_reads_them(void **state) {
       {"#include <k.h>\nint v = 1;\n#include <open.h>\ninclude)(\"/etc/hostname\");\n", NULL,
        "a parenthesis closes one this text did not open"},
       {NULL, NULL, "expands to a paste"}, /* a name of 1,100 bytes */
-      /* the third review's: operands NVRTC expands outside #if, _Pragma's string, a body's
+      /* later probes: operands NVRTC expands outside #if, _Pragma's string, a body's
        * unclosed parenthesis, a wrapper named with a digit */
       {"#include <k.h>\n#line XCAT(1, K(include)(\"/etc/hostname\"))\n", NULL,
        "XCAT expands to a paste"},
@@ -1440,7 +1440,7 @@ static void test_pastes_where_the_texts_read_as_nvrtc_reads_them(void **state) {
        "the body of OPEN opens a parenthesis it does not close"},
       {"#include <k.h>\n#if OPEN include)(\"/etc/hostname\")\n#endif\n", "-DOPEN=K(",
        "the body of OPEN opens a parenthesis it does not close"},
-      /* the fourth review's: a string that becomes a pragma's operand in a body, through a
+      /* and a string that becomes a pragma's operand in a body, through a
        * pasted _Pragma, a raw string; a body's ')' first, which closes nothing of its own */
       {"#include <k.h>\n#define PR2 _Pragma(\"unroll 10 + K(include)(\\\"/etc/hostname\\\")\")\n"
        "void f(int n) {\nPR2\nfor (int i = 0; i < n; i++) {}\n}\n", NULL, "K expands to a paste"},
