@@ -135,6 +135,11 @@ static void test_refused(void **state) {
        "in a string literal, line 1: __has_include \"/x\""},
       {"void f() { _Pragma(\"unroll 2 + __has_include(\\\"/x\\\")\") }\n", NULL, NULL,
        "in _Pragma's operand, line 1: __has_include \"/x\""},
+      /* read as NVRTC reads it: through a splice; and a piece a paste in the pragma can join */
+      {"#define S \"unroll 2 + __ha\\\ns_include(\\\"/x\\\")\"\nvoid f() { _Pragma(S) }\n", NULL,
+       NULL, "in a string literal, line 1: __has_include \"/x\""},
+      {"#define CAT(a, b) a##b\n#define S \"unroll 2 + CAT(__ha, s_include)(\\\"/x\\\")\"\n"
+       "void f() { _Pragma(S) }\n", NULL, NULL, "in a string literal, line 1: \"__ha\" and a ##"},
       {"#if __has_include(\"/abs\")\n#endif\n", NULL, NULL,
        "__has_include \"/abs\" is an absolute"},
       {"#if __has_include_next(<nothere.h>)\n#endif\n", NULL, NULL,

@@ -1228,10 +1228,19 @@ static size_t func_sieve_bit(const char *p, size_t n) {
   return h & 4095u;
 }
 
+/* Whether a use of m followed by '(' can take arguments: a function-like macro, or an
+ * object-like one whose body ends in an identifier (an alias such as `#define KK K`). */
+static int callable(const t4a_nvrtc_macro_ *m) {
+  if (m->func) return 1;
+  size_t n = m->body_len;
+  while (n > 0 && (m->body[n - 1] == ' ' || m->body[n - 1] == '\t' || m->body[n - 1] == '\r')) n--;
+  return n > 0 && is_ident((unsigned char)m->body[n - 1]);
+}
+
 /* Builds the set of function-like macro names (those under 256 bytes) the second pass looks up. */
 static t4a_status build_func_set(scan *s) {
   size_t nf = 0;
-  for (size_t i = 0; i < s->num_defs; i++) nf += s->defs[i].func;
+  for (size_t i = 0; i < s->num_defs; i++) nf += callable(&s->defs[i]);
   size_t slots = 16;
   while (slots < 2 * nf) slots *= 2;
   s->func_set = t4a_host_malloc(slots * sizeof *s->func_set);
@@ -1240,7 +1249,7 @@ static t4a_status build_func_set(scan *s) {
   s->func_mask = slots - 1;
   for (size_t i = 0; i < s->num_defs; i++) {
     const t4a_nvrtc_macro_ *m = &s->defs[i];
-    if (!m->func || m->name_len >= 256 || m->name_len == 0) continue; /* never looked up */
+    if (!callable(m) || m->name_len >= 256 || m->name_len == 0) continue; /* never looked up */
     size_t h = name_hash(m->name, m->name_len) & s->func_mask;
     while (s->func_set[h] != 0) h = (h + 1) & s->func_mask;
     s->func_set[h] = (uint32_t)(i + 1);
@@ -1425,21 +1434,59 @@ static t4a_status scan_operand_text(scan *s, char *buf, size_t len, size_t line,
 static t4a_status check_string(scan *s, const char *text, size_t from, size_t to, int raw,
                                size_t line) {
   if (to <= from + 1) return T4A_OK;
-  const char *p = text + from;
+  /* The content as NVRTC reads it (splices and trigraphs undone); it is read as a text when
+   * it spells __has_ or a wrapper's name, or holds an identifier a paste in the pragma could
+   * join (a piece of either) or, in a root, a macro's name (the roots' own invocations are not
+   * expanded: the second pass collects its arguments). */
   size_t n = to - from;
-  int spells = memmem(p, n, "__has_", 6) != NULL;
-  for (size_t w = 0; !spells && s->pass == 2 && w < s->num_wrappers; w++) {
-    spells = memmem(p, n, s->wrappers[w], strlen(s->wrappers[w])) != NULL;
-  }
-  if (!spells) return T4A_OK;
   char *buf = t4a_host_malloc(n + 8);
   if (buf == NULL) return T4A_HOST_OUT_OF_MEMORY;
   memcpy(buf, "pragma ", 7);
   size_t len = 7;
-  for (size_t i = 1; i < n; i++) { /* after the opening quote */
-    char c = p[i];
-    if (!raw && c == '\\' && i + 1 < n && (p[i + 1] == '"' || p[i + 1] == '\\')) c = p[++i];
-    buf[len++] = c;
+  lexer C = {text, to, from + 1, 1, s->d.trigraphs};
+  int c;
+  while (C.i < to && (c = lx_get(&C)) != -1) {
+    if (!raw && c == '\\' && (lx_cur(&C) == '"' || lx_cur(&C) == '\\')) c = lx_get(&C);
+    buf[len++] = (char)c;
+  }
+  const char *p = buf + 7;
+  size_t m = len - 7;
+  int spells = memmem(p, m, "__has_", 6) != NULL;
+  for (size_t w = 0; !spells && s->pass == 2 && w < s->num_wrappers; w++) {
+    spells = memmem(p, m, s->wrappers[w], strlen(s->wrappers[w])) != NULL;
+  }
+  for (size_t i = 0; i < m && !spells;) {
+    if (!is_ident((unsigned char)p[i]) || (p[i] >= '0' && p[i] <= '9')) {
+      i++;
+      continue;
+    }
+    size_t j = i;
+    while (j < m && is_ident((unsigned char)p[j])) j++;
+    ident id;
+    id.len = j - i;
+    memcpy(id.text, p + i, id.len < sizeof id.text - 1 ? id.len : sizeof id.text - 1);
+    id.text[id.len < sizeof id.text - 1 ? id.len : sizeof id.text - 1] = '\0';
+    spells = is_piece(&id) || (s->pass == 2 && s->num_wrappers > 0 && id.len < 32 &&
+                               wrapper_piece(s, id.text, id.len)) ||
+             (s->pass == 2 && s->cur_root >= 0 && macro_defined(s, p + i, j - i));
+    i = j;
+  }
+  /* The identifiers the second pass meets when it reads this content as a text, for its
+   * shortcut; they can be a macro's arguments there only if the content holds a '('. */
+  int args = s->pass == 1 && s->cur_root >= 0 && !s->may_joined && memchr(p, '(', m) != NULL;
+  for (size_t i = 0; args && !s->may_joined && i < m;) {
+    if (!is_ident((unsigned char)p[i])) {
+      i++;
+      continue;
+    }
+    size_t j = i;
+    while (j < m && is_ident((unsigned char)p[j])) j++;
+    if (!(p[i] >= '0' && p[i] <= '9')) note_may(s, p + i, j - i);
+    i = j;
+  }
+  if (!spells) {
+    free(buf);
+    return T4A_OK;
   }
   return scan_operand_text(s, buf, len, line, "a string literal");
 }

@@ -91,7 +91,7 @@ typedef struct mark {
   size_t used;
 } mark;
 
-enum { WHY_NONE, WHY_NEED, WHY_BAD, WHY_LIMIT, WHY_OOM, WHY_DIRECTIVE };
+enum { WHY_NONE, WHY_NEED, WHY_BAD, WHY_LIMIT, WHY_OOM, WHY_DIRECTIVE, WHY_STRINGS };
 
 typedef struct pdef { /* a definition, parsed when first met */
   int state;          /* 0: not yet; 1: parsed; -1: unreadable here (its name: the coarse check) */
@@ -951,7 +951,7 @@ static int note_string(ex *x, const tok *t) {
     if (x->strs[k].n == t->n && memcmp(x->strs[k].p, t->p, t->n) == 0) return 0;
   }
   if (x->num_strs == EX_MAX_STRINGS) {
-    x->why = WHY_LIMIT;
+    x->why = WHY_STRINGS;
     return -1;
   }
   if (x->num_strs == x->strs_cap) {
@@ -1066,6 +1066,12 @@ static t4a_status refusal(ex *x, const text_ctx *c, const tok *start) {
   size_t line = line_of(c, start->off);
   int nn = (int)(start->n < 64 ? start->n : 64);
   if (x->why == WHY_OOM) return T4A_HOST_OUT_OF_MEMORY;
+  if (x->why == WHY_STRINGS) {
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_nvrtc_request", 0, NULL, 0,
+                          "%s, line %zu: more than %d string literals name macros, and the check "
+                          "reads no more of them as pragma operands%s",
+                          c->where, line, EX_MAX_STRINGS, c->advice);
+  }
   if (x->why == WHY_DIRECTIVE) {
     return t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_nvrtc_request", 0, NULL, 0,
                           "%s, line %zu: a directive stands among the arguments of %s, which "

@@ -1385,6 +1385,8 @@ static void test_pastes_where_the_texts_read_as_nvrtc_reads_them(void **state) {
   write_file(g_root, "kvo.h", "#define R(s, ...) __has_ ## __VA_OPT__(zz) ## s\n");
   write_file(g_root, "inc.h", "include\n");
   write_file(g_root, "open.h", "APPLY(K,\n");
+  write_file(g_root, "ks.h", "#include <k.h>\n#define KK K\n#define S \"unroll 2 + KK(include)(\\\"/etc/hostname\\\")\"\n"
+                             "static void f(int n) {\n_Pragma(S)\nfor (int i = 0; i < n; i++) {}\n}\n");
   char longname[1101], source[2400];
   memset(longname, 'L', 1100);
   longname[1100] = '\0';
@@ -1450,6 +1452,8 @@ static void test_pastes_where_the_texts_read_as_nvrtc_reads_them(void **state) {
        "for (int i = 0; i < n; i++) {}\n}\n", NULL, "in a string literal, line 1: __has_include"},
       {"#include <k.h>\n#define OPEN ) || K(\nstatic_assert((0 OPEN include)(\"/etc/hostname\")), \"\");\n",
        NULL, "the body of OPEN opens a parenthesis it does not close"},
+      /* a root's own string that becomes a pragma's operand, through an alias of K */
+      {"#include <ks.h>\n", NULL, "could paste __has_include together"},
   };
   for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
     const char *src = refused[i].source;
