@@ -1008,6 +1008,26 @@ static int is_piece(const ident *id) {
 
 /* Records the #define whose name was just read (pass 1): its body is the rest of the logical
  * line. */
+/* Skips a pp-number at L (its first character current): digits, letters, '.', e+ e- p+ p- and
+ * (C++14) digit separators. */
+static void lx_number(lexer *L, int digit_separators) {
+  lx_get(L);
+  for (;;) {
+    int d = lx_cur(L);
+    if ((d == 'e' || d == 'E' || d == 'p' || d == 'P') && (lx_next(L) == '+' || lx_next(L) == '-')) {
+      lx_get(L);
+      lx_get(L);
+    } else if (d == '\'' && digit_separators && is_ident(lx_next(L))) {
+      lx_get(L);
+      lx_get(L);
+    } else if (is_ident(d) || d == '.') {
+      lx_get(L);
+    } else {
+      break;
+    }
+  }
+}
+
 /* Where the directive whose rest L is at ends: its logical line's newline, lexed as the scan
  * lexes it (splices, ??/ where the dialect has trigraphs, a block comment's newlines and the
  * literals' contents end nothing). */
@@ -1038,22 +1058,7 @@ static size_t directive_end(const scan *s, const lexer *L0) {
         lx_quoted(&L, q);
       }
     } else if (c >= '0' && c <= '9') {
-      lx_get(&L);
-      for (;;) {
-        int d = lx_cur(&L);
-        if ((d == 'e' || d == 'E' || d == 'p' || d == 'P') &&
-            (lx_next(&L) == '+' || lx_next(&L) == '-')) {
-          lx_get(&L);
-          lx_get(&L);
-        } else if (d == '\'' && s->d.digit_separators && is_ident(lx_next(&L))) {
-          lx_get(&L);
-          lx_get(&L);
-        } else if (is_ident(d) || d == '.') {
-          lx_get(&L);
-        } else {
-          break;
-        }
-      }
+      lx_number(&L, s->d.digit_separators);
     } else {
       lx_get(&L);
     }
@@ -1904,23 +1909,7 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
       continue;
     }
     if ((c >= '0' && c <= '9') || (c == '.' && lx_next(&L) >= '0' && lx_next(&L) <= '9')) {
-      /* A pp-number: digits, letters, '.', e+ e- p+ p- and (C++14) digit separators. */
-      lx_get(&L);
-      for (;;) {
-        int d = lx_cur(&L);
-        if ((d == 'e' || d == 'E' || d == 'p' || d == 'P') &&
-            (lx_next(&L) == '+' || lx_next(&L) == '-')) {
-          lx_get(&L);
-          lx_get(&L);
-        } else if (d == '\'' && s->d.digit_separators && is_ident(lx_next(&L))) {
-          lx_get(&L);
-          lx_get(&L);
-        } else if (is_ident(d) || d == '.') {
-          lx_get(&L);
-        } else {
-          break;
-        }
-      }
+      lx_number(&L, s->d.digit_separators); /* a pp-number */
       after_defined = ifdef_operand = 0;
       continue;
     }
