@@ -97,7 +97,7 @@ typedef struct pdef { /* a definition, parsed when first met */
   int state;          /* 0: not yet; 1: parsed; -1: unreadable here (its name: the coarse check) */
   int func, variadic; /* variadic: the last parameter takes the rest */
   tok *params, *body;
-  uint32_t num_params, body_n;
+  size_t num_params, body_n;
 } pdef;
 
 typedef struct name { /* a macro name and its distinct definitions */
@@ -135,8 +135,8 @@ typedef struct ex {
   /* String literals met (in a text or an expansion) that spell a macro's name or __has_: any can
    * become a pragma's operand (_Pragma(S)), whose macros NVRTC expands; each is checked as a
    * stream of its own once the text's streams are done. */
-  tok *strs;
-  size_t num_strs, strs_cap, next_str;
+  tvec strs; /* in the permanent arena */
+  size_t next_str;
   int depth;
   int crossed; /* lex skipped a block comment's newline */
   int why;
@@ -187,17 +187,22 @@ static void arena_free(arena *a) {
   arena_reset(a, (mark){NULL, 0});
 }
 
-static int tv_push(ex *x, tvec *v, const tok *t) {
-  if (v->n == v->cap) {
-    size_t cap = v->cap ? v->cap * 2 : 16;
-    tok *nv = arena_alloc(x, &x->run, cap * sizeof *nv);
+/* Appends t to the array *v of *n tokens (room for *cap), growing it in arena a. */
+static int toks_push(ex *x, arena *a, tok **v, size_t *n, size_t *cap, const tok *t) {
+  if (*n == *cap) {
+    size_t ncap = *cap ? *cap * 2 : 16;
+    tok *nv = arena_alloc(x, a, ncap * sizeof *nv);
     if (nv == NULL) return -1;
-    if (v->n) memcpy(nv, v->v, v->n * sizeof *nv);
-    v->v = nv;
-    v->cap = cap;
+    if (*n) memcpy(nv, *v, *n * sizeof *nv);
+    *v = nv;
+    *cap = ncap;
   }
-  v->v[v->n++] = *t;
+  (*v)[(*n)++] = *t;
   return 0;
+}
+
+static int tv_push(ex *x, tvec *v, const tok *t) {
+  return toks_push(x, &x->run, &v->v, &v->n, &v->cap, t);
 }
 
 /* ---- Cleaning and lexing ------------------------------------------------------------------- */
@@ -456,18 +461,6 @@ static name *find_name(const ex *x, const char *p, size_t n) {
   return NULL;
 }
 
-/* Appends t to the array *v of *n tokens (room for *cap) in the permanent arena. */
-static int perm_push(ex *x, tok **v, uint32_t *n, size_t *cap, const tok *t) {
-  if (*n == *cap) {
-    *cap = *cap ? *cap * 2 : 8;
-    tok *nv = arena_alloc(x, &x->perm, *cap * sizeof *nv);
-    if (nv == NULL) return -1;
-    if (*n) memcpy(nv, *v, *n * sizeof *nv);
-    *v = nv;
-  }
-  (*v)[(*n)++] = *t;
-  return 0;
-}
 
 /* Parses definition d (its parameters and body) into the permanent arena. */
 static int parse_def(ex *x, size_t d) {
@@ -500,7 +493,7 @@ static int parse_def(ex *x, size_t d) {
       } else if (k != T_ID) {
         return 0;
       }
-      if (perm_push(x, &pd->params, &pd->num_params, &cap, &t) != 0) return -1;
+      if (toks_push(x, &x->perm, &pd->params, &pd->num_params, &cap, &t) != 0) return -1;
       k = lex(x, c, cn, &i, &t);
       if (k == T_ELLIPSIS && !pd->variadic) { /* GNU: NAME... */
         pd->variadic = 1;
@@ -519,7 +512,7 @@ static int parse_def(ex *x, size_t d) {
   size_t i = 0, cap = 0;
   tok t;
   while (lex(x, b, bn, &i, &t) != 0) {
-    if (perm_push(x, &pd->body, &pd->body_n, &cap, &t) != 0) return -1;
+    if (toks_push(x, &x->perm, &pd->body, &pd->body_n, &cap, &t) != 0) return -1;
   }
   pd->state = 1;
   return 0;
@@ -947,20 +940,12 @@ static int note_string(ex *x, const tok *t) {
     i = j;
   }
   if (!spells) return 0;
-  for (size_t k = 0; k < x->num_strs; k++) {
-    if (x->strs[k].n == t->n && memcmp(x->strs[k].p, t->p, t->n) == 0) return 0;
+  for (size_t k = 0; k < x->strs.n; k++) {
+    if (x->strs.v[k].n == t->n && memcmp(x->strs.v[k].p, t->p, t->n) == 0) return 0;
   }
-  if (x->num_strs == EX_MAX_STRINGS) {
+  if (x->strs.n == EX_MAX_STRINGS) {
     x->why = WHY_STRINGS;
     return -1;
-  }
-  if (x->num_strs == x->strs_cap) {
-    size_t cap = x->strs_cap ? x->strs_cap * 2 : 16;
-    tok *nv = arena_alloc(x, &x->perm, cap * sizeof *nv);
-    if (nv == NULL) return -1;
-    if (x->num_strs) memcpy(nv, x->strs, x->num_strs * sizeof *nv);
-    x->strs = nv;
-    x->strs_cap = cap;
   }
   char *copy = arena_alloc(x, &x->perm, t->n + 1);
   if (copy == NULL) return -1;
@@ -969,8 +954,7 @@ static int note_string(ex *x, const tok *t) {
   tok c = *t;
   c.p = copy;
   c.h = NULL;
-  x->strs[x->num_strs++] = c;
-  return 0;
+  return toks_push(x, &x->perm, &x->strs.v, &x->strs.n, &x->strs.cap, &c);
 }
 
 /* Reads token t (already taken from in): emits it to out (when collecting), or expands it
@@ -1212,8 +1196,7 @@ static t4a_status check_stream(ex *x, const text_ctx *c, const tok *s, size_t m)
         continue;
       }
       if (cr == -2) {
-        const name *nm2 = find_name(x, s[p].p, s[p].n);
-        (void)directive_inside(x, nm2);
+        (void)directive_inside(x, nm);
       } else {
         x->why = WHY_LIMIT;
       }
@@ -1380,12 +1363,12 @@ static t4a_status check_text(ex *x, const char *text, size_t n, const char *wher
       st = refusal(x, &c, &lines.v[k]);
     }
   }
-  while (st == T4A_OK && x->next_str < x->num_strs) {
-    tok str = x->strs[x->next_str++];
+  while (st == T4A_OK && x->next_str < x->strs.n) {
+    tok str = x->strs.v[x->next_str++];
     str.off = str.off == UINT32_MAX ? 0 : str.off;
     st = check_pragma(x, &c, &str);
   }
-  x->num_strs = x->next_str = 0;
+  x->strs.n = x->next_str = 0;
   arena_free(&x->run); /* the text, its streams: below every run's mark */
   return st;
 }
