@@ -1439,61 +1439,66 @@ static t4a_status scan_operand_text(scan *s, char *buf, size_t len, size_t line,
 static t4a_status check_string(scan *s, const char *text, size_t from, size_t to, int raw,
                                size_t line) {
   if (to <= from + 1) return T4A_OK;
-  /* The content as NVRTC reads it (splices and trigraphs undone); it is read as a text when
-   * it spells __has_ or a wrapper's name, or holds an identifier a paste in the pragma could
-   * join (a piece of either) or, in a root, a macro's name (the roots' own invocations are not
-   * expanded: the second pass collects its arguments). */
-  size_t n = to - from;
-  char *buf = t4a_host_malloc(n + 8);
-  if (buf == NULL) return T4A_HOST_OUT_OF_MEMORY;
-  memcpy(buf, "pragma ", 7);
-  size_t len = 7;
-  lexer C = {text, to, from + 1, 1, s->d.trigraphs};
-  int c;
-  while (C.i < to && (c = lx_get(&C)) != -1) {
-    if (!raw && c == '\\' && (lx_cur(&C) == '"' || lx_cur(&C) == '\\')) c = lx_get(&C);
-    buf[len++] = (char)c;
+  /* The content as NVRTC reads it (splices and trigraphs undone: copied only when it has a
+   * backslash, or a '?' under trigraphs); it is read as a text when it spells __has_ or a
+   * wrapper's name, or holds an identifier a paste in the pragma could join (a piece of either)
+   * or, in a root, a macro's name (the roots' own invocations are not expanded: the second pass
+   * collects its arguments). */
+  const char *p = text + from + 1;
+  size_t m = to - from - 1;
+  char *buf = NULL;
+  if (memchr(p, '\\', m) != NULL || (s->d.trigraphs && memchr(p, '?', m) != NULL)) {
+    buf = t4a_host_malloc(m + 8);
+    if (buf == NULL) return T4A_HOST_OUT_OF_MEMORY;
+    size_t len = 7;
+    lexer C = {text, to, from + 1, 1, s->d.trigraphs};
+    int c;
+    while (C.i < to && (c = lx_get(&C)) != -1) {
+      if (!raw && c == '\\' && (lx_cur(&C) == '"' || lx_cur(&C) == '\\')) c = lx_get(&C);
+      buf[len++] = (char)c;
+    }
+    p = buf + 7;
+    m = len - 7;
   }
-  const char *p = buf + 7;
-  size_t m = len - 7;
   int spells = memmem(p, m, "__has_", 6) != NULL;
   for (size_t w = 0; !spells && s->pass == 2 && w < s->num_wrappers; w++) {
     spells = memmem(p, m, s->wrappers[w], strlen(s->wrappers[w])) != NULL;
   }
-  for (size_t i = 0; i < m && !spells;) {
-    if (!is_ident((unsigned char)p[i]) || (p[i] >= '0' && p[i] <= '9')) {
-      i++;
-      continue;
-    }
-    size_t j = i;
-    while (j < m && is_ident((unsigned char)p[j])) j++;
-    ident id;
-    id.len = j - i;
-    memcpy(id.text, p + i, id.len < sizeof id.text - 1 ? id.len : sizeof id.text - 1);
-    id.text[id.len < sizeof id.text - 1 ? id.len : sizeof id.text - 1] = '\0';
-    spells = is_piece(&id) || (s->pass == 2 && s->num_wrappers > 0 && id.len < 32 &&
-                               wrapper_piece(s, id.text, id.len)) ||
-             (s->pass == 2 && s->cur_root >= 0 && macro_defined(s, p + i, j - i));
-    i = j;
-  }
-  /* The identifiers the second pass meets when it reads this content as a text, for its
+  /* Also the identifiers the second pass meets when it reads this content as a text, for its
    * shortcut; they can be a macro's arguments there only if the content holds a '('. */
-  int args = s->pass == 1 && s->cur_root >= 0 && !s->may_joined && memchr(p, '(', m) != NULL;
-  for (size_t i = 0; args && !s->may_joined && i < m;) {
-    if (!is_ident((unsigned char)p[i])) {
-      i++;
-      continue;
-    }
+  int args = s->pass == 1 && s->cur_root >= 0 && memchr(p, '(', m) != NULL;
+  for (size_t i = 0; i < m && (!spells || (args && !s->may_joined));) {
     size_t j = i;
     while (j < m && is_ident((unsigned char)p[j])) j++;
-    if (!(p[i] >= '0' && p[i] <= '9')) note_may(s, p + i, j - i);
+    if (j == i || (p[i] >= '0' && p[i] <= '9')) { /* no identifier, or a pp-number's run */
+      i = j > i ? j : i + 1;
+      continue;
+    }
+    if (args && !s->may_joined) note_may(s, p + i, j - i);
+    if (!spells) {
+      ident id;
+      id.len = j - i;
+      size_t kept = id.len < sizeof id.text - 1 ? id.len : sizeof id.text - 1;
+      memcpy(id.text, p + i, kept);
+      id.text[kept] = '\0';
+      spells = is_piece(&id) ||
+               (s->pass == 2 && s->num_wrappers > 0 && id.len < 32 &&
+                wrapper_piece(s, id.text, id.len)) ||
+               (s->pass == 2 && s->cur_root >= 0 && macro_defined(s, p + i, j - i));
+    }
     i = j;
   }
   if (!spells) {
     free(buf);
     return T4A_OK;
   }
-  return scan_operand_text(s, buf, len, line, "a string literal");
+  if (buf == NULL) {
+    buf = t4a_host_malloc(m + 8);
+    if (buf == NULL) return T4A_HOST_OUT_OF_MEMORY;
+    memcpy(buf + 7, p, m);
+  }
+  memcpy(buf, "pragma ", 7);
+  return scan_operand_text(s, buf, 7 + m, line, "a string literal");
 }
 
 /* _Pragma("...") at L (after the name): NVRTC destringizes its operand and reads it as a
