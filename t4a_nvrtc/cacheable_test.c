@@ -134,7 +134,7 @@ static void test_refused(void **state) {
       {"void f() { _Pragma(R\"(unroll 2 + __has_include(\"/x\"))\") }\n", NULL, NULL,
        "in a string literal, line 1: __has_include \"/x\""},
       {"void f() { _Pragma(\"unroll 2 + __has_include(\\\"/x\\\")\") }\n", NULL, NULL,
-       "in _Pragma's operand, line 1: __has_include \"/x\""},
+       "in a string literal, line 1: __has_include \"/x\""},
       /* read as NVRTC reads it: through a splice; and a piece a paste in the pragma can join */
       {"#define S \"unroll 2 + __ha\\\ns_include(\\\"/x\\\")\"\nvoid f() { _Pragma(S) }\n", NULL,
        NULL, "in a string literal, line 1: __has_include \"/x\""},

@@ -5,8 +5,8 @@
  *     ptxas checked against a second one (k_ptxas), since ptxas reads options files;
  *   - only includes the key sees: every #include, #include_next, #import and #embed directive and
  *     every __has_include, __has_include_next and __has_embed of the source, of every header, of
- *     every -D definition and of every _Pragma's string must name one of the request's headers
- *     with a literal. NVRTC 13
+ *     every -D definition and of every string literal that could become a pragma's operand must
+ *     name one of the request's headers with a literal. NVRTC 13
  *     given no -I and --no-source-include resolves nothing else (no system header, no directory
  *     of the program name or of a header: measured), except an absolute path, which it opens.
  *
@@ -650,8 +650,8 @@ typedef struct scan {
   } *wpieces;
   size_t num_wpieces, wpieces_cap;
   int pass; /* 1: includes; 2: uses of the wrappers */
-  /* The destringized operands of _Pragma("...") (scanned as texts; freed at the end) and how
-   * deep such a scan is nested. */
+  /* The contents of string literals read as texts (a pragma's operand in waiting: freed at the
+   * end) and how deep such a scan is nested. */
   char **pragmas;
   size_t num_pragmas, pragmas_cap;
   int pragma_depth;
@@ -1405,8 +1405,7 @@ static t4a_status note_open_body(scan *s, const ident *name, size_t line) {
 
 /* Scans buf[0..len) (heap, "pragma " and a string literal's destringized content; kept to the
  * end of the check, since computed includes point into it) as a text of its own. */
-static t4a_status scan_operand_text(scan *s, char *buf, size_t len, size_t line,
-                                    const char *what) {
+static t4a_status scan_operand_text(scan *s, char *buf, size_t len, size_t line) {
   if (s->num_pragmas == s->pragmas_cap) {
     size_t ncap = s->pragmas_cap ? s->pragmas_cap * 2 : 8;
     char **np = t4a_host_realloc(s->pragmas, ncap * sizeof *np);
@@ -1424,7 +1423,7 @@ static t4a_status scan_operand_text(scan *s, char *buf, size_t len, size_t line,
   }
   char where[sizeof s->where];
   memcpy(where, s->where, sizeof where);
-  snprintf(s->where, sizeof s->where, "%.200s, line %zu, in %s", where, line, what);
+  snprintf(s->where, sizeof s->where, "%.200s, line %zu, in a string literal", where, line);
   s->pragma_depth++;
   t4a_status st = scan_text(s, buf, len);
   s->pragma_depth--;
@@ -1498,66 +1497,7 @@ static t4a_status check_string(scan *s, const char *text, size_t from, size_t to
     memcpy(buf + 7, p, m);
   }
   memcpy(buf, "pragma ", 7);
-  return scan_operand_text(s, buf, 7 + m, line, "a string literal");
-}
-
-/* _Pragma("...") at L (after the name): NVRTC destringizes its operand and reads it as a
- * #pragma line, which may hold __has_include or macros. Its text is scanned like any other
- * (after "pragma ", so that a '#' in it starts no directive). *taken: whether the
- * operand was a string literal (L moved past the ')'); else L is unchanged. */
-static t4a_status scan_pragma(scan *s, lexer *L, size_t line, int *taken) {
-  *taken = 0;
-  lexer save = *L;
-  lx_blanks(L, NULL);
-  if (lx_cur(L) != '(') {
-    *L = save;
-    return T4A_OK;
-  }
-  lx_get(L);
-  lx_blanks(L, NULL);
-  if (is_ident(lx_cur(L)) && !(lx_cur(L) >= '0' && lx_cur(L) <= '9')) {
-    ident pre; /* an encoding prefix: L"..." u8"..." */
-    lx_ident(L, &pre);
-    if (lx_cur(L) != '"' || !(ident_is(&pre, "L") || ident_is(&pre, "u8") ||
-                              ident_is(&pre, "u") || ident_is(&pre, "U"))) {
-      *L = save;
-      return T4A_OK;
-    }
-  }
-  if (lx_cur(L) != '"') {
-    *L = save;
-    return T4A_OK;
-  }
-  lx_get(L);
-  size_t cap = 64, len = 7;
-  char *buf = t4a_host_malloc(cap);
-  if (buf == NULL) return T4A_HOST_OUT_OF_MEMORY;
-  memcpy(buf, "pragma ", 7); /* no piece of __has_include */
-  int c;
-  while ((c = lx_cur(L)) != -1 && c != '\n' && c != '"') {
-    lx_get(L);
-    if (c == '\\' && (lx_cur(L) == '"' || lx_cur(L) == '\\')) c = lx_get(L);
-    if (len + 1 >= cap) {
-      char *nb = t4a_host_realloc(buf, cap * 2);
-      if (nb == NULL) {
-        free(buf);
-        return T4A_HOST_OUT_OF_MEMORY;
-      }
-      buf = nb;
-      cap *= 2;
-    }
-    buf[len++] = (char)c;
-  }
-  if (c == '"') lx_get(L);
-  lx_blanks(L, NULL);
-  if (c != '"' || lx_cur(L) != ')') {
-    free(buf);
-    *L = save;
-    return T4A_OK; /* not one string literal: NVRTC errs, or it is a macro's operand */
-  }
-  lx_get(L);
-  *taken = 1;
-  return scan_operand_text(s, buf, len, line, "_Pragma's operand");
+  return scan_operand_text(s, buf, 7 + m, line);
 }
 
 /* Lexes one text and checks its includes. */
@@ -1582,8 +1522,8 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
         ifdef_operand == 0 && arg_depth == 0) {
       /* The fast lane of a root file, between tokens that change nothing: blanks, punctuators
        * but # % / . and quotes, and identifiers that end at a byte read as itself (no splice,
-       * no literal's prefix) and are not `defined` or `_Pragma`, nor could be __has_include or
-       * (second pass) a wrapper or a function-like macro. What stops it is lexed below as before. */
+       * no literal's prefix) and are not `defined`, nor could be __has_include or (second
+       * pass) a wrapper or a function-like macro. What stops it is lexed below as before. */
       size_t i = L.i;
       while (i < L.n) {
         unsigned char b = (unsigned char)L.s[i], cc = k_cc[b];
@@ -1600,9 +1540,7 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
             PIECE_CH(L.s[j - 1])) {
           note_may(s, L.s + i, len);
         }
-        if (len == 7 && (memcmp(L.s + i, "defined", 7) == 0 || memcmp(L.s + i, "_Pragma", 7) == 0)) {
-          break;
-        }
+        if (len == 7 && memcmp(L.s + i, "defined", 7) == 0) break;
         if (len >= 11 && memcmp(L.s + i, "__has_", 6) == 0) break;
         if (s->pass == 2) {
           size_t bit = func_sieve_bit(L.s + i, len);
@@ -1747,14 +1685,6 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
         if (q == '"' && (st = check_string(s, L.s, from, L.i, 0, line)) != T4A_OK) return st;
         after_defined = ifdef_operand = 0;
         continue;
-      }
-      if (id.len == 7 && ident_is(&id, "_Pragma") && !ifdef_operand && after_defined == 0) {
-        int taken = 0;
-        if ((st = scan_pragma(s, &L, line, &taken)) != T4A_OK) return st;
-        if (taken) {
-          after_defined = ifdef_operand = 0;
-          continue;
-        }
       }
       int has_include = id.len >= 11 && id.text[0] == '_' &&
                         (ident_is(&id, "__has_include") || ident_is(&id, "__has_include_next") ||

@@ -1436,7 +1436,7 @@ static void test_pastes_where_the_texts_read_as_nvrtc_reads_them(void **state) {
       {"#include <k.h>\nvoid f(int n) {\n_Pragma(\"unroll XCAT(1, K(include)(\\\"/etc/hostname\\\"))\")\n"
        "for (int i = 0; i < n; i++) {}\n}\n", NULL, "XCAT expands to a paste"},
       {"#include <k.h>\nvoid f(int n) {\n_Pragma(\"unroll 1 + __has_include(\\\"/etc/hostname\\\")\")\n"
-       "for (int i = 0; i < n; i++) {}\n}\n", NULL, "in _Pragma's operand, line 1: __has_include"},
+       "for (int i = 0; i < n; i++) {}\n}\n", NULL, "in a string literal, line 1: __has_include"},
       {"#include <k.h>\n#define OPEN K(\n#define RP )\nstatic_assert((1 RP, \"\");\n"
        "static_assert(!(OPEN include)(\"/etc/hostname\")), \"\");\n", NULL,
        "the body of OPEN opens a parenthesis it does not close"},
@@ -1479,7 +1479,7 @@ static void test_pragma_operands_are_checked(void **state) {
       "extern \"C\" __global__ void k(int *p, int n) {\n"
       "_Pragma(\"unroll 10 + __has_include(\\\"/etc/hostname\\\")\")\n"
       "for (int i = 0; i < n; i++) p[i] = i;\n}\n", NULL, 0);
-  assert_refused_both_ways(&r, "in _Pragma's operand, line 1: __has_include \"/etc/hostname\" is "
+  assert_refused_both_ways(&r, "in a string literal, line 1: __has_include \"/etc/hostname\" is "
                                "an absolute path", "no roots", 0);
   const char *roots[] = {g_root};
   write_file(g_root, "k.h", "#define K(x) __has_ ## x\n#define APPLY(f, x) f(x)\n");
