@@ -189,6 +189,7 @@ t4a_status t4a_runtime_open(int ordinal, const t4a_runtime_options *options, t4a
   rt->artifact_options = o->artifacts;
   rt->no_toolkit_roots = o->no_toolkit_roots;
   rt->artifact_options.disk_dir = rt->disk_dir;
+  rt->artifact_options.compile_uncacheable = !o->refuse_uncacheable;
   *out = rt;
   return T4A_OK;
 }

@@ -876,6 +876,47 @@ static void test_toolkit_roots_by_default(void **state) {
   CK(t4a_runtime_close(rt));
 }
 
+/* What the cache's key cannot see (a paste that could make __has_include) compiles uncached by
+ * default, every time; options.refuse_uncacheable makes it the cache's INVALID_ARGUMENT. */
+static void test_uncacheable_kernels_compile_uncached(void **state) {
+  fixture *f = *state;
+  if (!nvrtc_available()) skip();
+  static const char src[] =
+      "#define CAT(a, b) a ## b\n"
+      "#if CAT(__has_, include)(\"none.h\")\n#endif\n"
+      "extern \"C\" __global__ void z(int *x) { x[threadIdx.x] = 5; }\n";
+  t4a_runtime *rt = open_rt(f);
+  t4a_nvrtc_request rq = T4A_NVRTC_REQUEST_INIT;
+  rq.source = src;
+  rq.program_name = "z.cu";
+  rq.output = T4A_NVRTC_OUTPUT_CUBIN;
+  for (int i = 0; i < 2; i++) {
+    t4a_nvrtc_artifact *a = NULL;
+    t4a_nvrtc_outcome oc = T4A_NVRTC_OUTCOME_INIT;
+    CK(t4a_runtime_compile_request(rt, &rq, &a, &oc));
+    assert_int_equal(oc.origin, T4A_NVRTC_ORIGIN_UNCACHED);
+    assert_non_null(strstr(oc.uncached_why, "__has_include"));
+    t4a_nvrtc_artifact_release(a);
+    t4a_nvrtc_outcome_deinit(&oc);
+  }
+  struct t4a_nvrtc_cache_stats cs;
+  t4a_nvrtc_cache_stats(t4a_runtime_artifact_cache(rt), &cs);
+  assert_int_equal(cs.counters.nvrtc_compile_attempts, 2);
+  assert_int_equal(cs.counters.nvrtc_uncached, 2);
+  assert_int_equal(cs.memory_entries, 0);
+  CK(t4a_runtime_close(rt));
+
+  t4a_runtime_options o = small_options(f);
+  o.refuse_uncacheable = 1;
+  CK(t4a_runtime_open(0, &o, &rt));
+  t4a_nvrtc_artifact *a = (t4a_nvrtc_artifact *)1;
+  assert_int_equal(t4a_runtime_compile(rt, src, "z.cu", &a), T4A_INVALID_ARGUMENT);
+  assert_null(a);
+  t4a_nvrtc_cache_stats(t4a_runtime_artifact_cache(rt), &cs);
+  assert_int_equal(cs.counters.nvrtc_compile_attempts, 0);
+  CK(t4a_runtime_close(rt));
+}
+
 /* compile_ptx: the artifact is PTX, the fake reads its .entry, the result is the same. A borrowed
  * artifact cache is the runtime's cache and is not destroyed by close. */
 static void test_compile_ptx_through_a_borrowed_cache(void **state) {
@@ -1734,13 +1775,13 @@ int main(int argc, char **argv) {
       cmocka_unit_test_setup_teardown(test_open_accessors_close, setup, teardown),
       cmocka_unit_test_setup_teardown(test_defaults_and_refusals, setup, teardown),
       cmocka_unit_test_setup_teardown(test_toolkit_roots_by_default, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_uncacheable_kernels_compile_uncached, setup, teardown),
       cmocka_unit_test_setup_teardown(test_objects_outlive_close, setup, teardown),
       cmocka_unit_test_setup_teardown(test_close_returns_cached_blocks, setup_leaky,
                                       teardown_counted),
       cmocka_unit_test_setup_teardown(test_close_counts_cached_blocks_of_a_lost_lane, setup_leaky,
                                       teardown_counted),
-      cmocka_unit_test_setup_teardown(test_release_after_close_then_fault, setup,
-                                      teardown_counted),
+      cmocka_unit_test_setup_teardown(test_release_after_close_then_fault, setup, teardown_counted),
       cmocka_unit_test_setup_teardown(test_release_after_close_with_quarantine, setup_leaky,
                                       teardown_counted),
       cmocka_unit_test_setup_teardown(test_function_of_another_runtime, setup, teardown),

@@ -71,6 +71,7 @@ struct t4a_nvrtc_cache {
   size_t max_entries, max_bytes;
   t4a_counters counters;
   int has_disk;
+  int compile_uncacheable; /* t4a_nvrtc_cache_options */
   t4a_nvrtc_disk disk;
   /* Include manifests by first-level key (requests with include roots), oldest evicted first,
    * at most max_entries; guarded by mu. */
@@ -436,6 +437,7 @@ static t4a_status cache_new(const t4a_nvrtc_cache_options *options, t4a_nvrtc_ca
   if (c == NULL) return T4A_HOST_OUT_OF_MEMORY;
   c->max_entries = o.max_entries != 0 ? o.max_entries : DEFAULT_MAX_ENTRIES;
   c->max_bytes = o.max_bytes != 0 ? o.max_bytes : DEFAULT_MAX_BYTES;
+  c->compile_uncacheable = o.compile_uncacheable != 0;
   size_t want = c->max_entries < 8192 ? c->max_entries * 2 : 16384;
   c->num_buckets = 16;
   while (c->num_buckets < want) c->num_buckets <<= 1;
@@ -688,6 +690,9 @@ static t4a_status compile_with_roots(t4a_nvrtc_cache *cache, t4a_nvrtc_lib *id,
                                      t4a_nvrtc_prepared *p, t4a_nvrtc_artifact **out,
                                      t4a_nvrtc_outcome *out_outcome, int *retry);
 
+static t4a_status compile_uncached(t4a_nvrtc_cache *cache, const t4a_nvrtc_request *request,
+                                   t4a_nvrtc_artifact **out, t4a_nvrtc_outcome *out_outcome);
+
 t4a_status t4a_nvrtc_cache_compile(t4a_nvrtc_cache *cache, const t4a_nvrtc_request *request,
                                    t4a_nvrtc_artifact **out, t4a_nvrtc_outcome *out_outcome) {
   t4a_nvrtc_outcome_deinit(out_outcome);
@@ -716,8 +721,47 @@ t4a_status t4a_nvrtc_cache_compile(t4a_nvrtc_cache *cache, const t4a_nvrtc_reque
     } else {
       st = compile_prepared_cached(cache, id, &p, out, out_outcome, &retry, NULL);
     }
-    if (!retry) return st;
+    if (retry) continue;
+    /* What the key cannot see (the include check refused it, here or in the compile this call
+     * joined): compiled uncached when the options say so. */
+    if (st != T4A_OK && cache->compile_uncacheable && t4a_nvrtc_refused_unseen_(st)) {
+      st = compile_uncached(cache, request, out, out_outcome);
+    }
+    return st;
   }
+}
+
+/* A request the include check refused, in a cache with compile_uncacheable: NVRTC compiles it as
+ * t4a_nvrtc_compile does, it is cached at neither level, and its artifact is keyed by its bytes
+ * too (t4a_nvrtc_artifact_key). */
+static t4a_status compile_uncached(t4a_nvrtc_cache *cache, const t4a_nvrtc_request *request,
+                                   t4a_nvrtc_artifact **out, t4a_nvrtc_outcome *out_outcome) {
+  t4a_error why;
+  t4a_error_last(&why);
+  t4a_nvrtc_outcome_deinit(out_outcome);
+  t4a_nvrtc_lib *lib = NULL;
+  t4a_status st = ensure_loaded(cache, &lib);
+  if (st != T4A_OK) return st;
+  t4a_nvrtc_prepared p;
+  st = t4a_nvrtc_prepare(lib, request, &p);
+  if (st != T4A_OK) return st;
+  uint8_t key[16];
+  t4a_nvrtc_identity_key(lib, &p, key);
+  t4a_nvrtc_log log = {NULL, 0};
+  st = t4a_nvrtc_compile_prepared(lib, lib, &p, key, &cache->counters, out, &log);
+  char *copy = NULL;
+  if (st == T4A_OK) {
+    t4a_nvrtc_artifact_key_content_(*out);
+    t4a_counter_add(&cache->counters, T4A_COUNTER_nvrtc_uncached, 1);
+    size_t n = strlen(why.message);
+    copy = out_outcome != NULL ? t4a_host_malloc(n + 1) : NULL;
+    if (copy != NULL) memcpy(copy, why.message, n + 1);
+    if (copy == NULL && out_outcome != NULL) t4a_nvrtc_error_restore(&why); /* not the OOM's */
+  }
+  t4a_nvrtc_outcome_set(out_outcome,
+                        st == T4A_OK ? T4A_NVRTC_ORIGIN_UNCACHED : T4A_NVRTC_ORIGIN_NONE, &log);
+  if (out_outcome != NULL) out_outcome->uncached_why = copy;
+  return st;
 }
 
 /* A request with include roots. Its first-level key (the request and the roots' spellings)

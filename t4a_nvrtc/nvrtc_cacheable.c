@@ -37,8 +37,10 @@
 #include "t4a_ctx/status_internal.h"
 #include "t4a_nvrtc/nvrtc_internal.h"
 
-#define REFUSE(...) \
+#define REFUSE_REQUEST(...) \
   t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_nvrtc_request", 0, NULL, 0, __VA_ARGS__)
+#define REFUSE(...) \
+  t4a_error_set_(T4A_INVALID_ARGUMENT, T4A_NVRTC_INCLUDES_ENTRY, 0, NULL, 0, __VA_ARGS__)
 
 /* ---- Options ------------------------------------------------------------------------------ */
 
@@ -246,10 +248,12 @@ static t4a_status parse_option(const t4a_nvrtc_request *r, size_t i, parsed_opti
   size_t n = t4a_nvrtc_option_bytes(r, i);
   memset(out, 0, sizeof *out);
   out->next = i + 1;
-  if (o[0] == '@') return REFUSE("option %zu (%.*s) names a response file%s", i, SHOW(n), o, tail);
+  if (o[0] == '@') {
+    return REFUSE_REQUEST("option %zu (%.*s) names a response file%s", i, SHOW(n), o, tail);
+  }
   if (n < 2 || o[0] != '-') {
-    return REFUSE("option %zu (%.*s) is not an option t4a knows to read no file%s", i, SHOW(n), o,
-                  tail);
+    return REFUSE_REQUEST("option %zu (%.*s) is not an option t4a knows to read no file%s", i,
+                          SHOW(n), o, tail);
   }
   int is_long = o[1] == '-';
   size_t d = is_long ? 2 : 1;
@@ -276,12 +280,14 @@ static t4a_status parse_option(const t4a_nvrtc_request *r, size_t i, parsed_opti
     if (span_is(o + d, end - d, name)) k = &k_options[j];
   }
   if (k == NULL) {
-    return REFUSE("option %zu (%.*s) is not an option t4a knows to read no file%s", i, SHOW(n), o,
-                  tail);
+    return REFUSE_REQUEST("option %zu (%.*s) is not an option t4a knows to read no file%s", i,
+                          SHOW(n), o, tail);
   }
-  if (k->kind == K_FILE) return REFUSE("option %zu (%.*s) %s%s", i, SHOW(n), o, k->why, tail);
+  if (k->kind == K_FILE) {
+    return REFUSE_REQUEST("option %zu (%.*s) %s%s", i, SHOW(n), o, k->why, tail);
+  }
   if (has_value && k->arg == ARG_NONE) {
-    return REFUSE("option %zu (%.*s) takes no value%s", i, SHOW(n), o, tail);
+    return REFUSE_REQUEST("option %zu (%.*s) takes no value%s", i, SHOW(n), o, tail);
   }
   if (!has_value && k->arg == ARG_REQUIRED && i + 1 < r->num_options) {
     /* "--maxrregcount" "32": NVRTC takes the next element as the value. */
@@ -289,15 +295,15 @@ static t4a_status parse_option(const t4a_nvrtc_request *r, size_t i, parsed_opti
     value_bytes = t4a_nvrtc_option_bytes(r, i + 1);
     out->next = i + 2;
     if (k->kind != K_PTXAS && value_bytes > 0 && (value[0] == '-' || value[0] == '@')) {
-      return REFUSE("option %zu (%.*s) follows %.*s as its value but reads as an option%s", i + 1,
-                    SHOW(value_bytes), value, SHOW(n), o, tail);
+      return REFUSE_REQUEST("option %zu (%.*s) follows %.*s as its value but reads as an option%s",
+                            i + 1, SHOW(value_bytes), value, SHOW(n), o, tail);
     }
   }
   if (k->kind == K_PTXAS && value != NULL) {
     const char *why = ptxas_refusal(value, value_bytes);
     if (why != NULL) {
-      return REFUSE("option %zu (%.*s): the ptxas option %.*s %s%s", out->next - 1, SHOW(n), o,
-                    SHOW(value_bytes), value, why, tail);
+      return REFUSE_REQUEST("option %zu (%.*s): the ptxas option %.*s %s%s", out->next - 1, SHOW(n),
+                            o, SHOW(value_bytes), value, why, tail);
     }
   }
   out->known = k;
@@ -992,8 +998,9 @@ static t4a_status check_operand(scan *s, lexer *L, const char *what, size_t line
                             what, line, open, close);
   }
   if (!names_a_header(s, name, chars)) {
-    return REFUSE("%s, line %zu: %s %c%.*s%c names no header of the request%s", s->where, line,
-                  what, open, SHOW(chars), name, close, k_advice);
+    /* (not what the key cannot see: nothing provides the header) */
+    return REFUSE_REQUEST("%s, line %zu: %s %c%.*s%c names no header of the request%s", s->where,
+                          line, what, open, SHOW(chars), name, close, k_advice);
   }
   return T4A_OK;
 }
@@ -2435,6 +2442,13 @@ t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p) {
   }
   free(sorted);
   return st;
+}
+
+int t4a_nvrtc_refused_unseen_(t4a_status st) {
+  if (st != T4A_INVALID_ARGUMENT && st != T4A_LIMIT_EXCEEDED) return 0;
+  t4a_error e;
+  t4a_error_last(&e);
+  return e.status == st && strcmp(e.entry, T4A_NVRTC_INCLUDES_ENTRY) == 0;
 }
 
 t4a_status t4a_nvrtc_check_cacheable(const t4a_nvrtc_prepared *p) {

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 #include "t4a/fault.h"
 #include "t4a_ctx/status_internal.h"
@@ -44,6 +45,8 @@ const char *t4a_nvrtc_origin_name(t4a_nvrtc_origin origin) {
       return "disk";
     case T4A_NVRTC_ORIGIN_JOINED:
       return "joined";
+    case T4A_NVRTC_ORIGIN_UNCACHED:
+      return "uncached";
   }
   return "unknown";
 }
@@ -51,9 +54,11 @@ const char *t4a_nvrtc_origin_name(t4a_nvrtc_origin origin) {
 void t4a_nvrtc_outcome_deinit(t4a_nvrtc_outcome *outcome) {
   if (outcome == NULL) return;
   free(outcome->log);
+  free(outcome->uncached_why);
   outcome->origin = T4A_NVRTC_ORIGIN_NONE;
   outcome->log = NULL;
   outcome->log_bytes = 0;
+  outcome->uncached_why = NULL;
 }
 
 void t4a_nvrtc_outcome_set(t4a_nvrtc_outcome *outcome, t4a_nvrtc_origin origin,
@@ -196,6 +201,19 @@ const char *t4a_nvrtc_artifact_build_identity(const t4a_nvrtc_artifact *artifact
 const char *t4a_nvrtc_artifact_log(const t4a_nvrtc_artifact *artifact, size_t *out_bytes) {
   if (out_bytes != NULL) *out_bytes = artifact != NULL ? artifact->log_bytes : 0;
   return artifact != NULL ? artifact->log : "";
+}
+
+void t4a_nvrtc_artifact_key_content_(t4a_nvrtc_artifact *artifact) {
+  static const char tag[] = "t4a.nvrtc.content";
+  XXH3_state_t state;
+  XXH3_128bits_reset(&state);
+  XXH3_128bits_update(&state, tag, sizeof tag - 1);
+  XXH3_128bits_update(&state, artifact->key, 16);
+  XXH3_128bits_update(&state, artifact->data, artifact->data_bytes);
+  XXH128_canonical_t c;
+  XXH128_canonicalFromHash(&c, XXH3_128bits_digest(&state));
+  memcpy(artifact->key, c.digest, 16);
+  t4a_nvrtc_key_hex(artifact->key, artifact->key_hex);
 }
 
 void t4a_nvrtc_artifact_key(const t4a_nvrtc_artifact *artifact, uint8_t out_key[16]) {
@@ -580,6 +598,7 @@ t4a_status t4a_nvrtc_compile(t4a_nvrtc_lib *lib, const t4a_nvrtc_request *reques
   t4a_nvrtc_identity_key(lib, &p, key);
   t4a_nvrtc_log log = {NULL, 0};
   st = t4a_nvrtc_compile_prepared(lib, lib, &p, key, NULL, out, &log);
+  if (st == T4A_OK) t4a_nvrtc_artifact_key_content_(*out);
   t4a_nvrtc_outcome_set(out_outcome,
                         st == T4A_OK ? T4A_NVRTC_ORIGIN_COMPILED : T4A_NVRTC_ORIGIN_NONE, &log);
   return st;

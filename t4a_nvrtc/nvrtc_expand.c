@@ -1051,24 +1051,24 @@ static t4a_status refusal(ex *x, const text_ctx *c, const tok *start) {
   int nn = (int)(start->n < 64 ? start->n : 64);
   if (x->why == WHY_OOM) return T4A_HOST_OUT_OF_MEMORY;
   if (x->why == WHY_STRINGS) {
-    return t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_nvrtc_request", 0, NULL, 0,
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, T4A_NVRTC_INCLUDES_ENTRY, 0, NULL, 0,
                           "%s, line %zu: more than %d string literals name macros, and the check "
                           "reads no more of them as pragma operands%s",
                           c->where, line, EX_MAX_STRINGS, c->advice);
   }
   if (x->why == WHY_DIRECTIVE) {
-    return t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_nvrtc_request", 0, NULL, 0,
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, T4A_NVRTC_INCLUDES_ENTRY, 0, NULL, 0,
                           "%s, line %zu: a directive stands among the arguments of %s, which "
                           "NVRTC applies there (its tokens may paste __has_include)%s",
                           c->where, line, x->in_macro, c->advice);
   }
   if (x->why == WHY_BAD) {
-    return t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_nvrtc_request", 0, NULL, 0,
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, T4A_NVRTC_INCLUDES_ENTRY, 0, NULL, 0,
                           "%s, line %zu: %.*s expands to a paste that makes %s (in the macro "
                           "%s)%s",
                           c->where, line, nn, start->p, x->bad, x->in_macro, c->advice);
   }
-  return t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_nvrtc_request", 0, NULL, 0,
+  return t4a_error_set_(T4A_INVALID_ARGUMENT, T4A_NVRTC_INCLUDES_ENTRY, 0, NULL, 0,
                         "%s, line %zu: %.*s has too many expansions to check one by one, and its "
                         "tokens with the pieces in the definitions could paste %s%s",
                         c->where, line, nn, start->p, x->bad, c->advice);
@@ -1207,7 +1207,7 @@ static t4a_status check_stream(ex *x, const text_ctx *c, const tok *s, size_t m)
 }
 
 static t4a_status text_refusal(const text_ctx *c, size_t line, const char *what) {
-  return t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_nvrtc_request", 0, NULL, 0,
+  return t4a_error_set_(T4A_INVALID_ARGUMENT, T4A_NVRTC_INCLUDES_ENTRY, 0, NULL, 0,
                         "%s, line %zu: %s, so the check cannot tell what a macro's arguments "
                         "hold there (a paste could make __has_include)%s",
                         c->where, line, what, c->advice);
@@ -1405,9 +1405,10 @@ t4a_status t4a_nvrtc_check_pastes_(const t4a_nvrtc_paste_check_ *pc) {
       if (memchr(np, '\\', nn) != NULL || (x.trigraphs && memchr(np, '?', nn) != NULL)) {
         np = clean(&x, &x.perm, m->name, m->name_len, &nn, NULL, NULL); /* a spliced name */
         if (np == NULL) {
-          st = x.why == WHY_OOM ? T4A_HOST_OUT_OF_MEMORY
-                                : t4a_error_set_(T4A_LIMIT_EXCEEDED, "t4a_nvrtc_request", 0, NULL,
-                                                 0, "the definitions are too large to expand");
+          st = x.why == WHY_OOM
+                   ? T4A_HOST_OUT_OF_MEMORY
+                   : t4a_error_set_(T4A_LIMIT_EXCEEDED, T4A_NVRTC_INCLUDES_ENTRY, 0, NULL, 0,
+                                    "the definitions are too large to expand");
           break;
         }
       }

@@ -245,6 +245,12 @@ T4A_MUST_USE t4a_status t4a_nvrtc_prepare(const t4a_nvrtc_lib *lib, const t4a_nv
 T4A_MUST_USE t4a_status t4a_nvrtc_check_options(const t4a_nvrtc_prepared *p);
 T4A_MUST_USE t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p);
 T4A_MUST_USE t4a_status t4a_nvrtc_check_cacheable(const t4a_nvrtc_prepared *p);
+/* The entry of the include check's refusals (INVALID_ARGUMENT, LIMIT_EXCEEDED): what the key
+ * cannot see, which a cache with compile_uncacheable compiles uncached. The option check's
+ * refusals, an include that names nothing and bad roots name other entries. */
+#define T4A_NVRTC_INCLUDES_ENTRY "t4a_nvrtc_includes"
+/* Whether st, this thread's last failure, is one of the include check's refusals. */
+int t4a_nvrtc_refused_unseen_(t4a_status st);
 
 /* ---- The identity record ----------------------------------------------------------------- */
 
@@ -323,6 +329,10 @@ struct t4a_nvrtc_artifact {
  * data and log space. */
 t4a_nvrtc_artifact *t4a_nvrtc_artifact_alloc(const t4a_nvrtc_artifact_parts *parts,
                                              uint8_t **out_data, char **out_log);
+
+/* Re-keys an artifact this thread alone holds (just made) by its key and its bytes: for one whose
+ * inputs no key saw (t4a_nvrtc_compile, an UNCACHED compile; see t4a_nvrtc_artifact_key). */
+void t4a_nvrtc_artifact_key_content_(t4a_nvrtc_artifact *artifact);
 
 /* ---- The compile core -------------------------------------------------------------------- */
 

@@ -1705,6 +1705,152 @@ static void test_cached_compile_with_roots_failure_sweep(void **state) {
   assert_int_equal(plan.failed_point, -1);
 }
 
+/* ---- What the key cannot see, compiled uncached (compile_uncacheable) ----------------------- */
+
+static t4a_nvrtc_cache *uncacheable_cache(void) {
+  t4a_nvrtc_cache_options o = T4A_NVRTC_CACHE_OPTIONS_INIT;
+  o.disk_dir = g_dir;
+  o.compile_uncacheable = 1;
+  t4a_nvrtc_cache *c = NULL;
+  assert_int_equal(t4a_nvrtc_cache_create(g_lib, &o, &c), T4A_OK);
+  return c;
+}
+
+/* Compiles r uncached through c: UNCACHED, the refusal in the outcome, `needle` in the PTX,
+ * nothing cached at either level; returns the artifact's key (hex) in key. */
+static void compile_uncached_ok(t4a_nvrtc_cache *c, const t4a_nvrtc_request *r, const char *needle,
+                                char key[33]) {
+  t4a_nvrtc_artifact *a = NULL;
+  t4a_nvrtc_outcome o = T4A_NVRTC_OUTCOME_INIT;
+  long before = wrapped_compiles();
+  uint64_t uncached = counters(c).nvrtc_uncached;
+  assert_int_equal(t4a_nvrtc_cache_compile(c, r, &a, &o), T4A_OK);
+  assert_int_equal(o.origin, T4A_NVRTC_ORIGIN_UNCACHED);
+  assert_string_equal(t4a_nvrtc_origin_name(o.origin), "uncached");
+  assert_non_null(o.uncached_why);
+  assert_non_null(strstr(o.uncached_why, "__has_include"));
+  size_t n = 0;
+  const char *ptx = t4a_nvrtc_artifact_data(a, &n);
+  assert_non_null(memmem(ptx, n, needle, strlen(needle)));
+  assert_int_equal(wrapped_compiles(), before + 1);
+  assert_int_equal(counters(c).nvrtc_uncached, uncached + 1);
+  assert_int_equal(memory_entries(c), 0);
+  assert_int_equal(test_count_files(g_dir, ".t4a", NULL), 0);
+  snprintf(key, 33, "%s", t4a_nvrtc_artifact_key_hex(a));
+  t4a_nvrtc_artifact_release(a);
+  t4a_nvrtc_outcome_deinit(&o);
+}
+
+/* A request the include check refuses compiles, uncached, every time; its artifact's key follows
+ * the header it read (so a module cache keyed by artifacts loads the edited kernel), as does that
+ * of t4a_nvrtc_compile, which reads the roots unkeyed. Without the option it is refused. */
+static void test_uncacheable_requests_compile_uncached(void **state) {
+  (void)state;
+  const char *roots[] = {g_root};
+  write_file(g_root, "k.h", "#define CAT(a, b) a ## b\n#define K(x) CAT(__has_, x)\n");
+  write_file(g_root, "v.h", "#define V 111\n");
+  static const char src[] =
+      "#include <k.h>\n#include <v.h>\n#if K(include)(<v.h>)\n#endif\n"
+      "extern \"C\" __global__ void k(int *p) { *p = V; }\n";
+  t4a_nvrtc_request r = roots_request(src, roots, 1);
+  t4a_nvrtc_cache *strict = new_cache(1);
+  expect_refused(strict, &r, T4A_INVALID_ARGUMENT, "__has_include", NULL);
+  t4a_nvrtc_cache_destroy(strict);
+
+  t4a_nvrtc_cache *c = uncacheable_cache();
+  char k1[33], k2[33], k3[33];
+  compile_uncached_ok(c, &r, "111", k1);
+  compile_uncached_ok(c, &r, "111", k2); /* compiled again: the same bytes, the same key */
+  assert_string_equal(k1, k2);
+  edit_keep_mtime(g_root, "v.h", "#define V 222\n");
+  compile_uncached_ok(c, &r, "222", k3);
+  assert_string_not_equal(k1, k3);
+  t4a_nvrtc_artifact *a = NULL, *b = NULL;
+  assert_int_equal(t4a_nvrtc_compile(g_lib, &r, &a, NULL), T4A_OK);
+  edit_keep_mtime(g_root, "v.h", "#define V 333\n");
+  assert_int_equal(t4a_nvrtc_compile(g_lib, &r, &b, NULL), T4A_OK);
+  assert_string_not_equal(t4a_nvrtc_artifact_key_hex(a), t4a_nvrtc_artifact_key_hex(b));
+  t4a_nvrtc_artifact_release(a);
+  t4a_nvrtc_artifact_release(b);
+
+  /* A failed compile: its log, nothing cached. */
+  static const char bad[] = "#include <k.h>\n#if K(include)(<v.h>)\n#endif\nsyntax error here\n";
+  r = roots_request(bad, roots, 1);
+  t4a_nvrtc_outcome o = T4A_NVRTC_OUTCOME_INIT;
+  a = (t4a_nvrtc_artifact *)1;
+  assert_int_equal(t4a_nvrtc_cache_compile(c, &r, &a, &o), T4A_COMPILE_FAILED);
+  assert_null(a);
+  assert_int_equal(o.origin, T4A_NVRTC_ORIGIN_NONE);
+  assert_non_null(o.log);
+  assert_null(o.uncached_why);
+  t4a_nvrtc_outcome_deinit(&o);
+  assert_int_equal(memory_entries(c), 0);
+  t4a_nvrtc_cache_destroy(c);
+}
+
+/* Only what the key cannot see is compiled uncached: bad roots, an include nothing provides and
+ * the options' refusals stay errors, with nothing compiled. */
+static void test_uncacheable_keeps_the_other_refusals(void **state) {
+  (void)state;
+  t4a_nvrtc_cache *c = uncacheable_cache();
+  char missing[700];
+  snprintf(missing, sizeof missing, "%s/none", g_tree);
+  const char *bad_roots[] = {missing};
+  t4a_nvrtc_request r = roots_request(k_uses_top, bad_roots, 1);
+  expect_refused(c, &r, T4A_INVALID_ARGUMENT, missing, NULL);
+  r = roots_request("#include \"nothere.h\"\n__global__ void k() {}\n", NULL, 0);
+  expect_refused(c, &r, T4A_INVALID_ARGUMENT, "names no header", NULL);
+  static const char *const opts[] = {"--pre-include=/etc/hostname"};
+  r = roots_request("__global__ void k() {}\n", NULL, 0);
+  r.options = opts;
+  r.num_options = 1;
+  expect_refused(c, &r, T4A_INVALID_ARGUMENT, "--pre-include", NULL);
+  assert_int_equal(counters(c).nvrtc_uncached, 0);
+  t4a_nvrtc_cache_destroy(c);
+}
+
+/* Host allocation and file faults at every point of an uncached compile: a typed status or
+ * success, nothing cached. */
+static void test_uncached_compile_failure_sweep(void **state) {
+  (void)state;
+  const char *roots[] = {g_root};
+  write_file(g_root, "k.h", "#define CAT(a, b) a ## b\n#define K(x) CAT(__has_, x)\n");
+  static const char src[] =
+      "#include <k.h>\n#if K(include)(<k.h>)\n#endif\n"
+      "extern \"C\" __global__ void k(int *p) { *p = 7; }\n";
+  t4a_nvrtc_request r = roots_request(src, roots, 1);
+  int failures = 0;
+  for (long n = 0;; n++) {
+    t4a_nvrtc_roots_forget_();
+    t4a_nvrtc_cache *c = uncacheable_cache();
+    fault_plan plan;
+    fault_plan_install(&plan, n, FAULT_BIT(T4A_FAULT_HOST_MALLOC) | FAULT_FILE_BITS);
+    t4a_nvrtc_artifact *a = NULL;
+    t4a_nvrtc_outcome o = T4A_NVRTC_OUTCOME_INIT;
+    t4a_status st = t4a_nvrtc_cache_compile(c, &r, &a, &o);
+    int failed = plan.failed_point >= 0;
+    fault_plan_remove();
+    if (st == T4A_OK) {
+      assert_non_null(a);
+      assert_int_equal(o.origin, T4A_NVRTC_ORIGIN_UNCACHED);
+    } else {
+      assert_true(st == T4A_HOST_OUT_OF_MEMORY || st == T4A_IO);
+      assert_null(a);
+      failures++;
+    }
+    assert_int_equal(memory_entries(c), 0);
+    assert_int_equal(test_count_files(g_dir, ".t4a", NULL), 0);
+    t4a_nvrtc_artifact_release(a);
+    t4a_nvrtc_outcome_deinit(&o);
+    t4a_nvrtc_cache_destroy(c);
+    if (!failed) {
+      assert_int_equal(st, T4A_OK);
+      break;
+    }
+  }
+  assert_true(failures > 5);
+}
+
 /* ---- The real toolkit --------------------------------------------------------------------- */
 
 static int toolkit(t4a_nvrtc_toolkit *tk) {
@@ -1780,6 +1926,35 @@ static void test_cub_kernel_through_the_cache(void **state) {
   t4a_nvrtc_cache_destroy(c);
 }
 
+/* A curand kernel: the include check refuses curand_kernel.h (design §11: its macros' arguments
+ * spell every letter of __has_include), so through a cache that compiles what it cannot key the
+ * kernel compiles, uncached, as with nvcc. */
+static void test_curand_kernel_compiles_uncached(void **state) {
+  (void)state;
+  t4a_nvrtc_toolkit tk;
+  if (!toolkit(&tk)) skip();
+  static const char src[] =
+      "#include <curand_kernel.h>\n"
+      "extern \"C\" __global__ void u(float *o, unsigned long long seed) {\n"
+      "  curandStatePhilox4_32_10_t s;\n"
+      "  curand_init(seed, threadIdx.x, 0, &s);\n"
+      "  o[threadIdx.x] = curand_uniform(&s);\n"
+      "}\n";
+  t4a_nvrtc_request r = roots_request(src, tk.roots, tk.num_roots);
+  t4a_nvrtc_cache *c = uncacheable_cache();
+  t4a_nvrtc_artifact *a = NULL;
+  t4a_nvrtc_outcome o = T4A_NVRTC_OUTCOME_INIT;
+  assert_int_equal(t4a_nvrtc_cache_compile(c, &r, &a, &o), T4A_OK);
+  assert_int_equal(o.origin, T4A_NVRTC_ORIGIN_UNCACHED);
+  size_t n = 0;
+  const char *ptx = t4a_nvrtc_artifact_data(a, &n);
+  assert_non_null(memmem(ptx, n, ".entry u", 8));
+  assert_int_equal(memory_entries(c), 0);
+  t4a_nvrtc_artifact_release(a);
+  t4a_nvrtc_outcome_deinit(&o);
+  t4a_nvrtc_cache_destroy(c);
+}
+
 static void test_toolkit_find_says_where_it_looked(void **state) {
   (void)state;
   char *saved = getenv("T4A_CUDA_PATH") ? strdup(getenv("T4A_CUDA_PATH")) : NULL;
@@ -1814,8 +1989,10 @@ int main(void) {
                                       each_teardown),
       cmocka_unit_test_setup_teardown(test_root_order_and_other_roots_are_misses, each_setup,
                                       each_teardown),
-      cmocka_unit_test_setup_teardown(test_link_chain_retarget_is_a_miss, each_setup, each_teardown),
-      cmocka_unit_test_setup_teardown(test_link_target_parent_replaced_is_a_miss, each_setup, each_teardown),
+      cmocka_unit_test_setup_teardown(test_link_chain_retarget_is_a_miss, each_setup,
+                                      each_teardown),
+      cmocka_unit_test_setup_teardown(test_link_target_parent_replaced_is_a_miss, each_setup,
+                                      each_teardown),
       cmocka_unit_test_setup_teardown(test_retargeted_toolkit_link_is_a_miss, each_setup,
                                       each_teardown),
       cmocka_unit_test_setup_teardown(test_root_edited_during_compile_is_not_cached, each_setup,
@@ -1848,8 +2025,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_paste_check_failure_sweep, each_setup, each_teardown),
       cmocka_unit_test_setup_teardown(test_header_beside_the_includer_is_a_miss, each_setup,
                                       each_teardown),
-      cmocka_unit_test_setup_teardown(test_files_the_includes_do_not_reach_keep_the_hit,
-                                      each_setup, each_teardown),
+      cmocka_unit_test_setup_teardown(test_files_the_includes_do_not_reach_keep_the_hit, each_setup,
+                                      each_teardown),
       cmocka_unit_test_setup_teardown(test_plain_kernel_validates_nothing, each_setup,
                                       each_teardown),
       cmocka_unit_test_setup_teardown(test_corrupt_manifest_is_a_miss, each_setup, each_teardown),
@@ -1863,8 +2040,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_known_valid_until_an_event, each_setup, each_teardown),
       cmocka_unit_test_setup_teardown(test_dangling_link_on_the_way_is_validated_by_stat,
                                       each_setup, each_teardown),
-      cmocka_unit_test_setup_teardown(test_relative_root_follows_the_working_directory,
-                                      each_setup, each_teardown),
+      cmocka_unit_test_setup_teardown(test_relative_root_follows_the_working_directory, each_setup,
+                                      each_teardown),
       cmocka_unit_test_setup_teardown(test_forked_child_does_not_take_the_parents_events,
                                       each_setup, each_teardown),
       cmocka_unit_test_setup_teardown(test_includes_resolve_failure_sweep, each_setup,
@@ -1873,7 +2050,14 @@ int main(void) {
                                       each_teardown),
       cmocka_unit_test_setup_teardown(test_toolkit_headers_through_the_cache, each_setup,
                                       each_teardown),
-      cmocka_unit_test_setup_teardown(test_cub_kernel_through_the_cache, each_setup,
+      cmocka_unit_test_setup_teardown(test_cub_kernel_through_the_cache, each_setup, each_teardown),
+      cmocka_unit_test_setup_teardown(test_uncacheable_requests_compile_uncached, each_setup,
+                                      each_teardown),
+      cmocka_unit_test_setup_teardown(test_uncacheable_keeps_the_other_refusals, each_setup,
+                                      each_teardown),
+      cmocka_unit_test_setup_teardown(test_uncached_compile_failure_sweep, each_setup,
+                                      each_teardown),
+      cmocka_unit_test_setup_teardown(test_curand_kernel_compiles_uncached, each_setup,
                                       each_teardown),
       cmocka_unit_test_setup_teardown(test_toolkit_find_says_where_it_looked, each_setup,
                                       each_teardown),

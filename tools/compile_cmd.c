@@ -20,13 +20,15 @@
 static const char k_usage[] =
     "usage: t4a compile FILE.cu --arch ARCH [--ptx | --cubin | --ltoir] [-o OUT] [--cache DIR]\n"
     "                   [--header NAME=PATH]... [-I DIR]... [--no-toolkit] [--name-expr EXPR]...\n"
-    "                   [--repeat N]\n"
+    "                   [--repeat N] [--strict-cache]\n"
     "                   [NVRTC options: -DNAME=VALUE, --std=c++17, ...]\n"
-    "       t4a compile FILE.cu LIB.cu... --arch ARCH -dlto [-Xnvlink OPT]... [-o OUT] [--cache DIR]\n";
+    "       t4a compile FILE.cu LIB.cu... --arch ARCH -dlto [-Xnvlink OPT]... [-o OUT] [--cache "
+    "DIR]\n";
 
 static const char k_help[] =
     "  Compiles one CUDA C++ source with NVRTC through t4a's artifact cache and says where the\n"
-    "  artifact came from (compiled, memory, disk), its kind, target, size and cache key, and\n"
+    "  artifact came from (compiled, memory, disk, uncached), its kind, target, size and cache\n"
+    "  key, and\n"
     "  the cache's counters. Output kind: CUBIN for sm_NN, PTX for compute_NN, unless given.\n"
     "  --arch ARCH        sm_90, compute_90, sm_90a, ... (required)\n"
     "  -o OUT             write the artifact there (PTX without its NUL)\n"
@@ -39,6 +41,9 @@ static const char k_help[] =
     "                     beside libnvrtc); the roots used and how each was fingerprinted print\n"
     "  --name-expr EXPR   a name expression (e.g. k<int>) whose lowered name is printed\n"
     "  --repeat N         compile N times through the cache (the first compiles, then hits)\n"
+    "  --strict-cache     refuse (exit 2) a source whose includes the cache key cannot see (a\n"
+    "                     computed include, a paste that could make __has_include); without it\n"
+    "                     such a source is compiled uncached (\"artifact: uncached\", and why)\n"
     "  -dlto              device link-time optimisation, as nvcc: each FILE.cu is compiled to\n"
     "                     LTO-IR (-rdc=true added unless -rdc or -dc is given), then nvJitLink\n"
     "                     links them, in order, into a CUBIN for sm_NN (through a link cache;\n"
@@ -50,6 +55,13 @@ static const char k_help[] =
     "  Exit: 0 compiled (or hit), 1 compile error (the log is printed on stderr) or an NVRTC,\n"
     "  cache or output-file failure, 2 bad usage (unknown or missing arguments, an unreadable\n"
     "  input, an option NVRTC or the cache rejects, an unsupported architecture).\n";
+
+/* Why an uncached artifact was not cached (the include check's refusal). */
+static void print_uncached(const t4a_nvrtc_outcome *outcome) {
+  if (outcome->origin == T4A_NVRTC_ORIGIN_UNCACHED) {
+    printf("not cached: %s\n", outcome->uncached_why != NULL ? outcome->uncached_why : "?");
+  }
+}
 
 static int usage(const char *fmt, const char *arg) {
   fprintf(stderr, "t4a compile: ");
@@ -164,6 +176,7 @@ typedef struct compile_args {
   const char **roots;
   size_t num_roots;
   int no_toolkit;
+  int strict_cache;
 } compile_args;
 
 static int parse(int argc, char **argv, compile_args *a) {
@@ -228,6 +241,8 @@ static int parse(int argc, char **argv, compile_args *a) {
       a->roots[a->num_roots++] = dir;
     } else if (strcmp(s, "--no-toolkit") == 0) {
       a->no_toolkit = 1;
+    } else if (strcmp(s, "--strict-cache") == 0) {
+      a->strict_cache = 1;
     } else if (strcmp(s, "--ptx") == 0 || strcmp(s, "--cubin") == 0 || strcmp(s, "--ltoir") == 0) {
       int kind = s[2] == 'p'   ? T4A_NVRTC_OUTPUT_PTX
                  : s[2] == 'c' ? T4A_NVRTC_OUTPUT_CUBIN
@@ -327,6 +342,7 @@ static int compile_and_link(const compile_args *a) {
   }
   t4a_nvrtc_cache_options co = T4A_NVRTC_CACHE_OPTIONS_INIT;
   co.disk_dir = a->cache_dir;
+  co.compile_uncacheable = !a->strict_cache;
   if ((st = t4a_nvrtc_cache_create(lib, &co, &cache)) != T4A_OK) {
     print_failure("cache");
     rc = st == T4A_INVALID_ARGUMENT ? EXIT_USAGE : EXIT_COMPILE;
@@ -363,6 +379,7 @@ static int compile_and_link(const compile_args *a) {
     printf("artifact: %s (%s: lto-ir, %zu bytes, key %s)\n",
            t4a_nvrtc_origin_name(outcome.origin), r.program_name, n,
            t4a_nvrtc_artifact_key_hex(inputs[i]));
+    print_uncached(&outcome);
   }
   if (t4a_jitlink_lib_open(NULL, &jl) != T4A_OK) {
     print_failure("nvJitLink");
@@ -477,6 +494,7 @@ int t4a_cmd_compile(int argc, char **argv) {
   }
   t4a_nvrtc_cache_options co = T4A_NVRTC_CACHE_OPTIONS_INIT;
   co.disk_dir = a.cache_dir;
+  co.compile_uncacheable = !a.strict_cache;
   t4a_status st = t4a_nvrtc_cache_create(lib, &co, &cache);
   if (st != T4A_OK) {
     print_failure("cache");
@@ -555,6 +573,7 @@ int t4a_cmd_compile(int argc, char **argv) {
       goto done;
     }
     printf("artifact: %s\n", t4a_nvrtc_origin_name(outcome.origin));
+    print_uncached(&outcome);
   }
   tool_progress_stop(&progress);
   size_t bytes = 0;

@@ -143,6 +143,27 @@ static void test_disk_cache_across_invocations(void **state) {
   assert_null(strstr(g_out, "toolkit: "));
 }
 
+/* A source whose includes the key cannot see compiles uncached, saying why, every time;
+ * --strict-cache refuses it (bad usage). */
+static void test_uncacheable_source_compiles_uncached(void **state) {
+  (void)state;
+  char paste[600];
+  snprintf(paste, sizeof paste, "%s/paste.cu", g_dir);
+  write_text(paste,
+             "#define CAT(a, b) a ## b\n#if CAT(__has_, include)(\"none.h\")\n#endif\n"
+             "extern \"C\" __global__ void p(int *x) { *x = 1; }\n");
+  const char *args[] = {paste,   "--arch",   "sm_90", "--cache",
+                        g_cache, "--repeat", "2",     "--strict-cache"};
+  assert_int_equal(run(args, 7), 0);
+  assert_non_null(strstr(g_out, "artifact: uncached\nnot cached: "));
+  assert_non_null(strstr(g_out, "__has_include"));
+  assert_non_null(strstr(g_out, "counter nvrtc_compile_attempts = 2\n"));
+  assert_non_null(strstr(g_out, "counter nvrtc_uncached = 2\n"));
+  assert_non_null(strstr(g_out, "counter nvrtc_disk_writes = 0\n"));
+  assert_int_equal(run(args, 8), 2);
+  assert_non_null(strstr(g_err, "__has_include"));
+}
+
 static void test_compile_error_prints_the_log(void **state) {
   (void)state;
   const char *args[] = {g_broken, "--arch", "sm_90"};
@@ -262,6 +283,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_compiles_to_a_file),
       cmocka_unit_test(test_disk_cache_across_invocations),
+      cmocka_unit_test(test_uncacheable_source_compiles_uncached),
       cmocka_unit_test(test_compile_error_prints_the_log),
       cmocka_unit_test(test_bad_usage_exits_2),
       cmocka_unit_test(test_header_with_a_nul_is_refused),

@@ -144,14 +144,19 @@ typedef struct t4a_runtime_options {
    * request's own, so that <cuda_fp16.h>, <cooperative_groups.h>, <cuda/std/...> and <cub/...>
    * resolve as with nvcc, keyed by their content. */
   int no_toolkit_roots;
+  /** Zero: the runtime's own cache compiles what its key cannot see (a computed include, a paste
+   * that could make __has_include: t4a_nvrtc_cache_options.compile_uncacheable) uncached, origin
+   * UNCACHED, so that every kernel NVRTC accepts compiles; artifacts.compile_uncacheable is not
+   * read. Nonzero: such a compile is INVALID_ARGUMENT, as the cache refuses it. A borrowed
+   * artifact_cache keeps its own setting. */
+  int refuse_uncacheable;
 } t4a_runtime_options;
 /** Every option at its default (zero). */
-#define T4A_RUNTIME_OPTIONS_INIT                                                                  \
-  {                                                                                               \
-    NULL, T4A_LANE_OPTIONS_INIT, T4A_MEM_POOL_OPTIONS_INIT, T4A_RETIRE_OPTIONS_INIT,              \
-        T4A_XFER_OPTIONS_INIT, T4A_MODULE_CACHE_OPTIONS_INIT, 0, NULL,                            \
-        T4A_NVRTC_LIB_OPTIONS_INIT, T4A_NVRTC_CACHE_OPTIONS_INIT, NULL, 0, T4A_LAUNCH_POLICY_INIT, \
-        0, NULL, 0                                                                                \
+#define T4A_RUNTIME_OPTIONS_INIT                                                                   \
+  {                                                                                                \
+    NULL, T4A_LANE_OPTIONS_INIT, T4A_MEM_POOL_OPTIONS_INIT, T4A_RETIRE_OPTIONS_INIT,               \
+        T4A_XFER_OPTIONS_INIT, T4A_MODULE_CACHE_OPTIONS_INIT, 0, NULL, T4A_NVRTC_LIB_OPTIONS_INIT, \
+        T4A_NVRTC_CACHE_OPTIONS_INIT, NULL, 0, T4A_LAUNCH_POLICY_INIT, 0, NULL, 0, 0               \
   }
 
 /** Opens a runtime on device `ordinal`: takes a driver reference, creates the lane, the pool, the

@@ -265,9 +265,13 @@ typedef enum t4a_nvrtc_origin {
   T4A_NVRTC_ORIGIN_MEMORY = 2,   /**< the cache's memory level */
   T4A_NVRTC_ORIGIN_DISK = 3,     /**< the cache's directory */
   T4A_NVRTC_ORIGIN_JOINED = 4,   /**< another thread's in-flight lookup or compile of the request */
+  /** This call ran NVRTC for a request whose includes the key cannot see (the cache's
+   * compile_uncacheable option): cached at neither level; the outcome's `uncached_why` says why. */
+  T4A_NVRTC_ORIGIN_UNCACHED = 5,
 } t4a_nvrtc_origin;
 
-/** Returns "none", "compiled", "memory", "disk", "joined" or "unknown". Static string. */
+/** Returns "none", "compiled", "memory", "disk", "joined", "uncached" or "unknown". Static
+ * string. */
 const char *t4a_nvrtc_origin_name(t4a_nvrtc_origin origin);
 
 /** Caller storage for what a compile call reports besides its status. Initialise it with
@@ -282,12 +286,16 @@ typedef struct t4a_nvrtc_outcome {
    * compilation's log (warnings) is in the artifact instead. */
   char *log;
   size_t log_bytes; /**< strlen(log) */
+  /** Origin UNCACHED: the include check's refusal, NUL-terminated (what the key cannot see, as
+   * the cache's INVALID_ARGUMENT would have said it). NULL otherwise, and NULL if it could not be
+   * copied. */
+  char *uncached_why;
 } t4a_nvrtc_outcome;
 /** An empty outcome: no origin, no log. */
 #define T4A_NVRTC_OUTCOME_INIT \
-  { T4A_NVRTC_ORIGIN_NONE, NULL, 0 }
+  { T4A_NVRTC_ORIGIN_NONE, NULL, 0, NULL }
 
-/** Frees the log and resets *outcome to T4A_NVRTC_OUTCOME_INIT. Accepts NULL. */
+/** Frees the log and the reason and resets *outcome to T4A_NVRTC_OUTCOME_INIT. Accepts NULL. */
 void t4a_nvrtc_outcome_deinit(t4a_nvrtc_outcome *outcome);
 
 /* ---- Artifacts --------------------------------------------------------------------------- */
@@ -332,7 +340,10 @@ const char *t4a_nvrtc_artifact_build_identity(const t4a_nvrtc_artifact *artifact
 const char *t4a_nvrtc_artifact_log(const t4a_nvrtc_artifact *artifact, size_t *out_bytes);
 /** @{ */
 /** The request's key: XXH3-128 of its full identity, as 16 bytes (big-endian high half first)
- * and as 32 lowercase hex digits (the disk cache's file name). */
+ * and as 32 lowercase hex digits (the disk cache's file name). An artifact whose inputs no key
+ * saw (from t4a_nvrtc_compile, which may read any file, or compiled UNCACHED) is keyed by that
+ * identity and its own bytes, so that a header edited between two such compiles gives another
+ * key wherever keys name artifacts (the module cache's, a link's). */
 void t4a_nvrtc_artifact_key(const t4a_nvrtc_artifact *artifact, uint8_t out_key[16]);
 const char *t4a_nvrtc_artifact_key_hex(const t4a_nvrtc_artifact *artifact);
 /** @} */
@@ -366,10 +377,17 @@ typedef struct t4a_nvrtc_cache_options {
   int disk_fsync;          /**< nonzero: fsync each entry before its rename and the directory
                               after it (durability across power loss; correctness never needs
                               it, since every entry is checksummed) */
+  /** Zero: a request whose includes the key cannot see (the include check refuses it: a computed
+   * include, a paste that could make __has_include, ...) is INVALID_ARGUMENT. Nonzero: NVRTC
+   * compiles it as t4a_nvrtc_compile would and the artifact is cached at neither level (origin
+   * UNCACHED, the refusal in the outcome, the counter nvrtc_uncached); each such call compiles
+   * again. The options' refusals, an include that names nothing and bad include roots stay
+   * INVALID_ARGUMENT either way. */
+  int compile_uncacheable;
 } t4a_nvrtc_cache_options;
 /** Every option at its default (memory only). */
 #define T4A_NVRTC_CACHE_OPTIONS_INIT \
-  { 0, 0, NULL, 0, 0 }
+  { 0, 0, NULL, 0, 0, 0 }
 
 /** Creates a cache over `lib` (retained). options may be NULL (memory only, defaults). With a
  * disk level and a loaded (not injected) lib, the key's compiler identity is that of the

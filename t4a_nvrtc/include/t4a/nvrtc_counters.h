@@ -28,7 +28,12 @@
 #define T4A_NVRTC_COUNTERS_2(X)                                                                   \
   X(nvrtc_roots_changed, "compiles with include roots whose roots changed while NVRTC ran (not cached)")
 
+/** Run 3 of t4a_nvrtc's counters: compiles the key cannot see. */
+#define T4A_NVRTC_COUNTERS_3(X)                                                                   \
+  X(nvrtc_uncached, "compiles the include check refused, run uncached (compile_uncacheable)")
+
 /** Every counter of t4a_nvrtc, in the joined order. */
-#define T4A_NVRTC_COUNTERS(X) T4A_NVRTC_COUNTERS_1(X) T4A_NVRTC_COUNTERS_2(X)
+#define T4A_NVRTC_COUNTERS(X) \
+  T4A_NVRTC_COUNTERS_1(X) T4A_NVRTC_COUNTERS_2(X) T4A_NVRTC_COUNTERS_3(X)
 
 #endif /**< T4A_NVRTC_COUNTERS_H_ */
