@@ -1337,11 +1337,13 @@ static const char *wrapper_arg_macro(const scan *s, const lexer *L, size_t *len)
 
 /* Whether text[0..n) is a proper, non-empty substring of a wrapper's name. */
 static int wrapper_piece(const scan *s, const char *text, size_t n) {
+  if (n == 0) return 0;
   for (size_t w = 0; w < s->num_wrappers; w++) {
-    size_t wn = strlen(s->wrappers[w]);
-    if (n == 0 || n >= wn) continue;
+    const char *name = s->wrappers[w];
+    size_t wn = strlen(name);
+    if (n >= wn) continue;
     for (size_t k = 0; k + n <= wn; k++) {
-      if (memcmp(s->wrappers[w] + k, text, n) == 0) return 1;
+      if (name[k] == text[0] && memcmp(name + k + 1, text + 1, n - 1) == 0) return 1;
     }
   }
   return 0;
