@@ -1,5 +1,5 @@
 /* `t4a compile`: compiles one CUDA source with NVRTC through the t4a_nvrtc artifact cache and
- * reports where the artifact came from (compiled, memory, disk) and the cache's counters.
+ * reports where the artifact came from (compiled, memory, disk, uncached) and the cache's counters.
  *
  * Layer: tools (the t4a program); uses t4a_nvrtc and the status vocabulary only. */
 #ifndef T4A_TOOLS_COMPILE_CMD_H_
