@@ -130,6 +130,10 @@ t4a_sh_test(NAME t4a_streams_gpu_fake_test
   SCRIPT t4a/streams_gpu_fake_test.sh
   LABELS unit
   DATA t4a_streams_gpu_test)
+t4a_test(NAME t4a_toolkit_gpu_test
+  SRCS t4a/toolkit_gpu_test.c
+  LABELS gpu single
+  DEPS t4a testing_gpu_gpu_main t4a_ext_cmocka m)
 t4a_test(NAME t4a_lto_gpu_test
   SRCS t4a/lto_gpu_test.c
   LABELS gpu single
