@@ -691,7 +691,8 @@ static t4a_status compile_with_roots(t4a_nvrtc_cache *cache, t4a_nvrtc_lib *id,
                                      t4a_nvrtc_outcome *out_outcome, int *retry);
 
 static t4a_status compile_uncached(t4a_nvrtc_cache *cache, const t4a_nvrtc_request *request,
-                                   t4a_nvrtc_artifact **out, t4a_nvrtc_outcome *out_outcome);
+                                   const t4a_error *before, t4a_nvrtc_artifact **out,
+                                   t4a_nvrtc_outcome *out_outcome);
 
 t4a_status t4a_nvrtc_cache_compile(t4a_nvrtc_cache *cache, const t4a_nvrtc_request *request,
                                    t4a_nvrtc_artifact **out, t4a_nvrtc_outcome *out_outcome) {
@@ -702,6 +703,9 @@ t4a_status t4a_nvrtc_cache_compile(t4a_nvrtc_cache *cache, const t4a_nvrtc_reque
                           "cache or out is NULL");
   }
   *out = NULL;
+  /* The caller's failure detail, put back when an uncached compile succeeds after a refusal. */
+  t4a_error before;
+  if (cache->compile_uncacheable) t4a_error_last(&before);
   for (;;) {
     t4a_status st;
     t4a_nvrtc_lib *lib = NULL;
@@ -725,7 +729,7 @@ t4a_status t4a_nvrtc_cache_compile(t4a_nvrtc_cache *cache, const t4a_nvrtc_reque
     /* What the key cannot see (the include check refused it, here or in the compile this call
      * joined): compiled uncached when the options say so. */
     if (st != T4A_OK && cache->compile_uncacheable && t4a_nvrtc_refused_unseen_(st)) {
-      st = compile_uncached(cache, request, out, out_outcome);
+      st = compile_uncached(cache, request, &before, out, out_outcome);
     }
     return st;
   }
@@ -735,7 +739,8 @@ t4a_status t4a_nvrtc_cache_compile(t4a_nvrtc_cache *cache, const t4a_nvrtc_reque
  * t4a_nvrtc_compile does, it is cached at neither level, and its artifact is keyed by its bytes
  * too (t4a_nvrtc_artifact_key). */
 static t4a_status compile_uncached(t4a_nvrtc_cache *cache, const t4a_nvrtc_request *request,
-                                   t4a_nvrtc_artifact **out, t4a_nvrtc_outcome *out_outcome) {
+                                   const t4a_error *before, t4a_nvrtc_artifact **out,
+                                   t4a_nvrtc_outcome *out_outcome) {
   t4a_error why;
   t4a_error_last(&why);
   t4a_nvrtc_outcome_deinit(out_outcome);
@@ -756,7 +761,7 @@ static t4a_status compile_uncached(t4a_nvrtc_cache *cache, const t4a_nvrtc_reque
     size_t n = strlen(why.message);
     copy = out_outcome != NULL ? t4a_host_malloc(n + 1) : NULL;
     if (copy != NULL) memcpy(copy, why.message, n + 1);
-    if (copy == NULL && out_outcome != NULL) t4a_nvrtc_error_restore(&why); /* not the OOM's */
+    t4a_nvrtc_error_restore(before); /* a success leaves the detail as it was */
   }
   t4a_nvrtc_outcome_set(out_outcome,
                         st == T4A_OK ? T4A_NVRTC_ORIGIN_UNCACHED : T4A_NVRTC_ORIGIN_NONE, &log);
@@ -1044,6 +1049,9 @@ static t4a_status compile_prepared_cached(t4a_nvrtc_cache *cache, t4a_nvrtc_lib 
       !t4a_nvrtc_manifest_holds_(p.check_blob, p.check_bytes, p.check_epoch)) {
     keep = 0;
     t4a_counter_add(&cache->counters, T4A_COUNTER_nvrtc_roots_changed, 1);
+    /* Its key names the content the check saw, not what NVRTC read: keyed by its bytes too
+     * (no other thread holds it yet). */
+    t4a_nvrtc_artifact_key_content_(art);
   }
 
   pthread_mutex_lock(&cache->mu);

@@ -195,6 +195,9 @@ void t4a_nvrtc_prober_free_(t4a_nvrtc_prober *pr) {
 
 #define PROBE_INVALID(...) \
   t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_nvrtc_include_root", 0, NULL, 0, __VA_ARGS__)
+/* What the key cannot see on an include's path (not a bad root or file): the include check's
+ * refusals, which a cache with compile_uncacheable compiles uncached. */
+#define PROBE_UNSEEN(st, ...) t4a_error_set_(st, T4A_NVRTC_INCLUDES_ENTRY, 0, NULL, 0, __VA_ARGS__)
 
 static t4a_status probe_io(const char *what, int err, const char *path) {
   return t4a_error_set_(T4A_IO, what, err, NULL, 0, "include root: cannot %s (%s): %s%s", what,
@@ -370,9 +373,9 @@ static t4a_nvrtc_probed *memo_find(const t4a_nvrtc_prober *pr, const char *path,
 
 static t4a_status memo_insert(t4a_nvrtc_prober *pr, t4a_nvrtc_probed *r) {
   if (pr->num >= ROOTS_MAX_PROBES) {
-    return t4a_error_set_(T4A_LIMIT_EXCEEDED, "t4a_nvrtc_include_root", 0, NULL, 0,
-                          "the includes probe more than %u paths under the include roots",
-                          ROOTS_MAX_PROBES);
+    return PROBE_UNSEEN(T4A_LIMIT_EXCEEDED,
+                        "the includes probe more than %u paths under the include roots",
+                        ROOTS_MAX_PROBES);
   }
   if (2 * (pr->num + 1) > pr->cap) {
     size_t cap = pr->cap ? pr->cap * 2 : 256;
@@ -484,8 +487,9 @@ t4a_status t4a_nvrtc_probe_(t4a_nvrtc_prober *pr, const char *path, size_t n, in
                             t4a_nvrtc_probed **out) {
   *out = NULL;
   if (n >= PATH_MAX) {
-    return t4a_error_set_(T4A_LIMIT_EXCEEDED, "t4a_nvrtc_include_root", 0, NULL, 0,
-                          "an include resolves to a path longer than PATH_MAX: %s%s", PATH_TAIL(path, 180));
+    return PROBE_UNSEEN(T4A_LIMIT_EXCEEDED,
+                        "an include resolves to a path longer than PATH_MAX: %s%s",
+                        PATH_TAIL(path, 180));
   }
   uint64_t k = XXH3_64bits(path, n);
   t4a_nvrtc_probed *r = memo_find(pr, path, n, k);
@@ -518,8 +522,9 @@ t4a_status t4a_nvrtc_probe_(t4a_nvrtc_prober *pr, const char *path, size_t n, in
   } else if (rc != 0 && (err == ENOENT || err == ENOTDIR)) {
     struct stat ls;
     if (err == ENOENT && lstat(p, &ls) == 0 && S_ISLNK(ls.st_mode)) {
-      s = PROBE_INVALID(
-          "include root: dangling symbolic link %s%s (its target could appear unseen)", PATH_TAIL(p, 150));
+      s = PROBE_UNSEEN(T4A_INVALID_ARGUMENT,
+                       "include root: dangling symbolic link %s%s (its target could appear unseen)",
+                       PATH_TAIL(p, 150));
     } else {
       r->kind = T4A_NVRTC_PROBED_ABSENT;
     }

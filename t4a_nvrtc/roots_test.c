@@ -410,7 +410,8 @@ static void test_root_edited_during_compile_is_not_cached(void **state) {
   t4a_nvrtc_cache *c = new_cache(1);
   g_edit_during_compile = 0;
   g_nvrtc_wrap.on_compile = edit_on_compile;
-  assert_int_equal(compile_origin(c, &r, NULL), T4A_NVRTC_ORIGIN_COMPILED);
+  t4a_nvrtc_artifact *changed = NULL, *again = NULL;
+  assert_int_equal(t4a_nvrtc_cache_compile(c, &r, &changed, NULL), T4A_OK);
   g_nvrtc_wrap.on_compile = NULL;
   assert_int_equal(counters(c).nvrtc_roots_changed, 1);
   assert_int_equal(memory_entries(c), 0);
@@ -418,6 +419,16 @@ static void test_root_edited_during_compile_is_not_cached(void **state) {
   /* The next compile keys the new content. */
   assert_int_equal(compile_origin(c, &r, "9999"), T4A_NVRTC_ORIGIN_COMPILED);
   assert_int_equal(compile_origin(c, &r, "9999"), T4A_NVRTC_ORIGIN_MEMORY);
+  /* The handed-out artifact (NVRTC read 9999) is not keyed as the content the check saw (1234):
+   * a module cache keyed by artifacts does not take one for the other. */
+  edit_keep_mtime(g_root, "a/b/deep.h", k_deep);
+  assert_int_equal(t4a_nvrtc_cache_compile(c, &r, &again, NULL), T4A_OK);
+  size_t n = 0;
+  const char *ptx = t4a_nvrtc_artifact_data(again, &n);
+  assert_non_null(memmem(ptx, n, "1234", 4));
+  assert_string_not_equal(t4a_nvrtc_artifact_key_hex(changed), t4a_nvrtc_artifact_key_hex(again));
+  t4a_nvrtc_artifact_release(changed);
+  t4a_nvrtc_artifact_release(again);
   t4a_nvrtc_cache_destroy(c);
 }
 
@@ -1736,6 +1747,7 @@ static void compile_uncached_ok(t4a_nvrtc_cache *c, const t4a_nvrtc_request *r, 
   assert_int_equal(counters(c).nvrtc_uncached, uncached + 1);
   assert_int_equal(memory_entries(c), 0);
   assert_int_equal(test_count_files(g_dir, ".t4a", NULL), 0);
+  assert_int_equal(test_count_files(g_dir, ".t4m", NULL), 0); /* nor its include manifest */
   snprintf(key, 33, "%s", t4a_nvrtc_artifact_key_hex(a));
   t4a_nvrtc_artifact_release(a);
   t4a_nvrtc_outcome_deinit(&o);
@@ -1805,7 +1817,56 @@ static void test_uncacheable_keeps_the_other_refusals(void **state) {
   r.options = opts;
   r.num_options = 1;
   expect_refused(c, &r, T4A_INVALID_ARGUMENT, "--pre-include", NULL);
+  /* A root that is a file, a symbolic link loop on an include's path. */
+  char file_root[700], loop[700];
+  snprintf(file_root, sizeof file_root, "%s/top.h", g_root);
+  const char *file_roots[] = {file_root};
+  r = roots_request(k_uses_top, file_roots, 1);
+  expect_refused(c, &r, T4A_INVALID_ARGUMENT, "not a directory", NULL);
+  snprintf(loop, sizeof loop, "%s/loop.h", g_root);
+  assert_int_equal(symlink(loop, loop), 0);
+  const char *roots[] = {g_root};
+  r = roots_request("#include <loop.h>\n__global__ void k() {}\n", roots, 1);
+  expect_refused(c, &r, T4A_INVALID_ARGUMENT, "loop", NULL);
   assert_int_equal(counters(c).nvrtc_uncached, 0);
+  t4a_nvrtc_cache_destroy(c);
+}
+
+/* A dangling symbolic link on an include's path is what the key cannot see (its target could
+ * appear unseen), not a bad input: NVRTC skips it and finds the header in the next root, and so
+ * does an uncached compile. The caller's failure detail is left as it was. */
+static void test_dangling_link_compiles_uncached(void **state) {
+  (void)state;
+  char dangling[700], missing[700];
+  snprintf(dangling, sizeof dangling, "%s/v.h", g_root);
+  snprintf(missing, sizeof missing, "%s/nowhere.h", g_tree);
+  assert_int_equal(symlink(missing, dangling), 0);
+  write_file(g_root2, "v.h", "#define V 4321\n");
+  const char *roots[] = {g_root, g_root2};
+  t4a_nvrtc_request r = roots_request(
+      "#include <v.h>\nextern \"C\" __global__ void k(int *p) { *p = V; }\n", roots, 2);
+  t4a_nvrtc_cache *strict = new_cache(1);
+  expect_refused(strict, &r, T4A_INVALID_ARGUMENT, "dangling", NULL);
+  t4a_nvrtc_cache_destroy(strict);
+  t4a_nvrtc_cache *c = uncacheable_cache();
+  t4a_nvrtc_artifact *a = NULL;
+  t4a_nvrtc_outcome o = T4A_NVRTC_OUTCOME_INIT;
+  assert_int_equal(t4a_nvrtc_cache_compile(c, NULL, &a, NULL), T4A_INVALID_ARGUMENT);
+  t4a_error before, after;
+  t4a_error_last(&before);
+  assert_int_equal(t4a_nvrtc_cache_compile(c, &r, &a, &o), T4A_OK);
+  t4a_error_last(&after);
+  assert_int_equal(o.origin, T4A_NVRTC_ORIGIN_UNCACHED);
+  assert_non_null(strstr(o.uncached_why, "dangling"));
+  assert_string_equal(after.message, before.message);
+  size_t n = 0;
+  const char *ptx = t4a_nvrtc_artifact_data(a, &n);
+  assert_non_null(memmem(ptx, n, "4321", 4));
+  assert_int_equal(memory_entries(c), 0);
+  assert_int_equal(test_count_files(g_dir, ".t4a", NULL), 0);
+  assert_int_equal(test_count_files(g_dir, ".t4m", NULL), 0);
+  t4a_nvrtc_artifact_release(a);
+  t4a_nvrtc_outcome_deinit(&o);
   t4a_nvrtc_cache_destroy(c);
 }
 
@@ -2056,6 +2117,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_uncacheable_keeps_the_other_refusals, each_setup,
                                       each_teardown),
       cmocka_unit_test_setup_teardown(test_uncached_compile_failure_sweep, each_setup,
+                                      each_teardown),
+      cmocka_unit_test_setup_teardown(test_dangling_link_compiles_uncached, each_setup,
                                       each_teardown),
       cmocka_unit_test_setup_teardown(test_curand_kernel_compiles_uncached, each_setup,
                                       each_teardown),

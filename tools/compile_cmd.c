@@ -28,8 +28,8 @@ static const char k_usage[] =
 static const char k_help[] =
     "  Compiles one CUDA C++ source with NVRTC through t4a's artifact cache and says where the\n"
     "  artifact came from (compiled, memory, disk, uncached), its kind, target, size and cache\n"
-    "  key, and\n"
-    "  the cache's counters. Output kind: CUBIN for sm_NN, PTX for compute_NN, unless given.\n"
+    "  key, and the cache's counters. Output kind: CUBIN for sm_NN, PTX for compute_NN, unless\n"
+    "  given.\n"
     "  --arch ARCH        sm_90, compute_90, sm_90a, ... (required)\n"
     "  -o OUT             write the artifact there (PTX without its NUL)\n"
     "  --cache DIR        a disk cache (shared by processes): a second run is a disk hit\n"

@@ -236,7 +236,8 @@ T4A_MUST_USE t4a_status t4a_runtime_copy(t4a_runtime *rt, t4a_buffer *dst, size_
  * "t4a_program.cu") names it in diagnostics. Output: a CUBIN, or PTX (compile_ptx, or a
  * compute_NN target). Unless options.no_toolkit_roots, the CUDA toolkit's include roots are
  * appended to every compile's (found at the first compile; when none was found, a compile whose
- * include needed one is INVALID_ARGUMENT saying where t4a looked). The first compile opens NVRTC
+ * include needed one is INVALID_ARGUMENT saying where t4a looked). What the cache's key cannot
+ * see compiles uncached unless options.refuse_uncacheable. The first compile opens NVRTC
  * and creates the runtime's own cache (unless
  * the options gave one). Statuses: NVRTC_NOT_FOUND (NVRTC cannot be loaded: only here, never at
  * open; asked again at the next compile), NVRTC_SYMBOL_MISSING, COMPILE_FAILED (the headline of

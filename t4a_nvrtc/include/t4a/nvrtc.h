@@ -422,9 +422,12 @@ void t4a_nvrtc_cache_destroy(t4a_nvrtc_cache *cache);
  * A failed compilation is never cached: the next call compiles again. A disk problem (I/O error,
  * corrupt or foreign entry) is counted and never fails the call: a corrupt entry is recompiled
  * and replaced. out_outcome may be NULL.
- * Statuses: as t4a_nvrtc_compile, plus INVALID_ARGUMENT for what the key cannot see (options
- * that are not on the allowlist, includes that name no header of the request: see
- * t4a_nvrtc_request). Threads that joined a failed compilation get its status, detail and log. */
+ * Statuses: as t4a_nvrtc_compile, plus INVALID_ARGUMENT for options that are not on the
+ * allowlist and includes that name no header of the request (see t4a_nvrtc_request), and
+ * INVALID_ARGUMENT or LIMIT_EXCEEDED for the includes the key cannot see (a computed include, a
+ * paste that could make __has_include, a dangling link on an include's path, ...) unless the
+ * options' compile_uncacheable compiles those uncached (origin UNCACHED). Threads that joined a
+ * failed compilation get its status, detail and log. */
 T4A_MUST_USE t4a_status t4a_nvrtc_cache_compile(t4a_nvrtc_cache *cache,
                                                 const t4a_nvrtc_request *request,
                                                 t4a_nvrtc_artifact **out,
