@@ -647,6 +647,7 @@ typedef struct scan {
   struct qitem cur_item; /* a copy: the queue moves as it grows */
   char (*wrappers)[32];
   size_t num_wrappers, wrappers_cap;
+  unsigned char wrapper_chars[256]; /* nonzero: the byte is in some wrapper's name */
   /* Second pass: the proper substrings of a wrapper's name that stand where a paste can reach
    * them (a #define body but its parameters, a root's function-like macro's arguments), and
    * where the first of each was. */
@@ -1338,6 +1339,9 @@ static const char *wrapper_arg_macro(const scan *s, const lexer *L, size_t *len)
 /* Whether text[0..n) is a proper, non-empty substring of a wrapper's name. */
 static int wrapper_piece(const scan *s, const char *text, size_t n) {
   if (n == 0) return 0;
+  for (size_t i = 0; i < n; i++) {
+    if (!s->wrapper_chars[(unsigned char)text[i]]) return 0; /* in no wrapper's name */
+  }
   for (size_t w = 0; w < s->num_wrappers; w++) {
     const char *name = s->wrappers[w];
     size_t wn = strlen(name);
@@ -1484,15 +1488,17 @@ static t4a_status check_string(scan *s, const char *text, size_t from, size_t to
     }
     if (args && !s->may_joined) note_may(s, p + i, j - i);
     if (!spells) {
-      ident id;
-      id.len = j - i;
-      size_t kept = id.len < sizeof id.text - 1 ? id.len : sizeof id.text - 1;
-      memcpy(id.text, p + i, kept);
-      id.text[kept] = '\0';
-      spells = is_piece(&id) ||
-               (s->pass == 2 && s->num_wrappers > 0 && id.len < 32 &&
-                wrapper_piece(s, id.text, id.len)) ||
-               (s->pass == 2 && s->cur_root >= 0 && macro_defined(s, p + i, j - i));
+      size_t len = j - i;
+      if (p[i] == '_' && len < sizeof ((ident *)0)->text) { /* a piece starts with '_' */
+        ident id;
+        id.len = len;
+        memcpy(id.text, p + i, len);
+        id.text[len] = '\0';
+        spells = is_piece(&id);
+      }
+      spells = spells || (s->pass == 2 && s->num_wrappers > 0 && len < 32 &&
+                          wrapper_piece(s, p + i, len)) ||
+               (s->pass == 2 && s->cur_root >= 0 && macro_defined(s, p + i, len));
     }
     i = j;
   }
@@ -1765,6 +1771,9 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
               s->wrappers_cap = cap;
             }
             snprintf(s->wrappers[s->num_wrappers++], 32, "%s", def_name.text);
+            for (const char *wc = def_name.text; *wc != '\0'; wc++) {
+              s->wrapper_chars[(unsigned char)*wc] = 1;
+            }
           }
           after_defined = ifdef_operand = 0;
           continue;
