@@ -1896,6 +1896,14 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
     while (L.i < L.n && (k_cc[(unsigned char)L.s[L.i]] & skip)) L.i++;
   }
   if (in_define && body_parens > 0) return note_open_body(s, &def_name, L.line);
+  if (s->pass == 2 && s->cur_root >= 0 && arg_depth > 0) {
+    /* The arguments are collected per file: an invocation this file leaves open could be
+     * continued by the file that included it, whose tokens no collection would see. */
+    return REFUSE("%s, line %zu: the file ends inside a function-like macro's arguments, which "
+                  "its includer could continue, so the check cannot tell what a macro's "
+                  "arguments hold there (a paste could make __has_include)%s",
+                  s->where, L.line, k_root_advice);
+  }
   return T4A_OK;
 }
 

@@ -1396,6 +1396,7 @@ static void test_pastes_where_the_texts_read_as_nvrtc_reads_them(void **state) {
   write_file(g_root, "kvo.h", "#define R(s, ...) __has_ ## __VA_OPT__(zz) ## s\n");
   write_file(g_root, "inc.h", "include\n");
   write_file(g_root, "open.h", "APPLY(K,\n");
+  write_file(g_root, "paren.h", "int z = (\n");
   write_file(g_root, "ks.h", "#include <k.h>\n#define KK K\n#define S \"unroll 2 + KK(include)(\\\"/etc/hostname\\\")\"\n"
                              "static void f(int n) {\n_Pragma(S)\nfor (int i = 0; i < n; i++) {}\n}\n");
   char longname[1101], source[2400];
@@ -1433,9 +1434,11 @@ static void test_pastes_where_the_texts_read_as_nvrtc_reads_them(void **state) {
        "N(include))(\"/etc/hostname\")), \"\");\n", NULL, "a directive stands among the arguments"},
       {"#include <k.h>\nstatic_assert(!(APPLY(K,\n#include <inc.h>\n)(\"/etc/hostname\")), \"\");\n",
        NULL, "an include among open parentheses"},
-      {"#include <k.h>\nstatic_assert(!(\n#include <open.h>\ninclude)(\"/etc/hostname\")), \"\");\n",
+      {"#include <k.h>\nstatic_assert(!(\n#include <paren.h>\ninclude)(\"/etc/hostname\")), \"\");\n",
        NULL, "an include among open parentheses"},
       {"#include <k.h>\nint v = 1;\n#include <open.h>\ninclude)(\"/etc/hostname\");\n", NULL,
+       "what a macro's arguments hold there"}, /* the root's rule or the text's */
+      {"#include <k.h>\nint v = 1;\n#include <paren.h>\ninclude)(\"/etc/hostname\");\n", NULL,
        "a parenthesis closes one this text did not open"},
       {NULL, NULL, "expands to a paste"}, /* a name of 1,100 bytes */
       /* later probes: operands NVRTC expands outside #if, _Pragma's string, a body's
@@ -1526,6 +1529,31 @@ static void test_request_definitions_join_the_roots_pieces(void **state) {
   r = roots_request("#define SFX(include) include\n#include <rr.h>\n", roots, 1);
   check_result c = check_with(&r, 1);
   if (c.st != T4A_OK) fail_msg("parameter: %s \"%s\"", t4a_status_name(c.st), c.message);
+}
+
+/* NVRTC lets a macro's arguments run past the end of an included file into its includer (and
+ * evaluates __has_include outside #if), but the roots' arguments are collected per file: a root
+ * file that ends inside a function-like macro's arguments is refused when anything pastes. An
+ * open invocation without pastes, and balanced ones, keep their hits. */
+static void test_invocations_left_open_at_a_files_end_are_refused(void **state) {
+  (void)state;
+  const char *roots[] = {g_root};
+  write_file(g_root, "k.h", "#define CAT(a, b) a ## b\n#define K(x) CAT(__has_, x)\n");
+  write_file(g_root, "open.h", "#include <k.h>\n__device__ int w = K(\n");
+  write_file(g_root, "cont.h", "#include <open.h>\ninclude)(\"/etc/hostname\");\n");
+  t4a_nvrtc_request r = roots_request(
+      "#include <cont.h>\nextern \"C\" __global__ void k(int *p) { *p = w; }\n", roots, 1);
+  assert_refused_both_ways(&r, "ends inside a function-like macro's arguments", "open", 0);
+  t4a_nvrtc_cache *c = new_cache(1);
+  expect_refused(c, &r, T4A_INVALID_ARGUMENT, "open.h", "ends inside a function-like macro's");
+  /* No paste anywhere: an invocation continued in the includer is NVRTC's business. */
+  write_file(g_root, "id.h", "#define ID(x) x\n__device__ int v = ID(\n");
+  write_file(g_root, "idc.h", "#include <id.h>\n 3);\n");
+  r = roots_request("#include <idc.h>\nextern \"C\" __global__ void k(int *p) { *p = v; }\n",
+                    roots, 1);
+  assert_int_equal(compile_origin(c, &r, NULL), T4A_NVRTC_ORIGIN_COMPILED);
+  assert_int_equal(compile_origin(c, &r, NULL), T4A_NVRTC_ORIGIN_MEMORY);
+  t4a_nvrtc_cache_destroy(c);
 }
 
 /* A root's own invocation can paste a wrapper's name too, where no expansion of the request's
@@ -2079,6 +2107,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_pragma_operands_are_checked, each_setup, each_teardown),
       cmocka_unit_test_setup_teardown(test_request_definitions_join_the_roots_pieces, each_setup,
                                       each_teardown),
+      cmocka_unit_test_setup_teardown(test_invocations_left_open_at_a_files_end_are_refused,
+                                      each_setup, each_teardown),
       cmocka_unit_test_setup_teardown(test_root_pasted_wrapper_names_are_refused, each_setup,
                                       each_teardown),
       cmocka_unit_test_setup_teardown(test_too_many_expansions_get_the_coarse_check, each_setup,
