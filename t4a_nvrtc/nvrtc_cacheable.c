@@ -2244,11 +2244,13 @@ static t4a_status add_body_pieces(scan *s, const char *body, size_t n, const cha
 static t4a_status check_request_pastes(scan *s) {
   const t4a_nvrtc_request *r = s->p->req;
   size_t nt = 1 + r->num_headers;
-  const char **texts = t4a_host_malloc(nt * (2 * sizeof(char *) + sizeof(size_t) + 300));
+  const char **texts = t4a_host_malloc(nt * (2 * sizeof(char *) + sizeof(size_t) + 300) +
+                                       r->num_options * sizeof(size_t));
   if (texts == NULL) return T4A_HOST_OUT_OF_MEMORY;
   const char **wheres = texts + nt;
   size_t *bytes = (size_t *)(wheres + nt);
-  char *names = (char *)(bytes + nt);
+  size_t *option_bytes = bytes + nt;
+  char *names = (char *)(option_bytes + r->num_options);
   texts[0] = r->source;
   bytes[0] = s->p->source_bytes;
   wheres[0] = "the source";
@@ -2268,10 +2270,11 @@ static t4a_status check_request_pastes(scan *s) {
   }
   for (size_t i = 0; i < s->num_pieces; i++) pieces[i] = s->pieces[i];
   for (size_t i = 0; i < s->num_wpieces; i++) pieces[s->num_pieces + i] = s->wpieces[i].text;
+  for (size_t i = 0; i < r->num_options; i++) option_bytes[i] = t4a_nvrtc_option_bytes(r, i);
   t4a_nvrtc_paste_check_ pc = {s->defs, s->num_defs, (const char(*)[32])s->wrappers,
                                s->num_wrappers, pieces, np, s->open_body, texts, bytes, wheres,
                                nt, k_root_advice, s->d.trigraphs, s->d.raw_strings,
-                               s->d.digit_separators};
+                               s->d.digit_separators, r->options, option_bytes, r->num_options};
   t4a_status st = t4a_nvrtc_check_pastes_(&pc);
   free(pieces);
   free(texts);

@@ -1247,6 +1247,32 @@ static t4a_status check_pragma(ex *x, const text_ctx *c, const tok *str) {
   return check_stream(x, c, v.v, v.n);
 }
 
+/* Notes the string literals in the bodies of the definitions whose bodies lie in text[0..n) (the
+ * request's own: a text, a -D option): a body reached only where nothing is expanded (a root's
+ * text, an invocation the coarse check decided) can still make its strings a pragma's operand. */
+static t4a_status note_body_strings(ex *x, const text_ctx *c, const char *text, size_t n) {
+  for (size_t d = 0; d < x->num_defs; d++) {
+    const t4a_nvrtc_macro_ *m = &x->defs[d];
+    if (m->body < text || m->body >= text + n || memchr(m->body, '"', m->body_len) == NULL) {
+      continue;
+    }
+    if (parse_def(x, d) != 0) {
+      return refusal(x, c, &(tok){m->name, (uint32_t)m->name_len, 0, 0, 0, NULL});
+    }
+    const pdef *pd = &x->pd[d];
+    if (pd->state != 1) {
+      return text_refusal(c, line_of(c, (size_t)(m->body - text)),
+                          "a string literal stands in a definition the check cannot read");
+    }
+    for (size_t k = 0; k < pd->body_n; k++) {
+      tok str = pd->body[k];
+      str.off = UINT32_MAX; /* (its offset is the body's) */
+      if (str.kind == T_STR && note_string(x, &str) != 0) return refusal(x, c, &pd->body[k]);
+    }
+  }
+  return T4A_OK;
+}
+
 /* Lexes one request text into its line tokens and its #if / #elif expressions (without the
  * operands of `defined` and of __has_include and its kind), and checks each. An invocation's
  * arguments must lie within the text and hold no directive: a parenthesis closing one the text
@@ -1363,6 +1389,7 @@ static t4a_status check_text(ex *x, const char *text, size_t n, const char *wher
       st = refusal(x, &c, &lines.v[k]);
     }
   }
+  if (st == T4A_OK) st = note_body_strings(x, &c, text, n);
   while (st == T4A_OK && x->next_str < x->strs.n) {
     tok str = x->strs.v[x->next_str++];
     str.off = str.off == UINT32_MAX ? 0 : str.off;
@@ -1429,6 +1456,17 @@ t4a_status t4a_nvrtc_check_pastes_(const t4a_nvrtc_paste_check_ *pc) {
   for (size_t t = 0; st == T4A_OK && t < pc->num_texts; t++) {
     if (x.num_names == 0) break;
     st = check_text(&x, pc->texts[t], pc->text_bytes[t], pc->wheres[t], pc->advice);
+  }
+  for (size_t o = 0; st == T4A_OK && x.num_names > 0 && o < pc->num_options; o++) {
+    text_ctx c = {"a -D option", pc->advice, NULL, 0, NULL};
+    st = note_body_strings(&x, &c, pc->options[o], pc->option_bytes[o]);
+    while (st == T4A_OK && x.next_str < x.strs.n) {
+      tok str = x.strs.v[x.next_str++];
+      str.off = 0;
+      st = check_pragma(&x, &c, &str);
+    }
+    x.strs.n = x.next_str = 0;
+    arena_free(&x.run);
   }
   arena_free(&x.perm);
   arena_free(&x.run);

@@ -140,6 +140,9 @@ typedef struct t4a_nvrtc_paste_check_ {
   size_t num_texts;
   const char *advice; /* the refusal's last clause */
   int trigraphs, raw_strings, digit_separators;
+  const char *const *options; /* the request's options, for the -D bodies' string literals */
+  const size_t *option_bytes;
+  size_t num_options;
 } t4a_nvrtc_paste_check_;
 
 /* Expands every macro invocation of the texts (their lines and #if / #elif expressions) over

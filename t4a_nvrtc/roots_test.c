@@ -1636,6 +1636,36 @@ static void test_too_many_expansions_get_the_coarse_check(void **state) {
   }
 }
 
+/* A string literal in the body of one of the request's definitions can become a pragma's operand
+ * wherever the body lands: in a root's text, which the expansion does not expand (the roots'
+ * own invocations), or inside an invocation the coarse check decided. The expansion reads the
+ * strings of the request's own bodies up front, used or not. */
+static void test_strings_in_the_requests_definitions_are_read(void **state) {
+  (void)state;
+  const char *roots[] = {g_root};
+  write_file(g_root, "k.h", "#define CAT(a, b) a ## b\n#define K(x) CAT(__has_, x)\n");
+  write_file(g_root, "usepr.h", "void f(int n) {\nPR\nfor (int i = 0; i < n; i++) {}\n}\n");
+  t4a_nvrtc_request r = roots_request(
+      "#include <k.h>\n#define PR _Pragma(\"unroll K(include)(\\\"/etc/hostname\\\")\")\n"
+      "#include <usepr.h>\n",
+      roots, 1);
+  assert_refused_both_ways(&r, "K expands to a paste that makes __has_include", "root use", 0);
+  /* The same definition as a -D. */
+  r.source = "#include <k.h>\n#include <usepr.h>\n";
+  const char *opts[1] = {"-DPR=_Pragma(\"unroll K(include)(\\\"/etc/hostname\\\")\")"};
+  r.options = opts;
+  r.num_options = 1;
+  assert_refused_both_ways(&r, "K expands to a paste that makes __has_include", "-D", 0);
+  r.options = NULL;
+  r.num_options = 0;
+  /* A body's string that names no macro, and one whose macro pastes nothing, pass. */
+  r.source =
+      "#include <k.h>\n#define MSG \"unroll 4\"\n#define PR _Pragma(\"unroll CAT(1, 2)\")\n"
+      "#include <usepr.h>\n";
+  check_result c = check_with(&r, 1);
+  if (c.st != T4A_OK) fail_msg("strings: %s \"%s\"", t4a_status_name(c.st), c.message);
+}
+
 /* Failure sweep of the expansion check: every allocation in turn fails with HOST_OUT_OF_MEMORY
  * (nothing else), until the check passes. */
 static void test_paste_check_failure_sweep(void **state) {
@@ -2112,6 +2142,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_root_pasted_wrapper_names_are_refused, each_setup,
                                       each_teardown),
       cmocka_unit_test_setup_teardown(test_too_many_expansions_get_the_coarse_check, each_setup,
+                                      each_teardown),
+      cmocka_unit_test_setup_teardown(test_strings_in_the_requests_definitions_are_read, each_setup,
                                       each_teardown),
       cmocka_unit_test_setup_teardown(test_paste_check_failure_sweep, each_setup, each_teardown),
       cmocka_unit_test_setup_teardown(test_header_beside_the_includer_is_a_miss, each_setup,
