@@ -1247,7 +1247,9 @@ static int callable(const t4a_nvrtc_macro_ *m) {
   if (m->func) return 1;
   size_t n = m->body_len;
   while (n > 0 && (m->body[n - 1] == ' ' || m->body[n - 1] == '\t' || m->body[n - 1] == '\r')) n--;
-  return n > 0 && is_ident((unsigned char)m->body[n - 1]);
+  /* an alias (#define KK K), or a body whose last group may yield a function-like name that
+   * takes the parentheses after the use (#define G ID(CAT)) */
+  return n > 0 && (is_ident((unsigned char)m->body[n - 1]) || m->body[n - 1] == ')');
 }
 
 /* Builds the set of function-like macro names (those under 256 bytes) the second pass looks up. */
@@ -1869,7 +1871,19 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
     size_t tok_from = L.i;
     lx_get(&L);
     if (arg_depth > 0 && c == '(') arg_depth++;
-    if (arg_depth > 0 && c == ')') arg_depth--;
+    if (arg_depth > 0 && c == ')' && --arg_depth == 0) {
+      /* What an invocation expands to can be a function-like name that takes the group right
+       * after it (ID(CAT)(a, b)): its tokens are arguments too. */
+      lexer peek = L;
+      lx_blanks(&peek, NULL);
+      if (lx_cur(&peek) == '(') {
+        L = peek;
+        lx_get(&L);
+        arg_depth = 1;
+        after_defined = ifdef_operand = 0;
+        continue;
+      }
+    }
     if (in_define && s->pass == 1) {
       /* unclosed opens only: a ')' first closes nothing of the body's */
       if (c == '(') body_parens++;

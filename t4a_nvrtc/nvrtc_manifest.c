@@ -101,7 +101,7 @@ static int probe_cmp(const void *a, const void *b) {
  * ino, size, mtime, ctime, taken (8 each), hash (16). */
 #define PROBE_FIXED (8u + 8u + 6u * 8u + 16u)
 
-static void digest_of(const uint8_t *blob, size_t bytes, uint8_t out[16]);
+static t4a_status digest_of(const uint8_t *blob, size_t bytes, uint8_t out[16]);
 
 t4a_status t4a_nvrtc_manifest_encode_(t4a_nvrtc_probes *m, uint8_t **out, size_t *out_bytes) {
   *out = NULL;
@@ -140,30 +140,69 @@ t4a_status t4a_nvrtc_manifest_encode_(t4a_nvrtc_probes *m, uint8_t **out, size_t
     memcpy(d + 56, p->hash, 16);
     d += PROBE_FIXED - 8;
   }
-  digest_of(b, bytes, b + 16);
+  if (digest_of(b, bytes, b + 16) != T4A_OK) {
+    free(b);
+    return T4A_HOST_OUT_OF_MEMORY;
+  }
   *out = b;
   *out_bytes = bytes;
   return T4A_OK;
 }
 
-/* The digest: XXH3-128 over the count and each probe's path, kind and hash (not the metadata,
- * so that a touch keeps it). The blob must be well formed (checked by the caller). */
-static void digest_of(const uint8_t *blob, size_t bytes, uint8_t out[16]) {
+/* The digest: XXH3-128 over the count, each probe's path, kind and hash (not the metadata, so
+ * that a touch keeps it), and which listed files are one file (device and inode): NVRTC's
+ * `#pragma once` goes by the file, so two identical headers that became one hard or symbolic
+ * link include differently with the same bytes. For each file that shares its identity with an
+ * earlier one, the two ordinals are hashed (none: nothing added). The blob must be well formed
+ * (checked by the caller). HOST_OUT_OF_MEMORY: no digest. */
+static t4a_status digest_of(const uint8_t *blob, size_t bytes, uint8_t out[16]) {
   XXH3_state_t s;
   XXH3_128bits_reset(&s);
   XXH3_128bits_update(&s, blob + 8, 8);
-  size_t at = 32;
+  size_t at = 32, files = 0;
   while (at < bytes) {
     size_t pl = (size_t)get64(blob + at);
     XXH3_128bits_update(&s, blob + at, 8 + pl);
     const uint8_t *f = blob + at + 8 + pl;
     XXH3_128bits_update(&s, f, 8);
     XXH3_128bits_update(&s, f + 56, 16);
+    files += get64(f) == 1;
     at += PROBE_FIXED + pl;
+  }
+  if (files > 1) {
+    /* An open-addressing set of the files' identities: the first file of each. */
+    size_t slots = 16;
+    while (slots < 2 * files) slots *= 2;
+    struct ident_slot {
+      uint64_t dev, ino, ordinal; /* ordinal + 1; 0: empty */
+    } *set = t4a_host_calloc(slots, sizeof *set);
+    if (set == NULL) return T4A_HOST_OUT_OF_MEMORY;
+    uint64_t ordinal = 0;
+    for (at = 32; at < bytes;) {
+      size_t pl = (size_t)get64(blob + at);
+      const uint8_t *f = blob + at + 8 + pl;
+      at += PROBE_FIXED + pl;
+      if (get64(f) != 1) continue;
+      uint64_t dev = get64(f + 8), ino = get64(f + 16);
+      size_t h =
+          (size_t)((dev * 0x9e3779b97f4a7c15ULL) ^ (ino * 0xc2b2ae3d27d4eb4fULL)) & (slots - 1);
+      while (set[h].ordinal != 0 && !(set[h].dev == dev && set[h].ino == ino)) {
+        h = (h + 1) & (slots - 1);
+      }
+      if (set[h].ordinal == 0) {
+        set[h] = (struct ident_slot){dev, ino, ordinal + 1};
+      } else { /* one file under two listed paths */
+        uint64_t pair[2] = {set[h].ordinal - 1, ordinal};
+        XXH3_128bits_update(&s, pair, sizeof pair);
+      }
+      ordinal++;
+    }
+    free(set);
   }
   XXH128_canonical_t c;
   XXH128_canonicalFromHash(&c, XXH3_128bits_digest(&s));
   memcpy(out, c.digest, 16);
+  return T4A_OK;
 }
 
 /* Whether the blob is well formed (bounds, count, magic). */
@@ -330,7 +369,7 @@ int t4a_nvrtc_manifest_validate_(uint8_t *blob, size_t bytes, uint8_t digest[16]
   cursor_close(&cur);
   if (!ok) return 0;
   uint8_t d[16];
-  digest_of(blob, bytes, d);
+  if (digest_of(blob, bytes, d) != T4A_OK) return 0; /* unproved: a miss */
   if (memcmp(d, blob + 16, 16) != 0) return 0;
   memcpy(digest, d, 16);
   return 1;

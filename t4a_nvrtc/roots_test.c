@@ -443,6 +443,43 @@ static t4a_nvrtc_cache *new_process(void) {
   return new_cache(1);
 }
 
+/* NVRTC's #pragma once goes by the file, not its bytes: two identical headers that become one
+ * file (a hard link) include once instead of twice, and the other way round. The manifest keeps
+ * which listed paths were one file, so such a swap is a miss at both levels though every byte is
+ * the same (a stale hit before); a copy swapped for another identical copy keeps the hit. */
+static void test_files_that_become_one_are_a_miss(void **state) {
+  (void)state;
+  const char *roots[] = {g_root};
+  static const char once[] = "#pragma once\n#ifdef SEEN\n#define TWICE 1\n#endif\n#define SEEN\n";
+  write_file(g_root, "a.h", once);
+  write_file(g_root, "b.h", once);
+  t4a_nvrtc_request r = roots_request(
+      "#include <a.h>\n#include <b.h>\n#ifdef TWICE\n#define V 222\n#else\n#define V 111\n#endif\n"
+      "extern \"C\" __global__ void k(int *p) { *p = V; }\n",
+      roots, 1);
+  t4a_nvrtc_cache *c = new_cache(1);
+  assert_int_equal(compile_origin(c, &r, "222"), T4A_NVRTC_ORIGIN_COMPILED);
+  char a[700], b[700];
+  snprintf(a, sizeof a, "%s/a.h", g_root);
+  snprintf(b, sizeof b, "%s/b.h", g_root);
+  assert_int_equal(unlink(b), 0);
+  assert_int_equal(link(a, b), 0);
+  assert_int_equal(compile_origin(c, &r, "111"), T4A_NVRTC_ORIGIN_COMPILED);
+  t4a_nvrtc_cache_destroy(c);
+  /* Two copies again, in a new process: the disk's manifest of the hard link is not trusted. */
+  assert_int_equal(unlink(b), 0);
+  write_file(g_root, "b.h", once);
+  c = new_process();
+  assert_int_equal(compile_origin(c, &r, "222"), T4A_NVRTC_ORIGIN_DISK); /* the first key again */
+  t4a_nvrtc_cache_destroy(c);
+  /* Another identical copy in b.h's place: the same files, one each, so the hit holds. */
+  assert_int_equal(unlink(b), 0);
+  write_file(g_root, "b.h", once);
+  c = new_process();
+  assert_int_equal(compile_origin(c, &r, "222"), T4A_NVRTC_ORIGIN_DISK);
+  t4a_nvrtc_cache_destroy(c);
+}
+
 /* A manifest known valid in memory (validated at the roots' current epoch) is looked at again
  * after any event, even when another request's miss has probed the roots since. */
 static void test_known_valid_manifest_sees_a_later_edit(void **state) {
@@ -1556,6 +1593,28 @@ static void test_invocations_left_open_at_a_files_end_are_refused(void **state) 
   t4a_nvrtc_cache_destroy(c);
 }
 
+/* A root's invocation whose result is a function-like name takes the parenthesised group after
+ * it when NVRTC rescans (ID(CAT)(__has_, include)), and so does a use of a macro whose body ends
+ * in such a call (#define G ID(CAT)): those groups are collected as arguments (stale hits
+ * before). */
+static void test_calls_whose_result_takes_the_next_group_are_collected(void **state) {
+  (void)state;
+  const char *roots[] = {g_root};
+  static const char *const refused[] = {
+      "#define CAT(a,b) a##b\n#define ID(x) x\n#if ID(CAT)(__has_, include)(\"/etc/hostname\")\n"
+      "#endif\n",
+      "#define CAT(a,b) a##b\n#define F() CAT\n#if F()(__has_, "
+      "include)(\"/etc/hostname\")\n#endif\n",
+      "#define CAT(a,b) a##b\n#define ID(x) x\n#define G ID(CAT)\n"
+      "#if G(__has_, include)(\"/etc/hostname\")\n#endif\n",
+  };
+  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+    write_file(g_root, "r.h", refused[i]);
+    t4a_nvrtc_request r = roots_request("#include <r.h>\n", roots, 1);
+    assert_refused_both_ways(&r, "could paste __has_include together", "next group", i);
+  }
+}
+
 /* A root's own invocation can paste a wrapper's name too, where no expansion of the request's
  * texts looks: the pieces of a wrapper's name in macro bodies and in the roots' macro arguments
  * that can join into it are refused (the toolkit's kernels keep their hits:
@@ -2116,6 +2175,8 @@ int main(void) {
                                       each_teardown),
       cmocka_unit_test_setup_teardown(test_root_edited_during_compile_is_not_cached, each_setup,
                                       each_teardown),
+      cmocka_unit_test_setup_teardown(test_files_that_become_one_are_a_miss, each_setup,
+                                      each_teardown),
       cmocka_unit_test_setup_teardown(test_known_valid_manifest_sees_a_later_edit, each_setup,
                                       each_teardown),
       cmocka_unit_test_setup_teardown(test_shadowing_header_in_an_earlier_root_is_a_miss,
@@ -2138,6 +2199,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_request_definitions_join_the_roots_pieces, each_setup,
                                       each_teardown),
       cmocka_unit_test_setup_teardown(test_invocations_left_open_at_a_files_end_are_refused,
+                                      each_setup, each_teardown),
+      cmocka_unit_test_setup_teardown(test_calls_whose_result_takes_the_next_group_are_collected,
                                       each_setup, each_teardown),
       cmocka_unit_test_setup_teardown(test_root_pasted_wrapper_names_are_refused, each_setup,
                                       each_teardown),
