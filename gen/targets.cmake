@@ -307,7 +307,7 @@ t4a_library(NAME t4a_mem_mem_internal
   HDRS t4a_mem/mem_internal.h
   DEPS t4a_mem t4a_ctx_ctx_internal)
 t4a_library(NAME t4a_nvrtc
-  SRCS t4a_nvrtc/nvrtc_loader.c t4a_nvrtc/nvrtc_request.c t4a_nvrtc/nvrtc_cacheable.c t4a_nvrtc/nvrtc_expand.c t4a_nvrtc/nvrtc_compile.c t4a_nvrtc/nvrtc_cache.c t4a_nvrtc/nvrtc_disk.c t4a_nvrtc/jitlink_loader.c t4a_nvrtc/jitlink.c t4a_nvrtc/nvrtc_libid.c t4a_nvrtc/nvrtc_roots.c t4a_nvrtc/nvrtc_manifest.c t4a_nvrtc/nvrtc_internal.h t4a_nvrtc/nvrtc_table.h t4a_nvrtc/nvrtc_catalog.h t4a_nvrtc/jitlink_table.h t4a_nvrtc/jitlink_catalog.h
+  SRCS t4a_nvrtc/nvrtc_loader.c t4a_nvrtc/nvrtc_request.c t4a_nvrtc/nvrtc_cacheable.c t4a_nvrtc/nvrtc_expand.c t4a_nvrtc/nvrtc_compile.c t4a_nvrtc/nvrtc_cache.c t4a_nvrtc/nvrtc_disk.c t4a_nvrtc/jitlink_loader.c t4a_nvrtc/jitlink.c t4a_nvrtc/nvrtc_libid.c t4a_nvrtc/nvrtc_roots.c t4a_nvrtc/nvrtc_manifest.c t4a_nvrtc/nvrtc_internal.h t4a_nvrtc/nvrtc_predefined.h t4a_nvrtc/nvrtc_table.h t4a_nvrtc/nvrtc_catalog.h t4a_nvrtc/jitlink_table.h t4a_nvrtc/jitlink_catalog.h
   HDRS t4a_nvrtc/include/t4a/jitlink.h t4a_nvrtc/include/t4a/nvrtc.h
   INCLUDE_DIR t4a_nvrtc/include
   INSTALL nvrtc

@@ -38,12 +38,13 @@ lane() {
 # The CMake list matches the BUILD files, and README's example is examples/readme_example.c exactly.
 # The fuzz targets' regression headers match their seed corpora. Every reference in code and docs
 # resolves inside the repository (requirement ids, design sections, links), the counts README
-# and docs state are the ones the code has, and library code has no file cycle.
+# and docs state are the ones the code has, library code has no file cycle, and the list of the
+# macros NVRTC predefines that paste is the installed NVRTC's.
 drift() {
   python3 scripts/gen_cmake.py --check && python3 scripts/check_readme.py &&
     python3 scripts/fuzz_regressions.py --check && python3 scripts/sweep_coverage.py --check &&
     python3 scripts/check_refs.py && python3 scripts/check_counts.py && python3 scripts/check_cycles.py &&
-    python3 scripts/check_catalog.py
+    python3 scripts/check_catalog.py && python3 scripts/gen_nvrtc_predefined.py --check
 }
 
 headers() { python3 scripts/check_headers.py; }

@@ -36,6 +36,32 @@
 #include "t4a/fault.h"
 #include "t4a_ctx/status_internal.h"
 #include "t4a_nvrtc/nvrtc_internal.h"
+#include "t4a_nvrtc/nvrtc_predefined.h"
+
+/* The macros NVRTC predefines that can paste a caller's tokens, sorted (strcmp). */
+#define PREDEFINED_NAME_(n) #n,
+static const char *const k_predefined[] = {T4A_NVRTC_PREDEFINED_PASTERS(PREDEFINED_NAME_)};
+#undef PREDEFINED_NAME_
+#define NUM_PREDEFINED (sizeof k_predefined / sizeof k_predefined[0])
+_Static_assert(NUM_PREDEFINED <= 64, "scan.predefined_used has a bit per predefined paster");
+
+/* The index of p[0..n) in k_predefined, or -1. */
+static int predefined_index(const char *p, size_t n) {
+  if (n < 6 || (p[0] != '_' && p[0] != 'N')) return -1; /* (every name: _NV_, __CUDA, NV_) */
+  size_t lo = 0, hi = NUM_PREDEFINED;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    int c = strncmp(k_predefined[mid], p, n);
+    if (c == 0 && k_predefined[mid][n] != '\0') c = 1;
+    if (c == 0) return (int)mid;
+    if (c < 0) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return -1;
+}
 
 #define REFUSE_REQUEST(...) \
   t4a_error_set_(T4A_INVALID_ARGUMENT, "t4a_nvrtc_request", 0, NULL, 0, __VA_ARGS__)
@@ -624,6 +650,10 @@ typedef struct scan {
   const t4a_nvrtc_str *sorted; /* the request's header names, sorted; NULL: few, compared in turn */
   size_t num_sorted;
   int pasted;           /* some text has ## (or %:%:) */
+  /* The macros NVRTC predefines that paste (nvrtc_predefined.h) that some text names: a bit each,
+   * and where the first use of each was. */
+  uint64_t predefined_used;
+  char predefined_at[64][160];
   int has_piece;        /* some text spells a piece of __has_include (see scan_text) */
   char piece[32];       /* the first such piece and where */
   char piece_where[330]; /* "the source, line 3" */
@@ -1559,6 +1589,7 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
         }
         if (len == 7 && memcmp(L.s + i, "defined", 7) == 0) break;
         if (len >= 11 && memcmp(L.s + i, "__has_", 6) == 0) break;
+        if (s->pass == 1 && predefined_index(L.s + i, len) >= 0) break; /* noted below */
         if (s->pass == 2) {
           size_t bit = func_sieve_bit(L.s + i, len);
           if ((s->func_sieve[bit / 64] >> (bit % 64)) & 1) break;
@@ -1679,6 +1710,14 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
       const char *id_raw = L.s + id_start;
       size_t id_raw_len = L.i - id_start;
       if (s->pass == 1 && s->cur_root >= 0 && !s->may_joined) note_may(s, id.text, id.len);
+      if (s->pass == 1 && id.len < sizeof id.text) {
+        int k = predefined_index(id.text, id.len);
+        if (k >= 0 && !((s->predefined_used >> k) & 1)) {
+          s->predefined_used |= (uint64_t)1 << k;
+          snprintf(s->predefined_at[k], sizeof s->predefined_at[k], "%.140s, line %zu", s->where,
+                   line);
+        }
+      }
       int q = lx_cur(&L);
       int prefix = 0, raw_prefix = 0;
       if (id.len <= 3 && (q == '"' || q == '\'')) {
@@ -2433,6 +2472,22 @@ t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p) {
         where_of(&s, q);
         st = scan_text(&s, q->file->text, q->file->text_bytes);
       }
+    }
+  }
+  /* A macro NVRTC predefines that pastes, named where no text defines it: its definition, which
+   * the check cannot read, could paste __has_include out of the caller's tokens. */
+  for (size_t k = 0; st == T4A_OK && k < NUM_PREDEFINED; k++) {
+    if (!((s.predefined_used >> k) & 1)) continue;
+    int defined = 0;
+    size_t kn = strlen(k_predefined[k]);
+    for (size_t d = 0; d < s.num_defs && !defined; d++) {
+      defined = s.defs[d].name_len == kn && memcmp(s.defs[d].name, k_predefined[k], kn) == 0;
+    }
+    if (!defined) {
+      st = REFUSE(
+          "%s: %s is a macro NVRTC predefines whose body pastes its arguments (it could "
+          "make __has_include), and no text of the request defines it%s",
+          s.predefined_at[k], k_predefined[k], s.num_roots > 0 ? k_root_advice : k_advice);
     }
   }
   /* pastes that join the request's own tokens with the roots' definitions */

@@ -1725,6 +1725,40 @@ static void test_strings_in_the_requests_definitions_are_read(void **state) {
   if (c.st != T4A_OK) fail_msg("strings: %s \"%s\"", t4a_status_name(c.st), c.message);
 }
 
+/* NVRTC predefines the nv/target machinery with no include, and two of its macros paste their
+ * parameters (_NV_CONCAT_EVAL1, _NV_PASTE5: scripts/gen_nvrtc_predefined.py lists them and
+ * what reaches them): a text that names one no text defines is refused, since the check cannot
+ * read the definition (stale hits before, even of the plain cache). With the header that
+ * defines them (the toolkit's nv/target) their definitions are read as any other. */
+static void test_macros_nvrtc_predefines_are_refused_undefined(void **state) {
+  (void)state;
+  static const char paste5[] =
+      "#if _NV_PASTE5(__has_, include, , , )(\"/etc/hostname\")\n#define V 222\n#else\n"
+      "#define V 111\n#endif\nextern \"C\" __global__ void k(int *p) { *p = V; }\n";
+  t4a_nvrtc_request r = roots_request(paste5, NULL, 0);
+  t4a_nvrtc_artifact *a = NULL;
+  assert_int_equal(t4a_nvrtc_compile(g_lib, &r, &a, NULL), T4A_OK); /* NVRTC knows it */
+  t4a_nvrtc_artifact_release(a);
+  assert_refused_both_ways(&r, "_NV_PASTE5 is a macro NVRTC predefines", "plain", 0);
+  const char *roots[] = {g_root};
+  write_file(g_root, "hw.h", "#define HAS(x) __has_include(x)\n");
+  r = roots_request("#include <hw.h>\n#if _NV_CONCAT_EVAL(HA, S)(\"/etc/hostname\")\n#endif\n",
+                    roots, 1);
+  assert_refused_both_ways(&r, "_NV_CONCAT_EVAL is a macro NVRTC predefines", "wrapper", 0);
+  r = roots_request(
+      "extern \"C\" __global__ void k(int *p) {\n"
+      "NV_IF_TARGET(NV_IS_DEVICE, (*p = 1;))\n}\n",
+      NULL, 0);
+  assert_refused_both_ways(&r, "NV_IF_TARGET is a macro NVRTC predefines", "nv/target", 0);
+  /* A root that defines the name (as nv/target does): read, and nothing pastes a target here. */
+  write_file(g_root, "cat.h",
+             "#define _NV_CONCAT_EVAL1(l, r) l##r\n"
+             "#define _NV_CONCAT_EVAL(l, r) _NV_CONCAT_EVAL1(l, r)\n");
+  r = roots_request("#include <cat.h>\nint _NV_CONCAT_EVAL(x, y) = 1;\n", roots, 1);
+  check_result c = check_with(&r, 1);
+  if (c.st != T4A_OK) fail_msg("defined: %s \"%s\"", t4a_status_name(c.st), c.message);
+}
+
 /* Failure sweep of the expansion check: every allocation in turn fails with HOST_OUT_OF_MEMORY
  * (nothing else), until the check passes. */
 static void test_paste_check_failure_sweep(void **state) {
@@ -2208,6 +2242,8 @@ int main(void) {
                                       each_teardown),
       cmocka_unit_test_setup_teardown(test_strings_in_the_requests_definitions_are_read, each_setup,
                                       each_teardown),
+      cmocka_unit_test_setup_teardown(test_macros_nvrtc_predefines_are_refused_undefined,
+                                      each_setup, each_teardown),
       cmocka_unit_test_setup_teardown(test_paste_check_failure_sweep, each_setup, each_teardown),
       cmocka_unit_test_setup_teardown(test_header_beside_the_includer_is_a_miss, each_setup,
                                       each_teardown),
