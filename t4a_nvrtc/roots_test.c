@@ -1164,6 +1164,12 @@ static void assert_refused_both_ways(const t4a_nvrtc_request *r, const char *nee
   }
 }
 
+/* The check passes r (with the second pass's shortcut on). */
+static void assert_check_passes(const t4a_nvrtc_request *r, const char *what, size_t i) {
+  check_result c = check_with(r, 1);
+  if (c.st != T4A_OK) fail_msg("%s %zu: %s \"%s\"", what, i, t4a_status_name(c.st), c.message);
+}
+
 static void assert_same_check(const check_result *a, const check_result *b, const char *what) {
   if (a->st != b->st || strcmp(a->message, b->message) != 0 || a->total.files != b->total.files ||
       a->total.bytes != b->total.bytes || a->total.empty != b->total.empty) {
@@ -1540,8 +1546,7 @@ static void test_pragma_operands_are_checked(void **state) {
   r.source = "#include <k.h>\n#define BLOCK(...) __VA_ARGS__\nextern \"C\" __global__ void k(int *p, "
              "int n) {\nBLOCK(\n#pragma unroll 4\nfor (int i = 0; i < n; i++) p[i] = i;)\n"
              "_Pragma(\"unroll 2\") for (int j = 0; j < n; j++) p[j] += j;\n}\n";
-  check_result c = check_with(&r, 1);
-  if (c.st != T4A_OK) fail_msg("pragmas: %s \"%s\"", t4a_status_name(c.st), c.message);
+  assert_check_passes(&r, "pragmas", 0);
 }
 
 /* The request's definitions are used by the roots too: a piece of __has_include in the body of
@@ -1564,8 +1569,7 @@ static void test_request_definitions_join_the_roots_pieces(void **state) {
   }
   /* A parameter of the request's macro is no piece. */
   r = roots_request("#define SFX(include) include\n#include <rr.h>\n", roots, 1);
-  check_result c = check_with(&r, 1);
-  if (c.st != T4A_OK) fail_msg("parameter: %s \"%s\"", t4a_status_name(c.st), c.message);
+  assert_check_passes(&r, "parameter", 0);
 }
 
 /* NVRTC lets a macro's arguments run past the end of an included file into its includer (and
@@ -1657,8 +1661,7 @@ static void test_root_pasted_wrapper_names_are_refused(void **state) {
              "#define HAS(x) __has_include(x)\n#define CAT(a, b) a ## b\n"
              "#if HAS(<top.h>) && CAT(A, S) && CAT(X, Y)\n#endif\n");
   r = roots_request("#include <rw.h>\n", roots, 1);
-  check_result c = check_with(&r, 1);
-  if (c.st != T4A_OK) fail_msg("no join: %s \"%s\"", t4a_status_name(c.st), c.message);
+  assert_check_passes(&r, "no join", 0);
 }
 
 /* An invocation whose names have too many definitions to try each way gets the coarse check:
@@ -1690,8 +1693,7 @@ static void test_too_many_expansions_get_the_coarse_check(void **state) {
                                      "#include <many.h>\nint y = A0(1);\n"};
   for (size_t i = 0; i < 2; i++) {
     r = roots_request(pass[i], roots, 1);
-    check_result c = check_with(&r, 1);
-    if (c.st != T4A_OK) fail_msg("pass %zu: %s \"%s\"", i, t4a_status_name(c.st), c.message);
+    assert_check_passes(&r, "pass", i);
   }
 }
 
@@ -1721,8 +1723,7 @@ static void test_strings_in_the_requests_definitions_are_read(void **state) {
   r.source =
       "#include <k.h>\n#define MSG \"unroll 4\"\n#define PR _Pragma(\"unroll CAT(1, 2)\")\n"
       "#include <usepr.h>\n";
-  check_result c = check_with(&r, 1);
-  if (c.st != T4A_OK) fail_msg("strings: %s \"%s\"", t4a_status_name(c.st), c.message);
+  assert_check_passes(&r, "strings", 0);
 }
 
 /* NVRTC predefines the nv/target machinery with no include, and two of its macros paste their
@@ -1755,8 +1756,7 @@ static void test_macros_nvrtc_predefines_are_refused_undefined(void **state) {
              "#define _NV_CONCAT_EVAL1(l, r) l##r\n"
              "#define _NV_CONCAT_EVAL(l, r) _NV_CONCAT_EVAL1(l, r)\n");
   r = roots_request("#include <cat.h>\nint _NV_CONCAT_EVAL(x, y) = 1;\n", roots, 1);
-  check_result c = check_with(&r, 1);
-  if (c.st != T4A_OK) fail_msg("defined: %s \"%s\"", t4a_status_name(c.st), c.message);
+  assert_check_passes(&r, "defined", 0);
 }
 
 /* Failure sweep of the expansion check: every allocation in turn fails with HOST_OUT_OF_MEMORY
