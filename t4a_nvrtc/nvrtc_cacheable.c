@@ -552,6 +552,21 @@ static void lx_blanks(lexer *L, int *crossed) {
   }
 }
 
+/* Blanks, and (outside a directive, where a function-like macro's name and its '(' may stand on
+ * different lines) the newlines of text lines: up to the next token, or a line's '#'. Lines are
+ * counted. */
+static void lx_blanks_lines(lexer *L, int in_directive) {
+  for (;;) {
+    lx_blanks(L, NULL);
+    if (in_directive || lx_cur(L) != '\n') return;
+    lexer next = *L;
+    lx_get(&next);
+    lx_blanks(&next, NULL);
+    if (lx_cur(&next) == '#' || (lx_cur(&next) == '%' && lx_next(&next) == ':')) return;
+    *L = next;
+  }
+}
+
 /* An identifier (or pp-number tail) starting at the current position; keeps its first bytes. */
 typedef struct ident {
   char text[32];
@@ -1272,17 +1287,32 @@ static size_t func_sieve_bit(const char *p, size_t n) {
 }
 
 /* Whether a use of m followed by '(' can take arguments: a function-like macro, or an
- * object-like one whose body ends in an identifier (an alias such as `#define KK K`). */
+ * object-like one whose body ends in an identifier (an alias such as `#define KK K`) or ')'. */
+static int body_token(const char *p, size_t n, size_t *i, size_t *start);
+
 static int callable(const t4a_nvrtc_macro_ *m) {
   if (m->func) return 1;
-  size_t n = m->body_len;
-  while (n > 0 && (m->body[n - 1] == ' ' || m->body[n - 1] == '\t' || m->body[n - 1] == '\r')) n--;
   /* an alias (#define KK K), or a body whose last group may yield a function-like name that
-   * takes the parentheses after the use (#define G ID(CAT)) */
-  return n > 0 && (is_ident((unsigned char)m->body[n - 1]) || m->body[n - 1] == ')');
+   * takes the parentheses after the use (#define G ID(CAT)): its last token, past comments,
+   * splices and blanks */
+  size_t n = m->body_len;
+  if (memchr(m->body, '/', n) == NULL && memchr(m->body, '\\', n) == NULL) {
+    while (n > 0 && (m->body[n - 1] == ' ' || m->body[n - 1] == '\t' || m->body[n - 1] == '\r' ||
+                     m->body[n - 1] == '\f' || m->body[n - 1] == '\v')) {
+      n--;
+    }
+    return n > 0 && (is_ident((unsigned char)m->body[n - 1]) || m->body[n - 1] == ')');
+  }
+  size_t i = 0, start = 0, last = SIZE_MAX;
+  int k, last_kind = 0;
+  while ((k = body_token(m->body, m->body_len, &i, &start)) != 0) {
+    last = start;
+    last_kind = k;
+  }
+  return last != SIZE_MAX && (last_kind == 'i' || m->body[last] == ')');
 }
 
-/* Builds the set of function-like macro names (those under 256 bytes) the second pass looks up. */
+/* Builds the set of the callable macros' names the second pass looks up. */
 static t4a_status build_func_set(scan *s) {
   size_t nf = 0;
   for (size_t i = 0; i < s->num_defs; i++) nf += callable(&s->defs[i]);
@@ -1294,7 +1324,7 @@ static t4a_status build_func_set(scan *s) {
   s->func_mask = slots - 1;
   for (size_t i = 0; i < s->num_defs; i++) {
     const t4a_nvrtc_macro_ *m = &s->defs[i];
-    if (!callable(m) || m->name_len >= 256 || m->name_len == 0) continue; /* never looked up */
+    if (!callable(m) || m->name_len == 0) continue; /* never looked up */
     size_t h = name_hash(m->name, m->name_len) & s->func_mask;
     while (s->func_set[h] != 0) h = (h + 1) & s->func_mask;
     s->func_set[h] = (uint32_t)(i + 1);
@@ -1308,7 +1338,7 @@ static t4a_status build_func_set(scan *s) {
   s->def_mask = dslots - 1;
   for (size_t i = 0; i < s->num_defs; i++) {
     const t4a_nvrtc_macro_ *m = &s->defs[i];
-    if (m->name_len == 0 || m->name_len >= 256) continue;
+    if (m->name_len == 0) continue;
     size_t h = name_hash(m->name, m->name_len) & s->def_mask;
     while (s->def_set[h] != 0) h = (h + 1) & s->def_mask;
     s->def_set[h] = (uint32_t)(i + 1);
@@ -1321,7 +1351,7 @@ static t4a_status build_func_set(scan *s) {
 }
 
 static int is_func_macro(const scan *s, const char *name, size_t n) {
-  if (s->func_set == NULL || n >= 256 || n == 0) return 0;
+  if (s->func_set == NULL || n == 0) return 0;
   size_t b = func_sieve_bit(name, n);
   if (!((s->func_sieve[b / 64] >> (b % 64)) & 1)) return 0;
   for (size_t h = name_hash(name, n) & s->func_mask; s->func_set[h] != 0;
@@ -1334,7 +1364,7 @@ static int is_func_macro(const scan *s, const char *name, size_t n) {
 
 /* Whether some definition the scan holds is named name[0..n). */
 static int macro_defined(const scan *s, const char *name, size_t n) {
-  if (s->def_set == NULL || n == 0 || n >= 256) return 0;
+  if (s->def_set == NULL || n == 0) return 0;
   for (size_t h = name_hash(name, n) & s->def_mask; s->def_set[h] != 0;
        h = (h + 1) & s->def_mask) {
     const t4a_nvrtc_macro_ *m = &s->defs[s->def_set[h] - 1];
@@ -1558,6 +1588,7 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
   ident def_params[16];
   size_t num_params = 0;
   int in_define = 0;
+  int in_directive = 0; /* the line is a directive's (its newline ends it) */
   long body_parens = 0; /* '(' less ')' in the body of the #define being read (pass 1) */
   def_name.len = 0;
   size_t arg_depth = 0; /* pass 2: inside the arguments of a function-like macro */
@@ -1612,6 +1643,7 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
       }
       lx_get(&L);
       line_start = 1;
+      in_directive = 0;
       ifdef_operand = 0;
       after_defined = 0;
       in_define = 0;
@@ -1635,10 +1667,22 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
       after_defined = 0;
       if (!was_line_start) continue;
       /* A directive. */
+      in_directive = 1;
       lx_blanks(&L, NULL);
       if (!is_ident(lx_cur(&L))) continue;
       ident name;
       lx_ident(&L, &name);
+      if (s->pass == 2 && s->cur_root >= 0 && arg_depth > 0 &&
+          (ident_is(&name, "include") || ident_is(&name, "include_next") ||
+           ident_is(&name, "import") || ident_is(&name, "embed"))) {
+        /* The included file's tokens would be this invocation's arguments, which the file's
+         * own collection never sees. */
+        return REFUSE(
+            "%s, line %zu: %s stands among the arguments of a function-like macro, "
+            "so the check cannot tell what the arguments hold (a paste could make "
+            "__has_include)%s",
+            s->where, hash_line, name.text, k_root_advice);
+      }
       if (ident_is(&name, "define")) {
         /* Remember a function-like macro's parameters: __has_include applied to one makes the
          * macro a wrapper, whose every use is checked in the second pass. */
@@ -1710,7 +1754,8 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
       const char *id_raw = L.s + id_start;
       size_t id_raw_len = L.i - id_start;
       if (s->pass == 1 && s->cur_root >= 0 && !s->may_joined) note_may(s, id.text, id.len);
-      if (s->pass == 1 && id.len < sizeof id.text) {
+      if (s->pass == 1 && id.len < sizeof id.text && !ifdef_operand && after_defined == 0) {
+        /* (an operand of defined, #ifdef or #ifndef is not expanded) */
         int k = predefined_index(id.text, id.len);
         if (k >= 0 && !((s->predefined_used >> k) & 1)) {
           s->predefined_used |= (uint64_t)1 << k;
@@ -1885,8 +1930,10 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
         }
       }
       if (s->pass == 2 && s->cur_root >= 0 && is_func_macro(s, id_raw, id_raw_len)) {
-        lx_blanks(&L, NULL);
-        if (lx_cur(&L) == '(') {
+        lexer peek = L;
+        lx_blanks_lines(&peek, in_directive || in_define);
+        if (lx_cur(&peek) == '(') {
+          L = peek;
           lx_get(&L);
           arg_depth++;
           after_defined = ifdef_operand = 0;
@@ -1914,7 +1961,7 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
       /* What an invocation expands to can be a function-like name that takes the group right
        * after it (ID(CAT)(a, b)): its tokens are arguments too. */
       lexer peek = L;
-      lx_blanks(&peek, NULL);
+      lx_blanks_lines(&peek, in_directive || in_define);
       if (lx_cur(&peek) == '(') {
         L = peek;
         lx_get(&L);
@@ -2485,8 +2532,8 @@ t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p) {
     }
     if (!defined) {
       st = REFUSE(
-          "%s: %s is a macro NVRTC predefines whose body pastes its arguments (it could "
-          "make __has_include), and no text of the request defines it%s",
+          "%s: %s is a macro NVRTC predefines whose expansion pastes tokens (it could make "
+          "__has_include), and no text of the request defines it%s",
           s.predefined_at[k], k_predefined[k], s.num_roots > 0 ? k_root_advice : k_advice);
     }
   }

@@ -1617,6 +1617,43 @@ static void test_calls_whose_result_takes_the_next_group_are_collected(void **st
     t4a_nvrtc_request r = roots_request("#include <r.h>\n", roots, 1);
     assert_refused_both_ways(&r, "could paste __has_include together", "next group", i);
   }
+  /* The tenth review's shapes: the group on a later line (outside a directive a call's '(' may
+   * follow its name there), a body whose last token hides behind a comment or a form feed, a
+   * name of 256 bytes and more. */
+  char longname[300];
+  memset(longname, 'L', 260);
+  longname[260] = '\0';
+  char long_src[800];
+  snprintf(long_src, sizeof long_src,
+           "#define %s(a,b) a##b\nstatic const int v = %s(__has_, include)(\"/etc/hostname\");\n",
+           longname, longname);
+  const char *more[] = {
+      "#define CAT(a,b) a##b\n#define ID(x) x\nstatic const int v = ID(CAT)\n\n"
+      "(__has_, include)(\"/etc/hostname\");\n",
+      "#define CAT(a,b) a##b\nstatic const int v = CAT\n(__has_, include)(\"/etc/hostname\");\n",
+      "#define CAT(a,b) a##b\n#define KK CAT\nstatic const int v = KK\n"
+      "(__has_, include)(\"/etc/hostname\");\n",
+      "#define CAT(a,b) a##b\n#define ID(x) x\n#define G ID(CAT) /* c */\n"
+      "static const int v = G(__has_, include)(\"/etc/hostname\");\n",
+      "#define CAT(a,b) a##b\n#define G CAT /**/\n"
+      "static const int v = G(__has_, include)(\"/etc/hostname\");\n",
+      "#define CAT(a,b) a##b\n#define G CAT\f\nstatic const int v = G(__has_, "
+      "include)(\"/etc/hostname\");\n",
+      long_src,
+  };
+  for (size_t i = 0; i < sizeof more / sizeof more[0]; i++) {
+    write_file(g_root, "r.h", more[i]);
+    t4a_nvrtc_request r = roots_request("#include <r.h>\n", roots, 1);
+    assert_refused_both_ways(&r, "could paste __has_include together", "tenth", i);
+  }
+  /* An include among a root call's arguments hands that file's tokens to the call. */
+  write_file(g_root, "m.h", "#define CAT(a,b) a##b\n");
+  write_file(g_root, "pc.h", "__has_, include\n");
+  write_file(g_root, "ib.h",
+             "#include \"m.h\"\nstatic const int v = CAT(\n#include \"pc.h\"\n"
+             ")(\"/etc/hostname\");\n");
+  t4a_nvrtc_request r = roots_request("#include <ib.h>\n", roots, 1);
+  assert_refused_both_ways(&r, "include stands among the arguments", "include", 0);
 }
 
 /* A root's own invocation can paste a wrapper's name too, where no expansion of the request's
@@ -1751,6 +1788,13 @@ static void test_macros_nvrtc_predefines_are_refused_undefined(void **state) {
       "NV_IF_TARGET(NV_IS_DEVICE, (*p = 1;))\n}\n",
       NULL, 0);
   assert_refused_both_ways(&r, "NV_IF_TARGET is a macro NVRTC predefines", "nv/target", 0);
+  /* Its name as the operand of defined or #ifndef is not expanded: no refusal. */
+  r = roots_request(
+      "#ifndef NV_IF_TARGET\n#define NO_NV 1\n#endif\n"
+      "#if defined(__CUDA_MINIMUM_ARCH__) && __CUDA_ARCH__ >= 800\n#endif\n"
+      "extern \"C\" __global__ void k(int *p) { *p = 1; }\n",
+      NULL, 0);
+  assert_check_passes(&r, "operands", 0);
   /* A root that defines the name (as nv/target does): read, and nothing pastes a target here. */
   write_file(g_root, "cat.h",
              "#define _NV_CONCAT_EVAL1(l, r) l##r\n"
