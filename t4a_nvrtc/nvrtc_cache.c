@@ -747,16 +747,10 @@ static t4a_status compile_uncached(t4a_nvrtc_cache *cache, const t4a_nvrtc_reque
   t4a_nvrtc_lib *lib = NULL;
   t4a_status st = ensure_loaded(cache, &lib);
   if (st != T4A_OK) return st;
-  t4a_nvrtc_prepared p;
-  st = t4a_nvrtc_prepare(lib, request, &p);
-  if (st != T4A_OK) return st;
-  uint8_t key[16];
-  t4a_nvrtc_identity_key(lib, &p, key);
   t4a_nvrtc_log log = {NULL, 0};
-  st = t4a_nvrtc_compile_prepared(lib, lib, &p, key, &cache->counters, out, &log);
+  st = t4a_nvrtc_compile_unkeyed_(lib, request, &cache->counters, out, &log);
   char *copy = NULL;
   if (st == T4A_OK) {
-    t4a_nvrtc_artifact_key_content_(*out);
     t4a_counter_add(&cache->counters, T4A_COUNTER_nvrtc_uncached, 1);
     size_t n = strlen(why.message);
     copy = out_outcome != NULL ? t4a_host_malloc(n + 1) : NULL;

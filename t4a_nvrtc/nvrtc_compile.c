@@ -586,19 +586,26 @@ done:
   return st;
 }
 
-t4a_status t4a_nvrtc_compile(t4a_nvrtc_lib *lib, const t4a_nvrtc_request *request,
-                             t4a_nvrtc_artifact **out, t4a_nvrtc_outcome *out_outcome) {
-  t4a_nvrtc_outcome_deinit(out_outcome);
-  if (out == NULL) return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
-  *out = NULL;
+t4a_status t4a_nvrtc_compile_unkeyed_(t4a_nvrtc_lib *lib, const t4a_nvrtc_request *request,
+                                      t4a_counters *extra, t4a_nvrtc_artifact **out,
+                                      t4a_nvrtc_log *log) {
   t4a_nvrtc_prepared p;
   t4a_status st = t4a_nvrtc_prepare(lib, request, &p);
   if (st != T4A_OK) return st;
   uint8_t key[16];
   t4a_nvrtc_identity_key(lib, &p, key);
-  t4a_nvrtc_log log = {NULL, 0};
-  st = t4a_nvrtc_compile_prepared(lib, lib, &p, key, NULL, out, &log);
+  st = t4a_nvrtc_compile_prepared(lib, lib, &p, key, extra, out, log);
   if (st == T4A_OK) t4a_nvrtc_artifact_key_content_(*out);
+  return st;
+}
+
+t4a_status t4a_nvrtc_compile(t4a_nvrtc_lib *lib, const t4a_nvrtc_request *request,
+                             t4a_nvrtc_artifact **out, t4a_nvrtc_outcome *out_outcome) {
+  t4a_nvrtc_outcome_deinit(out_outcome);
+  if (out == NULL) return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "out is NULL");
+  *out = NULL;
+  t4a_nvrtc_log log = {NULL, 0};
+  t4a_status st = t4a_nvrtc_compile_unkeyed_(lib, request, NULL, out, &log);
   t4a_nvrtc_outcome_set(out_outcome,
                         st == T4A_OK ? T4A_NVRTC_ORIGIN_COMPILED : T4A_NVRTC_ORIGIN_NONE, &log);
   return st;

@@ -355,6 +355,14 @@ T4A_MUST_USE t4a_status t4a_nvrtc_compile_prepared(t4a_nvrtc_lib *lib, const t4a
                                                    const uint8_t key[16], t4a_counters *extra,
                                                    t4a_nvrtc_artifact **out, t4a_nvrtc_log *log);
 
+/* Compiles a request no key sees the inputs of (t4a_nvrtc_compile, a cache's uncached compile):
+ * validated against lib, keyed by its identity and its bytes (t4a_nvrtc_artifact_key_content_),
+ * counted in lib's block and extra (may be NULL). */
+T4A_MUST_USE t4a_status t4a_nvrtc_compile_unkeyed_(t4a_nvrtc_lib *lib,
+                                                   const t4a_nvrtc_request *request,
+                                                   t4a_counters *extra, t4a_nvrtc_artifact **out,
+                                                   t4a_nvrtc_log *log);
+
 /* Puts back a failure detail saved with t4a_error_last (clears it if it was T4A_OK): for paths
  * that swallow an internal failure, since a successful call leaves the detail untouched. */
 void t4a_nvrtc_error_restore(const t4a_error *saved);
