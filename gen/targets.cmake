@@ -156,7 +156,7 @@ t4a_library(NAME t4a_ctx_counters_internal
   HDRS t4a_ctx/counters_block.h
   DEPS t4a_ctx_status)
 t4a_library(NAME t4a_ctx
-  SRCS t4a_ctx/loader.c t4a_ctx/device.c t4a_ctx/context.c t4a_ctx/lane.c t4a_ctx/driver_table.h t4a_ctx/driver_catalog.h t4a_ctx/ctx_internal.h
+  SRCS t4a_ctx/loader.c t4a_ctx/device.c t4a_ctx/context.c t4a_ctx/lane.c t4a_ctx/oplock.c t4a_ctx/oplock.h t4a_ctx/driver_table.h t4a_ctx/driver_catalog.h t4a_ctx/ctx_internal.h
   HDRS t4a_ctx/include/t4a/ctx.h
   INCLUDE_DIR t4a_ctx/include
   INSTALL ctx
@@ -169,6 +169,10 @@ t4a_test(NAME t4a_ctx_status_test
   SRCS t4a_ctx/status_test.c
   LABELS unit
   DEPS t4a_ctx_status_internal t4a_ctx_status t4a_ctx_counters_internal t4a_ext_cmocka Threads::Threads)
+t4a_test(NAME t4a_ctx_oplock_test
+  SRCS t4a_ctx/oplock_test.c
+  LABELS unit
+  DEPS t4a_ctx_oplock t4a_ext_cmocka Threads::Threads)
 t4a_test(NAME t4a_ctx_ctx_test
   SRCS t4a_ctx/ctx_test.c
   LABELS unit
@@ -197,6 +201,9 @@ t4a_test(NAME t4a_ctx_ctx_multi_gpu_test
 t4a_library(NAME t4a_ctx_status_internal
   HDRS t4a_ctx/status_internal.h
   DEPS t4a_ctx_status)
+t4a_library(NAME t4a_ctx_oplock
+  HDRS t4a_ctx/oplock.h
+  DEPS t4a_ctx)
 t4a_library(NAME t4a_ctx_ctx_internal
   HDRS t4a_ctx/ctx_internal.h
   DEPS t4a_ctx t4a_ctx_status)
@@ -402,7 +409,7 @@ t4a_library(NAME t4a_retire
   INCLUDE_DIR t4a_retire/include
   INSTALL retire
   DEPS t4a_ctx t4a_ctx_status Threads::Threads
-  BUILD_DEPS t4a_ctx_status_internal t4a_ctx_ctx_internal t4a_ctx_seam t4a_ext_cuda_headers)
+  BUILD_DEPS t4a_ctx_status_internal t4a_ctx_ctx_internal t4a_ctx_oplock t4a_ctx_seam t4a_ext_cuda_headers)
 t4a_test(NAME t4a_retire_retire_test
   SRCS t4a_retire/retire_test.c
   LABELS unit

@@ -194,9 +194,11 @@ t4a_status t4a_host_fn_refuse_(const char *what) {
 static t4a_status scope_enter(t4a_ctx_scope *scope, t4a_ctx_holder *holder,
                               t4a_counters *counters, t4a_counter_shard_ *shard, int borrowed) {
   if (scope == NULL || holder == NULL) {
+    if (scope != NULL) memset(scope, 0, sizeof *scope);
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "scope or holder is NULL");
   }
-  memset(scope, 0, sizeof *scope);
+  /* Cleared on every failure (exit is then a no-op); filled in whole on success. */
+  scope->priv_holder = NULL;
   if (T4A_UNLIKELY(t_host_fn_depth > 0)) return t4a_host_fn_refuse_("activating a context");
   t4a_driver *d = holder->driver;
   if (T4A_UNLIKELY(holder_is_stale(
@@ -234,7 +236,28 @@ t4a_status t4a_ctx_scope_enter_borrowed(t4a_ctx_scope *scope, t4a_ctx_holder *ho
 
 t4a_status t4a_ctx_scope_enter_counted_(t4a_ctx_scope *scope, t4a_ctx_holder *holder,
                                         t4a_counters *counters, t4a_counter_shard_ *shard) {
-  return scope_enter(scope, holder, counters, shard, 1);
+  t4a_driver *d = holder->driver;
+  scope->priv_holder = NULL;
+  if (counters == NULL) counters = &d->counters;
+  /* The lane check (one load): anything but healthy is refused as t4a_ctx_holder_check says. */
+  unsigned state = atomic_load_explicit(&d->faults[holder->ordinal].state, memory_order_acquire);
+  if (T4A_UNLIKELY(state != holder->healthy)) return t4a_ctx_holder_check(holder);
+  CUcontext prev = NULL;
+  t4a_status st = T4A_CU(d, cuCtxGetCurrent, &prev);
+  if (st != T4A_OK) return st;
+  int switched = prev != holder->ctx;
+  if (T4A_UNLIKELY(switched)) {
+    if ((st = T4A_CU(d, cuCtxSetCurrent, holder->ctx)) != T4A_OK) return st;
+    t4a_counter_add_owned_(counters, shard, T4A_COUNTER_ctx_activations, 1);
+  } else {
+    t4a_counter_add_owned_(counters, shard, T4A_COUNTER_ctx_activations_skipped, 1);
+  }
+  scope->priv_borrowed = 1;
+  scope->priv_prev = prev;
+  scope->priv_ctx = holder->ctx;
+  scope->priv_holder = holder;
+  scope->priv_switched = switched;
+  return T4A_OK;
 }
 
 static t4a_status scope_exit(t4a_ctx_scope *scope, int quiet) {
@@ -249,7 +272,7 @@ static t4a_status scope_exit(t4a_ctx_scope *scope, int quiet) {
                     st == T4A_OK ? T4A_COUNTER_ctx_restores : T4A_COUNTER_ctx_restore_failures, 1);
   }
   int borrowed = scope->priv_borrowed;
-  memset(scope, 0, sizeof *scope);
+  scope->priv_holder = NULL; /* a second exit is a no-op */
   /* After the restore: if this was the last reference, the A1 rule runs against the context the
    * thread now has current. */
   if (!borrowed) t4a_ctx_holder_release(h);

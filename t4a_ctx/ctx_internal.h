@@ -89,10 +89,17 @@ int t4a_in_host_fn_(void);
 /* Sets and returns T4A_REENTRY with a message naming `what`. */
 t4a_status t4a_host_fn_refuse_(const char *what);
 
-/* t4a_ctx_scope_enter_borrowed counting its activation (or skipped activation) into `shard`
- * (counters_block.h: the caller owns it and holds the lock its writes are under) instead of
- * `counters`; NULL: into `counters`. For admissions (t4a_retire). */
+/* An admission's entry to its lane, in one call (t4a_retire, after it refused host functions and
+ * took its lock): t4a_lane_check's refusal (LANE_BROKEN), then t4a_ctx_scope_enter_borrowed of the
+ * lane's holder counting its activation (or skipped activation) into `shard` (counters_block.h:
+ * the caller owns it and holds the lock its writes are under; NULL: into `counters`), and
+ * *capturing set to t4a_lane_is_capturing. No host-function check (the caller's). On failure the
+ * scope is cleared and *capturing is 0. */
 struct t4a_counter_shard_;
+T4A_MUST_USE t4a_status t4a_lane_admit_(t4a_lane *lane, t4a_ctx_scope *scope,
+                                        t4a_counters *counters, struct t4a_counter_shard_ *shard,
+                                        int *capturing);
+/* The scope part of t4a_lane_admit_ (LANE_BROKEN as t4a_ctx_holder_check). */
 T4A_MUST_USE t4a_status t4a_ctx_scope_enter_counted_(t4a_ctx_scope *scope,
                                                      t4a_ctx_holder *holder,
                                                      t4a_counters *counters,

@@ -1,6 +1,7 @@
 /* Lanes: one non-blocking stream on a primary-context holder, with a domain identity. */
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "t4a/fault.h"
 #include "t4a_ctx/ctx_internal.h"
@@ -674,6 +675,18 @@ t4a_status t4a_lane_synchronize(t4a_lane *lane) {
   if (t4a_in_host_fn_()) return t4a_host_fn_refuse_("waiting for a lane's stream");
   t4a_counter_add(&lane->counters, T4A_COUNTER_host_waits, 1);
   return t4a_lane_note_(lane, T4A_CU(lane->driver, cuStreamSynchronize, lane->stream));
+}
+
+t4a_status t4a_lane_admit_(t4a_lane *lane, t4a_ctx_scope *scope, t4a_counters *counters,
+                           t4a_counter_shard_ *shard, int *capturing) {
+  *capturing = 0;
+  if (lane == NULL) {
+    memset(scope, 0, sizeof *scope);
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "lane is NULL");
+  }
+  t4a_status st = t4a_ctx_scope_enter_counted_(scope, lane->holder, counters, shard);
+  if (st == T4A_OK) *capturing = atomic_load_explicit(&lane->capturing, memory_order_acquire);
+  return st;
 }
 
 t4a_status t4a_lane_check(const t4a_lane *lane) {

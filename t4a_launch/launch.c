@@ -103,19 +103,21 @@ t4a_status t4a_launch_check_arg_(const t4a_function *fn, uint64_t domain, uint32
         return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
                               "kernel '%s' argument %u: the buffer is NULL", fn->name, i);
       }
-      if (t4a_buffer_domain(b) != domain) {
+      t4a_buffer_facts_ facts;
+      t4a_buffer_facts_get_(b, &facts);
+      if (facts.domain != domain) {
         return t4a_error_set_(T4A_FOREIGN_HANDLE, NULL, 0, NULL, 0,
                               "kernel '%s' argument %u: the buffer belongs to domain %llu, the "
                               "launch to %llu",
-                              fn->name, i, (unsigned long long)t4a_buffer_domain(b),
+                              fn->name, i, (unsigned long long)facts.domain,
                               (unsigned long long)domain);
       }
-      if (a->u.buf.offset > t4a_buffer_size(b)) {
+      if (a->u.buf.offset > facts.bytes) {
         return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
                               "kernel '%s' argument %u: offset %zu is past the %zu-byte buffer",
-                              fn->name, i, a->u.buf.offset, t4a_buffer_size(b));
+                              fn->name, i, a->u.buf.offset, facts.bytes);
       }
-      *scratch = (uint64_t)t4a_buffer_devptr(b) + a->u.buf.offset;
+      *scratch = (uint64_t)facts.ptr + a->u.buf.offset;
       *out_src = scratch;
       *out_buffer = b;
       size = 8;
@@ -154,11 +156,12 @@ static t4a_status check_common(t4a_retire *retire, t4a_function *fn, const t4a_l
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
                           "retire, function or config is NULL");
   }
-  uint64_t domain = t4a_lane_domain(t4a_retire_lane(retire));
-  if (t4a_function_domain(fn) != domain) {
+  uint64_t domain = t4a_retire_target_get_(retire)->domain;
+  if (fn->module->cache->domain != domain) {
     return t4a_error_set_(T4A_FOREIGN_HANDLE, NULL, 0, NULL, 0,
                           "kernel '%s' belongs to domain %llu, the launch to %llu", fn->name,
-                          (unsigned long long)t4a_function_domain(fn), (unsigned long long)domain);
+                          (unsigned long long)fn->module->cache->domain,
+                          (unsigned long long)domain);
   }
   *out_domain = domain;
   return t4a_launch_check_config_(fn, cfg);
@@ -380,14 +383,20 @@ t4a_status t4a_launch_enqueue_ex_(t4a_retire *retire, t4a_function *fn,
   t4a_admission adm;
   t4a_status st = t4a_admission_begin(retire, keep, &adm);
   if (st != T4A_OK) return st;
-  t4a_lane *lane = t4a_retire_lane(retire);
+  const t4a_retire_target_ *target = t4a_retire_target_get_(retire);
+  t4a_lane *lane = target->lane;
+  /* Every buffer of this lane's own pool (or a view): nothing to order, and the epoch keeps them
+   * all (the usual case: one call instead of two per buffer). */
+  int local = num_buffers == 0 || t4a_buffers_local_(buffers, num_buffers, lane);
   t4a_driver *drv = fn->module->cache->driver;
-  if ((st = t4a_launch_raise_shared_(fn, cfg->shared_bytes)) != T4A_OK) {
+  if (T4A_UNLIKELY(cfg->shared_bytes >
+                   atomic_load_explicit(&fn->dyn_shared_max, memory_order_acquire)) &&
+      (st = t4a_launch_raise_shared_(fn, cfg->shared_bytes)) != T4A_OK) {
     return t4a_admission_abort(&adm, st);
   }
   /* Buffers of another stream's pool (a sibling lane of the domain): this stream waits for
    * their allocation first (amortised; nothing for the pool's own lane). */
-  for (uint32_t i = 0; i < num_buffers; i++) {
+  for (uint32_t i = 0; !local && i < num_buffers; i++) {
     if (buffers[i] != NULL && (st = t4a_buffer_use_on_(buffers[i], lane)) != T4A_OK) {
       return t4a_admission_abort(&adm, st);
     }
@@ -410,13 +419,13 @@ t4a_status t4a_launch_enqueue_ex_(t4a_retire *retire, t4a_function *fn,
     r = launch_ex(drv, lane, fn, cfg, params, ex);
     entry = "cuLaunchKernelEx";
   } else if (g != NULL && use_graph(drv, lane, fn, cfg, params, g)) {
-    r = drv->t.cuGraphLaunch(g->exec, t4a_lane_stream(lane));
+    r = drv->t.cuGraphLaunch(g->exec, target->stream);
     entry = "cuGraphLaunch";
     used = 1;
   } else {
     r = drv->t.cuLaunchKernel(fn->handle, cfg->grid[0], cfg->grid[1], cfg->grid[2], cfg->block[0],
-                              cfg->block[1], cfg->block[2], cfg->shared_bytes,
-                              t4a_lane_stream(lane), params, NULL);
+                              cfg->block[1], cfg->block[2], cfg->shared_bytes, target->stream,
+                              params, NULL);
     entry = "cuLaunchKernel";
   }
   if (fn_locked) pthread_mutex_unlock(&fn->graph_lock);
@@ -427,20 +436,23 @@ t4a_status t4a_launch_enqueue_ex_(t4a_retire *retire, t4a_function *fn,
   /* Borrowed keepalives: the caller holds the function (so its module) and the buffers through
    * this call; the epoch takes a reference only to what it does not hold yet, so the warm path
    * (the same module and buffers again) does no reference counting. */
-  t4a_admission_keep_borrowed(
-      &adm, (t4a_keepalive){.object = fn->module, .release = t4a_module_release_object_},
-      module_retain_object);
-  for (uint32_t i = 0; i < num_buffers; i++) {
-    /* A buffer of another stream's pool is ordered by its marks instead (t4a_buffer_used_on_). */
-    if (buffers[i] == NULL || !t4a_buffer_used_on_(buffers[i], lane)) continue;
-    t4a_admission_keep_borrowed(
-        &adm, (t4a_keepalive){.object = buffers[i], .release = t4a_buffer_release_object_},
-        buffer_retain_object);
+  void *module = fn->module;
+  t4a_admission_keep_borrowed_n_(&adm, &module, 1, t4a_module_release_object_,
+                                 module_retain_object);
+  if (local) {
+    t4a_admission_keep_borrowed_n_(&adm, (void *const *)buffers, num_buffers,
+                                   t4a_buffer_release_object_, buffer_retain_object);
+  } else {
+    for (uint32_t i = 0; i < num_buffers; i++) {
+      /* A buffer of another stream's pool is ordered by its marks instead (t4a_buffer_used_on_). */
+      if (buffers[i] == NULL || !t4a_buffer_used_on_(buffers[i], lane)) continue;
+      void *b = buffers[i];
+      t4a_admission_keep_borrowed_n_(&adm, &b, 1, t4a_buffer_release_object_, buffer_retain_object);
+    }
   }
   /* Counted under the admission's lock, into the retire's single-writer shard. */
-  t4a_admission_count_(&adm, T4A_COUNTER_launches, 1);
   if (used) t4a_admission_count_(&adm, T4A_COUNTER_launch_graph_fires, 1);
-  t4a_admission_commit(&adm);
+  t4a_admission_commit_counting_(&adm, T4A_COUNTER_launches, 1);
   return T4A_OK;
 }
 
@@ -455,8 +467,8 @@ static t4a_status launch_args(t4a_retire *retire, t4a_function *fn,
   if (num_args > 0 && args == NULL) {
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "args is NULL");
   }
-  uint32_t expected = 0;
-  if ((st = t4a_launch_expected_params_(fn, &expected)) != T4A_OK) return st;
+  uint32_t expected = fn->num_params;
+  if (!fn->known && (st = t4a_launch_expected_params_(fn, &expected)) != T4A_OK) return st;
   if ((st = check_count(fn, expected, num_args)) != T4A_OK) return st;
   /* Everything on this stack frame: no heap on the warm path. */
   void *params[T4A_MAX_KERNEL_PARAMS];

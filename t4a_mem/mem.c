@@ -736,6 +736,20 @@ t4a_status t4a_buffer_use_on_(t4a_buffer *b, t4a_lane *lane) {
   return t4a_lane_order_after_(lane, mark);
 }
 
+void t4a_buffer_facts_get_(const t4a_buffer *b, t4a_buffer_facts_ *out) {
+  out->domain = b->domain;
+  out->bytes = b->bytes;
+  out->ptr = (t4a_devptr)b->ptr;
+}
+
+int t4a_buffers_local_(t4a_buffer *const *buffers, uint32_t n, const t4a_lane *lane) {
+  for (uint32_t i = 0; i < n; i++) {
+    const t4a_buffer *b = buffers[i];
+    if (b != NULL && b->pool != NULL && b->pool->lane != lane) return 0;
+  }
+  return 1;
+}
+
 int t4a_buffer_used_on_(t4a_buffer *b, t4a_lane *lane) {
   t4a_mem_pool *p = b->pool;
   /* A view has no block to carry marks: the using stream's epoch keeps it (and its module). */

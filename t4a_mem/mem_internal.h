@@ -25,6 +25,20 @@ t4a_status t4a_buffer_use_on_(t4a_buffer *b, t4a_lane *lane);
  * release may be the last). */
 int t4a_buffer_used_on_(t4a_buffer *b, t4a_lane *lane);
 
+/* What a launch's argument check reads of a buffer, in one call: its domain, size and device
+ * address (t4a_buffer_domain, t4a_buffer_size, t4a_buffer_devptr). b is not NULL. */
+typedef struct t4a_buffer_facts_ {
+  uint64_t domain;
+  size_t bytes;
+  t4a_devptr ptr;
+} t4a_buffer_facts_;
+void t4a_buffer_facts_get_(const t4a_buffer *b, t4a_buffer_facts_ *out);
+
+/* Whether every non-NULL buffer of `buffers` (n of them) is local to `lane`: of the pool of that
+ * lane, or a view. For those t4a_buffer_use_on_ orders nothing and t4a_buffer_used_on_ marks
+ * nothing and answers 1 (the epoch keeps them), so a launch may skip both calls. */
+int t4a_buffers_local_(t4a_buffer *const *buffers, uint32_t n, const t4a_lane *lane);
+
 /* Marks the pool as not provably drained (teardown after a fault): its cached blocks are leaked
  * and counted (buffers_leaked) at once, so are blocks of buffers released after it, and its final
  * release leaks the pool instead of calling the driver. */

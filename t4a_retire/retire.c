@@ -9,6 +9,7 @@
 #include "t4a/fault.h"
 #include "t4a_ctx/ctx_internal.h"
 #include "t4a_ctx/driver_table.h"
+#include "t4a_ctx/oplock.h"
 #include "t4a_ctx/status_internal.h"
 #include "t4a_retire/retire_internal.h"
 
@@ -35,9 +36,10 @@ typedef struct release_list {
 } release_list;
 
 struct t4a_retire {
-  pthread_mutex_t lock;
+  t4a_oplock_ lock;
   _Atomic(const void *) owner; /* the thread holding `lock`, or NULL */
   t4a_lane *lane;              /* a reference */
+  t4a_retire_target_ target;   /* the lane, its domain and stream (t4a_retire_target_get_) */
   t4a_driver *driver;          /* borrowed from the lane */
   t4a_counters *counters;      /* the lane's block */
   /* This retire's single-writer shard of `counters` (NULL: none was free), written only under
@@ -140,10 +142,16 @@ static void epoch_remember(epoch *e, const void *object) {
   e->recent_next = (e->recent_next + 1) % EPOCH_RECENT;
 }
 
-static int epoch_add(epoch *e, t4a_keepalive k) {
-  for (int i = 0; i < EPOCH_RECENT && k.object != NULL; i++) {
-    if (e->recent[i] == k.object) return 0;
+/* Whether `object` (not NULL) is one of the epoch's recent objects (so in its set). */
+static inline int epoch_recent(const epoch *e, const void *object) {
+  for (int i = 0; i < EPOCH_RECENT; i++) {
+    if (e->recent[i] == object) return 1;
   }
+  return 0;
+}
+
+static int epoch_add(epoch *e, t4a_keepalive k) {
+  if (k.object != NULL && epoch_recent(e, k.object)) return 0;
   size_t h = ptr_hash(k.object, e->set_capacity);
   while (e->set[h] != NULL) {
     if (e->set[h] == k.object) {
@@ -206,7 +214,7 @@ static t4a_status lock_enter_(t4a_retire *r, int ordered) {
                           "(a callback called back into its own runtime)",
                           (unsigned long long)t4a_lane_domain(r->lane));
   }
-  const t4a_retire *h = ordered ? held_against(r) : NULL;
+  const t4a_retire *h = ordered && t_held != NULL ? held_against(r) : NULL;
   if (h != NULL) {
     /* Waiting here could deadlock against a thread that holds this lock and waits for h's (a
      * copy or a raw scope taking both in order). */
@@ -220,8 +228,8 @@ static t4a_status lock_enter_(t4a_retire *r, int ordered) {
   }
   /* Teardown out of order (inside a scope of a later lane): no other thread may use the retire,
    * so the lock is free; a try-lock takes it without a wait (and without a lock-order edge). */
-  if (ordered || held_against(r) == NULL || pthread_mutex_trylock(&r->lock) != 0) {
-    pthread_mutex_lock(&r->lock);
+  if (ordered || held_against(r) == NULL || !t4a_oplock_trylock_(&r->lock)) {
+    t4a_oplock_lock_(&r->lock);
   }
   atomic_store_explicit(&r->owner, &t_thread_id, memory_order_relaxed);
   r->held_next = t_held;
@@ -241,7 +249,7 @@ static void lock_exit(t4a_retire *r) {
   }
   r->held_next = NULL;
   atomic_store_explicit(&r->owner, NULL, memory_order_relaxed);
-  pthread_mutex_unlock(&r->lock);
+  t4a_oplock_unlock_(&r->lock);
 }
 
 /* ---- events and epochs (lock held, context active) ---- */
@@ -460,19 +468,13 @@ t4a_status t4a_retire_create(t4a_lane *lane, const t4a_retire_options *options,
     if (epoch_reserve(&r->sealed[i], 16) != T4A_OK) goto oom_epochs;
   }
   if (epoch_reserve(&r->open, 16) != T4A_OK) goto oom_epochs;
-  if (t4a_fault_sim(T4A_FAULT_MUTEX_INIT) || pthread_mutex_init(&r->lock, NULL) != 0) {
-    for (uint32_t i = 0; i < o.max_sealed_epochs; i++) epoch_free(&r->sealed[i]);
-    epoch_free(&r->open);
-    free(r->sealed);
-    free(r->spare_events);
-    free(r);
-    return t4a_error_set_(T4A_INTERNAL, "pthread_mutex_init", 0, NULL, 0,
-                          "cannot initialise the lane's operation lock");
-  }
+  atomic_init(&r->lock.state, 0);
   atomic_init(&r->owner, NULL);
   atomic_flag_clear(&r->spare_busy);
   r->lane = lane;
   t4a_lane_retain(lane);
+  r->target = (t4a_retire_target_){
+      .lane = lane, .domain = t4a_lane_domain(lane), .stream = t4a_lane_stream(lane)};
   r->driver = t4a_lane_driver(lane);
   r->counters = t4a_lane_counters(lane);
   r->shard = t4a_counters_take_shard_(r->counters);
@@ -600,7 +602,6 @@ t4a_status t4a_retire_destroy(t4a_retire *r) {
   unlock_and_release(r);
   free(r->deferred.items);
   free(r->spare_list);
-  pthread_mutex_destroy(&r->lock);
   free(r->sealed);
   free(r->spare_events);
   free(r->quarantine);
@@ -613,22 +614,31 @@ t4a_status t4a_retire_destroy(t4a_retire *r) {
 
 t4a_lane *t4a_retire_lane(const t4a_retire *r) { return r != NULL ? r->lane : NULL; }
 
+const t4a_retire_target_ *t4a_retire_target_get_(const t4a_retire *r) { return &r->target; }
+
 /* ---- admission ---- */
 
 t4a_status t4a_admission_begin(t4a_retire *r, uint32_t num_keepalives, t4a_admission *adm) {
   if (r == NULL || adm == NULL) {
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "retire or admission is NULL");
   }
-  memset(adm, 0, sizeof *adm);
+  /* Filled in on success; cleared on every failure (commit and abort are then no-ops). */
+  adm->priv_retire = NULL;
+  adm->priv_kept = 0;
+  adm->priv_deduplicated = 0;
   t4a_status st = lock_enter(r);
-  if (st != T4A_OK) return st;
-  if ((st = t4a_lane_check(r->lane)) != T4A_OK) goto unlock;
-  /* The retire holds its lane, and the lane its holder, past the admission's end. */
-  if ((st = t4a_ctx_scope_enter_counted_(&adm->priv_scope, t4a_lane_holder(r->lane),
-                                         r->counters, r->shard)) != T4A_OK) {
+  if (st != T4A_OK) {
+    memset(adm, 0, sizeof *adm);
+    return st;
+  }
+  /* The lane's check and context (the retire holds its lane, and the lane its holder, past the
+   * admission's end). */
+  int lane_capturing = 0;
+  if ((st = t4a_lane_admit_(r->lane, &adm->priv_scope, r->counters, r->shard, &lane_capturing)) !=
+      T4A_OK) {
     goto unlock;
   }
-  if (!r->capturing && t4a_lane_is_capturing(r->lane)) {
+  if (!r->capturing && lane_capturing) {
     /* Another retire of this lane is capturing its stream: this work would be recorded into
      * that graph while its keepalives went to this retire's epochs. */
     st = t4a_error_set_(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
@@ -682,10 +692,9 @@ void t4a_admission_keep(t4a_admission *adm, t4a_keepalive k) {
   }
 }
 
-void t4a_admission_keep_borrowed(t4a_admission *adm, t4a_keepalive k, void (*retain)(void *)) {
-  if (adm == NULL || adm->priv_retire == NULL || k.release == NULL || retain == NULL) return;
-  t4a_retire *r = adm->priv_retire;
-  epoch *e = r->capturing ? &r->capture : &r->open;
+/* One borrowed keepalive into epoch e (the admission's, lock held). */
+static void keep_borrowed(t4a_admission *adm, t4a_retire *r, epoch *e, t4a_keepalive k,
+                          void (*retain)(void *)) {
   if (adm->priv_kept >= adm->priv_reserved && epoch_reserve(e, 1) != T4A_OK) {
     retain(k.object); /* leaked: the work may use it, so it is never released */
     t4a_counter_add(r->counters, T4A_COUNTER_leaked, weight(k));
@@ -699,6 +708,38 @@ void t4a_admission_keep_borrowed(t4a_admission *adm, t4a_keepalive k, void (*ret
     count_locked(r, T4A_COUNTER_keepalives_held, 1);
   } else {
     adm->priv_deduplicated++;
+  }
+}
+
+void t4a_admission_keep_borrowed(t4a_admission *adm, t4a_keepalive k, void (*retain)(void *)) {
+  if (adm == NULL || adm->priv_retire == NULL || k.release == NULL || retain == NULL) return;
+  t4a_retire *r = adm->priv_retire;
+  keep_borrowed(adm, r, r->capturing ? &r->capture : &r->open, k, retain);
+}
+
+static __attribute__((noinline)) void keep_borrowed_slow(t4a_admission *adm, t4a_retire *r,
+                                                         epoch *e, void *object,
+                                                         void (*release)(void *),
+                                                         void (*retain)(void *)) {
+  keep_borrowed(adm, r, e, (t4a_keepalive){.object = object, .release = release}, retain);
+}
+
+void t4a_admission_keep_borrowed_n_(t4a_admission *adm, void *const *objects, uint32_t n,
+                                    void (*release)(void *), void (*retain)(void *)) {
+  if (adm == NULL || adm->priv_retire == NULL || release == NULL || retain == NULL) return;
+  t4a_retire *r = adm->priv_retire;
+  epoch *e = r->capturing ? &r->capture : &r->open;
+  for (uint32_t i = 0; i < n; i++) {
+    void *o = objects[i];
+    if (o == NULL) continue;
+    /* The warm case, inline: the epoch holds it already (a recent object), within the
+     * reservation. Anything else takes keep_borrowed. */
+    if (adm->priv_kept < adm->priv_reserved && epoch_recent(e, o)) {
+      adm->priv_kept++;
+      adm->priv_deduplicated++;
+      continue;
+    }
+    keep_borrowed_slow(adm, r, e, o, release, retain);
   }
 }
 
@@ -718,12 +759,18 @@ static void admission_end(t4a_admission *adm, int enqueued) {
   /* A failed restore is counted (ctx_restore_failures); commit and abort have no status for it. */
   t4a_ctx_scope_exit_quiet(&adm->priv_scope);
   unlock_and_release(r);
-  memset(adm, 0, sizeof *adm);
+  adm->priv_retire = NULL; /* ended: a second commit or abort is a no-op */
 }
 
 void t4a_admission_count_(t4a_admission *adm, t4a_counter_id id, uint64_t n) {
   if (adm == NULL || adm->priv_retire == NULL) return;
   count_locked(adm->priv_retire, id, n);
+}
+
+void t4a_admission_commit_counting_(t4a_admission *adm, t4a_counter_id id, uint64_t n) {
+  if (adm == NULL || adm->priv_retire == NULL) return;
+  count_locked(adm->priv_retire, id, n);
+  admission_end(adm, 1);
 }
 
 void t4a_admission_commit(t4a_admission *adm) {
@@ -797,12 +844,12 @@ void t4a_retire_stats(t4a_retire *r, struct t4a_retire_stats *out) {
   if (r == NULL) return;
   /* From inside an admission the caller already holds the lock: read without taking it. */
   int owned = atomic_load_explicit(&r->owner, memory_order_relaxed) == &t_thread_id;
-  if (!owned) pthread_mutex_lock(&r->lock);
+  if (!owned) t4a_oplock_lock_(&r->lock);
   out->open_admissions = r->open.admissions;
   out->open_keepalives = r->open.count;
   out->sealed_epochs = r->sealed_count;
   out->quarantined_held = r->quarantine_count;
-  if (!owned) pthread_mutex_unlock(&r->lock);
+  if (!owned) t4a_oplock_unlock_(&r->lock);
 }
 
 t4a_status t4a_retire_fence(t4a_retire *r, t4a_witness **out) {

@@ -9,6 +9,15 @@
 #include "t4a/ctx.h"
 #include "t4a/retire.h"
 
+/* What a launch reads of its retire, fixed for the retire's life: its lane, the lane's domain and
+ * stream (t4a_retire_lane, t4a_lane_domain, t4a_lane_stream in one call). retire is not NULL. */
+typedef struct t4a_retire_target_ {
+  t4a_lane *lane;
+  uint64_t domain;
+  struct CUstream_st *stream; /* CUstream */
+} t4a_retire_target_;
+const t4a_retire_target_ *t4a_retire_target_get_(const t4a_retire *retire);
+
 /* Whether the calling thread holds the retire's operation lock (it is inside an admission: a raw
  * scope's callback, say). Libraries with locks of their own use it to answer REENTRY instead of
  * waiting in the wrong order. */
@@ -28,6 +37,13 @@ int t4a_retire_lock_would_invert_(const t4a_retire *retire);
  * abort or fail): under the admission's lock, into the retire's single-writer shard
  * (counters_block.h), so no locked read-modify-write. NULL or an ended admission: nothing. */
 void t4a_admission_count_(t4a_admission *admission, t4a_counter_id id, uint64_t n);
+/* t4a_admission_count_ of (id, n), then t4a_admission_commit: one call. */
+void t4a_admission_commit_counting_(t4a_admission *admission, t4a_counter_id id, uint64_t n);
+
+/* t4a_admission_keep_borrowed of each non-NULL object of `objects` (n of them), all with the same
+ * release and retain: one call for a launch's buffers. */
+void t4a_admission_keep_borrowed_n_(t4a_admission *admission, void *const *objects, uint32_t n,
+                                    void (*release)(void *object), void (*retain)(void *object));
 
 /* How many times `retire` drained the lane's stream (t4a_retire_wait's cuStreamSynchronize
  * answered OK). Changed only under the retire's lock: a value read inside an admission of
