@@ -213,7 +213,7 @@ t4a_library(NAME t4a_launch
   INCLUDE_DIR t4a_launch/include
   INSTALL launch
   DEPS t4a_nvrtc t4a_mem t4a_retire t4a_ctx t4a_ctx_status t4a_ext_xxhash Threads::Threads m
-  BUILD_DEPS t4a_retire_retire_internal t4a_mem_mem_internal t4a_ctx_status_internal t4a_ctx_ctx_internal t4a_ctx_seam t4a_ext_cuda_headers)
+  BUILD_DEPS t4a_retire_retire_internal t4a_mem_mem_internal t4a_ctx_status_internal t4a_ctx_ctx_internal t4a_ctx_oplock t4a_ctx_seam t4a_ext_cuda_headers)
 t4a_test(NAME t4a_launch_module_test
   SRCS t4a_launch/module_test.c t4a_launch/launch_testutil.h
   LABELS unit
@@ -237,7 +237,7 @@ t4a_test(NAME t4a_launch_chain_test
 t4a_test(NAME t4a_launch_attrs_test
   SRCS t4a_launch/attrs_test.c t4a_launch/launch_internal.h t4a_launch/launch_testutil.h
   LABELS unit
-  DEPS fixture t4a_ctx_status_internal t4a_launch t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
+  DEPS t4a_ctx_oplock fixture t4a_ctx_status_internal t4a_launch t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
 t4a_test(NAME t4a_launch_memset_test
   SRCS t4a_launch/memset_test.c t4a_launch/launch_testutil.h
   LABELS unit
@@ -253,7 +253,7 @@ t4a_test(NAME t4a_launch_globals_gpu_test
 t4a_test(NAME t4a_launch_attrs_gpu_test
   SRCS t4a_launch/attrs_gpu_test.c t4a_launch/launch_internal.h
   LABELS gpu single
-  DEPS testing_gpu_gpu_main t4a_launch t4a_xfer t4a_nvrtc t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status t4a_ext_cuda_headers t4a_ext_cmocka m)
+  DEPS t4a_ctx_oplock testing_gpu_gpu_main t4a_launch t4a_xfer t4a_nvrtc t4a_mem t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status t4a_ext_cuda_headers t4a_ext_cmocka m)
 t4a_test(NAME t4a_launch_graph_kernel_test
   SRCS t4a_launch/graph_kernel_test.c t4a_launch/launch_testutil.h
   LABELS unit

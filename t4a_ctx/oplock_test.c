@@ -1,14 +1,18 @@
 /* The operation lock: mutual exclusion under contention, sleepers woken, try-lock. */
 #define _POSIX_C_SOURCE 200809L
-#include "t4a_ctx/oplock.h"
-
-#include <cmocka.h>
+/* cmocka needs the standard headers before it. */
+// clang-format off
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
+
+#include <cmocka.h>
+// clang-format on
+
+#include "t4a_ctx/oplock.h"
 
 #define THREADS 4
 #define ROUNDS 20000

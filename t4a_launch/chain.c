@@ -278,12 +278,12 @@ t4a_status t4a_chain_begin(t4a_launch_table *t) {
   t4a_status st = t4a_launch_table_lock_(t);
   if (st != T4A_OK) return st;
   if (t->rec != NULL) {
-    pthread_mutex_unlock(&t->lock);
+    t4a_oplock_unlock_(&t->lock);
     return t4a_error_set_(T4A_BUSY, NULL, 0, NULL, 0, "a chain is being recorded on this table");
   }
   t4a_chain_rec_ *rec = t4a_host_calloc(1, sizeof *rec);
   if (rec == NULL) {
-    pthread_mutex_unlock(&t->lock);
+    t4a_oplock_unlock_(&t->lock);
     return T4A_HOST_OUT_OF_MEMORY;
   }
   st = t4a_retire_capture_begin(t->retire);
@@ -293,7 +293,7 @@ t4a_status t4a_chain_begin(t4a_launch_table *t) {
     t->rec = rec;
     rec = NULL;
   }
-  pthread_mutex_unlock(&t->lock);
+  t4a_oplock_unlock_(&t->lock);
   free(rec);
   return st;
 }
@@ -306,7 +306,7 @@ t4a_status t4a_chain_end(t4a_launch_table *t, t4a_chain **out) {
   t4a_status st = t4a_launch_table_lock_(t);
   if (st != T4A_OK) return st;
   if (t->rec == NULL) {
-    pthread_mutex_unlock(&t->lock);
+    t4a_oplock_unlock_(&t->lock);
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
                           "no chain is being recorded on this table");
   }
@@ -333,7 +333,7 @@ t4a_status t4a_chain_end(t4a_launch_table *t, t4a_chain **out) {
     *out = c;
     c = NULL;
   }
-  pthread_mutex_unlock(&t->lock);
+  t4a_oplock_unlock_(&t->lock);
   if (k != NULL && st != T4A_OK) core_unref(k);
   drop_release(t4a_retire_lane(t->retire), &drop);
   free(c);
@@ -347,7 +347,7 @@ t4a_status t4a_chain_end_update(t4a_launch_table *t, t4a_chain *c) {
   t4a_status st = t4a_launch_table_lock_(t);
   if (st != T4A_OK) return st;
   if (t->rec == NULL) {
-    pthread_mutex_unlock(&t->lock);
+    t4a_oplock_unlock_(&t->lock);
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
                           "no chain is being recorded on this table");
   }
@@ -366,7 +366,7 @@ t4a_status t4a_chain_end_update(t4a_launch_table *t, t4a_chain *c) {
     c->seen_binds = NEVER_SEEN;
     c->reinstantiations++;
   }
-  pthread_mutex_unlock(&t->lock);
+  t4a_oplock_unlock_(&t->lock);
   /* Queued replays of the old core hold their own references. */
   core_unref(old);
   drop_release(t4a_retire_lane(t->retire), &drop);
@@ -436,13 +436,13 @@ t4a_status t4a_chain_replay(t4a_launch_table *t, t4a_chain *c) {
   t4a_admission adm;
   st = t4a_admission_begin(t->retire, 1, &adm);
   if (st != T4A_OK) {
-    pthread_mutex_unlock(&t->lock);
+    t4a_oplock_unlock_(&t->lock);
     return st;
   }
   t4a_lane *lane = t4a_retire_lane(t->retire);
   t4a_driver *drv = t4a_lane_driver(lane);
   if (t4a_lane_is_capturing(lane)) {
-    pthread_mutex_unlock(&t->lock);
+    t4a_oplock_unlock_(&t->lock);
     return t4a_admission_abort(
         &adm, t4a_error_set_(T4A_UNSUPPORTED, NULL, 0, NULL, 0,
                              "the lane's stream is capturing: replay the chain after the capture"));
@@ -455,7 +455,7 @@ t4a_status t4a_chain_replay(t4a_launch_table *t, t4a_chain *c) {
     if (st != T4A_OK) {
       /* Nothing launched; the nodes updated so far stay updated, the others are retried by the
        * next replay. */
-      pthread_mutex_unlock(&t->lock);
+      t4a_oplock_unlock_(&t->lock);
       return t4a_admission_abort(&adm, st);
     }
     c->seen_binds = t->binds;
@@ -466,7 +466,7 @@ t4a_status t4a_chain_replay(t4a_launch_table *t, t4a_chain *c) {
     c->memset_updates += n;
     t4a_counter_add(t4a_lane_counters(lane), T4A_COUNTER_chain_memset_updates, n);
     if (st != T4A_OK) {
-      pthread_mutex_unlock(&t->lock);
+      t4a_oplock_unlock_(&t->lock);
       return t4a_admission_abort(&adm, st); /* nothing launched; the rest retried next time */
     }
   }
@@ -478,17 +478,17 @@ t4a_status t4a_chain_replay(t4a_launch_table *t, t4a_chain *c) {
     if (!t4a_launch_refused_before_enqueue_(r)) {
       /* The replay may be queued: the core is quarantined, held for good. */
       core_retain(k);
-      pthread_mutex_unlock(&t->lock);
+      t4a_oplock_unlock_(&t->lock);
       return t4a_admission_fail(&adm, st, &kk, 1);
     }
-    pthread_mutex_unlock(&t->lock);
+    t4a_oplock_unlock_(&t->lock);
     return t4a_admission_abort(&adm, st);
   }
   /* The core lives until this replay completed; the epoch takes its own reference only when it
    * does not hold this core yet (the chain's reference covers it meanwhile, under the lock). */
   t4a_admission_keep_borrowed(&adm, kk, core_retain);
   c->replays++;
-  pthread_mutex_unlock(&t->lock);
+  t4a_oplock_unlock_(&t->lock);
   t4a_admission_commit(&adm);
   t4a_counter_add(t4a_lane_counters(lane), T4A_COUNTER_chain_replays, 1);
   return T4A_OK;
@@ -499,7 +499,7 @@ void t4a_chain_stats(t4a_chain *c, struct t4a_chain_stats *out) {
   memset(out, 0, sizeof *out);
   /* Inside an admission of the runtime the table's lock could deadlock: all zero. */
   if (c == NULL || t4a_retire_lock_would_invert_(c->table->retire)) return;
-  pthread_mutex_lock(&c->table->lock);
+  t4a_oplock_lock_(&c->table->lock);
   out->kernel_nodes = c->cur->num_nodes;
   out->keepalives = (uint32_t)c->cur->count;
   out->replays = c->replays;
@@ -507,7 +507,7 @@ void t4a_chain_stats(t4a_chain *c, struct t4a_chain_stats *out) {
   out->reinstantiations = c->reinstantiations;
   out->memset_nodes = c->cur->num_memsets;
   out->memset_updates = c->memset_updates;
-  pthread_mutex_unlock(&c->table->lock);
+  t4a_oplock_unlock_(&c->table->lock);
 }
 
 static void buffer_retain_object(void *b) { t4a_buffer_retain(b); }
@@ -588,14 +588,14 @@ void t4a_chain_destroy(t4a_chain *c) {
     t4a_counter_add(t4a_lane_counters(t4a_retire_lane(t->retire)), T4A_COUNTER_leaked, 1);
     return;
   }
-  pthread_mutex_lock(&t->lock);
+  t4a_oplock_lock_(&t->lock);
   core *k = c->cur;
   /* Queued replays read the descriptors' current buffers: the epoch keeps them, so the
    * descriptors may be unregistered and their buffers dropped at once. */
   hold_node_buffers(t, k->nodes, k->num_nodes);
   unpin_descriptors(k->nodes, k->num_nodes);
   t->chains--;
-  pthread_mutex_unlock(&t->lock);
+  t4a_oplock_unlock_(&t->lock);
   core_unref(k); /* queued replays hold their own references */
   free(c);
 }
@@ -617,7 +617,7 @@ t4a_status t4a_chain_memset(t4a_launch_table *t, t4a_buffer *buffer, size_t offs
   if (st != T4A_OK) return st;
   t4a_chain_rec_ *rec = t->rec;
   if (rec == NULL) {
-    pthread_mutex_unlock(&t->lock);
+    t4a_oplock_unlock_(&t->lock);
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
                           "no chain is being recorded on this table (t4a_memset fills outside "
                           "chains)");
@@ -626,7 +626,7 @@ t4a_status t4a_chain_memset(t4a_launch_table *t, t4a_buffer *buffer, size_t offs
     uint32_t cap = rec->cap_memsets ? rec->cap_memsets * 2 : 8;
     chain_memset *v = t4a_host_realloc(rec->memsets, (size_t)cap * sizeof *v);
     if (v == NULL) { /* refused before anything was enqueued: the recording goes on */
-      pthread_mutex_unlock(&t->lock);
+      t4a_oplock_unlock_(&t->lock);
       return T4A_HOST_OUT_OF_MEMORY;
     }
     rec->memsets = v;
@@ -655,7 +655,7 @@ t4a_status t4a_chain_memset(t4a_launch_table *t, t4a_buffer *buffer, size_t offs
     rec_fail(rec, st);
     t4a_error_restore(&saved);
   }
-  pthread_mutex_unlock(&t->lock);
+  t4a_oplock_unlock_(&t->lock);
   return st;
 }
 
@@ -665,19 +665,19 @@ t4a_status t4a_chain_set_memset(t4a_chain *c, uint32_t id, uint32_t value) {
   if (st != T4A_OK) return st;
   core *k = c->cur;
   if (id >= k->num_memsets) {
-    pthread_mutex_unlock(&c->table->lock);
+    t4a_oplock_unlock_(&c->table->lock);
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
                           "the chain has %u memsets: no memset %u", k->num_memsets, id);
   }
   chain_memset *m = &k->memsets[id];
   if (m->elem < 4 && (value >> (8 * m->elem)) != 0) {
-    pthread_mutex_unlock(&c->table->lock);
+    t4a_oplock_unlock_(&c->table->lock);
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0,
                           "value 0x%x does not fit memset %u's %u-byte element", value, id,
                           m->elem);
   }
   m->want = value;
   if (m->want != m->applied) k->memsets_dirty = 1;
-  pthread_mutex_unlock(&c->table->lock);
+  t4a_oplock_unlock_(&c->table->lock);
   return T4A_OK;
 }

@@ -43,14 +43,7 @@ t4a_status t4a_launch_table_create(t4a_retire *retire, const t4a_launch_table_op
   t->gens = t->slots != NULL ? t4a_host_calloc(capacity, sizeof *t->gens) : NULL;
   t->free_ids = t->gens != NULL ? t4a_host_calloc(capacity, sizeof *t->free_ids) : NULL;
   if (t->free_ids == NULL) goto oom;
-  if (t4a_fault_sim(T4A_FAULT_MUTEX_INIT) || pthread_mutex_init(&t->lock, NULL) != 0) {
-    free(t->free_ids);
-    free(t->gens);
-    free(t->slots);
-    free(t);
-    return t4a_error_set_(T4A_INTERNAL, "pthread_mutex_init", 0, NULL, 0,
-                          "cannot initialise the launch table's lock");
-  }
+  atomic_init(&t->lock.state, 0);
   t->retire = retire;
   t->domain = t4a_lane_domain(t4a_retire_lane(retire));
   t->capacity = capacity;
@@ -85,7 +78,6 @@ void t4a_launch_table_destroy(t4a_launch_table *t) {
   /* A recording left open: its references go. */
   if (t->observer != NULL) t->observer->drop_recording(t);
   for (uint32_t i = 0; i < t->next_unused; i++) desc_free(t, t->slots[i]);
-  pthread_mutex_destroy(&t->lock);
   free(t->free_ids);
   free(t->gens);
   free(t->slots);
@@ -159,7 +151,7 @@ t4a_status t4a_launch_table_lock_(t4a_launch_table *t) {
                           "or of a runtime whose lane comes after its own in the lock order (a "
                           "raw scope's callback?)");
   }
-  pthread_mutex_lock(&t->lock);
+  t4a_oplock_lock_(&t->lock);
   return T4A_OK;
 }
 
@@ -249,7 +241,7 @@ static t4a_status register_desc(t4a_launch_table *t, t4a_function *fn,
     slot = t->next_unused++;
     t->gens[slot] = 1; /* id 0 is never valid */
   } else {
-    pthread_mutex_unlock(&t->lock);
+    t4a_oplock_unlock_(&t->lock);
     desc_free(t, d);
     return t4a_error_set_(T4A_LIMIT_EXCEEDED, NULL, 0, NULL, 0,
                           "the launch table is full (%u descriptors)", t->capacity);
@@ -257,7 +249,7 @@ static t4a_status register_desc(t4a_launch_table *t, t4a_function *fn,
   t->slots[slot] = d;
   t->descriptors++;
   *out_id = (uint32_t)t->gens[slot] << 16 | slot;
-  pthread_mutex_unlock(&t->lock);
+  t4a_oplock_unlock_(&t->lock);
   return T4A_OK;
 }
 
@@ -341,7 +333,7 @@ t4a_status t4a_descriptor_fire_on(t4a_launch_table *t, t4a_retire *retire, uint3
   } else {
     st = fire_locked_on(t, retire, d);
   }
-  pthread_mutex_unlock(&t->lock);
+  t4a_oplock_unlock_(&t->lock);
   return st;
 }
 
@@ -351,7 +343,7 @@ t4a_status t4a_descriptor_fire(t4a_launch_table *t, uint32_t id) {
   if (st != T4A_OK) return st;
   desc *d = t4a_launch_table_lookup_(t, id);
   st = d != NULL ? fire_locked(t, d) : T4A_INVALID_ARGUMENT;
-  pthread_mutex_unlock(&t->lock);
+  t4a_oplock_unlock_(&t->lock);
   return st;
 }
 
@@ -374,7 +366,7 @@ t4a_status t4a_descriptor_rebind(t4a_launch_table *t, uint32_t id, uint32_t inde
     /* Queued chain replays read the old buffer: the epoch keeps it for them. */
     if (old != NULL && d->chain_nodes > 0) t->observer->hold_buffers(t, &old, 1);
   }
-  pthread_mutex_unlock(&t->lock);
+  t4a_oplock_unlock_(&t->lock);
   t4a_buffer_release(old); /* queued fires kept it in their epochs */
   return st;
 }
@@ -416,7 +408,7 @@ t4a_status t4a_descriptor_rebind_fire(t4a_launch_table *t, uint32_t id, const t4
   }
   if (num_old > 0 && d->chain_nodes > 0) t->observer->hold_buffers(t, old, num_old);
   if (st == T4A_OK) st = fire_locked(t, d);
-  pthread_mutex_unlock(&t->lock);
+  t4a_oplock_unlock_(&t->lock);
   for (uint32_t i = 0; i < num_old; i++) t4a_buffer_release(old[i]);
   return st;
 }
@@ -428,7 +420,7 @@ t4a_status t4a_descriptor_unregister(t4a_launch_table *t, uint32_t id) {
   desc *d = t4a_launch_table_lookup_(t, id);
   if (d != NULL && d->chain_nodes > 0) {
     uint32_t nodes = d->chain_nodes;
-    pthread_mutex_unlock(&t->lock);
+    t4a_oplock_unlock_(&t->lock);
     return t4a_error_set_(T4A_BUSY, NULL, 0, NULL, 0,
                           "descriptor %u is fired by %u kernel node(s) of live launch chains: "
                           "destroy those chains first",
@@ -442,7 +434,7 @@ t4a_status t4a_descriptor_unregister(t4a_launch_table *t, uint32_t id) {
     t->descriptors--;
     t->graphs -= d->graph.exec != NULL;
   }
-  pthread_mutex_unlock(&t->lock);
+  t4a_oplock_unlock_(&t->lock);
   if (d == NULL) return T4A_INVALID_ARGUMENT;
   t4a_error saved;
   t4a_error_last(&saved);
@@ -452,12 +444,12 @@ t4a_status t4a_descriptor_unregister(t4a_launch_table *t, uint32_t id) {
 }
 
 void t4a_launch_table_touch_(t4a_launch_table *t, uint32_t id) {
-  pthread_mutex_lock(&t->lock);
+  t4a_oplock_lock_(&t->lock);
   uint32_t slot = id & 0xffffu;
   if (slot < t->next_unused && t->slots[slot] != NULL && t->gens[slot] == id >> 16) {
     t->slots[slot]->graph.dirty = 1;
   }
-  pthread_mutex_unlock(&t->lock);
+  t4a_oplock_unlock_(&t->lock);
 }
 
 void t4a_launch_table_stats(t4a_launch_table *t, struct t4a_launch_table_stats *out) {
@@ -466,7 +458,7 @@ void t4a_launch_table_stats(t4a_launch_table *t, struct t4a_launch_table_stats *
   /* Inside an admission of the table's runtime (a raw scope's callback) the table's lock could
    * deadlock against a fire waiting for the admission: all zero. */
   if (t == NULL || t4a_retire_lock_would_invert_(t->retire)) return;
-  pthread_mutex_lock(&t->lock);
+  t4a_oplock_lock_(&t->lock);
   out->strategy = t->strategy;
   out->graph_after = t->graph_after;
   out->descriptors = t->descriptors;
@@ -476,5 +468,5 @@ void t4a_launch_table_stats(t4a_launch_table *t, struct t4a_launch_table_stats *
   out->graph_builds = t->graph_builds;
   out->graph_updates = t->graph_updates;
   out->graph_fallbacks = t->graph_fallbacks;
-  pthread_mutex_unlock(&t->lock);
+  t4a_oplock_unlock_(&t->lock);
 }

@@ -276,8 +276,7 @@ t4a_status t4a_graph_launch(t4a_graph *g) {
   /* The version lives until this replay completed: the epoch takes its own reference only when
    * it does not hold this version yet (the graph's reference covers it meanwhile). */
   t4a_admission_keep_borrowed(&adm, k, version_retain);
-  t4a_admission_count_(&adm, T4A_COUNTER_graph_launches, 1); /* under the lock: the shard */
-  t4a_admission_commit(&adm);
+  t4a_admission_commit_counting_(&adm, T4A_COUNTER_graph_launches, 1); /* the shard */
   return T4A_OK;
 }
 

@@ -91,9 +91,12 @@ static t4a_status check_count(const t4a_function *fn, uint32_t expected, uint32_
                         fn->known ? "" : " (declared)", given);
 }
 
-t4a_status t4a_launch_check_arg_(const t4a_function *fn, uint64_t domain, uint32_t i,
-                                 const t4a_arg *a, uint64_t *scratch, const void **out_src,
-                                 uint32_t *out_size, t4a_buffer **out_buffer) {
+/* t4a_launch_check_arg_ in full: every kind, and every refusal with its message. */
+static __attribute__((noinline)) t4a_status check_arg_full(const t4a_function *fn, uint64_t domain,
+                                                           uint32_t i, const t4a_arg *a,
+                                                           uint64_t *scratch, const void **out_src,
+                                                           uint32_t *out_size,
+                                                           t4a_buffer **out_buffer) {
   *out_buffer = NULL;
   uint32_t size;
   switch (a->kind) {
@@ -148,6 +151,39 @@ t4a_status t4a_launch_check_arg_(const t4a_function *fn, uint64_t domain, uint32
   }
   *out_size = size;
   return T4A_OK;
+}
+
+/* Whether argument i passes every check, the warm case as a leaf (its outputs set as
+ * t4a_launch_check_arg_ sets them); 0 for anything else, refusals included: check_arg_full. */
+static inline int arg_passes(const t4a_function *fn, uint64_t domain, uint32_t i, const t4a_arg *a,
+                             uint64_t *scratch, const void **out_src, uint32_t *out_size,
+                             t4a_buffer **out_buffer) {
+  int known = fn->known;
+  if (a->kind == T4A_ARG_BUFFER && a->u.buf.buffer != NULL && (!known || fn->sizes[i] == 8)) {
+    t4a_buffer_facts_ facts;
+    t4a_buffer_facts_get_(a->u.buf.buffer, &facts);
+    if (T4A_LIKELY(facts.domain == domain && a->u.buf.offset <= facts.bytes)) {
+      *scratch = (uint64_t)facts.ptr + a->u.buf.offset;
+      *out_src = scratch;
+      *out_size = 8;
+      *out_buffer = a->u.buf.buffer;
+      return 1;
+    }
+  } else if (a->kind == T4A_ARG_SCALAR && a->u.value != NULL && a->size != 0 &&
+             (!known || fn->sizes[i] == a->size)) {
+    *out_src = a->u.value;
+    *out_size = a->size;
+    *out_buffer = NULL;
+    return 1;
+  }
+  return 0;
+}
+
+t4a_status t4a_launch_check_arg_(const t4a_function *fn, uint64_t domain, uint32_t i,
+                                 const t4a_arg *a, uint64_t *scratch, const void **out_src,
+                                 uint32_t *out_size, t4a_buffer **out_buffer) {
+  if (arg_passes(fn, domain, i, a, scratch, out_src, out_size, out_buffer)) return T4A_OK;
+  return check_arg_full(fn, domain, i, a, scratch, out_src, out_size, out_buffer);
 }
 
 static t4a_status check_common(t4a_retire *retire, t4a_function *fn, const t4a_launch_config *cfg,
@@ -440,8 +476,10 @@ t4a_status t4a_launch_enqueue_ex_(t4a_retire *retire, t4a_function *fn,
   t4a_admission_keep_borrowed_n_(&adm, &module, 1, t4a_module_release_object_,
                                  module_retain_object);
   if (local) {
-    t4a_admission_keep_borrowed_n_(&adm, (void *const *)buffers, num_buffers,
-                                   t4a_buffer_release_object_, buffer_retain_object);
+    if (num_buffers > 0) {
+      t4a_admission_keep_borrowed_n_(&adm, (void *const *)buffers, num_buffers,
+                                     t4a_buffer_release_object_, buffer_retain_object);
+    }
   } else {
     for (uint32_t i = 0; i < num_buffers; i++) {
       /* A buffer of another stream's pool is ordered by its marks instead (t4a_buffer_used_on_). */
@@ -477,8 +515,11 @@ static t4a_status launch_args(t4a_retire *retire, t4a_function *fn,
   for (uint32_t i = 0; i < num_args; i++) {
     const void *src = NULL;
     uint32_t size = 0;
-    st = t4a_launch_check_arg_(fn, domain, i, &args[i], &scratch[i], &src, &size, &buffers[i]);
-    if (st != T4A_OK) return st;
+    if (!arg_passes(fn, domain, i, &args[i], &scratch[i], &src, &size, &buffers[i]) &&
+        (st = check_arg_full(fn, domain, i, &args[i], &scratch[i], &src, &size, &buffers[i])) !=
+            T4A_OK) {
+      return st;
+    }
     params[i] = (void *)(uintptr_t)src;
   }
   if (attrs == NULL) { /* no attributes: nothing to check or to clear */

@@ -17,6 +17,7 @@
 
 #include "t4a/launch.h"
 #include "t4a_ctx/driver_table.h"
+#include "t4a_ctx/oplock.h"
 
 /* The device's launch limits, read once when the cache is created. */
 typedef struct t4a_launch_limits {
@@ -208,7 +209,7 @@ typedef struct t4a_launch_table_observer_ {
 } t4a_launch_table_observer_;
 
 struct t4a_launch_table {
-  pthread_mutex_t lock;
+  t4a_oplock_ lock; /* just before its retire's in the lock order (t4a_launch_table_lock_) */
   t4a_retire *retire;
   uint64_t domain;
   uint32_t capacity;

@@ -195,7 +195,7 @@ static const t4a_retire *held_against(const t4a_retire *r) {
 }
 
 int t4a_retire_lock_would_invert_(const t4a_retire *r) {
-  return r != NULL && held_against(r) != NULL;
+  return r != NULL && t_held != NULL && held_against(r) != NULL;
 }
 
 /* `ordered`: refuse a lock ordered before one this thread holds (everything but teardown, which
@@ -714,14 +714,24 @@ static void keep_borrowed(t4a_admission *adm, t4a_retire *r, epoch *e, t4a_keepa
 void t4a_admission_keep_borrowed(t4a_admission *adm, t4a_keepalive k, void (*retain)(void *)) {
   if (adm == NULL || adm->priv_retire == NULL || k.release == NULL || retain == NULL) return;
   t4a_retire *r = adm->priv_retire;
-  keep_borrowed(adm, r, r->capturing ? &r->capture : &r->open, k, retain);
+  epoch *e = r->capturing ? &r->capture : &r->open;
+  if (adm->priv_kept < adm->priv_reserved && k.object != NULL && epoch_recent(e, k.object)) {
+    adm->priv_kept++; /* held already (the warm case) */
+    adm->priv_deduplicated++;
+    return;
+  }
+  keep_borrowed(adm, r, e, k, retain);
 }
 
-static __attribute__((noinline)) void keep_borrowed_slow(t4a_admission *adm, t4a_retire *r,
-                                                         epoch *e, void *object,
+/* The rest of t4a_admission_keep_borrowed_n_, from the first object not held yet. */
+static __attribute__((noinline)) void keep_borrowed_rest(t4a_admission *adm, t4a_retire *r,
+                                                         epoch *e, void *const *objects, uint32_t n,
                                                          void (*release)(void *),
                                                          void (*retain)(void *)) {
-  keep_borrowed(adm, r, e, (t4a_keepalive){.object = object, .release = release}, retain);
+  for (uint32_t i = 0; i < n; i++) {
+    if (objects[i] == NULL) continue;
+    keep_borrowed(adm, r, e, (t4a_keepalive){.object = objects[i], .release = release}, retain);
+  }
 }
 
 void t4a_admission_keep_borrowed_n_(t4a_admission *adm, void *const *objects, uint32_t n,
@@ -729,17 +739,17 @@ void t4a_admission_keep_borrowed_n_(t4a_admission *adm, void *const *objects, ui
   if (adm == NULL || adm->priv_retire == NULL || release == NULL || retain == NULL) return;
   t4a_retire *r = adm->priv_retire;
   epoch *e = r->capturing ? &r->capture : &r->open;
+  /* The warm case, a leaf: each object is held already (a recent one), within the reservation.
+   * From the first that is not, keep_borrowed_rest. */
   for (uint32_t i = 0; i < n; i++) {
     void *o = objects[i];
     if (o == NULL) continue;
-    /* The warm case, inline: the epoch holds it already (a recent object), within the
-     * reservation. Anything else takes keep_borrowed. */
-    if (adm->priv_kept < adm->priv_reserved && epoch_recent(e, o)) {
-      adm->priv_kept++;
-      adm->priv_deduplicated++;
-      continue;
+    if (adm->priv_kept >= adm->priv_reserved || !epoch_recent(e, o)) {
+      keep_borrowed_rest(adm, r, e, objects + i, n - i, release, retain);
+      return;
     }
-    keep_borrowed_slow(adm, r, e, o, release, retain);
+    adm->priv_kept++;
+    adm->priv_deduplicated++;
   }
 }
 
