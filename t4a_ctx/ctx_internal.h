@@ -99,6 +99,15 @@ struct t4a_counter_shard_;
 T4A_MUST_USE t4a_status t4a_lane_admit_(t4a_lane *lane, t4a_ctx_scope *scope,
                                         t4a_counters *counters, struct t4a_counter_shard_ *shard,
                                         int *capturing);
+/* t4a_ctx_scope_exit_quiet of a scope t4a_lane_admit_ entered, its usual case inline: a borrowed
+ * scope that made nothing current has nothing to restore or release. */
+static inline void t4a_lane_admit_exit_(t4a_ctx_scope *scope) {
+  if (scope->priv_borrowed && !scope->priv_switched) {
+    scope->priv_holder = NULL;
+    return;
+  }
+  t4a_ctx_scope_exit_quiet(scope);
+}
 /* The scope part of t4a_lane_admit_ (LANE_BROKEN as t4a_ctx_holder_check). */
 T4A_MUST_USE t4a_status t4a_ctx_scope_enter_counted_(t4a_ctx_scope *scope,
                                                      t4a_ctx_holder *holder,

@@ -13,7 +13,8 @@
 /* ---- checks ------------------------------------------------------------------------------- */
 
 /* Why the config is refused (check_config_'s slow path: some limit failed). */
-static t4a_status config_refusal(const t4a_function *fn, const t4a_launch_config *cfg) {
+static __attribute__((noinline)) t4a_status config_refusal(const t4a_function *fn,
+                                                           const t4a_launch_config *cfg) {
   const t4a_launch_limits *l = &fn->module->cache->limits;
   static const char axis[3] = {'x', 'y', 'z'};
   for (int i = 0; i < 3; i++) {
@@ -50,21 +51,20 @@ static t4a_status config_refusal(const t4a_function *fn, const t4a_launch_config
   return t4a_error_set_(T4A_INTERNAL, NULL, 0, NULL, 0, "kernel '%s': config refused", fn->name);
 }
 
-t4a_status t4a_launch_check_config_(const t4a_function *fn, const t4a_launch_config *cfg) {
+/* Whether the config is within the device's limits. x - 1 >= max is both x == 0 (it wraps) and
+ * x > max: two compares per axis; a failure takes config_refusal, which names the first one. */
+static inline int config_passes(const t4a_function *fn, const t4a_launch_config *cfg) {
   const t4a_launch_limits *l = &fn->module->cache->limits;
-  /* x - 1 >= max is both x == 0 (it wraps) and x > max: two compares per axis; any failure
-   * takes config_refusal, which names the first one. */
-  if (T4A_UNLIKELY(cfg->grid[0] - 1u >= l->max_grid[0] || cfg->block[0] - 1u >= l->max_block[0] ||
-                   cfg->grid[1] - 1u >= l->max_grid[1] || cfg->block[1] - 1u >= l->max_block[1] ||
-                   cfg->grid[2] - 1u >= l->max_grid[2] || cfg->block[2] - 1u >= l->max_block[2] ||
-                   (uint64_t)cfg->block[0] * cfg->block[1] * cfg->block[2] >
-                       l->max_threads_per_block ||
-                   cfg->shared_bytes > l->max_shared_optin)) {
-    return config_refusal(fn, cfg);
-  }
-  return T4A_OK;
+  return !(cfg->grid[0] - 1u >= l->max_grid[0] || cfg->block[0] - 1u >= l->max_block[0] ||
+           cfg->grid[1] - 1u >= l->max_grid[1] || cfg->block[1] - 1u >= l->max_block[1] ||
+           cfg->grid[2] - 1u >= l->max_grid[2] || cfg->block[2] - 1u >= l->max_block[2] ||
+           (uint64_t)cfg->block[0] * cfg->block[1] * cfg->block[2] > l->max_threads_per_block ||
+           cfg->shared_bytes > l->max_shared_optin);
 }
 
+t4a_status t4a_launch_check_config_(const t4a_function *fn, const t4a_launch_config *cfg) {
+  return T4A_LIKELY(config_passes(fn, cfg)) ? T4A_OK : config_refusal(fn, cfg);
+}
 
 t4a_status t4a_launch_expected_params_(t4a_function *fn, uint32_t *out) {
   if (fn->known) {
@@ -200,7 +200,7 @@ static t4a_status check_common(t4a_retire *retire, t4a_function *fn, const t4a_l
                           (unsigned long long)domain);
   }
   *out_domain = domain;
-  return t4a_launch_check_config_(fn, cfg);
+  return T4A_LIKELY(config_passes(fn, cfg)) ? T4A_OK : config_refusal(fn, cfg);
 }
 
 /* ---- the core ----------------------------------------------------------------------------- */

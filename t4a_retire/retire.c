@@ -100,13 +100,12 @@ static size_t ptr_hash(const void *p, uint32_t cap) {
   return (size_t)(x & (cap - 1));
 }
 
-/* Ensures room for `extra` more keepalives without any allocation later. */
 /* The most keepalives one epoch may hold (a bound on admission_begin's request, too). */
 #define MAX_EPOCH_KEEPALIVES (1u << 24)
 
-static t4a_status epoch_reserve(epoch *e, uint32_t extra) {
+/* epoch_reserve's growth: room for `extra` more keepalives. */
+static __attribute__((noinline)) t4a_status epoch_grow(epoch *e, uint32_t extra) {
   uint64_t need = (uint64_t)e->count + extra;
-  if (need <= e->capacity) return T4A_OK;
   if (need > MAX_EPOCH_KEEPALIVES) {
     return t4a_error_set_(T4A_LIMIT_EXCEEDED, NULL, 0, NULL, 0,
                           "an epoch holds at most %u keepalives (%llu asked)",
@@ -134,6 +133,12 @@ static t4a_status epoch_reserve(epoch *e, uint32_t extra) {
   e->capacity = cap;
   e->set_capacity = cap * 2;
   return T4A_OK;
+}
+
+/* Ensures room for `extra` more keepalives without any allocation later. */
+static inline t4a_status epoch_reserve(epoch *e, uint32_t extra) {
+  if (T4A_LIKELY((uint64_t)e->count + extra <= e->capacity)) return T4A_OK;
+  return epoch_grow(e, extra);
 }
 
 /* Adds within capacity; returns 0 if the object was already held (caller releases the dup). */
@@ -767,7 +772,7 @@ static void admission_end(t4a_admission *adm, int enqueued) {
     count_locked(r, T4A_COUNTER_admissions, 1);
   }
   /* A failed restore is counted (ctx_restore_failures); commit and abort have no status for it. */
-  t4a_ctx_scope_exit_quiet(&adm->priv_scope);
+  t4a_lane_admit_exit_(&adm->priv_scope);
   unlock_and_release(r);
   adm->priv_retire = NULL; /* ended: a second commit or abort is a no-op */
 }
