@@ -413,7 +413,7 @@ t4a_library(NAME t4a_retire
 t4a_test(NAME t4a_retire_retire_test
   SRCS t4a_retire/retire_test.c
   LABELS unit
-  DEPS fixture t4a_ctx_ctx_internal t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
+  DEPS fixture t4a_ctx_ctx_internal t4a_retire_retire_internal t4a_retire t4a_ctx t4a_ctx_seam t4a_ctx_status fake_driver sweep t4a_ext_cmocka Threads::Threads)
 t4a_test(NAME t4a_retire_event_test
   SRCS t4a_retire/event_test.c
   LABELS unit

@@ -16,6 +16,7 @@
 #include "t4a/retire.h"
 #include "t4a_ctx/ctx_internal.h"
 #include "t4a_ctx/driver_table.h"
+#include "t4a_retire/retire_internal.h"
 #include "testing/fake_driver/fake_driver.h"
 #include "testing/fixture/fixture.h"
 #include "testing/sweep/sweep.h"
@@ -229,6 +230,65 @@ static void test_borrowed_keepalive_retains_once_per_epoch(void **state) {
   assert_int_equal(t4a_retire_wait(r), T4A_OK);
   assert_int_equal(atomic_load(&o.refs), 1);
   assert_int_equal(atomic_load(&o.releases), 3);
+  assert_int_equal(t4a_retire_destroy(r), T4A_OK);
+}
+
+/* The batched form: NULL entries skipped; more objects than the epoch's recent window (found
+ * through its set); one reference per object per epoch; objects past the reservation still kept
+ * (never released before their work); the commit counts what it is given. */
+static void test_borrowed_keepalives_in_one_call(void **state) {
+  fixture *f = *state;
+  t4a_retire_options opt = T4A_RETIRE_OPTIONS_INIT;
+  opt.max_pending_records = 8; /* seal every 4 admissions */
+  t4a_retire *r = NULL;
+  assert_int_equal(t4a_retire_create(f->lane, &opt, &r), T4A_OK);
+  enum { N = 12 };
+  object o[N];
+  void *objs[N + 3];
+  uint32_t n = 0;
+  for (int i = 0; i < N; i++) {
+    atomic_store(&o[i].refs, 1);
+    atomic_store(&o[i].releases, 0);
+    objs[n++] = &o[i];
+    if (i % 4 == 1) objs[n++] = NULL;
+  }
+  t4a_counter_values before;
+  t4a_lane_stats(f->lane, &before);
+  for (int k = 0; k < 10; k++) {
+    t4a_admission adm;
+    /* Reserve half of them: the rest are kept by growing the epoch. */
+    assert_int_equal(t4a_admission_begin(r, N / 2, &adm), T4A_OK);
+    assert_int_equal(T4A_CU(f->drv, cuMemsetD8Async, g_mem, 1, 64, t4a_lane_stream(f->lane)),
+                     T4A_OK);
+    t4a_admission_keep_borrowed_n_(&adm, objs, n, object_release, object_retain);
+    t4a_admission_commit_counting_(&adm, T4A_COUNTER_launches, 2);
+  }
+  t4a_counter_values v;
+  t4a_lane_stats(f->lane, &v);
+  /* Epochs of 4, 4 and 2 admissions: each object held once per epoch. */
+  assert_int_equal(v.keepalives_held - before.keepalives_held, 3 * N);
+  assert_int_equal(v.keepalives_deduplicated - before.keepalives_deduplicated, 7 * N);
+  assert_int_equal(v.launches - before.launches, 20);
+  assert_int_equal(v.admissions - before.admissions, 10);
+  assert_int_equal(v.leaked - before.leaked, 0);
+  for (int i = 0; i < N; i++) {
+    assert_int_equal(atomic_load(&o[i].refs), 1 + 3);
+    assert_int_equal(atomic_load(&o[i].releases), 0);
+  }
+  assert_int_equal(t4a_retire_wait(r), T4A_OK);
+  for (int i = 0; i < N; i++) {
+    assert_int_equal(atomic_load(&o[i].refs), 1);
+    assert_int_equal(atomic_load(&o[i].releases), 3);
+  }
+  /* An ended admission takes nothing. */
+  t4a_admission adm;
+  assert_int_equal(t4a_admission_begin(r, 1, &adm), T4A_OK);
+  t4a_admission_commit(&adm);
+  t4a_admission_keep_borrowed_n_(&adm, objs, n, object_release, object_retain);
+  t4a_admission_commit_counting_(&adm, T4A_COUNTER_launches, 1);
+  t4a_lane_stats(f->lane, &v);
+  assert_int_equal(v.launches - before.launches, 20);
+  assert_int_equal(atomic_load(&o[0].refs), 1);
   assert_int_equal(t4a_retire_destroy(r), T4A_OK);
 }
 
@@ -965,6 +1025,7 @@ int main(void) {
                                       teardown),
       cmocka_unit_test_setup_teardown(test_keepalive_released_only_after_completion, setup,
                                       teardown),
+      cmocka_unit_test_setup_teardown(test_borrowed_keepalives_in_one_call, setup, teardown),
       cmocka_unit_test_setup_teardown(test_borrowed_keepalive_retains_once_per_epoch, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_reentry_is_typed, setup, teardown),
