@@ -329,8 +329,9 @@ static t4a_status blk_t4a_fire(bench *b, const void *arg, uint32_t ops, double *
   return st != T4A_OK ? st : s2;
 }
 
-static t4a_status blk_raw_launch(bench *b, const void *arg, uint32_t ops, double *out_s) {
-  const launch_arg *la = arg;
+/* The raw launch loop; `ctxget`: a cuCtxGetCurrent before each launch (launch0_ctxget). */
+static t4a_status raw_launches(bench *b, const launch_arg *la, int ctxget, uint32_t ops,
+                               double *out_s) {
   t4a_status st = ctx_enter(b, 0);
   if (st != T4A_OK) return st;
   CUfunction f = la->kernel4 ? b->r_args4 : b->r_empty;
@@ -338,12 +339,24 @@ static t4a_status blk_raw_launch(bench *b, const void *arg, uint32_t ops, double
   CUstream s = b->stream;
   win_begin(b);
   for (uint32_t i = 0; i < ops && st == T4A_OK; i++) {
+    if (ctxget) {
+      CUcontext cur = NULL;
+      if ((st = T4A_CU(b->drv, cuCtxGetCurrent, &cur)) != T4A_OK) break;
+    }
     st = T4A_CU(b->drv, cuLaunchKernel, f, 1, 1, 1, BLOCK_THREADS, 1, 1, 0, s, params, NULL);
   }
   *out_s = win_end(b);
   t4a_status s2 = raw_sync(b, s);
   ctx_exit(b);
   return st != T4A_OK ? st : s2;
+}
+
+static t4a_status blk_raw_launch(bench *b, const void *arg, uint32_t ops, double *out_s) {
+  return raw_launches(b, arg, 0, ops, out_s);
+}
+
+static t4a_status blk_raw_launch_ctxget(bench *b, const void *arg, uint32_t ops, double *out_s) {
+  return raw_launches(b, arg, 1, ops, out_s);
 }
 
 /* The raw side of the attribute fires: cuLaunchKernelEx of the empty kernel, grid 2, with a
@@ -1256,65 +1269,192 @@ static void run_launches(bench *b) {
   gfire0.fire = &b->gfire0_id;
   gfire4.fire = gfire4_rb.fire = &b->gfire4_id;
   spec specs[] = {
-      {"launch0", "launch",
-       "checked launch of an empty kernel (t4a_runtime_launch, 0 args) vs cuLaunchKernel, grid 1 x 32",
-       "submit", ops, reps, warm, 0, 0,
-       {blk_t4a_launch, &k_launch0, "t4a_runtime_launch"}, {blk_raw_launch, &k_launch0, "cuLaunchKernel"}},
-      {"launch4", "launch",
-       "checked launch of args4(ptr p, int n, float a, ptr q): 2 buffers, 2 scalars vs cuLaunchKernel",
-       "submit", ops, reps, warm, 0, 0,
-       {blk_t4a_launch, &k_launch4, "t4a_runtime_launch"}, {blk_raw_launch, &k_launch4, "cuLaunchKernel"}},
-      {"launch0_noctx", "launch",
-       "launch0 with no current context on the t4a side (each call activates and restores); raw as launch0",
-       "submit", ops, reps, warm, 0, 0,
+      {"launch0",
+       "launch",
+       "checked launch of an empty kernel (t4a_runtime_launch, 0 args) vs cuLaunchKernel, grid 1 x "
+       "32",
+       "submit",
+       ops,
+       reps,
+       warm,
+       0,
+       0,
+       {blk_t4a_launch, &k_launch0, "t4a_runtime_launch"},
+       {blk_raw_launch, &k_launch0, "cuLaunchKernel"}},
+      {"launch4",
+       "launch",
+       "checked launch of args4(ptr p, int n, float a, ptr q): 2 buffers, 2 scalars vs "
+       "cuLaunchKernel",
+       "submit",
+       ops,
+       reps,
+       warm,
+       0,
+       0,
+       {blk_t4a_launch, &k_launch4, "t4a_runtime_launch"},
+       {blk_raw_launch, &k_launch4, "cuLaunchKernel"}},
+      {"launch0_noctx",
+       "launch",
+       "launch0 with no current context on the t4a side (each call activates and restores); raw as "
+       "launch0",
+       "submit",
+       ops,
+       reps,
+       warm,
+       0,
+       0,
        {blk_t4a_launch, &k_launch0_noctx, "t4a_runtime_launch, no current context"},
        {blk_raw_launch, &k_launch0, "cuLaunchKernel"}},
-      {"glaunch0", "launch",
-       "checked launch of the empty kernel through its own 1-node graph (GRAPH module cache) vs cuLaunchKernel",
-       "submit", ops, reps, warm, 0, 0,
-       {blk_t4a_launch, &k_glaunch0, "t4a_launch (GRAPH cache)"}, {blk_raw_launch, &k_launch0, "cuLaunchKernel"}},
-      {"glaunch4", "launch",
-       "checked launch of args4 through its own 1-node graph, same arguments each time, vs cuLaunchKernel",
-       "submit", ops, reps, warm, 0, 0,
-       {blk_t4a_launch, &k_glaunch4, "t4a_launch (GRAPH cache)"}, {blk_raw_launch, &k_launch4, "cuLaunchKernel"}},
-      {"glaunch4_alt", "launch",
-       "glaunch4 with the output alternating every launch (a node update each time) vs cuLaunchKernel",
-       "submit", ops, reps, warm, 0, 0,
-       {blk_t4a_launch, &k_glaunch4_alt, "t4a_launch (GRAPH cache)"}, {blk_raw_launch, &k_launch4, "cuLaunchKernel"}},
-      {"fire0", "fire", "descriptor fire of the empty kernel (t4a_descriptor_fire) vs cuLaunchKernel",
-       "submit", ops, reps, warm, 0, 0,
-       {blk_t4a_fire, &fire0, "t4a_descriptor_fire"}, {blk_raw_launch, &k_launch0, "cuLaunchKernel"}},
-      {"fire4", "fire", "descriptor fire of args4 (2 buffers, 2 scalars bound) vs cuLaunchKernel",
-       "submit", ops, reps, warm, 0, 0,
-       {blk_t4a_fire, &fire4, "t4a_descriptor_fire"}, {blk_raw_launch, &k_launch4, "cuLaunchKernel"}},
-      {"cfire0", "fire",
-       "descriptor fire of the empty kernel with a cluster of 2 blocks (grid 2) vs cuLaunchKernelEx with the same attribute",
-       "submit", ops, reps, warm, 0, 0,
+      {"launch0_ctxget",
+       "launch",
+       "the floor of a context check per call: cuCtxGetCurrent + cuLaunchKernel vs cuLaunchKernel "
+       "(both raw; t4a's admission makes that one driver call besides the launch)",
+       "submit",
+       ops,
+       reps,
+       warm,
+       0,
+       0,
+       {blk_raw_launch_ctxget, &k_launch0, "cuCtxGetCurrent + cuLaunchKernel"},
+       {blk_raw_launch, &k_launch0, "cuLaunchKernel"}},
+      {"glaunch0",
+       "launch",
+       "checked launch of the empty kernel through its own 1-node graph (GRAPH module cache) vs "
+       "cuLaunchKernel",
+       "submit",
+       ops,
+       reps,
+       warm,
+       0,
+       0,
+       {blk_t4a_launch, &k_glaunch0, "t4a_launch (GRAPH cache)"},
+       {blk_raw_launch, &k_launch0, "cuLaunchKernel"}},
+      {"glaunch4",
+       "launch",
+       "checked launch of args4 through its own 1-node graph, same arguments each time, vs "
+       "cuLaunchKernel",
+       "submit",
+       ops,
+       reps,
+       warm,
+       0,
+       0,
+       {blk_t4a_launch, &k_glaunch4, "t4a_launch (GRAPH cache)"},
+       {blk_raw_launch, &k_launch4, "cuLaunchKernel"}},
+      {"glaunch4_alt",
+       "launch",
+       "glaunch4 with the output alternating every launch (a node update each time) vs "
+       "cuLaunchKernel",
+       "submit",
+       ops,
+       reps,
+       warm,
+       0,
+       0,
+       {blk_t4a_launch, &k_glaunch4_alt, "t4a_launch (GRAPH cache)"},
+       {blk_raw_launch, &k_launch4, "cuLaunchKernel"}},
+      {"fire0",
+       "fire",
+       "descriptor fire of the empty kernel (t4a_descriptor_fire) vs cuLaunchKernel",
+       "submit",
+       ops,
+       reps,
+       warm,
+       0,
+       0,
+       {blk_t4a_fire, &fire0, "t4a_descriptor_fire"},
+       {blk_raw_launch, &k_launch0, "cuLaunchKernel"}},
+      {"fire4",
+       "fire",
+       "descriptor fire of args4 (2 buffers, 2 scalars bound) vs cuLaunchKernel",
+       "submit",
+       ops,
+       reps,
+       warm,
+       0,
+       0,
+       {blk_t4a_fire, &fire4, "t4a_descriptor_fire"},
+       {blk_raw_launch, &k_launch4, "cuLaunchKernel"}},
+      {"cfire0",
+       "fire",
+       "descriptor fire of the empty kernel with a cluster of 2 blocks (grid 2) vs "
+       "cuLaunchKernelEx with the same attribute",
+       "submit",
+       ops,
+       reps,
+       warm,
+       0,
+       0,
        {blk_t4a_fire, &cfire0, "t4a_descriptor_fire (cluster 2)"},
        {blk_raw_launch_ex, &cfire0, "cuLaunchKernelEx (cluster 2)"}},
-      {"kfire0", "fire",
-       "descriptor fire of the empty kernel as a cooperative launch (grid 2) vs cuLaunchKernelEx with the same attribute",
-       "submit", ops, reps, warm, 0, 0,
+      {"kfire0",
+       "fire",
+       "descriptor fire of the empty kernel as a cooperative launch (grid 2) vs cuLaunchKernelEx "
+       "with the same attribute",
+       "submit",
+       ops,
+       reps,
+       warm,
+       0,
+       0,
        {blk_t4a_fire, &kfire0, "t4a_descriptor_fire (cooperative)"},
        {blk_raw_launch_ex, &kfire0, "cuLaunchKernelEx (cooperative)"}},
-      {"fire4_rebind", "fire",
-       "plain descriptor, every argument rebound before each fire (output alternating) vs cuLaunchKernel",
-       "submit", ops, reps, warm, 0, 0,
-       {blk_t4a_fire, &fire4_rb, "t4a_descriptor_rebind_fire"}, {blk_raw_launch, &k_launch4, "cuLaunchKernel"}},
-      {"gfire0", "fire",
+      {"fire4_rebind",
+       "fire",
+       "plain descriptor, every argument rebound before each fire (output alternating) vs "
+       "cuLaunchKernel",
+       "submit",
+       ops,
+       reps,
+       warm,
+       0,
+       0,
+       {blk_t4a_fire, &fire4_rb, "t4a_descriptor_rebind_fire"},
+       {blk_raw_launch, &k_launch4, "cuLaunchKernel"}},
+      {"gfire0",
+       "fire",
        "descriptor fired as its own 1-node graph (GRAPH strategy), empty kernel, vs cuLaunchKernel",
-       "submit", ops, reps, warm, 0, 0,
-       {blk_t4a_fire, &gfire0, "t4a_descriptor_fire (GRAPH)"}, {blk_raw_launch, &k_launch0, "cuLaunchKernel"}},
-      {"gfire4", "fire", "args4 descriptor fired as its own 1-node graph (GRAPH) vs cuLaunchKernel",
-       "submit", ops, reps, warm, 0, 0,
-       {blk_t4a_fire, &gfire4, "t4a_descriptor_fire (GRAPH)"}, {blk_raw_launch, &k_launch4, "cuLaunchKernel"}},
-      {"gfire4_rebind", "fire",
-       "GRAPH args4 descriptor, every argument rebound before each fire, output alternating (node update + cuGraphLaunch) vs cuLaunchKernel",
-       "submit", ops, reps, warm, 0, 0,
-       {blk_t4a_fire, &gfire4_rb, "t4a_descriptor_rebind_fire (GRAPH)"}, {blk_raw_launch, &k_launch4, "cuLaunchKernel"}},
-      {"gfire4_rebind_floor", "fire",
-       "gfire4_rebind against the driver's floor: cuGraphExecKernelNodeSetParams + cuGraphLaunch of a raw 1-node graph",
-       "submit", ops, reps, warm, 0, 0,
+       "submit",
+       ops,
+       reps,
+       warm,
+       0,
+       0,
+       {blk_t4a_fire, &gfire0, "t4a_descriptor_fire (GRAPH)"},
+       {blk_raw_launch, &k_launch0, "cuLaunchKernel"}},
+      {"gfire4",
+       "fire",
+       "args4 descriptor fired as its own 1-node graph (GRAPH) vs cuLaunchKernel",
+       "submit",
+       ops,
+       reps,
+       warm,
+       0,
+       0,
+       {blk_t4a_fire, &gfire4, "t4a_descriptor_fire (GRAPH)"},
+       {blk_raw_launch, &k_launch4, "cuLaunchKernel"}},
+      {"gfire4_rebind",
+       "fire",
+       "GRAPH args4 descriptor, every argument rebound before each fire, output alternating (node "
+       "update + cuGraphLaunch) vs cuLaunchKernel",
+       "submit",
+       ops,
+       reps,
+       warm,
+       0,
+       0,
+       {blk_t4a_fire, &gfire4_rb, "t4a_descriptor_rebind_fire (GRAPH)"},
+       {blk_raw_launch, &k_launch4, "cuLaunchKernel"}},
+      {"gfire4_rebind_floor",
+       "fire",
+       "gfire4_rebind against the driver's floor: cuGraphExecKernelNodeSetParams + cuGraphLaunch "
+       "of a raw 1-node graph",
+       "submit",
+       ops,
+       reps,
+       warm,
+       0,
+       0,
        {blk_t4a_fire, &gfire4_rb, "t4a_descriptor_rebind_fire (GRAPH)"},
        {blk_raw_update_launch, NULL, "cuGraphExecKernelNodeSetParams + cuGraphLaunch"}},
   };
@@ -1692,12 +1832,17 @@ static void usage(FILE *f) {
 }
 
 static void list_names(void) {
-  printf("launch: launch0 launch4 launch0_noctx glaunch0 glaunch4 glaunch4_alt\nfire: fire0 fire4 fire4_rebind gfire0 gfire4 gfire4_rebind gfire4_rebind_floor\ngraph: graph1 graph1_done graph1000\n"
-         "alloc: alloc\nmemset: memset_submit memset1g\nmodule: modhit modhit_fn\nchain: chain chain_done\n"
-         "chains: chain100 chain100_done chain100_rebind chain100_rebind_done\n"
-         "pinned: pinned_{up,down}_{4K,64K,1M,8M,64M,256M}\n"
-         "pageable: pageable_{up,down}_{4K,64K,1M,8M,64M,256M}\n"
-         "copy: copy1g\nscale: launch4_live_buffers_{1,100,10000} launch4_live_modules_{1,100,10000}\n");
+  printf(
+      "launch: launch0 launch4 launch0_noctx launch0_ctxget glaunch0 glaunch4 glaunch4_alt\nfire: "
+      "fire0 fire4 fire4_rebind gfire0 gfire4 gfire4_rebind gfire4_rebind_floor\ngraph: graph1 "
+      "graph1_done graph1000\n"
+      "alloc: alloc\nmemset: memset_submit memset1g\nmodule: modhit modhit_fn\nchain: chain "
+      "chain_done\n"
+      "chains: chain100 chain100_done chain100_rebind chain100_rebind_done\n"
+      "pinned: pinned_{up,down}_{4K,64K,1M,8M,64M,256M}\n"
+      "pageable: pageable_{up,down}_{4K,64K,1M,8M,64M,256M}\n"
+      "copy: copy1g\nscale: launch4_live_buffers_{1,100,10000} "
+      "launch4_live_modules_{1,100,10000}\n");
 }
 
 int main(int argc, char **argv) {
