@@ -11,7 +11,7 @@ tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
 out=$("$bench" --fake --quick --json-file "$tmp/fake.json" 2>&1) ||
   fail "t4a_bench --fake --quick exited $?: $out"
-for name in launch0 launch4 launch0_noctx glaunch0 glaunch4 glaunch4_alt fire0 fire4 cfire0 kfire0 fire4_rebind gfire0 gfire4 gfire4_rebind gfire4_rebind_floor graph1 graph1_done graph1000 alloc memset_submit memset1g modhit modhit_fn \
+for name in launch0 launch4 launch0_noctx launch0_ctxget glaunch0 glaunch4 glaunch4_alt fire0 fire4 cfire0 kfire0 fire4_rebind gfire0 gfire4 gfire4_rebind gfire4_rebind_floor graph1 graph1_done graph1000 alloc memset_submit memset1g modhit modhit_fn \
     chain chain_done chain100 chain100_done chain100_rebind chain100_rebind_done \
     pinned_up_4K pinned_up_64K pinned_down_1M pageable_up_1M pageable_down_4K pageable_down_64K copy1g \
     launch4_live_buffers_100 launch4_live_modules_10; do
@@ -21,7 +21,7 @@ done
 if echo "$out" | grep -Eq 't4a/raw|GB/s| us '; then fail "timings printed on the fake: $out"; fi
 echo "$out" | grep -q '^fake driver: nothing left alive after close, 0 stream-ordering violations$' ||
   fail "the fake saw leaks or ordering violations: $out"
-echo "$out" | grep -q '^smoke: 48 measurements ran, 0 failures$' || fail "summary line: $out"
+echo "$out" | grep -q '^smoke: 49 measurements ran, 0 failures$' || fail "summary line: $out"
 # Every t4a_bench row of bench/goals.tsv is a row this binary writes: the fake's JSON holds each
 # one, except the transfer sizes the fake skips (8, 64 and 256 MiB). Each row says its window.
 here=$(dirname "$(readlink -f "$0")")
