@@ -5,6 +5,7 @@
  * are validated folder by folder through open folder descriptors, so the tree has paths that go
  * down, back up, and deeper than the descriptors kept. */
 #define _GNU_SOURCE
+#include <cmocka.h>
 #include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,8 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <cmocka.h>
-
+#include "t4a/fault.h"
 #include "t4a_nvrtc/nvrtc_internal.h"
 #include "t4a_nvrtc/nvrtc_testutil.h"
 
@@ -247,6 +247,95 @@ static void test_folder_swapped_for_a_link_is_invalid(void **state) {
   teardown(state);
 }
 
+/* A manifest long enough to be validated by several threads (nvrtc_manifest.c: from 96 paths a
+ * thread, at most 4): 20 folders of 20 files and 4 absent names each, 480 paths. Whichever part a
+ * change falls in, the answer is the one-thread walk's; a touch refreshed by another thread is
+ * reported; with no thread able to start (the THREAD_CREATE fault point) the caller validates
+ * every part itself. */
+#define LONG_DIRS 20
+#define LONG_FILES 20
+
+static void long_name(char *out, size_t cap, int d, int f, int absent) {
+  snprintf(out, cap, "long/d%02d/%s%02d.h", d, absent ? "none" : "f", f);
+}
+
+static uint8_t *record_long(size_t *bytes) {
+  t4a_nvrtc_probes m;
+  memset(&m, 0, sizeof m);
+  char rel[64];
+  for (int d = 0; d < LONG_DIRS; d++) {
+    for (int f = 0; f < LONG_FILES; f++) {
+      long_name(rel, sizeof rel, d, f, 0);
+      probe(&m, rel, 1);
+    }
+    for (int f = 0; f < 4; f++) {
+      long_name(rel, sizeof rel, d, f, 1);
+      probe(&m, rel, 0);
+    }
+  }
+  uint8_t *blob = NULL;
+  assert_int_equal(t4a_nvrtc_manifest_encode_(&m, &blob, bytes), T4A_OK);
+  t4a_nvrtc_probes_free_(&m);
+  return blob;
+}
+
+static void setup_long(void) {
+  test_tmpdir(g_root, sizeof g_root);
+  char rel[64];
+  for (int d = 0; d < LONG_DIRS; d++) {
+    for (int f = 0; f < LONG_FILES; f++) {
+      long_name(rel, sizeof rel, d, f, 0);
+      write_at(rel, "long\n");
+    }
+  }
+}
+
+static int g_refuse_threads;
+static int refuse_threads(t4a_fault_point point, void *user) {
+  (void)user;
+  return g_refuse_threads && point == T4A_FAULT_THREAD_CREATE;
+}
+
+static void test_long_manifests_are_validated_in_parts(void **state) {
+  (void)state;
+  t4a_fault_set_hook(refuse_threads, NULL);
+  for (g_refuse_threads = 0; g_refuse_threads < 2; g_refuse_threads++) {
+    setup_long();
+    size_t n = 0;
+    uint8_t *b = record_long(&n);
+    int refreshed = -1;
+    assert_int_equal(valid(b, n, &refreshed), 1);
+    assert_int_equal(refreshed, 0);
+    /* A touch in the last part: valid, and the refresh is reported. */
+    char rel[64], p[1400];
+    long_name(rel, sizeof rel, LONG_DIRS - 1, LONG_FILES - 1, 0);
+    snprintf(p, sizeof p, "%s/%s", g_root, rel);
+    assert_int_equal(utimensat(AT_FDCWD, p, NULL, 0), 0);
+    refreshed = 0;
+    assert_int_equal(valid(b, n, &refreshed), 1);
+    assert_int_equal(refreshed, 1);
+    free(b);
+    /* An edit in each quarter, and a file where nothing was in the last: invalid. */
+    static const int dirs[4] = {0, 6, 12, LONG_DIRS - 1};
+    for (int q = 0; q < 5; q++) {
+      b = record_long(&n);
+      if (q < 4) {
+        long_name(rel, sizeof rel, dirs[q], 7, 0);
+        edit_keeping_mtime(rel, "LONG\n");
+      } else {
+        long_name(rel, sizeof rel, LONG_DIRS - 1, 3, 1);
+        write_at(rel, "now\n");
+      }
+      refreshed = 0;
+      assert_int_equal(valid(b, n, &refreshed), 0);
+      free(b);
+      if (q < 4) write_at(rel, "long\n"); /* back, for the next quarter's recording */
+    }
+    teardown(state);
+  }
+  t4a_fault_set_hook(NULL, NULL);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_unchanged_tree_is_valid_without_rehashing),
@@ -254,6 +343,7 @@ int main(void) {
       cmocka_unit_test(test_touch_is_valid_and_refreshed),
       cmocka_unit_test(test_new_files_where_nothing_was_are_invalid),
       cmocka_unit_test(test_folder_swapped_for_a_link_is_invalid),
+      cmocka_unit_test(test_long_manifests_are_validated_in_parts),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

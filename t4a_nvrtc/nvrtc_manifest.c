@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -317,20 +318,18 @@ static int cursor_stat(dir_cursor *c, const char *path, size_t pl, struct stat *
   return fstatat(top->fd, slash + 1, st, 0);
 }
 
-int t4a_nvrtc_manifest_validate_(uint8_t *blob, size_t bytes, uint8_t digest[16], int *refreshed) {
-  *refreshed = 0;
-  if (!well_formed(blob, bytes)) return 0;
+/* Validates `count` entries from byte `at` of the blob on (one cursor; refreshes the metadata of a
+ * file whose content is unchanged): 1 valid, 0 not. */
+static int validate_range(uint8_t *blob, size_t at, size_t count, int *refreshed) {
   dir_cursor cur;
   cur.depth = 0;
   int ok = 1;
-  size_t at = 32;
-  while (ok && at < bytes) {
+  for (size_t e = 0; ok && e < count; e++, at += PROBE_FIXED + (size_t)get64(blob + at)) {
     size_t pl = (size_t)get64(blob + at);
     char path[PATH_MAX];
     memcpy(path, blob + at + 8, pl);
     path[pl] = '\0';
     uint8_t *f = blob + at + 8 + pl;
-    at += PROBE_FIXED + pl;
     struct stat st;
     int rc = cursor_stat(&cur, path, pl, &st);
     uint64_t kind = get64(f);
@@ -367,7 +366,84 @@ int t4a_nvrtc_manifest_validate_(uint8_t *blob, size_t bytes, uint8_t digest[16]
     *refreshed = 1;
   }
   cursor_close(&cur);
-  if (!ok) return 0;
+  return ok;
+}
+
+/* A long manifest (CUB's: about 700 paths, each a stat) is validated by up to VALIDATE_THREADS
+ * threads at once, each over a contiguous run of the sorted paths with its own cursor: the same
+ * checks, in a quarter of the time where the stats are the cost. A thread that cannot start has
+ * its run validated by the caller. */
+#define VALIDATE_THREADS 4
+#define VALIDATE_MIN_PER_THREAD 96         /* below this a thread costs more than its stats */
+#define VALIDATE_STACK ((size_t)256 << 10) /* hash_path's 64 KiB buffer, the cursor, margin */
+
+typedef struct validate_part {
+  uint8_t *blob;
+  size_t at, count;
+  int ok, refreshed;
+  pthread_t thread;
+  int started;
+} validate_part;
+
+static void *validate_part_main(void *arg) {
+  validate_part *p = arg;
+  p->ok = validate_range(p->blob, p->at, p->count, &p->refreshed);
+  return NULL;
+}
+
+static unsigned online_cpus(void) {
+  static _Atomic unsigned cached; /* 0: not asked yet (sysconf reads a file) */
+  unsigned n = atomic_load_explicit(&cached, memory_order_relaxed);
+  if (n == 0) {
+    long c = sysconf(_SC_NPROCESSORS_ONLN);
+    n = c > 0 ? (unsigned)c : 1;
+    atomic_store_explicit(&cached, n, memory_order_relaxed);
+  }
+  return n;
+}
+
+/* Validates every entry (a well-formed blob); 1 valid, 0 not. Threads for a long one (above). */
+static int validate_entries(uint8_t *blob, size_t bytes, int *refreshed) {
+  size_t n = (size_t)get64(blob + 8);
+  size_t parts = n / VALIDATE_MIN_PER_THREAD;
+  if (parts > VALIDATE_THREADS) parts = VALIDATE_THREADS;
+  if (parts > online_cpus()) parts = online_cpus();
+  if (parts <= 1) return validate_range(blob, 32, n, refreshed);
+  validate_part part[VALIDATE_THREADS];
+  /* Each part's first entry: entry n * k / parts, found in one walk. */
+  size_t k = 0, e = 0;
+  for (size_t at = 32; at < bytes && k < parts; e++, at += PROBE_FIXED + (size_t)get64(blob + at)) {
+    if (e == n * k / parts) {
+      part[k] = (validate_part){.blob = blob, .at = at, .count = n * (k + 1) / parts - e};
+      k++;
+    }
+  }
+  pthread_attr_t attr;
+  int attr_ok = pthread_attr_init(&attr) == 0;
+  if (attr_ok) (void)pthread_attr_setstacksize(&attr, VALIDATE_STACK);
+  for (k = 1; k < parts; k++) { /* part 0 is the caller's own */
+    part[k].started = attr_ok && !t4a_fault_sim(T4A_FAULT_THREAD_CREATE) &&
+                      pthread_create(&part[k].thread, &attr, validate_part_main, &part[k]) == 0;
+  }
+  if (attr_ok) pthread_attr_destroy(&attr);
+  validate_part_main(&part[0]);
+  int ok = 1;
+  for (k = 0; k < parts; k++) {
+    if (k > 0 && part[k].started) {
+      pthread_join(part[k].thread, NULL);
+    } else if (k > 0) {
+      validate_part_main(&part[k]);
+    }
+    ok = ok && part[k].ok;
+    *refreshed |= part[k].refreshed;
+  }
+  return ok;
+}
+
+int t4a_nvrtc_manifest_validate_(uint8_t *blob, size_t bytes, uint8_t digest[16], int *refreshed) {
+  *refreshed = 0;
+  if (!well_formed(blob, bytes)) return 0;
+  if (!validate_entries(blob, bytes, refreshed)) return 0;
   uint8_t d[16];
   if (digest_of(blob, bytes, d) != T4A_OK) return 0; /* unproved: a miss */
   if (memcmp(d, blob + 16, 16) != 0) return 0;
