@@ -5,7 +5,6 @@
  * are validated folder by folder through open folder descriptors, so the tree has paths that go
  * down, back up, and deeper than the descriptors kept. */
 #define _GNU_SOURCE
-#include <cmocka.h>
 #include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,6 +16,8 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <cmocka.h>
 
 #include "t4a/fault.h"
 #include "t4a_nvrtc/nvrtc_internal.h"
