@@ -194,11 +194,9 @@ t4a_status t4a_host_fn_refuse_(const char *what) {
 static t4a_status scope_enter(t4a_ctx_scope *scope, t4a_ctx_holder *holder,
                               t4a_counters *counters, t4a_counter_shard_ *shard, int borrowed) {
   if (scope == NULL || holder == NULL) {
-    if (scope != NULL) memset(scope, 0, sizeof *scope);
     return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "scope or holder is NULL");
   }
-  /* Cleared on every failure (exit is then a no-op); filled in whole on success. */
-  scope->priv_holder = NULL;
+  memset(scope, 0, sizeof *scope); /* what a failure leaves: exit is then a no-op */
   if (T4A_UNLIKELY(t_host_fn_depth > 0)) return t4a_host_fn_refuse_("activating a context");
   t4a_driver *d = holder->driver;
   if (T4A_UNLIKELY(holder_is_stale(
@@ -237,17 +235,19 @@ t4a_status t4a_ctx_scope_enter_borrowed(t4a_ctx_scope *scope, t4a_ctx_holder *ho
 t4a_status t4a_ctx_scope_enter_counted_(t4a_ctx_scope *scope, t4a_ctx_holder *holder,
                                         t4a_counters *counters, t4a_counter_shard_ *shard) {
   t4a_driver *d = holder->driver;
-  scope->priv_holder = NULL;
   if (counters == NULL) counters = &d->counters;
   /* The lane check (one load): anything but healthy is refused as t4a_ctx_holder_check says. */
   unsigned state = atomic_load_explicit(&d->faults[holder->ordinal].state, memory_order_acquire);
-  if (T4A_UNLIKELY(state != holder->healthy)) return t4a_ctx_holder_check(holder);
+  t4a_status st = T4A_OK;
+  if (T4A_UNLIKELY(state != holder->healthy)) {
+    st = t4a_ctx_holder_check(holder);
+    goto fail;
+  }
   CUcontext prev = NULL;
-  t4a_status st = T4A_CU(d, cuCtxGetCurrent, &prev);
-  if (st != T4A_OK) return st;
+  if ((st = T4A_CU(d, cuCtxGetCurrent, &prev)) != T4A_OK) goto fail;
   int switched = prev != holder->ctx;
   if (T4A_UNLIKELY(switched)) {
-    if ((st = T4A_CU(d, cuCtxSetCurrent, holder->ctx)) != T4A_OK) return st;
+    if ((st = T4A_CU(d, cuCtxSetCurrent, holder->ctx)) != T4A_OK) goto fail;
     t4a_counter_add_owned_(counters, shard, T4A_COUNTER_ctx_activations, 1);
   } else {
     t4a_counter_add_owned_(counters, shard, T4A_COUNTER_ctx_activations_skipped, 1);
@@ -258,6 +258,9 @@ t4a_status t4a_ctx_scope_enter_counted_(t4a_ctx_scope *scope, t4a_ctx_holder *ho
   scope->priv_holder = holder;
   scope->priv_switched = switched;
   return T4A_OK;
+fail:
+  memset(scope, 0, sizeof *scope); /* cleared: exit is a no-op */
+  return st;
 }
 
 static t4a_status scope_exit(t4a_ctx_scope *scope, int quiet) {

@@ -207,6 +207,35 @@ static void test_scope_skips_set_when_current_and_restores(void **state) {
   t4a_ctx_holder_release(h1);
 }
 
+/* t4a/ctx.h: "On failure nothing changed, the scope is cleared, and exit is a no-op." A scope in
+ * caller storage that held anything before (a previous, exited scope) comes back all zero from a
+ * refused enter: inside a host function, and after a failed cuCtxSetCurrent. */
+static void test_failed_scope_enter_clears_the_scope(void **state) {
+  fixture *f = *state;
+  t4a_ctx_holder *h0 = NULL, *h1 = NULL;
+  assert_int_equal(t4a_ctx_holder_create(f->drv, 0, &h0), T4A_OK);
+  assert_int_equal(t4a_ctx_holder_create(f->drv, 1, &h1), T4A_OK);
+  assert_int_equal(g_raw->cuCtxSetCurrent(t4a_ctx_holder_native(h1)), CUDA_SUCCESS);
+  t4a_ctx_scope zero;
+  memset(&zero, 0, sizeof zero);
+  t4a_ctx_scope s;
+  memset(&s, 0xab, sizeof s);
+  t4a_host_fn_enter_();
+  assert_int_equal(t4a_ctx_scope_enter(&s, h0, NULL), T4A_REENTRY);
+  t4a_host_fn_exit_();
+  assert_memory_equal(&s, &zero, sizeof s);
+  /* A scope used and exited, then refused by the driver on its next enter. */
+  assert_int_equal(t4a_ctx_scope_enter(&s, h0, NULL), T4A_OK);
+  assert_int_equal(t4a_ctx_scope_exit(&s), T4A_OK);
+  t4a_fake_inject(f->fake, "cuCtxSetCurrent", 0, 1, CUDA_ERROR_INVALID_VALUE, 0);
+  assert_int_equal(t4a_ctx_scope_enter(&s, h0, NULL), T4A_DRIVER_ERROR);
+  assert_memory_equal(&s, &zero, sizeof s);
+  assert_int_equal(t4a_ctx_scope_exit(&s), T4A_OK); /* a no-op */
+  assert_int_equal(g_raw->cuCtxSetCurrent(NULL), CUDA_SUCCESS);
+  t4a_ctx_holder_release(h0);
+  t4a_ctx_holder_release(h1);
+}
+
 /* Requirement A1: two runtimes on one ordinal share the primary context. Dropping the last holder
  * of A on a thread where that context is current on behalf of B must not clear it. */
 static void test_a1_last_holder_of_a_keeps_b_current(void **state) {
@@ -738,6 +767,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_holder_refcounts_primary_context, setup, teardown),
       cmocka_unit_test_setup_teardown(test_scope_skips_set_when_current_and_restores, setup,
                                       teardown),
+      cmocka_unit_test_setup_teardown(test_failed_scope_enter_clears_the_scope, setup, teardown),
       cmocka_unit_test_setup_teardown(test_a1_last_holder_of_a_keeps_b_current, setup, teardown),
       cmocka_unit_test_setup_teardown(test_final_holder_clears_only_a_destroyed_context, setup,
                                       teardown),
