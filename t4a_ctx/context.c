@@ -275,7 +275,7 @@ static t4a_status scope_exit(t4a_ctx_scope *scope, int quiet) {
                     st == T4A_OK ? T4A_COUNTER_ctx_restores : T4A_COUNTER_ctx_restore_failures, 1);
   }
   int borrowed = scope->priv_borrowed;
-  scope->priv_holder = NULL; /* a second exit is a no-op */
+  memset(scope, 0, sizeof *scope); /* a second exit is a no-op */
   /* After the restore: if this was the last reference, the A1 rule runs against the context the
    * thread now has current. */
   if (!borrowed) t4a_ctx_holder_release(h);

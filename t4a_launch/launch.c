@@ -475,10 +475,12 @@ t4a_status t4a_launch_enqueue_ex_(t4a_retire *retire, t4a_function *fn,
   void *module = fn->module;
   t4a_admission_keep_borrowed_n_(&adm, &module, 1, t4a_module_release_object_,
                                  module_retain_object);
-  if (local) {
+  if (local && num_buffers <= T4A_MAX_KERNEL_PARAMS) {
     if (num_buffers > 0) {
-      t4a_admission_keep_borrowed_n_(&adm, (void *const *)buffers, num_buffers,
-                                     t4a_buffer_release_object_, buffer_retain_object);
+      void *objects[T4A_MAX_KERNEL_PARAMS]; /* as void *: the retire's list is of objects */
+      for (uint32_t i = 0; i < num_buffers; i++) objects[i] = buffers[i];
+      t4a_admission_keep_borrowed_n_(&adm, objects, num_buffers, t4a_buffer_release_object_,
+                                     buffer_retain_object);
     }
   } else {
     for (uint32_t i = 0; i < num_buffers; i++) {
