@@ -45,9 +45,34 @@ static const char *const k_predefined[] = {T4A_NVRTC_PREDEFINED_PASTERS(PREDEFIN
 #define NUM_PREDEFINED (sizeof k_predefined / sizeof k_predefined[0])
 _Static_assert(NUM_PREDEFINED <= 64, "scan.predefined_used has a bit per predefined paster");
 
+/* A sieve before the search: a bit per hash of the first three bytes of every name (NV_, _NV,
+ * __C for NVRTC 13.0's), so that most identifiers of the toolkit's headers, which start with _
+ * too, are answered by one load. Made once, on first use (idempotent: a racing thread makes the
+ * same words). */
+#define PREDEFINED_SIEVE_BITS 256u
+static _Atomic uint64_t g_predefined_sieve[PREDEFINED_SIEVE_BITS / 64];
+static _Atomic int g_predefined_sieve_made;
+
+static unsigned prefix_bit(const char *p) {
+  unsigned h = (unsigned char)p[0] * 961u + (unsigned char)p[1] * 31u + (unsigned char)p[2];
+  return h % PREDEFINED_SIEVE_BITS;
+}
+
+static int predefined_sieve_has(const char *p) {
+  if (!atomic_load_explicit(&g_predefined_sieve_made, memory_order_acquire)) {
+    for (size_t i = 0; i < NUM_PREDEFINED; i++) {
+      unsigned b = prefix_bit(k_predefined[i]); /* (every name has 6 bytes or more) */
+      atomic_fetch_or_explicit(&g_predefined_sieve[b / 64], 1ull << (b % 64), memory_order_relaxed);
+    }
+    atomic_store_explicit(&g_predefined_sieve_made, 1, memory_order_release);
+  }
+  unsigned b = prefix_bit(p);
+  return (atomic_load_explicit(&g_predefined_sieve[b / 64], memory_order_relaxed) >> (b % 64)) & 1;
+}
+
 /* The index of p[0..n) in k_predefined, or -1. */
 static int predefined_index(const char *p, size_t n) {
-  if (n < 6 || (p[0] != '_' && p[0] != 'N')) return -1; /* (every name: _NV_, __CUDA, NV_) */
+  if (n < 6 || !predefined_sieve_has(p)) return -1;
   size_t lo = 0, hi = NUM_PREDEFINED;
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
