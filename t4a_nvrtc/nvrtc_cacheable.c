@@ -38,10 +38,14 @@
 #include "t4a_nvrtc/nvrtc_internal.h"
 #include "t4a_nvrtc/nvrtc_predefined.h"
 
-/* The macros NVRTC predefines that can paste a caller's tokens, sorted (strcmp). */
-#define PREDEFINED_NAME_(n) #n,
+/* The macros NVRTC predefines that can paste a caller's tokens, sorted (strcmp), and NVRTC's own
+ * definitions of each (normalized as def_normalize does; one per line). */
+#define PREDEFINED_NAME_(n, defs) #n,
 static const char *const k_predefined[] = {T4A_NVRTC_PREDEFINED_PASTERS(PREDEFINED_NAME_)};
 #undef PREDEFINED_NAME_
+#define PREDEFINED_DEFS_(n, defs) defs,
+static const char *const k_predefined_defs[] = {T4A_NVRTC_PREDEFINED_PASTERS(PREDEFINED_DEFS_)};
+#undef PREDEFINED_DEFS_
 #define NUM_PREDEFINED (sizeof k_predefined / sizeof k_predefined[0])
 _Static_assert(NUM_PREDEFINED <= 64, "scan.predefined_used has a bit per predefined paster");
 
@@ -1162,6 +1166,72 @@ static t4a_status add_define(scan *s, const lexer *L, const char *name, size_t n
   d->params = params;
   d->params_len = params_len;
   return T4A_OK;
+}
+
+/* Appends text[0..n) to out (room for 2n + 1 bytes) as scripts/gen_nvrtc_predefined.py's
+ * normalized() writes a definition: tokens joined by one space — identifier and number runs,
+ * ## and ..., string and character literals whole, any other byte alone — with comments and
+ * line splices dropped. *len: the bytes written so far (a space goes before each token). */
+static void def_normalize(const char *text, size_t n, char *out, size_t *len) {
+  size_t i = 0;
+  while (i < n) {
+    unsigned char c = (unsigned char)text[i];
+    if (c == '\\' && i + 1 < n && text[i + 1] == '\n') {
+      i += 2;
+      continue;
+    }
+    if (is_blank(c) || c == '\n' || c == '\r') {
+      i++;
+      continue;
+    }
+    if (c == '/' && i + 1 < n && text[i + 1] == '*') {
+      const char *e = i + 2 < n ? memmem(text + i + 2, n - i - 2, "*/", 2) : NULL;
+      i = e != NULL ? (size_t)(e - text) + 2 : n;
+      continue;
+    }
+    if (c == '/' && i + 1 < n && text[i + 1] == '/') {
+      while (i < n && text[i] != '\n') i++;
+      continue;
+    }
+    size_t j = i + 1;
+    if (is_ident(c)) {
+      while (j < n && is_ident((unsigned char)text[j])) j++;
+    } else if (c == '"' || c == '\'') {
+      while (j < n && (unsigned char)text[j] != c) j += text[j] == '\\' && j + 1 < n ? 2 : 1;
+      if (j < n) j++;
+    } else if (c == '#' && j < n && text[j] == '#') {
+      j++;
+    } else if (c == '.' && j + 1 < n && text[j] == '.' && text[j + 1] == '.') {
+      j += 2;
+    }
+    if (*len > 0) out[(*len)++] = ' ';
+    memcpy(out + *len, text + i, j - i);
+    *len += j - i;
+    i = j;
+  }
+  out[*len] = '\0';
+}
+
+/* Whether definition d (of predefined paster k) is one of NVRTC's own definitions of it: then
+ * the check reads what NVRTC may use; otherwise NVRTC may use its own where the text's is not
+ * applied (a dead branch, a later #define, a root's copy of a header NVRTC skips). -1: no memory.
+ */
+static int predefined_def_matches(const t4a_nvrtc_macro_ *d, size_t k) {
+  size_t cap = 2 * (d->params_len + d->body_len) + 2;
+  char *norm = t4a_host_malloc(cap);
+  if (norm == NULL) return -1;
+  size_t nl = 0; /* the parameters and the body as one: "( a , b ) a ## b" */
+  def_normalize(d->params, d->params_len, norm, &nl);
+  def_normalize(d->body, d->body_len, norm, &nl);
+  int found = 0;
+  for (const char *v = k_predefined_defs[k]; !found && *v != '\0';) {
+    const char *e = strchr(v, '\n');
+    size_t vl = e != NULL ? (size_t)(e - v) : strlen(v);
+    found = vl == nl && memcmp(v, norm, nl) == 0;
+    v += vl + (e != NULL);
+  }
+  free(norm);
+  return found;
 }
 
 static const char *const k_targets[] = {"__has_include_next", "__has_include", "__has_embed"};
@@ -2560,6 +2630,22 @@ t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p) {
           "%s: %s is a macro NVRTC predefines whose expansion pastes tokens (it could make "
           "__has_include), and no text of the request defines it%s",
           s.predefined_at[k], k_predefined[k], s.num_roots > 0 ? k_root_advice : k_advice);
+    }
+    /* Every text definition of it must be one of NVRTC's own (as the toolkit's nv/target's
+     * are): NVRTC may use its own where a text's is not applied, and the check reads the text's. */
+    for (size_t d = 0; st == T4A_OK && d < s.num_defs; d++) {
+      if (s.defs[d].name_len != kn || memcmp(s.defs[d].name, k_predefined[k], kn) != 0) continue;
+      int m = predefined_def_matches(&s.defs[d], k);
+      if (m < 0) {
+        st = T4A_HOST_OUT_OF_MEMORY;
+      } else if (m == 0) {
+        st = REFUSE(
+            "%s: %s is a macro NVRTC predefines whose expansion pastes tokens, and a text "
+            "of the request defines it otherwise than NVRTC does (NVRTC uses its own "
+            "definition where the text's is not applied: a dead branch, a later #define, "
+            "a header it skips)%s",
+            s.predefined_at[k], k_predefined[k], s.num_roots > 0 ? k_root_advice : k_advice);
+      }
     }
   }
   /* pastes that join the request's own tokens with the roots' definitions */

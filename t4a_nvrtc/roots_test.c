@@ -1795,12 +1795,36 @@ static void test_macros_nvrtc_predefines_are_refused_undefined(void **state) {
       "extern \"C\" __global__ void k(int *p) { *p = 1; }\n",
       NULL, 0);
   assert_check_passes(&r, "operands", 0);
-  /* A root that defines the name (as nv/target does): read, and nothing pastes a target here. */
+  /* A root that defines the names as nv/target does (NVRTC's own definitions, here with other
+   * spacing and a comment): read, and nothing pastes a target here. */
   write_file(g_root, "cat.h",
-             "#define _NV_CONCAT_EVAL1(l, r) l##r\n"
+             "#define _NV_EVAL(...) __VA_ARGS__\n"
+             "#define _NV_CONCAT_EVAL1(l,r) _NV_EVAL( l ## r ) /* as NVRTC's */\n"
              "#define _NV_CONCAT_EVAL(l, r) _NV_CONCAT_EVAL1(l, r)\n");
   r = roots_request("#include <cat.h>\nint _NV_CONCAT_EVAL(x, y) = 1;\n", roots, 1);
   assert_check_passes(&r, "defined", 0);
+  /* Defined otherwise than NVRTC does, where NVRTC does not apply the text's definition: in a
+   * dead branch, after the use, in a root's copy of nv/target that NVRTC skips (its guard is
+   * predefined). NVRTC expands its own _NV_PASTE5 there, which makes __has_include: refused. */
+  static const char *const other[] = {
+      "#if 0\n#define _NV_PASTE5(_0, _1, _2, _3, _4) _0\n#endif\n",
+      "",
+  };
+  for (size_t i = 0; i < 2; i++) {
+    char src[512];
+    snprintf(src, sizeof src, "%s%s%s", other[i], paste5,
+             i == 1 ? "#define _NV_PASTE5(_0, _1, _2, _3, _4) _0\n" : "");
+    r = roots_request(src, NULL, 0);
+    assert_int_equal(t4a_nvrtc_compile(g_lib, &r, &a, NULL), T4A_OK);
+    t4a_nvrtc_artifact_release(a);
+    assert_refused_both_ways(&r, "defines it otherwise than NVRTC does", "other", i);
+  }
+  write_file(g_root, "nv/target",
+             "#ifndef __NV_TARGET_H\n#define __NV_TARGET_H\n"
+             "#define _NV_PASTE5(_0, _1, _2, _3, _4) _0\n#endif\n");
+  r = roots_request("#include <nv/target>\n#if _NV_PASTE5(__has_, include, , , )(\"/x\")\n#endif\n",
+                    roots, 1);
+  assert_refused_both_ways(&r, "defines it otherwise than NVRTC does", "copy", 0);
 }
 
 /* Failure sweep of the expansion check: every allocation in turn fails with HOST_OUT_OF_MEMORY
