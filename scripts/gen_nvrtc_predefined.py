@@ -110,11 +110,30 @@ def render(names, paths, defs):
              "#define T4A_NVRTC_NVRTC_PREDEFINED_H_",
              "",
              "#define T4A_NVRTC_PREDEFINED_PASTERS(X) \\"]
-    def entry(n):
+    def entry(n, last):
+        """X(n, "...") over lines of at most 100 columns: each definition its own string
+        pieces (split at spaces), the pieces concatenated by the compiler."""
         variants = sorted({normalized(t) for t in defs[n]})
-        return "  X(%s, %s)" % (n, c_string("\n".join(variants)))
-    lines += [entry(n) + " \\" for n in names[:-1]]
-    lines += [entry(names[-1]), "", "#endif /* T4A_NVRTC_NVRTC_PREDEFINED_H_ */"]
+        pieces = []
+        for vi, v in enumerate(variants):
+            words, cur = v.split(" "), ""
+            for w in words:
+                if cur and len(cur) + 1 + len(w) > 80:
+                    pieces.append(cur + " ")
+                    cur = w
+                else:
+                    cur = cur + " " + w if cur else w
+            pieces.append(cur + ("\n" if vi + 1 < len(variants) else ""))
+        out = ["  X(%s, \\" % n]
+        for pi, p in enumerate(pieces):
+            tail = ")" if pi + 1 == len(pieces) else ""
+            if pi + 1 < len(pieces) or not last:
+                tail += " \\"
+            out.append("    %s%s" % (c_string(p), tail))
+        return out
+    for i, n in enumerate(names):
+        lines += entry(n, i + 1 == len(names))
+    lines += ["", "#endif /* T4A_NVRTC_NVRTC_PREDEFINED_H_ */"]
     return "\n".join(lines) + "\n"
 
 

@@ -8,47 +8,124 @@
 #define T4A_NVRTC_NVRTC_PREDEFINED_H_
 
 #define T4A_NVRTC_PREDEFINED_PASTERS(X) \
-  X(NV_DISPATCH_TARGET, "( ... ) _NV_TARGET_DISPATCH ( __VA_ARGS__ )") \
-  X(NV_IF_ELSE_TARGET, "( cond , t , f ) _NV_BLOCK_EXPAND ( _NV_TARGET_IF ( cond , t , f ) )\n( cond , t , f ) _NV_BLOCK_EXPAND ( _NV_TARGET_IF_ELSE ( cond , t , f ) )") \
-  X(NV_IF_TARGET, "( cond , ... ) _NV_BLOCK_EXPAND ( _NV_TARGET_IF ( cond , __VA_ARGS__ ) )\n( cond , t ) _NV_BLOCK_EXPAND ( _NV_TARGET_IF ( cond , t ) )") \
-  X(NV_TARGET_MINIMUM_SM_INTEGER, "_NV_CONCAT_EVAL ( _NV_TARGET_ARCH_TO_SM_ , __CUDA_ARCH__ )\n_NV_FIRST_ARG ( NV_TARGET_SM_INTEGER_LIST )") \
-  X(NV_TARGET_MINIMUM_SM_SELECTOR, "_NV_CONCAT_EVAL ( _NV_TARGET_ARCH_TO_SELECTOR_ , __CUDA_ARCH__ )\n_NV_FIRST_ARG ( NV_TARGET_SM_SELECTOR_LIST )") \
-  X(_NV_BLOCK_EXPAND, "( ... ) _NV_REMOVE_PAREN ( __VA_ARGS__ )\n( ... ) { _NV_REMOVE_PAREN ( __VA_ARGS__ ) }\n( x ) { x }") \
-  X(_NV_CONCAT_EVAL, "( l , r ) _NV_CONCAT_EVAL1 ( l , r )") \
-  X(_NV_CONCAT_EVAL1, "( l , r ) _NV_EVAL ( l ## r )") \
-  X(_NV_DISPATCH_N_ARY, "( name , ... ) _NV_DISPATCH_N_IMPL ( name , __VA_ARGS__ )") \
-  X(_NV_DISPATCH_N_IMPL, "( name , ... ) _NV_DISPATCH_N_IMPL0 ( _NV_NUM_ARGS ( __VA_ARGS__ ) , name , __VA_ARGS__ )") \
-  X(_NV_DISPATCH_N_IMPL0, "( depth , name , ... ) _NV_DISPATCH_N_IMPL1 ( _NV_CONCAT_EVAL ( name , depth ) , __VA_ARGS__ )") \
-  X(_NV_ISEMPTY, "( ... ) _NV_ISEMPTY0 ( _NV_EVAL ( _NV_HAS_COMMA ( __VA_ARGS__ ) ) , _NV_EVAL ( _NV_HAS_COMMA ( _NV_TRIGGER_PARENTHESIS_ __VA_ARGS__ ) ) , _NV_EVAL ( _NV_HAS_COMMA ( __VA_ARGS__ ( ) ) ) , _NV_EVAL ( _NV_HAS_COMMA ( _NV_TRIGGER_PARENTHESIS_ __VA_ARGS__ ( ) ) ) )") \
-  X(_NV_ISEMPTY0, "( _0 , _1 , _2 , _3 ) _NV_HAS_COMMA ( _NV_PASTE5 ( _NV_IS_EMPTY_CASE_ , _0 , _1 , _2 , _3 ) )") \
-  X(_NV_NUM_ARGS, "( ... ) _NV_NUM_ARGS0 ( __VA_ARGS__ )") \
-  X(_NV_NUM_ARGS0, "( ... ) _NV_EVAL ( _NV_NUM_ARGS1 ( __VA_ARGS__ ) )") \
-  X(_NV_NUM_ARGS1, "( ... ) _NV_IF ( _NV_ISEMPTY ( __VA_ARGS__ ) , 0 , _NV_NUM_ARGS2 ( __VA_ARGS__ ) )") \
-  X(_NV_PASTE5, "( _0 , _1 , _2 , _3 , _4 ) _0 ## _1 ## _2 ## _3 ## _4") \
-  X(_NV_REMOVE_PAREN, "( ... ) _NV_REMOVE_PAREN1 ( __VA_ARGS__ )") \
-  X(_NV_REMOVE_PAREN1, "( ... ) _NV_STRIP_PAREN ( _NV_IF ( _NV_TEST_PAREN ( __VA_ARGS__ ) , ( _NV_STRIP_PAREN ( __VA_ARGS__ ) ) , ( __VA_ARGS__ ) ) )") \
-  X(_NV_TARGET_DISPATCH, "( ... ) _NV_BLOCK_EXPAND ( _NV_DISPATCH_N_ARY ( _NV_TARGET_DISPATCH_HANDLE , __VA_ARGS__ ) )") \
-  X(_NV_TARGET_DISPATCH_HANDLE10, "( q , fn , ... ) _NV_TARGET_IF ( q , fn , _NV_TARGET_DISPATCH_HANDLE8 ( __VA_ARGS__ ) )") \
-  X(_NV_TARGET_DISPATCH_HANDLE12, "( q , fn , ... ) _NV_TARGET_IF ( q , fn , _NV_TARGET_DISPATCH_HANDLE10 ( __VA_ARGS__ ) )") \
-  X(_NV_TARGET_DISPATCH_HANDLE14, "( q , fn , ... ) _NV_TARGET_IF ( q , fn , _NV_TARGET_DISPATCH_HANDLE12 ( __VA_ARGS__ ) )") \
-  X(_NV_TARGET_DISPATCH_HANDLE16, "( q , fn , ... ) _NV_TARGET_IF ( q , fn , _NV_TARGET_DISPATCH_HANDLE14 ( __VA_ARGS__ ) )") \
-  X(_NV_TARGET_DISPATCH_HANDLE18, "( q , fn , ... ) _NV_TARGET_IF ( q , fn , _NV_TARGET_DISPATCH_HANDLE16 ( __VA_ARGS__ ) )") \
-  X(_NV_TARGET_DISPATCH_HANDLE2, "( q , fn ) _NV_TARGET_IF ( q , fn )") \
-  X(_NV_TARGET_DISPATCH_HANDLE20, "( q , fn , ... ) _NV_TARGET_IF ( q , fn , _NV_TARGET_DISPATCH_HANDLE18 ( __VA_ARGS__ ) )") \
-  X(_NV_TARGET_DISPATCH_HANDLE22, "( q , fn , ... ) _NV_TARGET_IF ( q , fn , _NV_TARGET_DISPATCH_HANDLE20 ( __VA_ARGS__ ) )") \
-  X(_NV_TARGET_DISPATCH_HANDLE24, "( q , fn , ... ) _NV_TARGET_IF ( q , fn , _NV_TARGET_DISPATCH_HANDLE22 ( __VA_ARGS__ ) )") \
-  X(_NV_TARGET_DISPATCH_HANDLE26, "( q , fn , ... ) _NV_TARGET_IF ( q , fn , _NV_TARGET_DISPATCH_HANDLE24 ( __VA_ARGS__ ) )") \
-  X(_NV_TARGET_DISPATCH_HANDLE28, "( q , fn , ... ) _NV_TARGET_IF ( q , fn , _NV_TARGET_DISPATCH_HANDLE26 ( __VA_ARGS__ ) )") \
-  X(_NV_TARGET_DISPATCH_HANDLE30, "( q , fn , ... ) _NV_TARGET_IF ( q , fn , _NV_TARGET_DISPATCH_HANDLE28 ( __VA_ARGS__ ) )") \
-  X(_NV_TARGET_DISPATCH_HANDLE32, "( q , fn , ... ) _NV_TARGET_IF ( q , fn , _NV_TARGET_DISPATCH_HANDLE30 ( __VA_ARGS__ ) )") \
-  X(_NV_TARGET_DISPATCH_HANDLE34, "( q , fn , ... ) _NV_TARGET_IF ( q , fn , _NV_TARGET_DISPATCH_HANDLE32 ( __VA_ARGS__ ) )") \
-  X(_NV_TARGET_DISPATCH_HANDLE4, "( q , fn , ... ) _NV_TARGET_IF ( q , fn , _NV_TARGET_DISPATCH_HANDLE2 ( __VA_ARGS__ ) )") \
-  X(_NV_TARGET_DISPATCH_HANDLE6, "( q , fn , ... ) _NV_TARGET_IF ( q , fn , _NV_TARGET_DISPATCH_HANDLE4 ( __VA_ARGS__ ) )") \
-  X(_NV_TARGET_DISPATCH_HANDLE8, "( q , fn , ... ) _NV_TARGET_IF ( q , fn , _NV_TARGET_DISPATCH_HANDLE6 ( __VA_ARGS__ ) )") \
-  X(_NV_TARGET_IF, "( cond , t ) _NV_IF ( _NV_ARCH_COND_CAT ( cond ) , t , _NV_TARGET_EMPTY_PARAM )\n( cond , t , ... ) ( if target _NV_ARCH_COND ( cond ) { _NV_BLOCK_EXPAND ( t ) } else { _NV_BLOCK_EXPAND ( __VA_ARGS__ ) } )\n( cond , t , ... ) _NV_IF ( _NV_ARCH_COND_CAT ( cond ) , t , __VA_ARGS__ )") \
-  X(_NV_TEST_PAREN, "( ... ) _NV_TEST_PAREN1 ( __VA_ARGS__ )") \
-  X(_NV_TEST_PAREN1, "( ... ) _NV_TEST_PAREN2 ( _NV_TEST_PAREN_DUMMY __VA_ARGS__ )") \
-  X(_NV_TEST_PAREN2, "( ... ) _NV_TEST_PAREN3 ( _NV_CONCAT_EVAL ( _ , __VA_ARGS__ ) )") \
-  X(__CUDA_MINIMUM_ARCH__, "_NV_CONCAT_EVAL ( _NV_FIRST_ARG ( NV_TARGET_SM_INTEGER_LIST ) , 0 )\n__CUDA_ARCH__")
+  X(NV_DISPATCH_TARGET, \
+    "( ... ) _NV_TARGET_DISPATCH ( __VA_ARGS__ )") \
+  X(NV_IF_ELSE_TARGET, \
+    "( cond , t , f ) _NV_BLOCK_EXPAND ( _NV_TARGET_IF ( cond , t , f ) )\n" \
+    "( cond , t , f ) _NV_BLOCK_EXPAND ( _NV_TARGET_IF_ELSE ( cond , t , f ) )") \
+  X(NV_IF_TARGET, \
+    "( cond , ... ) _NV_BLOCK_EXPAND ( _NV_TARGET_IF ( cond , __VA_ARGS__ ) )\n" \
+    "( cond , t ) _NV_BLOCK_EXPAND ( _NV_TARGET_IF ( cond , t ) )") \
+  X(NV_TARGET_MINIMUM_SM_INTEGER, \
+    "_NV_CONCAT_EVAL ( _NV_TARGET_ARCH_TO_SM_ , __CUDA_ARCH__ )\n" \
+    "_NV_FIRST_ARG ( NV_TARGET_SM_INTEGER_LIST )") \
+  X(NV_TARGET_MINIMUM_SM_SELECTOR, \
+    "_NV_CONCAT_EVAL ( _NV_TARGET_ARCH_TO_SELECTOR_ , __CUDA_ARCH__ )\n" \
+    "_NV_FIRST_ARG ( NV_TARGET_SM_SELECTOR_LIST )") \
+  X(_NV_BLOCK_EXPAND, \
+    "( ... ) _NV_REMOVE_PAREN ( __VA_ARGS__ )\n" \
+    "( ... ) { _NV_REMOVE_PAREN ( __VA_ARGS__ ) }\n" \
+    "( x ) { x }") \
+  X(_NV_CONCAT_EVAL, \
+    "( l , r ) _NV_CONCAT_EVAL1 ( l , r )") \
+  X(_NV_CONCAT_EVAL1, \
+    "( l , r ) _NV_EVAL ( l ## r )") \
+  X(_NV_DISPATCH_N_ARY, \
+    "( name , ... ) _NV_DISPATCH_N_IMPL ( name , __VA_ARGS__ )") \
+  X(_NV_DISPATCH_N_IMPL, \
+    "( name , ... ) _NV_DISPATCH_N_IMPL0 ( _NV_NUM_ARGS ( __VA_ARGS__ ) , name , " \
+    "__VA_ARGS__ )") \
+  X(_NV_DISPATCH_N_IMPL0, \
+    "( depth , name , ... ) _NV_DISPATCH_N_IMPL1 ( _NV_CONCAT_EVAL ( name , depth ) , " \
+    "__VA_ARGS__ )") \
+  X(_NV_ISEMPTY, \
+    "( ... ) _NV_ISEMPTY0 ( _NV_EVAL ( _NV_HAS_COMMA ( __VA_ARGS__ ) ) , _NV_EVAL ( " \
+    "_NV_HAS_COMMA ( _NV_TRIGGER_PARENTHESIS_ __VA_ARGS__ ) ) , _NV_EVAL ( " \
+    "_NV_HAS_COMMA ( __VA_ARGS__ ( ) ) ) , _NV_EVAL ( _NV_HAS_COMMA ( " \
+    "_NV_TRIGGER_PARENTHESIS_ __VA_ARGS__ ( ) ) ) )") \
+  X(_NV_ISEMPTY0, \
+    "( _0 , _1 , _2 , _3 ) _NV_HAS_COMMA ( _NV_PASTE5 ( _NV_IS_EMPTY_CASE_ , _0 , _1 " \
+    ", _2 , _3 ) )") \
+  X(_NV_NUM_ARGS, \
+    "( ... ) _NV_NUM_ARGS0 ( __VA_ARGS__ )") \
+  X(_NV_NUM_ARGS0, \
+    "( ... ) _NV_EVAL ( _NV_NUM_ARGS1 ( __VA_ARGS__ ) )") \
+  X(_NV_NUM_ARGS1, \
+    "( ... ) _NV_IF ( _NV_ISEMPTY ( __VA_ARGS__ ) , 0 , _NV_NUM_ARGS2 ( __VA_ARGS__ ) " \
+    ")") \
+  X(_NV_PASTE5, \
+    "( _0 , _1 , _2 , _3 , _4 ) _0 ## _1 ## _2 ## _3 ## _4") \
+  X(_NV_REMOVE_PAREN, \
+    "( ... ) _NV_REMOVE_PAREN1 ( __VA_ARGS__ )") \
+  X(_NV_REMOVE_PAREN1, \
+    "( ... ) _NV_STRIP_PAREN ( _NV_IF ( _NV_TEST_PAREN ( __VA_ARGS__ ) , ( " \
+    "_NV_STRIP_PAREN ( __VA_ARGS__ ) ) , ( __VA_ARGS__ ) ) )") \
+  X(_NV_TARGET_DISPATCH, \
+    "( ... ) _NV_BLOCK_EXPAND ( _NV_DISPATCH_N_ARY ( _NV_TARGET_DISPATCH_HANDLE , " \
+    "__VA_ARGS__ ) )") \
+  X(_NV_TARGET_DISPATCH_HANDLE10, \
+    "( q , fn , ... ) _NV_TARGET_IF ( q , fn , _NV_TARGET_DISPATCH_HANDLE8 ( " \
+    "__VA_ARGS__ ) )") \
+  X(_NV_TARGET_DISPATCH_HANDLE12, \
+    "( q , fn , ... ) _NV_TARGET_IF ( q , fn , _NV_TARGET_DISPATCH_HANDLE10 ( " \
+    "__VA_ARGS__ ) )") \
+  X(_NV_TARGET_DISPATCH_HANDLE14, \
+    "( q , fn , ... ) _NV_TARGET_IF ( q , fn , _NV_TARGET_DISPATCH_HANDLE12 ( " \
+    "__VA_ARGS__ ) )") \
+  X(_NV_TARGET_DISPATCH_HANDLE16, \
+    "( q , fn , ... ) _NV_TARGET_IF ( q , fn , _NV_TARGET_DISPATCH_HANDLE14 ( " \
+    "__VA_ARGS__ ) )") \
+  X(_NV_TARGET_DISPATCH_HANDLE18, \
+    "( q , fn , ... ) _NV_TARGET_IF ( q , fn , _NV_TARGET_DISPATCH_HANDLE16 ( " \
+    "__VA_ARGS__ ) )") \
+  X(_NV_TARGET_DISPATCH_HANDLE2, \
+    "( q , fn ) _NV_TARGET_IF ( q , fn )") \
+  X(_NV_TARGET_DISPATCH_HANDLE20, \
+    "( q , fn , ... ) _NV_TARGET_IF ( q , fn , _NV_TARGET_DISPATCH_HANDLE18 ( " \
+    "__VA_ARGS__ ) )") \
+  X(_NV_TARGET_DISPATCH_HANDLE22, \
+    "( q , fn , ... ) _NV_TARGET_IF ( q , fn , _NV_TARGET_DISPATCH_HANDLE20 ( " \
+    "__VA_ARGS__ ) )") \
+  X(_NV_TARGET_DISPATCH_HANDLE24, \
+    "( q , fn , ... ) _NV_TARGET_IF ( q , fn , _NV_TARGET_DISPATCH_HANDLE22 ( " \
+    "__VA_ARGS__ ) )") \
+  X(_NV_TARGET_DISPATCH_HANDLE26, \
+    "( q , fn , ... ) _NV_TARGET_IF ( q , fn , _NV_TARGET_DISPATCH_HANDLE24 ( " \
+    "__VA_ARGS__ ) )") \
+  X(_NV_TARGET_DISPATCH_HANDLE28, \
+    "( q , fn , ... ) _NV_TARGET_IF ( q , fn , _NV_TARGET_DISPATCH_HANDLE26 ( " \
+    "__VA_ARGS__ ) )") \
+  X(_NV_TARGET_DISPATCH_HANDLE30, \
+    "( q , fn , ... ) _NV_TARGET_IF ( q , fn , _NV_TARGET_DISPATCH_HANDLE28 ( " \
+    "__VA_ARGS__ ) )") \
+  X(_NV_TARGET_DISPATCH_HANDLE32, \
+    "( q , fn , ... ) _NV_TARGET_IF ( q , fn , _NV_TARGET_DISPATCH_HANDLE30 ( " \
+    "__VA_ARGS__ ) )") \
+  X(_NV_TARGET_DISPATCH_HANDLE34, \
+    "( q , fn , ... ) _NV_TARGET_IF ( q , fn , _NV_TARGET_DISPATCH_HANDLE32 ( " \
+    "__VA_ARGS__ ) )") \
+  X(_NV_TARGET_DISPATCH_HANDLE4, \
+    "( q , fn , ... ) _NV_TARGET_IF ( q , fn , _NV_TARGET_DISPATCH_HANDLE2 ( " \
+    "__VA_ARGS__ ) )") \
+  X(_NV_TARGET_DISPATCH_HANDLE6, \
+    "( q , fn , ... ) _NV_TARGET_IF ( q , fn , _NV_TARGET_DISPATCH_HANDLE4 ( " \
+    "__VA_ARGS__ ) )") \
+  X(_NV_TARGET_DISPATCH_HANDLE8, \
+    "( q , fn , ... ) _NV_TARGET_IF ( q , fn , _NV_TARGET_DISPATCH_HANDLE6 ( " \
+    "__VA_ARGS__ ) )") \
+  X(_NV_TARGET_IF, \
+    "( cond , t ) _NV_IF ( _NV_ARCH_COND_CAT ( cond ) , t , _NV_TARGET_EMPTY_PARAM )\n" \
+    "( cond , t , ... ) ( if target _NV_ARCH_COND ( cond ) { _NV_BLOCK_EXPAND ( t ) } " \
+    "else { _NV_BLOCK_EXPAND ( __VA_ARGS__ ) } )\n" \
+    "( cond , t , ... ) _NV_IF ( _NV_ARCH_COND_CAT ( cond ) , t , __VA_ARGS__ )") \
+  X(_NV_TEST_PAREN, \
+    "( ... ) _NV_TEST_PAREN1 ( __VA_ARGS__ )") \
+  X(_NV_TEST_PAREN1, \
+    "( ... ) _NV_TEST_PAREN2 ( _NV_TEST_PAREN_DUMMY __VA_ARGS__ )") \
+  X(_NV_TEST_PAREN2, \
+    "( ... ) _NV_TEST_PAREN3 ( _NV_CONCAT_EVAL ( _ , __VA_ARGS__ ) )") \
+  X(__CUDA_MINIMUM_ARCH__, \
+    "_NV_CONCAT_EVAL ( _NV_FIRST_ARG ( NV_TARGET_SM_INTEGER_LIST ) , 0 )\n" \
+    "__CUDA_ARCH__")
 
 #endif /* T4A_NVRTC_NVRTC_PREDEFINED_H_ */
