@@ -191,28 +191,23 @@ t4a_status t4a_host_fn_refuse_(const char *what) {
                         what);
 }
 
-static t4a_status scope_enter(t4a_ctx_scope *scope, t4a_ctx_holder *holder,
-                              t4a_counters *counters, t4a_counter_shard_ *shard, int borrowed) {
-  if (scope == NULL || holder == NULL) {
-    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "scope or holder is NULL");
-  }
-  memset(scope, 0, sizeof *scope); /* what a failure leaves: exit is then a no-op */
-  if (T4A_UNLIKELY(t_host_fn_depth > 0)) return t4a_host_fn_refuse_("activating a context");
+/* Makes the holder's context current unless it is, counts that, and fills the scope (the
+ * caller checked the holder; borrowed: no reference of the scope's own). On failure the scope
+ * is as it was. Inline: the admissions' path (t4a_ctx_scope_enter_counted_) is a leaf. */
+static inline t4a_status activate(t4a_ctx_scope *scope, t4a_ctx_holder *holder,
+                                  t4a_counters *counters, t4a_counter_shard_ *shard, int borrowed) {
   t4a_driver *d = holder->driver;
-  if (T4A_UNLIKELY(holder_is_stale(
-          holder, atomic_load_explicit(&d->faults[holder->ordinal].state, memory_order_acquire)))) {
-    /* The objects of a context that was reset never call the driver under it again: their drop
-     * paths find no scope and leak (counted), as after any failed activation. */
-    return t4a_ctx_holder_check(holder);
-  }
   if (counters == NULL) counters = &d->counters;
   CUcontext prev = NULL;
   t4a_status st = T4A_CU(d, cuCtxGetCurrent, &prev);
   if (st != T4A_OK) return st;
   int switched = prev != holder->ctx;
-  if (switched && (st = T4A_CU(d, cuCtxSetCurrent, holder->ctx)) != T4A_OK) return st;
-  t4a_counter_id id = switched ? T4A_COUNTER_ctx_activations : T4A_COUNTER_ctx_activations_skipped;
-  t4a_counter_add_owned_(counters, shard, id, 1);
+  if (T4A_UNLIKELY(switched)) {
+    if ((st = T4A_CU(d, cuCtxSetCurrent, holder->ctx)) != T4A_OK) return st;
+    t4a_counter_add_owned_(counters, shard, T4A_COUNTER_ctx_activations, 1);
+  } else {
+    t4a_counter_add_owned_(counters, shard, T4A_COUNTER_ctx_activations_skipped, 1);
+  }
   if (!borrowed) atomic_fetch_add_explicit(&holder->refs, 1, memory_order_relaxed);
   scope->priv_borrowed = borrowed;
   scope->priv_prev = prev;
@@ -222,44 +217,42 @@ static t4a_status scope_enter(t4a_ctx_scope *scope, t4a_ctx_holder *holder,
   return T4A_OK;
 }
 
+static t4a_status scope_enter(t4a_ctx_scope *scope, t4a_ctx_holder *holder,
+                              t4a_counters *counters, int borrowed) {
+  if (scope == NULL || holder == NULL) {
+    return t4a_error_set_(T4A_INVALID_ARGUMENT, NULL, 0, NULL, 0, "scope or holder is NULL");
+  }
+  memset(scope, 0, sizeof *scope); /* what a failure leaves: exit is then a no-op */
+  if (T4A_UNLIKELY(t_host_fn_depth > 0)) return t4a_host_fn_refuse_("activating a context");
+  if (T4A_UNLIKELY(holder_is_stale(holder, atomic_load_explicit(
+                                               &holder->driver->faults[holder->ordinal].state,
+                                               memory_order_acquire)))) {
+    /* The objects of a context that was reset never call the driver under it again: their drop
+     * paths find no scope and leak (counted), as after any failed activation. */
+    return t4a_ctx_holder_check(holder);
+  }
+  return activate(scope, holder, counters, NULL, borrowed);
+}
+
 t4a_status t4a_ctx_scope_enter(t4a_ctx_scope *scope, t4a_ctx_holder *holder,
                                t4a_counters *counters) {
-  return scope_enter(scope, holder, counters, NULL, 0);
+  return scope_enter(scope, holder, counters, 0);
 }
 
 t4a_status t4a_ctx_scope_enter_borrowed(t4a_ctx_scope *scope, t4a_ctx_holder *holder,
                                         t4a_counters *counters) {
-  return scope_enter(scope, holder, counters, NULL, 1);
+  return scope_enter(scope, holder, counters, 1);
 }
 
 t4a_status t4a_ctx_scope_enter_counted_(t4a_ctx_scope *scope, t4a_ctx_holder *holder,
                                         t4a_counters *counters, t4a_counter_shard_ *shard) {
-  t4a_driver *d = holder->driver;
-  if (counters == NULL) counters = &d->counters;
   /* The lane check (one load): anything but healthy is refused as t4a_ctx_holder_check says. */
-  unsigned state = atomic_load_explicit(&d->faults[holder->ordinal].state, memory_order_acquire);
-  t4a_status st = T4A_OK;
-  if (T4A_UNLIKELY(state != holder->healthy)) {
-    st = t4a_ctx_holder_check(holder);
-    goto fail;
-  }
-  CUcontext prev = NULL;
-  if ((st = T4A_CU(d, cuCtxGetCurrent, &prev)) != T4A_OK) goto fail;
-  int switched = prev != holder->ctx;
-  if (T4A_UNLIKELY(switched)) {
-    if ((st = T4A_CU(d, cuCtxSetCurrent, holder->ctx)) != T4A_OK) goto fail;
-    t4a_counter_add_owned_(counters, shard, T4A_COUNTER_ctx_activations, 1);
-  } else {
-    t4a_counter_add_owned_(counters, shard, T4A_COUNTER_ctx_activations_skipped, 1);
-  }
-  scope->priv_borrowed = 1;
-  scope->priv_prev = prev;
-  scope->priv_ctx = holder->ctx;
-  scope->priv_holder = holder;
-  scope->priv_switched = switched;
-  return T4A_OK;
-fail:
-  memset(scope, 0, sizeof *scope); /* cleared: exit is a no-op */
+  unsigned state =
+      atomic_load_explicit(&holder->driver->faults[holder->ordinal].state, memory_order_acquire);
+  t4a_status st = T4A_LIKELY(state == holder->healthy)
+                      ? activate(scope, holder, counters, shard, 1)
+                      : t4a_ctx_holder_check(holder);
+  if (st != T4A_OK) memset(scope, 0, sizeof *scope); /* cleared: exit is a no-op */
   return st;
 }
 

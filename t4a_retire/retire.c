@@ -697,6 +697,15 @@ void t4a_admission_keep(t4a_admission *adm, t4a_keepalive k) {
   }
 }
 
+/* The warm case of a borrowed keepalive: the epoch holds the object already (a recent one) and
+ * the admission is within its reservation; then it is counted as such and 1 is returned. */
+static inline int keep_warm(t4a_admission *adm, const epoch *e, const void *object) {
+  if (adm->priv_kept >= adm->priv_reserved || !epoch_recent(e, object)) return 0;
+  adm->priv_kept++;
+  adm->priv_deduplicated++;
+  return 1;
+}
+
 /* One borrowed keepalive into epoch e (the admission's, lock held). */
 static void keep_borrowed(t4a_admission *adm, t4a_retire *r, epoch *e, t4a_keepalive k,
                           void (*retain)(void *)) {
@@ -720,11 +729,7 @@ void t4a_admission_keep_borrowed(t4a_admission *adm, t4a_keepalive k, void (*ret
   if (adm == NULL || adm->priv_retire == NULL || k.release == NULL || retain == NULL) return;
   t4a_retire *r = adm->priv_retire;
   epoch *e = r->capturing ? &r->capture : &r->open;
-  if (adm->priv_kept < adm->priv_reserved && k.object != NULL && epoch_recent(e, k.object)) {
-    adm->priv_kept++; /* held already (the warm case) */
-    adm->priv_deduplicated++;
-    return;
-  }
+  if (k.object != NULL && keep_warm(adm, e, k.object)) return;
   keep_borrowed(adm, r, e, k, retain);
 }
 
@@ -749,12 +754,10 @@ void t4a_admission_keep_borrowed_n_(t4a_admission *adm, void *const *objects, ui
   for (uint32_t i = 0; i < n; i++) {
     void *o = objects[i];
     if (o == NULL) continue;
-    if (adm->priv_kept >= adm->priv_reserved || !epoch_recent(e, o)) {
+    if (!keep_warm(adm, e, o)) {
       keep_borrowed_rest(adm, r, e, objects + i, n - i, release, retain);
       return;
     }
-    adm->priv_kept++;
-    adm->priv_deduplicated++;
   }
 }
 
