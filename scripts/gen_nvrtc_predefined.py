@@ -8,7 +8,10 @@ could paste __has_include together out of the caller's tokens where the include 
 `##` (docs/design.md §11, "Macros NVRTC predefines"). This script reads every #define of the
 built-in libraries, finds those with a `##` between two parameters, and closes the set over the
 predefined macros whose bodies name one; it writes the sorted names, as an X-macro list, into
-t4a_nvrtc/nvrtc_predefined.h.
+t4a_nvrtc/nvrtc_predefined.h. It also writes every #define of the libraries (each distinct one,
+normalized) as a second list, which the include check reads as if a text defined them (a
+built-in that hands back a name, an alias, or a paster whose name is pasted, passes a caller's
+tokens to a paste the check must see).
 
   scripts/gen_nvrtc_predefined.py            regenerate from the toolkit's libnvrtc-builtins
   scripts/gen_nvrtc_predefined.py --check    fail if the file differs from what the installed
@@ -133,6 +136,42 @@ def render(names, paths, defs):
         return out
     for i, n in enumerate(names):
         lines += entry(n, i + 1 == len(names))
+    lines += ["",
+              "/* Every #define of the libraries: X(\"name\", \"parameters\", \"body\") for each distinct",
+              " * one, normalized as above, sorted by name; parameters \"( a , b )\" for a function-like",
+              " * macro, \"\" for an object-like one. */",
+              "#define T4A_NVRTC_BUILTIN_DEFINES(X) \\"]
+    every = []
+    for n in sorted(defs):
+        for t in sorted(set(defs[n])):
+            params, body = "", t
+            if t.startswith("("):
+                close = t.index(")")
+                params, body = normalized(t[:close + 1]), t[close + 1:]
+            every.append((n, params, normalized(body)))
+    every = sorted(set(every))
+    def chunks(text):
+        """text as string pieces of at most about 80 bytes, split after spaces."""
+        out, cur = [], ""
+        for w in text.split(" "):
+            if cur and len(cur) + 1 + len(w) > 80:
+                out.append(cur + " ")
+                cur = w
+            else:
+                cur = cur + " " + w if cur else w
+        return out + [cur]
+    for i, (n, params, body) in enumerate(every):
+        tail = ")" + ("" if i + 1 == len(every) else " \\")
+        one = "  X(%s, %s, %s)" % (c_string(n), c_string(params), c_string(body))
+        if len(one) + len(tail) - 1 <= 100:
+            lines.append(one[:-1] + tail)
+            continue
+        args = [c_string(n) + ","] + [c_string(c) for c in chunks(params)]
+        args[-1] += ","
+        args += [c_string(c) for c in chunks(body)]
+        lines.append("  X(%s \\" % args[0])
+        for k, a in enumerate(args[1:]):
+            lines.append("    %s%s" % (a, tail if k + 2 == len(args) else " \\"))
     lines += ["", "#endif /* T4A_NVRTC_NVRTC_PREDEFINED_H_ */"]
     return "\n".join(lines) + "\n"
 
@@ -151,11 +190,13 @@ def main():
                   "installed NVRTC predefines; run scripts/gen_nvrtc_predefined.py", file=sys.stderr)
             return 1
         print("nvrtc predefined check: ok (%d macros that paste, from %s)" %
-              (want.count("  X("), ", ".join(os.path.basename(p) for p in paths)))
+              (want.split("T4A_NVRTC_BUILTIN_DEFINES")[0].count("  X("), ", ".join(os.path.basename(p) for p in paths)))
         return 0
     with open(OUT, "w") as f:
         f.write(want)
-    print("wrote %s (%d names)" % (os.path.relpath(OUT, ROOT), want.count("  X(")))
+    print("wrote %s (%d macros that paste, %d definitions)" %
+          (os.path.relpath(OUT, ROOT), want.split("T4A_NVRTC_BUILTIN_DEFINES")[0].count("  X("),
+           want.split("T4A_NVRTC_BUILTIN_DEFINES")[1].count("  X(")))
     return 0
 
 

@@ -49,6 +49,14 @@ static const char *const k_predefined_defs[] = {T4A_NVRTC_PREDEFINED_PASTERS(PRE
 #define NUM_PREDEFINED (sizeof k_predefined / sizeof k_predefined[0])
 _Static_assert(NUM_PREDEFINED <= 64, "scan.predefined_used has a bit per predefined paster");
 
+/* Every #define of NVRTC's built-in headers (nvrtc_predefined.h), which a check with roots reads
+ * as if a text defined them, ahead of the texts' own (design §11, "Macros NVRTC predefines"). */
+#define BUILTIN_MACRO_(n, params, body) \
+  {n, params, body, sizeof n - 1, sizeof params - 1, sizeof body - 1, sizeof params > 1},
+static const t4a_nvrtc_macro_ k_builtin_macros[] = {T4A_NVRTC_BUILTIN_DEFINES(BUILTIN_MACRO_)};
+#undef BUILTIN_MACRO_
+#define NUM_BUILTIN_MACROS (sizeof k_builtin_macros / sizeof k_builtin_macros[0])
+
 /* A sieve before the search: a bit per hash of the first three bytes of every name (NV_, _NV,
  * __C for NVRTC 13.0's), so that most identifiers of the toolkit's headers, which start with _
  * too, are answered by one load. Made once, on first use (idempotent: a racing thread makes the
@@ -739,9 +747,10 @@ typedef struct scan {
   int open_body; /* some #define's body opens a parenthesis it does not close */
   /* Every #define of the texts scanned (name, function-like or not, body), for computed
    * includes in root files, which are resolved by expanding their object-like macros over every
-   * definition seen (each alternative checked and followed like a literal include). */
+   * definition seen (each alternative checked and followed like a literal include). With
+   * roots, NVRTC's built-in definitions come first: defs[0, num_builtin). */
   t4a_nvrtc_macro_ *defs;
-  size_t num_defs, defs_cap;
+  size_t num_defs, defs_cap, num_builtin;
   struct pending {
     const char *ops; /* the operand's text */
     size_t ops_len, line;
@@ -2234,8 +2243,8 @@ static int expand_text(const scan *s, const char *p, size_t n, int depth, const 
     }
     int self = 1;
     if (kind == 'i' && tn > 4 && t[0] == '_' && t[1] == '_' && t[tn - 1] == '_' && t[tn - 2] == '_') {
-      int defined = 0;
-      for (size_t d = 0; d < s->num_defs && !defined; d++) {
+      int defined = 0; /* by a text: a built-in __NAME__ may be the compiler's instead */
+      for (size_t d = s->num_builtin; d < s->num_defs && !defined; d++) {
         defined = s->defs[d].name_len == tn && memcmp(s->defs[d].name, t, tn) == 0;
       }
       if (!defined) { /* __FILE__, __DATE__, ...: a value the definitions do not show */
@@ -2543,6 +2552,25 @@ static t4a_status scan_request_texts(scan *s) {
   return st;
 }
 
+/* Puts NVRTC's own definitions ahead of the texts' (once, with roots), read as a text's would
+ * be: a built-in that hands back a name (_NV_EVAL(K)(...)), an alias, or a paster whose name is
+ * pasted passes a caller's tokens to a paste that the expansion, the roots' second pass and the
+ * computed includes must see. Only those read the definitions, so a check that runs none of them
+ * (no ##, no computed include) never copies them. */
+static t4a_status add_builtins(scan *s) {
+  if (s->num_builtin > 0 || s->num_roots == 0) return T4A_OK;
+  size_t n = s->num_defs + NUM_BUILTIN_MACROS;
+  t4a_nvrtc_macro_ *defs = t4a_host_malloc(n * sizeof *defs);
+  if (defs == NULL) return T4A_HOST_OUT_OF_MEMORY;
+  memcpy(defs, k_builtin_macros, sizeof k_builtin_macros);
+  if (s->num_defs > 0) memcpy(defs + NUM_BUILTIN_MACROS, s->defs, s->num_defs * sizeof *defs);
+  free(s->defs);
+  s->defs = defs;
+  s->num_defs = s->defs_cap = n;
+  s->num_builtin = NUM_BUILTIN_MACROS;
+  return T4A_OK;
+}
+
 t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p) {
   const t4a_nvrtc_request *r = p->req;
   scan s;
@@ -2586,6 +2614,7 @@ t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p) {
     }
     /* Computed includes: resolved over every definition of the files reached so far; what they
      * reach joins the scan, whose definitions can widen them again: to a fixed point. */
+    if (st == T4A_OK && s.num_pend > 0) st = add_builtins(&s);
     if (st == T4A_OK && s.num_pend > 0) {
       size_t before = s.queue_len;
       for (size_t i = 0; st == T4A_OK && i < s.num_pend; i++) st = resolve_pending(&s, &s.pend[i]);
@@ -2599,6 +2628,7 @@ t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p) {
         atomic_load(&g_skip_second) && !pieces_join_with(&s, 1, &unused)) {
       second = 0;
     }
+    if (st == T4A_OK && second) st = add_builtins(&s);
     if (st == T4A_OK && second) {
       /* The second pass looks up the function-like macros' names. */
       st = build_func_set(&s);
@@ -2622,7 +2652,7 @@ t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p) {
     if (!((s.predefined_used >> k) & 1)) continue;
     int defined = 0;
     size_t kn = strlen(k_predefined[k]);
-    for (size_t d = 0; d < s.num_defs && !defined; d++) {
+    for (size_t d = s.num_builtin; d < s.num_defs && !defined; d++) {
       defined = s.defs[d].name_len == kn && memcmp(s.defs[d].name, k_predefined[k], kn) == 0;
     }
     if (!defined) {
@@ -2633,7 +2663,7 @@ t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p) {
     }
     /* Every text definition of it must be one of NVRTC's own (as the toolkit's nv/target's
      * are): NVRTC may use its own where a text's is not applied, and the check reads the text's. */
-    for (size_t d = 0; st == T4A_OK && d < s.num_defs; d++) {
+    for (size_t d = s.num_builtin; st == T4A_OK && d < s.num_defs; d++) {
       if (s.defs[d].name_len != kn || memcmp(s.defs[d].name, k_predefined[k], kn) != 0) continue;
       int m = predefined_def_matches(&s.defs[d], k);
       if (m < 0) {
@@ -2649,6 +2679,7 @@ t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p) {
     }
   }
   /* pastes that join the request's own tokens with the roots' definitions */
+  if (st == T4A_OK && s.num_roots > 0 && s.pasted) st = add_builtins(&s);
   if (st == T4A_OK && s.num_roots > 0 && s.pasted) st = check_request_pastes(&s);
   for (size_t k = 0; st == T4A_OK && s.pasted && k < s.num_wrappers; k++) {
     if (strpbrk(s.wrappers[k], "0123456789") != NULL) {

@@ -128,4 +128,1034 @@
     "_NV_CONCAT_EVAL ( _NV_FIRST_ARG ( NV_TARGET_SM_INTEGER_LIST ) , 0 )\n" \
     "__CUDA_ARCH__")
 
+/* Every #define of the libraries: X("name", "parameters", "body") for each distinct
+ * one, normalized as above, sorted by name; parameters "( a , b )" for a function-like
+ * macro, "" for an object-like one. */
+#define T4A_NVRTC_BUILTIN_DEFINES(X) \
+  X("CUDARTAPI", "", "") \
+  X("CUDARTAPI", "", "__stdcall") \
+  X("CUDARTAPI_CDECL", "", "") \
+  X("CUDARTAPI_CDECL", "", "__cdecl") \
+  X("CUDART_CB", "", "") \
+  X("CUDART_CB", "", "__stdcall") \
+  X("CUDART_DEVICE", "", "") \
+  X("CUDART_DEVICE", "", "__device__") \
+  X("CUDART_VERSION", "", "13000") \
+  X("CUDA_IPC_HANDLE_SIZE", "", "64") \
+  X("CU_UUID_HAS_BEEN_DEFINED", "", "") \
+  X("NOMINMAX", "", "") \
+  X("NULL", "", "0") \
+  X("NV_ANY_TARGET", "", "__NV_ANY_TARGET") \
+  X("NV_DISPATCH_TARGET", "( ... )", "_NV_TARGET_DISPATCH ( __VA_ARGS__ )") \
+  X("NV_HAS_FEATURE_SM_100a", "", "NV_NO_TARGET") \
+  X("NV_HAS_FEATURE_SM_100a", "", "__NV_HAS_FEATURE_SM_100a") \
+  X("NV_HAS_FEATURE_SM_101a", "", "NV_NO_TARGET") \
+  X("NV_HAS_FEATURE_SM_101a", "", "__NV_HAS_FEATURE_SM_101a") \
+  X("NV_HAS_FEATURE_SM_90a", "", "NV_NO_TARGET") \
+  X("NV_HAS_FEATURE_SM_90a", "", "__NV_HAS_FEATURE_SM_90a") \
+  X("NV_IF_ELSE_TARGET", \
+    "( cond , t , f )", \
+    "_NV_BLOCK_EXPAND ( _NV_TARGET_IF ( cond , t , f ) )") \
+  X("NV_IF_ELSE_TARGET", \
+    "( cond , t , f )", \
+    "_NV_BLOCK_EXPAND ( _NV_TARGET_IF_ELSE ( cond , t , f ) )") \
+  X("NV_IF_TARGET", "( cond , ... )", "_NV_BLOCK_EXPAND ( _NV_TARGET_IF ( cond , __VA_ARGS__ ) )") \
+  X("NV_IF_TARGET", "( cond , t )", "_NV_BLOCK_EXPAND ( _NV_TARGET_IF ( cond , t ) )") \
+  X("NV_INT_OR_BOOL", "", "bool") \
+  X("NV_INT_OR_BOOL", "", "int") \
+  X("NV_IS_DEVICE", "", "__NV_IS_DEVICE") \
+  X("NV_IS_EXACTLY_SM_100", "", "__NV_IS_EXACTLY_SM_100") \
+  X("NV_IS_EXACTLY_SM_101", "", "__NV_IS_EXACTLY_SM_101") \
+  X("NV_IS_EXACTLY_SM_103", "", "__NV_IS_EXACTLY_SM_103") \
+  X("NV_IS_EXACTLY_SM_110", "", "__NV_IS_EXACTLY_SM_110") \
+  X("NV_IS_EXACTLY_SM_120", "", "__NV_IS_EXACTLY_SM_120") \
+  X("NV_IS_EXACTLY_SM_35", "", "__NV_IS_EXACTLY_SM_35") \
+  X("NV_IS_EXACTLY_SM_37", "", "__NV_IS_EXACTLY_SM_37") \
+  X("NV_IS_EXACTLY_SM_50", "", "__NV_IS_EXACTLY_SM_50") \
+  X("NV_IS_EXACTLY_SM_52", "", "__NV_IS_EXACTLY_SM_52") \
+  X("NV_IS_EXACTLY_SM_53", "", "__NV_IS_EXACTLY_SM_53") \
+  X("NV_IS_EXACTLY_SM_60", "", "__NV_IS_EXACTLY_SM_60") \
+  X("NV_IS_EXACTLY_SM_61", "", "__NV_IS_EXACTLY_SM_61") \
+  X("NV_IS_EXACTLY_SM_62", "", "__NV_IS_EXACTLY_SM_62") \
+  X("NV_IS_EXACTLY_SM_70", "", "__NV_IS_EXACTLY_SM_70") \
+  X("NV_IS_EXACTLY_SM_72", "", "__NV_IS_EXACTLY_SM_72") \
+  X("NV_IS_EXACTLY_SM_75", "", "__NV_IS_EXACTLY_SM_75") \
+  X("NV_IS_EXACTLY_SM_80", "", "__NV_IS_EXACTLY_SM_80") \
+  X("NV_IS_EXACTLY_SM_86", "", "__NV_IS_EXACTLY_SM_86") \
+  X("NV_IS_EXACTLY_SM_87", "", "__NV_IS_EXACTLY_SM_87") \
+  X("NV_IS_EXACTLY_SM_89", "", "__NV_IS_EXACTLY_SM_89") \
+  X("NV_IS_EXACTLY_SM_90", "", "__NV_IS_EXACTLY_SM_90") \
+  X("NV_IS_HOST", "", "__NV_IS_HOST") \
+  X("NV_MATH_BEGIN_NAMESPACE_STD", "", "") \
+  X("NV_MATH_BEGIN_NAMESPACE_STD", "", "_LIBCPP_BEGIN_NAMESPACE_STD namespace __math {") \
+  X("NV_MATH_END_NAMESPACE_STD", "", "") \
+  X("NV_MATH_END_NAMESPACE_STD", "", "} _LIBCPP_END_NAMESPACE_STD") \
+  X("NV_MATH_NOEXCEPT", "", "") \
+  X("NV_MATH_NOEXCEPT", "", "_NOEXCEPT") \
+  X("NV_MATH_NOEXCEPT_OR_THROW", "", "_NOEXCEPT") \
+  X("NV_MATH_NOEXCEPT_OR_THROW", "", "throw ( )") \
+  X("NV_NO_TARGET", "", "__NV_NO_TARGET") \
+  X("NV_PROVIDES_SM_100", "", "__NV_PROVIDES_SM_100") \
+  X("NV_PROVIDES_SM_101", "", "__NV_PROVIDES_SM_101") \
+  X("NV_PROVIDES_SM_103", "", "__NV_PROVIDES_SM_103") \
+  X("NV_PROVIDES_SM_110", "", "__NV_PROVIDES_SM_110") \
+  X("NV_PROVIDES_SM_120", "", "__NV_PROVIDES_SM_120") \
+  X("NV_PROVIDES_SM_35", "", "__NV_PROVIDES_SM_35") \
+  X("NV_PROVIDES_SM_37", "", "__NV_PROVIDES_SM_37") \
+  X("NV_PROVIDES_SM_50", "", "__NV_PROVIDES_SM_50") \
+  X("NV_PROVIDES_SM_52", "", "__NV_PROVIDES_SM_52") \
+  X("NV_PROVIDES_SM_53", "", "__NV_PROVIDES_SM_53") \
+  X("NV_PROVIDES_SM_60", "", "__NV_PROVIDES_SM_60") \
+  X("NV_PROVIDES_SM_61", "", "__NV_PROVIDES_SM_61") \
+  X("NV_PROVIDES_SM_62", "", "__NV_PROVIDES_SM_62") \
+  X("NV_PROVIDES_SM_70", "", "__NV_PROVIDES_SM_70") \
+  X("NV_PROVIDES_SM_72", "", "__NV_PROVIDES_SM_72") \
+  X("NV_PROVIDES_SM_75", "", "__NV_PROVIDES_SM_75") \
+  X("NV_PROVIDES_SM_80", "", "__NV_PROVIDES_SM_80") \
+  X("NV_PROVIDES_SM_86", "", "__NV_PROVIDES_SM_86") \
+  X("NV_PROVIDES_SM_87", "", "__NV_PROVIDES_SM_87") \
+  X("NV_PROVIDES_SM_89", "", "__NV_PROVIDES_SM_89") \
+  X("NV_PROVIDES_SM_90", "", "__NV_PROVIDES_SM_90") \
+  X("NV_TARGET_MINIMUM_SM_INTEGER", \
+    "", \
+    "_NV_CONCAT_EVAL ( _NV_TARGET_ARCH_TO_SM_ , __CUDA_ARCH__ )") \
+  X("NV_TARGET_MINIMUM_SM_INTEGER", "", "_NV_FIRST_ARG ( NV_TARGET_SM_INTEGER_LIST )") \
+  X("NV_TARGET_MINIMUM_SM_SELECTOR", \
+    "", \
+    "_NV_CONCAT_EVAL ( _NV_TARGET_ARCH_TO_SELECTOR_ , __CUDA_ARCH__ )") \
+  X("NV_TARGET_MINIMUM_SM_SELECTOR", "", "_NV_FIRST_ARG ( NV_TARGET_SM_SELECTOR_LIST )") \
+  X("STD", "", "") \
+  X("STD", "", "std : :") \
+  X("THROWBADALLOC", "", "") \
+  X("THROWBADALLOC", "", "throw ( ... )") \
+  X("THROWBADALLOC", "", "throw ( STD bad_alloc )") \
+  X("_ACRTIMP", "", "") \
+  X("_CRTIMP", "", "") \
+  X("_CRT_NONSTDC_NO_WARNINGS", "", "") \
+  X("_CRT_SECURE_NO_WARNINGS", "", "") \
+  X("_LIBCPP_INLINE_VISIBILITY", "", "") \
+  X("_NV_ARCH_COND", "( q )", "( _NV_TARGET_ ## q )") \
+  X("_NV_ARCH_COND_CAT", "( cond )", "_NV_EVAL ( _NV_ARCH_COND_CAT1 ( cond ) )") \
+  X("_NV_ARCH_COND_CAT1", "( cond )", "_NV_TARGET_BOOL_ ## cond") \
+  X("_NV_ARG32", "( ... )", "_NV_EVAL ( _NV_ARG32_0 ( __VA_ARGS__ ) )") \
+  X("_NV_ARG32_0", \
+    "( _0 , _1 , _2 , _3 , _4 , _5 , _6 , _7 , _8 , _9 , _10 , _11 , _12 , _13 , _14 " \
+    ", _15 , _16 , _17 , _18 , _19 , _20 , _21 , _22 , _23 , _24 , _25 , _26 , _27 , " \
+    "_28 , _29 , _30 , _31 , ... )", \
+    "_31") \
+  X("_NV_BITSET_ATTRIBUTE", "", "") \
+  X("_NV_BITSET_ATTRIBUTE", "", "[ [ nv : : __target_bitset ] ]") \
+  X("_NV_BLOCK_EXPAND", "( ... )", "_NV_REMOVE_PAREN ( __VA_ARGS__ )") \
+  X("_NV_BLOCK_EXPAND", "( ... )", "{ _NV_REMOVE_PAREN ( __VA_ARGS__ ) }") \
+  X("_NV_BLOCK_EXPAND", "( x )", "{ x }") \
+  X("_NV_COMPILER_CLANG_CUDA", "", "") \
+  X("_NV_COMPILER_NVCC", "", "") \
+  X("_NV_COMPILER_NVCXX", "", "") \
+  X("_NV_CONCAT_EVAL", "( l , r )", "_NV_CONCAT_EVAL1 ( l , r )") \
+  X("_NV_CONCAT_EVAL1", "( l , r )", "_NV_EVAL ( l ## r )") \
+  X("_NV_DEVICE_CHECK", "( q )", "( 0 )") \
+  X("_NV_DEVICE_CHECK", "( q )", "( false )") \
+  X("_NV_DEVICE_CHECK", "( q )", "( q )") \
+  X("_NV_DISPATCH_N_ARY", "( name , ... )", "_NV_DISPATCH_N_IMPL ( name , __VA_ARGS__ )") \
+  X("_NV_DISPATCH_N_IMPL", \
+    "( name , ... )", \
+    "_NV_DISPATCH_N_IMPL0 ( _NV_NUM_ARGS ( __VA_ARGS__ ) , name , __VA_ARGS__ )") \
+  X("_NV_DISPATCH_N_IMPL0", \
+    "( depth , name , ... )", \
+    "_NV_DISPATCH_N_IMPL1 ( _NV_CONCAT_EVAL ( name , depth ) , __VA_ARGS__ )") \
+  X("_NV_DISPATCH_N_IMPL1", "( name , ... )", "_NV_EVAL ( name ( __VA_ARGS__ ) )") \
+  X("_NV_EVAL", "( ... )", "_NV_EVAL1 ( __VA_ARGS__ )") \
+  X("_NV_EVAL", "( x )", "_NV_EVAL1 ( x )") \
+  X("_NV_EVAL1", "( ... )", "__VA_ARGS__") \
+  X("_NV_EVAL1", "( x )", "x") \
+  X("_NV_FIRST_ARG", "( x , ... )", "_NV_FIRST_ARG1 ( x )") \
+  X("_NV_FIRST_ARG1", "( x , ... )", "x") \
+  X("_NV_HAS_COMMA", \
+    "( ... )", \
+    "_NV_ARG32 ( __VA_ARGS__ , 1 , 1 , 1 , 1 , 1 , 1 , 1 , 1 , 1 , 1 , 1 , 1 , 1 , 1 " \
+    ", 1 , 1 , 1 , 1 , 1 , 1 , 1 , 1 , 1 , 1 , 1 , 1 , 1 , 1 , 1 , 1 , 0 )") \
+  X("_NV_IF", \
+    "( cond , t , f )", \
+    "_NV_IF1 ( _NV_EVAL ( cond ) , _NV_EVAL ( t ) , _NV_EVAL ( f ) )") \
+  X("_NV_IF1", "( cond , t , f )", "_NV_IF_EVAL ( cond , t , f )") \
+  X("_NV_IF_0", "( t , f )", "f") \
+  X("_NV_IF_1", "( t , f )", "t") \
+  X("_NV_IF_BIT", "( b )", "_NV_EVAL ( _NV_IF_ ## b )") \
+  X("_NV_IF_EVAL", "( cond , t , f )", "_NV_IF__EVAL ( _NV_IF_BIT ( cond ) , t , f )") \
+  X("_NV_IF__EVAL", "( fn , t , f )", "_NV_EVAL ( fn ( t , f ) )") \
+  X("_NV_ISEMPTY", \
+    "( ... )", \
+    "_NV_ISEMPTY0 ( _NV_EVAL ( _NV_HAS_COMMA ( __VA_ARGS__ ) ) , _NV_EVAL ( " \
+    "_NV_HAS_COMMA ( _NV_TRIGGER_PARENTHESIS_ __VA_ARGS__ ) ) , _NV_EVAL ( " \
+    "_NV_HAS_COMMA ( __VA_ARGS__ ( ) ) ) , _NV_EVAL ( _NV_HAS_COMMA ( " \
+    "_NV_TRIGGER_PARENTHESIS_ __VA_ARGS__ ( ) ) ) )") \
+  X("_NV_ISEMPTY0", \
+    "( _0 , _1 , _2 , _3 )", \
+    "_NV_HAS_COMMA ( _NV_PASTE5 ( _NV_IS_EMPTY_CASE_ , _0 , _1 , _2 , _3 ) )") \
+  X("_NV_IS_EMPTY_CASE_0001", "", ",") \
+  X("_NV_NUM_ARGS", "( ... )", "_NV_NUM_ARGS0 ( __VA_ARGS__ )") \
+  X("_NV_NUM_ARGS0", "( ... )", "_NV_EVAL ( _NV_NUM_ARGS1 ( __VA_ARGS__ ) )") \
+  X("_NV_NUM_ARGS1", \
+    "( ... )", \
+    "_NV_IF ( _NV_ISEMPTY ( __VA_ARGS__ ) , 0 , _NV_NUM_ARGS2 ( __VA_ARGS__ ) )") \
+  X("_NV_NUM_ARGS2", \
+    "( ... )", \
+    "_NV_ARG32 ( __VA_ARGS__ , 31 , 30 , 29 , 28 , 27 , 26 , 25 , 24 , 23 , 22 , 21 , " \
+    "20 , 19 , 18 , 17 , 16 , 15 , 14 , 13 , 12 , 11 , 10 , 9 , 8 , 7 , 6 , 5 , 4 , 3 " \
+    ", 2 , 1 , 0 )") \
+  X("_NV_PASTE5", "( _0 , _1 , _2 , _3 , _4 )", "_0 ## _1 ## _2 ## _3 ## _4") \
+  X("_NV_REMOVE_FIRST_ARGS", "( x , ... )", "_NV_REMOVE_FIRST_ARGS1 ( __VA_ARGS__ )") \
+  X("_NV_REMOVE_FIRST_ARGS1", "( ... )", "__VA_ARGS__") \
+  X("_NV_REMOVE_PAREN", "( ... )", "_NV_REMOVE_PAREN1 ( __VA_ARGS__ )") \
+  X("_NV_REMOVE_PAREN1", \
+    "( ... )", \
+    "_NV_STRIP_PAREN ( _NV_IF ( _NV_TEST_PAREN ( __VA_ARGS__ ) , ( _NV_STRIP_PAREN ( " \
+    "__VA_ARGS__ ) ) , ( __VA_ARGS__ ) ) )") \
+  X("_NV_STRIP_PAREN", "( ... )", "_NV_STRIP_PAREN1 ( __VA_ARGS__ )") \
+  X("_NV_STRIP_PAREN1", "( ... )", "_NV_STRIP_PAREN2 __VA_ARGS__") \
+  X("_NV_STRIP_PAREN2", "( ... )", "__VA_ARGS__") \
+  X("_NV_TARGET_ARCH_TO_SELECTOR_1000", "", "nv : : target : : sm_100") \
+  X("_NV_TARGET_ARCH_TO_SELECTOR_1010", "", "nv : : target : : sm_101") \
+  X("_NV_TARGET_ARCH_TO_SELECTOR_1030", "", "nv : : target : : sm_103") \
+  X("_NV_TARGET_ARCH_TO_SELECTOR_1100", "", "nv : : target : : sm_110") \
+  X("_NV_TARGET_ARCH_TO_SELECTOR_1200", "", "nv : : target : : sm_120") \
+  X("_NV_TARGET_ARCH_TO_SELECTOR_350", "", "nv : : target : : sm_35") \
+  X("_NV_TARGET_ARCH_TO_SELECTOR_370", "", "nv : : target : : sm_37") \
+  X("_NV_TARGET_ARCH_TO_SELECTOR_500", "", "nv : : target : : sm_50") \
+  X("_NV_TARGET_ARCH_TO_SELECTOR_520", "", "nv : : target : : sm_52") \
+  X("_NV_TARGET_ARCH_TO_SELECTOR_530", "", "nv : : target : : sm_53") \
+  X("_NV_TARGET_ARCH_TO_SELECTOR_600", "", "nv : : target : : sm_60") \
+  X("_NV_TARGET_ARCH_TO_SELECTOR_610", "", "nv : : target : : sm_61") \
+  X("_NV_TARGET_ARCH_TO_SELECTOR_620", "", "nv : : target : : sm_62") \
+  X("_NV_TARGET_ARCH_TO_SELECTOR_700", "", "nv : : target : : sm_70") \
+  X("_NV_TARGET_ARCH_TO_SELECTOR_720", "", "nv : : target : : sm_72") \
+  X("_NV_TARGET_ARCH_TO_SELECTOR_750", "", "nv : : target : : sm_75") \
+  X("_NV_TARGET_ARCH_TO_SELECTOR_800", "", "nv : : target : : sm_80") \
+  X("_NV_TARGET_ARCH_TO_SELECTOR_860", "", "nv : : target : : sm_86") \
+  X("_NV_TARGET_ARCH_TO_SELECTOR_870", "", "nv : : target : : sm_87") \
+  X("_NV_TARGET_ARCH_TO_SELECTOR_890", "", "nv : : target : : sm_89") \
+  X("_NV_TARGET_ARCH_TO_SELECTOR_900", "", "nv : : target : : sm_90") \
+  X("_NV_TARGET_ARCH_TO_SM_1000", "", "100") \
+  X("_NV_TARGET_ARCH_TO_SM_1010", "", "101") \
+  X("_NV_TARGET_ARCH_TO_SM_1030", "", "103") \
+  X("_NV_TARGET_ARCH_TO_SM_1100", "", "110") \
+  X("_NV_TARGET_ARCH_TO_SM_1200", "", "120") \
+  X("_NV_TARGET_ARCH_TO_SM_350", "", "35") \
+  X("_NV_TARGET_ARCH_TO_SM_370", "", "37") \
+  X("_NV_TARGET_ARCH_TO_SM_500", "", "50") \
+  X("_NV_TARGET_ARCH_TO_SM_520", "", "52") \
+  X("_NV_TARGET_ARCH_TO_SM_530", "", "53") \
+  X("_NV_TARGET_ARCH_TO_SM_600", "", "60") \
+  X("_NV_TARGET_ARCH_TO_SM_610", "", "61") \
+  X("_NV_TARGET_ARCH_TO_SM_620", "", "62") \
+  X("_NV_TARGET_ARCH_TO_SM_700", "", "70") \
+  X("_NV_TARGET_ARCH_TO_SM_720", "", "72") \
+  X("_NV_TARGET_ARCH_TO_SM_750", "", "75") \
+  X("_NV_TARGET_ARCH_TO_SM_800", "", "80") \
+  X("_NV_TARGET_ARCH_TO_SM_860", "", "86") \
+  X("_NV_TARGET_ARCH_TO_SM_870", "", "87") \
+  X("_NV_TARGET_ARCH_TO_SM_890", "", "89") \
+  X("_NV_TARGET_ARCH_TO_SM_900", "", "90") \
+  X("_NV_TARGET_BOOL___NV_ANY_TARGET", "", "1") \
+  X("_NV_TARGET_BOOL___NV_HAS_FEATURE_SM_100a", "", "0") \
+  X("_NV_TARGET_BOOL___NV_HAS_FEATURE_SM_100a", "", "1") \
+  X("_NV_TARGET_BOOL___NV_HAS_FEATURE_SM_101a", "", "0") \
+  X("_NV_TARGET_BOOL___NV_HAS_FEATURE_SM_101a", "", "1") \
+  X("_NV_TARGET_BOOL___NV_HAS_FEATURE_SM_90a", "", "0") \
+  X("_NV_TARGET_BOOL___NV_HAS_FEATURE_SM_90a", "", "1") \
+  X("_NV_TARGET_BOOL___NV_IS_DEVICE", "", "0") \
+  X("_NV_TARGET_BOOL___NV_IS_DEVICE", "", "1") \
+  X("_NV_TARGET_BOOL___NV_IS_EXACTLY_SM_100", "", "0") \
+  X("_NV_TARGET_BOOL___NV_IS_EXACTLY_SM_100", "", "1") \
+  X("_NV_TARGET_BOOL___NV_IS_EXACTLY_SM_101", "", "0") \
+  X("_NV_TARGET_BOOL___NV_IS_EXACTLY_SM_101", "", "1") \
+  X("_NV_TARGET_BOOL___NV_IS_EXACTLY_SM_103", "", "0") \
+  X("_NV_TARGET_BOOL___NV_IS_EXACTLY_SM_103", "", "1") \
+  X("_NV_TARGET_BOOL___NV_IS_EXACTLY_SM_110", "", "0") \
+  X("_NV_TARGET_BOOL___NV_IS_EXACTLY_SM_110", "", "1") \
+  X("_NV_TARGET_BOOL___NV_IS_EXACTLY_SM_120", "", "0") \
+  X("_NV_TARGET_BOOL___NV_IS_EXACTLY_SM_120", "", "1") \
+  X("_NV_TARGET_BOOL___NV_IS_EXACTLY_SM_35", "", "0") \
+  X("_NV_TARGET_BOOL___NV_IS_EXACTLY_SM_35", "", "1") \
+  X("_NV_TARGET_BOOL___NV_IS_EXACTLY_SM_37", "", "0") \
+  X("_NV_TARGET_BOOL___NV_IS_EXACTLY_SM_37", "", "1") \
+  X("_NV_TARGET_BOOL___NV_IS_EXACTLY_SM_50", "", "0") \
+  X("_NV_TARGET_BOOL___NV_IS_EXACTLY_SM_50", "", "1") \
+  X("_NV_TARGET_BOOL___NV_IS_EXACTLY_SM_52", "", "0") \
+  X("_NV_TARGET_BOOL___NV_IS_EXACTLY_SM_52", "", "1") \
+  X("_NV_TARGET_BOOL___NV_IS_EXACTLY_SM_53", "", "0") \
+  X("_NV_TARGET_BOOL___NV_IS_EXACTLY_SM_53", "", "1") \
+  X("_NV_TARGET_BOOL___NV_IS_EXACTLY_SM_60", "", "0") \
+  X("_NV_TARGET_BOOL___NV_IS_EXACTLY_SM_60", "", "1") \
+  X("_NV_TARGET_BOOL___NV_IS_EXACTLY_SM_61", "", "0") \
+  X("_NV_TARGET_BOOL___NV_IS_EXACTLY_SM_61", "", "1") \
+  X("_NV_TARGET_BOOL___NV_IS_EXACTLY_SM_62", "", "0") \
+  X("_NV_TARGET_BOOL___NV_IS_EXACTLY_SM_62", "", "1") \
+  X("_NV_TARGET_BOOL___NV_IS_EXACTLY_SM_70", "", "0") \
+  X("_NV_TARGET_BOOL___NV_IS_EXACTLY_SM_70", "", "1") \
+  X("_NV_TARGET_BOOL___NV_IS_EXACTLY_SM_72", "", "0") \
+  X("_NV_TARGET_BOOL___NV_IS_EXACTLY_SM_72", "", "1") \
+  X("_NV_TARGET_BOOL___NV_IS_EXACTLY_SM_75", "", "0") \
+  X("_NV_TARGET_BOOL___NV_IS_EXACTLY_SM_75", "", "1") \
+  X("_NV_TARGET_BOOL___NV_IS_EXACTLY_SM_80", "", "0") \
+  X("_NV_TARGET_BOOL___NV_IS_EXACTLY_SM_80", "", "1") \
+  X("_NV_TARGET_BOOL___NV_IS_EXACTLY_SM_86", "", "0") \
+  X("_NV_TARGET_BOOL___NV_IS_EXACTLY_SM_86", "", "1") \
+  X("_NV_TARGET_BOOL___NV_IS_EXACTLY_SM_87", "", "0") \
+  X("_NV_TARGET_BOOL___NV_IS_EXACTLY_SM_87", "", "1") \
+  X("_NV_TARGET_BOOL___NV_IS_EXACTLY_SM_89", "", "0") \
+  X("_NV_TARGET_BOOL___NV_IS_EXACTLY_SM_89", "", "1") \
+  X("_NV_TARGET_BOOL___NV_IS_EXACTLY_SM_90", "", "0") \
+  X("_NV_TARGET_BOOL___NV_IS_EXACTLY_SM_90", "", "1") \
+  X("_NV_TARGET_BOOL___NV_IS_HOST", "", "0") \
+  X("_NV_TARGET_BOOL___NV_IS_HOST", "", "1") \
+  X("_NV_TARGET_BOOL___NV_NO_TARGET", "", "0") \
+  X("_NV_TARGET_BOOL___NV_PROVIDES_SM_100", "", "0") \
+  X("_NV_TARGET_BOOL___NV_PROVIDES_SM_100", "", "1") \
+  X("_NV_TARGET_BOOL___NV_PROVIDES_SM_101", "", "0") \
+  X("_NV_TARGET_BOOL___NV_PROVIDES_SM_101", "", "1") \
+  X("_NV_TARGET_BOOL___NV_PROVIDES_SM_103", "", "0") \
+  X("_NV_TARGET_BOOL___NV_PROVIDES_SM_103", "", "1") \
+  X("_NV_TARGET_BOOL___NV_PROVIDES_SM_110", "", "0") \
+  X("_NV_TARGET_BOOL___NV_PROVIDES_SM_110", "", "1") \
+  X("_NV_TARGET_BOOL___NV_PROVIDES_SM_120", "", "0") \
+  X("_NV_TARGET_BOOL___NV_PROVIDES_SM_120", "", "1") \
+  X("_NV_TARGET_BOOL___NV_PROVIDES_SM_35", "", "0") \
+  X("_NV_TARGET_BOOL___NV_PROVIDES_SM_35", "", "1") \
+  X("_NV_TARGET_BOOL___NV_PROVIDES_SM_37", "", "0") \
+  X("_NV_TARGET_BOOL___NV_PROVIDES_SM_37", "", "1") \
+  X("_NV_TARGET_BOOL___NV_PROVIDES_SM_50", "", "0") \
+  X("_NV_TARGET_BOOL___NV_PROVIDES_SM_50", "", "1") \
+  X("_NV_TARGET_BOOL___NV_PROVIDES_SM_52", "", "0") \
+  X("_NV_TARGET_BOOL___NV_PROVIDES_SM_52", "", "1") \
+  X("_NV_TARGET_BOOL___NV_PROVIDES_SM_53", "", "0") \
+  X("_NV_TARGET_BOOL___NV_PROVIDES_SM_53", "", "1") \
+  X("_NV_TARGET_BOOL___NV_PROVIDES_SM_60", "", "0") \
+  X("_NV_TARGET_BOOL___NV_PROVIDES_SM_60", "", "1") \
+  X("_NV_TARGET_BOOL___NV_PROVIDES_SM_61", "", "0") \
+  X("_NV_TARGET_BOOL___NV_PROVIDES_SM_61", "", "1") \
+  X("_NV_TARGET_BOOL___NV_PROVIDES_SM_62", "", "0") \
+  X("_NV_TARGET_BOOL___NV_PROVIDES_SM_62", "", "1") \
+  X("_NV_TARGET_BOOL___NV_PROVIDES_SM_70", "", "0") \
+  X("_NV_TARGET_BOOL___NV_PROVIDES_SM_70", "", "1") \
+  X("_NV_TARGET_BOOL___NV_PROVIDES_SM_72", "", "0") \
+  X("_NV_TARGET_BOOL___NV_PROVIDES_SM_72", "", "1") \
+  X("_NV_TARGET_BOOL___NV_PROVIDES_SM_75", "", "0") \
+  X("_NV_TARGET_BOOL___NV_PROVIDES_SM_75", "", "1") \
+  X("_NV_TARGET_BOOL___NV_PROVIDES_SM_80", "", "0") \
+  X("_NV_TARGET_BOOL___NV_PROVIDES_SM_80", "", "1") \
+  X("_NV_TARGET_BOOL___NV_PROVIDES_SM_86", "", "0") \
+  X("_NV_TARGET_BOOL___NV_PROVIDES_SM_86", "", "1") \
+  X("_NV_TARGET_BOOL___NV_PROVIDES_SM_87", "", "0") \
+  X("_NV_TARGET_BOOL___NV_PROVIDES_SM_87", "", "1") \
+  X("_NV_TARGET_BOOL___NV_PROVIDES_SM_89", "", "0") \
+  X("_NV_TARGET_BOOL___NV_PROVIDES_SM_89", "", "1") \
+  X("_NV_TARGET_BOOL___NV_PROVIDES_SM_90", "", "0") \
+  X("_NV_TARGET_BOOL___NV_PROVIDES_SM_90", "", "1") \
+  X("_NV_TARGET_CPP11", "", "") \
+  X("_NV_TARGET_DISPATCH", \
+    "( ... )", \
+    "_NV_BLOCK_EXPAND ( _NV_DISPATCH_N_ARY ( _NV_TARGET_DISPATCH_HANDLE , __VA_ARGS__ " \
+    ") )") \
+  X("_NV_TARGET_DISPATCH_HANDLE0", "( )", "") \
+  X("_NV_TARGET_DISPATCH_HANDLE10", \
+    "( q , fn , ... )", \
+    "_NV_TARGET_IF ( q , fn , _NV_TARGET_DISPATCH_HANDLE8 ( __VA_ARGS__ ) )") \
+  X("_NV_TARGET_DISPATCH_HANDLE12", \
+    "( q , fn , ... )", \
+    "_NV_TARGET_IF ( q , fn , _NV_TARGET_DISPATCH_HANDLE10 ( __VA_ARGS__ ) )") \
+  X("_NV_TARGET_DISPATCH_HANDLE14", \
+    "( q , fn , ... )", \
+    "_NV_TARGET_IF ( q , fn , _NV_TARGET_DISPATCH_HANDLE12 ( __VA_ARGS__ ) )") \
+  X("_NV_TARGET_DISPATCH_HANDLE16", \
+    "( q , fn , ... )", \
+    "_NV_TARGET_IF ( q , fn , _NV_TARGET_DISPATCH_HANDLE14 ( __VA_ARGS__ ) )") \
+  X("_NV_TARGET_DISPATCH_HANDLE18", \
+    "( q , fn , ... )", \
+    "_NV_TARGET_IF ( q , fn , _NV_TARGET_DISPATCH_HANDLE16 ( __VA_ARGS__ ) )") \
+  X("_NV_TARGET_DISPATCH_HANDLE2", "( q , fn )", "_NV_TARGET_IF ( q , fn )") \
+  X("_NV_TARGET_DISPATCH_HANDLE20", \
+    "( q , fn , ... )", \
+    "_NV_TARGET_IF ( q , fn , _NV_TARGET_DISPATCH_HANDLE18 ( __VA_ARGS__ ) )") \
+  X("_NV_TARGET_DISPATCH_HANDLE22", \
+    "( q , fn , ... )", \
+    "_NV_TARGET_IF ( q , fn , _NV_TARGET_DISPATCH_HANDLE20 ( __VA_ARGS__ ) )") \
+  X("_NV_TARGET_DISPATCH_HANDLE24", \
+    "( q , fn , ... )", \
+    "_NV_TARGET_IF ( q , fn , _NV_TARGET_DISPATCH_HANDLE22 ( __VA_ARGS__ ) )") \
+  X("_NV_TARGET_DISPATCH_HANDLE26", \
+    "( q , fn , ... )", \
+    "_NV_TARGET_IF ( q , fn , _NV_TARGET_DISPATCH_HANDLE24 ( __VA_ARGS__ ) )") \
+  X("_NV_TARGET_DISPATCH_HANDLE28", \
+    "( q , fn , ... )", \
+    "_NV_TARGET_IF ( q , fn , _NV_TARGET_DISPATCH_HANDLE26 ( __VA_ARGS__ ) )") \
+  X("_NV_TARGET_DISPATCH_HANDLE30", \
+    "( q , fn , ... )", \
+    "_NV_TARGET_IF ( q , fn , _NV_TARGET_DISPATCH_HANDLE28 ( __VA_ARGS__ ) )") \
+  X("_NV_TARGET_DISPATCH_HANDLE32", \
+    "( q , fn , ... )", \
+    "_NV_TARGET_IF ( q , fn , _NV_TARGET_DISPATCH_HANDLE30 ( __VA_ARGS__ ) )") \
+  X("_NV_TARGET_DISPATCH_HANDLE34", \
+    "( q , fn , ... )", \
+    "_NV_TARGET_IF ( q , fn , _NV_TARGET_DISPATCH_HANDLE32 ( __VA_ARGS__ ) )") \
+  X("_NV_TARGET_DISPATCH_HANDLE4", \
+    "( q , fn , ... )", \
+    "_NV_TARGET_IF ( q , fn , _NV_TARGET_DISPATCH_HANDLE2 ( __VA_ARGS__ ) )") \
+  X("_NV_TARGET_DISPATCH_HANDLE6", \
+    "( q , fn , ... )", \
+    "_NV_TARGET_IF ( q , fn , _NV_TARGET_DISPATCH_HANDLE4 ( __VA_ARGS__ ) )") \
+  X("_NV_TARGET_DISPATCH_HANDLE8", \
+    "( q , fn , ... )", \
+    "_NV_TARGET_IF ( q , fn , _NV_TARGET_DISPATCH_HANDLE6 ( __VA_ARGS__ ) )") \
+  X("_NV_TARGET_EMPTY_PARAM", "", ";") \
+  X("_NV_TARGET_IF", \
+    "( cond , t )", \
+    "_NV_IF ( _NV_ARCH_COND_CAT ( cond ) , t , _NV_TARGET_EMPTY_PARAM )") \
+  X("_NV_TARGET_IF", \
+    "( cond , t , ... )", \
+    "( if target _NV_ARCH_COND ( cond ) { _NV_BLOCK_EXPAND ( t ) } else { " \
+    "_NV_BLOCK_EXPAND ( __VA_ARGS__ ) } )") \
+  X("_NV_TARGET_IF", \
+    "( cond , t , ... )", \
+    "_NV_IF ( _NV_ARCH_COND_CAT ( cond ) , t , __VA_ARGS__ )") \
+  X("_NV_TARGET_IF_ELSE", "( cond , t , f )", "_NV_IF ( _NV_ARCH_COND_CAT ( cond ) , t , f )") \
+  X("_NV_TARGET_IS_DEVICE", "", "0") \
+  X("_NV_TARGET_IS_DEVICE", "", "1") \
+  X("_NV_TARGET_IS_EXACTLY", "( q )", "_NV_DEVICE_CHECK ( _NV_TARGET_VAL = = q )") \
+  X("_NV_TARGET_IS_EXACTLY", "( q )", "nv : : target : : is_exactly ( q )") \
+  X("_NV_TARGET_IS_HOST", "", "0") \
+  X("_NV_TARGET_IS_HOST", "", "1") \
+  X("_NV_TARGET_PROVIDES", "( q )", "_NV_DEVICE_CHECK ( _NV_TARGET_VAL > = q )") \
+  X("_NV_TARGET_PROVIDES", "( q )", "nv : : target : : provides ( q )") \
+  X("_NV_TARGET_VAL", "", "0") \
+  X("_NV_TARGET_VAL", "", "__CUDA_ARCH__") \
+  X("_NV_TARGET_VAL_SM_100", "", "1000") \
+  X("_NV_TARGET_VAL_SM_100", "", "nv : : target : : sm_100") \
+  X("_NV_TARGET_VAL_SM_101", "", "1010") \
+  X("_NV_TARGET_VAL_SM_101", "", "nv : : target : : sm_101") \
+  X("_NV_TARGET_VAL_SM_103", "", "1030") \
+  X("_NV_TARGET_VAL_SM_103", "", "nv : : target : : sm_103") \
+  X("_NV_TARGET_VAL_SM_110", "", "1100") \
+  X("_NV_TARGET_VAL_SM_110", "", "nv : : target : : sm_110") \
+  X("_NV_TARGET_VAL_SM_120", "", "1200") \
+  X("_NV_TARGET_VAL_SM_120", "", "nv : : target : : sm_120") \
+  X("_NV_TARGET_VAL_SM_35", "", "350") \
+  X("_NV_TARGET_VAL_SM_35", "", "nv : : target : : sm_35") \
+  X("_NV_TARGET_VAL_SM_37", "", "370") \
+  X("_NV_TARGET_VAL_SM_37", "", "nv : : target : : sm_37") \
+  X("_NV_TARGET_VAL_SM_50", "", "500") \
+  X("_NV_TARGET_VAL_SM_50", "", "nv : : target : : sm_50") \
+  X("_NV_TARGET_VAL_SM_52", "", "520") \
+  X("_NV_TARGET_VAL_SM_52", "", "nv : : target : : sm_52") \
+  X("_NV_TARGET_VAL_SM_53", "", "530") \
+  X("_NV_TARGET_VAL_SM_53", "", "nv : : target : : sm_53") \
+  X("_NV_TARGET_VAL_SM_60", "", "600") \
+  X("_NV_TARGET_VAL_SM_60", "", "nv : : target : : sm_60") \
+  X("_NV_TARGET_VAL_SM_61", "", "610") \
+  X("_NV_TARGET_VAL_SM_61", "", "nv : : target : : sm_61") \
+  X("_NV_TARGET_VAL_SM_62", "", "620") \
+  X("_NV_TARGET_VAL_SM_62", "", "nv : : target : : sm_62") \
+  X("_NV_TARGET_VAL_SM_70", "", "700") \
+  X("_NV_TARGET_VAL_SM_70", "", "nv : : target : : sm_70") \
+  X("_NV_TARGET_VAL_SM_72", "", "720") \
+  X("_NV_TARGET_VAL_SM_72", "", "nv : : target : : sm_72") \
+  X("_NV_TARGET_VAL_SM_75", "", "750") \
+  X("_NV_TARGET_VAL_SM_75", "", "nv : : target : : sm_75") \
+  X("_NV_TARGET_VAL_SM_80", "", "800") \
+  X("_NV_TARGET_VAL_SM_80", "", "nv : : target : : sm_80") \
+  X("_NV_TARGET_VAL_SM_86", "", "860") \
+  X("_NV_TARGET_VAL_SM_86", "", "nv : : target : : sm_86") \
+  X("_NV_TARGET_VAL_SM_87", "", "870") \
+  X("_NV_TARGET_VAL_SM_87", "", "nv : : target : : sm_87") \
+  X("_NV_TARGET_VAL_SM_89", "", "890") \
+  X("_NV_TARGET_VAL_SM_89", "", "nv : : target : : sm_89") \
+  X("_NV_TARGET_VAL_SM_90", "", "900") \
+  X("_NV_TARGET_VAL_SM_90", "", "nv : : target : : sm_90") \
+  X("_NV_TARGET___NV_ANY_TARGET", "", "( nv : : target : : any_target )") \
+  X("_NV_TARGET___NV_IS_DEVICE", "", "nv : : target : : is_device") \
+  X("_NV_TARGET___NV_IS_EXACTLY_SM_100", \
+    "", \
+    "( _NV_TARGET_IS_EXACTLY ( _NV_TARGET_VAL_SM_100 ) )") \
+  X("_NV_TARGET___NV_IS_EXACTLY_SM_101", \
+    "", \
+    "( _NV_TARGET_IS_EXACTLY ( _NV_TARGET_VAL_SM_101 ) )") \
+  X("_NV_TARGET___NV_IS_EXACTLY_SM_103", \
+    "", \
+    "( _NV_TARGET_IS_EXACTLY ( _NV_TARGET_VAL_SM_103 ) )") \
+  X("_NV_TARGET___NV_IS_EXACTLY_SM_110", \
+    "", \
+    "( _NV_TARGET_IS_EXACTLY ( _NV_TARGET_VAL_SM_110 ) )") \
+  X("_NV_TARGET___NV_IS_EXACTLY_SM_120", \
+    "", \
+    "( _NV_TARGET_IS_EXACTLY ( _NV_TARGET_VAL_SM_120 ) )") \
+  X("_NV_TARGET___NV_IS_EXACTLY_SM_35", "", "( _NV_TARGET_IS_EXACTLY ( _NV_TARGET_VAL_SM_35 ) )") \
+  X("_NV_TARGET___NV_IS_EXACTLY_SM_37", "", "( _NV_TARGET_IS_EXACTLY ( _NV_TARGET_VAL_SM_37 ) )") \
+  X("_NV_TARGET___NV_IS_EXACTLY_SM_50", "", "( _NV_TARGET_IS_EXACTLY ( _NV_TARGET_VAL_SM_50 ) )") \
+  X("_NV_TARGET___NV_IS_EXACTLY_SM_52", "", "( _NV_TARGET_IS_EXACTLY ( _NV_TARGET_VAL_SM_52 ) )") \
+  X("_NV_TARGET___NV_IS_EXACTLY_SM_53", "", "( _NV_TARGET_IS_EXACTLY ( _NV_TARGET_VAL_SM_53 ) )") \
+  X("_NV_TARGET___NV_IS_EXACTLY_SM_60", "", "( _NV_TARGET_IS_EXACTLY ( _NV_TARGET_VAL_SM_60 ) )") \
+  X("_NV_TARGET___NV_IS_EXACTLY_SM_61", "", "( _NV_TARGET_IS_EXACTLY ( _NV_TARGET_VAL_SM_61 ) )") \
+  X("_NV_TARGET___NV_IS_EXACTLY_SM_62", "", "( _NV_TARGET_IS_EXACTLY ( _NV_TARGET_VAL_SM_62 ) )") \
+  X("_NV_TARGET___NV_IS_EXACTLY_SM_70", "", "( _NV_TARGET_IS_EXACTLY ( _NV_TARGET_VAL_SM_70 ) )") \
+  X("_NV_TARGET___NV_IS_EXACTLY_SM_72", "", "( _NV_TARGET_IS_EXACTLY ( _NV_TARGET_VAL_SM_72 ) )") \
+  X("_NV_TARGET___NV_IS_EXACTLY_SM_75", "", "( _NV_TARGET_IS_EXACTLY ( _NV_TARGET_VAL_SM_75 ) )") \
+  X("_NV_TARGET___NV_IS_EXACTLY_SM_80", "", "( _NV_TARGET_IS_EXACTLY ( _NV_TARGET_VAL_SM_80 ) )") \
+  X("_NV_TARGET___NV_IS_EXACTLY_SM_86", "", "( _NV_TARGET_IS_EXACTLY ( _NV_TARGET_VAL_SM_86 ) )") \
+  X("_NV_TARGET___NV_IS_EXACTLY_SM_87", "", "( _NV_TARGET_IS_EXACTLY ( _NV_TARGET_VAL_SM_87 ) )") \
+  X("_NV_TARGET___NV_IS_EXACTLY_SM_89", "", "( _NV_TARGET_IS_EXACTLY ( _NV_TARGET_VAL_SM_89 ) )") \
+  X("_NV_TARGET___NV_IS_EXACTLY_SM_90", "", "( _NV_TARGET_IS_EXACTLY ( _NV_TARGET_VAL_SM_90 ) )") \
+  X("_NV_TARGET___NV_IS_HOST", "", "nv : : target : : is_host") \
+  X("_NV_TARGET___NV_NO_TARGET", "", "( nv : : target : : no_target )") \
+  X("_NV_TARGET___NV_PROVIDES_SM_100", "", "( _NV_TARGET_PROVIDES ( _NV_TARGET_VAL_SM_100 ) )") \
+  X("_NV_TARGET___NV_PROVIDES_SM_101", "", "( _NV_TARGET_PROVIDES ( _NV_TARGET_VAL_SM_101 ) )") \
+  X("_NV_TARGET___NV_PROVIDES_SM_103", "", "( _NV_TARGET_PROVIDES ( _NV_TARGET_VAL_SM_103 ) )") \
+  X("_NV_TARGET___NV_PROVIDES_SM_110", "", "( _NV_TARGET_PROVIDES ( _NV_TARGET_VAL_SM_110 ) )") \
+  X("_NV_TARGET___NV_PROVIDES_SM_120", "", "( _NV_TARGET_PROVIDES ( _NV_TARGET_VAL_SM_120 ) )") \
+  X("_NV_TARGET___NV_PROVIDES_SM_35", "", "( _NV_TARGET_PROVIDES ( _NV_TARGET_VAL_SM_35 ) )") \
+  X("_NV_TARGET___NV_PROVIDES_SM_37", "", "( _NV_TARGET_PROVIDES ( _NV_TARGET_VAL_SM_37 ) )") \
+  X("_NV_TARGET___NV_PROVIDES_SM_50", "", "( _NV_TARGET_PROVIDES ( _NV_TARGET_VAL_SM_50 ) )") \
+  X("_NV_TARGET___NV_PROVIDES_SM_52", "", "( _NV_TARGET_PROVIDES ( _NV_TARGET_VAL_SM_52 ) )") \
+  X("_NV_TARGET___NV_PROVIDES_SM_53", "", "( _NV_TARGET_PROVIDES ( _NV_TARGET_VAL_SM_53 ) )") \
+  X("_NV_TARGET___NV_PROVIDES_SM_60", "", "( _NV_TARGET_PROVIDES ( _NV_TARGET_VAL_SM_60 ) )") \
+  X("_NV_TARGET___NV_PROVIDES_SM_61", "", "( _NV_TARGET_PROVIDES ( _NV_TARGET_VAL_SM_61 ) )") \
+  X("_NV_TARGET___NV_PROVIDES_SM_62", "", "( _NV_TARGET_PROVIDES ( _NV_TARGET_VAL_SM_62 ) )") \
+  X("_NV_TARGET___NV_PROVIDES_SM_70", "", "( _NV_TARGET_PROVIDES ( _NV_TARGET_VAL_SM_70 ) )") \
+  X("_NV_TARGET___NV_PROVIDES_SM_72", "", "( _NV_TARGET_PROVIDES ( _NV_TARGET_VAL_SM_72 ) )") \
+  X("_NV_TARGET___NV_PROVIDES_SM_75", "", "( _NV_TARGET_PROVIDES ( _NV_TARGET_VAL_SM_75 ) )") \
+  X("_NV_TARGET___NV_PROVIDES_SM_80", "", "( _NV_TARGET_PROVIDES ( _NV_TARGET_VAL_SM_80 ) )") \
+  X("_NV_TARGET___NV_PROVIDES_SM_86", "", "( _NV_TARGET_PROVIDES ( _NV_TARGET_VAL_SM_86 ) )") \
+  X("_NV_TARGET___NV_PROVIDES_SM_87", "", "( _NV_TARGET_PROVIDES ( _NV_TARGET_VAL_SM_87 ) )") \
+  X("_NV_TARGET___NV_PROVIDES_SM_89", "", "( _NV_TARGET_PROVIDES ( _NV_TARGET_VAL_SM_89 ) )") \
+  X("_NV_TARGET___NV_PROVIDES_SM_90", "", "( _NV_TARGET_PROVIDES ( _NV_TARGET_VAL_SM_90 ) )") \
+  X("_NV_TEST_PAREN", "( ... )", "_NV_TEST_PAREN1 ( __VA_ARGS__ )") \
+  X("_NV_TEST_PAREN1", "( ... )", "_NV_TEST_PAREN2 ( _NV_TEST_PAREN_DUMMY __VA_ARGS__ )") \
+  X("_NV_TEST_PAREN2", "( ... )", "_NV_TEST_PAREN3 ( _NV_CONCAT_EVAL ( _ , __VA_ARGS__ ) )") \
+  X("_NV_TEST_PAREN3", "( ... )", "_NV_EVAL ( _NV_FIRST_ARG ( __VA_ARGS__ ) )") \
+  X("_NV_TEST_PAREN_DUMMY", "( ... )", "_NV_PAREN_YES") \
+  X("_NV_TRIGGER_PARENTHESIS_", "( ... )", ",") \
+  X("_NV__TARGET_MACROS", "", "") \
+  X("_USE_DECLSPECS_FOR_SAL", "", "1") \
+  X("__ASSERT_STR_HELPER", "( x )", "# x") \
+  X("__CDPRT_DEPRECATED", "( func_name )", "") \
+  X("__CDPRT_DEPRECATED", \
+    "( func_name )", \
+    "__DEPRECATED__ ( \"Use of \" # func_name \" from device code is deprecated. " \
+    "Moreover, such use will cause this module to fail to load on sm_90+ devices. If " \
+    "calls to \" # func_name \" from device code cannot be removed for older devices at " \
+    "this time, you may guard them with __CUDA_ARCH__ macros to remove them only for " \
+    "sm_90+ devices, making sure to generate code for compute_90 for the macros to " \
+    "take effect. Note that this mitigation will no longer work when support for \" # " \
+    "func_name \" from device code is eventually dropped for all devices. Disable this " \
+    "warning with -D__CDPRT_SUPPRESS_SYNC_DEPRECATION_WARNING.\" )") \
+  X("__COMMON_FUNCTIONS_H__", "", "") \
+  X("__CUDACC_VER__", \
+    "", \
+    "\"__CUDACC_VER__ is no longer supported. Use __CUDACC_VER_MAJOR__, " \
+    "__CUDACC_VER_MINOR__, and __CUDACC_VER_BUILD__ instead.\"") \
+  X("__CUDANVVM__", "", "1") \
+  X("__CUDART_API_PER_THREAD_DEFAULT_STREAM", "", "") \
+  X("__CUDART_API_PTDS", "( api )", "api") \
+  X("__CUDART_API_PTDS", "( api )", "api ## _ptds") \
+  X("__CUDART_API_PTSZ", "( api )", "api") \
+  X("__CUDART_API_PTSZ", "( api )", "api ## _ptsz") \
+  X("__CUDART_API_VERSION", \
+    "", \
+    "( ( __CUDA_API_VER_MAJOR__ * 1000 ) + ( __CUDA_API_VER_MINOR__ * 10 ) )") \
+  X("__CUDART_API_VERSION", "", "CUDART_VERSION") \
+  X("__CUDA_API_VER_MAJOR__", "", "__CUDACC_VER_MAJOR__") \
+  X("__CUDA_API_VER_MINOR__", "", "__CUDACC_VER_MINOR__") \
+  X("__CUDA_ARCH_HAS_FEATURE__", "( _FEAT )", "__CUDA_ARCH_FEAT_ ## _FEAT") \
+  X("__CUDA_DEPRECATED", "", "") \
+  X("__CUDA_DEPRECATED", "", "__attribute__ ( ( deprecated ) )") \
+  X("__CUDA_DEPRECATED", "", "__declspec ( deprecated )") \
+  X("__CUDA_DEVICE_RUNTIME_API_H__", "", "") \
+  X("__CUDA_HAS_ARCH_FAMILY_SPECIFIC", \
+    "( N )", \
+    "( ( ( ( N ) = = 101 ) & & ( __CUDA_ARCH_FAMILY_SPECIFIC__ = = 1010 ) ) | | ( ( ( " \
+    "N ) ! = 101 ) & & ( __CUDA_ARCH_FAMILY_SPECIFIC__ > = ( N ## 0 ) & & " \
+    "__CUDA_ARCH_FAMILY_SPECIFIC__ < ( ( N ## 0 ) + 100 ) ) ) )") \
+  X("__CUDA_HAS_ARCH_FAMILY_SPECIFIC", \
+    "( N )", \
+    "( __CUDA_ARCH_FAMILY_SPECIFIC__ = = ( N ## 0 ) )") \
+  X("__CUDA_HAS_ARCH_FAMILY_SPECIFIC", "( N )", "0") \
+  X("__CUDA_HAS_ARCH_SPECIFIC", "( N )", "( __CUDA_ARCH_SPECIFIC__ = = ( N ## 0 ) )") \
+  X("__CUDA_HAS_ARCH_SPECIFIC", "( N )", "0") \
+  X("__CUDA_INCLUDE_COMPILER_INTERNAL_HEADERS__", "", "") \
+  X("__CUDA_INTERNAL_USE_CDP2", "", "") \
+  X("__CUDA_MINIMUM_ARCH__", \
+    "", \
+    "_NV_CONCAT_EVAL ( _NV_FIRST_ARG ( NV_TARGET_SM_INTEGER_LIST ) , 0 )") \
+  X("__CUDA_MINIMUM_ARCH__", "", "__CUDA_ARCH__") \
+  X("__CUDA_RUNTIME_API_H__", "", "") \
+  X("__CUDA_RUNTIME_H__", "", "") \
+  X("__DEF_IF_HOST", "", ";") \
+  X("__DEF_IF_HOST", "", "{ }") \
+  X("__DELETE_THROW", "", "throw ( )") \
+  X("__DEPRECATED__", "( msg )", "") \
+  X("__DEPRECATED__", "( msg )", "__attribute__ ( ( deprecated ( msg ) ) )") \
+  X("__DEPRECATED__", "( msg )", "__attribute__ ( ( deprecated ) )") \
+  X("__DEPRECATED__", "( msg )", "__declspec ( deprecated ( msg ) )") \
+  X("__DEVICE_ATOMIC_FUNCTIONS_H__", "", "") \
+  X("__DEVICE_DOUBLE_FUNCTIONS_DECL__", "", "__device__") \
+  X("__DEVICE_DOUBLE_FUNCTIONS_DECL__", "", "static __inline__ __device__") \
+  X("__DEVICE_DOUBLE_FUNCTIONS_H__", "", "") \
+  X("__DEVICE_FUNCTIONS_DECL__", "", "__device__ __cudart_builtin__") \
+  X("__DEVICE_FUNCTIONS_H__", "", "") \
+  X("__DEVICE_FUNCTIONS_STATIC_DECL__", "", "__device__ __cudart_builtin__") \
+  X("__DEVICE_FUNCTIONS_STATIC_DECL__", "", "static __inline__ __device__ __cudart_builtin__") \
+  X("__DEVICE_HOST_FUNCTIONS_STATIC_DECL__", "", "__device__ __host__ __cudart_builtin__") \
+  X("__DEVICE_HOST_FUNCTIONS_STATIC_DECL__", \
+    "", \
+    "static __inline__ __device__ __host__ __cudart_builtin__") \
+  X("__DEVICE_LAUNCH_PARAMETERS_H__", "", "") \
+  X("__DEVICE_TYPES_H__", "", "") \
+  X("__DRIVER_TYPES_H__", "", "") \
+  X("__HOST_CONFIG_H__", "", "") \
+  X("__HOST_DEFINES_H__", "", "") \
+  X("__LIBRARY_TYPES_H__", "", "") \
+  X("__MATH_FUNCTIONS_H__", "", "") \
+  X("__NVRTC_DEVICE_RUNTIME_H__", "", "") \
+  X("__NV_ATOMIC_ADDRESSOF", \
+    "( __val )", \
+    "( void * ) ( & ( const_cast < char & > ( reinterpret_cast < const volatile char " \
+    "& > ( __val ) ) ) )") \
+  X("__NV_ATOMIC_ALIGNOF", "", "__alignof") \
+  X("__NV_ATOMIC_ALIGNOF", "", "__alignof__") \
+  X("__NV_ATOMIC_REQUIRES", "( _T )", "") \
+  X("__NV_ATOMIC_REQUIRES", \
+    "( _T )", \
+    "requires ( sizeof ( _T ) = = 16 & & __NV_ATOMIC_ALIGNOF ( _T ) > = 16 & & " \
+    "__NV_ATOMIC_TRIVIALLY_COPYABLE ( _T ) )") \
+  X("__NV_ATOMIC_RET", "( _T )", "__ret") \
+  X("__NV_ATOMIC_RET", "( _T )", "__u . __ret") \
+  X("__NV_ATOMIC_RET_TYPE", "( _T )", "_T") \
+  X("__NV_ATOMIC_RET_TYPE", \
+    "( _T )", \
+    "typename __nv_atomic_enable_if < sizeof ( _T ) = = 16 & & __NV_ATOMIC_ALIGNOF ( " \
+    "_T ) > = 16 & & __NV_ATOMIC_TRIVIALLY_COPYABLE ( _T ) , _T > : : __type") \
+  X("__NV_ATOMIC_TEMP", "( _T )", "_T __ret") \
+  X("__NV_ATOMIC_TEMP", \
+    "( _T )", \
+    "union _U { _T __ret ; __device__ __inline__ _U ( ) { } } ; _U __u") \
+  X("__NV_ATOMIC_TRIVIALLY_COPYABLE", "( _T )", "__nv_atomic_triv_cp_helper < _T > : : __val") \
+  X("__NV_GLIBCXX_VERSION", \
+    "", \
+    "( __GNUC__ * 10000 + __GNUC_MINOR__ * 100 + __GNUC_PATCHLEVEL__ )") \
+  X("__NV_GLIBC_PROVIDES_IEC_60559_FUNCS", "", "0") \
+  X("__NV_GLIBC_PROVIDES_IEC_60559_FUNCS", "", "1") \
+  X("__NV_PAREN_NO", "", "0") \
+  X("__NV_PAREN_YES", "", "1") \
+  X("__NV_SILENCE_DEPRECATION_BEGIN", "", "") \
+  X("__NV_SILENCE_DEPRECATION_BEGIN", \
+    "", \
+    "_Pragma ( \"nv_diagnostic push\" ) _Pragma ( \"nv_diag_suppress 20199\" ) _Pragma ( " \
+    "\"nv_diag_suppress 1444\" ) __NV_SILENCE_HOST_DEPRECATION_BEGIN") \
+  X("__NV_SILENCE_DEPRECATION_BEGIN", "", "__NV_SILENCE_HOST_DEPRECATION_BEGIN") \
+  X("__NV_SILENCE_DEPRECATION_BEGIN", \
+    "", \
+    "__pragma ( nv_diagnostic push ) __pragma ( nv_diag_suppress 20199 ) __pragma ( " \
+    "nv_diag_suppress 1444 ) __NV_SILENCE_HOST_DEPRECATION_BEGIN") \
+  X("__NV_SILENCE_DEPRECATION_END", "", "") \
+  X("__NV_SILENCE_DEPRECATION_END", "", "__NV_SILENCE_HOST_DEPRECATION_END") \
+  X("__NV_SILENCE_DEPRECATION_END", \
+    "", \
+    "__NV_SILENCE_HOST_DEPRECATION_END _Pragma ( \"nv_diagnostic pop\" )") \
+  X("__NV_SILENCE_DEPRECATION_END", \
+    "", \
+    "__NV_SILENCE_HOST_DEPRECATION_END __pragma ( nv_diagnostic pop )") \
+  X("__NV_SILENCE_HOST_DEPRECATION_BEGIN", "", "") \
+  X("__NV_SILENCE_HOST_DEPRECATION_BEGIN", \
+    "", \
+    "_Pragma ( \"GCC diagnostic push\" ) _Pragma ( \"GCC diagnostic ignored " \
+    "\\\"-Wdeprecated-declarations\\\"\" )") \
+  X("__NV_SILENCE_HOST_DEPRECATION_BEGIN", \
+    "", \
+    "_Pragma ( \"diag_suppress 1216\" ) _Pragma ( \"diag_suppress " \
+    "deprecated_entity_with_custom_message\" )") \
+  X("__NV_SILENCE_HOST_DEPRECATION_BEGIN", \
+    "", \
+    "_Pragma ( \"warning push\" ) _Pragma ( \"warning disable 1444\" )") \
+  X("__NV_SILENCE_HOST_DEPRECATION_BEGIN", \
+    "", \
+    "__pragma ( warning ( push ) ) __pragma ( warning ( disable : 4996 ) )") \
+  X("__NV_SILENCE_HOST_DEPRECATION_END", "", "") \
+  X("__NV_SILENCE_HOST_DEPRECATION_END", "", "_Pragma ( \"GCC diagnostic pop\" )") \
+  X("__NV_SILENCE_HOST_DEPRECATION_END", \
+    "", \
+    "_Pragma ( \"diag_default 1216\" ) _Pragma ( \"diag_default " \
+    "deprecated_entity_with_custom_message\" )") \
+  X("__NV_SILENCE_HOST_DEPRECATION_END", "", "_Pragma ( \"warning pop\" )") \
+  X("__NV_SILENCE_HOST_DEPRECATION_END", "", "__pragma ( warning ( pop ) )") \
+  X("__NV_TARGET_H", "", "") \
+  X("__NV_TEST_PAREN_DUMMY", "", "__NV_PAREN_NO ,") \
+  X("__NV_TEX_SPARSE", "", "1") \
+  X("__SM_100_RT_DECL__", "", "__host__ __device__") \
+  X("__SM_100_RT_DECL__", "", "static __device__ __inline__") \
+  X("__SM_100_RT_H__", "", "") \
+  X("__SM_30_INTRINSICS_DECL__", "", "__device__") \
+  X("__SM_30_INTRINSICS_DECL__", "", "extern __device__ __cudart_builtin__") \
+  X("__SM_30_INTRINSICS_DECL__", "", "static __device__ __inline__") \
+  X("__SM_30_INTRINSICS_H__", "", "") \
+  X("__SM_32_INTRINSICS_H__", "", "") \
+  X("__SM_35_ATOMIC_FUNCTIONS_H__", "", "") \
+  X("__SM_35_INTRINSICS_H__", "", "") \
+  X("__SM_80_RT_DECL__", "", "__host__ __device__") \
+  X("__SM_80_RT_DECL__", "", "extern __device__ __cudart_builtin__") \
+  X("__SM_80_RT_DECL__", "", "static __device__ __inline__") \
+  X("__SM_80_RT_H__", "", "") \
+  X("__SM_90_RT_DECL__", "", "__host__ __device__") \
+  X("__SM_90_RT_DECL__", "", "static __device__ __inline__") \
+  X("__SM_90_RT_H__", "", "") \
+  X("__STORAGE__", "", "extern const") \
+  X("__STORAGE__", "", "extern const __device__") \
+  X("__SURFACE_INDIRECT_FUNCTIONS_H__", "", "") \
+  X("__SURFACE_TYPES_H__", "", "") \
+  X("__TEXTURE_INDIRECT_FUNCTIONS_H__", "", "") \
+  X("__TEXTURE_TYPES_H__", "", "") \
+  X("__THROW", "", "") \
+  X("__UNDEF_CUDA_INCLUDE_COMPILER_INTERNAL_HEADERS_COMMON_FUNCTIONS_H__", "", "") \
+  X("__UNDEF_CUDA_INCLUDE_COMPILER_INTERNAL_HEADERS_CUDACC_EXT_H__", "", "") \
+  X("__UNDEF_CUDA_INCLUDE_COMPILER_INTERNAL_HEADERS_CUDA_RUNTIME_API_H__", "", "") \
+  X("__UNDEF_CUDA_INCLUDE_COMPILER_INTERNAL_HEADERS_CUDA_RUNTIME_H__", "", "") \
+  X("__UNDEF_CUDA_INCLUDE_COMPILER_INTERNAL_HEADERS_DEVICE_DOUBLE_FUNCTIONS_H__", "", "") \
+  X("__UNDEF_CUDA_INCLUDE_COMPILER_INTERNAL_HEADERS_DEVICE_FUNCTIONS_H__", "", "") \
+  X("__UNDEF_CUDA_INCLUDE_COMPILER_INTERNAL_HEADERS_DEVICE_TYPES_H__", "", "") \
+  X("__UNDEF_CUDA_INCLUDE_COMPILER_INTERNAL_HEADERS_DRIVER_TYPES_H__", "", "") \
+  X("__UNDEF_CUDA_INCLUDE_COMPILER_INTERNAL_HEADERS_HOST_CONFIG_H__", "", "") \
+  X("__UNDEF_CUDA_INCLUDE_COMPILER_INTERNAL_HEADERS_HOST_DEFINES_H__", "", "") \
+  X("__UNDEF_CUDA_INCLUDE_COMPILER_INTERNAL_HEADERS_MATH_FUNCTIONS_H__", "", "") \
+  X("__UNDEF_CUDA_INCLUDE_COMPILER_INTERNAL_HEADERS_SM_100_RT_H__", "", "") \
+  X("__UNDEF_CUDA_INCLUDE_COMPILER_INTERNAL_HEADERS_SM_80_RT_H__", "", "") \
+  X("__UNDEF_CUDA_INCLUDE_COMPILER_INTERNAL_HEADERS_SM_90_RT_H__", "", "") \
+  X("__UNDEF_CUDA_INCLUDE_COMPILER_INTERNAL_HEADERS_VECTOR_TYPES_H__", "", "") \
+  X("__VECTOR_FUNCTIONS_H__", "", "") \
+  X("__VECTOR_TYPES_H__", "", "") \
+  X("__VECTOR_TYPE_DEPRECATED__", "( msg )", "") \
+  X("__VECTOR_TYPE_DEPRECATED__", "( msg )", "__attribute__ ( ( deprecated ( msg ) ) )") \
+  X("__VECTOR_TYPE_DEPRECATED__", "( msg )", "__attribute__ ( ( deprecated ) )") \
+  X("__VECTOR_TYPE_DEPRECATED__", "( msg )", "__declspec ( deprecated ( msg ) )") \
+  X("__WSB_DEPRECATION_MESSAGE", \
+    "( x )", \
+    "# x \"() is deprecated in favor of \" # x \"_sync() and may be removed in a future " \
+    "release (Use -Wno-deprecated-declarations to suppress this warning).\"") \
+  X("__WSB_DEPRECATION_MESSAGE", \
+    "( x )", \
+    "# x \"() is not valid on cc70 and above, and should be replaced with \" # x " \
+    "\"_sync().\"") \
+  X("__align__", "( n )", "__attribute__ ( ( aligned ( n ) ) )") \
+  X("__align__", "( n )", "__declspec ( align ( n ) )") \
+  X("__annotate__", "( a )", "") \
+  X("__annotate__", "( a )", "__attribute__ ( ( a ) )") \
+  X("__annotate__", "( a )", "__declspec ( a )") \
+  X("__block_size__", "( ... )", "__attribute__ ( ( block_size ( __VA_ARGS__ ) ) )") \
+  X("__block_size__", "( ... )", "__declspec ( __block_size__ ( __VA_ARGS__ ) )") \
+  X("__builtin_align__", "( a )", "") \
+  X("__builtin_align__", "( a )", "__align__ ( a )") \
+  X("__builtin_expect", "( exp , c )", "( exp )") \
+  X("__cdecl", "", "") \
+  X("__cluster_dims__", "( ... )", "__attribute__ ( ( cluster_dims ( __VA_ARGS__ ) ) )") \
+  X("__cluster_dims__", "( ... )", "__declspec ( __cluster_dims__ ( __VA_ARGS__ ) )") \
+  X("__constant__", "", "__location__ ( constant )") \
+  X("__cudaCDP2DeviceGetAttribute", "", "") \
+  X("__cudaCDP2DeviceGetCacheConfig", "", "") \
+  X("__cudaCDP2DeviceGetLimit", "", "") \
+  X("__cudaCDP2DeviceGetSharedMemConfig", "", "") \
+  X("__cudaCDP2EventCreateWithFlags", "", "") \
+  X("__cudaCDP2EventDestroy", "", "") \
+  X("__cudaCDP2EventRecord", "", "") \
+  X("__cudaCDP2EventRecordWithFlags", "", "") \
+  X("__cudaCDP2EventRecordWithFlags_ptsz", "", "") \
+  X("__cudaCDP2EventRecord_ptsz", "", "") \
+  X("__cudaCDP2Free", "", "") \
+  X("__cudaCDP2FuncGetAttributes", "", "") \
+  X("__cudaCDP2GetDevice", "", "") \
+  X("__cudaCDP2GetDeviceCount", "", "") \
+  X("__cudaCDP2GetErrorName", "", "") \
+  X("__cudaCDP2GetErrorString", "", "") \
+  X("__cudaCDP2GetLastError", "", "") \
+  X("__cudaCDP2GetParameterBuffer", "", "") \
+  X("__cudaCDP2GetParameterBufferV2", "", "") \
+  X("__cudaCDP2LaunchDevice", "", "") \
+  X("__cudaCDP2LaunchDeviceV2", "", "") \
+  X("__cudaCDP2LaunchDeviceV2_ptsz", "", "") \
+  X("__cudaCDP2LaunchDevice_ptsz", "", "") \
+  X("__cudaCDP2Malloc", "", "") \
+  X("__cudaCDP2Memcpy2DAsync", "", "") \
+  X("__cudaCDP2Memcpy2DAsync_ptsz", "", "") \
+  X("__cudaCDP2Memcpy3DAsync", "", "") \
+  X("__cudaCDP2Memcpy3DAsync_ptsz", "", "") \
+  X("__cudaCDP2MemcpyAsync", "", "") \
+  X("__cudaCDP2MemcpyAsync_ptsz", "", "") \
+  X("__cudaCDP2Memset2DAsync", "", "") \
+  X("__cudaCDP2Memset2DAsync_ptsz", "", "") \
+  X("__cudaCDP2Memset3DAsync", "", "") \
+  X("__cudaCDP2Memset3DAsync_ptsz", "", "") \
+  X("__cudaCDP2MemsetAsync", "", "") \
+  X("__cudaCDP2MemsetAsync_ptsz", "", "") \
+  X("__cudaCDP2OccupancyMaxActiveBlocksPerMultiprocessor", "", "") \
+  X("__cudaCDP2OccupancyMaxActiveBlocksPerMultiprocessorWithFlags", "", "") \
+  X("__cudaCDP2PeekAtLastError", "", "") \
+  X("__cudaCDP2RuntimeGetVersion", "", "") \
+  X("__cudaCDP2StreamCreateWithFlags", "", "") \
+  X("__cudaCDP2StreamDestroy", "", "") \
+  X("__cudaCDP2StreamWaitEvent", "", "") \
+  X("__cudaCDP2StreamWaitEvent_ptsz", "", "") \
+  X("__cudaGet_blockDim", "( )", "blockDim") \
+  X("__cudaGet_blockIdx", "( )", "blockIdx") \
+  X("__cudaGet_gridDim", "( )", "gridDim") \
+  X("__cudaGet_threadIdx", "( )", "threadIdx") \
+  X("__cudaGet_warpSize", "( )", "warpSize") \
+  X("__cuda_builtin_vector_align8", \
+    "( tag , members )", \
+    "struct __device_builtin__ __align__ ( 8 ) tag { members }") \
+  X("__cuda_builtin_vector_align8", \
+    "( tag , members )", \
+    "struct __device_builtin__ tag { union { struct { members } ; struct { long long " \
+    "int : 1 , : 0 ; } ; } ; }") \
+  X("__cudart_builtin__", "", "") \
+  X("__cudart_builtin__", "", "__location__ ( cudart_builtin )") \
+  X("__device__", "", "__location__ ( device )") \
+  X("__device_builtin__", "", "") \
+  X("__device_builtin__", "", "__location__ ( device_builtin )") \
+  X("__device_builtin_surface_type__", "", "") \
+  X("__device_builtin_surface_type__", "", "__location__ ( device_builtin_surface_type )") \
+  X("__device_builtin_texture_type__", "", "") \
+  X("__device_builtin_texture_type__", "", "__location__ ( device_builtin_texture_type )") \
+  X("__dv", "( v )", "") \
+  X("__dv", "( v )", "= v") \
+  X("__export__", "", "") \
+  X("__export__", "", "__declspec ( dllexport )") \
+  X("__forceinline__", "", "__forceinline") \
+  X("__forceinline__", "", "__inline__ __attribute__ ( ( always_inline ) )") \
+  X("__global__", "", "__location__ ( global )") \
+  X("__grid_constant__", "", "__location__ ( grid_constant )") \
+  X("__host__", "", "__location__ ( host )") \
+  X("__import__", "", "") \
+  X("__import__", "", "__declspec ( dllimport )") \
+  X("__inline__", "", "") \
+  X("__inline__", "", "__inline") \
+  X("__inline_hint__", "", "__attribute__ ( ( nv_inline_hint ) )") \
+  X("__inline_hint__", "", "__declspec ( nv_inline_hint )") \
+  X("__launch_bounds__", "( ... )", "__annotate__ ( launch_bounds ( __VA_ARGS__ ) )") \
+  X("__local_maxnreg__", "( a )", "__attribute__ ( ( local_maxnreg ( a ) ) )") \
+  X("__local_maxnreg__", "( n )", "__declspec ( local_maxnreg ( n ) )") \
+  X("__local_warpSize", "", "") \
+  X("__location__", "( a )", "__annotate__ ( __ ## a ## __ )") \
+  X("__location__", "( a )", "__annotate__ ( a )") \
+  X("__managed__", "", "__location__ ( managed )") \
+  X("__maxnreg__", "( a )", "__attribute__ ( ( maxnreg ( a ) ) )") \
+  X("__maxnreg__", "( n )", "__declspec ( maxnreg ( n ) )") \
+  X("__no_return__", "", "__attribute__ ( ( noreturn ) )") \
+  X("__no_return__", "", "__declspec ( noreturn )") \
+  X("__nv_pure__", "", "__location__ ( nv_pure )") \
+  X("__restrict__", "", "") \
+  X("__restrict__", "", "__restrict") \
+  X("__shared__", "", "__location__ ( shared )") \
+  X("__specialization_static", "", "") \
+  X("__specialization_static", "", "static") \
+  X("__thread__", "", "__declspec ( thread )") \
+  X("__thread__", "", "__thread") \
+  X("__tile__", "", "__location__ ( tile )") \
+  X("__tile_builtin__", "", "__location__ ( tile_builtin )") \
+  X("__tile_global__", "", "__location__ ( tile_global )") \
+  X("__volatile__", "", "volatile") \
+  X("alloca", "( __S )", "__builtin_alloca ( __S )") \
+  X("assert", \
+    "( e )", \
+    "( ( e ) ? static_cast < void > ( 0 ) : __assertfail ( __ASSERT_STR_HELPER ( e ) " \
+    ", __FILE__ , __LINE__ , __PRETTY_FUNCTION__ , sizeof ( char ) ) )") \
+  X("assert", "( e )", "( static_cast < void > ( 0 ) )") \
+  X("cudaArrayColorAttachment", "", "0x20") \
+  X("cudaArrayCubemap", "", "0x04") \
+  X("cudaArrayDefault", "", "0x00") \
+  X("cudaArrayDeferredMapping", "", "0x80") \
+  X("cudaArrayLayered", "", "0x01") \
+  X("cudaArraySparse", "", "0x40") \
+  X("cudaArraySparsePropertiesSingleMipTail", "", "0x1") \
+  X("cudaArraySurfaceLoadStore", "", "0x02") \
+  X("cudaArrayTextureGather", "", "0x08") \
+  X("cudaCpuDeviceId", "", "( ( int ) - 1 )") \
+  X("cudaDeviceBlockingSync", "", "0x04") \
+  X("cudaDeviceLmemResizeToMax", "", "0x10") \
+  X("cudaDeviceMapHost", "", "0x08") \
+  X("cudaDeviceMask", "", "0xff") \
+  X("cudaDeviceScheduleAuto", "", "0x00") \
+  X("cudaDeviceScheduleBlockingSync", "", "0x04") \
+  X("cudaDeviceScheduleMask", "", "0x07") \
+  X("cudaDeviceScheduleSpin", "", "0x01") \
+  X("cudaDeviceScheduleYield", "", "0x02") \
+  X("cudaDeviceSyncMemops", "", "0x80") \
+  X("cudaEventBlockingSync", "", "0x01") \
+  X("cudaEventDefault", "", "0x00") \
+  X("cudaEventDisableTiming", "", "0x02") \
+  X("cudaEventInterprocess", "", "0x04") \
+  X("cudaEventRecord", "", "__CUDART_API_PTSZ ( cudaEventRecord )") \
+  X("cudaEventRecordDefault", "", "0x00") \
+  X("cudaEventRecordExternal", "", "0x01") \
+  X("cudaEventRecordWithFlags", "", "__CUDART_API_PTSZ ( cudaEventRecordWithFlags )") \
+  X("cudaEventWaitDefault", "", "0x00") \
+  X("cudaEventWaitExternal", "", "0x01") \
+  X("cudaExternalMemoryDedicated", "", "0x1") \
+  X("cudaExternalSemaphoreSignalSkipNvSciBufMemSync", "", "0x01") \
+  X("cudaExternalSemaphoreWaitSkipNvSciBufMemSync", "", "0x02") \
+  X("cudaFreeAsync", "", "__CUDART_API_PTSZ ( cudaFreeAsync )") \
+  X("cudaGetDriverEntryPoint", "", "__CUDART_API_PTSZ ( cudaGetDriverEntryPoint )") \
+  X("cudaGetDriverEntryPointByVersion", \
+    "", \
+    "__CUDART_API_PTSZ ( cudaGetDriverEntryPointByVersion )") \
+  X("cudaGraphInstantiateWithParams", "", "__CUDART_API_PTSZ ( cudaGraphInstantiateWithParams )") \
+  X("cudaGraphKernelNodePortDefault", "", "0") \
+  X("cudaGraphKernelNodePortLaunchCompletion", "", "2") \
+  X("cudaGraphKernelNodePortProgrammatic", "", "1") \
+  X("cudaGraphLaunch", "", "__CUDART_API_PTSZ ( cudaGraphLaunch )") \
+  X("cudaGraphUpload", "", "__CUDART_API_PTSZ ( cudaGraphUpload )") \
+  X("cudaHostAllocDefault", "", "0x00") \
+  X("cudaHostAllocMapped", "", "0x02") \
+  X("cudaHostAllocPortable", "", "0x01") \
+  X("cudaHostAllocWriteCombined", "", "0x04") \
+  X("cudaHostRegisterDefault", "", "0x00") \
+  X("cudaHostRegisterIoMemory", "", "0x04") \
+  X("cudaHostRegisterMapped", "", "0x02") \
+  X("cudaHostRegisterPortable", "", "0x01") \
+  X("cudaHostRegisterReadOnly", "", "0x08") \
+  X("cudaInitDeviceFlagsAreValid", "", "0x01") \
+  X("cudaInvalidDeviceId", "", "( ( int ) - 2 )") \
+  X("cudaIpcMemLazyEnablePeerAccess", "", "0x01") \
+  X("cudaKernelNodeAttrID", "", "cudaLaunchAttributeID") \
+  X("cudaKernelNodeAttrValue", "", "cudaLaunchAttributeValue") \
+  X("cudaKernelNodeAttributeAccessPolicyWindow", "", "cudaLaunchAttributeAccessPolicyWindow") \
+  X("cudaKernelNodeAttributeClusterDimension", "", "cudaLaunchAttributeClusterDimension") \
+  X("cudaKernelNodeAttributeClusterSchedulingPolicyPreference", \
+    "", \
+    "cudaLaunchAttributeClusterSchedulingPolicyPreference") \
+  X("cudaKernelNodeAttributeCooperative", "", "cudaLaunchAttributeCooperative") \
+  X("cudaKernelNodeAttributeDeviceUpdatableKernelNode", \
+    "", \
+    "cudaLaunchAttributeDeviceUpdatableKernelNode") \
+  X("cudaKernelNodeAttributeMemSyncDomain", "", "cudaLaunchAttributeMemSyncDomain") \
+  X("cudaKernelNodeAttributeMemSyncDomainMap", "", "cudaLaunchAttributeMemSyncDomainMap") \
+  X("cudaKernelNodeAttributeNvlinkUtilCentricScheduling", \
+    "", \
+    "cudaLaunchAttributeNvlinkUtilCentricScheduling") \
+  X("cudaKernelNodeAttributePreferredSharedMemoryCarveout", \
+    "", \
+    "cudaLaunchAttributePreferredSharedMemoryCarveout") \
+  X("cudaKernelNodeAttributePriority", "", "cudaLaunchAttributePriority") \
+  X("cudaLaunchCooperativeKernel", "", "__CUDART_API_PTSZ ( cudaLaunchCooperativeKernel )") \
+  X("cudaLaunchHostFunc", "", "__CUDART_API_PTSZ ( cudaLaunchHostFunc )") \
+  X("cudaLaunchKernel", "", "__CUDART_API_PTSZ ( cudaLaunchKernel )") \
+  X("cudaLaunchKernelExC", "", "__CUDART_API_PTSZ ( cudaLaunchKernelExC )") \
+  X("cudaMallocAsync", "", "__CUDART_API_PTSZ ( cudaMallocAsync )") \
+  X("cudaMallocFromPoolAsync", "", "__CUDART_API_PTSZ ( cudaMallocFromPoolAsync )") \
+  X("cudaMemAttachGlobal", "", "0x01") \
+  X("cudaMemAttachHost", "", "0x02") \
+  X("cudaMemAttachSingle", "", "0x04") \
+  X("cudaMemDiscardAndPrefetchBatchAsync", \
+    "", \
+    "__CUDART_API_PTSZ ( cudaMemDiscardAndPrefetchBatchAsync )") \
+  X("cudaMemDiscardBatchAsync", "", "__CUDART_API_PTSZ ( cudaMemDiscardBatchAsync )") \
+  X("cudaMemPoolCreateUsageHwDecompress", "", "0x2") \
+  X("cudaMemPrefetchAsync", "", "__CUDART_API_PTSZ ( cudaMemPrefetchAsync )") \
+  X("cudaMemPrefetchBatchAsync", "", "__CUDART_API_PTSZ ( cudaMemPrefetchBatchAsync )") \
+  X("cudaMemcpy", "", "__CUDART_API_PTDS ( cudaMemcpy )") \
+  X("cudaMemcpy2D", "", "__CUDART_API_PTDS ( cudaMemcpy2D )") \
+  X("cudaMemcpy2DArrayToArray", "", "__CUDART_API_PTDS ( cudaMemcpy2DArrayToArray )") \
+  X("cudaMemcpy2DAsync", "", "__CUDART_API_PTSZ ( cudaMemcpy2DAsync )") \
+  X("cudaMemcpy2DFromArray", "", "__CUDART_API_PTDS ( cudaMemcpy2DFromArray )") \
+  X("cudaMemcpy2DFromArrayAsync", "", "__CUDART_API_PTSZ ( cudaMemcpy2DFromArrayAsync )") \
+  X("cudaMemcpy2DToArray", "", "__CUDART_API_PTDS ( cudaMemcpy2DToArray )") \
+  X("cudaMemcpy2DToArrayAsync", "", "__CUDART_API_PTSZ ( cudaMemcpy2DToArrayAsync )") \
+  X("cudaMemcpy3D", "", "__CUDART_API_PTDS ( cudaMemcpy3D )") \
+  X("cudaMemcpy3DAsync", "", "__CUDART_API_PTSZ ( cudaMemcpy3DAsync )") \
+  X("cudaMemcpy3DBatchAsync", "", "__CUDART_API_PTSZ ( cudaMemcpy3DBatchAsync )") \
+  X("cudaMemcpy3DPeer", "", "__CUDART_API_PTDS ( cudaMemcpy3DPeer )") \
+  X("cudaMemcpy3DPeerAsync", "", "__CUDART_API_PTSZ ( cudaMemcpy3DPeerAsync )") \
+  X("cudaMemcpyArrayToArray", "", "__CUDART_API_PTDS ( cudaMemcpyArrayToArray )") \
+  X("cudaMemcpyAsync", "", "__CUDART_API_PTSZ ( cudaMemcpyAsync )") \
+  X("cudaMemcpyBatchAsync", "", "__CUDART_API_PTSZ ( cudaMemcpyBatchAsync )") \
+  X("cudaMemcpyFromArray", "", "__CUDART_API_PTDS ( cudaMemcpyFromArray )") \
+  X("cudaMemcpyFromArrayAsync", "", "__CUDART_API_PTSZ ( cudaMemcpyFromArrayAsync )") \
+  X("cudaMemcpyFromSymbol", "", "__CUDART_API_PTDS ( cudaMemcpyFromSymbol )") \
+  X("cudaMemcpyFromSymbolAsync", "", "__CUDART_API_PTSZ ( cudaMemcpyFromSymbolAsync )") \
+  X("cudaMemcpyToArray", "", "__CUDART_API_PTDS ( cudaMemcpyToArray )") \
+  X("cudaMemcpyToArrayAsync", "", "__CUDART_API_PTSZ ( cudaMemcpyToArrayAsync )") \
+  X("cudaMemcpyToSymbol", "", "__CUDART_API_PTDS ( cudaMemcpyToSymbol )") \
+  X("cudaMemcpyToSymbolAsync", "", "__CUDART_API_PTSZ ( cudaMemcpyToSymbolAsync )") \
+  X("cudaMemset", "", "__CUDART_API_PTDS ( cudaMemset )") \
+  X("cudaMemset2D", "", "__CUDART_API_PTDS ( cudaMemset2D )") \
+  X("cudaMemset2DAsync", "", "__CUDART_API_PTSZ ( cudaMemset2DAsync )") \
+  X("cudaMemset3D", "", "__CUDART_API_PTDS ( cudaMemset3D )") \
+  X("cudaMemset3DAsync", "", "__CUDART_API_PTSZ ( cudaMemset3DAsync )") \
+  X("cudaMemsetAsync", "", "__CUDART_API_PTSZ ( cudaMemsetAsync )") \
+  X("cudaNvSciSyncAttrSignal", "", "0x1") \
+  X("cudaNvSciSyncAttrWait", "", "0x2") \
+  X("cudaOccupancyDefault", "", "0x00") \
+  X("cudaOccupancyDisableCachingOverride", "", "0x01") \
+  X("cudaPeerAccessDefault", "", "0x00") \
+  X("cudaSignalExternalSemaphoresAsync", \
+    "", \
+    "__CUDART_API_PTSZ ( cudaSignalExternalSemaphoresAsync )") \
+  X("cudaStreamAddCallback", "", "__CUDART_API_PTSZ ( cudaStreamAddCallback )") \
+  X("cudaStreamAttachMemAsync", "", "__CUDART_API_PTSZ ( cudaStreamAttachMemAsync )") \
+  X("cudaStreamAttrID", "", "cudaLaunchAttributeID") \
+  X("cudaStreamAttrValue", "", "cudaLaunchAttributeValue") \
+  X("cudaStreamAttributeAccessPolicyWindow", "", "cudaLaunchAttributeAccessPolicyWindow") \
+  X("cudaStreamAttributeMemSyncDomain", "", "cudaLaunchAttributeMemSyncDomain") \
+  X("cudaStreamAttributeMemSyncDomainMap", "", "cudaLaunchAttributeMemSyncDomainMap") \
+  X("cudaStreamAttributePriority", "", "cudaLaunchAttributePriority") \
+  X("cudaStreamAttributeSynchronizationPolicy", "", "cudaLaunchAttributeSynchronizationPolicy") \
+  X("cudaStreamBeginCapture", "", "__CUDART_API_PTSZ ( cudaStreamBeginCapture )") \
+  X("cudaStreamBeginCaptureToGraph", "", "__CUDART_API_PTSZ ( cudaStreamBeginCaptureToGraph )") \
+  X("cudaStreamCopyAttributes", "", "__CUDART_API_PTSZ ( cudaStreamCopyAttributes )") \
+  X("cudaStreamDefault", "", "0x00") \
+  X("cudaStreamEndCapture", "", "__CUDART_API_PTSZ ( cudaStreamEndCapture )") \
+  X("cudaStreamFireAndForget", "", "( ( cudaStream_t ) 0x4 )") \
+  X("cudaStreamGetAttribute", "", "__CUDART_API_PTSZ ( cudaStreamGetAttribute )") \
+  X("cudaStreamGetCaptureInfo", "", "__CUDART_API_PTSZ ( cudaStreamGetCaptureInfo )") \
+  X("cudaStreamGetDevice", "", "__CUDART_API_PTSZ ( cudaStreamGetDevice )") \
+  X("cudaStreamGetFlags", "", "__CUDART_API_PTSZ ( cudaStreamGetFlags )") \
+  X("cudaStreamGetId", "", "__CUDART_API_PTSZ ( cudaStreamGetId )") \
+  X("cudaStreamGetPriority", "", "__CUDART_API_PTSZ ( cudaStreamGetPriority )") \
+  X("cudaStreamGraphFireAndForget", "", "( cudaStream_t ) 0x0200000000000000") \
+  X("cudaStreamGraphFireAndForgetAsSibling", "", "( cudaStream_t ) 0x0300000000000000") \
+  X("cudaStreamGraphTailLaunch", "", "( cudaStream_t ) 0x0100000000000000") \
+  X("cudaStreamIsCapturing", "", "__CUDART_API_PTSZ ( cudaStreamIsCapturing )") \
+  X("cudaStreamLegacy", "", "( ( cudaStream_t ) 0x1 )") \
+  X("cudaStreamNonBlocking", "", "0x01") \
+  X("cudaStreamPerThread", "", "( ( cudaStream_t ) 0x2 )") \
+  X("cudaStreamQuery", "", "__CUDART_API_PTSZ ( cudaStreamQuery )") \
+  X("cudaStreamSetAttribute", "", "__CUDART_API_PTSZ ( cudaStreamSetAttribute )") \
+  X("cudaStreamSynchronize", "", "__CUDART_API_PTSZ ( cudaStreamSynchronize )") \
+  X("cudaStreamTailLaunch", "", "( ( cudaStream_t ) 0x3 )") \
+  X("cudaStreamUpdateCaptureDependencies", \
+    "", \
+    "__CUDART_API_PTSZ ( cudaStreamUpdateCaptureDependencies )") \
+  X("cudaStreamWaitEvent", "", "__CUDART_API_PTSZ ( cudaStreamWaitEvent )") \
+  X("cudaSurfaceType1D", "", "0x01") \
+  X("cudaSurfaceType1DLayered", "", "0xF1") \
+  X("cudaSurfaceType2D", "", "0x02") \
+  X("cudaSurfaceType2DLayered", "", "0xF2") \
+  X("cudaSurfaceType3D", "", "0x03") \
+  X("cudaSurfaceTypeCubemap", "", "0x0C") \
+  X("cudaSurfaceTypeCubemapLayered", "", "0xFC") \
+  X("cudaTextureType1D", "", "0x01") \
+  X("cudaTextureType1DLayered", "", "0xF1") \
+  X("cudaTextureType2D", "", "0x02") \
+  X("cudaTextureType2DLayered", "", "0xF2") \
+  X("cudaTextureType3D", "", "0x03") \
+  X("cudaTextureTypeCubemap", "", "0x0C") \
+  X("cudaTextureTypeCubemapLayered", "", "0xFC") \
+  X("cudaWaitExternalSemaphoresAsync", \
+    "", \
+    "__CUDART_API_PTSZ ( cudaWaitExternalSemaphoresAsync )") \
+  X("va_arg", "( ap , t )", "( * ( ( t * ) __cu_va_arg ( & ap , ( t * ) 0 ) ) )") \
+  X("va_arg", "( v , l )", "__builtin_alt_va_arg ( v , l )") \
+  X("va_copy", "( apd , aps )", "( __cu_va_copy ( & ( apd ) , & ( aps ) ) )") \
+  X("va_copy", "( d , s )", "__builtin_va_copy ( d , s )") \
+  X("va_end", "( ap )", "( __cu_va_end ( & ap ) )") \
+  X("va_end", "( v )", "__builtin_va_end ( v )") \
+  X("va_start", "( ap , x )", "( __cu_va_start ( & ap , x ) )") \
+  X("va_start", "( v , l )", "__builtin_alt_va_start ( v , l )") \
+  X("warpSize", "", "32")
+
 #endif /* T4A_NVRTC_NVRTC_PREDEFINED_H_ */

@@ -1827,6 +1827,48 @@ static void test_macros_nvrtc_predefines_are_refused_undefined(void **state) {
   assert_refused_both_ways(&r, "defines it otherwise than NVRTC does", "copy", 0);
 }
 
+/* The check reads NVRTC's built-in definitions (every #define of its built-in headers, listed
+ * by scripts/gen_nvrtc_predefined.py) as if a text defined them. A built-in that hands back a
+ * name (_NV_EVAL, _NV_FIRST_ARG), a built-in paster whose own name is pasted and an alias (an
+ * object-like built-in whose body is a name) pass a root's paster the caller's tokens where the
+ * check, not knowing them, saw no invocation: each was a stale hit, in the request's text and
+ * in a root's (each #error fires: NVRTC made __has_include and found the file). */
+static void test_builtin_definitions_are_read(void **state) {
+  (void)state;
+  const char *roots[] = {g_root};
+  write_file(g_root, "k.h",
+             "#define CAT(a, b) a ## b\n#define K(x) CAT(__has_, x)\n"
+             "#define KP(x) CAT(_NV_, PASTE5)(__has_, x, , , )\n"
+             "#define __forceinline(x) CAT(__has_, x)\n");
+  static const char *const shapes[] = {
+      "#if _NV_EVAL(K)(include)(\"/etc/hostname\")\n#error made\n#endif\n",
+      "#if _NV_FIRST_ARG(K, 1)(include)(\"/etc/hostname\")\n#error made\n#endif\n",
+      "#if KP(include)(\"/etc/hostname\")\n#error made\n#endif\n",
+      "#if __forceinline__(include)(\"/etc/hostname\")\n#error made\n#endif\n",
+  };
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+    char src[512];
+    snprintf(src, sizeof src, "#include <k.h>\n%s", shapes[i]);
+    t4a_nvrtc_request r = roots_request(src, roots, 1);
+    t4a_nvrtc_artifact *a = NULL;
+    assert_int_equal(t4a_nvrtc_compile(g_lib, &r, &a, NULL), T4A_COMPILE_FAILED);
+    assert_null(a);
+    assert_refused_both_ways(&r, "__has_include", "request", i);
+    /* The same line in a root file, whose invocations are not expanded: their arguments and
+     * the group after them are collected. */
+    write_file(g_root, "use.h", shapes[i]);
+    r = roots_request("#include <k.h>\n#include <use.h>\n", roots, 1);
+    assert_int_equal(t4a_nvrtc_compile(g_lib, &r, &a, NULL), T4A_COMPILE_FAILED);
+    assert_refused_both_ways(&r, "__has_include", "root", i);
+  }
+  /* The built-ins a kernel uses, read, refuse nothing by themselves. */
+  t4a_nvrtc_request r = roots_request(
+      "#include <k.h>\nextern \"C\" __global__ void __launch_bounds__(128) k(int *p) {\n"
+      "  __align__(8) int v[2] = {CAT(1, 2), 3};\n  *p = v[0] + _NV_EVAL(v[1]);\n}\n",
+      roots, 1);
+  assert_check_passes(&r, "kernel", 0);
+}
+
 /* Failure sweep of the expansion check: every allocation in turn fails with HOST_OUT_OF_MEMORY
  * (nothing else), until the check passes. */
 static void test_paste_check_failure_sweep(void **state) {
@@ -2312,6 +2354,7 @@ int main(void) {
                                       each_teardown),
       cmocka_unit_test_setup_teardown(test_macros_nvrtc_predefines_are_refused_undefined,
                                       each_setup, each_teardown),
+      cmocka_unit_test_setup_teardown(test_builtin_definitions_are_read, each_setup, each_teardown),
       cmocka_unit_test_setup_teardown(test_paste_check_failure_sweep, each_setup, each_teardown),
       cmocka_unit_test_setup_teardown(test_header_beside_the_includer_is_a_miss, each_setup,
                                       each_teardown),
