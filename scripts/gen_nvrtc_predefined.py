@@ -11,7 +11,8 @@ predefined macros whose bodies name one; it writes the sorted names, as an X-mac
 t4a_nvrtc/nvrtc_predefined.h. It also writes every #define of the libraries (each distinct one,
 normalized) as a second list, which the include check reads as if a text defined them (a
 built-in that hands back a name, an alias, or a paster whose name is pasted, passes a caller's
-tokens to a paste the check must see).
+tokens to a paste the check must see). It fails if a built-in paste with a fixed operand could
+make __has_include, __has_include_next or __has_embed: the check assumes none can.
 
   scripts/gen_nvrtc_predefined.py            regenerate from the toolkit's libnvrtc-builtins
   scripts/gen_nvrtc_predefined.py --check    fail if the file differs from what the installed
@@ -176,12 +177,55 @@ def render(names, paths, defs):
     return "\n".join(lines) + "\n"
 
 
+TARGETS = ("__has_include", "__has_include_next", "__has_embed")
+
+
+def fixed_paste_targets(defs):
+    """The targets a chain of pastes with a fixed operand could make (nvrtc_cacheable.c's
+    builtin_paste_makes reads the same chains: the name starts with a fixed first operand, ends
+    with a fixed last one and holds each fixed one between). The include check relies on none:
+    it only refuses wrappers such a chain can name."""
+    made = []
+    for n, texts in defs.items():
+        for t in set(texts):
+            params, body = set(), t
+            if t.startswith("("):
+                close = t.index(")")
+                params = {p.strip().rstrip(".").strip() or "__VA_ARGS__"
+                          for p in t[1:close].split(",")} | {"__VA_ARGS__"}
+                body = t[close + 1:]
+            toks = [x for x in NORM_TOKEN.findall(body) if not x.startswith(("/*", "//"))]
+            i = 0
+            while i < len(toks):
+                e = i
+                while e + 2 < len(toks) and toks[e + 1] == "##":
+                    e += 2
+                ops = toks[i:e + 1:2]
+                fixed = [re.match(r"[A-Za-z0-9_]+$", o) is not None and o not in params for o in ops]
+                if e > i and any(fixed):
+                    for tgt in TARGETS:
+                        ok = all(not f or (k == 0 and tgt.startswith(o)) or
+                                 (k == len(ops) - 1 and k > 0 and tgt.endswith(o)) or
+                                 (0 < k < len(ops) - 1 and o in tgt)
+                                 for k, (o, f) in enumerate(zip(ops, fixed)))
+                        if ok:
+                            made.append("%s (%s)" % (tgt, n))
+                i = e + 1
+    return made
+
+
 def main():
     paths = libraries()
     if not paths:
         print("gen_nvrtc_predefined: no libnvrtc-builtins found (set T4A_CUDA_PATH)", file=sys.stderr)
         return 1
     defs = definitions(paths)
+    made = fixed_paste_targets(defs)
+    if made:
+        print("gen_nvrtc_predefined: a built-in paste with a fixed operand could make %s; the "
+              "include check assumes none can (nvrtc_cacheable.c, builtin_paste_makes)" %
+              ", ".join(made), file=sys.stderr)
+        return 1
     want = render(closure(defs), paths, defs)
     if "--check" in sys.argv[1:]:
         have = open(OUT).read() if os.path.exists(OUT) else ""

@@ -2571,6 +2571,69 @@ static t4a_status add_builtins(scan *s) {
   return T4A_OK;
 }
 
+/* Whether operand o of body m is fixed (an identifier or number that is not a parameter). */
+static int builtin_operand_fixed(const t4a_nvrtc_macro_ *m, const char *tp, size_t tn, int kind) {
+  if (kind != 'i' && kind != 'n') return 0;
+  size_t pi = 0, ps = 0;
+  int pk;
+  while (kind == 'i' && (pk = body_token(m->params, m->params_len, &pi, &ps)) != 0) {
+    if (pk == 'i' && pi - ps == tn && memcmp(m->params + ps, tp, tn) == 0) return 0;
+    if (pk == 'p' && m->params[ps] == '.' && tn == 11 && memcmp(tp, "__VA_ARGS__", 11) == 0) {
+      return 0;
+    }
+  }
+  return 1;
+}
+
+/* Whether a paste with a fixed operand in NVRTC's own definitions (`_NV_IF_ ## b`,
+ * `api ## _ptds`, `__ ## a ## __`, `N ## 0`) could make `name`: for each chain of pastes with a
+ * fixed operand, the name starts with its first operand if that is fixed, ends with its last if
+ * that is fixed, and holds each fixed one between. The roots' invocations are not expanded and
+ * those operands stand in no text, so a wrapper named so could be pasted together unseen.
+ * *side: the chain and its macro (cut to cap). scripts/gen_nvrtc_predefined.py checks that no
+ * such chain can make __has_include, __has_include_next or __has_embed. */
+static int builtin_paste_makes(const char *name, char *side, size_t cap) {
+  size_t nn = strlen(name);
+  for (size_t d = 0; d < NUM_BUILTIN_MACROS; d++) {
+    const t4a_nvrtc_macro_ *m = &k_builtin_macros[d];
+    if (memmem(m->body, m->body_len, "##", 2) == NULL) continue;
+    size_t at[64], len[64], nt = 0, i = 0, start = 0;
+    int kind[64], k;
+    while (nt < 64 && (k = body_token(m->body, m->body_len, &i, &start)) != 0) {
+      at[nt] = start;
+      len[nt] = i - start;
+      kind[nt++] = k;
+    }
+    for (size_t t = 0; t < nt; t++) { /* a chain: t, then ## and an operand, repeated */
+      size_t e = t;
+      while (e + 3 < nt && kind[e + 1] == '#' && kind[e + 2] == '#' && at[e + 2] == at[e + 1] + 1) {
+        e += 3;
+      }
+      if (e == t) continue;
+      int any = 0, hit = 1;
+      for (size_t o = t; o <= e; o += 3) {
+        const char *tp = m->body + at[o];
+        if (!builtin_operand_fixed(m, tp, len[o], kind[o])) continue;
+        any = 1;
+        if (o == t) {
+          hit = hit && nn >= len[o] && memcmp(name, tp, len[o]) == 0;
+        } else if (o == e) {
+          hit = hit && nn >= len[o] && memcmp(name + nn - len[o], tp, len[o]) == 0;
+        } else {
+          hit = hit && memmem(name, nn, tp, len[o]) != NULL;
+        }
+      }
+      if (any && hit) {
+        snprintf(side, cap, "%.*s in %.*s", (int)(at[e] + len[e] - at[t]), m->body + at[t],
+                 (int)m->name_len, m->name);
+        return 1;
+      }
+      t = e;
+    }
+  }
+  return 0;
+}
+
 t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p) {
   const t4a_nvrtc_request *r = p->req;
   scan s;
@@ -2678,9 +2741,20 @@ t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p) {
       }
     }
   }
-  /* pastes that join the request's own tokens with the roots' definitions */
-  if (st == T4A_OK && s.num_roots > 0 && s.pasted) st = add_builtins(&s);
-  if (st == T4A_OK && s.num_roots > 0 && s.pasted) st = check_request_pastes(&s);
+  /* pastes that join the request's own tokens with the roots' definitions; NVRTC's own pastes
+   * with a fixed side can make a wrapper's name out of the caller's tokens with no text pasting */
+  int expand = s.pasted || s.num_wrappers > 0;
+  if (st == T4A_OK && s.num_roots > 0 && expand) st = add_builtins(&s);
+  if (st == T4A_OK && s.num_roots > 0 && expand) st = check_request_pastes(&s);
+  for (size_t k = 0; st == T4A_OK && s.num_roots > 0 && k < s.num_wrappers; k++) {
+    char side[96];
+    if (builtin_paste_makes(s.wrappers[k], side, sizeof side)) {
+      st = REFUSE(
+          "the macro %s applies __has_include to its argument, and a paste in NVRTC's own "
+          "definitions (%s) could make its name%s",
+          s.wrappers[k], side, k_root_advice);
+    }
+  }
   for (size_t k = 0; st == T4A_OK && s.pasted && k < s.num_wrappers; k++) {
     if (strpbrk(s.wrappers[k], "0123456789") != NULL) {
       /* A predefined macro's value (__LINE__, __COUNTER__, __CUDA_ARCH__) is a number no text

@@ -1869,6 +1869,62 @@ static void test_builtin_definitions_are_read(void **state) {
   assert_check_passes(&r, "kernel", 0);
 }
 
+/* NVRTC's own pastes with one fixed side (`__CUDA_ARCH_FEAT_ ## _FEAT`, `_NV_IF_ ## b`,
+ * `_NV_TARGET_BOOL_ ## cond`, `api ## _ptds`, reached also through the object-like cudaMemcpy
+ * under CUDA_API_PER_THREAD_DEFAULT_STREAM) make a wrapper's name out of the caller's W where no
+ * text pastes: the request's texts are expanded whenever there is a wrapper, and a wrapper that
+ * such a paste could name is refused (the roots' texts are not expanded). Each was a stale hit
+ * (an independent review's shapes; each #error fires). */
+static void test_builtin_pastes_without_a_text_paste_are_refused(void **state) {
+  (void)state;
+  const char *roots[] = {g_root};
+  write_file(
+      g_root, "w.h",
+      "#define __CUDA_ARCH_FEAT_W(x) __has_include(x)\n#define _NV_IF_W(x) __has_include(x)\n"
+      "#define _NV_TARGET_BOOL_W(x) __has_include_next(x)\n#define W_ptds(x) __has_include(x)\n"
+      "#define cudaMemcpy_ptds(x) __has_include(x)\n");
+  static const char *const shapes[] = {
+      "#if __CUDA_ARCH_HAS_FEATURE__(W)(\"/etc/hostname\")\n#error made\n#endif\n",
+      "#if _NV_IF_BIT(W)(\"/etc/hostname\")\n#error made\n#endif\n",
+      "#if _NV_ARCH_COND_CAT(W)(\"/etc/hostname\")\n#error made\n#endif\n",
+      "#if __CUDART_API_PTDS(W)(\"/etc/hostname\")\n#error made\n#endif\n",
+      "#if cudaMemcpy(\"/etc/hostname\")\n#error made\n#endif\n", /* an object-like built-in */
+  };
+  const char *opts[] = {"-DCUDA_API_PER_THREAD_DEFAULT_STREAM"}; /* __CUDART_API_PTDS pastes */
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+    char src[512];
+    for (int in_root = 0; in_root <= 1; in_root++) {
+      write_file(g_root, "use.h", shapes[i]);
+      snprintf(src, sizeof src, "#include <w.h>\n%s", in_root ? "#include <use.h>\n" : shapes[i]);
+      t4a_nvrtc_request r = roots_request(src, roots, 1);
+      r.options = opts;
+      r.num_options = 1;
+      t4a_nvrtc_artifact *a = NULL;
+      t4a_nvrtc_outcome o = T4A_NVRTC_OUTCOME_INIT;
+      assert_int_equal(t4a_nvrtc_compile(g_lib, &r, &a, &o), T4A_COMPILE_FAILED);
+      assert_non_null(strstr(o.log, "made"));
+      t4a_nvrtc_outcome_deinit(&o);
+      assert_refused_both_ways(&r, "paste", in_root ? "root" : "request", i);
+    }
+  }
+  /* The wrapper in the request's own text, and the message of the name rule. */
+  t4a_nvrtc_request r = roots_request(
+      "#include <cat.h>\n#define _NV_IF_V(x) __has_include(x)\n"
+      "#if _NV_IF_BIT(V)(\"/etc/hostname\")\n#endif\n",
+      roots, 1);
+  write_file(g_root, "cat.h", "\n");
+  assert_refused_both_ways(&r, "paste", "request text", 0);
+  write_file(g_root, "w.h", "#define _NV_IF_W(x) __has_include(x)\n");
+  write_file(g_root, "use.h", "#if _NV_IF_BIT(W)(\"/etc/hostname\")\n#endif\n");
+  r = roots_request("#include <w.h>\n#include <use.h>\n", roots, 1);
+  assert_refused_both_ways(&r, "a paste in NVRTC's own definitions (_NV_IF_ ## b in _NV_IF_BIT)",
+                           "message", 0);
+  /* A wrapper no such paste can name passes beside the built-ins. */
+  write_file(g_root, "w.h", "#define HAS(x) __has_include(x)\n");
+  r = roots_request("#include <w.h>\n#if HAS(<w.h>) && _NV_EVAL(1)\nint v;\n#endif\n", roots, 1);
+  assert_check_passes(&r, "HAS", 0);
+}
+
 /* Failure sweep of the expansion check: every allocation in turn fails with HOST_OUT_OF_MEMORY
  * (nothing else), until the check passes. */
 static void test_paste_check_failure_sweep(void **state) {
@@ -2355,6 +2411,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_macros_nvrtc_predefines_are_refused_undefined,
                                       each_setup, each_teardown),
       cmocka_unit_test_setup_teardown(test_builtin_definitions_are_read, each_setup, each_teardown),
+      cmocka_unit_test_setup_teardown(test_builtin_pastes_without_a_text_paste_are_refused,
+                                      each_setup, each_teardown),
       cmocka_unit_test_setup_teardown(test_paste_check_failure_sweep, each_setup, each_teardown),
       cmocka_unit_test_setup_teardown(test_header_beside_the_includer_is_a_miss, each_setup,
                                       each_teardown),
