@@ -2571,7 +2571,7 @@ static t4a_status add_builtins(scan *s) {
   return T4A_OK;
 }
 
-/* Whether operand o of body m is fixed (an identifier or number that is not a parameter). */
+/* Whether the operand tp[0..tn) of m's body is fixed: an identifier or number, not a parameter. */
 static int builtin_operand_fixed(const t4a_nvrtc_macro_ *m, const char *tp, size_t tn, int kind) {
   if (kind != 'i' && kind != 'n') return 0;
   size_t pi = 0, ps = 0;
@@ -2597,9 +2597,10 @@ static int builtin_paste_makes(const char *name, char *side, size_t cap) {
   for (size_t d = 0; d < NUM_BUILTIN_MACROS; d++) {
     const t4a_nvrtc_macro_ *m = &k_builtin_macros[d];
     if (memmem(m->body, m->body_len, "##", 2) == NULL) continue;
-    size_t at[64], len[64], nt = 0, i = 0, start = 0;
-    int kind[64], k;
-    while (nt < 64 && (k = body_token(m->body, m->body_len, &i, &start)) != 0) {
+    /* (scripts/gen_nvrtc_predefined.py fails if a body that pastes has more than 120 tokens) */
+    size_t at[256], len[256], nt = 0, i = 0, start = 0;
+    int kind[256], k;
+    while (nt < 256 && (k = body_token(m->body, m->body_len, &i, &start)) != 0) {
       at[nt] = start;
       len[nt] = i - start;
       kind[nt++] = k;
