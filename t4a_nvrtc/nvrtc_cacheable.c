@@ -2635,6 +2635,40 @@ static int builtin_paste_makes(const char *name, char *side, size_t cap) {
   return 0;
 }
 
+/* NVRTC's own definitions seen from the wrappers' side (with roots and wrappers). A body that
+ * names a wrapper is a use of it that no text shows (`cudaStreamAttrID` is NVRTC's alias of
+ * `cudaLaunchAttributeID`; `assert(e)` calls `__assertfail` with `#e`): refused. A body's
+ * identifier that is a proper piece of a wrapper's name (`static` of `__specialization_static`,
+ * the fixed `_ptds` of a paste) joins the pieces that a text's paste could join into the name,
+ * which the roots' rule and the expansion's coarse check read. */
+static t4a_status builtin_wrapper_pieces(scan *s) {
+  char where[sizeof s->where];
+  memcpy(where, s->where, sizeof where);
+  t4a_status st = T4A_OK;
+  for (size_t d = 0; st == T4A_OK && d < NUM_BUILTIN_MACROS; d++) {
+    const t4a_nvrtc_macro_ *m = &k_builtin_macros[d];
+    size_t i = 0, start = 0;
+    int k;
+    snprintf(s->where, sizeof s->where, "NVRTC's own definition of %.*s", (int)m->name_len,
+             m->name);
+    while (st == T4A_OK && (k = body_token(m->body, m->body_len, &i, &start)) != 0) {
+      size_t n = i - start;
+      if (k != 'i' || !builtin_operand_fixed(m, m->body + start, n, k)) continue;
+      for (size_t w = 0; st == T4A_OK && w < s->num_wrappers; w++) {
+        if (strlen(s->wrappers[w]) == n && memcmp(s->wrappers[w], m->body + start, n) == 0) {
+          st = REFUSE(
+              "%s names the macro %s, which applies __has_include to its argument: a use whose "
+              "operand no text shows%s",
+              s->where, s->wrappers[w], k_root_advice);
+        }
+      }
+      if (st == T4A_OK) st = add_wrapper_piece(s, m->body + start, n, 1);
+    }
+  }
+  memcpy(s->where, where, sizeof where);
+  return st;
+}
+
 t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p) {
   const t4a_nvrtc_request *r = p->req;
   scan s;
@@ -2745,6 +2779,7 @@ t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p) {
   /* pastes that join the request's own tokens with the roots' definitions; NVRTC's own pastes
    * with a fixed side can make a wrapper's name out of the caller's tokens with no text pasting */
   int expand = s.pasted || s.num_wrappers > 0;
+  if (st == T4A_OK && s.num_roots > 0 && s.num_wrappers > 0) st = builtin_wrapper_pieces(&s);
   if (st == T4A_OK && s.num_roots > 0 && expand) st = add_builtins(&s);
   if (st == T4A_OK && s.num_roots > 0 && expand) st = check_request_pastes(&s);
   for (size_t k = 0; st == T4A_OK && s.num_roots > 0 && k < s.num_wrappers; k++) {

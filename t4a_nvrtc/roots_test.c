@@ -1925,6 +1925,64 @@ static void test_builtin_pastes_without_a_text_paste_are_refused(void **state) {
   assert_check_passes(&r, "HAS", 0);
 }
 
+/* NVRTC's own bodies seen from the wrappers' side: a body that names a wrapper is a use no text
+ * shows (the alias cudaStreamAttrID of cudaLaunchAttributeID; assert(e), which calls
+ * __assertfail with #e: a header name made by stringizing), and a body's identifier that is a
+ * piece of a wrapper's name (`static` of __specialization_static, the fixed _ptds of a paste)
+ * can join a text's paste into it, in a root's text or, through the coarse check, in the
+ * request's. Each was a stale hit (an independent review's shapes; each #error fires). */
+static void test_builtin_bodies_that_name_or_piece_a_wrapper_are_refused(void **state) {
+  (void)state;
+  const char *roots[] = {g_root};
+  static const char paste[] = "#define CAT(a, b) a ## b\n#define XCAT(a, b) CAT(a, b)\n";
+  static const struct {
+    const char *wrapper, *def, *use;
+    int in_request;
+  } shapes[] = {
+      {"cudaLaunchAttributeID", "",
+       "#if cudaStreamAttrID(\"/etc/hostname\")\n#error made\n#endif\n", 1},
+      {"__assertfail", "", "#if assert(hostname)\n#error made\n#endif\n", 1},
+      {"staticH", paste,
+       "#if XCAT(__specialization_static, H)(\"/etc/hostname\")\n#error made\n#endif\n", 0},
+      {"W_ptdsZ", paste,
+       "#if XCAT(__CUDART_API_PTDS(W), Z)(\"/etc/hostname\")\n#error made\n#endif\n", 0},
+  };
+  const char *opts[] = {"-DCUDA_API_PER_THREAD_DEFAULT_STREAM"};
+  write_file(g_root, "hostname", "\n");
+  char src[2048], w[512];
+  for (size_t i = 0; i <= 4; i++) {
+    size_t k = i < 4 ? i : 2;
+    snprintf(w, sizeof w, "%s#define %s(x, ...) __has_include(x)\n", shapes[k].def,
+             shapes[k].wrapper);
+    write_file(g_root, "w.h", w);
+    write_file(g_root, "use.h", shapes[k].use);
+    for (int in_root = 0; in_root <= 1; in_root++) {
+      if ((i < 4 && !in_root && !shapes[i].in_request) || (i == 4 && in_root)) continue;
+      size_t n = (size_t)snprintf(src, sizeof src, "#include <w.h>\n");
+      if (i == 4) { /* 3^8 runs: the coarse check decides */
+        for (int a = 1; a <= 8; a++) {
+          n += (size_t)snprintf(src + n, sizeof src - n,
+                                "#if 0\n#define A%d ,\n#endif\n#define A%d\n", a, a);
+        }
+        snprintf(src + n, sizeof src - n,
+                 "#if XCAT(A1 A2 A3 A4 A5 A6 A7 A8 __specialization_static, H)"
+                 "(\"/etc/hostname\")\n#error made\n#endif\n");
+      } else {
+        snprintf(src + n, sizeof src - n, "%s", in_root ? "#include <use.h>\n" : shapes[i].use);
+      }
+      t4a_nvrtc_request r = roots_request(src, roots, 1);
+      r.options = opts;
+      r.num_options = 1;
+      t4a_nvrtc_artifact *a = NULL;
+      t4a_nvrtc_outcome o = T4A_NVRTC_OUTCOME_INIT;
+      assert_int_equal(t4a_nvrtc_compile(g_lib, &r, &a, &o), T4A_COMPILE_FAILED);
+      assert_non_null(strstr(o.log, "made"));
+      t4a_nvrtc_outcome_deinit(&o);
+      assert_refused_both_ways(&r, shapes[k].wrapper, in_root ? "root" : "request", i);
+    }
+  }
+}
+
 /* Failure sweep of the expansion check: every allocation in turn fails with HOST_OUT_OF_MEMORY
  * (nothing else), until the check passes. */
 static void test_paste_check_failure_sweep(void **state) {
@@ -2412,6 +2470,8 @@ int main(void) {
                                       each_setup, each_teardown),
       cmocka_unit_test_setup_teardown(test_builtin_definitions_are_read, each_setup, each_teardown),
       cmocka_unit_test_setup_teardown(test_builtin_pastes_without_a_text_paste_are_refused,
+                                      each_setup, each_teardown),
+      cmocka_unit_test_setup_teardown(test_builtin_bodies_that_name_or_piece_a_wrapper_are_refused,
                                       each_setup, each_teardown),
       cmocka_unit_test_setup_teardown(test_paste_check_failure_sweep, each_setup, each_teardown),
       cmocka_unit_test_setup_teardown(test_header_beside_the_includer_is_a_miss, each_setup,
