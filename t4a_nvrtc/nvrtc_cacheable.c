@@ -57,6 +57,21 @@ static const t4a_nvrtc_macro_ k_builtin_macros[] = {T4A_NVRTC_BUILTIN_DEFINES(BU
 #undef BUILTIN_MACRO_
 #define NUM_BUILTIN_MACROS (sizeof k_builtin_macros / sizeof k_builtin_macros[0])
 
+/* The built-ins whose paste with a fixed operand could make __has_include out of a parameter of
+ * several tokens (`__location__`'s `__ ## a ## __` with `has_include(...) y`): a text that names
+ * one counts as pasting, so the piece rules and the expansion see NVRTC's `__`. NULL-ended. */
+#define BUILTIN_TARGET_PASTER_(n) n,
+static const char *const k_builtin_target_pasters[] = {
+    T4A_NVRTC_BUILTIN_TARGET_PASTERS(BUILTIN_TARGET_PASTER_) NULL};
+#undef BUILTIN_TARGET_PASTER_
+
+static int builtin_target_paster(const char *p, size_t n) {
+  for (const char *const *b = k_builtin_target_pasters; *b != NULL; b++) {
+    if (strlen(*b) == n && memcmp(*b, p, n) == 0) return 1;
+  }
+  return 0;
+}
+
 /* A sieve before the search: a bit per hash of the first three bytes of every name (NV_, _NV,
  * __C for NVRTC 13.0's), so that most identifiers of the toolkit's headers, which start with _
  * too, are answered by one load. Made once, on first use (idempotent: a racing thread makes the
@@ -1480,6 +1495,15 @@ static int macro_defined(const scan *s, const char *name, size_t n) {
 /* A wrapper's <...> argument at L (before the '<'): its tokens are macro-replaced before the
  * wrapper substitutes them, so an identifier in it that some definition names, or that looks
  * predefined (__NAME__), makes it a computed include. Returns the first such, or NULL. */
+/* Whether p[0..n) is a reserved name (`__x`, `_X`): the compiler predefines such names without
+ * a #define any text or NVRTC's built-in headers show (`__cplusplus` 201703L, `__cpp_rtti`,
+ * `_BOOL` 1, `_WCHAR_T` 1, `__CUDA_ARCH__`, `__LINE__`), so an operand that holds one no text
+ * defines may be replaced by a value the check cannot see. (Measured with NVRTC 13.0: it
+ * predefines none of `linux`, `unix`, `__linux`, `__GNUC__`, `__x86_64`, `_LP64`.) */
+static int reserved_name(const char *p, size_t n) {
+  return n >= 2 && p[0] == '_' && (p[1] == '_' || (p[1] >= 'A' && p[1] <= 'Z'));
+}
+
 static const char *wrapper_arg_macro(const scan *s, const lexer *L, size_t *len) {
   size_t i = L->i + 1;
   while (i < L->n && L->s[i] != '>' && L->s[i] != '\n') {
@@ -1492,8 +1516,7 @@ static const char *wrapper_arg_macro(const scan *s, const lexer *L, size_t *len)
     while (j < L->n && (k_cc[(unsigned char)L->s[j]] & CC_IDENT)) j++;
     size_t n = j - i;
     const char *id = L->s + i;
-    if (macro_defined(s, id, n) ||
-        (n > 4 && id[0] == '_' && id[1] == '_' && id[n - 1] == '_' && id[n - 2] == '_')) {
+    if (macro_defined(s, id, n) || reserved_name(id, n)) {
       *len = n;
       return id;
     }
@@ -1860,6 +1883,7 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
       if (s->pass == 1 && s->cur_root >= 0 && !s->may_joined) note_may(s, id.text, id.len);
       if (s->pass == 1 && id.len < sizeof id.text && !ifdef_operand && after_defined == 0) {
         /* (an operand of defined, #ifdef or #ifndef is not expanded) */
+        if (id.text[0] == '_' && builtin_target_paster(id.text, id.len)) s->pasted = 1;
         int k = predefined_index(id.text, id.len);
         if (k >= 0 && !((s->predefined_used >> k) & 1)) {
           s->predefined_used |= (uint64_t)1 << k;
@@ -2242,12 +2266,12 @@ static int expand_text(const scan *s, const char *p, size_t n, int depth, const 
       return -1;
     }
     int self = 1;
-    if (kind == 'i' && tn > 4 && t[0] == '_' && t[1] == '_' && t[tn - 1] == '_' && t[tn - 2] == '_') {
-      int defined = 0; /* by a text: a built-in __NAME__ may be the compiler's instead */
+    if (kind == 'i' && reserved_name(t, tn)) {
+      int defined = 0; /* by a text: a built-in reserved name may be the compiler's instead */
       for (size_t d = s->num_builtin; d < s->num_defs && !defined; d++) {
         defined = s->defs[d].name_len == tn && memcmp(s->defs[d].name, t, tn) == 0;
       }
-      if (!defined) { /* __FILE__, __DATE__, ...: a value the definitions do not show */
+      if (!defined) { /* __FILE__, __cplusplus, _BOOL, ...: a value the definitions do not show */
         *why = "goes through a predefined macro";
         alts_free(out);
         return -1;
@@ -2586,12 +2610,11 @@ static int builtin_operand_fixed(const t4a_nvrtc_macro_ *m, const char *tp, size
 }
 
 /* Whether a paste with a fixed operand in NVRTC's own definitions (`_NV_IF_ ## b`,
- * `api ## _ptds`, `__ ## a ## __`, `N ## 0`) could make `name`: for each chain of pastes with a
- * fixed operand, the name starts with its first operand if that is fixed, ends with its last if
- * that is fixed, and holds each fixed one between. The roots' invocations are not expanded and
- * those operands stand in no text, so a wrapper named so could be pasted together unseen.
- * *side: the chain and its macro (cut to cap). scripts/gen_nvrtc_predefined.py checks that no
- * such chain can make __has_include, __has_include_next or __has_embed. */
+ * `api ## _ptds`, `__ ## a ## __`, `N ## 0`) could make `name`. A parameter may take several
+ * tokens, and a paste joins only the tokens beside it, so a chain's fixed first operand can start
+ * a name, its fixed last one end a name, and one between hold a part of it: any of them is a
+ * hit. The roots' invocations are not expanded and those operands stand in no text, so a wrapper
+ * named so could be pasted together unseen. *side: the chain and its macro (cut to cap). */
 static int builtin_paste_makes(const char *name, char *side, size_t cap) {
   size_t nn = strlen(name);
   for (size_t d = 0; d < NUM_BUILTIN_MACROS; d++) {
@@ -2611,20 +2634,19 @@ static int builtin_paste_makes(const char *name, char *side, size_t cap) {
         e += 3;
       }
       if (e == t) continue;
-      int any = 0, hit = 1;
-      for (size_t o = t; o <= e; o += 3) {
+      int hit = 0;
+      for (size_t o = t; o <= e && !hit; o += 3) {
         const char *tp = m->body + at[o];
         if (!builtin_operand_fixed(m, tp, len[o], kind[o])) continue;
-        any = 1;
         if (o == t) {
-          hit = hit && nn >= len[o] && memcmp(name, tp, len[o]) == 0;
+          hit = nn >= len[o] && memcmp(name, tp, len[o]) == 0;
         } else if (o == e) {
-          hit = hit && nn >= len[o] && memcmp(name + nn - len[o], tp, len[o]) == 0;
+          hit = nn >= len[o] && memcmp(name + nn - len[o], tp, len[o]) == 0;
         } else {
-          hit = hit && memmem(name, nn, tp, len[o]) != NULL;
+          hit = memmem(name, nn, tp, len[o]) != NULL;
         }
       }
-      if (any && hit) {
+      if (hit) {
         snprintf(side, cap, "%.*s in %.*s", (int)(at[e] + len[e] - at[t]), m->body + at[t],
                  (int)m->name_len, m->name);
         return 1;
@@ -2663,6 +2685,35 @@ static t4a_status builtin_wrapper_pieces(scan *s) {
         }
       }
       if (st == T4A_OK) st = add_wrapper_piece(s, m->body + start, n, 1);
+    }
+  }
+  memcpy(s->where, where, sizeof where);
+  return st;
+}
+
+/* The identifiers of NVRTC's own bodies that are pieces of __has_include, __has_include_next or
+ * __has_embed (`_` in _NV_TEST_PAREN2, `__` in a __location__): a text's paste can join them
+ * (`CAT(_NV_TEST_, PAREN2)(_has_include(...))`), so they join the pieces the roots' rule and the
+ * expansion's coarse check read (the texts' pieces are collected by scan_text). */
+static t4a_status builtin_pieces(scan *s) {
+  char where[sizeof s->where];
+  memcpy(where, s->where, sizeof where);
+  t4a_status st = T4A_OK;
+  for (size_t d = 0; st == T4A_OK && d < NUM_BUILTIN_MACROS; d++) {
+    const t4a_nvrtc_macro_ *m = &k_builtin_macros[d];
+    size_t i = 0, start = 0;
+    int k;
+    while (st == T4A_OK && (k = body_token(m->body, m->body_len, &i, &start)) != 0) {
+      ident id;
+      id.len = i - start;
+      if (k != 'i' || id.len >= sizeof id.text) continue;
+      memcpy(id.text, m->body + start, id.len);
+      id.text[id.len] = '\0';
+      if (!is_substring_piece(&id) || !builtin_operand_fixed(m, id.text, id.len, k)) continue;
+      snprintf(s->where, sizeof s->where, "NVRTC's own definition of %.*s", (int)m->name_len,
+               m->name);
+      s->root_any_piece = 1;
+      st = add_piece(s, &id, 1);
     }
   }
   memcpy(s->where, where, sizeof where);
@@ -2721,6 +2772,7 @@ t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p) {
     /* Without wrappers the second pass only adds pieces (from function-like macros'
      * arguments): when nothing it could meet joins with what is recorded, it changes nothing. */
     size_t unused = 0;
+    if (st == T4A_OK && s.pasted) st = builtin_pieces(&s);
     int second = s.num_wrappers > 0 || (s.pasted && s.root_any_piece);
     if (second && s.num_wrappers == 0 && !s.may_unknown && !s.may_joined &&
         atomic_load(&g_skip_second) && !pieces_join_with(&s, 1, &unused)) {

@@ -1158,4 +1158,10 @@
   X("va_start", "( v , l )", "__builtin_alt_va_start ( v , l )") \
   X("warpSize", "", "32")
 
+/* The built-ins whose paste with a fixed operand could make __has_include,
+ * __has_include_next or __has_embed out of a parameter of several tokens: a text
+ * that names one counts as pasting. X("name") for each, sorted. */
+#define T4A_NVRTC_BUILTIN_TARGET_PASTERS(X) \
+  X("__location__")
+
 #endif /* T4A_NVRTC_NVRTC_PREDEFINED_H_ */
