@@ -2657,13 +2657,17 @@ static int builtin_paste_makes(const char *name, char *side, size_t cap) {
   return 0;
 }
 
-/* NVRTC's own definitions seen from the wrappers' side (with roots and wrappers). A body that
- * names a wrapper is a use of it that no text shows (`cudaStreamAttrID` is NVRTC's alias of
- * `cudaLaunchAttributeID`; `assert(e)` calls `__assertfail` with `#e`): refused. A body's
- * identifier that is a proper piece of a wrapper's name (`static` of `__specialization_static`,
- * the fixed `_ptds` of a paste) joins the pieces that a text's paste could join into the name,
- * which the roots' rule and the expansion's coarse check read. */
-static t4a_status builtin_wrapper_pieces(scan *s) {
+/* The identifiers of NVRTC's own bodies (not parameters), read as a text's would be (with
+ * roots, where some text pastes or some macro is a wrapper):
+ * - a piece of __has_include, __has_include_next or __has_embed (`_` in _NV_TEST_PAREN2, `__`
+ *   in a __location__) joins the pieces the roots' rule and the expansion's coarse check read:
+ *   a text's paste can name the built-in and join its piece to the caller's
+ *   (`CAT(_NV_TEST_, PAREN2)(_has_include(...))`);
+ * - a wrapper's name is a use of it no text shows (`cudaStreamAttrID` is NVRTC's alias of
+ *   `cudaLaunchAttributeID`; `assert(e)` calls `__assertfail` with `#e`): refused;
+ * - a proper piece of a wrapper's name (`static` of `__specialization_static`, the fixed `_ptds`
+ *   of a paste) joins the wrapper pieces a text's paste could join into the name. */
+static t4a_status builtin_body_names(scan *s) {
   char where[sizeof s->where];
   memcpy(where, s->where, sizeof where);
   t4a_status st = T4A_OK;
@@ -2674,46 +2678,27 @@ static t4a_status builtin_wrapper_pieces(scan *s) {
     snprintf(s->where, sizeof s->where, "NVRTC's own definition of %.*s", (int)m->name_len,
              m->name);
     while (st == T4A_OK && (k = body_token(m->body, m->body_len, &i, &start)) != 0) {
-      size_t n = i - start;
-      if (k != 'i' || !builtin_operand_fixed(m, m->body + start, n, k)) continue;
+      ident id;
+      id.len = i - start;
+      if (k != 'i' || id.len >= sizeof id.text ||
+          !builtin_operand_fixed(m, m->body + start, id.len, k)) {
+        continue;
+      }
+      memcpy(id.text, m->body + start, id.len);
+      id.text[id.len] = '\0';
+      if (s->pasted && is_substring_piece(&id)) {
+        s->root_any_piece = 1;
+        st = add_piece(s, &id, 1);
+      }
       for (size_t w = 0; st == T4A_OK && w < s->num_wrappers; w++) {
-        if (strlen(s->wrappers[w]) == n && memcmp(s->wrappers[w], m->body + start, n) == 0) {
+        if (strcmp(s->wrappers[w], id.text) == 0) {
           st = REFUSE(
               "%s names the macro %s, which applies __has_include to its argument: a use whose "
               "operand no text shows%s",
               s->where, s->wrappers[w], k_root_advice);
         }
       }
-      if (st == T4A_OK) st = add_wrapper_piece(s, m->body + start, n, 1);
-    }
-  }
-  memcpy(s->where, where, sizeof where);
-  return st;
-}
-
-/* The identifiers of NVRTC's own bodies that are pieces of __has_include, __has_include_next or
- * __has_embed (`_` in _NV_TEST_PAREN2, `__` in a __location__): a text's paste can join them
- * (`CAT(_NV_TEST_, PAREN2)(_has_include(...))`), so they join the pieces the roots' rule and the
- * expansion's coarse check read (the texts' pieces are collected by scan_text). */
-static t4a_status builtin_pieces(scan *s) {
-  char where[sizeof s->where];
-  memcpy(where, s->where, sizeof where);
-  t4a_status st = T4A_OK;
-  for (size_t d = 0; st == T4A_OK && d < NUM_BUILTIN_MACROS; d++) {
-    const t4a_nvrtc_macro_ *m = &k_builtin_macros[d];
-    size_t i = 0, start = 0;
-    int k;
-    while (st == T4A_OK && (k = body_token(m->body, m->body_len, &i, &start)) != 0) {
-      ident id;
-      id.len = i - start;
-      if (k != 'i' || id.len >= sizeof id.text) continue;
-      memcpy(id.text, m->body + start, id.len);
-      id.text[id.len] = '\0';
-      if (!is_substring_piece(&id) || !builtin_operand_fixed(m, id.text, id.len, k)) continue;
-      snprintf(s->where, sizeof s->where, "NVRTC's own definition of %.*s", (int)m->name_len,
-               m->name);
-      s->root_any_piece = 1;
-      st = add_piece(s, &id, 1);
+      if (st == T4A_OK && s->num_wrappers > 0) st = add_wrapper_piece(s, id.text, id.len, 1);
     }
   }
   memcpy(s->where, where, sizeof where);
@@ -2772,7 +2757,7 @@ t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p) {
     /* Without wrappers the second pass only adds pieces (from function-like macros'
      * arguments): when nothing it could meet joins with what is recorded, it changes nothing. */
     size_t unused = 0;
-    if (st == T4A_OK && s.pasted) st = builtin_pieces(&s);
+    if (st == T4A_OK && (s.pasted || s.num_wrappers > 0)) st = builtin_body_names(&s);
     int second = s.num_wrappers > 0 || (s.pasted && s.root_any_piece);
     if (second && s.num_wrappers == 0 && !s.may_unknown && !s.may_joined &&
         atomic_load(&g_skip_second) && !pieces_join_with(&s, 1, &unused)) {
@@ -2831,7 +2816,6 @@ t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p) {
   /* pastes that join the request's own tokens with the roots' definitions; NVRTC's own pastes
    * with a fixed side can make a wrapper's name out of the caller's tokens with no text pasting */
   int expand = s.pasted || s.num_wrappers > 0;
-  if (st == T4A_OK && s.num_roots > 0 && s.num_wrappers > 0) st = builtin_wrapper_pieces(&s);
   if (st == T4A_OK && s.num_roots > 0 && expand) st = add_builtins(&s);
   if (st == T4A_OK && s.num_roots > 0 && expand) st = check_request_pastes(&s);
   for (size_t k = 0; st == T4A_OK && s.num_roots > 0 && k < s.num_wrappers; k++) {
