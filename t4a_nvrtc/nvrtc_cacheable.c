@@ -65,6 +65,30 @@ static const char *const k_builtin_target_pasters[] = {
     T4A_NVRTC_BUILTIN_TARGET_PASTERS(BUILTIN_TARGET_PASTER_) NULL};
 #undef BUILTIN_TARGET_PASTER_
 
+/* The reserved names the compiler itself predefines (probed with NVRTC by the generator), sorted:
+ * a text's definition of one may not be the one applied (a dead branch, a later #define), and
+ * the compiler's value may depend on the options (__cplusplus, __CUDA_ARCH__). */
+#define COMPILER_PREDEFINED_(n) n,
+static const char *const k_compiler_predefined[] = {
+    T4A_NVRTC_COMPILER_PREDEFINED(COMPILER_PREDEFINED_)};
+#undef COMPILER_PREDEFINED_
+#define NUM_COMPILER_PREDEFINED (sizeof k_compiler_predefined / sizeof k_compiler_predefined[0])
+
+static int compiler_predefined(const char *p, size_t n) {
+  size_t lo = 0, hi = NUM_COMPILER_PREDEFINED;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    int c = strncmp(k_compiler_predefined[mid], p, n);
+    if (c == 0 && k_compiler_predefined[mid][n] != '\0') c = 1;
+    if (c == 0) return 1;
+    if (c < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return 0;
+}
+
 static int builtin_target_paster(const char *p, size_t n) {
   for (const char *const *b = k_builtin_target_pasters; *b != NULL; b++) {
     if (strlen(*b) == n && memcmp(*b, p, n) == 0) return 1;
@@ -1337,7 +1361,11 @@ static t4a_status add_piece(scan *s, const ident *id, size_t line) {
   }
   if (s->num_pieces == MAX_PIECES) return T4A_OK; /* not reached: every substring fits */
   memcpy(s->pieces[s->num_pieces], id->text, id->len + 1); /* id->len < 19 */
-  snprintf(s->piece_at[s->num_pieces], sizeof s->piece_at[0], "%.90s, line %zu", s->where, line);
+  if (line == 0) {                                         /* NVRTC's own definitions: no line */
+    snprintf(s->piece_at[s->num_pieces], sizeof s->piece_at[0], "%.110s", s->where);
+  } else {
+    snprintf(s->piece_at[s->num_pieces], sizeof s->piece_at[0], "%.90s, line %zu", s->where, line);
+  }
   s->num_pieces++;
   return T4A_OK;
 }
@@ -1557,7 +1585,11 @@ static t4a_status add_wrapper_piece(scan *s, const char *text, size_t n, size_t 
   struct wpiece *wp = &s->wpieces[s->num_wpieces++];
   memcpy(wp->text, text, n);
   wp->text[n] = '\0';
-  snprintf(wp->at, sizeof wp->at, "%.90s, line %zu", s->where, line);
+  if (line == 0) { /* NVRTC's own definitions: no line */
+    snprintf(wp->at, sizeof wp->at, "%.110s", s->where);
+  } else {
+    snprintf(wp->at, sizeof wp->at, "%.90s, line %zu", s->where, line);
+  }
   return T4A_OK;
 }
 
@@ -2271,7 +2303,9 @@ static int expand_text(const scan *s, const char *p, size_t n, int depth, const 
       for (size_t d = s->num_builtin; d < s->num_defs && !defined; d++) {
         defined = s->defs[d].name_len == tn && memcmp(s->defs[d].name, t, tn) == 0;
       }
-      if (!defined) { /* __FILE__, __cplusplus, _BOOL, ...: a value the definitions do not show */
+      /* __FILE__, __cplusplus, _BOOL, ...: a value the definitions do not show; one the compiler
+       * predefines, whatever a text defines (it may not be applied) */
+      if (!defined || compiler_predefined(t, tn)) {
         *why = "goes through a predefined macro";
         alts_free(out);
         return -1;
@@ -2688,7 +2722,7 @@ static t4a_status builtin_body_names(scan *s) {
       id.text[id.len] = '\0';
       if (s->pasted && is_substring_piece(&id)) {
         s->root_any_piece = 1;
-        st = add_piece(s, &id, 1);
+        st = add_piece(s, &id, 0);
       }
       for (size_t w = 0; st == T4A_OK && w < s->num_wrappers; w++) {
         if (strcmp(s->wrappers[w], id.text) == 0) {
@@ -2698,7 +2732,7 @@ static t4a_status builtin_body_names(scan *s) {
               s->where, s->wrappers[w], k_root_advice);
         }
       }
-      if (st == T4A_OK && s->num_wrappers > 0) st = add_wrapper_piece(s, id.text, id.len, 1);
+      if (st == T4A_OK && s->num_wrappers > 0) st = add_wrapper_piece(s, id.text, id.len, 0);
     }
   }
   memcpy(s->where, where, sizeof where);

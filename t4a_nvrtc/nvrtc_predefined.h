@@ -230,6 +230,7 @@
   X("THROWBADALLOC", "", "throw ( ... )") \
   X("THROWBADALLOC", "", "throw ( STD bad_alloc )") \
   X("_ACRTIMP", "", "") \
+  X("_BOOL", "", "1") \
   X("_CRTIMP", "", "") \
   X("_CRT_NONSTDC_NO_WARNINGS", "", "") \
   X("_CRT_SECURE_NO_WARNINGS", "", "") \
@@ -635,6 +636,8 @@
   X("_NV_TRIGGER_PARENTHESIS_", "( ... )", ",") \
   X("_NV__TARGET_MACROS", "", "") \
   X("_USE_DECLSPECS_FOR_SAL", "", "1") \
+  X("_WCHAR_T", "", "1") \
+  X("__ARRAY_OPERATORS", "", "1") \
   X("__ASSERT_STR_HELPER", "( x )", "# x") \
   X("__CDPRT_DEPRECATED", "( func_name )", "") \
   X("__CDPRT_DEPRECATED", \
@@ -648,10 +651,17 @@
     "func_name \" from device code is eventually dropped for all devices. Disable this " \
     "warning with -D__CDPRT_SUPPRESS_SYNC_DEPRECATION_WARNING.\" )") \
   X("__COMMON_FUNCTIONS_H__", "", "") \
+  X("__CUDACC_RTC_BUILTIN_CRT_HELPERS__", "", "1") \
+  X("__CUDACC_RTC_BUILTIN_VECTOR_TYPES__", "", "1") \
+  X("__CUDACC_RTC__", "", "1") \
+  X("__CUDACC_VER_BUILD__", "", "88") \
+  X("__CUDACC_VER_MAJOR__", "", "13") \
+  X("__CUDACC_VER_MINOR__", "", "0") \
   X("__CUDACC_VER__", \
     "", \
     "\"__CUDACC_VER__ is no longer supported. Use __CUDACC_VER_MAJOR__, " \
     "__CUDACC_VER_MINOR__, and __CUDACC_VER_BUILD__ instead.\"") \
+  X("__CUDACC__", "", "1") \
   X("__CUDANVVM__", "", "1") \
   X("__CUDART_API_PER_THREAD_DEFAULT_STREAM", "", "") \
   X("__CUDART_API_PTDS", "( api )", "api") \
@@ -665,6 +675,8 @@
   X("__CUDA_API_VER_MAJOR__", "", "__CUDACC_VER_MAJOR__") \
   X("__CUDA_API_VER_MINOR__", "", "__CUDACC_VER_MINOR__") \
   X("__CUDA_ARCH_HAS_FEATURE__", "( _FEAT )", "__CUDA_ARCH_FEAT_ ## _FEAT") \
+  X("__CUDA_ARCH_LIST__", "", "900") \
+  X("__CUDA_ARCH__", "", "900") \
   X("__CUDA_DEPRECATED", "", "") \
   X("__CUDA_DEPRECATED", "", "__attribute__ ( ( deprecated ) )") \
   X("__CUDA_DEPRECATED", "", "__declspec ( deprecated )") \
@@ -710,10 +722,20 @@
   X("__DEVICE_LAUNCH_PARAMETERS_H__", "", "") \
   X("__DEVICE_TYPES_H__", "", "") \
   X("__DRIVER_TYPES_H__", "", "") \
+  X("__EDG_IA64_ABI", "", "1") \
+  X("__EDG_PTRDIFF_TYPE__", "", "long") \
+  X("__EDG_RUNTIME_USES_NAMESPACES", "", "1") \
+  X("__EDG_SIZE_TYPE__", "", "unsigned long") \
+  X("__EDG_TYPE_TRAITS_ENABLED", "", "1") \
+  X("__EDG_VERSION__", "", "606") \
+  X("__EDG__", "", "1") \
+  X("__EXCEPTIONS", "", "1") \
   X("__HOST_CONFIG_H__", "", "") \
   X("__HOST_DEFINES_H__", "", "") \
   X("__LIBRARY_TYPES_H__", "", "") \
+  X("__LP64__", "", "1") \
   X("__MATH_FUNCTIONS_H__", "", "") \
+  X("__NVCC_DIAG_PRAGMA_SUPPORT__", "", "1") \
   X("__NVRTC_DEVICE_RUNTIME_H__", "", "") \
   X("__NV_ATOMIC_ADDRESSOF", \
     "( __val )", \
@@ -738,6 +760,8 @@
     "( _T )", \
     "union _U { _T __ret ; __device__ __inline__ _U ( ) { } } ; _U __u") \
   X("__NV_ATOMIC_TRIVIALLY_COPYABLE", "( _T )", "__nv_atomic_triv_cp_helper < _T > : : __val") \
+  X("__NV_BUILTIN_INITIALIZER_LIST", "", "1") \
+  X("__NV_BUILTIN_MOVE_FORWARD", "", "1") \
   X("__NV_GLIBCXX_VERSION", \
     "", \
     "( __GNUC__ * 10000 + __GNUC_MINOR__ * 100 + __GNUC_PATCHLEVEL__ )") \
@@ -789,6 +813,9 @@
   X("__NV_TARGET_H", "", "") \
   X("__NV_TEST_PAREN_DUMMY", "", "__NV_PAREN_NO ,") \
   X("__NV_TEX_SPARSE", "", "1") \
+  X("__PLACEMENT_DELETE", "", "1") \
+  X("__RTTI", "", "1") \
+  X("__SIGNED_CHARS__", "", "1") \
   X("__SM_100_RT_DECL__", "", "__host__ __device__") \
   X("__SM_100_RT_DECL__", "", "static __device__ __inline__") \
   X("__SM_100_RT_H__", "", "") \
@@ -806,6 +833,9 @@
   X("__SM_90_RT_DECL__", "", "__host__ __device__") \
   X("__SM_90_RT_DECL__", "", "static __device__ __inline__") \
   X("__SM_90_RT_H__", "", "") \
+  X("__STDCPP_DEFAULT_NEW_ALIGNMENT__", "", "16ul") \
+  X("__STDC_HOSTED__", "", "1") \
+  X("__STDC__", "", "1") \
   X("__STORAGE__", "", "extern const") \
   X("__STORAGE__", "", "extern const __device__") \
   X("__SURFACE_INDIRECT_FUNCTIONS_H__", "", "") \
@@ -828,6 +858,7 @@
   X("__UNDEF_CUDA_INCLUDE_COMPILER_INTERNAL_HEADERS_SM_80_RT_H__", "", "") \
   X("__UNDEF_CUDA_INCLUDE_COMPILER_INTERNAL_HEADERS_SM_90_RT_H__", "", "") \
   X("__UNDEF_CUDA_INCLUDE_COMPILER_INTERNAL_HEADERS_VECTOR_TYPES_H__", "", "") \
+  X("__VARIADIC_TEMPLATES", "", "1") \
   X("__VECTOR_FUNCTIONS_H__", "", "") \
   X("__VECTOR_TYPES_H__", "", "") \
   X("__VECTOR_TYPE_DEPRECATED__", "( msg )", "") \
@@ -856,6 +887,53 @@
   X("__cluster_dims__", "( ... )", "__attribute__ ( ( cluster_dims ( __VA_ARGS__ ) ) )") \
   X("__cluster_dims__", "( ... )", "__declspec ( __cluster_dims__ ( __VA_ARGS__ ) )") \
   X("__constant__", "", "__location__ ( constant )") \
+  X("__cplusplus", "", "201703L") \
+  X("__cpp_aggregate_bases", "", "201603L") \
+  X("__cpp_aggregate_nsdmi", "", "201304L") \
+  X("__cpp_alias_templates", "", "200704L") \
+  X("__cpp_aligned_new", "", "201606L") \
+  X("__cpp_attributes", "", "200809L") \
+  X("__cpp_binary_literals", "", "201304L") \
+  X("__cpp_capture_star_this", "", "201603L") \
+  X("__cpp_constexpr", "", "201603L") \
+  X("__cpp_decltype", "", "200707L") \
+  X("__cpp_decltype_auto", "", "201304L") \
+  X("__cpp_deduction_guides", "", "201703L") \
+  X("__cpp_delegating_constructors", "", "200604L") \
+  X("__cpp_enumerator_attributes", "", "201411L") \
+  X("__cpp_exceptions", "", "199711L") \
+  X("__cpp_fold_expressions", "", "201603L") \
+  X("__cpp_generic_lambdas", "", "201304L") \
+  X("__cpp_guaranteed_copy_elision", "", "201606L") \
+  X("__cpp_hex_float", "", "201603L") \
+  X("__cpp_if_constexpr", "", "201606L") \
+  X("__cpp_inheriting_constructors", "", "201511L") \
+  X("__cpp_init_captures", "", "201304L") \
+  X("__cpp_initializer_lists", "", "200806L") \
+  X("__cpp_inline_variables", "", "201606L") \
+  X("__cpp_lambdas", "", "200907L") \
+  X("__cpp_namespace_attributes", "", "201411L") \
+  X("__cpp_noexcept_function_type", "", "201510L") \
+  X("__cpp_nontype_template_args", "", "201411L") \
+  X("__cpp_nontype_template_parameter_auto", "", "201606L") \
+  X("__cpp_nsdmi", "", "200809L") \
+  X("__cpp_range_based_for", "", "201603L") \
+  X("__cpp_raw_strings", "", "200710L") \
+  X("__cpp_ref_qualifiers", "", "200710L") \
+  X("__cpp_return_type_deduction", "", "201304L") \
+  X("__cpp_rtti", "", "199711L") \
+  X("__cpp_rvalue_references", "", "200610L") \
+  X("__cpp_sized_deallocation", "", "201309L") \
+  X("__cpp_static_assert", "", "201411L") \
+  X("__cpp_structured_bindings", "", "201606L") \
+  X("__cpp_template_template_args", "", "201611L") \
+  X("__cpp_threadsafe_static_init", "", "200806L") \
+  X("__cpp_unicode_characters", "", "200704L") \
+  X("__cpp_unicode_literals", "", "200710L") \
+  X("__cpp_user_defined_literals", "", "200809L") \
+  X("__cpp_variable_templates", "", "201304L") \
+  X("__cpp_variadic_templates", "", "200704L") \
+  X("__cpp_variadic_using", "", "201611L") \
   X("__cudaCDP2DeviceGetAttribute", "", "") \
   X("__cudaCDP2DeviceGetCacheConfig", "", "") \
   X("__cudaCDP2DeviceGetLimit", "", "") \
@@ -947,6 +1025,7 @@
   X("__maxnreg__", "( n )", "__declspec ( maxnreg ( n ) )") \
   X("__no_return__", "", "__attribute__ ( ( noreturn ) )") \
   X("__no_return__", "", "__declspec ( noreturn )") \
+  X("__noinline__", "", "__attribute__ ( ( noinline ) )") \
   X("__nv_pure__", "", "__location__ ( nv_pure )") \
   X("__restrict__", "", "") \
   X("__restrict__", "", "__restrict") \
@@ -1163,5 +1242,102 @@
  * that names one counts as pasting. X("name") for each, sorted. */
 #define T4A_NVRTC_BUILTIN_TARGET_PASTERS(X) \
   X("__location__")
+
+/* The reserved names the compiler itself predefines (no #define of the libraries
+ * shows them; probed with NVRTC, sm_90, no options), sorted; those with a value
+ * are in T4A_NVRTC_BUILTIN_DEFINES too. X("name") for each. */
+#define T4A_NVRTC_COMPILER_PREDEFINED(X) \
+  X("_BOOL") \
+  X("_WCHAR_T") \
+  X("__ARRAY_OPERATORS") \
+  X("__BASE_FILE__") \
+  X("__CUDACC_RTC_BUILTIN_CRT_HELPERS__") \
+  X("__CUDACC_RTC_BUILTIN_VECTOR_TYPES__") \
+  X("__CUDACC_RTC__") \
+  X("__CUDACC_VER_BUILD__") \
+  X("__CUDACC_VER_MAJOR__") \
+  X("__CUDACC_VER_MINOR__") \
+  X("__CUDACC__") \
+  X("__CUDA_ARCH_LIST__") \
+  X("__CUDA_ARCH__") \
+  X("__DATE__") \
+  X("__EDG_IA64_ABI") \
+  X("__EDG_PTRDIFF_TYPE__") \
+  X("__EDG_RUNTIME_USES_NAMESPACES") \
+  X("__EDG_SIZE_TYPE__") \
+  X("__EDG_TYPE_TRAITS_ENABLED") \
+  X("__EDG_VERSION__") \
+  X("__EDG__") \
+  X("__EXCEPTIONS") \
+  X("__FILE__") \
+  X("__INCLUDE_LEVEL__") \
+  X("__LINE__") \
+  X("__LP64__") \
+  X("__NVCC_DIAG_PRAGMA_SUPPORT__") \
+  X("__NV_BUILTIN_INITIALIZER_LIST") \
+  X("__NV_BUILTIN_MOVE_FORWARD") \
+  X("__PLACEMENT_DELETE") \
+  X("__RTTI") \
+  X("__SIGNED_CHARS__") \
+  X("__STDCPP_DEFAULT_NEW_ALIGNMENT__") \
+  X("__STDC_HOSTED__") \
+  X("__STDC__") \
+  X("__TIME__") \
+  X("__VARIADIC_TEMPLATES") \
+  X("__cplusplus") \
+  X("__cpp_aggregate_bases") \
+  X("__cpp_aggregate_nsdmi") \
+  X("__cpp_alias_templates") \
+  X("__cpp_aligned_new") \
+  X("__cpp_attributes") \
+  X("__cpp_binary_literals") \
+  X("__cpp_capture_star_this") \
+  X("__cpp_constexpr") \
+  X("__cpp_decltype") \
+  X("__cpp_decltype_auto") \
+  X("__cpp_deduction_guides") \
+  X("__cpp_delegating_constructors") \
+  X("__cpp_enumerator_attributes") \
+  X("__cpp_exceptions") \
+  X("__cpp_fold_expressions") \
+  X("__cpp_generic_lambdas") \
+  X("__cpp_guaranteed_copy_elision") \
+  X("__cpp_hex_float") \
+  X("__cpp_if_constexpr") \
+  X("__cpp_inheriting_constructors") \
+  X("__cpp_init_captures") \
+  X("__cpp_initializer_lists") \
+  X("__cpp_inline_variables") \
+  X("__cpp_lambdas") \
+  X("__cpp_namespace_attributes") \
+  X("__cpp_noexcept_function_type") \
+  X("__cpp_nontype_template_args") \
+  X("__cpp_nontype_template_parameter_auto") \
+  X("__cpp_nsdmi") \
+  X("__cpp_range_based_for") \
+  X("__cpp_raw_strings") \
+  X("__cpp_ref_qualifiers") \
+  X("__cpp_return_type_deduction") \
+  X("__cpp_rtti") \
+  X("__cpp_rvalue_references") \
+  X("__cpp_sized_deallocation") \
+  X("__cpp_static_assert") \
+  X("__cpp_structured_bindings") \
+  X("__cpp_template_template_args") \
+  X("__cpp_threadsafe_static_init") \
+  X("__cpp_unicode_characters") \
+  X("__cpp_unicode_literals") \
+  X("__cpp_user_defined_literals") \
+  X("__cpp_variable_templates") \
+  X("__cpp_variadic_templates") \
+  X("__cpp_variadic_using") \
+  X("__has_attribute") \
+  X("__has_builtin") \
+  X("__has_cpp_attribute") \
+  X("__has_extension") \
+  X("__has_feature") \
+  X("__has_include") \
+  X("__is_identifier") \
+  X("__noinline__")
 
 #endif /* T4A_NVRTC_NVRTC_PREDEFINED_H_ */

@@ -2075,6 +2075,50 @@ static void test_compiler_predefined_names_in_operands_are_refused(void **state)
   }
 }
 
+/* A fourth review's stale hits. (1) A reserved name the compiler predefines that some text
+ * "defines" where NVRTC does not apply it (a dead branch, a later line) passed the
+ * computed-include rule, while NVRTC used the compiler's value (__cplusplus 201703L): a/201703L.h
+ * was read and in no manifest (a memory hit after its edit). (2) EDG predefines
+ * __EDG_PTRDIFF_TYPE__ as `long` with no #define any text or libnvrtc-builtins shows, so the
+ * request's expansion read it as itself while NVRTC pasted `long` to `_HAS` and called the root's
+ * wrapper long_HAS, or called a root's `long` alias of a paster. The generator now asks NVRTC
+ * which reserved names it predefines and their values (nvrtc_predefined.h). */
+static void test_names_the_compiler_predefines_are_read_and_refused(void **state) {
+  (void)state;
+  const char *roots[] = {g_root};
+  char text[1024];
+  write_file(g_root, "a/201703L.h", "#error made\n");
+  static const char *const uses[] = {
+      "#if 0\n#define __cplusplus 1\n#endif\n#define H <a/__cplusplus.h>\n#include H\n",
+      "#define H <a/__cplusplus.h>\n#include H\n#ifdef NEVER\n#define __cplusplus 1\n#endif\n",
+  };
+  for (size_t i = 0; i < sizeof uses / sizeof uses[0]; i++) {
+    write_file(g_root, "use.h", uses[i]);
+    t4a_nvrtc_request r = roots_request("#include <use.h>\n", roots, 1);
+    assert_nvrtc_reaches(&r);
+    assert_refused_both_ways(&r, "goes through a predefined macro", "defined where not applied", i);
+  }
+  write_file(g_tree, "f.h", "\n");
+  write_file(g_root, "w.h",
+             "#define CAT(a, b) a ## b\n#define XCAT(a, b) CAT(a, b)\n"
+             "#define long_HAS(x) __has_include(x)\n");
+  snprintf(text, sizeof text,
+           "#include <w.h>\n#if XCAT(__EDG_PTRDIFF_TYPE__, _HAS)(\"%s/f.h\")\n#error made\n"
+           "#endif\n",
+           g_tree);
+  t4a_nvrtc_request r = roots_request(text, roots, 1);
+  assert_nvrtc_reaches(&r);
+  assert_refused_both_ways(&r, "long_HAS", "a compiler-predefined type name", 0);
+  write_file(g_root, "k.h",
+             "#define CAT(a, b) a ## b\n#define K(x) CAT(__has_, x)\n#define long K\n");
+  snprintf(text, sizeof text,
+           "#include <k.h>\n#if __EDG_PTRDIFF_TYPE__(include)(\"%s/f.h\")\n#error made\n#endif\n",
+           g_tree);
+  r = roots_request(text, roots, 1);
+  assert_nvrtc_reaches(&r);
+  assert_refused_both_ways(&r, "__has_include", "a compiler-predefined type name", 1);
+}
+
 /* Failure sweep of the expansion check: every allocation in turn fails with HOST_OUT_OF_MEMORY
  * (nothing else), until the check passes. */
 static void test_paste_check_failure_sweep(void **state) {
@@ -2570,6 +2614,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_builtin_target_pasters_count_as_pasting, each_setup,
                                       each_teardown),
       cmocka_unit_test_setup_teardown(test_compiler_predefined_names_in_operands_are_refused,
+                                      each_setup, each_teardown),
+      cmocka_unit_test_setup_teardown(test_names_the_compiler_predefines_are_read_and_refused,
                                       each_setup, each_teardown),
       cmocka_unit_test_setup_teardown(test_paste_check_failure_sweep, each_setup, each_teardown),
       cmocka_unit_test_setup_teardown(test_header_beside_the_includer_is_a_miss, each_setup,
