@@ -155,8 +155,14 @@ def render(names, paths, defs, target_pasters, compiler):
                 close = t.index(")")
                 params, body = normalized(t[:close + 1]), t[close + 1:]
             every.append((n, params, normalized(body)))
-    every += [(n, "", normalized(v)) for n, v in compiler if v is not None]
+    every += [(n, "", normalized(v)) for n, vs in compiler for v in vs]
     every = sorted(set(every))
+    body_names = {}  # every identifier of a body that is not a parameter -> the first macro's name
+    for n, params, body in every:
+        ps = {x for x in re.findall(r"[A-Za-z_$][A-Za-z0-9_$]*", params)} | {"__VA_ARGS__"}
+        for tok in NORM_TOKEN.findall(body):
+            if re.match(r"[A-Za-z_$][A-Za-z0-9_$]*$", tok) and tok not in ps:
+                body_names.setdefault(tok, n)
     def chunks(text):
         """text as string pieces of at most about 80 bytes, split after spaces."""
         out, cur = [], ""
@@ -189,12 +195,21 @@ def render(names, paths, defs, target_pasters, compiler):
     if not target_pasters:
         lines[-1] = lines[-1][:-2]
     lines += ["",
+              "/* Every identifier of those definitions' bodies that is not a parameter, and the first",
+              " * macro whose body holds it: X(\"identifier\", \"macro\"), sorted. */",
+              "#define T4A_NVRTC_BUILTIN_BODY_NAMES(X) \\"]
+    for i, (tok, n) in enumerate(sorted(body_names.items())):
+        lines.append("  X(%s, %s)%s" % (c_string(tok), c_string(n),
+                                         "" if i + 1 == len(body_names) else " \\"))
+    lines += ["",
               "/* The reserved names the compiler itself predefines (no #define of the libraries",
-              " * shows them; probed with NVRTC, sm_90, no options), sorted; those with a value",
-              " * are in T4A_NVRTC_BUILTIN_DEFINES too. X(\"name\") for each. */",
+              " * shows them; probed with NVRTC under several targets and options), sorted; their",
+              " * values are in T4A_NVRTC_BUILTIN_DEFINES too. X(\"name\") for each. */",
               "#define T4A_NVRTC_COMPILER_PREDEFINED(X) \\"]
     for i, (n, _) in enumerate(compiler):
         lines.append("  X(%s)%s" % (c_string(n), "" if i + 1 == len(compiler) else " \\"))
+    if not compiler:
+        raise SystemExit("gen_nvrtc_predefined: NVRTC predefines no reserved name? (the probe)")
     lines += ["", "#endif /* T4A_NVRTC_NVRTC_PREDEFINED_H_ */"]
     return "\n".join(lines) + "\n"
 
@@ -241,14 +256,29 @@ NO_VALUE = {"__FILE__", "__LINE__", "__COUNTER__", "__DATE__", "__TIME__", "__TI
             "__BASE_FILE__", "__INCLUDE_LEVEL__"}
 
 
-def nvrtc_log(lib, src):
-    """NVRTC's log of compiling src for sm_90 (the probe fails on purpose: the log is kept)."""
+# The targets and the options the cache accepts that change what the compiler predefines
+# (measured: -std, -G, -rdc, -ewp, -device-int128, -minimal, the fast-math family, an `a` or `f`
+# target); the probe takes the union of the names each defines.
+PROBE_CONFIGS = [
+    ("sm_90", []), ("sm_90a", []), ("sm_100f", []), ("compute_90", []),
+    ("sm_90", ["-std=c++11"]), ("sm_90", ["-std=c++14"]), ("sm_90", ["-std=c++20"]),
+    ("sm_90", ["-G"]), ("sm_90", ["-rdc=true"]), ("sm_90", ["-ewp"]),
+    ("sm_90", ["-device-int128"]), ("sm_100", ["-device-float128"]), ("sm_90", ["-minimal"]),
+    ("sm_90", ["-use_fast_math"]), ("sm_90", ["-ftz=true", "-prec-div=false", "-prec-sqrt=false",
+                                              "-fmad=false"]),
+    ("sm_90", ["-default-device"]), ("sm_90", ["-restrict"]), ("sm_90", ["-lineinfo"]),
+]
+
+
+def nvrtc_log(lib, src, target="sm_90", options=()):
+    """NVRTC's log of compiling src (the probe fails on purpose: the log is kept)."""
     import ctypes
     prog = ctypes.c_void_p()
     if lib.nvrtcCreateProgram(ctypes.byref(prog), src.encode(), b"probe.cu", 0, None, None) != 0:
         raise SystemExit("gen_nvrtc_predefined: nvrtcCreateProgram failed")
-    opts = (ctypes.c_char_p * 1)(b"--gpu-architecture=sm_90")
-    lib.nvrtcCompileProgram(prog, 1, opts)
+    args = [("--gpu-architecture=" + target).encode()] + [o.encode() for o in options]
+    opts = (ctypes.c_char_p * len(args))(*args)
+    lib.nvrtcCompileProgram(prog, len(args), opts)
     n = ctypes.c_size_t()
     lib.nvrtcGetProgramLogSize(prog, ctypes.byref(n))
     buf = ctypes.create_string_buffer(n.value)
@@ -258,9 +288,11 @@ def nvrtc_log(lib, src):
 
 
 def compiler_predefines(paths, defs):
-    """[(name, value)]: the reserved names NVRTC defines with no #define of the built-in
-    libraries, of the candidates (value None where stringizing shows none, as for __LINE__ or
-    an operator such as __has_include)."""
+    """[(name, [values])]: the reserved names NVRTC defines with no #define of the built-in
+    libraries, under any of PROBE_CONFIGS, of the candidates: the reserved names the built-in
+    libraries, libnvrtc itself (the -D options it passes to its front end), the toolkit's headers
+    and EXTRA_CANDIDATES spell. Values by stringizing, under each configuration (none where
+    stringizing shows none, as for __LINE__ or an operator such as __has_include)."""
     import ctypes
     libdir = os.path.dirname(paths[0])
     found = sorted(glob.glob(os.path.join(libdir, "libnvrtc.so.*")))
@@ -269,7 +301,7 @@ def compiler_predefines(paths, defs):
     lib = ctypes.CDLL(found[0])
     reserved = re.compile(rb"\b_[A-Z_][A-Za-z0-9_]*")
     names = set(EXTRA_CANDIDATES)
-    for p in paths:
+    for p in paths + found[:1]:
         names |= {x.decode() for x in reserved.findall(open(p, "rb").read())}
     include = os.path.join(os.path.dirname(libdir), "include")
     for root, _, files in os.walk(include):
@@ -277,24 +309,27 @@ def compiler_predefines(paths, defs):
             with open(os.path.join(root, f), "rb") as fh:
                 names |= {x.decode() for x in reserved.findall(fh.read())}
     src = "".join("#ifdef %s\n#warning T4A_DEFINED:%s\n#endif\n" % (n, n) for n in sorted(names))
-    log = nvrtc_log(lib, src + "#error end\n")
-    if "#error directive: end" not in log:
-        raise SystemExit("gen_nvrtc_predefined: the probe of predefined names did not run")
-    defined = sorted(set(re.findall(r"#warning directive: T4A_DEFINED:(\w+)", log)) - set(defs))
+    defined = set()
+    for target, options in PROBE_CONFIGS:
+        log = nvrtc_log(lib, src + "#error end\n", target, options)
+        if "#error directive: end" not in log:
+            raise SystemExit("gen_nvrtc_predefined: the probe of predefined names did not run "
+                             "for %s %s" % (target, " ".join(options)))
+        defined |= set(re.findall(r"#warning directive: T4A_DEFINED:(\w+)", log))
+    defined = sorted(defined - set(defs))
     values = {}
-    asked = [n for n in defined if n not in NO_VALUE]
-    for i in range(0, len(asked), 50):
-        src = "#define T4A_S(...) #__VA_ARGS__\n#define T4A_X(...) T4A_S(__VA_ARGS__)\n" + "".join(
-            'static_assert(0, "T4A_VAL:%s=" T4A_X(%s) ":T4A_END");\n' % (n, n)
-            for n in asked[i:i + 50])
-        for m in re.finditer(r'failed with "T4A_VAL:(\w+)=(.*?):T4A_END"', nvrtc_log(lib, src)):
-            values[m.group(1)] = m.group(2)
-    out = []
-    for n in defined:
-        v = values.get(n)
-        operator = n.startswith("__has_") or n == "__is_identifier"
-        out.append((n, None if v is None or v == n or operator else v))
-    return out
+    asked = [n for n in defined if n not in NO_VALUE and not n.startswith("__has_") and
+             n != "__is_identifier"]
+    for target, options in PROBE_CONFIGS:
+        for i in range(0, len(asked), 50):
+            src = ("#define T4A_S(...) #__VA_ARGS__\n#define T4A_X(...) T4A_S(__VA_ARGS__)\n" +
+                   "".join("#ifdef %s\nstatic_assert(0, \"T4A_VAL:%s=\" T4A_X(%s) \":T4A_END\");\n"
+                           "#endif\n" % (n, n, n) for n in asked[i:i + 50]))
+            log = nvrtc_log(lib, src, target, options)
+            for m in re.finditer(r'failed with "T4A_VAL:(\w+)=(.*?):T4A_END"', log):
+                if m.group(2) != m.group(1):
+                    values.setdefault(m.group(1), set()).add(m.group(2))
+    return [(n, sorted(values.get(n, ()))) for n in defined]
 
 
 def fixed_paste_targets(defs):

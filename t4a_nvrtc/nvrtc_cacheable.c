@@ -89,6 +89,14 @@ static int compiler_predefined(const char *p, size_t n) {
   return 0;
 }
 
+/* Every identifier of NVRTC's own bodies that is not a parameter, and the first macro whose body
+ * holds it (nvrtc_predefined.h). */
+#define BUILTIN_BODY_NAME_(n, macro) {n, macro},
+static const char *const k_builtin_body_names[][2] = {
+    T4A_NVRTC_BUILTIN_BODY_NAMES(BUILTIN_BODY_NAME_)};
+#undef BUILTIN_BODY_NAME_
+#define NUM_BUILTIN_BODY_NAMES (sizeof k_builtin_body_names / sizeof k_builtin_body_names[0])
+
 static int builtin_target_paster(const char *p, size_t n) {
   for (const char *const *b = k_builtin_target_pasters; *b != NULL; b++) {
     if (strlen(*b) == n && memcmp(*b, p, n) == 0) return 1;
@@ -2705,35 +2713,25 @@ static t4a_status builtin_body_names(scan *s) {
   char where[sizeof s->where];
   memcpy(where, s->where, sizeof where);
   t4a_status st = T4A_OK;
-  for (size_t d = 0; st == T4A_OK && d < NUM_BUILTIN_MACROS; d++) {
-    const t4a_nvrtc_macro_ *m = &k_builtin_macros[d];
-    size_t i = 0, start = 0;
-    int k;
-    snprintf(s->where, sizeof s->where, "NVRTC's own definition of %.*s", (int)m->name_len,
-             m->name);
-    while (st == T4A_OK && (k = body_token(m->body, m->body_len, &i, &start)) != 0) {
-      ident id;
-      id.len = i - start;
-      if (k != 'i' || id.len >= sizeof id.text ||
-          !builtin_operand_fixed(m, m->body + start, id.len, k)) {
-        continue;
-      }
-      memcpy(id.text, m->body + start, id.len);
-      id.text[id.len] = '\0';
-      if (s->pasted && is_substring_piece(&id)) {
-        s->root_any_piece = 1;
-        st = add_piece(s, &id, 0);
-      }
-      for (size_t w = 0; st == T4A_OK && w < s->num_wrappers; w++) {
-        if (strcmp(s->wrappers[w], id.text) == 0) {
-          st = REFUSE(
-              "%s names the macro %s, which applies __has_include to its argument: a use whose "
-              "operand no text shows%s",
-              s->where, s->wrappers[w], k_root_advice);
-        }
-      }
-      if (st == T4A_OK && s->num_wrappers > 0) st = add_wrapper_piece(s, id.text, id.len, 0);
+  for (size_t b = 0; st == T4A_OK && b < NUM_BUILTIN_BODY_NAMES; b++) {
+    ident id;
+    id.len = strlen(k_builtin_body_names[b][0]);
+    if (id.len >= sizeof id.text) continue; /* longer than any piece or wrapper's name */
+    memcpy(id.text, k_builtin_body_names[b][0], id.len + 1);
+    snprintf(s->where, sizeof s->where, "NVRTC's own definition of %s", k_builtin_body_names[b][1]);
+    if (s->pasted && is_substring_piece(&id)) {
+      s->root_any_piece = 1;
+      st = add_piece(s, &id, 0);
     }
+    for (size_t w = 0; st == T4A_OK && w < s->num_wrappers; w++) {
+      if (strcmp(s->wrappers[w], id.text) == 0) {
+        st = REFUSE(
+            "%s names the macro %s, which applies __has_include to its argument: a use whose "
+            "operand no text shows%s",
+            s->where, s->wrappers[w], k_root_advice);
+      }
+    }
+    if (st == T4A_OK && s->num_wrappers > 0) st = add_wrapper_piece(s, id.text, id.len, 0);
   }
   memcpy(s->where, where, sizeof where);
   return st;

@@ -650,9 +650,16 @@
     "take effect. Note that this mitigation will no longer work when support for \" # " \
     "func_name \" from device code is eventually dropped for all devices. Disable this " \
     "warning with -D__CDPRT_SUPPRESS_SYNC_DEPRECATION_WARNING.\" )") \
+  X("__CHAR16_T_AND_CHAR32_T", "", "1") \
   X("__COMMON_FUNCTIONS_H__", "", "") \
+  X("__CUDACC_DEBUG__", "", "1") \
+  X("__CUDACC_EWP__", "", "1") \
+  X("__CUDACC_RDC__", "", "1") \
   X("__CUDACC_RTC_BUILTIN_CRT_HELPERS__", "", "1") \
   X("__CUDACC_RTC_BUILTIN_VECTOR_TYPES__", "", "1") \
+  X("__CUDACC_RTC_FLOAT128__", "", "1") \
+  X("__CUDACC_RTC_INT128__", "", "1") \
+  X("__CUDACC_RTC_MINIMAL__", "", "1") \
   X("__CUDACC_RTC__", "", "1") \
   X("__CUDACC_VER_BUILD__", "", "88") \
   X("__CUDACC_VER_MAJOR__", "", "13") \
@@ -674,13 +681,21 @@
   X("__CUDART_API_VERSION", "", "CUDART_VERSION") \
   X("__CUDA_API_VER_MAJOR__", "", "__CUDACC_VER_MAJOR__") \
   X("__CUDA_API_VER_MINOR__", "", "__CUDACC_VER_MINOR__") \
+  X("__CUDA_ARCH_FAMILY_SPECIFIC__", "", "1000") \
+  X("__CUDA_ARCH_FAMILY_SPECIFIC__", "", "900") \
+  X("__CUDA_ARCH_FEAT_SM90_ALL", "", "1") \
   X("__CUDA_ARCH_HAS_FEATURE__", "( _FEAT )", "__CUDA_ARCH_FEAT_ ## _FEAT") \
+  X("__CUDA_ARCH_LIST__", "", "1000") \
   X("__CUDA_ARCH_LIST__", "", "900") \
+  X("__CUDA_ARCH_SPECIFIC__", "", "900") \
+  X("__CUDA_ARCH__", "", "1000") \
   X("__CUDA_ARCH__", "", "900") \
   X("__CUDA_DEPRECATED", "", "") \
   X("__CUDA_DEPRECATED", "", "__attribute__ ( ( deprecated ) )") \
   X("__CUDA_DEPRECATED", "", "__declspec ( deprecated )") \
   X("__CUDA_DEVICE_RUNTIME_API_H__", "", "") \
+  X("__CUDA_FTZ", "", "0") \
+  X("__CUDA_FTZ", "", "1") \
   X("__CUDA_HAS_ARCH_FAMILY_SPECIFIC", \
     "( N )", \
     "( ( ( ( N ) = = 101 ) & & ( __CUDA_ARCH_FAMILY_SPECIFIC__ = = 1010 ) ) | | ( ( ( " \
@@ -698,6 +713,10 @@
     "", \
     "_NV_CONCAT_EVAL ( _NV_FIRST_ARG ( NV_TARGET_SM_INTEGER_LIST ) , 0 )") \
   X("__CUDA_MINIMUM_ARCH__", "", "__CUDA_ARCH__") \
+  X("__CUDA_PREC_DIV", "", "0") \
+  X("__CUDA_PREC_DIV", "", "1") \
+  X("__CUDA_PREC_SQRT", "", "0") \
+  X("__CUDA_PREC_SQRT", "", "1") \
   X("__CUDA_RUNTIME_API_H__", "", "") \
   X("__CUDA_RUNTIME_H__", "", "") \
   X("__DEF_IF_HOST", "", ";") \
@@ -722,6 +741,7 @@
   X("__DEVICE_LAUNCH_PARAMETERS_H__", "", "") \
   X("__DEVICE_TYPES_H__", "", "") \
   X("__DRIVER_TYPES_H__", "", "") \
+  X("__EDG_CONSTEXPR_ENABLED__", "", "1") \
   X("__EDG_IA64_ABI", "", "1") \
   X("__EDG_PTRDIFF_TYPE__", "", "long") \
   X("__EDG_RUNTIME_USES_NAMESPACES", "", "1") \
@@ -814,6 +834,7 @@
   X("__NV_TEST_PAREN_DUMMY", "", "__NV_PAREN_NO ,") \
   X("__NV_TEX_SPARSE", "", "1") \
   X("__PLACEMENT_DELETE", "", "1") \
+  X("__PRAGMA_REDEFINE_EXTNAME", "", "1") \
   X("__RTTI", "", "1") \
   X("__SIGNED_CHARS__", "", "1") \
   X("__SM_100_RT_DECL__", "", "__host__ __device__") \
@@ -887,36 +908,59 @@
   X("__cluster_dims__", "( ... )", "__attribute__ ( ( cluster_dims ( __VA_ARGS__ ) ) )") \
   X("__cluster_dims__", "( ... )", "__declspec ( __cluster_dims__ ( __VA_ARGS__ ) )") \
   X("__constant__", "", "__location__ ( constant )") \
+  X("__cplusplus", "", "201103L") \
+  X("__cplusplus", "", "201402L") \
   X("__cplusplus", "", "201703L") \
+  X("__cplusplus", "", "202002L") \
   X("__cpp_aggregate_bases", "", "201603L") \
   X("__cpp_aggregate_nsdmi", "", "201304L") \
+  X("__cpp_aggregate_paren_init", "", "201902L") \
   X("__cpp_alias_templates", "", "200704L") \
   X("__cpp_aligned_new", "", "201606L") \
   X("__cpp_attributes", "", "200809L") \
   X("__cpp_binary_literals", "", "201304L") \
   X("__cpp_capture_star_this", "", "201603L") \
+  X("__cpp_char8_t", "", "201811L") \
+  X("__cpp_concepts", "", "202002L") \
+  X("__cpp_conditional_explicit", "", "201806L") \
+  X("__cpp_consteval", "", "201811L") \
+  X("__cpp_constexpr", "", "200704L") \
+  X("__cpp_constexpr", "", "201304L") \
   X("__cpp_constexpr", "", "201603L") \
+  X("__cpp_constexpr", "", "201907L") \
+  X("__cpp_constexpr_dynamic_alloc", "", "201907L") \
+  X("__cpp_constinit", "", "201907L") \
   X("__cpp_decltype", "", "200707L") \
   X("__cpp_decltype_auto", "", "201304L") \
   X("__cpp_deduction_guides", "", "201703L") \
+  X("__cpp_deduction_guides", "", "201907L") \
   X("__cpp_delegating_constructors", "", "200604L") \
+  X("__cpp_designated_initializers", "", "201707L") \
   X("__cpp_enumerator_attributes", "", "201411L") \
   X("__cpp_exceptions", "", "199711L") \
+  X("__cpp_explicit_bool", "", "201806L") \
   X("__cpp_fold_expressions", "", "201603L") \
   X("__cpp_generic_lambdas", "", "201304L") \
+  X("__cpp_generic_lambdas", "", "201707L") \
   X("__cpp_guaranteed_copy_elision", "", "201606L") \
   X("__cpp_hex_float", "", "201603L") \
   X("__cpp_if_constexpr", "", "201606L") \
+  X("__cpp_impl_destroying_delete", "", "201806L") \
+  X("__cpp_impl_three_way_comparison", "", "201907L") \
   X("__cpp_inheriting_constructors", "", "201511L") \
   X("__cpp_init_captures", "", "201304L") \
+  X("__cpp_init_captures", "", "201803L") \
   X("__cpp_initializer_lists", "", "200806L") \
   X("__cpp_inline_variables", "", "201606L") \
   X("__cpp_lambdas", "", "200907L") \
   X("__cpp_namespace_attributes", "", "201411L") \
+  X("__cpp_nested_namespace_definitions", "", "201411L") \
   X("__cpp_noexcept_function_type", "", "201510L") \
   X("__cpp_nontype_template_args", "", "201411L") \
+  X("__cpp_nontype_template_args", "", "201911L") \
   X("__cpp_nontype_template_parameter_auto", "", "201606L") \
   X("__cpp_nsdmi", "", "200809L") \
+  X("__cpp_range_based_for", "", "200907L") \
   X("__cpp_range_based_for", "", "201603L") \
   X("__cpp_raw_strings", "", "200710L") \
   X("__cpp_ref_qualifiers", "", "200710L") \
@@ -931,6 +975,7 @@
   X("__cpp_unicode_characters", "", "200704L") \
   X("__cpp_unicode_literals", "", "200710L") \
   X("__cpp_user_defined_literals", "", "200809L") \
+  X("__cpp_using_enum", "", "201907L") \
   X("__cpp_variable_templates", "", "201304L") \
   X("__cpp_variadic_templates", "", "200704L") \
   X("__cpp_variadic_using", "", "201611L") \
@@ -1027,6 +1072,7 @@
   X("__no_return__", "", "__declspec ( noreturn )") \
   X("__noinline__", "", "__attribute__ ( ( noinline ) )") \
   X("__nv_pure__", "", "__location__ ( nv_pure )") \
+  X("__nv_register_params__", "", "__attribute__ ( ( nv_register_params ) )") \
   X("__restrict__", "", "") \
   X("__restrict__", "", "__restrict") \
   X("__shared__", "", "__location__ ( shared )") \
@@ -1243,24 +1289,439 @@
 #define T4A_NVRTC_BUILTIN_TARGET_PASTERS(X) \
   X("__location__")
 
+/* Every identifier of those definitions' bodies that is not a parameter, and the first
+ * macro whose body holds it: X("identifier", "macro"), sorted. */
+#define T4A_NVRTC_BUILTIN_BODY_NAMES(X) \
+  X("CUDART_VERSION", "__CUDART_API_VERSION") \
+  X("NV_NO_TARGET", "NV_HAS_FEATURE_SM_100a") \
+  X("NV_TARGET_SM_INTEGER_LIST", "NV_TARGET_MINIMUM_SM_INTEGER") \
+  X("NV_TARGET_SM_SELECTOR_LIST", "NV_TARGET_MINIMUM_SM_SELECTOR") \
+  X("STD", "THROWBADALLOC") \
+  X("_", "_NV_TEST_PAREN2") \
+  X("_LIBCPP_BEGIN_NAMESPACE_STD", "NV_MATH_BEGIN_NAMESPACE_STD") \
+  X("_LIBCPP_END_NAMESPACE_STD", "NV_MATH_END_NAMESPACE_STD") \
+  X("_NOEXCEPT", "NV_MATH_NOEXCEPT") \
+  X("_NV_ARCH_COND", "_NV_TARGET_IF") \
+  X("_NV_ARCH_COND_CAT", "_NV_TARGET_IF") \
+  X("_NV_ARCH_COND_CAT1", "_NV_ARCH_COND_CAT") \
+  X("_NV_ARG32", "_NV_HAS_COMMA") \
+  X("_NV_ARG32_0", "_NV_ARG32") \
+  X("_NV_BLOCK_EXPAND", "NV_IF_ELSE_TARGET") \
+  X("_NV_CONCAT_EVAL", "NV_TARGET_MINIMUM_SM_INTEGER") \
+  X("_NV_CONCAT_EVAL1", "_NV_CONCAT_EVAL") \
+  X("_NV_DEVICE_CHECK", "_NV_TARGET_IS_EXACTLY") \
+  X("_NV_DISPATCH_N_ARY", "_NV_TARGET_DISPATCH") \
+  X("_NV_DISPATCH_N_IMPL", "_NV_DISPATCH_N_ARY") \
+  X("_NV_DISPATCH_N_IMPL0", "_NV_DISPATCH_N_IMPL") \
+  X("_NV_DISPATCH_N_IMPL1", "_NV_DISPATCH_N_IMPL0") \
+  X("_NV_EVAL", "_NV_ARCH_COND_CAT") \
+  X("_NV_EVAL1", "_NV_EVAL") \
+  X("_NV_FIRST_ARG", "NV_TARGET_MINIMUM_SM_INTEGER") \
+  X("_NV_FIRST_ARG1", "_NV_FIRST_ARG") \
+  X("_NV_HAS_COMMA", "_NV_ISEMPTY") \
+  X("_NV_IF", "_NV_NUM_ARGS1") \
+  X("_NV_IF1", "_NV_IF") \
+  X("_NV_IF_", "_NV_IF_BIT") \
+  X("_NV_IF_BIT", "_NV_IF_EVAL") \
+  X("_NV_IF_EVAL", "_NV_IF1") \
+  X("_NV_IF__EVAL", "_NV_IF_EVAL") \
+  X("_NV_ISEMPTY", "_NV_NUM_ARGS1") \
+  X("_NV_ISEMPTY0", "_NV_ISEMPTY") \
+  X("_NV_IS_EMPTY_CASE_", "_NV_ISEMPTY0") \
+  X("_NV_NUM_ARGS", "_NV_DISPATCH_N_IMPL") \
+  X("_NV_NUM_ARGS0", "_NV_NUM_ARGS") \
+  X("_NV_NUM_ARGS1", "_NV_NUM_ARGS0") \
+  X("_NV_NUM_ARGS2", "_NV_NUM_ARGS1") \
+  X("_NV_PAREN_YES", "_NV_TEST_PAREN_DUMMY") \
+  X("_NV_PASTE5", "_NV_ISEMPTY0") \
+  X("_NV_REMOVE_FIRST_ARGS1", "_NV_REMOVE_FIRST_ARGS") \
+  X("_NV_REMOVE_PAREN", "_NV_BLOCK_EXPAND") \
+  X("_NV_REMOVE_PAREN1", "_NV_REMOVE_PAREN") \
+  X("_NV_STRIP_PAREN", "_NV_REMOVE_PAREN1") \
+  X("_NV_STRIP_PAREN1", "_NV_STRIP_PAREN") \
+  X("_NV_STRIP_PAREN2", "_NV_STRIP_PAREN1") \
+  X("_NV_TARGET_", "_NV_ARCH_COND") \
+  X("_NV_TARGET_ARCH_TO_SELECTOR_", "NV_TARGET_MINIMUM_SM_SELECTOR") \
+  X("_NV_TARGET_ARCH_TO_SM_", "NV_TARGET_MINIMUM_SM_INTEGER") \
+  X("_NV_TARGET_BOOL_", "_NV_ARCH_COND_CAT1") \
+  X("_NV_TARGET_DISPATCH", "NV_DISPATCH_TARGET") \
+  X("_NV_TARGET_DISPATCH_HANDLE", "_NV_TARGET_DISPATCH") \
+  X("_NV_TARGET_DISPATCH_HANDLE10", "_NV_TARGET_DISPATCH_HANDLE12") \
+  X("_NV_TARGET_DISPATCH_HANDLE12", "_NV_TARGET_DISPATCH_HANDLE14") \
+  X("_NV_TARGET_DISPATCH_HANDLE14", "_NV_TARGET_DISPATCH_HANDLE16") \
+  X("_NV_TARGET_DISPATCH_HANDLE16", "_NV_TARGET_DISPATCH_HANDLE18") \
+  X("_NV_TARGET_DISPATCH_HANDLE18", "_NV_TARGET_DISPATCH_HANDLE20") \
+  X("_NV_TARGET_DISPATCH_HANDLE2", "_NV_TARGET_DISPATCH_HANDLE4") \
+  X("_NV_TARGET_DISPATCH_HANDLE20", "_NV_TARGET_DISPATCH_HANDLE22") \
+  X("_NV_TARGET_DISPATCH_HANDLE22", "_NV_TARGET_DISPATCH_HANDLE24") \
+  X("_NV_TARGET_DISPATCH_HANDLE24", "_NV_TARGET_DISPATCH_HANDLE26") \
+  X("_NV_TARGET_DISPATCH_HANDLE26", "_NV_TARGET_DISPATCH_HANDLE28") \
+  X("_NV_TARGET_DISPATCH_HANDLE28", "_NV_TARGET_DISPATCH_HANDLE30") \
+  X("_NV_TARGET_DISPATCH_HANDLE30", "_NV_TARGET_DISPATCH_HANDLE32") \
+  X("_NV_TARGET_DISPATCH_HANDLE32", "_NV_TARGET_DISPATCH_HANDLE34") \
+  X("_NV_TARGET_DISPATCH_HANDLE4", "_NV_TARGET_DISPATCH_HANDLE6") \
+  X("_NV_TARGET_DISPATCH_HANDLE6", "_NV_TARGET_DISPATCH_HANDLE8") \
+  X("_NV_TARGET_DISPATCH_HANDLE8", "_NV_TARGET_DISPATCH_HANDLE10") \
+  X("_NV_TARGET_EMPTY_PARAM", "_NV_TARGET_IF") \
+  X("_NV_TARGET_IF", "NV_IF_ELSE_TARGET") \
+  X("_NV_TARGET_IF_ELSE", "NV_IF_ELSE_TARGET") \
+  X("_NV_TARGET_IS_EXACTLY", "_NV_TARGET___NV_IS_EXACTLY_SM_100") \
+  X("_NV_TARGET_PROVIDES", "_NV_TARGET___NV_PROVIDES_SM_100") \
+  X("_NV_TARGET_VAL", "_NV_TARGET_IS_EXACTLY") \
+  X("_NV_TARGET_VAL_SM_100", "_NV_TARGET___NV_IS_EXACTLY_SM_100") \
+  X("_NV_TARGET_VAL_SM_101", "_NV_TARGET___NV_IS_EXACTLY_SM_101") \
+  X("_NV_TARGET_VAL_SM_103", "_NV_TARGET___NV_IS_EXACTLY_SM_103") \
+  X("_NV_TARGET_VAL_SM_110", "_NV_TARGET___NV_IS_EXACTLY_SM_110") \
+  X("_NV_TARGET_VAL_SM_120", "_NV_TARGET___NV_IS_EXACTLY_SM_120") \
+  X("_NV_TARGET_VAL_SM_35", "_NV_TARGET___NV_IS_EXACTLY_SM_35") \
+  X("_NV_TARGET_VAL_SM_37", "_NV_TARGET___NV_IS_EXACTLY_SM_37") \
+  X("_NV_TARGET_VAL_SM_50", "_NV_TARGET___NV_IS_EXACTLY_SM_50") \
+  X("_NV_TARGET_VAL_SM_52", "_NV_TARGET___NV_IS_EXACTLY_SM_52") \
+  X("_NV_TARGET_VAL_SM_53", "_NV_TARGET___NV_IS_EXACTLY_SM_53") \
+  X("_NV_TARGET_VAL_SM_60", "_NV_TARGET___NV_IS_EXACTLY_SM_60") \
+  X("_NV_TARGET_VAL_SM_61", "_NV_TARGET___NV_IS_EXACTLY_SM_61") \
+  X("_NV_TARGET_VAL_SM_62", "_NV_TARGET___NV_IS_EXACTLY_SM_62") \
+  X("_NV_TARGET_VAL_SM_70", "_NV_TARGET___NV_IS_EXACTLY_SM_70") \
+  X("_NV_TARGET_VAL_SM_72", "_NV_TARGET___NV_IS_EXACTLY_SM_72") \
+  X("_NV_TARGET_VAL_SM_75", "_NV_TARGET___NV_IS_EXACTLY_SM_75") \
+  X("_NV_TARGET_VAL_SM_80", "_NV_TARGET___NV_IS_EXACTLY_SM_80") \
+  X("_NV_TARGET_VAL_SM_86", "_NV_TARGET___NV_IS_EXACTLY_SM_86") \
+  X("_NV_TARGET_VAL_SM_87", "_NV_TARGET___NV_IS_EXACTLY_SM_87") \
+  X("_NV_TARGET_VAL_SM_89", "_NV_TARGET___NV_IS_EXACTLY_SM_89") \
+  X("_NV_TARGET_VAL_SM_90", "_NV_TARGET___NV_IS_EXACTLY_SM_90") \
+  X("_NV_TEST_PAREN", "_NV_REMOVE_PAREN1") \
+  X("_NV_TEST_PAREN1", "_NV_TEST_PAREN") \
+  X("_NV_TEST_PAREN2", "_NV_TEST_PAREN1") \
+  X("_NV_TEST_PAREN3", "_NV_TEST_PAREN2") \
+  X("_NV_TEST_PAREN_DUMMY", "_NV_TEST_PAREN1") \
+  X("_NV_TRIGGER_PARENTHESIS_", "_NV_ISEMPTY") \
+  X("_Pragma", "__NV_SILENCE_DEPRECATION_BEGIN") \
+  X("_U", "__NV_ATOMIC_TEMP") \
+  X("__", "__location__") \
+  X("__ASSERT_STR_HELPER", "assert") \
+  X("__CUDACC_VER_MAJOR__", "__CUDA_API_VER_MAJOR__") \
+  X("__CUDACC_VER_MINOR__", "__CUDA_API_VER_MINOR__") \
+  X("__CUDART_API_PTDS", "cudaMemcpy") \
+  X("__CUDART_API_PTSZ", "cudaEventRecord") \
+  X("__CUDA_API_VER_MAJOR__", "__CUDART_API_VERSION") \
+  X("__CUDA_API_VER_MINOR__", "__CUDART_API_VERSION") \
+  X("__CUDA_ARCH_FAMILY_SPECIFIC__", "__CUDA_HAS_ARCH_FAMILY_SPECIFIC") \
+  X("__CUDA_ARCH_FEAT_", "__CUDA_ARCH_HAS_FEATURE__") \
+  X("__CUDA_ARCH_SPECIFIC__", "__CUDA_HAS_ARCH_SPECIFIC") \
+  X("__CUDA_ARCH__", "NV_TARGET_MINIMUM_SM_INTEGER") \
+  X("__DEPRECATED__", "__CDPRT_DEPRECATED") \
+  X("__FILE__", "assert") \
+  X("__GNUC_MINOR__", "__NV_GLIBCXX_VERSION") \
+  X("__GNUC_PATCHLEVEL__", "__NV_GLIBCXX_VERSION") \
+  X("__GNUC__", "__NV_GLIBCXX_VERSION") \
+  X("__LINE__", "assert") \
+  X("__NV_ANY_TARGET", "NV_ANY_TARGET") \
+  X("__NV_ATOMIC_ALIGNOF", "__NV_ATOMIC_REQUIRES") \
+  X("__NV_ATOMIC_TRIVIALLY_COPYABLE", "__NV_ATOMIC_REQUIRES") \
+  X("__NV_HAS_FEATURE_SM_100a", "NV_HAS_FEATURE_SM_100a") \
+  X("__NV_HAS_FEATURE_SM_101a", "NV_HAS_FEATURE_SM_101a") \
+  X("__NV_HAS_FEATURE_SM_90a", "NV_HAS_FEATURE_SM_90a") \
+  X("__NV_IS_DEVICE", "NV_IS_DEVICE") \
+  X("__NV_IS_EXACTLY_SM_100", "NV_IS_EXACTLY_SM_100") \
+  X("__NV_IS_EXACTLY_SM_101", "NV_IS_EXACTLY_SM_101") \
+  X("__NV_IS_EXACTLY_SM_103", "NV_IS_EXACTLY_SM_103") \
+  X("__NV_IS_EXACTLY_SM_110", "NV_IS_EXACTLY_SM_110") \
+  X("__NV_IS_EXACTLY_SM_120", "NV_IS_EXACTLY_SM_120") \
+  X("__NV_IS_EXACTLY_SM_35", "NV_IS_EXACTLY_SM_35") \
+  X("__NV_IS_EXACTLY_SM_37", "NV_IS_EXACTLY_SM_37") \
+  X("__NV_IS_EXACTLY_SM_50", "NV_IS_EXACTLY_SM_50") \
+  X("__NV_IS_EXACTLY_SM_52", "NV_IS_EXACTLY_SM_52") \
+  X("__NV_IS_EXACTLY_SM_53", "NV_IS_EXACTLY_SM_53") \
+  X("__NV_IS_EXACTLY_SM_60", "NV_IS_EXACTLY_SM_60") \
+  X("__NV_IS_EXACTLY_SM_61", "NV_IS_EXACTLY_SM_61") \
+  X("__NV_IS_EXACTLY_SM_62", "NV_IS_EXACTLY_SM_62") \
+  X("__NV_IS_EXACTLY_SM_70", "NV_IS_EXACTLY_SM_70") \
+  X("__NV_IS_EXACTLY_SM_72", "NV_IS_EXACTLY_SM_72") \
+  X("__NV_IS_EXACTLY_SM_75", "NV_IS_EXACTLY_SM_75") \
+  X("__NV_IS_EXACTLY_SM_80", "NV_IS_EXACTLY_SM_80") \
+  X("__NV_IS_EXACTLY_SM_86", "NV_IS_EXACTLY_SM_86") \
+  X("__NV_IS_EXACTLY_SM_87", "NV_IS_EXACTLY_SM_87") \
+  X("__NV_IS_EXACTLY_SM_89", "NV_IS_EXACTLY_SM_89") \
+  X("__NV_IS_EXACTLY_SM_90", "NV_IS_EXACTLY_SM_90") \
+  X("__NV_IS_HOST", "NV_IS_HOST") \
+  X("__NV_NO_TARGET", "NV_NO_TARGET") \
+  X("__NV_PAREN_NO", "__NV_TEST_PAREN_DUMMY") \
+  X("__NV_PROVIDES_SM_100", "NV_PROVIDES_SM_100") \
+  X("__NV_PROVIDES_SM_101", "NV_PROVIDES_SM_101") \
+  X("__NV_PROVIDES_SM_103", "NV_PROVIDES_SM_103") \
+  X("__NV_PROVIDES_SM_110", "NV_PROVIDES_SM_110") \
+  X("__NV_PROVIDES_SM_120", "NV_PROVIDES_SM_120") \
+  X("__NV_PROVIDES_SM_35", "NV_PROVIDES_SM_35") \
+  X("__NV_PROVIDES_SM_37", "NV_PROVIDES_SM_37") \
+  X("__NV_PROVIDES_SM_50", "NV_PROVIDES_SM_50") \
+  X("__NV_PROVIDES_SM_52", "NV_PROVIDES_SM_52") \
+  X("__NV_PROVIDES_SM_53", "NV_PROVIDES_SM_53") \
+  X("__NV_PROVIDES_SM_60", "NV_PROVIDES_SM_60") \
+  X("__NV_PROVIDES_SM_61", "NV_PROVIDES_SM_61") \
+  X("__NV_PROVIDES_SM_62", "NV_PROVIDES_SM_62") \
+  X("__NV_PROVIDES_SM_70", "NV_PROVIDES_SM_70") \
+  X("__NV_PROVIDES_SM_72", "NV_PROVIDES_SM_72") \
+  X("__NV_PROVIDES_SM_75", "NV_PROVIDES_SM_75") \
+  X("__NV_PROVIDES_SM_80", "NV_PROVIDES_SM_80") \
+  X("__NV_PROVIDES_SM_86", "NV_PROVIDES_SM_86") \
+  X("__NV_PROVIDES_SM_87", "NV_PROVIDES_SM_87") \
+  X("__NV_PROVIDES_SM_89", "NV_PROVIDES_SM_89") \
+  X("__NV_PROVIDES_SM_90", "NV_PROVIDES_SM_90") \
+  X("__NV_SILENCE_HOST_DEPRECATION_BEGIN", "__NV_SILENCE_DEPRECATION_BEGIN") \
+  X("__NV_SILENCE_HOST_DEPRECATION_END", "__NV_SILENCE_DEPRECATION_END") \
+  X("__PRETTY_FUNCTION__", "assert") \
+  X("__align__", "__builtin_align__") \
+  X("__alignof", "__NV_ATOMIC_ALIGNOF") \
+  X("__alignof__", "__NV_ATOMIC_ALIGNOF") \
+  X("__annotate__", "__launch_bounds__") \
+  X("__assertfail", "assert") \
+  X("__attribute__", "__CUDA_DEPRECATED") \
+  X("__block_size__", "__block_size__") \
+  X("__builtin_alloca", "alloca") \
+  X("__builtin_alt_va_arg", "va_arg") \
+  X("__builtin_alt_va_start", "va_start") \
+  X("__builtin_va_copy", "va_copy") \
+  X("__builtin_va_end", "va_end") \
+  X("__cdecl", "CUDARTAPI_CDECL") \
+  X("__cluster_dims__", "__cluster_dims__") \
+  X("__cu_va_arg", "va_arg") \
+  X("__cu_va_copy", "va_copy") \
+  X("__cu_va_end", "va_end") \
+  X("__cu_va_start", "va_start") \
+  X("__cudart_builtin__", "__DEVICE_FUNCTIONS_DECL__") \
+  X("__declspec", "__CUDA_DEPRECATED") \
+  X("__device__", "CUDART_DEVICE") \
+  X("__device_builtin__", "__cuda_builtin_vector_align8") \
+  X("__forceinline", "__forceinline__") \
+  X("__host__", "__DEVICE_HOST_FUNCTIONS_STATIC_DECL__") \
+  X("__inline", "__inline__") \
+  X("__inline__", "__DEVICE_DOUBLE_FUNCTIONS_DECL__") \
+  X("__location__", "__constant__") \
+  X("__math", "NV_MATH_BEGIN_NAMESPACE_STD") \
+  X("__nv_atomic_enable_if", "__NV_ATOMIC_RET_TYPE") \
+  X("__nv_atomic_triv_cp_helper", "__NV_ATOMIC_TRIVIALLY_COPYABLE") \
+  X("__pragma", "__NV_SILENCE_DEPRECATION_BEGIN") \
+  X("__restrict", "__restrict__") \
+  X("__ret", "__NV_ATOMIC_RET") \
+  X("__stdcall", "CUDARTAPI") \
+  X("__target_bitset", "_NV_BITSET_ATTRIBUTE") \
+  X("__thread", "__thread__") \
+  X("__type", "__NV_ATOMIC_RET_TYPE") \
+  X("__u", "__NV_ATOMIC_RET") \
+  X("__val", "__NV_ATOMIC_TRIVIALLY_COPYABLE") \
+  X("_ptds", "__CUDART_API_PTDS") \
+  X("_ptsz", "__CUDART_API_PTSZ") \
+  X("align", "__align__") \
+  X("aligned", "__align__") \
+  X("always_inline", "__forceinline__") \
+  X("any_target", "_NV_TARGET___NV_ANY_TARGET") \
+  X("bad_alloc", "THROWBADALLOC") \
+  X("blockDim", "__cudaGet_blockDim") \
+  X("blockIdx", "__cudaGet_blockIdx") \
+  X("block_size", "__block_size__") \
+  X("bool", "NV_INT_OR_BOOL") \
+  X("char", "__NV_ATOMIC_ADDRESSOF") \
+  X("cluster_dims", "__cluster_dims__") \
+  X("const", "__NV_ATOMIC_ADDRESSOF") \
+  X("const_cast", "__NV_ATOMIC_ADDRESSOF") \
+  X("constant", "__constant__") \
+  X("cudaEventRecord", "cudaEventRecord") \
+  X("cudaEventRecordWithFlags", "cudaEventRecordWithFlags") \
+  X("cudaFreeAsync", "cudaFreeAsync") \
+  X("cudaGetDriverEntryPoint", "cudaGetDriverEntryPoint") \
+  X("cudaGetDriverEntryPointByVersion", "cudaGetDriverEntryPointByVersion") \
+  X("cudaGraphInstantiateWithParams", "cudaGraphInstantiateWithParams") \
+  X("cudaGraphLaunch", "cudaGraphLaunch") \
+  X("cudaGraphUpload", "cudaGraphUpload") \
+  X("cudaLaunchAttributeAccessPolicyWindow", "cudaKernelNodeAttributeAccessPolicyWindow") \
+  X("cudaLaunchAttributeClusterDimension", "cudaKernelNodeAttributeClusterDimension") \
+  X("cudaLaunchAttributeClusterSchedulingPolicyPreference", "cudaKernelNodeAttributeClusterSchedulingPolicyPreference") \
+  X("cudaLaunchAttributeCooperative", "cudaKernelNodeAttributeCooperative") \
+  X("cudaLaunchAttributeDeviceUpdatableKernelNode", "cudaKernelNodeAttributeDeviceUpdatableKernelNode") \
+  X("cudaLaunchAttributeID", "cudaKernelNodeAttrID") \
+  X("cudaLaunchAttributeMemSyncDomain", "cudaKernelNodeAttributeMemSyncDomain") \
+  X("cudaLaunchAttributeMemSyncDomainMap", "cudaKernelNodeAttributeMemSyncDomainMap") \
+  X("cudaLaunchAttributeNvlinkUtilCentricScheduling", "cudaKernelNodeAttributeNvlinkUtilCentricScheduling") \
+  X("cudaLaunchAttributePreferredSharedMemoryCarveout", "cudaKernelNodeAttributePreferredSharedMemoryCarveout") \
+  X("cudaLaunchAttributePriority", "cudaKernelNodeAttributePriority") \
+  X("cudaLaunchAttributeSynchronizationPolicy", "cudaStreamAttributeSynchronizationPolicy") \
+  X("cudaLaunchAttributeValue", "cudaKernelNodeAttrValue") \
+  X("cudaLaunchCooperativeKernel", "cudaLaunchCooperativeKernel") \
+  X("cudaLaunchHostFunc", "cudaLaunchHostFunc") \
+  X("cudaLaunchKernel", "cudaLaunchKernel") \
+  X("cudaLaunchKernelExC", "cudaLaunchKernelExC") \
+  X("cudaMallocAsync", "cudaMallocAsync") \
+  X("cudaMallocFromPoolAsync", "cudaMallocFromPoolAsync") \
+  X("cudaMemDiscardAndPrefetchBatchAsync", "cudaMemDiscardAndPrefetchBatchAsync") \
+  X("cudaMemDiscardBatchAsync", "cudaMemDiscardBatchAsync") \
+  X("cudaMemPrefetchAsync", "cudaMemPrefetchAsync") \
+  X("cudaMemPrefetchBatchAsync", "cudaMemPrefetchBatchAsync") \
+  X("cudaMemcpy", "cudaMemcpy") \
+  X("cudaMemcpy2D", "cudaMemcpy2D") \
+  X("cudaMemcpy2DArrayToArray", "cudaMemcpy2DArrayToArray") \
+  X("cudaMemcpy2DAsync", "cudaMemcpy2DAsync") \
+  X("cudaMemcpy2DFromArray", "cudaMemcpy2DFromArray") \
+  X("cudaMemcpy2DFromArrayAsync", "cudaMemcpy2DFromArrayAsync") \
+  X("cudaMemcpy2DToArray", "cudaMemcpy2DToArray") \
+  X("cudaMemcpy2DToArrayAsync", "cudaMemcpy2DToArrayAsync") \
+  X("cudaMemcpy3D", "cudaMemcpy3D") \
+  X("cudaMemcpy3DAsync", "cudaMemcpy3DAsync") \
+  X("cudaMemcpy3DBatchAsync", "cudaMemcpy3DBatchAsync") \
+  X("cudaMemcpy3DPeer", "cudaMemcpy3DPeer") \
+  X("cudaMemcpy3DPeerAsync", "cudaMemcpy3DPeerAsync") \
+  X("cudaMemcpyArrayToArray", "cudaMemcpyArrayToArray") \
+  X("cudaMemcpyAsync", "cudaMemcpyAsync") \
+  X("cudaMemcpyBatchAsync", "cudaMemcpyBatchAsync") \
+  X("cudaMemcpyFromArray", "cudaMemcpyFromArray") \
+  X("cudaMemcpyFromArrayAsync", "cudaMemcpyFromArrayAsync") \
+  X("cudaMemcpyFromSymbol", "cudaMemcpyFromSymbol") \
+  X("cudaMemcpyFromSymbolAsync", "cudaMemcpyFromSymbolAsync") \
+  X("cudaMemcpyToArray", "cudaMemcpyToArray") \
+  X("cudaMemcpyToArrayAsync", "cudaMemcpyToArrayAsync") \
+  X("cudaMemcpyToSymbol", "cudaMemcpyToSymbol") \
+  X("cudaMemcpyToSymbolAsync", "cudaMemcpyToSymbolAsync") \
+  X("cudaMemset", "cudaMemset") \
+  X("cudaMemset2D", "cudaMemset2D") \
+  X("cudaMemset2DAsync", "cudaMemset2DAsync") \
+  X("cudaMemset3D", "cudaMemset3D") \
+  X("cudaMemset3DAsync", "cudaMemset3DAsync") \
+  X("cudaMemsetAsync", "cudaMemsetAsync") \
+  X("cudaSignalExternalSemaphoresAsync", "cudaSignalExternalSemaphoresAsync") \
+  X("cudaStreamAddCallback", "cudaStreamAddCallback") \
+  X("cudaStreamAttachMemAsync", "cudaStreamAttachMemAsync") \
+  X("cudaStreamBeginCapture", "cudaStreamBeginCapture") \
+  X("cudaStreamBeginCaptureToGraph", "cudaStreamBeginCaptureToGraph") \
+  X("cudaStreamCopyAttributes", "cudaStreamCopyAttributes") \
+  X("cudaStreamEndCapture", "cudaStreamEndCapture") \
+  X("cudaStreamGetAttribute", "cudaStreamGetAttribute") \
+  X("cudaStreamGetCaptureInfo", "cudaStreamGetCaptureInfo") \
+  X("cudaStreamGetDevice", "cudaStreamGetDevice") \
+  X("cudaStreamGetFlags", "cudaStreamGetFlags") \
+  X("cudaStreamGetId", "cudaStreamGetId") \
+  X("cudaStreamGetPriority", "cudaStreamGetPriority") \
+  X("cudaStreamIsCapturing", "cudaStreamIsCapturing") \
+  X("cudaStreamQuery", "cudaStreamQuery") \
+  X("cudaStreamSetAttribute", "cudaStreamSetAttribute") \
+  X("cudaStreamSynchronize", "cudaStreamSynchronize") \
+  X("cudaStreamUpdateCaptureDependencies", "cudaStreamUpdateCaptureDependencies") \
+  X("cudaStreamWaitEvent", "cudaStreamWaitEvent") \
+  X("cudaStream_t", "cudaStreamFireAndForget") \
+  X("cudaWaitExternalSemaphoresAsync", "cudaWaitExternalSemaphoresAsync") \
+  X("cudart_builtin", "__cudart_builtin__") \
+  X("deprecated", "__CUDA_DEPRECATED") \
+  X("device", "__device__") \
+  X("device_builtin", "__device_builtin__") \
+  X("device_builtin_surface_type", "__device_builtin_surface_type__") \
+  X("device_builtin_texture_type", "__device_builtin_texture_type__") \
+  X("disable", "__NV_SILENCE_HOST_DEPRECATION_BEGIN") \
+  X("dllexport", "__export__") \
+  X("dllimport", "__import__") \
+  X("else", "_NV_TARGET_IF") \
+  X("extern", "__SM_30_INTRINSICS_DECL__") \
+  X("false", "_NV_DEVICE_CHECK") \
+  X("global", "__global__") \
+  X("gridDim", "__cudaGet_gridDim") \
+  X("grid_constant", "__grid_constant__") \
+  X("host", "__host__") \
+  X("if", "_NV_TARGET_IF") \
+  X("int", "NV_INT_OR_BOOL") \
+  X("is_device", "_NV_TARGET___NV_IS_DEVICE") \
+  X("is_exactly", "_NV_TARGET_IS_EXACTLY") \
+  X("is_host", "_NV_TARGET___NV_IS_HOST") \
+  X("launch_bounds", "__launch_bounds__") \
+  X("local_maxnreg", "__local_maxnreg__") \
+  X("long", "__EDG_PTRDIFF_TYPE__") \
+  X("managed", "__managed__") \
+  X("maxnreg", "__maxnreg__") \
+  X("namespace", "NV_MATH_BEGIN_NAMESPACE_STD") \
+  X("no_target", "_NV_TARGET___NV_NO_TARGET") \
+  X("noinline", "__noinline__") \
+  X("noreturn", "__no_return__") \
+  X("nv", "_NV_BITSET_ATTRIBUTE") \
+  X("nv_diag_suppress", "__NV_SILENCE_DEPRECATION_BEGIN") \
+  X("nv_diagnostic", "__NV_SILENCE_DEPRECATION_BEGIN") \
+  X("nv_inline_hint", "__inline_hint__") \
+  X("nv_pure", "__nv_pure__") \
+  X("nv_register_params", "__nv_register_params__") \
+  X("pop", "__NV_SILENCE_DEPRECATION_END") \
+  X("provides", "_NV_TARGET_PROVIDES") \
+  X("push", "__NV_SILENCE_DEPRECATION_BEGIN") \
+  X("reinterpret_cast", "__NV_ATOMIC_ADDRESSOF") \
+  X("requires", "__NV_ATOMIC_REQUIRES") \
+  X("shared", "__shared__") \
+  X("sizeof", "__NV_ATOMIC_REQUIRES") \
+  X("sm_100", "_NV_TARGET_ARCH_TO_SELECTOR_1000") \
+  X("sm_101", "_NV_TARGET_ARCH_TO_SELECTOR_1010") \
+  X("sm_103", "_NV_TARGET_ARCH_TO_SELECTOR_1030") \
+  X("sm_110", "_NV_TARGET_ARCH_TO_SELECTOR_1100") \
+  X("sm_120", "_NV_TARGET_ARCH_TO_SELECTOR_1200") \
+  X("sm_35", "_NV_TARGET_ARCH_TO_SELECTOR_350") \
+  X("sm_37", "_NV_TARGET_ARCH_TO_SELECTOR_370") \
+  X("sm_50", "_NV_TARGET_ARCH_TO_SELECTOR_500") \
+  X("sm_52", "_NV_TARGET_ARCH_TO_SELECTOR_520") \
+  X("sm_53", "_NV_TARGET_ARCH_TO_SELECTOR_530") \
+  X("sm_60", "_NV_TARGET_ARCH_TO_SELECTOR_600") \
+  X("sm_61", "_NV_TARGET_ARCH_TO_SELECTOR_610") \
+  X("sm_62", "_NV_TARGET_ARCH_TO_SELECTOR_620") \
+  X("sm_70", "_NV_TARGET_ARCH_TO_SELECTOR_700") \
+  X("sm_72", "_NV_TARGET_ARCH_TO_SELECTOR_720") \
+  X("sm_75", "_NV_TARGET_ARCH_TO_SELECTOR_750") \
+  X("sm_80", "_NV_TARGET_ARCH_TO_SELECTOR_800") \
+  X("sm_86", "_NV_TARGET_ARCH_TO_SELECTOR_860") \
+  X("sm_87", "_NV_TARGET_ARCH_TO_SELECTOR_870") \
+  X("sm_89", "_NV_TARGET_ARCH_TO_SELECTOR_890") \
+  X("sm_90", "_NV_TARGET_ARCH_TO_SELECTOR_900") \
+  X("static", "__DEVICE_DOUBLE_FUNCTIONS_DECL__") \
+  X("static_cast", "assert") \
+  X("std", "STD") \
+  X("struct", "__cuda_builtin_vector_align8") \
+  X("target", "_NV_TARGET_ARCH_TO_SELECTOR_1000") \
+  X("thread", "__thread__") \
+  X("threadIdx", "__cudaGet_threadIdx") \
+  X("throw", "NV_MATH_NOEXCEPT_OR_THROW") \
+  X("tile", "__tile__") \
+  X("tile_builtin", "__tile_builtin__") \
+  X("tile_global", "__tile_global__") \
+  X("typename", "__NV_ATOMIC_RET_TYPE") \
+  X("union", "__NV_ATOMIC_TEMP") \
+  X("unsigned", "__EDG_SIZE_TYPE__") \
+  X("void", "__NV_ATOMIC_ADDRESSOF") \
+  X("volatile", "__NV_ATOMIC_ADDRESSOF") \
+  X("warning", "__NV_SILENCE_HOST_DEPRECATION_BEGIN") \
+  X("warpSize", "__cudaGet_warpSize")
+
 /* The reserved names the compiler itself predefines (no #define of the libraries
- * shows them; probed with NVRTC, sm_90, no options), sorted; those with a value
- * are in T4A_NVRTC_BUILTIN_DEFINES too. X("name") for each. */
+ * shows them; probed with NVRTC under several targets and options), sorted; their
+ * values are in T4A_NVRTC_BUILTIN_DEFINES too. X("name") for each. */
 #define T4A_NVRTC_COMPILER_PREDEFINED(X) \
   X("_BOOL") \
   X("_WCHAR_T") \
   X("__ARRAY_OPERATORS") \
   X("__BASE_FILE__") \
+  X("__CHAR16_T_AND_CHAR32_T") \
+  X("__CUDACC_DEBUG__") \
+  X("__CUDACC_EWP__") \
+  X("__CUDACC_RDC__") \
   X("__CUDACC_RTC_BUILTIN_CRT_HELPERS__") \
   X("__CUDACC_RTC_BUILTIN_VECTOR_TYPES__") \
+  X("__CUDACC_RTC_FLOAT128__") \
+  X("__CUDACC_RTC_INT128__") \
+  X("__CUDACC_RTC_MINIMAL__") \
   X("__CUDACC_RTC__") \
   X("__CUDACC_VER_BUILD__") \
   X("__CUDACC_VER_MAJOR__") \
   X("__CUDACC_VER_MINOR__") \
   X("__CUDACC__") \
+  X("__CUDA_ARCH_FAMILY_SPECIFIC__") \
+  X("__CUDA_ARCH_FEAT_SM90_ALL") \
   X("__CUDA_ARCH_LIST__") \
+  X("__CUDA_ARCH_SPECIFIC__") \
   X("__CUDA_ARCH__") \
+  X("__CUDA_FTZ") \
+  X("__CUDA_PREC_DIV") \
+  X("__CUDA_PREC_SQRT") \
   X("__DATE__") \
+  X("__EDG_CONSTEXPR_ENABLED__") \
   X("__EDG_IA64_ABI") \
   X("__EDG_PTRDIFF_TYPE__") \
   X("__EDG_RUNTIME_USES_NAMESPACES") \
@@ -1277,6 +1738,7 @@
   X("__NV_BUILTIN_INITIALIZER_LIST") \
   X("__NV_BUILTIN_MOVE_FORWARD") \
   X("__PLACEMENT_DELETE") \
+  X("__PRAGMA_REDEFINE_EXTNAME") \
   X("__RTTI") \
   X("__SIGNED_CHARS__") \
   X("__STDCPP_DEFAULT_NEW_ALIGNMENT__") \
@@ -1287,29 +1749,41 @@
   X("__cplusplus") \
   X("__cpp_aggregate_bases") \
   X("__cpp_aggregate_nsdmi") \
+  X("__cpp_aggregate_paren_init") \
   X("__cpp_alias_templates") \
   X("__cpp_aligned_new") \
   X("__cpp_attributes") \
   X("__cpp_binary_literals") \
   X("__cpp_capture_star_this") \
+  X("__cpp_char8_t") \
+  X("__cpp_concepts") \
+  X("__cpp_conditional_explicit") \
+  X("__cpp_consteval") \
   X("__cpp_constexpr") \
+  X("__cpp_constexpr_dynamic_alloc") \
+  X("__cpp_constinit") \
   X("__cpp_decltype") \
   X("__cpp_decltype_auto") \
   X("__cpp_deduction_guides") \
   X("__cpp_delegating_constructors") \
+  X("__cpp_designated_initializers") \
   X("__cpp_enumerator_attributes") \
   X("__cpp_exceptions") \
+  X("__cpp_explicit_bool") \
   X("__cpp_fold_expressions") \
   X("__cpp_generic_lambdas") \
   X("__cpp_guaranteed_copy_elision") \
   X("__cpp_hex_float") \
   X("__cpp_if_constexpr") \
+  X("__cpp_impl_destroying_delete") \
+  X("__cpp_impl_three_way_comparison") \
   X("__cpp_inheriting_constructors") \
   X("__cpp_init_captures") \
   X("__cpp_initializer_lists") \
   X("__cpp_inline_variables") \
   X("__cpp_lambdas") \
   X("__cpp_namespace_attributes") \
+  X("__cpp_nested_namespace_definitions") \
   X("__cpp_noexcept_function_type") \
   X("__cpp_nontype_template_args") \
   X("__cpp_nontype_template_parameter_auto") \
@@ -1328,6 +1802,7 @@
   X("__cpp_unicode_characters") \
   X("__cpp_unicode_literals") \
   X("__cpp_user_defined_literals") \
+  X("__cpp_using_enum") \
   X("__cpp_variable_templates") \
   X("__cpp_variadic_templates") \
   X("__cpp_variadic_using") \
@@ -1337,7 +1812,9 @@
   X("__has_extension") \
   X("__has_feature") \
   X("__has_include") \
+  X("__has_include_next") \
   X("__is_identifier") \
-  X("__noinline__")
+  X("__noinline__") \
+  X("__nv_register_params__")
 
 #endif /* T4A_NVRTC_NVRTC_PREDEFINED_H_ */

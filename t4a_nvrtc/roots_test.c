@@ -2119,6 +2119,65 @@ static void test_names_the_compiler_predefines_are_read_and_refused(void **state
   assert_refused_both_ways(&r, "__has_include", "a compiler-predefined type name", 1);
 }
 
+/* A fifth review's stale hits: reserved names NVRTC predefines that the generator's candidates
+ * miss (__CUDA_FTZ: NVRTC passes it to itself as -D__CUDA_FTZ=0, no header spells it) or that
+ * only some options or targets define (-G's __CUDACC_DEBUG__, -std=c++20's __cpp_concepts,
+ * sm_90a's __CUDA_ARCH_SPECIFIC__). A root "defines" each where NVRTC does not apply it (a dead
+ * branch, an #ifndef fallback), so the computed-include rule read the text's value and the name
+ * as itself, while NVRTC used its own value and opened a/<value>.h, in no manifest. */
+static void test_predefines_the_probe_misses_are_refused(void **state) {
+  (void)state;
+  const char *roots[] = {g_root};
+  static const struct {
+    const char *use, *file, *target, *option;
+  } cases[] = {
+      {"#if 0\n#define __CUDA_FTZ 7\n#endif\n#define H <a/__CUDA_FTZ.h>\n#include H\n", "a/0.h",
+       "sm_90", NULL},
+      {"#ifndef __CUDACC_DEBUG__\n#define __CUDACC_DEBUG__ 0\n#endif\n"
+       "#define H <a/__CUDACC_DEBUG__.h>\n#include H\n",
+       "a/1.h", "sm_90", "-G"},
+      {"#ifndef __cpp_concepts\n#define __cpp_concepts 0\n#endif\n"
+       "#define H <a/__cpp_concepts.h>\n#include H\n",
+       "a/202002L.h", "sm_90", "-std=c++20"},
+      {"#ifndef __CUDA_ARCH_SPECIFIC__\n#define __CUDA_ARCH_SPECIFIC__ 0\n#endif\n"
+       "#define H <a/__CUDA_ARCH_SPECIFIC__.h>\n#include H\n",
+       "a/900.h", "sm_90a", NULL},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    write_file(g_root, cases[i].file, "#error made\n");
+    write_file(g_root, "use.h", cases[i].use);
+    t4a_nvrtc_request r = roots_request("#include <use.h>\n", roots, 1);
+    const char *opts[1] = {cases[i].option};
+    r.target = cases[i].target;
+    r.options = opts;
+    r.num_options = cases[i].option != NULL;
+    assert_nvrtc_reaches(&r);
+    assert_refused_both_ways(&r, "goes through a predefined macro", "unprobed predefine", i);
+  }
+}
+
+/* Ordinary toolkit kernels (cuda_fp16.h, CUB, cuda/std, Thrust) pass the include check beside
+ * NVRTC's built-in and compiler-predefined definitions and the rules that read them. */
+static void test_toolkit_kernels_pass_beside_the_builtins(void **state) {
+  (void)state;
+  const char *roots[] = {"/usr/local/cuda/include", "/usr/local/cuda/include/cccl"};
+  static const char *const srcs[] = {
+      "#include <cuda_fp16.h>\n__global__ void k(__half *p) { p[0] = __hadd(p[0], p[1]); }\n",
+      "#include <cub/block/block_reduce.cuh>\n__global__ void k(int *p) { using R = "
+      "cub::BlockReduce<int, 128>; __shared__ R::TempStorage t; p[0] = R(t).Sum(p[threadIdx.x]); "
+      "}\n",
+      "#include <cuda/std/atomic>\n__global__ void k(int *p) { cuda::std::atomic_ref<int> a(*p); "
+      "a.fetch_add(1); }\n",
+      "#include <thrust/functional.h>\n__global__ void k(int *p) { p[0] = "
+      "thrust::plus<int>()(p[1], "
+      "p[2]); }\n",
+  };
+  for (size_t i = 0; i < sizeof srcs / sizeof srcs[0]; i++) {
+    t4a_nvrtc_request r = roots_request(srcs[i], roots, 2);
+    assert_check_passes(&r, "toolkit", i);
+  }
+}
+
 /* Failure sweep of the expansion check: every allocation in turn fails with HOST_OUT_OF_MEMORY
  * (nothing else), until the check passes. */
 static void test_paste_check_failure_sweep(void **state) {
@@ -2617,6 +2676,10 @@ int main(void) {
                                       each_setup, each_teardown),
       cmocka_unit_test_setup_teardown(test_names_the_compiler_predefines_are_read_and_refused,
                                       each_setup, each_teardown),
+      cmocka_unit_test_setup_teardown(test_predefines_the_probe_misses_are_refused, each_setup,
+                                      each_teardown),
+      cmocka_unit_test_setup_teardown(test_toolkit_kernels_pass_beside_the_builtins, each_setup,
+                                      each_teardown),
       cmocka_unit_test_setup_teardown(test_paste_check_failure_sweep, each_setup, each_teardown),
       cmocka_unit_test_setup_teardown(test_header_beside_the_includer_is_a_miss, each_setup,
                                       each_teardown),
