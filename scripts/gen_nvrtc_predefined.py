@@ -16,8 +16,10 @@ fixed operand could make __has_include, __has_include_next or __has_embed out of
 several tokens (`__ ## a ## __` with `has_include(...) y`): a text that names one counts as
 pasting. And it asks the installed NVRTC (loaded with ctypes) which reserved names the compiler
 itself predefines (no #define shows them: __cplusplus, __cpp_rtti, __EDG_PTRDIFF_TYPE__), of the
-reserved names the built-in libraries, the toolkit's headers and a list of EDG's and C++'s spell,
-and their values: a fourth list, and their definitions join the second.
+reserved names the built-in libraries, libnvrtc, the toolkit's headers and a list of EDG's and
+C++'s spell, under several targets and options, and their values: a fourth list, and their
+definitions join the second. A fifth lists the identifiers of the definitions' bodies (the
+wrappers' and the pieces' rules read them).
 
   scripts/gen_nvrtc_predefined.py            regenerate from the toolkit's libnvrtc-builtins
   scripts/gen_nvrtc_predefined.py --check    fail if the file differs from what the installed

@@ -1369,7 +1369,7 @@ static t4a_status add_piece(scan *s, const ident *id, size_t line) {
   }
   if (s->num_pieces == MAX_PIECES) return T4A_OK; /* not reached: every substring fits */
   memcpy(s->pieces[s->num_pieces], id->text, id->len + 1); /* id->len < 19 */
-  if (line == 0) {                                         /* NVRTC's own definitions: no line */
+  if (line == 0) { /* NVRTC's own definitions: no line */
     snprintf(s->piece_at[s->num_pieces], sizeof s->piece_at[0], "%.110s", s->where);
   } else {
     snprintf(s->piece_at[s->num_pieces], sizeof s->piece_at[0], "%.90s, line %zu", s->where, line);
@@ -1528,9 +1528,6 @@ static int macro_defined(const scan *s, const char *name, size_t n) {
   return 0;
 }
 
-/* A wrapper's <...> argument at L (before the '<'): its tokens are macro-replaced before the
- * wrapper substitutes them, so an identifier in it that some definition names, or that looks
- * predefined (__NAME__), makes it a computed include. Returns the first such, or NULL. */
 /* Whether p[0..n) is a reserved name (`__x`, `_X`): the compiler predefines such names without
  * a #define any text or NVRTC's built-in headers show (`__cplusplus` 201703L, `__cpp_rtti`,
  * `_BOOL` 1, `_WCHAR_T` 1, `__CUDA_ARCH__`, `__LINE__`), so an operand that holds one no text
@@ -1540,6 +1537,10 @@ static int reserved_name(const char *p, size_t n) {
   return n >= 2 && p[0] == '_' && (p[1] == '_' || (p[1] >= 'A' && p[1] <= 'Z'));
 }
 
+/* A wrapper's <...> argument at L (before the '<'): its tokens are macro-replaced before the
+ * wrapper substitutes them, so an identifier in it that some definition names, or a reserved
+ * name (which the compiler may predefine), makes it a computed include. Returns the first such,
+ * or NULL. */
 static const char *wrapper_arg_macro(const scan *s, const lexer *L, size_t *len) {
   size_t i = L->i + 1;
   while (i < L->n && L->s[i] != '>' && L->s[i] != '\n') {
