@@ -2638,66 +2638,35 @@ static t4a_status add_builtins(scan *s) {
   return T4A_OK;
 }
 
-/* Whether the operand tp[0..tn) of m's body is fixed: an identifier or number, not a parameter. */
-static int builtin_operand_fixed(const t4a_nvrtc_macro_ *m, const char *tp, size_t tn, int kind) {
-  if (kind != 'i' && kind != 'n') return 0;
-  size_t pi = 0, ps = 0;
-  int pk;
-  while (kind == 'i' && (pk = body_token(m->params, m->params_len, &pi, &ps)) != 0) {
-    if (pk == 'i' && pi - ps == tn && memcmp(m->params + ps, tp, tn) == 0) return 0;
-    if (pk == 'p' && m->params[ps] == '.' && tn == 11 && memcmp(tp, "__VA_ARGS__", 11) == 0) {
-      return 0;
-    }
-  }
-  return 1;
-}
+/* The fixed operands of NVRTC's chains of pastes (nvrtc_predefined.h): `_NV_IF_` of
+ * `_NV_IF_ ## b`, `_ptds` of `api ## _ptds`, both `__` of `__ ## a ## __`, `0` of `N ## 0`. */
+typedef struct builtin_operand {
+  const char *text;
+  char pos; /* 'f' first: can start a pasted name; 'l' last: end it; 'm' between: stand in it */
+  const char *chain; /* "chain in macro" */
+} builtin_operand;
+#define BUILTIN_OPERAND_(t, pos, chain) {t, pos, chain},
+static const builtin_operand k_builtin_operands[] = {
+    T4A_NVRTC_BUILTIN_PASTE_OPERANDS(BUILTIN_OPERAND_)};
+#undef BUILTIN_OPERAND_
+#define NUM_BUILTIN_OPERANDS (sizeof k_builtin_operands / sizeof k_builtin_operands[0])
 
-/* Whether a paste with a fixed operand in NVRTC's own definitions (`_NV_IF_ ## b`,
- * `api ## _ptds`, `__ ## a ## __`, `N ## 0`) could make `name`. A parameter may take several
- * tokens, and a paste joins only the tokens beside it, so a chain's fixed first operand can start
- * a name, its fixed last one end a name, and one between hold a part of it: any of them is a
- * hit. The roots' invocations are not expanded and those operands stand in no text, so a wrapper
- * named so could be pasted together unseen. *side: the chain and its macro (cut to cap). */
-static int builtin_paste_makes(const char *name, char *side, size_t cap) {
+/* Whether a paste with a fixed operand in NVRTC's own definitions could make `name` (a parameter
+ * may take several tokens, and a paste joins only the tokens beside it, so a chain's fixed first
+ * operand can start a name, its last one end it, one between stand in it). The roots'
+ * invocations are not expanded and those operands stand in no text, so a wrapper named so could
+ * be pasted together unseen. Returns the chain ("chain in macro"), or NULL. */
+static const char *builtin_paste_makes(const char *name) {
   size_t nn = strlen(name);
-  for (size_t d = 0; d < NUM_BUILTIN_MACROS; d++) {
-    const t4a_nvrtc_macro_ *m = &k_builtin_macros[d];
-    if (memmem(m->body, m->body_len, "##", 2) == NULL) continue;
-    /* (scripts/gen_nvrtc_predefined.py fails if a body that pastes has more than 120 tokens) */
-    size_t at[256], len[256], nt = 0, i = 0, start = 0;
-    int kind[256], k;
-    while (nt < 256 && (k = body_token(m->body, m->body_len, &i, &start)) != 0) {
-      at[nt] = start;
-      len[nt] = i - start;
-      kind[nt++] = k;
-    }
-    for (size_t t = 0; t < nt; t++) { /* a chain: t, then ## and an operand, repeated */
-      size_t e = t;
-      while (e + 3 < nt && kind[e + 1] == '#' && kind[e + 2] == '#' && at[e + 2] == at[e + 1] + 1) {
-        e += 3;
-      }
-      if (e == t) continue;
-      int hit = 0;
-      for (size_t o = t; o <= e && !hit; o += 3) {
-        const char *tp = m->body + at[o];
-        if (!builtin_operand_fixed(m, tp, len[o], kind[o])) continue;
-        if (o == t) {
-          hit = nn >= len[o] && memcmp(name, tp, len[o]) == 0;
-        } else if (o == e) {
-          hit = nn >= len[o] && memcmp(name + nn - len[o], tp, len[o]) == 0;
-        } else {
-          hit = memmem(name, nn, tp, len[o]) != NULL;
-        }
-      }
-      if (hit) {
-        snprintf(side, cap, "%.*s in %.*s", (int)(at[e] + len[e] - at[t]), m->body + at[t],
-                 (int)m->name_len, m->name);
-        return 1;
-      }
-      t = e;
-    }
+  for (size_t i = 0; i < NUM_BUILTIN_OPERANDS; i++) {
+    const builtin_operand *o = &k_builtin_operands[i];
+    size_t n = strlen(o->text);
+    int hit = o->pos == 'm'
+                  ? strstr(name, o->text) != NULL
+                  : nn >= n && memcmp(o->pos == 'f' ? name : name + nn - n, o->text, n) == 0;
+    if (hit) return o->chain;
   }
-  return 0;
+  return NULL;
 }
 
 /* The identifiers of NVRTC's own bodies (not parameters), read as a text's would be (with
@@ -2852,12 +2821,12 @@ t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p) {
   if (st == T4A_OK && s.num_roots > 0 && expand) st = add_builtins(&s);
   if (st == T4A_OK && s.num_roots > 0 && expand) st = check_request_pastes(&s);
   for (size_t k = 0; st == T4A_OK && s.num_roots > 0 && k < s.num_wrappers; k++) {
-    char side[96];
-    if (builtin_paste_makes(s.wrappers[k], side, sizeof side)) {
+    const char *chain = builtin_paste_makes(s.wrappers[k]);
+    if (chain != NULL) {
       st = REFUSE(
           "the macro %s applies __has_include to its argument, and a paste in NVRTC's own "
           "definitions (%s) could make its name%s",
-          s.wrappers[k], side, k_root_advice);
+          s.wrappers[k], chain, k_root_advice);
     }
   }
   for (size_t k = 0; st == T4A_OK && s.pasted && k < s.num_wrappers; k++) {

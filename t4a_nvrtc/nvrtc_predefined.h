@@ -1283,6 +1283,21 @@
   X("va_start", "( v , l )", "__builtin_alt_va_start ( v , l )") \
   X("warpSize", "", "32")
 
+/* The fixed operands of those definitions' chains of pastes: X("operand", position,
+ * "chain in macro"); position 'f' (first: it can start the pasted name), 'l' (last:
+ * end it) or 'm' (between: stand in it), a parameter taking several tokens. */
+#define T4A_NVRTC_BUILTIN_PASTE_OPERANDS(X) \
+  X("_NV_TARGET_", 'f', "_NV_TARGET_ ## q in _NV_ARCH_COND") \
+  X("_NV_TARGET_BOOL_", 'f', "_NV_TARGET_BOOL_ ## cond in _NV_ARCH_COND_CAT1") \
+  X("_NV_IF_", 'f', "_NV_IF_ ## b in _NV_IF_BIT") \
+  X("_ptds", 'l', "api ## _ptds in __CUDART_API_PTDS") \
+  X("_ptsz", 'l', "api ## _ptsz in __CUDART_API_PTSZ") \
+  X("__CUDA_ARCH_FEAT_", 'f', "__CUDA_ARCH_FEAT_ ## _FEAT in __CUDA_ARCH_HAS_FEATURE__") \
+  X("0", 'l', "N ## 0 in __CUDA_HAS_ARCH_FAMILY_SPECIFIC") \
+  X("0", 'l', "N ## 0 in __CUDA_HAS_ARCH_SPECIFIC") \
+  X("__", 'f', "__ ## a ## __ in __location__") \
+  X("__", 'l', "__ ## a ## __ in __location__")
+
 /* The built-ins whose paste with a fixed operand could make __has_include,
  * __has_include_next or __has_embed out of a parameter of several tokens: a text
  * that names one counts as pasting. X("name") for each, sorted. */
