@@ -74,19 +74,25 @@ static const char *const k_compiler_predefined[] = {
 #undef COMPILER_PREDEFINED_
 #define NUM_COMPILER_PREDEFINED (sizeof k_compiler_predefined / sizeof k_compiler_predefined[0])
 
-static int compiler_predefined(const char *p, size_t n) {
-  size_t lo = 0, hi = NUM_COMPILER_PREDEFINED;
+/* The index of p[0..n) in the sorted (strcmp) list[0..count), or -1. */
+static int sorted_index(const char *const *list, size_t count, const char *p, size_t n) {
+  size_t lo = 0, hi = count;
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
-    int c = strncmp(k_compiler_predefined[mid], p, n);
-    if (c == 0 && k_compiler_predefined[mid][n] != '\0') c = 1;
-    if (c == 0) return 1;
-    if (c < 0)
+    int c = strncmp(list[mid], p, n);
+    if (c == 0 && list[mid][n] != '\0') c = 1;
+    if (c == 0) return (int)mid;
+    if (c < 0) {
       lo = mid + 1;
-    else
+    } else {
       hi = mid;
+    }
   }
-  return 0;
+  return -1;
+}
+
+static int compiler_predefined(const char *p, size_t n) {
+  return sorted_index(k_compiler_predefined, NUM_COMPILER_PREDEFINED, p, n) >= 0;
 }
 
 /* Every identifier of NVRTC's own bodies that is not a parameter, and the first macro whose body
@@ -132,19 +138,7 @@ static int predefined_sieve_has(const char *p) {
 /* The index of p[0..n) in k_predefined, or -1. */
 static int predefined_index(const char *p, size_t n) {
   if (n < 6 || !predefined_sieve_has(p)) return -1;
-  size_t lo = 0, hi = NUM_PREDEFINED;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    int c = strncmp(k_predefined[mid], p, n);
-    if (c == 0 && k_predefined[mid][n] != '\0') c = 1;
-    if (c == 0) return (int)mid;
-    if (c < 0) {
-      lo = mid + 1;
-    } else {
-      hi = mid;
-    }
-  }
-  return -1;
+  return sorted_index(k_predefined, NUM_PREDEFINED, p, n);
 }
 
 #define REFUSE_REQUEST(...) \
