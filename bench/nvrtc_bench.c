@@ -53,6 +53,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -518,9 +519,15 @@ static int child_roots_hit(const char *dir, const char *which) {
   return 0;
 }
 
+static long long rusage_us(const struct timeval *tv) {
+  return (long long)tv->tv_sec * 1000000 + tv->tv_usec;
+}
+
 /* Child: a new process's first use of the toolkit roots for a kernel (plain, fp16, cub) with no
  * include manifest: what a miss pays before NVRTC runs (the include check, probing the paths
- * NVRTC would open through the roots; NVRTC loaded first, not timed). Prints "ns files empty". */
+ * NVRTC would open through the roots; NVRTC loaded first, not timed). Prints "ns files empty
+ * user_us system_us" (the process's CPU time in that window, from getrusage: the lexing's share
+ * against the file system's). */
 static int child_roots_miss(const char *which) {
   t4a_nvrtc_toolkit tk;
   if (t4a_nvrtc_toolkit_find(NULL, &tk) != T4A_OK) die("toolkit");
@@ -531,11 +538,16 @@ static int child_roots_miss(const char *which) {
   r.include_roots = tk.roots;
   r.num_include_roots = tk.num_roots;
   t4a_nvrtc_root_reach total;
+  struct rusage u0, u1;
+  getrusage(RUSAGE_SELF, &u0);
   uint64_t t0 = t4a_bench_now_ns();
   if (t4a_nvrtc_includes_resolve(lib, &r, NULL, &total) != T4A_OK) die("includes");
   uint64_t t1 = t4a_bench_now_ns();
-  printf("%llu %llu %llu\n", (unsigned long long)(t1 - t0), (unsigned long long)total.files,
-         (unsigned long long)total.empty);
+  getrusage(RUSAGE_SELF, &u1);
+  printf("%llu %llu %llu %lld %lld\n", (unsigned long long)(t1 - t0),
+         (unsigned long long)total.files, (unsigned long long)total.empty,
+         rusage_us(&u1.ru_utime) - rusage_us(&u0.ru_utime),
+         rusage_us(&u1.ru_stime) - rusage_us(&u0.ru_stime));
   t4a_nvrtc_lib_release(lib);
   return 0;
 }
@@ -568,9 +580,10 @@ static double run_ns_child(const char *mode, const char *a, const char *b) {
   return (double)ns;
 }
 
-/* Runs `nvrtc_bench --roots-miss WHICH`; returns ns, and the files and empty paths it reached. */
+/* Runs `nvrtc_bench --roots-miss WHICH`; returns ns, and the files and empty paths it reached
+ * and its user and system CPU time (us). */
 static double run_roots_miss(const char *which, unsigned long long *files,
-                             unsigned long long *empty) {
+                             unsigned long long *empty, double *user_us, double *sys_us) {
   int fds[2];
   if (pipe(fds) != 0) exit(1);
   fflush(NULL);
@@ -590,11 +603,14 @@ static double run_roots_miss(const char *which, unsigned long long *files,
   int status = 0;
   waitpid(pid, &status, 0);
   unsigned long long ns = 0;
+  long long user = 0, sys = 0;
   if (n <= 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0 ||
-      sscanf(buf, "%llu %llu %llu", &ns, files, empty) < 3) {
+      sscanf(buf, "%llu %llu %llu %lld %lld", &ns, files, empty, &user, &sys) < 5) {
     fprintf(stderr, "nvrtc_bench: roots-miss child failed (status %d)\n", status);
     exit(1);
   }
+  *user_us = (double)user;
+  *sys_us = (double)sys;
   return (double)ns;
 }
 
@@ -654,26 +670,39 @@ static void measure_roots(t4a_nvrtc_lib *lib, int repeats, int batch) {
   static const char *const miss_kind[3] = {"plain", "fp16", "cub"};
   static const char *const miss_label[3] = {"20-line kernel", "cuda_fp16.h kernel",
                                             "CUB BlockReduce kernel"};
-  double *mv = calloc((size_t)repeats * 3, sizeof *mv);
+  double *mv = calloc((size_t)repeats * 9, sizeof *mv), *mu = mv + 3 * repeats,
+         *ms = mu + 3 * repeats; /* wall, user, system */
   unsigned long long mfiles[3] = {0}, mempty[3] = {0};
   if (mv == NULL) exit(1);
   for (int i = 0; i < repeats; i++) {
     for (int k = 0; k < 3; k++) {
-      mv[k * repeats + i] = run_roots_miss(miss_kind[k], &mfiles[k], &mempty[k]) / 1e6;
+      int at = k * repeats + i;
+      mv[at] = run_roots_miss(miss_kind[k], &mfiles[k], &mempty[k], &mu[at], &ms[at]) / 1e6;
+      mu[at] /= 1e3;
+      ms[at] /= 1e3;
     }
   }
   printf("\ninclude roots: %s and %s\n", tk.include, tk.num_roots > 1 ? tk.cccl : "-");
-  printf("\n| first use of the toolkit roots in a new process, a miss with no include manifest "
-         "(the include check's probes, before NVRTC) | ms (median, min-max) | files reached | "
-         "empty paths |\n|---|---:|---:|---:|\n");
+  printf(
+      "\n| first use of the toolkit roots in a new process, a miss with no include manifest "
+      "(the include check's probes, before NVRTC) | ms (median, min-max) | user / system CPU ms "
+      "(means, getrusage) | files reached | empty paths |\n|---|---:|---:|---:|---:|\n");
   for (int k = 0; k < 3; k++) {
     t4a_bench_stats st = t4a_bench_stats_of(mv + k * repeats, (size_t)repeats);
-    printf("| %s | %.2f (%.2f-%.2f) | %llu | %llu |\n", miss_label[k], st.med, st.min, st.max,
-           mfiles[k], mempty[k]);
-    char n[64], what[200];
+    double su = 0, ss = 0; /* means: the kernel may account CPU time by the tick */
+    for (int i = 0; i < repeats; i++) {
+      su += mu[k * repeats + i] / repeats;
+      ss += ms[k * repeats + i] / repeats;
+    }
+    printf("| %s | %.2f (%.2f-%.2f) | %.2f / %.2f | %llu | %llu |\n", miss_label[k], st.med, st.min,
+           st.max, su, ss, mfiles[k], mempty[k]);
+    char n[64], what[260];
     snprintf(n, sizeof n, "roots_first_use_miss_%s", miss_kind[k]);
-    snprintf(what, sizeof what, "first use of the toolkit roots in a new process, a miss with no "
-             "include manifest: the include check's probes before NVRTC, %s", miss_label[k]);
+    snprintf(what, sizeof what,
+             "first use of the toolkit roots in a new process, a miss with no "
+             "include manifest: the include check's probes before NVRTC, %s (CPU: user %.2f ms, "
+             "system %.2f ms)",
+             miss_label[k], su, ss);
     json_row(n, "done", what, scaled(st, 1e3), repeats);
   }
   double miss_worst = 0;

@@ -106,6 +106,10 @@ static void test_accepted(void **state) {
       {"// x \\\r\n#include \"/abs\"\n", NULL, NULL, NULL},
       {"// x \\\n\\\n#include \"/abs\"\n", NULL, NULL, NULL},
       {"/* *\\\n *\\\n / __has_include(\"/x\") */ int a;\n", NULL, NULL, NULL},
+      {"/*/ #include \"/abs\" */ int a;\n", NULL, NULL,
+       NULL}, /* the opening's star closes nothing */
+      {"/* *?\?/\n/ #include \"/abs\" */ int a;\n", NULL, NULL, NULL}, /* C++17: ??/ is no splice */
+      {"/* ?\?/ #include \"/abs\" *?\?/ */ int a;\n", "-std=c++14", NULL, NULL},
       {"const char *s = \"a\\\"b #include \\\"/x\\\"\\\\\"; int a;\n", NULL, NULL, NULL},
   };
   run_cases(cases, sizeof cases / sizeof cases[0]);
@@ -139,7 +143,8 @@ static void test_refused(void **state) {
       {"#define S \"unroll 2 + __ha\\\ns_include(\\\"/x\\\")\"\nvoid f() { _Pragma(S) }\n", NULL,
        NULL, "in a string literal, line 1: __has_include \"/x\""},
       {"#define CAT(a, b) a##b\n#define S \"unroll 2 + CAT(__ha, s_include)(\\\"/x\\\")\"\n"
-       "void f() { _Pragma(S) }\n", NULL, NULL, "in a string literal, line 1: \"__ha\" and a ##"},
+       "void f() { _Pragma(S) }\n",
+       NULL, NULL, "in a string literal, line 1: \"__ha\" and a ##"},
       {"#if __has_include(\"/abs\")\n#endif\n", NULL, NULL,
        "__has_include \"/abs\" is an absolute"},
       {"#if __has_include_next(<nothere.h>)\n#endif\n", NULL, NULL,
@@ -172,6 +177,11 @@ static void test_refused(void **state) {
        * counted through comments. */
       {"/* a *\\\n/ #include \"/abs\"\n", NULL, NULL, "line 2: #include \"/abs\""},
       {"/* a **/ #include \"/abs\"\n", NULL, NULL, "line 1: #include \"/abs\""},
+      {"/* a *\\\r\n/ #include \"/abs\"\n", NULL, NULL, "line 2: #include \"/abs\""},
+      {"/* a *\\\n\\\r\n\\\n/ #include \"/abs\"\n", NULL, NULL, "line 4: #include \"/abs\""},
+      {"/* a *?\?/\n/ #include \"/abs\"\n", "-std=c++14", NULL, "line 2: #include \"/abs\""},
+      {"/* a *?\?/\r\n\\\n/ #include \"/abs\"\n", "-std=c++14", NULL, "line 3: #include"},
+      {"/* a /* b *\n*/ #include \"/abs\"\n", NULL, NULL, "line 2: #include \"/abs\""},
       {"/* *\\\n*\\\n/ __has_include(\"/x\") */\n", NULL, NULL, "line 3: __has_include \"/x\""},
       {"// x \\ \n#include \"/abs\"\n", NULL, NULL, "line 2: #include \"/abs\""},
       {"int a; /* x\r\n*/ #include \"/abs\"\n", NULL, NULL, "line 2: #include \"/abs\""},

@@ -33,6 +33,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "t4a/fault.h"
 #include "t4a_ctx/status_internal.h"
 #include "t4a_nvrtc/nvrtc_internal.h"
@@ -546,6 +550,20 @@ static const unsigned char k_cc[256] = {
 static size_t count_newlines(const char *p, size_t n) {
   const uint64_t nl = 0x0a0a0a0a0a0a0a0aULL, lo7 = 0x7f7f7f7f7f7f7f7fULL;
   size_t count = 0, i = 0;
+#if defined(__SSE2__)
+  /* Sixteen bytes at a time: each lane counts its newlines (a match is -1) for up to 255
+   * blocks, then the lanes are summed. */
+  const __m128i nl16 = _mm_set1_epi8('\n'), zero = _mm_setzero_si128();
+  while (i + 16 <= n) {
+    __m128i acc = zero;
+    for (int b = 0; b < 255 && i + 16 <= n; b++, i += 16) {
+      __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(p + i));
+      acc = _mm_sub_epi8(acc, _mm_cmpeq_epi8(v, nl16));
+    }
+    __m128i sums = _mm_sad_epu8(acc, zero);
+    count += (size_t)_mm_cvtsi128_si32(sums) + (size_t)_mm_cvtsi128_si32(_mm_srli_si128(sums, 8));
+  }
+#endif
   for (; i + 8 <= n; i += 8) {
     uint64_t w;
     memcpy(&w, p + i, 8);
@@ -575,6 +593,34 @@ static inline int is_ident(int c) {
          c == '$' || c >= 0x80;
 }
 
+/* The end of a block comment whose opening was read (from: just past its '*'): past the first
+ * '/' that reads as itself (not the end of a ??/ trigraph, which reads as a backslash) and whose
+ * character before, splices folded, is a '*' at or past from (no trigraph spells one); or n. A
+ * doc comment's stars are passed over in one search for '/'. */
+static size_t lx_comment_end(const lexer *L, size_t from) {
+  const char *s = L->s;
+  for (size_t j = from;;) {
+    const char *slash = memchr(s + j, '/', L->n - j);
+    if (slash == NULL) return L->n;
+    size_t p = (size_t)(slash - s), k = p;
+    j = p + 1;
+    if (L->trigraphs && p >= from + 2 && s[p - 1] == '?' && s[p - 2] == '?') continue;
+    while (k > from && s[k - 1] == '\n') { /* a splice right before: \ or ??/, then [CR] LF */
+      size_t m = k - 1;
+      if (m > from && s[m - 1] == '\r') m--;
+      if (m > from && s[m - 1] == '\\') {
+        k = m - 1;
+      } else if (L->trigraphs && m >= from + 3 && s[m - 1] == '/' && s[m - 2] == '?' &&
+                 s[m - 3] == '?') {
+        k = m - 3;
+      } else {
+        break;
+      }
+    }
+    if (k > from && s[k - 1] == '*') return p + 1;
+  }
+}
+
 /* Skips blanks and comments on this line (a block comment may span lines: *crossed says so). */
 static void lx_blanks(lexer *L, int *crossed) {
   for (;;) {
@@ -602,21 +648,9 @@ static void lx_blanks(lexer *L, int *crossed) {
     } else if (c == '/' && lx_next(L) == '*') {
       lx_get(L);
       lx_get(L);
-      /* To each '*' (no trigraph spells one), then the next character read as the front end
-       * reads it. Lines are counted after: the line is 1 + the newlines before the position. */
+      /* Lines are counted after: the line is 1 + the newlines before the position. */
       size_t from = L->i, line = L->line;
-      for (;;) {
-        const char *star = memchr(L->s + L->i, '*', L->n - L->i);
-        if (star == NULL) {
-          L->i = L->n;
-          break;
-        }
-        L->i = (size_t)(star - L->s) + 1;
-        if (lx_cur(L) == '/') {
-          lx_get(L);
-          break;
-        }
-      }
+      L->i = lx_comment_end(L, from);
       for (size_t j = from; crossed != NULL && !*crossed && j < L->i; j++) {
         const char *nl = memchr(L->s + j, '\n', L->i - j);
         if (nl == NULL) break;

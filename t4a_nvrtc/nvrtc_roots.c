@@ -345,18 +345,20 @@ static t4a_status watch_ancestors_at(t4a_nvrtc_prober *pr, const char *path, siz
 }
 
 /* Watches a file (NUL-terminated path, n bytes) as read: the inode it resolves to and, when the
- * path itself is a symbolic link, what holds its target (watch_link_target). */
-static t4a_status watch_file(t4a_nvrtc_prober *pr, const char *path, size_t n) {
+ * path itself is a symbolic link, what holds its target (watch_link_target). link: whether the
+ * path is one, or -1 when not known (an lstat tells). */
+static t4a_status watch_file(t4a_nvrtc_prober *pr, const char *path, size_t n, int link) {
   if (watch_path(path) != 1) {
     pr->watch_ok = 0;
     return T4A_OK;
   }
   struct stat ls;
-  if (lstat(path, &ls) != 0) {
+  if (link < 0 && lstat(path, &ls) != 0) {
     pr->watch_ok = 0;
     return T4A_OK;
   }
-  return S_ISLNK(ls.st_mode) ? watch_link_target(pr, path, n, 0) : T4A_OK;
+  if (link < 0) link = S_ISLNK(ls.st_mode);
+  return link ? watch_link_target(pr, path, n, 0) : T4A_OK;
 }
 
 static t4a_nvrtc_probed *memo_find(const t4a_nvrtc_prober *pr, const char *path, size_t n,
@@ -460,6 +462,9 @@ static t4a_status read_file(t4a_nvrtc_prober *pr, const char *path, t4a_nvrtc_pr
     }
     if (got == 0) break;
     n += (size_t)got;
+    /* A regular file's read stops short only at its end: at the size fstat gave, no read is
+     * needed to see the end (a file grown since fills the spare byte and is read on). */
+    if (n == (size_t)st.st_size && n < cap) break;
   }
   close(fd);
   if (s != T4A_OK) {
@@ -511,17 +516,23 @@ t4a_status t4a_nvrtc_probe_(t4a_nvrtc_prober *pr, const char *path, size_t n, in
   r->root = root;
   t4a_status s = watch_ancestors(pr, p, n);
   struct stat st;
-  int rc = -1, err = 0;
+  int rc = -1, err = 0, link = 0;
   if (s == T4A_OK) {
-    rc = stat(p, &st);
+    /* The path's own entry first (an absent path or a plain file costs one call); a symbolic
+     * link is then followed. */
+    rc = lstat(p, &st);
     err = errno;
+    if (rc == 0 && S_ISLNK(st.st_mode)) {
+      link = 1;
+      rc = stat(p, &st);
+      err = errno;
+    }
     pr->stats++;
   }
   if (s != T4A_OK) {
     /* failed above */
   } else if (rc != 0 && (err == ENOENT || err == ENOTDIR)) {
-    struct stat ls;
-    if (err == ENOENT && lstat(p, &ls) == 0 && S_ISLNK(ls.st_mode)) {
+    if (err == ENOENT && link) {
       s = PROBE_UNSEEN(T4A_INVALID_ARGUMENT,
                        "include root: dangling symbolic link %s%s (its target could appear unseen)",
                        PATH_TAIL(p, 150));
@@ -541,7 +552,7 @@ t4a_status t4a_nvrtc_probe_(t4a_nvrtc_prober *pr, const char *path, size_t n, in
   } else {
     r->kind = T4A_NVRTC_PROBED_FILE;
     if (pr->watch_ok) { /* before reading */
-      t4a_status w = watch_file(pr, p, n);
+      t4a_status w = watch_file(pr, p, n, link);
       if (w != T4A_OK) return w;
     }
     s = read_file(pr, p, r);
@@ -576,7 +587,7 @@ t4a_status t4a_nvrtc_prober_watch_(t4a_nvrtc_prober *pr, const char *path, size_
   memcpy(p, path, n);
   p[n] = '\0';
   t4a_status st = watch_ancestors(pr, p, n);
-  if (st == T4A_OK && file && pr->watch_ok) st = watch_file(pr, p, n);
+  if (st == T4A_OK && file && pr->watch_ok) st = watch_file(pr, p, n, -1);
   return st;
 }
 
