@@ -2813,34 +2813,35 @@ t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p) {
   }
   /* A macro NVRTC predefines that pastes, named where no text defines it: its definition, which
    * the check cannot read, could paste __has_include out of the caller's tokens. */
+  /* One pass over the texts' definitions: which of those names each defines, and whether each
+   * such definition is one of NVRTC's own (as the toolkit's nv/target's are: NVRTC may use its
+   * own where a text's is not applied, and the check reads the text's). bad: 1 a definition
+   * otherwise than NVRTC's, 2 out of memory (the first in definition order). */
+  uint64_t defined = 0;
+  char bad[NUM_PREDEFINED] = {0};
+  for (size_t d = s.num_builtin; st == T4A_OK && s.predefined_used != 0 && d < s.num_defs; d++) {
+    int k = predefined_index(s.defs[d].name, s.defs[d].name_len);
+    if (k < 0 || !((s.predefined_used >> k) & 1)) continue;
+    defined |= (uint64_t)1 << k;
+    int m = bad[k] != 0 ? 1 : predefined_def_matches(&s.defs[d], (size_t)k);
+    if (m <= 0) bad[k] = m < 0 ? 2 : 1;
+  }
   for (size_t k = 0; st == T4A_OK && k < NUM_PREDEFINED; k++) {
     if (!((s.predefined_used >> k) & 1)) continue;
-    int defined = 0;
-    size_t kn = strlen(k_predefined[k]);
-    for (size_t d = s.num_builtin; d < s.num_defs && !defined; d++) {
-      defined = s.defs[d].name_len == kn && memcmp(s.defs[d].name, k_predefined[k], kn) == 0;
-    }
-    if (!defined) {
+    if (!((defined >> k) & 1)) {
       st = REFUSE(
           "%s: %s is a macro NVRTC predefines whose expansion pastes tokens (it could make "
           "__has_include), and no text of the request defines it%s",
           s.predefined_at[k], k_predefined[k], s.num_roots > 0 ? k_root_advice : k_advice);
-    }
-    /* Every text definition of it must be one of NVRTC's own (as the toolkit's nv/target's
-     * are): NVRTC may use its own where a text's is not applied, and the check reads the text's. */
-    for (size_t d = s.num_builtin; st == T4A_OK && d < s.num_defs; d++) {
-      if (s.defs[d].name_len != kn || memcmp(s.defs[d].name, k_predefined[k], kn) != 0) continue;
-      int m = predefined_def_matches(&s.defs[d], k);
-      if (m < 0) {
-        st = T4A_HOST_OUT_OF_MEMORY;
-      } else if (m == 0) {
-        st = REFUSE(
-            "%s: %s is a macro NVRTC predefines whose expansion pastes tokens, and a text "
-            "of the request defines it otherwise than NVRTC does (NVRTC uses its own "
-            "definition where the text's is not applied: a dead branch, a later #define, "
-            "a header it skips)%s",
-            s.predefined_at[k], k_predefined[k], s.num_roots > 0 ? k_root_advice : k_advice);
-      }
+    } else if (bad[k] == 2) {
+      st = T4A_HOST_OUT_OF_MEMORY;
+    } else if (bad[k] == 1) {
+      st = REFUSE(
+          "%s: %s is a macro NVRTC predefines whose expansion pastes tokens, and a text "
+          "of the request defines it otherwise than NVRTC does (NVRTC uses its own "
+          "definition where the text's is not applied: a dead branch, a later #define, "
+          "a header it skips)%s",
+          s.predefined_at[k], k_predefined[k], s.num_roots > 0 ? k_root_advice : k_advice);
     }
   }
   /* pastes that join the request's own tokens with the roots' definitions; NVRTC's own pastes
