@@ -110,6 +110,9 @@ static void test_accepted(void **state) {
        NULL}, /* the opening's star closes nothing */
       {"/* *?\?/\n/ #include \"/abs\" */ int a;\n", NULL, NULL, NULL}, /* C++17: ??/ is no splice */
       {"/* ?\?/ #include \"/abs\" *?\?/ */ int a;\n", "-std=c++14", NULL, NULL},
+      {"int a; /* x \\\r\r\n*/ #include \"/abs\"\n", NULL, NULL, NULL}, /* no line start */
+      {"// x \\\r\r\n#include \"/abs\"\n", NULL, NULL, NULL},
+      {"/* a *\\\r/ #include \"/abs\" */ int a;\n", NULL, NULL, NULL}, /* a lone CR: no splice */
       {"const char *s = \"a\\\"b #include \\\"/x\\\"\\\\\"; int a;\n", NULL, NULL, NULL},
   };
   run_cases(cases, sizeof cases / sizeof cases[0]);
@@ -182,6 +185,13 @@ static void test_refused(void **state) {
       {"/* a *?\?/\n/ #include \"/abs\"\n", "-std=c++14", NULL, "line 2: #include \"/abs\""},
       {"/* a *?\?/\r\n\\\n/ #include \"/abs\"\n", "-std=c++14", NULL, "line 3: #include"},
       {"/* a /* b *\n*/ #include \"/abs\"\n", NULL, NULL, "line 2: #include \"/abs\""},
+      /* NVRTC folds a backslash, any run of CRs and an LF (a lone CR is no splice) */
+      {"/* a *\\\r\r\n/ #include \"/abs\"\n", NULL, NULL, "line 2: #include \"/abs\""},
+      {"/* a *?\?/\r\r\r\n/ #include \"/abs\"\n", "-std=c++14", NULL, "line 2: #include"},
+      {"#if __has_incl\\\r\r\nude(\"/abs\")\n#endif\n", NULL, NULL,
+       "line 1: __has_include \"/abs\" is an absolute"},
+      {"#inc\\\r\r\nlude \"/abs\"\n", NULL, NULL, "line 1: #include \"/abs\" is an absolute"},
+      {"int a; /* x \\\r\r\n*/ int b;\n#include \"/abs\"\n", NULL, NULL, "line 3: #include"},
       {"/* *\\\n*\\\n/ __has_include(\"/x\") */\n", NULL, NULL, "line 3: __has_include \"/x\""},
       {"// x \\ \n#include \"/abs\"\n", NULL, NULL, "line 2: #include \"/abs\""},
       {"int a; /* x\r\n*/ #include \"/abs\"\n", NULL, NULL, "line 2: #include \"/abs\""},

@@ -423,14 +423,22 @@ static t4a_status parse_option(const t4a_nvrtc_request *r, size_t i, parsed_opti
 /* ---- The lexer ---------------------------------------------------------------------------- */
 
 /* Reads a text the way translation phases 1-3 see it: trigraphs (when the dialect has them) and
- * line splices (a backslash right before a newline or CR LF) are folded away as characters are
- * read; a raw string's body is read raw (the standard reverts both there). */
+ * line splices (a backslash right before a newline, or before CRs and a newline) are folded away
+ * as characters are read; a raw string's body is read raw (the standard reverts both there). */
 typedef struct lexer {
   const char *s;
   size_t n, i;
   size_t line; /* 1-based line of position i */
   int trigraphs;
 } lexer;
+
+/* Past a line splice's newline, j just past its backslash (or ??/): NVRTC folds a backslash
+ * followed by any run of CRs and then LF (measured with NVRTC 13.0: `\\`, two CRs, LF splices;
+ * a lone CR, or a blank before the LF, does not). The index past the LF, or 0 when none. */
+static size_t splice_end(const char *s, size_t n, size_t j) {
+  while (j < n && s[j] == '\r') j++;
+  return j < n && s[j] == '\n' ? j + 1 : 0;
+}
 
 static void lx_splices(lexer *L) {
   for (;;) {
@@ -443,9 +451,9 @@ static void lx_splices(lexer *L) {
     } else {
       return;
     }
-    if (j + 1 < L->n && L->s[j] == '\r' && L->s[j + 1] == '\n') j++;
-    if (j >= L->n || L->s[j] != '\n') return;
-    L->i = j + 1;
+    size_t end = splice_end(L->s, L->n, j);
+    if (end == 0) return;
+    L->i = end;
     L->line++;
   }
 }
@@ -576,10 +584,10 @@ static size_t count_newlines(const char *p, size_t n) {
 }
 
 /* Whether the raw newline at j (> from) ends a line: no splice (a backslash, or ??/ where the
- * dialect has trigraphs, right before it or before CR LF) within [from, j). */
+ * dialect has trigraphs, right before it or before CRs before it) within [from, j). */
 static int lx_logical_newline(const lexer *L, size_t from, size_t j) {
   size_t k = j;
-  if (k > from && L->s[k - 1] == '\r') k--;
+  while (k > from && L->s[k - 1] == '\r') k--;
   if (k > from && L->s[k - 1] == '\\') return 0;
   if (L->trigraphs && k >= from + 3 && L->s[k - 1] == '/' && L->s[k - 2] == '?' &&
       L->s[k - 3] == '?') {
@@ -605,9 +613,9 @@ static size_t lx_comment_end(const lexer *L, size_t from) {
     size_t p = (size_t)(slash - s), k = p;
     j = p + 1;
     if (L->trigraphs && p >= from + 2 && s[p - 1] == '?' && s[p - 2] == '?') continue;
-    while (k > from && s[k - 1] == '\n') { /* a splice right before: \ or ??/, then [CR] LF */
+    while (k > from && s[k - 1] == '\n') { /* a splice right before: \ or ??/, CRs, LF */
       size_t m = k - 1;
-      if (m > from && s[m - 1] == '\r') m--;
+      while (m > from && s[m - 1] == '\r') m--;
       if (m > from && s[m - 1] == '\\') {
         k = m - 1;
       } else if (L->trigraphs && m >= from + 3 && s[m - 1] == '/' && s[m - 2] == '?' &&

@@ -236,7 +236,7 @@ static char *clean(ex *x, arena *a, const char *text, size_t n, size_t *out_n, u
     }
     if (c == '\\') {
       size_t j = i;
-      if (j < n && text[j] == '\r') j++;
+      while (j < n && text[j] == '\r') j++; /* any CRs, then LF */
       if (j < n && text[j] == '\n') {
         i = j + 1;
         ns++;
@@ -259,7 +259,7 @@ static char *clean(ex *x, arena *a, const char *text, size_t n, size_t *out_n, u
       }
       if (c == '\\') {
         size_t j = i + w;
-        if (j < n && text[j] == '\r') j++;
+        while (j < n && text[j] == '\r') j++; /* any CRs, then LF */
         if (j < n && text[j] == '\n') {
           sp[m++] = (uint32_t)kk;
           i = j + 1;

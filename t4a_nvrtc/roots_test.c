@@ -1840,6 +1840,36 @@ static void assert_nvrtc_reaches(const t4a_nvrtc_request *r) {
   t4a_nvrtc_outcome_deinit(&o);
 }
 
+/* NVRTC folds a backslash (or ??/ where the dialect has trigraphs) followed by any run of CRs
+ * and an LF, not only CR LF: a comment closed across `*\\`, CR, CR, LF, `/`, and __has_include
+ * spelled across such a splice, were hidden from the check (each #error fires: NVRTC read the
+ * operand, in the request's text and in a root's). */
+static void test_splices_with_several_crs_are_read(void **state) {
+  (void)state;
+  const char *roots[] = {g_root};
+  static const char *const shapes[] = {
+      "/* a *\\\r\r\n/\n#if __has_include(\"/etc/hostname\")\n#error made\n#endif\n",
+      "#if __has_incl\\\r\r\r\nude(\"/etc/hostname\")\n#error made\n#endif\n",
+  };
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+    t4a_nvrtc_request r = roots_request(shapes[i], roots, 1);
+    assert_nvrtc_reaches(&r);
+    assert_refused_both_ways(&r, "__has_include", "request", i);
+    write_file(g_root, "use.h", shapes[i]);
+    r = roots_request("#include <use.h>\n", roots, 1);
+    assert_nvrtc_reaches(&r);
+    assert_refused_both_ways(&r, "__has_include", "root", i);
+  }
+  /* ??/ as the splice's backslash, under a dialect with trigraphs */
+  const char *opts[] = {"-std=c++14"};
+  t4a_nvrtc_request r = roots_request(
+      "/* a *?\?/\r\r\n/\n#if __has_include(\"/etc/hostname\")\n#error made\n#endif\n", roots, 1);
+  r.options = opts;
+  r.num_options = 1;
+  assert_nvrtc_reaches(&r);
+  assert_refused_both_ways(&r, "__has_include", "trigraph", 0);
+}
+
 /* The check reads NVRTC's built-in definitions (every #define of its built-in headers, listed
  * by scripts/gen_nvrtc_predefined.py) as if a text defined them. A built-in that hands back a
  * name (_NV_EVAL, _NV_FIRST_ARG), a built-in paster whose own name is pasted and an alias (an
@@ -2663,6 +2693,8 @@ int main(void) {
                                       each_teardown),
       cmocka_unit_test_setup_teardown(test_macros_nvrtc_predefines_are_refused_undefined,
                                       each_setup, each_teardown),
+      cmocka_unit_test_setup_teardown(test_splices_with_several_crs_are_read, each_setup,
+                                      each_teardown),
       cmocka_unit_test_setup_teardown(test_builtin_definitions_are_read, each_setup, each_teardown),
       cmocka_unit_test_setup_teardown(test_builtin_pastes_without_a_text_paste_are_refused,
                                       each_setup, each_teardown),
