@@ -2254,8 +2254,8 @@ static int body_token(const char *p, size_t n, size_t *i, size_t *start) {
       (*i)++;
     }
     if (*i + 1 < n && p[*i] == '\\' && (p[*i + 1] == '\n' || p[*i + 1] == '\r')) {
-      *i += 2;
-      if (*i < n && p[*i] == '\n') (*i)++;
+      size_t end = splice_end(p, n, *i + 1); /* (a lone CR after it is a blank here too) */
+      *i = end != 0 ? end : *i + 2;
       continue;
     }
     if (*i + 1 < n && p[*i] == '/' && p[*i + 1] == '*') {

@@ -1860,6 +1860,13 @@ static void test_splices_with_several_crs_are_read(void **state) {
     assert_nvrtc_reaches(&r);
     assert_refused_both_ways(&r, "__has_include", "root", i);
   }
+  /* A body continued across such a splice: M is an alias of CAT, so its arguments meet a paste
+   * (the body read as ending at the splice made M no macro that takes arguments). */
+  write_file(g_root, "k.h", "#define CAT(a, b) a ## b\n#define M \\\r\r\nCAT\n");
+  write_file(g_root, "use.h", "#if M(__has_, include)(\"/etc/hostname\")\n#error made\n#endif\n");
+  t4a_nvrtc_request alias = roots_request("#include <k.h>\n#include <use.h>\n", roots, 1);
+  assert_nvrtc_reaches(&alias);
+  assert_refused_both_ways(&alias, "__has_", "alias", 0);
   /* ??/ as the splice's backslash, under a dialect with trigraphs */
   const char *opts[] = {"-std=c++14"};
   t4a_nvrtc_request r = roots_request(
