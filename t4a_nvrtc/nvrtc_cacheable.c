@@ -744,27 +744,37 @@ static void lx_quoted(lexer *L, int quote) {
   }
 }
 
-/* Skips a raw string literal whose R" was read: R"delim( ... )delim", its body read raw. */
-static void lx_raw(lexer *L) {
+/* Skips a raw string literal whose R" was read: R"delim( ... )delim", its body read raw. Returns
+ * 1 when a line splice (a backslash, or ??/ where the dialect has trigraphs, before CRs and an
+ * LF) stands in its delimiter or body: NVRTC accepts a splice in the delimiter and ends the
+ * literal at `)delim`, a splice, `"`, so where it ends is not what the raw reading says. */
+static int lx_raw(lexer *L) {
   size_t start = L->i, k = start;
   while (k < L->n && k - start <= 16 && L->s[k] != '(') {
     char c = L->s[k];
-    if (c == ' ' || c == ')' || c == '\\' || c == '\t' || c == '\v' || c == '\f' || c == '\n') {
-      return; /* not a valid delimiter: the front end rejects it, so nothing is cached */
+    if (c == '\\' || (c == '?' && L->trigraphs)) return 1;
+    if (c == ' ' || c == ')' || c == '\t' || c == '\v' || c == '\f' || c == '\n') {
+      return 0; /* not a valid delimiter: the front end rejects it, so nothing is cached */
     }
     k++;
   }
-  if (k >= L->n || L->s[k] != '(') return;
+  if (k >= L->n || L->s[k] != '(') return 0;
   size_t dlen = k - start;
   for (size_t j = k + 1; j < L->n; j++) {
     if (L->s[j] == '\n') L->line++;
+    if (L->s[j] == '\\' && splice_end(L->s, L->n, j + 1) != 0) return 1;
+    if (L->trigraphs && L->s[j] == '?' && j + 2 < L->n && L->s[j + 1] == '?' &&
+        L->s[j + 2] == '/' && splice_end(L->s, L->n, j + 3) != 0) {
+      return 1;
+    }
     if (L->s[j] == ')' && j + dlen + 1 < L->n && memcmp(L->s + j + 1, L->s + start, dlen) == 0 &&
         L->s[j + 1 + dlen] == '"') {
       L->i = j + dlen + 2;
-      return;
+      return 0;
     }
   }
   L->i = L->n;
+  return 0;
 }
 
 /* ---- The include check -------------------------------------------------------------------- */
@@ -1109,6 +1119,8 @@ static t4a_status add_pending(scan *s, const char *ops, size_t n, size_t line, c
   return T4A_OK;
 }
 
+static size_t directive_end(const scan *s, const lexer *L0);
+
 /* Reads a header name ("x.h" or <x.h>) at the current position and checks it. what and line:
  * the directive or operator and the line it starts on, for the message. */
 static t4a_status check_operand(scan *s, lexer *L, const char *what, size_t line) {
@@ -1119,9 +1131,21 @@ static t4a_status check_operand(scan *s, lexer *L, const char *what, size_t line
      * of __has_include wrappers after the closure is complete, a macro operand is refused.) */
     size_t start = L->i, depth = 0, end;
     int paren = what[0] != '#';
-    for (end = start; end < L->n && L->s[end] != '\n'; end++) {
-      if (paren && L->s[end] == '(') depth++;
-      if (paren && L->s[end] == ')' && depth-- == 0) break;
+    if (paren) {
+      for (end = start; end < L->n && L->s[end] != '\n'; end++) {
+        if (L->s[end] == '(') depth++;
+        if (L->s[end] == ')' && depth-- == 0) break;
+      }
+    } else {
+      end = directive_end(s, L); /* (a block comment's newline ends no directive) */
+    }
+    if (memchr(L->s + start, '\\', end - start) != NULL ||
+        (s->d.trigraphs && memchr(L->s + start, '?', end - start) != NULL)) {
+      /* the operand's tokens across a splice are not what its bytes spell */
+      return REFUSE(
+          "%s, line %zu: %s has a macro operand written with a line splice or "
+          "trigraph (a computed include)%s",
+          s->where, line, what, k_root_advice);
     }
     t4a_status st = add_pending(s, L->s + start, end - start, line, what);
     while (L->i < end) lx_get(L);
@@ -1226,7 +1250,7 @@ static size_t directive_end(const scan *s, const lexer *L0) {
                     ident_is(&id, "L"));
       if (raw) {
         lx_get(&L);
-        lx_raw(&L);
+        (void)lx_raw(&L); /* (one with a splice is refused where the scan reads it) */
       } else if (prefix) {
         lx_get(&L);
         lx_quoted(&L, q);
@@ -1308,7 +1332,27 @@ static void def_normalize(const char *text, size_t n, char *out, size_t *len) {
  * the check reads what NVRTC may use; otherwise NVRTC may use its own where the text's is not
  * applied (a dead branch, a later #define, a root's copy of a header NVRTC skips). -1: no memory.
  */
+/* Whether a comment in p[0..n) could meet a splice (a backslash or a '?' after a line comment's
+ * start, or inside a block comment up to its first raw end), where def_normalize, which ends a
+ * line comment at a raw LF and a block comment at a raw `* /`, reads otherwise than the lexer. */
+static int comment_meets_splice(const char *p, size_t n) {
+  for (size_t i = 0; i + 1 < n; i++) {
+    if (p[i] != '/' || (p[i + 1] != '/' && p[i + 1] != '*')) continue;
+    const char *e = p[i + 1] == '*' ? memmem(p + i + 2, n - i - 2, "*/", 2) : NULL;
+    size_t end = e != NULL ? (size_t)(e - p) : n;
+    if (memchr(p + i, '\\', end - i) != NULL || memchr(p + i, '?', end - i) != NULL) return 1;
+    i = end;
+  }
+  return 0;
+}
+
 static int predefined_def_matches(const t4a_nvrtc_macro_ *d, size_t k) {
+  /* A comment beside a splice or a '?': def_normalize reads neither as the lexer does (a line
+   * comment goes on across a splice), so such a text is not taken for NVRTC's own. */
+  if (comment_meets_splice(d->params, d->params_len) ||
+      comment_meets_splice(d->body, d->body_len)) {
+    return 0;
+  }
   size_t cap = 2 * (d->params_len + d->body_len) + 2;
   char *norm = t4a_host_malloc(cap);
   if (norm == NULL) return -1;
@@ -1479,9 +1523,9 @@ static size_t func_sieve_bit(const char *p, size_t n) {
 
 /* Whether a use of m followed by '(' can take arguments: a function-like macro, or an
  * object-like one whose body ends in an identifier (an alias such as `#define KK K`) or ')'. */
-static int body_token(const char *p, size_t n, size_t *i, size_t *start);
+static int body_token(const char *p, size_t n, size_t *i, size_t *start, int trigraphs);
 
-static int callable(const t4a_nvrtc_macro_ *m) {
+static int callable(const t4a_nvrtc_macro_ *m, int trigraphs) {
   if (m->func) return 1;
   /* an alias (#define KK K), or a body whose last group may yield a function-like name that
    * takes the parentheses after the use (#define G ID(CAT)): its last token, past comments,
@@ -1496,7 +1540,7 @@ static int callable(const t4a_nvrtc_macro_ *m) {
   }
   size_t i = 0, start = 0, last = SIZE_MAX;
   int k, last_kind = 0;
-  while ((k = body_token(m->body, m->body_len, &i, &start)) != 0) {
+  while ((k = body_token(m->body, m->body_len, &i, &start, trigraphs)) != 0) {
     last = start;
     last_kind = k;
   }
@@ -1506,7 +1550,7 @@ static int callable(const t4a_nvrtc_macro_ *m) {
 /* Builds the set of the callable macros' names the second pass looks up. */
 static t4a_status build_func_set(scan *s) {
   size_t nf = 0;
-  for (size_t i = 0; i < s->num_defs; i++) nf += callable(&s->defs[i]);
+  for (size_t i = 0; i < s->num_defs; i++) nf += callable(&s->defs[i], s->d.trigraphs);
   size_t slots = 16;
   while (slots < 2 * nf) slots *= 2;
   s->func_set = t4a_host_malloc(slots * sizeof *s->func_set);
@@ -1515,7 +1559,7 @@ static t4a_status build_func_set(scan *s) {
   s->func_mask = slots - 1;
   for (size_t i = 0; i < s->num_defs; i++) {
     const t4a_nvrtc_macro_ *m = &s->defs[i];
-    if (!callable(m) || m->name_len == 0) continue; /* never looked up */
+    if (!callable(m, s->d.trigraphs) || m->name_len == 0) continue; /* never looked up */
     size_t h = name_hash(m->name, m->name_len) & s->func_mask;
     while (s->func_set[h] != 0) h = (h + 1) & s->func_mask;
     s->func_set[h] = (uint32_t)(i + 1);
@@ -1979,7 +2023,12 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
       if (q == '"' && raw_prefix && s->d.raw_strings) {
         size_t from = L.i;
         lx_get(&L);
-        lx_raw(&L);
+        if (lx_raw(&L)) {
+          return REFUSE(
+              "%s, line %zu: a raw string literal has a line splice in its delimiter or "
+              "body, so where NVRTC ends it is not certain%s",
+              s->where, line, s->num_roots > 0 ? k_root_advice : k_advice);
+        }
         if ((st = check_string(s, L.s, from, L.i, 1, line)) != T4A_OK) return st;
         after_defined = ifdef_operand = 0;
         continue;
@@ -2246,8 +2295,9 @@ static void alts_free(alts *a) {
 }
 
 /* The next token of a macro body or operand: 'i' identifier, 's' string, 'c' character, 'n'
- * number, '#' for # and ##, 'p' other. 0 at the end. Splices and comments are blanks. */
-static int body_token(const char *p, size_t n, size_t *i, size_t *start) {
+ * number, '#' for # and ##, 'p' other. 0 at the end. Splices (??/ ones where the dialect has
+ * trigraphs) and comments are blanks; a block comment ends as the lexer ends one. */
+static int body_token(const char *p, size_t n, size_t *i, size_t *start, int trigraphs) {
   for (;;) {
     while (*i < n && (p[*i] == ' ' || p[*i] == '\t' || p[*i] == '\r' || p[*i] == '\f' ||
                       p[*i] == '\v')) {
@@ -2258,15 +2308,14 @@ static int body_token(const char *p, size_t n, size_t *i, size_t *start) {
       *i = end != 0 ? end : *i + 2;
       continue;
     }
+    if (trigraphs && *i + 2 < n && p[*i] == '?' && p[*i + 1] == '?' && p[*i + 2] == '/' &&
+        splice_end(p, n, *i + 3) != 0) {
+      *i = splice_end(p, n, *i + 3);
+      continue;
+    }
     if (*i + 1 < n && p[*i] == '/' && p[*i + 1] == '*') {
-      const char *e = NULL;
-      for (size_t k = *i + 2; k + 1 < n; k++) {
-        if (p[k] == '*' && p[k + 1] == '/') {
-          e = p + k + 2;
-          break;
-        }
-      }
-      *i = e != NULL ? (size_t)(e - p) : n;
+      lexer C = {p, n, *i + 2, 1, trigraphs};
+      *i = lx_comment_end(&C, *i + 2);
       continue;
     }
     if (*i + 1 < n && p[*i] == '/' && p[*i + 1] == '/') *i = n;
@@ -2327,7 +2376,7 @@ static int expand_text(const scan *s, const char *p, size_t n, int depth, const 
   out->n = 1;
   size_t i = 0, start = 0;
   int kind;
-  while ((kind = body_token(p, n, &i, &start)) != 0) {
+  while ((kind = body_token(p, n, &i, &start, s->d.trigraphs)) != 0) {
     const char *t = p + start;
     size_t tn = i - start;
     alts opts;
@@ -2525,7 +2574,7 @@ static t4a_status add_body_pieces(scan *s, const char *body, size_t n, const cha
                                   size_t params_len) {
   size_t i = 0, start = 0;
   int kind;
-  while ((kind = body_token(body, n, &i, &start)) != 0) {
+  while ((kind = body_token(body, n, &i, &start, s->d.trigraphs)) != 0) {
     if (kind != 'i') continue;
     ident id;
     id.len = i - start;
@@ -2535,7 +2584,7 @@ static t4a_status add_body_pieces(scan *s, const char *body, size_t n, const cha
     if (s->pass == 1 ? !is_substring_piece(&id) : !wrapper_piece(s, id.text, id.len)) continue;
     size_t pi = 0, ps = 0;
     int pk, is_param = 0;
-    while (!is_param && (pk = body_token(params, params_len, &pi, &ps)) != 0) {
+    while (!is_param && (pk = body_token(params, params_len, &pi, &ps, s->d.trigraphs)) != 0) {
       is_param = pk == 'i' && pi - ps == id.len && memcmp(params + ps, id.text, id.len) == 0;
     }
     if (!is_param) {
@@ -2636,7 +2685,8 @@ static t4a_status scan_request_texts(scan *s) {
           long open = 0;
           size_t bi = L.i, bs = 0;
           int bk;
-          while (st == T4A_OK && (bk = body_token(po.value, po.value_bytes, &bi, &bs)) != 0) {
+          while (st == T4A_OK &&
+                 (bk = body_token(po.value, po.value_bytes, &bi, &bs, s->d.trigraphs)) != 0) {
             if (bk == 'p' && po.value[bs] == '(') open++;
             if (bk == 'p' && po.value[bs] == ')' && open > 0) open--;
           }
@@ -2782,6 +2832,13 @@ t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p) {
       s.cur_root = (int)q->root;
       s.cur_item = *q;
       where_of(&s, q);
+      if (memchr(q->file->text, '\0', q->file->text_bytes) != NULL) {
+        /* NVRTC reads a NUL as a blank under --diag-suppress=861 (a `#` after it starts a
+         * directive); the request's own texts cannot hold one */
+        st = REFUSE("%s holds a NUL byte, which NVRTC may read as a blank%s", s.where,
+                    k_root_advice);
+        break;
+      }
       st = scan_text(&s, q->file->text, q->file->text_bytes);
     }
     /* Computed includes: resolved over every definition of the files reached so far; what they

@@ -1877,6 +1877,70 @@ static void test_splices_with_several_crs_are_read(void **state) {
   assert_refused_both_ways(&r, "__has_include", "trigraph", 0);
 }
 
+/* What a review found the lexer reading otherwise than NVRTC (each #error fires: NVRTC read the
+ * hidden operand; each was a stale hit): a NUL byte in a root file (a blank under
+ * --diag-suppress=861), a raw string ended across a splice or with one in its delimiter, a text
+ * definition of a predefined paster whose line comment goes on across a splice (it was taken for
+ * NVRTC's own), a macro body's block comment closed across a splice, and a computed include
+ * whose operand goes on across one. */
+static void test_lexer_edges_a_review_found_are_refused(void **state) {
+  (void)state;
+  const char *roots[] = {g_root};
+  static const char hidden[] = "#if __has_include(\"/etc/hostname\")\n#error made\n#endif\n";
+  write_file(g_root, "hid.h", hidden); /* an #include of it hides it from the check */
+  /* a NUL byte, then a directive */
+  char nul_path[1200];
+  snprintf(nul_path, sizeof nul_path, "%s/nul.h", g_root);
+  FILE *f = fopen(nul_path, "wb");
+  assert_non_null(f);
+  fputc('\0', f);
+  fputs("#include \"hid.h\"\n", f);
+  fclose(f);
+  const char *suppress[] = {"--diag-suppress=861"};
+  t4a_nvrtc_request r = roots_request("#include <nul.h>\n", roots, 1);
+  r.options = suppress;
+  r.num_options = 1;
+  assert_nvrtc_reaches(&r);
+  assert_refused_both_ways(&r, "NUL byte", "nul", 0);
+  /* raw strings, in the request and in a root */
+  static const char *const raw[] = {
+      "const char *s = R\"x(a)x\\\n\";\n%s// )x\"\n",
+      "const char *s = R\"x(a)x\\\r\r\n\";\n%s// )x\"\n",
+      "const char *s = R\"x\\\n(/*)x\";\n%s// */\n",
+  };
+  for (size_t i = 0; i < sizeof raw / sizeof raw[0]; i++) {
+    char src[512];
+    snprintf(src, sizeof src, raw[i], "#include \"hid.h\"\n");
+    r = roots_request(src, roots, 1);
+    assert_nvrtc_reaches(&r);
+    assert_refused_both_ways(&r, "raw string literal has a line splice", "raw", i);
+    write_file(g_root, "use.h", src);
+    r = roots_request("#include <use.h>\n", roots, 1);
+    assert_nvrtc_reaches(&r);
+    assert_refused_both_ways(&r, "raw string literal has a line splice", "raw root", i);
+  }
+  /* a predefined paster defined with a line comment that goes on across a splice */
+  char src[512];
+  snprintf(src, sizeof src, "%s",
+           "#if 0\n#define _NV_PASTE5(_0, _1, _2, _3, _4) _0 // \\\n## _1 ## _2 ## _3 ## _4\n"
+           "#endif\n#if _NV_PASTE5(__has_, include, , , )(\"/etc/hostname\")\n#error made\n"
+           "#endif\n");
+  r = roots_request(src, roots, 1);
+  assert_nvrtc_reaches(&r);
+  assert_refused_both_ways(&r, "defines it otherwise than NVRTC does", "paster", 0);
+  /* a computed include's body with a block comment closed across a splice, and an operand
+   * that goes on across one: the header NVRTC opens is hid.h */
+  write_file(g_root, "use2.h", "int use2;\n");
+  write_file(g_root, "k.h", "#define H /* *\\\n/ \"hid.h\" // */ \"use2.h\"\n#include H\n");
+  r = roots_request("#include <k.h>\n", roots, 1);
+  assert_nvrtc_reaches(&r);
+  assert_refused_both_ways(&r, "__has_include \"/etc/hostname\"", "comment", 0);
+  write_file(g_root, "k.h", "#define EMPTY\n#include EMPTY \\\n\"hid.h\"\n");
+  r = roots_request("#include <k.h>\n", roots, 1);
+  assert_nvrtc_reaches(&r);
+  assert_refused_both_ways(&r, "written with a line splice", "operand", 0);
+}
+
 /* The check reads NVRTC's built-in definitions (every #define of its built-in headers, listed
  * by scripts/gen_nvrtc_predefined.py) as if a text defined them. A built-in that hands back a
  * name (_NV_EVAL, _NV_FIRST_ARG), a built-in paster whose own name is pasted and an alias (an
@@ -2701,6 +2765,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_macros_nvrtc_predefines_are_refused_undefined,
                                       each_setup, each_teardown),
       cmocka_unit_test_setup_teardown(test_splices_with_several_crs_are_read, each_setup,
+                                      each_teardown),
+      cmocka_unit_test_setup_teardown(test_lexer_edges_a_review_found_are_refused, each_setup,
                                       each_teardown),
       cmocka_unit_test_setup_teardown(test_builtin_definitions_are_read, each_setup, each_teardown),
       cmocka_unit_test_setup_teardown(test_builtin_pastes_without_a_text_paste_are_refused,
