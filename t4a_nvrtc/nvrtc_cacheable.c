@@ -745,9 +745,10 @@ static void lx_quoted(lexer *L, int quote) {
 }
 
 /* Skips a raw string literal whose R" was read: R"delim( ... )delim", its body read raw. Returns
- * 1 when a line splice (a backslash, or ??/ where the dialect has trigraphs, before CRs and an
- * LF) stands in its delimiter or body: NVRTC accepts a splice in the delimiter and ends the
- * literal at `)delim`, a splice, `"`, so where it ends is not what the raw reading says. */
+ * 1 when its delimiter holds a backslash (or, where the dialect has trigraphs, a '?') or its body
+ * a line splice (a backslash, or ??/ there, before CRs and an LF): NVRTC accepts a splice in the
+ * delimiter and ends the literal at `)delim`, a splice, `"`, so where it ends is not what the
+ * raw reading says. */
 static int lx_raw(lexer *L) {
   size_t start = L->i, k = start;
   while (k < L->n && k - start <= 16 && L->s[k] != '(') {
@@ -1328,10 +1329,6 @@ static void def_normalize(const char *text, size_t n, char *out, size_t *len) {
   out[*len] = '\0';
 }
 
-/* Whether definition d (of predefined paster k) is one of NVRTC's own definitions of it: then
- * the check reads what NVRTC may use; otherwise NVRTC may use its own where the text's is not
- * applied (a dead branch, a later #define, a root's copy of a header NVRTC skips). -1: no memory.
- */
 /* Whether a comment in p[0..n) could meet a splice (a backslash or a '?' after a line comment's
  * start, or inside a block comment up to its first raw end), where def_normalize, which ends a
  * line comment at a raw LF and a block comment at a raw `* /`, reads otherwise than the lexer. */
@@ -1346,6 +1343,10 @@ static int comment_meets_splice(const char *p, size_t n) {
   return 0;
 }
 
+/* Whether definition d (of predefined paster k) is one of NVRTC's own definitions of it: then
+ * the check reads what NVRTC may use; otherwise NVRTC may use its own where the text's is not
+ * applied (a dead branch, a later #define, a root's copy of a header NVRTC skips). -1: no memory.
+ */
 static int predefined_def_matches(const t4a_nvrtc_macro_ *d, size_t k) {
   /* A comment beside a splice or a '?': def_normalize reads neither as the lexer does (a line
    * comment goes on across a splice), so such a text is not taken for NVRTC's own. */
