@@ -1878,11 +1878,12 @@ static void test_splices_with_several_crs_are_read(void **state) {
 }
 
 /* What a review found the lexer reading otherwise than NVRTC (each #error fires: NVRTC read the
- * hidden operand; each was a stale hit): a NUL byte in a root file (a blank under
- * --diag-suppress=861), a raw string ended across a splice or with one in its delimiter, a text
- * definition of a predefined paster whose line comment goes on across a splice (it was taken for
- * NVRTC's own), a macro body's block comment closed across a splice, and a computed include
- * whose operand goes on across one. */
+ * hidden text): a NUL byte in a root file (a blank under --diag-suppress=861), a raw string
+ * ended across a splice or with one in its delimiter, a text definition of a predefined paster
+ * whose line comment goes on across a splice (it was taken for NVRTC's own), a macro body's
+ * block comment closed across a splice, and a computed include whose operand goes on across one.
+ * The NUL, the paster and the body's comment were stale hits; in these shapes the raw strings
+ * and the operand were also refused by other rules, so here they pin their own refusals. */
 static void test_lexer_edges_a_review_found_are_refused(void **state) {
   (void)state;
   const char *roots[] = {g_root};
