@@ -1840,6 +1840,26 @@ static void assert_nvrtc_reaches(const t4a_nvrtc_request *r) {
   t4a_nvrtc_outcome_deinit(&o);
 }
 
+/* pre + text, a request's own text, makes NVRTC reach the #error and the check refuse it (the
+ * message holding needle); so does text as a root file, use.h, that pre + an #include of it
+ * reaches. */
+static void assert_reached_and_refused_in_text_and_root(const char *pre, const char *text,
+                                                        const char *needle, const char *what,
+                                                        size_t i) {
+  const char *roots[] = {g_root};
+  char src[1024], root_what[64];
+  snprintf(src, sizeof src, "%s%s", pre, text);
+  t4a_nvrtc_request r = roots_request(src, roots, 1);
+  assert_nvrtc_reaches(&r);
+  assert_refused_both_ways(&r, needle, what, i);
+  write_file(g_root, "use.h", text);
+  snprintf(src, sizeof src, "%s#include <use.h>\n", pre);
+  snprintf(root_what, sizeof root_what, "%s in a root", what);
+  r = roots_request(src, roots, 1);
+  assert_nvrtc_reaches(&r);
+  assert_refused_both_ways(&r, needle, root_what, i);
+}
+
 /* NVRTC folds a backslash (or ??/ where the dialect has trigraphs) followed by any run of CRs
  * and an LF, not only CR LF: a comment closed across `*\\`, CR, CR, LF, `/`, and __has_include
  * spelled across such a splice, were hidden from the check (each #error fires: NVRTC read the
@@ -1852,13 +1872,7 @@ static void test_splices_with_several_crs_are_read(void **state) {
       "#if __has_incl\\\r\r\r\nude(\"/etc/hostname\")\n#error made\n#endif\n",
   };
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-    t4a_nvrtc_request r = roots_request(shapes[i], roots, 1);
-    assert_nvrtc_reaches(&r);
-    assert_refused_both_ways(&r, "__has_include", "request", i);
-    write_file(g_root, "use.h", shapes[i]);
-    r = roots_request("#include <use.h>\n", roots, 1);
-    assert_nvrtc_reaches(&r);
-    assert_refused_both_ways(&r, "__has_include", "root", i);
+    assert_reached_and_refused_in_text_and_root("", shapes[i], "__has_include", "shape", i);
   }
   /* A body continued across such a splice: M is an alias of CAT, so its arguments meet a paste
    * (the body read as ending at the splice made M no macro that takes arguments). */
@@ -1910,15 +1924,10 @@ static void test_lexer_edges_a_review_found_are_refused(void **state) {
       "const char *s = R\"x\\\n(/*)x\";\n%s// */\n",
   };
   for (size_t i = 0; i < sizeof raw / sizeof raw[0]; i++) {
-    char src[512];
-    snprintf(src, sizeof src, raw[i], "#include \"hid.h\"\n");
-    r = roots_request(src, roots, 1);
-    assert_nvrtc_reaches(&r);
-    assert_refused_both_ways(&r, "raw string literal has a line splice", "raw", i);
-    write_file(g_root, "use.h", src);
-    r = roots_request("#include <use.h>\n", roots, 1);
-    assert_nvrtc_reaches(&r);
-    assert_refused_both_ways(&r, "raw string literal has a line splice", "raw root", i);
+    char text[512];
+    snprintf(text, sizeof text, raw[i], "#include \"hid.h\"\n");
+    assert_reached_and_refused_in_text_and_root("", text, "raw string literal has a line splice",
+                                                "raw", i);
   }
   /* a predefined paster defined with a line comment that goes on across a splice */
   char src[512];
@@ -1962,17 +1971,10 @@ static void test_builtin_definitions_are_read(void **state) {
       "#if cudaStreamAttrID(include)(\"/etc/hostname\")\n#error made\n#endif\n",
   };
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-    char src[512];
-    snprintf(src, sizeof src, "#include <k.h>\n%s", shapes[i]);
-    t4a_nvrtc_request r = roots_request(src, roots, 1);
-    assert_nvrtc_reaches(&r);
-    assert_refused_both_ways(&r, "__has_include", "request", i);
-    /* The same line in a root file, whose invocations are not expanded: their arguments and
-     * the group after them are collected. */
-    write_file(g_root, "use.h", shapes[i]);
-    r = roots_request("#include <k.h>\n#include <use.h>\n", roots, 1);
-    assert_nvrtc_reaches(&r);
-    assert_refused_both_ways(&r, "__has_include", "root", i);
+    /* (in a root file the invocations are not expanded: their arguments and the group after
+     * them are collected) */
+    assert_reached_and_refused_in_text_and_root("#include <k.h>\n", shapes[i], "__has_include",
+                                                "shape", i);
   }
   /* The built-ins a kernel uses, read, refuse nothing by themselves. */
   t4a_nvrtc_request r = roots_request(
