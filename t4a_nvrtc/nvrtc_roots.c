@@ -352,12 +352,14 @@ static t4a_status watch_file(t4a_nvrtc_prober *pr, const char *path, size_t n, i
     pr->watch_ok = 0;
     return T4A_OK;
   }
-  struct stat ls;
-  if (link < 0 && lstat(path, &ls) != 0) {
-    pr->watch_ok = 0;
-    return T4A_OK;
+  if (link < 0) {
+    struct stat ls;
+    if (lstat(path, &ls) != 0) {
+      pr->watch_ok = 0;
+      return T4A_OK;
+    }
+    link = S_ISLNK(ls.st_mode);
   }
-  if (link < 0) link = S_ISLNK(ls.st_mode);
   return link ? watch_link_target(pr, path, n, 0) : T4A_OK;
 }
 
