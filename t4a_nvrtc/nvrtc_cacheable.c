@@ -1121,25 +1121,18 @@ static t4a_status add_pending(scan *s, const char *ops, size_t n, size_t line, c
 }
 
 static size_t directive_end(const scan *s, const lexer *L0);
+static size_t paren_operand_end(const scan *s, const lexer *L0);
 
 /* Reads a header name ("x.h" or <x.h>) at the current position and checks it. what and line:
  * the directive or operator and the line it starts on, for the message. */
 static t4a_status check_operand(scan *s, lexer *L, const char *what, size_t line) {
   int open = lx_cur(L);
   if (open != '"' && open != '<' && s->cur_root >= 0 && s->pass == 1) {
-    /* A computed include in a root file: its operand runs to the end of the line or, inside
+    /* A computed include in a root file: its operand runs to the directive's end or, inside
      * __has_include( ), to the matching parenthesis. (In the second pass, which checks the uses
      * of __has_include wrappers after the closure is complete, a macro operand is refused.) */
-    size_t start = L->i, depth = 0, end;
-    int paren = what[0] != '#';
-    if (paren) {
-      for (end = start; end < L->n && L->s[end] != '\n'; end++) {
-        if (L->s[end] == '(') depth++;
-        if (L->s[end] == ')' && depth-- == 0) break;
-      }
-    } else {
-      end = directive_end(s, L); /* (a block comment's newline ends no directive) */
-    }
+    size_t start = L->i;
+    size_t end = what[0] != '#' ? paren_operand_end(s, L) : directive_end(s, L);
     if (memchr(L->s + start, '\\', end - start) != NULL ||
         (s->d.trigraphs && memchr(L->s + start, '?', end - start) != NULL)) {
       /* the operand's tokens across a splice are not what its bytes spell */
@@ -1227,40 +1220,64 @@ static void lx_number(lexer *L, int digit_separators) {
   }
 }
 
-/* Where the directive whose rest L is at ends: its logical line's newline, lexed as the scan
- * lexes it (splices, ??/ where the dialect has trigraphs, a block comment's newlines and the
- * literals' contents end nothing). */
+/* Steps L past the next token of a directive's rest (and the blanks and comments before it),
+ * lexed as the scan lexes it: splices, ??/ where the dialect has trigraphs, a block comment's
+ * newlines and the literals' contents end nothing. Returns the token's first character, or -1
+ * or '\n' at the directive's end (L left there). */
+static int directive_step(const scan *s, lexer *L) {
+  lx_blanks(L, NULL);
+  int c = lx_cur(L);
+  if (c == -1 || c == '\n') return c;
+  if (c == '"' || c == '\'') {
+    lx_get(L);
+    lx_quoted(L, c);
+  } else if (is_ident(c) && !(c >= '0' && c <= '9')) {
+    ident id;
+    lx_ident(L, &id);
+    int q = lx_cur(L);
+    int raw = q == '"' && s->d.raw_strings && id.len <= 3 &&
+              (ident_is(&id, "R") || ident_is(&id, "u8R") || ident_is(&id, "uR") ||
+               ident_is(&id, "UR") || ident_is(&id, "LR"));
+    int prefix =
+        (q == '"' || q == '\'') && id.len <= 2 &&
+        (ident_is(&id, "u8") || ident_is(&id, "u") || ident_is(&id, "U") || ident_is(&id, "L"));
+    if (raw) {
+      lx_get(L);
+      (void)lx_raw(L); /* (one with a splice is refused where the scan reads it) */
+    } else if (prefix) {
+      lx_get(L);
+      lx_quoted(L, q);
+    }
+  } else if (c >= '0' && c <= '9') {
+    lx_number(L, s->d.digit_separators);
+  } else {
+    lx_get(L);
+  }
+  return c;
+}
+
+/* Where the directive whose rest L is at ends: its logical line's newline. */
 static size_t directive_end(const scan *s, const lexer *L0) {
   lexer L = *L0;
+  int c;
+  while ((c = directive_step(s, &L)) != -1 && c != '\n') {
+  }
+  return L.i;
+}
+
+/* Where the operand of __has_include( ) whose first token L is at ends: at its matching ')',
+ * lexed as directive_end lexes (a parenthesis in a comment or a literal counts for nothing, and
+ * a block comment may span lines), or at the directive's end when none matches. */
+static size_t paren_operand_end(const scan *s, const lexer *L0) {
+  lexer L = *L0;
+  size_t depth = 0;
   for (;;) {
     lx_blanks(&L, NULL);
-    int c = lx_cur(&L);
+    size_t at = L.i;
+    int c = directive_step(s, &L);
     if (c == -1 || c == '\n') return L.i;
-    if (c == '"' || c == '\'') {
-      lx_get(&L);
-      lx_quoted(&L, c);
-    } else if (is_ident(c) && !(c >= '0' && c <= '9')) {
-      ident id;
-      lx_ident(&L, &id);
-      int q = lx_cur(&L);
-      int raw = q == '"' && s->d.raw_strings && id.len <= 3 &&
-                (ident_is(&id, "R") || ident_is(&id, "u8R") || ident_is(&id, "uR") ||
-                 ident_is(&id, "UR") || ident_is(&id, "LR"));
-      int prefix = (q == '"' || q == '\'') && id.len <= 2 &&
-                   (ident_is(&id, "u8") || ident_is(&id, "u") || ident_is(&id, "U") ||
-                    ident_is(&id, "L"));
-      if (raw) {
-        lx_get(&L);
-        (void)lx_raw(&L); /* (one with a splice is refused where the scan reads it) */
-      } else if (prefix) {
-        lx_get(&L);
-        lx_quoted(&L, q);
-      }
-    } else if (c >= '0' && c <= '9') {
-      lx_number(&L, s->d.digit_separators);
-    } else {
-      lx_get(&L);
-    }
+    if (c == '(') depth++;
+    if (c == ')' && depth-- == 0) return at;
   }
 }
 

@@ -1949,6 +1949,21 @@ static void test_lexer_edges_a_review_found_are_refused(void **state) {
   r = roots_request("#include <k.h>\n", roots, 1);
   assert_nvrtc_reaches(&r);
   assert_refused_both_ways(&r, "written with a line splice", "operand", 0);
+  /* __has_include's macro operand with a block comment that spans lines: the operand ends at
+   * the ')' past the comment, and what follows is read as text (a raw string's opening inside
+   * the comment swallowed the rest of the file). */
+  static const char *const spans[] = {
+      "#define M <use2.h>\n#if __has_include(M /* ) R\"x( */ )\n#endif\n%s",
+      "#define M <use2.h>\n#if __has_include(M /* ( */ ) && 1 /*\nR\"x( */\n#endif\n%s",
+  };
+  for (size_t i = 0; i < sizeof spans / sizeof spans[0]; i++) {
+    char text[512];
+    snprintf(text, sizeof text, spans[i], "#include \"hid.h\"\n");
+    write_file(g_root, "k.h", text);
+    r = roots_request("#include <k.h>\n", roots, 1);
+    assert_nvrtc_reaches(&r);
+    assert_refused_both_ways(&r, "__has_include \"/etc/hostname\"", "span", i);
+  }
 }
 
 /* The check reads NVRTC's built-in definitions (every #define of its built-in headers, listed
