@@ -1949,9 +1949,10 @@ static void test_lexer_edges_a_review_found_are_refused(void **state) {
   r = roots_request("#include <k.h>\n", roots, 1);
   assert_nvrtc_reaches(&r);
   assert_refused_both_ways(&r, "written with a line splice", "operand", 0);
-  /* __has_include's macro operand with a block comment that spans lines: the operand ends at
-   * the ')' past the comment, and what follows is read as text (a raw string's opening inside
-   * the comment swallowed the rest of the file). */
+  /* __has_include's macro operand with a parenthesis in a block comment: it ends at the ')'
+   * that matches, past the comment. A ')' in the comment had ended it there, and the raw
+   * string's opening after that ')' hid the rest of the file (a stale hit); a '(' there, the
+   * comment spanning lines, was refused by another rule. */
   static const char *const spans[] = {
       "#define M <use2.h>\n#if __has_include(M /* ) R\"x( */ )\n#endif\n%s",
       "#define M <use2.h>\n#if __has_include(M /* ( */ ) && 1 /*\nR\"x( */\n#endif\n%s",
