@@ -1660,6 +1660,19 @@ static const char *wrapper_arg_macro(const scan *s, const lexer *L, size_t *len)
   return NULL;
 }
 
+/* Whether a wrapper's <...> argument at L (before the '<') holds, before its first '>', a blank,
+ * a comment's start or a quote: the argument is tokens, not a header name, and NVRTC makes the
+ * name of their spellings with one space wherever white space or a comment stood, where
+ * check_operand reads the bytes as written. */
+static int wrapper_arg_respelled(const lexer *L) {
+  for (size_t i = L->i + 1; i < L->n && L->s[i] != '>' && L->s[i] != '\n'; i++) {
+    char c = L->s[i];
+    if (is_blank((unsigned char)c) || c == '"' || c == '\'') return 1;
+    if (c == '/' && i + 1 < L->n && (L->s[i + 1] == '*' || L->s[i + 1] == '/')) return 1;
+  }
+  return 0;
+}
+
 /* Whether text[0..n) is a proper, non-empty substring of a wrapper's name. */
 static int wrapper_piece(const scan *s, const char *text, size_t n) {
   if (n == 0) return 0;
@@ -2087,6 +2100,13 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
                         s->where, line, id.text, (int)(mlen < 64 ? mlen : 64), macro, id.text,
                         k_root_advice);
         }
+        if (lx_cur(&L) == '<' && wrapper_arg_respelled(&L)) {
+          return REFUSE(
+              "%s, line %zu: %s's argument <...> holds white space, a comment or a "
+              "quote, which NVRTC respells when it makes the header name of the "
+              "argument's tokens (measured: a comment or a run of blanks is one space)%s",
+              s->where, line, id.text, k_root_advice);
+        }
         if ((st = check_operand(s, &L, id.text, line)) != T4A_OK) return st;
         lx_blanks(&L, NULL);
         if (lx_cur(&L) != ')') {
@@ -2301,7 +2321,10 @@ t4a_status t4a_nvrtc_check_options(const t4a_nvrtc_prepared *p) {
 #define EXPAND_MAX_ALTERNATIVES 64
 #define EXPAND_MAX_DEPTH 16
 
-/* Alternatives of an expansion: token spellings separated by \x01. */
+/* Alternatives of an expansion: token spellings separated by \x01; a token that white space or a
+ * comment came before in its text (not the text's first) is marked by a \x02 before it, as is
+ * the first token of each expansion of such a macro name: NVRTC spells a header name made of
+ * tokens with a space there. */
 typedef struct alts {
   char *v[EXPAND_MAX_ALTERNATIVES];
   size_t n;
@@ -2380,6 +2403,17 @@ static char *join2(const char *a, const char *b, size_t bn) {
   return r;
 }
 
+/* Whether the bytes between two tokens of a body or operand, p[0..n), hold white space or a
+ * comment (body_token passed over them), not only line splices. A CR is taken for white space
+ * even in a CR LF splice. */
+static int white_between(const char *p, size_t n) {
+  for (size_t k = 0; k < n; k++) {
+    char c = p[k];
+    if (c == ' ' || c == '\t' || c == '\f' || c == '\v' || c == '\r' || c == '/') return 1;
+  }
+  return 0;
+}
+
 /* Expands text p[0..n) over every object-like definition seen (and each identifier as itself,
  * for where it is not defined) into out. 0; -1 with *why. */
 static int expand_text(const scan *s, const char *p, size_t n, int depth, const char **active,
@@ -2392,11 +2426,19 @@ static int expand_text(const scan *s, const char *p, size_t n, int depth, const 
   }
   out->v[0][0] = '\0';
   out->n = 1;
-  size_t i = 0, start = 0;
+  size_t i = 0, start = 0, tokens = 0;
   int kind;
-  while ((kind = body_token(p, n, &i, &start, s->d.trigraphs)) != 0) {
+  for (;;) {
+    size_t gap = i;
+    if ((kind = body_token(p, n, &i, &start, s->d.trigraphs)) == 0) break;
+    int spaced = tokens++ > 0 && white_between(p + gap, start - gap);
     const char *t = p + start;
     size_t tn = i - start;
+    if (memchr(t, '\x01', tn) != NULL || memchr(t, '\x02', tn) != NULL) {
+      *why = "holds a byte 0x01 or 0x02"; /* (the alternatives' separators) */
+      alts_free(out);
+      return -1;
+    }
     alts opts;
     opts.n = 0;
     if (kind == '#') {
@@ -2477,6 +2519,20 @@ static int expand_text(const scan *s, const char *p, size_t n, int depth, const 
     memcpy(me, t, tn);
     me[tn] = '\0';
     opts.v[opts.n++] = me;
+    for (size_t b = 0; spaced && b < opts.n; b++) {
+      size_t len = strlen(opts.v[b]);
+      char *m = t4a_host_malloc(len + 2);
+      if (m == NULL) {
+        alts_free(out);
+        alts_free(&opts);
+        *why = NULL;
+        return -1;
+      }
+      m[0] = '\x02';
+      memcpy(m + 1, opts.v[b], len + 1);
+      free(opts.v[b]);
+      opts.v[b] = m;
+    }
     /* out = out x opts */
     if (out->n * opts.n > EXPAND_MAX_ALTERNATIVES) {
       alts_free(out);
@@ -2527,27 +2583,57 @@ static t4a_status resolve_pending(scan *s, const struct pending *q) {
     return st;
   }
   for (size_t k = 0; st == T4A_OK && k < a.n; k++) {
-    /* Tokens: "x" alone, or < ... > (spellings joined). */
-    char *v = a.v[k];
+    /* A header name: a string literal, or '<', tokens spelled as written and '>'; extra tokens
+     * after it are what NVRTC warns about and includes the header anyway (measured with NVRTC
+     * 13.0: #14-D), and white space before it counts for nothing. */
+    const char *v = a.v[k];
+    while (*v == '\x01' || *v == '\x02') v++;
     char path[PATH_MAX];
     size_t pn = 0;
-    int ok = 0, open = v[0];
+    int ok = 0, open = v[0], spaced = 0;
     if (open == '"') {
-      size_t len = strlen(v);
-      ok = strchr(v, '\x01') == NULL && len >= 2 && v[len - 1] == '"';
-      if (ok && len - 2 < sizeof path) {
+      size_t len = strcspn(v, "\x01\x02");
+      ok = len >= 2 && v[len - 1] == '"' && len - 2 < sizeof path;
+      if (ok) {
         memcpy(path, v + 1, len - 2);
         pn = len - 2;
-      } else {
-        ok = 0;
       }
-    } else if (open == '<' && v[1] == '\x01') {
-      size_t len = strlen(v);
-      ok = len >= 4 && v[len - 1] == '>' && v[len - 2] == '\x01';
-      for (size_t j = 2; ok && j + 2 < len; j++) {
-        if (v[j] == '\x01') continue;
-        if (v[j] == '>' || pn + 1 >= sizeof path) ok = 0;
-        else path[pn++] = v[j];
+    } else if (open == '<' && (v[1] == '\x01' || v[1] == '\x02')) {
+      for (size_t j = 1; ok == 0;) {
+        while (v[j] == '\x01' || v[j] == '\x02') spaced |= v[j++] == '\x02';
+        size_t len = strcspn(v + j, "\x01\x02");
+        if (len == 0) break; /* no '>': NVRTC fails */
+        if (v[j] == '>' && len == 1) {
+          /* The lexing here reads punctuators a byte each: a '>' beside a byte it would join
+           * (->, >>, >=, %>, :>) is no '>' token to NVRTC, which ends the name later. */
+          int joined = (v[j - 1] == '\x01' && strchr("->%:", v[j - 2]) != NULL) ||
+                       (v[j + 1] == '\x01' && (v[j + 2] == '=' || v[j + 2] == '>'));
+          ok = joined ? -1 : 1;
+        } else if (memchr(v + j, '>', len) != NULL) {
+          ok = -1; /* a literal holding '>' */
+        } else if (pn + len >= sizeof path) {
+          break; /* longer than any path NVRTC opens */
+        } else {
+          memcpy(path + pn, v + j, len);
+          pn += len;
+          j += len;
+        }
+      }
+      path[pn] = '\0';
+      if (ok == 1 && spaced) {
+        st = REFUSE(
+            "%s, line %zu: %s %.*s (a computed include) can expand to <%s> with white "
+            "space or a comment between its tokens, where NVRTC's name holds a space%s",
+            s->where, q->line, q->what, SHOW(q->ops_len), q->ops, path, k_root_advice);
+        break;
+      }
+      if (ok == -1) {
+        st = REFUSE(
+            "%s, line %zu: %s %.*s (a computed include) can expand to a '<' name whose "
+            "'>' NVRTC may read as part of another token (->, >>, >=, a literal), so "
+            "where its name ends is not certain%s",
+            s->where, q->line, q->what, SHOW(q->ops_len), q->ops, k_root_advice);
+        break;
       }
     }
     if (!ok) continue; /* not a header name: NVRTC would fail on it, nothing is cached */

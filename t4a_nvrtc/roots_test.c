@@ -1967,6 +1967,54 @@ static void test_lexer_edges_a_review_found_are_refused(void **state) {
   }
 }
 
+/* The header a computed include or a wrapper's argument names, as NVRTC spells it (measured
+ * with NVRTC 13.0): tokens after the header name are a warning (#14-D) and the header is
+ * included all the same; a '<' name made of tokens keeps a space wherever white space or a
+ * comment stood, and ends at the first '>' token (`->` is none); a wrapper's argument is such
+ * tokens too; a byte 0x01 or 0x02 in an operand is refused. Each shape but the empty macro's
+ * was a stale hit: the check followed another file, or none, where NVRTC opened the one that
+ * reaches the #error (the empty macro's guards the white space the expansion marks). */
+static void test_header_names_as_nvrtc_spells_them(void **state) {
+  (void)state;
+  const char *roots[] = {g_root};
+  static const char made[] = "#error made\n";
+  write_file(g_root, "hid.h", "#if __has_include(\"/etc/hostname\")\n#error made\n#endif\n");
+  write_file(g_root, "sp .h", made);
+  write_file(g_root, "sp->.h", made);
+  write_file(g_root, "c\x01.h", made);
+  static const struct {
+    const char *text, *needle;
+  } shapes[] = {
+      {"#define M \"hid.h\" junk\n#include M\n", "__has_include \"/etc/hostname\""},
+      {"#define M <hid.h> junk\n#include M\n", "__has_include \"/etc/hostname\""},
+      {"#define E\n#include E \"hid.h\"\n", "__has_include \"/etc/hostname\""},
+      {"#define M <sp .h>\n#include M\n", "white space or a comment between its tokens"},
+      {"#define M <sp/**/.h>\n#include M\n", "white space or a comment between its tokens"},
+      {"#define M <sp->.h>\n#include M\n", "part of another token"},
+      {"#define M \"c\x01.h\"\n#include M\n", "0x01 or 0x02"},
+      {"#define W(x) __has_include(x)\n#if W(<sp   .h>)\n#error made\n#endif\n",
+       "holds white space, a comment or a quote"},
+      {"#define W(x) __has_include(x)\n#if W(<sp/*>)*/.h>)\n#error made\n#endif\n",
+       "holds white space, a comment or a quote"},
+  };
+  const char *suppress[] = {"--diag-suppress=14"};
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+    write_file(g_root, "k.h", shapes[i].text);
+    t4a_nvrtc_request r = roots_request("#include <k.h>\n", roots, 1);
+    r.options = suppress;
+    r.num_options = 1;
+    assert_nvrtc_reaches(&r);
+    assert_refused_both_ways(&r, shapes[i].needle, "name", i);
+  }
+  /* What the toolkit's computed includes look like still resolves. */
+  write_file(g_root, "k.h",
+             "#define D sp\n#define M <D/x.h>\n#define W(x) __has_include(x)\n#include M\n"
+             "#if W(<sp/x.h>)\n#endif\n");
+  write_file(g_root, "sp/x.h", "int x;\n");
+  t4a_nvrtc_request r = roots_request("#include <k.h>\n", roots, 1);
+  assert_check_passes(&r, "plain", 0);
+}
+
 /* The check reads NVRTC's built-in definitions (every #define of its built-in headers, listed
  * by scripts/gen_nvrtc_predefined.py) as if a text defined them. A built-in that hands back a
  * name (_NV_EVAL, _NV_FIRST_ARG), a built-in paster whose own name is pasted and an alias (an
@@ -2786,6 +2834,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_splices_with_several_crs_are_read, each_setup,
                                       each_teardown),
       cmocka_unit_test_setup_teardown(test_lexer_edges_a_review_found_are_refused, each_setup,
+                                      each_teardown),
+      cmocka_unit_test_setup_teardown(test_header_names_as_nvrtc_spells_them, each_setup,
                                       each_teardown),
       cmocka_unit_test_setup_teardown(test_builtin_definitions_are_read, each_setup, each_teardown),
       cmocka_unit_test_setup_teardown(test_builtin_pastes_without_a_text_paste_are_refused,
