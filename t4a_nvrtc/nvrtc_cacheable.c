@@ -1224,7 +1224,7 @@ static void lx_number(lexer *L, int digit_separators) {
  * lexed as the scan lexes it: splices, ??/ where the dialect has trigraphs, a block comment's
  * newlines and the literals' contents end nothing. Returns the token's first character, or -1
  * or '\n' at the directive's end (L left there). */
-static int directive_step(const scan *s, lexer *L) {
+static inline int directive_step(const scan *s, lexer *L) {
   lx_blanks(L, NULL);
   int c = lx_cur(L);
   if (c == -1 || c == '\n') return c;
