@@ -1281,6 +1281,30 @@ static size_t paren_operand_end(const scan *s, const lexer *L0) {
   }
 }
 
+/* Whether position `until` of a directive's rest (L0 just past its name) stands inside a
+ * parenthesized group that an identifier opens: a function-like macro's arguments, perhaps. */
+static int in_call(const scan *s, const lexer *L0, size_t until) {
+  lexer L = *L0;
+  uint64_t called = 0; /* a bit per open group (the first 64): an identifier opened it */
+  size_t depth = 0;
+  int after_ident = 0;
+  for (;;) {
+    lx_blanks(&L, NULL);
+    if (L.i >= until) break;
+    int c = directive_step(s, &L);
+    if (c == -1 || c == '\n') break;
+    if (c == '(') {
+      if (after_ident && depth < 64) called |= (uint64_t)1 << depth;
+      depth++;
+    } else if (c == ')' && depth > 0) {
+      depth--;
+      if (depth < 64) called &= ~((uint64_t)1 << depth);
+    }
+    after_ident = is_ident(c) && !(c >= '0' && c <= '9');
+  }
+  return called != 0 || depth > 64;
+}
+
 static t4a_status add_define(scan *s, const lexer *L, const char *name, size_t name_len,
                              const char *params, size_t params_len, int func) {
   size_t end = directive_end(s, L);
@@ -1661,16 +1685,24 @@ static const char *wrapper_arg_macro(const scan *s, const lexer *L, size_t *len)
 }
 
 /* Whether a wrapper's <...> argument at L (before the '<') holds, before its first '>', a blank,
- * a comment's start or a quote: the argument is tokens, not a header name, and NVRTC makes the
- * name of their spellings with one space wherever white space or a comment stood, where
- * check_operand reads the bytes as written. */
+ * a comment's start, a quote, a parenthesis or a backslash, or whether that '>' is joined to a
+ * byte beside it: the argument is tokens, not a header name. NVRTC makes the name of their
+ * spellings with one space wherever white space or a comment stood, a parenthesis in it makes
+ * the argument run on past check_operand's ')', and a backslash can spell an identifier (a
+ * UCN) that a macro replaces; check_operand reads the bytes to the first '>' as written. */
 static int wrapper_arg_respelled(const lexer *L) {
-  for (size_t i = L->i + 1; i < L->n && L->s[i] != '>' && L->s[i] != '\n'; i++) {
+  size_t i = L->i + 1;
+  for (; i < L->n && L->s[i] != '>' && L->s[i] != '\n'; i++) {
     char c = L->s[i];
-    if (is_blank((unsigned char)c) || c == '"' || c == '\'') return 1;
+    if (is_blank((unsigned char)c) || c == '"' || c == '\'' || c == '(' || c == ')' || c == '\\') {
+      return 1;
+    }
     if (c == '/' && i + 1 < L->n && (L->s[i + 1] == '*' || L->s[i + 1] == '/')) return 1;
   }
-  return 0;
+  /* a '>' that NVRTC reads as part of another token (->, >=, <=>, >>, %>, :>) */
+  return i < L->n && L->s[i] == '>' &&
+         ((i > L->i + 1 && strchr("->%:=", L->s[i - 1]) != NULL) ||
+          (i + 1 < L->n && (L->s[i + 1] == '=' || L->s[i + 1] == '>')));
 }
 
 /* Whether text[0..n) is a proper, non-empty substring of a wrapper's name. */
@@ -1868,6 +1900,7 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
   size_t num_params = 0;
   int in_define = 0;
   int in_directive = 0; /* the line is a directive's (its newline ends it) */
+  lexer dir_rest = L;   /* in a directive: just past its name */
   long body_parens = 0; /* '(' less ')' in the body of the #define being read (pass 1) */
   def_name.len = 0;
   size_t arg_depth = 0; /* pass 2: inside the arguments of a function-like macro */
@@ -1951,6 +1984,7 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
       if (!is_ident(lx_cur(&L))) continue;
       ident name;
       lx_ident(&L, &name);
+      dir_rest = L;
       if (s->pass == 2 && s->cur_root >= 0 && arg_depth > 0 &&
           (ident_is(&name, "include") || ident_is(&name, "include_next") ||
            ident_is(&name, "import") || ident_is(&name, "embed"))) {
@@ -2102,9 +2136,10 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
         }
         if (lx_cur(&L) == '<' && wrapper_arg_respelled(&L)) {
           return REFUSE(
-              "%s, line %zu: %s's argument <...> holds white space, a comment or a "
-              "quote, which NVRTC respells when it makes the header name of the "
-              "argument's tokens (measured: a comment or a run of blanks is one space)%s",
+              "%s, line %zu: %s's argument <...> holds white space, a comment, a quote, "
+              "a parenthesis, a backslash or a '>' joined to another token, so the "
+              "header name NVRTC makes of the argument's tokens is not the bytes "
+              "written (measured: a comment or a run of blanks is one space)%s",
               s->where, line, id.text, k_root_advice);
         }
         if ((st = check_operand(s, &L, id.text, line)) != T4A_OK) return st;
@@ -2179,6 +2214,18 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
                         "replaced where the macro is used (a computed include)%s",
                         s->where, line, id.text, def_name.text,
                         s->num_roots > 0 ? k_root_advice : k_advice);
+        }
+        if (lx_cur(&L) == '<' && !in_define && (!in_directive || in_call(s, &dir_rest, id_start))) {
+          /* There a function-like macro's arguments may hold it: NVRTC then replaces the
+           * operand's identifiers and makes the name of its tokens again (a run of blanks or a
+           * comment as one space), where the check reads the bytes as a header name. */
+          return REFUSE(
+              "%s, line %zu: %s(<...>) stands %s, where a function-like macro's "
+              "arguments could hold it and NVRTC would replace and respell its "
+              "operand%s",
+              s->where, line, id.text,
+              in_directive ? "in a parenthesized group an identifier opens" : "outside a directive",
+              s->num_roots > 0 ? k_root_advice : k_advice);
         }
         size_t op = L.i;
         if ((st = check_operand(s, &L, id.text, line)) != T4A_OK) return st;
@@ -2367,7 +2414,7 @@ static int body_token(const char *p, size_t n, size_t *i, size_t *start, int tri
   unsigned char c = (unsigned char)p[*i];
   if (is_ident(c) && !(c >= '0' && c <= '9')) {
     while (*i < n && is_ident((unsigned char)p[*i])) (*i)++;
-    if (*i < n && (p[*i] == '"' || p[*i] == '\'')) return 'p'; /* a prefixed literal: refused */
+    if (*i < n && (p[*i] == '"' || p[*i] == '\'')) return 'p'; /* a literal's prefix: refused */
     return 'i';
   }
   if (c == '"' || c == '\'') {
@@ -2446,7 +2493,7 @@ static int expand_text(const scan *s, const char *p, size_t n, int depth, const 
       alts_free(out);
       return -1;
     }
-    if (kind == 'p' && tn > 1) {
+    if (kind == 'p' && is_ident((unsigned char)t[0])) { /* R"...", L'x', u8"..." */
       *why = "has a prefixed string";
       alts_free(out);
       return -1;
@@ -2605,12 +2652,13 @@ static t4a_status resolve_pending(scan *s, const struct pending *q) {
         if (len == 0) break; /* no '>': NVRTC fails */
         if (v[j] == '>' && len == 1) {
           /* The lexing here reads punctuators a byte each: a '>' beside a byte it would join
-           * (->, >>, >=, %>, :>) is no '>' token to NVRTC, which ends the name later. */
-          int joined = (v[j - 1] == '\x01' && strchr("->%:", v[j - 2]) != NULL) ||
+           * (->, >>, >=, %>, :>, <=>) is no '>' token to NVRTC, which ends the name later. */
+          int joined = (v[j - 1] == '\x01' && strchr("->%:=", v[j - 2]) != NULL) ||
                        (v[j + 1] == '\x01' && (v[j + 2] == '=' || v[j + 2] == '>'));
           ok = joined ? -1 : 1;
-        } else if (memchr(v + j, '>', len) != NULL) {
-          ok = -1; /* a literal holding '>' */
+        } else if (v[j] == '"' || v[j] == '\'') {
+          ok =
+              -1; /* a literal: NVRTC's lexing of it (a raw string, a digit separator) may differ */
         } else if (pn + len >= sizeof path) {
           break; /* longer than any path NVRTC opens */
         } else {
@@ -2630,8 +2678,9 @@ static t4a_status resolve_pending(scan *s, const struct pending *q) {
       if (ok == -1) {
         st = REFUSE(
             "%s, line %zu: %s %.*s (a computed include) can expand to a '<' name whose "
-            "'>' NVRTC may read as part of another token (->, >>, >=, a literal), so "
-            "where its name ends is not certain%s",
+            "'>' NVRTC may read as part of another token (->, >=, <=>), or with a quote "
+            "in it (a literal, a raw string or a digit separator to NVRTC), so where its "
+            "name ends is not certain%s",
             s->where, q->line, q->what, SHOW(q->ops_len), q->ops, k_root_advice);
         break;
       }

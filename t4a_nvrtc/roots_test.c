@@ -1970,10 +1970,13 @@ static void test_lexer_edges_a_review_found_are_refused(void **state) {
 /* The header a computed include or a wrapper's argument names, as NVRTC spells it (measured
  * with NVRTC 13.0): tokens after the header name are a warning (#14-D) and the header is
  * included all the same; a '<' name made of tokens keeps a space wherever white space or a
- * comment stood, and ends at the first '>' token (`->` is none); a wrapper's argument is such
- * tokens too; a byte 0x01 or 0x02 in an operand is refused. Each shape but the empty macro's
- * was a stale hit: the check followed another file, or none, where NVRTC opened the one that
- * reaches the #error (the empty macro's guards the white space the expansion marks). */
+ * comment stood, ends at the first '>' token (`->`, `<=>` are none) and holds literals as NVRTC
+ * lexes them (a raw string, a digit separator); a wrapper's argument is such tokens too, and so
+ * is a direct __has_include(<...>) operand among a function-like macro's arguments; a byte 0x01
+ * or 0x02 in an operand is refused. Each shape but the empty macro's was a stale hit: the check
+ * followed another file, or none, where NVRTC opened the one that reaches the #error (the empty
+ * macro's guards the white space the expansion marks). The first review found the first nine,
+ * a second review the rest. */
 static void test_header_names_as_nvrtc_spells_them(void **state) {
   (void)state;
   const char *roots[] = {g_root};
@@ -1982,37 +1985,62 @@ static void test_header_names_as_nvrtc_spells_them(void **state) {
   write_file(g_root, "sp .h", made);
   write_file(g_root, "sp->.h", made);
   write_file(g_root, "c\x01.h", made);
+  write_file(g_root, "a.R\"x(\">)x\"", made);
+  write_file(g_root, "1'2'//'", made);
+  write_file(g_root, "a<=>.h", made);
+  write_file(g_root, "a(->)", made);
+  write_file(g_root, "sp/x.h", "int x;\n");
+  static const char kWrapper[] = "#define W(x) __has_include(x)\n";
+  static const char kRespelled[] = "holds white space, a comment, a quote";
   static const struct {
-    const char *text, *needle;
+    const char *pre, *text, *needle, *std;
   } shapes[] = {
-      {"#define M \"hid.h\" junk\n#include M\n", "__has_include \"/etc/hostname\""},
-      {"#define M <hid.h> junk\n#include M\n", "__has_include \"/etc/hostname\""},
-      {"#define E\n#include E \"hid.h\"\n", "__has_include \"/etc/hostname\""},
-      {"#define M <sp .h>\n#include M\n", "white space or a comment between its tokens"},
-      {"#define M <sp/**/.h>\n#include M\n", "white space or a comment between its tokens"},
-      {"#define M <sp->.h>\n#include M\n", "part of another token"},
-      {"#define M \"c\x01.h\"\n#include M\n", "0x01 or 0x02"},
-      {"#define W(x) __has_include(x)\n#if W(<sp   .h>)\n#error made\n#endif\n",
-       "holds white space, a comment or a quote"},
-      {"#define W(x) __has_include(x)\n#if W(<sp/*>)*/.h>)\n#error made\n#endif\n",
-       "holds white space, a comment or a quote"},
+      {"", "#define M \"hid.h\" junk\n#include M\n", "__has_include \"/etc/hostname\"", NULL},
+      {"", "#define M <hid.h> junk\n#include M\n", "__has_include \"/etc/hostname\"", NULL},
+      {"", "#define E\n#include E \"hid.h\"\n", "__has_include \"/etc/hostname\"", NULL},
+      {"", "#define M <sp .h>\n#include M\n", "white space or a comment between its tokens", NULL},
+      {"", "#define M <sp/**/.h>\n#include M\n", "white space or a comment between its tokens",
+       NULL},
+      {"", "#define M <sp->.h>\n#include M\n", "part of another token", NULL},
+      {"", "#define M \"c\x01.h\"\n#include M\n", "0x01 or 0x02", NULL},
+      {kWrapper, "#if W(<sp   .h>)\n#error made\n#endif\n", kRespelled, NULL},
+      {kWrapper, "#if W(<sp/*>)*/.h>)\n#error made\n#endif\n", kRespelled, NULL},
+      {"", "#define M <a.R\"x(\">)x\">\n#include M\n", "has a prefixed string", NULL},
+      {"", "#define M <1'2'//'>\n#include M\n", "with a quote in it", NULL},
+      {"", "#define M <a<=>.h>\n#include M\n", "part of another token", "-std=c++20"},
+      {kWrapper, "#if (W(<a(->)>))\n#error made\n#endif\n", kRespelled, NULL},
+      {kWrapper, "#define a\\u00e9 sp\n#if W(<a\\u00e9/x.h>)\n#error made\n#endif\n", kRespelled,
+       NULL},
+      {"", "#define F(y) y\n#define D sp\n#if F(__has_include(<D/x.h>))\n#error made\n#endif\n",
+       "in a parenthesized group an identifier opens", NULL},
   };
-  const char *suppress[] = {"--diag-suppress=14"};
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-    write_file(g_root, "k.h", shapes[i].text);
+    char text[512];
+    snprintf(text, sizeof text, "%s%s", shapes[i].pre, shapes[i].text);
+    write_file(g_root, "k.h", text);
     t4a_nvrtc_request r = roots_request("#include <k.h>\n", roots, 1);
-    r.options = suppress;
-    r.num_options = 1;
+    const char *opts[] = {"--diag-suppress=14", shapes[i].std};
+    r.options = opts;
+    r.num_options = shapes[i].std != NULL ? 2 : 1;
     assert_nvrtc_reaches(&r);
     assert_refused_both_ways(&r, shapes[i].needle, "name", i);
   }
-  /* What the toolkit's computed includes look like still resolves. */
-  write_file(g_root, "k.h",
-             "#define D sp\n#define M <D/x.h>\n#define W(x) __has_include(x)\n#include M\n"
-             "#if W(<sp/x.h>)\n#endif\n");
-  write_file(g_root, "sp/x.h", "int x;\n");
+  /* Outside a directive a direct <...> operand is refused too (a macro's arguments may hold it;
+   * there NVRTC's answer is a value in the code, not an #error). */
+  write_file(g_root, "k.h", "#define F(y) y\n__device__ int v = F(__has_include(<sp/x.h>));\n");
   t4a_nvrtc_request r = roots_request("#include <k.h>\n", roots, 1);
+  assert_refused_both_ways(&r, "outside a directive", "text line", 0);
+  /* What the toolkit's computed includes and direct operands look like still resolves. */
+  write_file(g_root, "k.h",
+             "#define D sp\n#define M <D/x.h>\n#include M\n#if __has_include(<sp/x.h>) && "
+             "defined(D) && (__has_include(<sp/x.h>))\n#endif\n");
+  r = roots_request("#include <k.h>\n", roots, 1);
   assert_check_passes(&r, "plain", 0);
+  char text[256];
+  snprintf(text, sizeof text, "%s#if W(<sp/x.h>) || W(\"sp/x.h\")\n#endif\n", kWrapper);
+  write_file(g_root, "k.h", text);
+  r = roots_request("#include <k.h>\n", roots, 1);
+  assert_check_passes(&r, "wrapper", 0);
 }
 
 /* The check reads NVRTC's built-in definitions (every #define of its built-in headers, listed
