@@ -839,6 +839,9 @@ typedef struct scan {
   size_t num_pragmas, pragmas_cap;
   int pragma_depth;
   int open_body; /* some #define's body opens a parenthesis it does not close */
+  /* The first direct __has_include(<...>) that follows a name on its directive line (in_call's
+   * AFTER_NAME), where a macro whose body opens a call could stand: "" when none. */
+  char angle_after_name[240];
   /* Every #define of the texts scanned (name, function-like or not, body), for computed
    * includes in root files, which are resolved by expanding their object-like macros over every
    * definition seen (each alternative checked and followed like a literal include). With
@@ -1281,28 +1284,39 @@ static size_t paren_operand_end(const scan *s, const lexer *L0) {
   }
 }
 
-/* Whether position `until` of a directive's rest (L0 just past its name) stands inside a
- * parenthesized group that an identifier opens: a function-like macro's arguments, perhaps. */
+/* Where position `until` of a directive's rest (L0 just past its name) stands: IN_CALL inside a
+ * parenthesized group that an identifier or a ')' opens (a function-like macro's arguments,
+ * perhaps: `F(`, `H()(`), AFTER_NAME after an identifier that could be a macro (not `defined`
+ * or its operand), whose body could open such a group. */
+enum { IN_CALL = 1, AFTER_NAME = 2 };
 static int in_call(const scan *s, const lexer *L0, size_t until) {
   lexer L = *L0;
-  uint64_t called = 0; /* a bit per open group (the first 64): an identifier opened it */
+  uint64_t called = 0; /* a bit per open group (the first 64): a call's, perhaps */
   size_t depth = 0;
-  int after_ident = 0;
+  int opens = 0, names = 0, defined = 0; /* defined: 1 after `defined`, 2 after `defined (` */
   for (;;) {
     lx_blanks(&L, NULL);
     if (L.i >= until) break;
+    size_t at = L.i;
     int c = directive_step(s, &L);
     if (c == -1 || c == '\n') break;
+    int name = is_ident(c) && !(c >= '0' && c <= '9');
     if (c == '(') {
-      if (after_ident && depth < 64) called |= (uint64_t)1 << depth;
+      if (opens && depth < 64) called |= (uint64_t)1 << depth;
       depth++;
     } else if (c == ')' && depth > 0) {
       depth--;
       if (depth < 64) called &= ~((uint64_t)1 << depth);
     }
-    after_ident = is_ident(c) && !(c >= '0' && c <= '9');
+    if (name && defined == 0 && !(L.i - at == 7 && memcmp(L.s + at, "defined", 7) == 0)) {
+      names = 1;
+    }
+    defined = name && L.i - at == 7 && memcmp(L.s + at, "defined", 7) == 0 ? 1
+              : defined == 1 && c == '('                                   ? 2
+                                                                           : 0;
+    opens = name || c == ')';
   }
-  return called != 0 || depth > 64;
+  return (called != 0 || depth > 64 ? IN_CALL : 0) | (names ? AFTER_NAME : 0);
 }
 
 static t4a_status add_define(scan *s, const lexer *L, const char *name, size_t name_len,
@@ -1684,6 +1698,27 @@ static const char *wrapper_arg_macro(const scan *s, const lexer *L, size_t *len)
   return NULL;
 }
 
+/* A wrapper's <...> argument at L (before the '<'): the first identifier in it, before its first
+ * '>', that is one of the n parameters (names under 32 bytes), or NULL. */
+static const char *wrapper_arg_param(const lexer *L, const ident *params, size_t n, size_t *len) {
+  size_t i = L->i + 1;
+  while (i < L->n && L->s[i] != '>' && L->s[i] != '\n') {
+    unsigned char c = (unsigned char)L->s[i];
+    size_t j = i + 1;
+    if (k_cc[c] & CC_IDENT) {
+      while (j < L->n && (k_cc[(unsigned char)L->s[j]] & CC_IDENT)) j++;
+      for (size_t k = 0; !(c >= '0' && c <= '9') && k < n; k++) {
+        if (params[k].len == j - i && memcmp(params[k].text, L->s + i, j - i) == 0) {
+          *len = j - i;
+          return L->s + i;
+        }
+      }
+    }
+    i = j;
+  }
+  return NULL;
+}
+
 /* Whether a wrapper's <...> argument at L (before the '<') holds, before its first '>', a blank,
  * a comment's start, a quote, a parenthesis or a backslash, or whether that '>' is joined to a
  * byte beside it: the argument is tokens, not a header name. NVRTC makes the name of their
@@ -1789,9 +1824,9 @@ static t4a_status note_open_body(scan *s, const ident *name, size_t line) {
   return T4A_OK;
 }
 
-/* Scans buf[0..len) (heap, "pragma " and a string literal's destringized content; kept to the
- * end of the check, since computed includes point into it) as a text of its own. */
-static t4a_status scan_operand_text(scan *s, char *buf, size_t len, size_t line) {
+/* Keeps buf (heap) to the end of the check, since definitions and computed includes point into
+ * it; frees it when it cannot. */
+static t4a_status keep_buffer(scan *s, char *buf) {
   if (s->num_pragmas == s->pragmas_cap) {
     size_t ncap = s->pragmas_cap ? s->pragmas_cap * 2 : 8;
     char **np = t4a_host_realloc(s->pragmas, ncap * sizeof *np);
@@ -1803,6 +1838,46 @@ static t4a_status scan_operand_text(scan *s, char *buf, size_t len, size_t line)
     s->pragmas_cap = ncap;
   }
   s->pragmas[s->num_pragmas++] = buf;
+  return T4A_OK;
+}
+
+/* A #define's name spelled across line splices (`#define D\` LF `X`), *p[0..*n): replaced by a
+ * kept copy with the splices folded, so that the definitions' lookups, which compare bytes, see
+ * the name NVRTC defines. INVALID_ARGUMENT (nothing set) when folding splices does not give the
+ * `len` characters the lexer read: the name holds a universal character name. */
+static t4a_status fold_name(scan *s, const char **p, size_t *n, size_t len) {
+  char *buf = t4a_host_malloc(*n);
+  if (buf == NULL) return T4A_HOST_OUT_OF_MEMORY;
+  size_t k = 0;
+  for (size_t i = 0; i < *n;) {
+    size_t j = (*p)[i] == '\\' ? i + 1 : 0;
+    if (s->d.trigraphs && i + 2 < *n && (*p)[i] == '?' && (*p)[i + 1] == '?' &&
+        (*p)[i + 2] == '/') {
+      j = i + 3;
+    }
+    size_t end = j != 0 ? splice_end(*p, *n, j) : 0;
+    if (end != 0) {
+      i = end;
+    } else {
+      buf[k++] = (*p)[i++];
+    }
+  }
+  if (k != len || memchr(buf, '\\', k) != NULL) {
+    free(buf);
+    return T4A_INVALID_ARGUMENT;
+  }
+  t4a_status st = keep_buffer(s, buf);
+  if (st != T4A_OK) return st;
+  *p = buf;
+  *n = k;
+  return T4A_OK;
+}
+
+/* Scans buf[0..len) (heap, "pragma " and a string literal's destringized content; kept to the
+ * end of the check, since computed includes point into it) as a text of its own. */
+static t4a_status scan_operand_text(scan *s, char *buf, size_t len, size_t line) {
+  t4a_status kept = keep_buffer(s, buf);
+  if (kept != T4A_OK) return kept;
   if (s->pragma_depth >= 4) {
     return REFUSE("%s, line %zu: string literals that spell pragmas nested more than 4 deep%s",
                   s->where, line, s->num_roots > 0 ? k_root_advice : k_advice);
@@ -1898,6 +1973,7 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
   ident def_name;
   ident def_params[16];
   size_t num_params = 0;
+  int params_lost = 0; /* a parameter past the 16th, or with a name of 32 bytes or more */
   int in_define = 0;
   int in_directive = 0; /* the line is a directive's (its newline ends it) */
   lexer dir_rest = L;   /* in a directive: just past its name */
@@ -1946,7 +2022,9 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
         !lx_plain((unsigned char)L.s[L.i])) {
       lx_blanks(&L, &crossed); /* (nothing to skip at any other byte) */
     }
-    if (crossed) line_start = 1;
+    /* a '#' after a block comment's newline starts a directive on a text line only: inside a
+     * directive NVRTC reads it as the directive's (measured with NVRTC 13.0) */
+    if (crossed && !in_directive) line_start = 1;
     int c = lx_cur(&L);
     if (c == -1) break;
     if (c == '\n') {
@@ -2005,7 +2083,20 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
           body_parens = 0;
           lx_ident(&L, &def_name);
           def_end = L.i;
+          const char *def_spelled = L.s + def_start; /* the name as looked up */
+          size_t def_spelled_len = def_end - def_start;
+          if (s->pass == 1 && def_spelled_len != def_name.len &&
+              (st = fold_name(s, &def_spelled, &def_spelled_len, def_name.len)) != T4A_OK) {
+            return st == T4A_INVALID_ARGUMENT
+                       ? REFUSE(
+                             "%s, line %zu: the name of the macro %s is written with a "
+                             "universal character name%s",
+                             s->where, L.line, def_name.text,
+                             s->num_roots > 0 ? k_root_advice : k_advice)
+                       : st;
+          }
           num_params = 0;
+          params_lost = 0;
           in_define = 1;
           def_is_func = lx_cur(&L) == '(';
           if (lx_cur(&L) == '(') {
@@ -2014,10 +2105,12 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
               lx_blanks(&L, NULL);
               int pc = lx_cur(&L);
               if (is_ident(pc) && num_params < 16) {
-                lx_ident(&L, &def_params[num_params++]);
+                lx_ident(&L, &def_params[num_params]);
+                params_lost |= def_params[num_params++].len >= sizeof def_params[0].text;
               } else if (is_ident(pc)) { /* past 16: read, not kept (the body starts after) */
                 ident extra;
                 lx_ident(&L, &extra);
+                params_lost = 1;
               } else if (pc == ',' || pc == '.') {
                 lx_get(&L);
               } else {
@@ -2026,9 +2119,8 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
               }
             }
           }
-          if (s->pass == 1 &&
-              (st = add_define(s, &L, L.s + def_start, def_end - def_start, L.s + def_end,
-                               L.i - def_end, def_is_func)) != T4A_OK) {
+          if (s->pass == 1 && (st = add_define(s, &L, def_spelled, def_spelled_len, L.s + def_end,
+                                               L.i - def_end, def_is_func)) != T4A_OK) {
             return st;
           }
         }
@@ -2128,6 +2220,15 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
         lx_blanks(&L, NULL);
         size_t mlen = 0;
         const char *macro = lx_cur(&L) == '<' ? wrapper_arg_macro(s, &L, &mlen) : NULL;
+        if (macro == NULL && lx_cur(&L) == '<' && in_define && def_is_func &&
+            (params_lost || wrapper_arg_param(&L, def_params, num_params, &mlen) != NULL)) {
+          /* In a function-like macro's body a parameter in the argument is replaced by the
+           * caller's tokens. */
+          return REFUSE(
+              "%s, line %zu: %s's argument in the body of the macro %s may name one of "
+              "its parameters, which the caller's tokens replace (a computed include)%s",
+              s->where, line, id.text, def_name.text, k_root_advice);
+        }
         if (macro != NULL) {
           return REFUSE("%s, line %zu: %s's argument names the macro %.*s, which is replaced "
                         "before %s applies __has_include to it (a computed include)%s",
@@ -2215,7 +2316,14 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
                         s->where, line, id.text, def_name.text,
                         s->num_roots > 0 ? k_root_advice : k_advice);
         }
-        if (lx_cur(&L) == '<' && !in_define && (!in_directive || in_call(s, &dir_rest, id_start))) {
+        int where =
+            lx_cur(&L) == '<' && !in_define && in_directive ? in_call(s, &dir_rest, id_start) : 0;
+        if ((where & AFTER_NAME) && s->angle_after_name[0] == '\0') {
+          /* refused at the end if some body opens a parenthesis it does not close */
+          snprintf(s->angle_after_name, sizeof s->angle_after_name, "%.200s, line %zu", s->where,
+                   line);
+        }
+        if (lx_cur(&L) == '<' && !in_define && (!in_directive || (where & IN_CALL))) {
           /* There a function-like macro's arguments may hold it: NVRTC then replaces the
            * operand's identifiers and makes the name of its tokens again (a run of blanks or a
            * comment as one space), where the check reads the bytes as a header name. */
@@ -2224,7 +2332,8 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
               "arguments could hold it and NVRTC would replace and respell its "
               "operand%s",
               s->where, line, id.text,
-              in_directive ? "in a parenthesized group an identifier opens" : "outside a directive",
+              in_directive ? "in a parenthesized group an identifier or a ')' opens"
+                           : "outside a directive",
               s->num_roots > 0 ? k_root_advice : k_advice);
         }
         size_t op = L.i;
@@ -2450,15 +2559,21 @@ static char *join2(const char *a, const char *b, size_t bn) {
   return r;
 }
 
-/* Whether the bytes between two tokens of a body or operand, p[0..n), hold white space or a
- * comment (body_token passed over them), not only line splices. A CR is taken for white space
- * even in a CR LF splice. */
-static int white_between(const char *p, size_t n) {
-  for (size_t k = 0; k < n; k++) {
-    char c = p[k];
-    if (c == ' ' || c == '\t' || c == '\f' || c == '\v' || c == '\r' || c == '/') return 1;
+/* What the bytes between two tokens of a body or operand, p[0..n), hold (body_token passed over
+ * them): GAP_WHITE white space or a comment, GAP_SPLICED line splices only (NVRTC joins the
+ * two tokens' bytes: `D\` LF `X` is one name), 0 nothing. */
+enum { GAP_WHITE = 1, GAP_SPLICED = 2 };
+static int gap_between(const char *p, size_t n, int trigraphs) {
+  int spliced = 0;
+  for (size_t k = 0; k < n;) {
+    size_t j = p[k] == '\\' ? k + 1 : 0;
+    if (trigraphs && k + 2 < n && p[k] == '?' && p[k + 1] == '?' && p[k + 2] == '/') j = k + 3;
+    size_t end = j != 0 ? splice_end(p, n, j) : 0;
+    if (end == 0) return GAP_WHITE; /* a blank, a comment */
+    spliced = 1;
+    k = end;
   }
-  return 0;
+  return spliced ? GAP_SPLICED : 0;
 }
 
 /* Expands text p[0..n) over every object-like definition seen (and each identifier as itself,
@@ -2478,9 +2593,15 @@ static int expand_text(const scan *s, const char *p, size_t n, int depth, const 
   for (;;) {
     size_t gap = i;
     if ((kind = body_token(p, n, &i, &start, s->d.trigraphs)) == 0) break;
-    int spaced = tokens++ > 0 && white_between(p + gap, start - gap);
+    int between = tokens++ > 0 ? gap_between(p + gap, start - gap, s->d.trigraphs) : 0;
+    int spaced = between == GAP_WHITE;
     const char *t = p + start;
     size_t tn = i - start;
+    if (between == GAP_SPLICED) {
+      *why = "joins two tokens across a line splice"; /* (one token to NVRTC, two here) */
+      alts_free(out);
+      return -1;
+    }
     if (memchr(t, '\x01', tn) != NULL || memchr(t, '\x02', tn) != NULL) {
       *why = "holds a byte 0x01 or 0x02"; /* (the alternatives' separators) */
       alts_free(out);
@@ -3061,6 +3182,15 @@ t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p) {
           "a header it skips)%s",
           s.predefined_at[k], k_predefined[k], s.num_roots > 0 ? k_root_advice : k_advice);
     }
+  }
+  if (st == T4A_OK && s.open_body && s.angle_after_name[0] != '\0') {
+    /* `#define G F(` then `#if G __has_include(<D/x.h>))`: the call NVRTC makes holds the
+     * operand, whose tokens it replaces and spells again. */
+    st = REFUSE(
+        "%s: __has_include(<...>) follows a name on its directive line, and a macro's body "
+        "opens a parenthesis it does not close, so that name could open a function-like "
+        "macro's arguments around the operand%s",
+        s.angle_after_name, s.num_roots > 0 ? k_root_advice : k_advice);
   }
   /* pastes that join the request's own tokens with the roots' definitions; NVRTC's own pastes
    * with a fixed side can make a wrapper's name out of the caller's tokens with no text pasting */

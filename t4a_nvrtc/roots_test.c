@@ -1975,8 +1975,14 @@ static void test_lexer_edges_a_review_found_are_refused(void **state) {
  * is a direct __has_include(<...>) operand among a function-like macro's arguments; a byte 0x01
  * or 0x02 in an operand is refused. Each shape but the empty macro's was a stale hit: the check
  * followed another file, or none, where NVRTC opened the one that reaches the #error (the empty
- * macro's guards the white space the expansion marks). The first review found the first nine,
- * a second review the rest. */
+ * macro's guards the white space the expansion marks). Also refused: a __has_include(<...>)
+ * after a name on its line where some body opens a parenthesis it does not close (`G F(`), a
+ * wrapper's argument naming a parameter of the function-like macro whose body holds it, and an
+ * operand's tokens joined across a line splice; a macro's name written across one is read
+ * folded (the check follows sq/y.h: NULL needle), and a '#' after a block comment's newline
+ * inside a directive starts no directive (NVRTC reads it as the directive's: a fake `#ifdef` had
+ * hidden the __has_include after it). The first review found the first nine shapes, a second
+ * review the next six, a third the rest. */
 static void test_header_names_as_nvrtc_spells_them(void **state) {
   (void)state;
   const char *roots[] = {g_root};
@@ -1990,8 +1996,10 @@ static void test_header_names_as_nvrtc_spells_them(void **state) {
   write_file(g_root, "a<=>.h", made);
   write_file(g_root, "a(->)", made);
   write_file(g_root, "sp/x.h", "int x;\n");
+  write_file(g_root, "sq/y.h", made);
   static const char kWrapper[] = "#define W(x) __has_include(x)\n";
   static const char kRespelled[] = "holds white space, a comment, a quote";
+  static const char kInCall[] = "in a parenthesized group an identifier or a ')' opens";
   static const struct {
     const char *pre, *text, *needle, *std;
   } shapes[] = {
@@ -2009,10 +2017,32 @@ static void test_header_names_as_nvrtc_spells_them(void **state) {
       {"", "#define M <1'2'//'>\n#include M\n", "with a quote in it", NULL},
       {"", "#define M <a<=>.h>\n#include M\n", "part of another token", "-std=c++20"},
       {kWrapper, "#if (W(<a(->)>))\n#error made\n#endif\n", kRespelled, NULL},
-      {kWrapper, "#define a\\u00e9 sp\n#if W(<a\\u00e9/x.h>)\n#error made\n#endif\n", kRespelled,
-       NULL},
+      {kWrapper, "#define a\\u00e9 sp\n#if W(<a\\u00e9/x.h>)\n#error made\n#endif\n",
+       "universal character name", NULL},
       {"", "#define F(y) y\n#define D sp\n#if F(__has_include(<D/x.h>))\n#error made\n#endif\n",
-       "in a parenthesized group an identifier opens", NULL},
+       kInCall, NULL},
+      {"",
+       "#define F(y) y\n#define H() F\n#define D sp\n#if H()(__has_include(<D/x.h>))\n"
+       "#error made\n#endif\n",
+       kInCall, NULL},
+      {"",
+       "#define F(y) y\n#define G F(\n#define D sp\n#if G __has_include(<D/x.h>))\n"
+       "#error made\n#endif\n",
+       "follows a name on its directive line", NULL},
+      {"",
+       "#define F(y, z) z\n#define D sp\n#if F( /*\n*/ #x, __has_include(<D/x.h>))\n"
+       "#error made\n#endif\n",
+       kInCall, NULL},
+      {"",
+       "#define G(a, b) b\n#define F(x) G(x)\n#define ifdef ,\n"
+       "#define V 0 /*\n*/ #ifdef __has_include(\"/etc/hostname\")\n"
+       "static_assert(!F(V), \"made\");\n",
+       "__has_include \"/etc/hostname\"", NULL},
+      {kWrapper, "#define X(b) W(<b/x.h>)\n#if X(sp)\n#error made\n#endif\n",
+       "may name one of its parameters", NULL},
+      {"", "#define D\\\nX sq\n#define M <DX/y.h>\n#include M\n", NULL, NULL},
+      {"", "#define DX sq\n#define M <D\\\nX/y.h>\n#include M\n",
+       "joins two tokens across a line splice", NULL},
   };
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
     char text[512];
@@ -2023,7 +2053,14 @@ static void test_header_names_as_nvrtc_spells_them(void **state) {
     r.options = opts;
     r.num_options = shapes[i].std != NULL ? 2 : 1;
     assert_nvrtc_reaches(&r);
-    assert_refused_both_ways(&r, shapes[i].needle, "name", i);
+    if (shapes[i].needle != NULL) {
+      assert_refused_both_ways(&r, shapes[i].needle, "name", i);
+    } else {
+      /* followed: the check reaches the file NVRTC opens, and reads its #error's line */
+      check_result c = check_with(&r, 1);
+      assert_int_equal(c.st, T4A_OK);
+      assert_int_equal(c.total.files, 2); /* k.h and sq/y.h */
+    }
   }
   /* Outside a directive a direct <...> operand is refused too (a macro's arguments may hold it;
    * there NVRTC's answer is a value in the code, not an #error). */
