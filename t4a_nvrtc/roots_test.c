@@ -1981,8 +1981,9 @@ static void test_lexer_edges_a_review_found_are_refused(void **state) {
  * operand's tokens joined across a line splice; a macro's name written across one is read
  * folded (the check follows sq/y.h: NULL needle), and a '#' after a block comment's newline
  * inside a directive starts no directive (NVRTC reads it as the directive's: a fake `#ifdef` had
- * hidden the __has_include after it). The first review found the first nine shapes, a second
- * review the next six, a third the rest. */
+ * hidden the __has_include after it). The first nine shapes were found while fixing the
+ * operand's end (the spans case above), the next six by an independent review, the rest by its
+ * second round. */
 static void test_header_names_as_nvrtc_spells_them(void **state) {
   (void)state;
   const char *roots[] = {g_root};
