@@ -853,6 +853,8 @@ typedef struct scan {
     size_t ops_len, line;
     char what[24];
     char where[300];
+    int root; /* the file that holds it, whose directory a quoted name searches */
+    struct qitem item;
   } *pend;
   size_t num_pend, pend_cap;
   /* Token pasting in the roots: a piece of __has_include in a #define body or in the arguments
@@ -1120,6 +1122,8 @@ static t4a_status add_pending(scan *s, const char *ops, size_t n, size_t line, c
   q->line = line;
   snprintf(q->what, sizeof q->what, "%s", what);
   snprintf(q->where, sizeof q->where, "%s", s->where);
+  q->root = s->cur_root;
+  q->item = s->cur_item;
   return T4A_OK;
 }
 
@@ -1284,6 +1288,22 @@ static size_t paren_operand_end(const scan *s, const lexer *L0) {
   }
 }
 
+/* Whether p[0..n) is __has_include, __has_include_next or __has_embed. */
+static int has_operator(const char *p, size_t n) {
+  return (n == 13 && memcmp(p, "__has_include", 13) == 0) ||
+         (n == 18 && memcmp(p, "__has_include_next", 18) == 0) ||
+         (n == 11 && memcmp(p, "__has_embed", 11) == 0);
+}
+
+/* Whether the identifier at `at` of L's text, splices folded, is one of has_operator's. */
+static int spelled_operator(const lexer *L, size_t at) {
+  lexer T = *L;
+  T.i = at;
+  ident id;
+  lx_ident(&T, &id);
+  return id.len < sizeof id.text && has_operator(id.text, id.len);
+}
+
 /* Where position `until` of a directive's rest (L0 just past its name) stands: IN_CALL inside a
  * parenthesized group that an identifier or a ')' opens (a function-like macro's arguments,
  * perhaps: `F(`, `H()(`), AFTER_NAME after an identifier that could be a macro (not `defined`
@@ -1294,10 +1314,21 @@ static int in_call(const scan *s, const lexer *L0, size_t until) {
   uint64_t called = 0; /* a bit per open group (the first 64): a call's, perhaps */
   size_t depth = 0;
   int opens = 0, names = 0, defined = 0; /* defined: 1 after `defined`, 2 after `defined (` */
+  int has = 0; /* 1 after __has_include (or _next, __has_embed), 2 after its '(' */
   for (;;) {
     lx_blanks(&L, NULL);
     if (L.i >= until) break;
     size_t at = L.i;
+    int q = lx_cur(&L);
+    if (has == 2 && (q == '<' || q == '"')) {
+      /* its header name, read as check_operand reads it (no literal, comment or escape) */
+      int close = q == '"' ? '"' : '>';
+      lx_get(&L);
+      while ((q = lx_cur(&L)) != -1 && q != '\n' && q != close) lx_get(&L);
+      if (q == close) lx_get(&L);
+      has = opens = 0;
+      continue;
+    }
     int c = directive_step(s, &L);
     if (c == -1 || c == '\n') break;
     int name = is_ident(c) && !(c >= '0' && c <= '9');
@@ -1315,6 +1346,7 @@ static int in_call(const scan *s, const lexer *L0, size_t until) {
               : defined == 1 && c == '('                                   ? 2
                                                                            : 0;
     opens = name || c == ')';
+    has = name && spelled_operator(&L, at) ? 1 : has == 1 && c == '(' ? 2 : 0;
   }
   return (called != 0 || depth > 64 ? IN_CALL : 0) | (names ? AFTER_NAME : 0);
 }
@@ -1980,6 +2012,7 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
   long body_parens = 0; /* '(' less ')' in the body of the #define being read (pass 1) */
   def_name.len = 0;
   size_t arg_depth = 0; /* pass 2: inside the arguments of a function-like macro */
+  int args_on_directive = 0; /* the outermost invocation opened on a directive's line */
   int def_is_func = 0;
   size_t def_start = 0, def_end = 0;
   t4a_status st;
@@ -2377,12 +2410,22 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
           return st;
         }
       }
-      if (s->pass == 2 && s->cur_root >= 0 && is_func_macro(s, id_raw, id_raw_len)) {
+      if (s->pass == 2 && s->cur_root >= 0 && id_raw_len != id.len && id.len >= sizeof id.text) {
+        /* (the definitions' names are kept folded; this one does not fit the ident) */
+        return REFUSE(
+            "%s, line %zu: a name of 32 bytes or more is written across a line splice "
+            "or with a universal character name%s",
+            s->where, line, k_root_advice);
+      }
+      if (s->pass == 2 && s->cur_root >= 0 &&
+          (id_raw_len == id.len ? is_func_macro(s, id_raw, id_raw_len)
+                                : is_func_macro(s, id.text, id.len))) {
         lexer peek = L;
         lx_blanks_lines(&peek, in_directive || in_define);
         if (lx_cur(&peek) == '(') {
           L = peek;
           lx_get(&L);
+          if (arg_depth == 0) args_on_directive = in_directive;
           arg_depth++;
           after_defined = ifdef_operand = 0;
           continue;
@@ -2404,8 +2447,11 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
     }
     size_t tok_from = L.i;
     lx_get(&L);
-    if (arg_depth > 0 && c == '(') arg_depth++;
-    if (arg_depth > 0 && c == ')' && --arg_depth == 0) {
+    /* (a directive's parentheses among the arguments of an invocation opened on a text line are
+     * not the invocation's: NVRTC runs the directive, and `#define RP )` there closes nothing) */
+    int counted = arg_depth > 0 && (!in_directive || args_on_directive);
+    if (counted && c == '(') arg_depth++;
+    if (counted && c == ')' && --arg_depth == 0) {
       /* What an invocation expands to can be a function-like name that takes the group right
        * after it (ID(CAT)(a, b)): its tokens are arguments too. */
       lexer peek = L;
@@ -2732,7 +2778,7 @@ static int expand_text(const scan *s, const char *p, size_t n, int depth, const 
 
 /* Resolves a root file's computed include: every expansion must be a header name, each checked
  * and followed as a literal include would be. */
-static t4a_status resolve_pending(scan *s, const struct pending *q) {
+static t4a_status resolve_pending_here(scan *s, const struct pending *q) {
   const char *active[EXPAND_MAX_DEPTH + 1];
   size_t active_len[EXPAND_MAX_DEPTH + 1];
   alts a;
@@ -2827,6 +2873,19 @@ static t4a_status resolve_pending(scan *s, const struct pending *q) {
   }
   alts_free(&a);
   memcpy(s->where, saved, sizeof saved);
+  return st;
+}
+
+/* As resolve_pending_here, in the file that holds the include (after the scan of the queue the
+ * current file is another's, and a quoted name searches the holder's directory first). */
+static t4a_status resolve_pending(scan *s, const struct pending *q) {
+  int root = s->cur_root;
+  struct qitem item = s->cur_item;
+  s->cur_root = q->root;
+  s->cur_item = q->item;
+  t4a_status st = resolve_pending_here(s, q);
+  s->cur_root = root;
+  s->cur_item = item;
   return st;
 }
 

@@ -1982,8 +1982,11 @@ static void test_lexer_edges_a_review_found_are_refused(void **state) {
  * folded (the check follows sq/y.h: NULL needle), and a '#' after a block comment's newline
  * inside a directive starts no directive (NVRTC reads it as the directive's: a fake `#ifdef` had
  * hidden the __has_include after it). The first nine shapes were found while fixing the
- * operand's end (the spans case above), the next six by an independent review, the rest by its
- * second round. */
+ * operand's end (the spans case above), the next six by an independent review, the next seven
+ * by its second round, the last four by its third: a quoted computed include searched from the
+ * file scanned last, an earlier operand lexed as tokens where the scan looks for an enclosing
+ * call, a call's name spelled across a splice, and a directive's ')' among an invocation's
+ * arguments. */
 static void test_header_names_as_nvrtc_spells_them(void **state) {
   (void)state;
   const char *roots[] = {g_root};
@@ -1998,6 +2001,9 @@ static void test_header_names_as_nvrtc_spells_them(void **state) {
   write_file(g_root, "a(->)", made);
   write_file(g_root, "sp/x.h", "int x;\n");
   write_file(g_root, "sq/y.h", made);
+  write_file(g_root, "sub/a.h", "#define M \"x.h\"\n#include M\n");
+  write_file(g_root, "sub/x.h", "#if __has_include(\"/etc/hostname\")\n#error made\n#endif\n");
+  write_file(g_root, "other/b.h", "int b;\n");
   static const char kWrapper[] = "#define W(x) __has_include(x)\n";
   static const char kRespelled[] = "holds white space, a comment, a quote";
   static const char kInCall[] = "in a parenthesized group an identifier or a ')' opens";
@@ -2044,6 +2050,20 @@ static void test_header_names_as_nvrtc_spells_them(void **state) {
       {"", "#define D\\\nX sq\n#define M <DX/y.h>\n#include M\n", NULL, NULL},
       {"", "#define DX sq\n#define M <D\\\nX/y.h>\n#include M\n",
        "joins two tokens across a line splice", NULL},
+      {"", "#include \"sub/a.h\"\n#include \"other/b.h\"\n", "__has_include \"/etc/hostname\"",
+       NULL},
+      {"",
+       "#define F(x, y) y\n#define D sp\n#if __has_include(<a'b.h>) || "
+       "F(\"')\" \"\\\"\", __has_include(<D/x.h>))\n#error made\n#endif\n",
+       kInCall, NULL},
+      {"",
+       "#define CAT(a, b) a ## b\n#if CA\\\nT(_, _has_include)(<sp/x.h>)\n#error made\n"
+       "#endif\n",
+       "could paste __has_include together", NULL},
+      {"",
+       "#define CAT(a, b) a ## b\nstatic_assert(!CAT(_,\n#define RP )\n_has_include)(<sp/x.h>), "
+       "\"made\");\n",
+       "could paste __has_include together", NULL},
   };
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
     char text[512];
