@@ -2418,8 +2418,7 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
             s->where, line, k_root_advice);
       }
       if (s->pass == 2 && s->cur_root >= 0 &&
-          (id_raw_len == id.len ? is_func_macro(s, id_raw, id_raw_len)
-                                : is_func_macro(s, id.text, id.len))) {
+          is_func_macro(s, id_raw_len == id.len ? id_raw : id.text, id.len)) {
         lexer peek = L;
         lx_blanks_lines(&peek, in_directive || in_define);
         if (lx_cur(&peek) == '(') {
