@@ -2066,6 +2066,10 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
       }
       lx_get(&L);
       line_start = 1;
+      /* An invocation a directive's line left open (a body's `F(`, an #if line NVRTC may skip)
+       * is collected on as if a text line had opened it: a later directive's parentheses are not
+       * its. */
+      if (in_directive) args_on_directive = 0;
       in_directive = 0;
       ifdef_operand = 0;
       after_defined = 0;
@@ -2418,6 +2422,7 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
             s->where, line, k_root_advice);
       }
       if (s->pass == 2 && s->cur_root >= 0 &&
+          (arg_depth == 0 || !in_directive || args_on_directive) &&
           is_func_macro(s, id_raw_len == id.len ? id_raw : id.text, id.len)) {
         lexer peek = L;
         lx_blanks_lines(&peek, in_directive || in_define);
@@ -2989,47 +2994,49 @@ static t4a_status scan_request_texts(scan *s) {
     if (po.known->kind == K_DEFINE && po.value != NULL) {
       snprintf(s->where, sizeof s->where, "the definition in option %zu", po.next - 1);
       st = scan_text(s, po.value, po.value_bytes);
+      /* NVRTC passes over the blanks before the name (`-D M=<a.h>`, measured with 13.0) */
+      const char *dv = po.value;
+      size_t dv_bytes = po.value_bytes;
+      while (dv_bytes > 0 && *dv == ' ') dv++, dv_bytes--;
       if (st == T4A_OK && s->pass == 2 && s->num_wrappers > 0) {
         size_t k = 0, eq = 0;
-        while (k < po.value_bytes && is_ident((unsigned char)po.value[k])) k++;
-        for (eq = k; eq < po.value_bytes && po.value[eq] != '='; eq++) {
+        while (k < dv_bytes && is_ident((unsigned char)dv[k])) k++;
+        for (eq = k; eq < dv_bytes && dv[eq] != '='; eq++) {
         }
-        if (eq < po.value_bytes) {
-          st = add_body_pieces(s, po.value + eq + 1, po.value_bytes - eq - 1, po.value + k,
-                               eq - k);
+        if (eq < dv_bytes) {
+          st = add_body_pieces(s, dv + eq + 1, dv_bytes - eq - 1, dv + k, eq - k);
         }
       }
       if (st == T4A_OK && s->pass == 1 && s->num_roots > 0) {
         /* -DNAME, -DNAME=body, -DNAME(args)=body: a definition the computed includes see. */
         size_t k = 0;
-        while (k < po.value_bytes && is_ident((unsigned char)po.value[k])) k++;
-        lexer L = {po.value, po.value_bytes, k, 1, 0};
-        int func = k < po.value_bytes && po.value[k] == '(';
-        while (L.i < L.n && po.value[L.i] != '=') L.i++;
+        while (k < dv_bytes && is_ident((unsigned char)dv[k])) k++;
+        lexer L = {dv, dv_bytes, k, 1, 0};
+        int func = k < dv_bytes && dv[k] == '(';
+        while (L.i < L.n && dv[L.i] != '=') L.i++;
         static const char one[] = "1";
         size_t eq = L.i;
         if (L.i < L.n) {
           L.i++;
-          st = add_define(s, &L, po.value, k, po.value + k, eq - k, func);
+          st = add_define(s, &L, dv, k, dv + k, eq - k, func);
           if (st == T4A_OK) {
-            st = add_body_pieces(s, po.value + L.i, po.value_bytes - L.i, po.value + k, eq - k);
+            st = add_body_pieces(s, dv + L.i, dv_bytes - L.i, dv + k, eq - k);
           }
           long open = 0;
           size_t bi = L.i, bs = 0;
           int bk;
-          while (st == T4A_OK &&
-                 (bk = body_token(po.value, po.value_bytes, &bi, &bs, s->d.trigraphs)) != 0) {
-            if (bk == 'p' && po.value[bs] == '(') open++;
-            if (bk == 'p' && po.value[bs] == ')' && open > 0) open--;
+          while (st == T4A_OK && (bk = body_token(dv, dv_bytes, &bi, &bs, s->d.trigraphs)) != 0) {
+            if (bk == 'p' && dv[bs] == '(') open++;
+            if (bk == 'p' && dv[bs] == ')' && open > 0) open--;
           }
           ident dn;
           dn.len = k < sizeof dn.text ? k : sizeof dn.text - 1;
-          memcpy(dn.text, po.value, dn.len);
+          memcpy(dn.text, dv, dn.len);
           dn.text[dn.len] = '\0';
           if (st == T4A_OK && open > 0) st = note_open_body(s, &dn, 1);
         } else {
           lexer L1 = {one, 1, 0, 1, 0};
-          st = add_define(s, &L1, po.value, k, po.value + k, eq - k, func);
+          st = add_define(s, &L1, dv, k, dv + k, eq - k, func);
         }
       }
     }
