@@ -2994,9 +2994,11 @@ static t4a_status scan_request_texts(scan *s) {
     if (po.known->kind == K_DEFINE && po.value != NULL) {
       snprintf(s->where, sizeof s->where, "the definition in option %zu", po.next - 1);
       st = scan_text(s, po.value, po.value_bytes);
-      /* NVRTC passes over the blanks before the name (`-D M=<a.h>`, measured with 13.0) */
+      /* NVRTC passes over one '=' (`-D=M=<a.h>`) and then the blanks before the name
+       * (`-D M=<a.h>`), measured with 13.0; where it refuses such a value nothing is cached */
       const char *dv = po.value;
       size_t dv_bytes = po.value_bytes;
+      if (dv_bytes > 0 && *dv == '=') dv++, dv_bytes--;
       while (dv_bytes > 0 && *dv == ' ') dv++, dv_bytes--;
       if (st == T4A_OK && s->pass == 2 && s->num_wrappers > 0) {
         size_t k = 0, eq = 0;

@@ -1988,7 +1988,8 @@ static void test_lexer_edges_a_review_found_are_refused(void **state) {
  * call, a call's name spelled across a splice, and a directive's ')' among an invocation's
  * arguments; the last two by its fourth: an invocation a directive's line left open that let a
  * later directive's ')' close the arguments again, and a -D value with a blank before its name
- * (NVRTC passes over it; the check now follows sq/y.h: NULL needle). */
+ * (NVRTC passes over it; the check now follows sq/y.h: NULL needle); and the last by its
+ * fifth: a -D value after `-D=` (NVRTC drops the '='). */
 static void test_header_names_as_nvrtc_spells_them(void **state) {
   (void)state;
   const char *roots[] = {g_root};
@@ -2071,6 +2072,7 @@ static void test_header_names_as_nvrtc_spells_them(void **state) {
        "#define RP )))\nclude)(<sp/x.h>), \"made\");\n",
        "ends inside a function-like macro's arguments", NULL},
       {"", "#include M\n", NULL, "-D M=<sq/y.h>"},
+      {"", "#include M\n", NULL, "-D=M=<sq/y.h>"},
   };
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
     char text[512];
