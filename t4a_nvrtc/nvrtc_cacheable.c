@@ -2828,8 +2828,8 @@ static t4a_status resolve_pending_here(scan *s, const struct pending *q) {
                        (v[j + 1] == '\x01' && (v[j + 2] == '=' || v[j + 2] == '>'));
           ok = joined ? -1 : 1;
         } else if (v[j] == '"' || v[j] == '\'') {
-          ok =
-              -1; /* a literal: NVRTC's lexing of it (a raw string, a digit separator) may differ */
+          /* a literal: NVRTC may lex it otherwise (a raw string, a digit separator) */
+          ok = -1;
         } else if (pn + len >= sizeof path) {
           break; /* longer than any path NVRTC opens */
         } else {
@@ -2839,6 +2839,7 @@ static t4a_status resolve_pending_here(scan *s, const struct pending *q) {
         }
       }
       path[pn] = '\0';
+      if (ok == 1 && pn == 0) ok = 0; /* <>: no name, NVRTC fails */
       if (ok == 1 && spaced) {
         st = REFUSE(
             "%s, line %zu: %s %.*s (a computed include) can expand to <%s> with white "
