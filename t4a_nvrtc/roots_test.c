@@ -1967,29 +1967,12 @@ static void test_lexer_edges_a_review_found_are_refused(void **state) {
   }
 }
 
-/* The header a computed include or a wrapper's argument names, as NVRTC spells it (measured
- * with NVRTC 13.0): tokens after the header name are a warning (#14-D) and the header is
- * included all the same; a '<' name made of tokens keeps a space wherever white space or a
- * comment stood, ends at the first '>' token (`->`, `<=>` are none) and holds literals as NVRTC
- * lexes them (a raw string, a digit separator); a wrapper's argument is such tokens too, and so
- * is a direct __has_include(<...>) operand among a function-like macro's arguments; a byte 0x01
- * or 0x02 in an operand is refused. Each shape but the empty macro's was a stale hit: the check
- * followed another file, or none, where NVRTC opened the one that reaches the #error (the empty
- * macro's guards the white space the expansion marks). Also refused: a __has_include(<...>)
- * after a name on its line where some body opens a parenthesis it does not close (`G F(`), a
- * wrapper's argument naming a parameter of the function-like macro whose body holds it, and an
- * operand's tokens joined across a line splice; a macro's name written across one is read
- * folded (the check follows sq/y.h: NULL needle), and a '#' after a block comment's newline
- * inside a directive starts no directive (NVRTC reads it as the directive's: a fake `#ifdef` had
- * hidden the __has_include after it). The first nine shapes were found while fixing the
- * operand's end (the spans case above), the next six by an independent review, the next seven
- * by its second round, the next four by its third: a quoted computed include searched from the
- * file scanned last, an earlier operand lexed as tokens where the scan looks for an enclosing
- * call, a call's name spelled across a splice, and a directive's ')' among an invocation's
- * arguments; the last two by its fourth: an invocation a directive's line left open that let a
- * later directive's ')' close the arguments again, and a -D value with a blank before its name
- * (NVRTC passes over it; the check now follows sq/y.h: NULL needle); and the last by its
- * fifth: a -D value after `-D=` (NVRTC drops the '='). */
+/* Header names made of tokens (computed includes, wrapper arguments, direct operands among a
+ * macro's arguments) as NVRTC 13.0 spells them, and the context the scan keeps for them
+ * (docs/design.md §11, "spelled as NVRTC"). Each row's text makes NVRTC reach the #error, or a
+ * failed static_assert, through a file the check missed before the row's fix: the check now
+ * refuses the row with its needle or, with a NULL needle, follows sq/y.h. The empty macro's row
+ * (the third) passed before too; it guards the expansion's white-space marks. */
 static void test_header_names_as_nvrtc_spells_them(void **state) {
   (void)state;
   const char *roots[] = {g_root};
