@@ -788,6 +788,8 @@ static void test_computed_includes_are_refused(void **state) {
   r.headers = &h;
   r.num_headers = 1;
   expect_refused(cr, &r, T4A_INVALID_ARGUMENT, "header \"mine.h\", line 1", "working directory");
+  h.content = "#include_next \"top.h\"\n"; /* the same search (a stale hit before) */
+  expect_refused(cr, &r, T4A_INVALID_ARGUMENT, "header \"mine.h\", line 1", "working directory");
   h.content = "#include <top.h>\n";
   assert_int_equal(compile_origin(cr, &r, NULL), T4A_NVRTC_ORIGIN_COMPILED);
   t4a_nvrtc_cache_destroy(cr);
