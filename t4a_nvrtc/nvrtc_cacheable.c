@@ -751,7 +751,7 @@ static void lx_quoted(lexer *L, int quote) {
  * raw reading says. */
 static int lx_raw(lexer *L) {
   size_t start = L->i, k = start;
-  while (k < L->n && k - start <= 16 && L->s[k] != '(') {
+  while (k < L->n && k - start < 16 && L->s[k] != '(') { /* at most 16 (NVRTC 13.0) */
     char c = L->s[k];
     if (c == '\\' || (c == '?' && L->trigraphs)) return 1;
     if (c == ' ' || c == ')' || c == '\t' || c == '\v' || c == '\f' || c == '\n') {
@@ -1251,7 +1251,9 @@ static inline int directive_step(const scan *s, lexer *L) {
         (ident_is(&id, "u8") || ident_is(&id, "u") || ident_is(&id, "U") || ident_is(&id, "L"));
     if (raw) {
       lx_get(L);
+      size_t body = L->i;
       (void)lx_raw(L); /* (one with a splice is refused where the scan reads it) */
+      if (L->i == body) lx_quoted(L, '"'); /* no valid delimiter: a plain string */
     } else if (prefix) {
       lx_get(L);
       lx_quoted(L, q);
@@ -2218,13 +2220,18 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
       if (q == '"' && raw_prefix && s->d.raw_strings) {
         size_t from = L.i;
         lx_get(&L);
+        size_t body = L.i;
         if (lx_raw(&L)) {
           return REFUSE(
               "%s, line %zu: a raw string literal has a line splice in its delimiter or "
               "body, so where NVRTC ends it is not certain%s",
               s->where, line, s->num_roots > 0 ? k_root_advice : k_advice);
         }
-        if ((st = check_string(s, L.s, from, L.i, 1, line)) != T4A_OK) return st;
+        /* No valid delimiter: NVRTC ignores the raw indicator and reads a plain string (and
+         * fails the compile, measured with 13.0), and so does the check. */
+        int plain = L.i == body;
+        if (plain) lx_quoted(&L, '"');
+        if ((st = check_string(s, L.s, from, L.i, !plain, line)) != T4A_OK) return st;
         after_defined = ifdef_operand = 0;
         continue;
       }

@@ -288,7 +288,7 @@ static char *clean(ex *x, arena *a, const char *text, size_t n, size_t *out_n, u
       }
       if (raw) {
         size_t d = i + 1;
-        while (d < k && d - i <= 17 && b[d] != '(' && b[d] != '\n') d++;
+        while (d < k && d - i <= 16 && b[d] != '(' && b[d] != '\n') d++; /* at most 16 */
         if (d < k && b[d] == '(') {
           size_t dl = d - i - 1;
           size_t j = d + 1;

@@ -1967,6 +1967,12 @@ static void test_lexer_edges_a_review_found_are_refused(void **state) {
     assert_nvrtc_reaches(&r);
     assert_refused_both_ways(&r, "__has_include \"/etc/hostname\"", "span", i);
   }
+  /* A raw string's delimiter of 17 bytes: NVRTC ignores the raw indicator (an error, so nothing
+   * is cached) and reads a plain string, so the next line is a directive; the check read it as
+   * raw and hid the include. */
+  assert_reached_and_refused_in_text_and_root(
+      "", "const char *s = R\"aaaaaaaaaaaaaaaaa(\n#include \"hid.h\"\n)aaaaaaaaaaaaaaaaa\";\n",
+      "__has_include \"/etc/hostname\"", "delimiter", 0);
 }
 
 /* Header names made of tokens (computed includes, wrapper arguments, direct operands among a
