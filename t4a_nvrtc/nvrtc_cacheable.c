@@ -440,19 +440,19 @@ static size_t splice_end(const char *s, size_t n, size_t j) {
   return j < n && s[j] == '\n' ? j + 1 : 0;
 }
 
+/* A line splice starting at k: a backslash (or, where the dialect has trigraphs, ??/), CRs, LF.
+ * The index past it, or 0 when none starts there. */
+static size_t splice_at(const char *s, size_t n, size_t k, int trigraphs) {
+  if (k < n && s[k] == '\\') return splice_end(s, n, k + 1);
+  if (trigraphs && k + 2 < n && s[k] == '?' && s[k + 1] == '?' && s[k + 2] == '/') {
+    return splice_end(s, n, k + 3);
+  }
+  return 0;
+}
+
 static void lx_splices(lexer *L) {
-  for (;;) {
-    size_t j;
-    if (L->i < L->n && L->s[L->i] == '\\') {
-      j = L->i + 1;
-    } else if (L->trigraphs && L->i + 2 < L->n && L->s[L->i] == '?' && L->s[L->i + 1] == '?' &&
-               L->s[L->i + 2] == '/') {
-      j = L->i + 3;
-    } else {
-      return;
-    }
-    size_t end = splice_end(L->s, L->n, j);
-    if (end == 0) return;
+  size_t end;
+  while ((end = splice_at(L->s, L->n, L->i, L->trigraphs)) != 0) {
     L->i = end;
     L->line++;
   }
@@ -724,6 +724,18 @@ static inline int ident_is(const ident *id, const char *word) { /* word: under 3
   return id->len == n && memcmp(id->text, word, n) == 0;
 }
 
+/* What identifier id makes of the quote q right after it: 'r' a raw string's prefix (R, u8R,
+ * uR, UR, LR before '"'), 'p' a literal's prefix (u8, u, U, L), or 0. */
+static inline int literal_prefix(const ident *id, int q) {
+  if (id->len > 3 || (q != '"' && q != '\'')) return 0;
+  if (q == '"' && (ident_is(id, "R") || ident_is(id, "u8R") || ident_is(id, "uR") ||
+                   ident_is(id, "UR") || ident_is(id, "LR"))) {
+    return 'r';
+  }
+  return ident_is(id, "u8") || ident_is(id, "u") || ident_is(id, "U") || ident_is(id, "L") ? 'p'
+                                                                                           : 0;
+}
+
 /* Skips a string or character literal whose opening quote was read. It ends at its closing quote
  * or, unterminated, before the end of the line (as in the front end). */
 static void lx_quoted(lexer *L, int quote) {
@@ -763,11 +775,7 @@ static int lx_raw(lexer *L) {
   size_t dlen = k - start;
   for (size_t j = k + 1; j < L->n; j++) {
     if (L->s[j] == '\n') L->line++;
-    if (L->s[j] == '\\' && splice_end(L->s, L->n, j + 1) != 0) return 1;
-    if (L->trigraphs && L->s[j] == '?' && j + 2 < L->n && L->s[j + 1] == '?' &&
-        L->s[j + 2] == '/' && splice_end(L->s, L->n, j + 3) != 0) {
-      return 1;
-    }
+    if (splice_at(L->s, L->n, j, L->trigraphs) != 0) return 1;
     if (L->s[j] == ')' && j + dlen + 1 < L->n && memcmp(L->s + j + 1, L->s + start, dlen) == 0 &&
         L->s[j + 1 + dlen] == '"') {
       L->i = j + dlen + 2;
@@ -1243,18 +1251,13 @@ static inline int directive_step(const scan *s, lexer *L) {
     ident id;
     lx_ident(L, &id);
     int q = lx_cur(L);
-    int raw = q == '"' && s->d.raw_strings && id.len <= 3 &&
-              (ident_is(&id, "R") || ident_is(&id, "u8R") || ident_is(&id, "uR") ||
-               ident_is(&id, "UR") || ident_is(&id, "LR"));
-    int prefix =
-        (q == '"' || q == '\'') && id.len <= 2 &&
-        (ident_is(&id, "u8") || ident_is(&id, "u") || ident_is(&id, "U") || ident_is(&id, "L"));
-    if (raw) {
+    int kind = literal_prefix(&id, q);
+    if (kind == 'r' && s->d.raw_strings) {
       lx_get(L);
       size_t body = L->i;
       (void)lx_raw(L); /* (one with a splice is refused where the scan reads it) */
       if (L->i == body) lx_quoted(L, '"'); /* no valid delimiter: a plain string */
-    } else if (prefix) {
+    } else if (kind == 'p') {
       lx_get(L);
       lx_quoted(L, q);
     }
@@ -1292,7 +1295,8 @@ static size_t paren_operand_end(const scan *s, const lexer *L0) {
 }
 
 /* Whether p[0..n) is __has_include, __has_include_next or __has_embed. */
-static int has_operator(const char *p, size_t n) {
+static inline int has_operator(const char *p, size_t n) {
+  if (n < 11 || p[0] != '_') return 0;
   return (n == 13 && memcmp(p, "__has_include", 13) == 0) ||
          (n == 18 && memcmp(p, "__has_include_next", 18) == 0) ||
          (n == 11 && memcmp(p, "__has_embed", 11) == 0);
@@ -1335,6 +1339,7 @@ static int in_call(const scan *s, const lexer *L0, size_t until) {
     int c = directive_step(s, &L);
     if (c == -1 || c == '\n') break;
     int name = is_ident(c) && !(c >= '0' && c <= '9');
+    int is_defined = name && L.i - at == 7 && memcmp(L.s + at, "defined", 7) == 0;
     if (c == '(') {
       if (opens && depth < 64) called |= (uint64_t)1 << depth;
       depth++;
@@ -1342,12 +1347,8 @@ static int in_call(const scan *s, const lexer *L0, size_t until) {
       depth--;
       if (depth < 64) called &= ~((uint64_t)1 << depth);
     }
-    if (name && defined == 0 && !(L.i - at == 7 && memcmp(L.s + at, "defined", 7) == 0)) {
-      names = 1;
-    }
-    defined = name && L.i - at == 7 && memcmp(L.s + at, "defined", 7) == 0 ? 1
-              : defined == 1 && c == '('                                   ? 2
-                                                                           : 0;
+    names |= name && defined == 0 && !is_defined;
+    defined = is_defined ? 1 : defined == 1 && c == '(' ? 2 : 0;
     opens = name || c == ')';
     has = name && spelled_operator(&L, at) ? 1 : has == 1 && c == '(' ? 2 : 0;
   }
@@ -1885,12 +1886,7 @@ static t4a_status fold_name(scan *s, const char **p, size_t *n, size_t len) {
   if (buf == NULL) return T4A_HOST_OUT_OF_MEMORY;
   size_t k = 0;
   for (size_t i = 0; i < *n;) {
-    size_t j = (*p)[i] == '\\' ? i + 1 : 0;
-    if (s->d.trigraphs && i + 2 < *n && (*p)[i] == '?' && (*p)[i + 1] == '?' &&
-        (*p)[i + 2] == '/') {
-      j = i + 3;
-    }
-    size_t end = j != 0 ? splice_end(*p, *n, j) : 0;
+    size_t end = splice_at(*p, *n, i, s->d.trigraphs);
     if (end != 0) {
       i = end;
     } else {
@@ -2210,14 +2206,8 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
         }
       }
       int q = lx_cur(&L);
-      int prefix = 0, raw_prefix = 0;
-      if (id.len <= 3 && (q == '"' || q == '\'')) {
-        prefix =
-            ident_is(&id, "u8") || ident_is(&id, "u") || ident_is(&id, "U") || ident_is(&id, "L");
-        raw_prefix = ident_is(&id, "R") || ident_is(&id, "u8R") || ident_is(&id, "uR") ||
-                     ident_is(&id, "UR") || ident_is(&id, "LR");
-      }
-      if (q == '"' && raw_prefix && s->d.raw_strings) {
+      int prefix = literal_prefix(&id, q);
+      if (prefix == 'r' && s->d.raw_strings) {
         size_t from = L.i;
         lx_get(&L);
         size_t body = L.i;
@@ -2235,7 +2225,7 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
         after_defined = ifdef_operand = 0;
         continue;
       }
-      if ((q == '"' || q == '\'') && prefix) {
+      if (prefix == 'p') {
         size_t from = L.i;
         lx_get(&L);
         lx_quoted(&L, q);
@@ -2243,9 +2233,7 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
         after_defined = ifdef_operand = 0;
         continue;
       }
-      int has_include = id.len >= 11 && id.text[0] == '_' &&
-                        (ident_is(&id, "__has_include") || ident_is(&id, "__has_include_next") ||
-                         ident_is(&id, "__has_embed"));
+      int has_include = id.len < sizeof id.text && has_operator(id.text, id.len);
       int wrapper = 0;
       if (s->pass == 2) {
         for (size_t w = 0; w < s->num_wrappers && !wrapper; w++) {
@@ -2558,14 +2546,13 @@ static int body_token(const char *p, size_t n, size_t *i, size_t *start, int tri
                       p[*i] == '\v')) {
       (*i)++;
     }
-    if (*i + 1 < n && p[*i] == '\\' && (p[*i + 1] == '\n' || p[*i + 1] == '\r')) {
-      size_t end = splice_end(p, n, *i + 1); /* (a lone CR after it is a blank here too) */
-      *i = end != 0 ? end : *i + 2;
+    size_t end = splice_at(p, n, *i, trigraphs);
+    if (end != 0) {
+      *i = end;
       continue;
     }
-    if (trigraphs && *i + 2 < n && p[*i] == '?' && p[*i + 1] == '?' && p[*i + 2] == '/' &&
-        splice_end(p, n, *i + 3) != 0) {
-      *i = splice_end(p, n, *i + 3);
+    if (*i + 1 < n && p[*i] == '\\' && p[*i + 1] == '\r') { /* a lone CR after it: a blank */
+      *i += 2;
       continue;
     }
     if (*i + 1 < n && p[*i] == '/' && p[*i + 1] == '*') {
@@ -2624,9 +2611,7 @@ enum { GAP_WHITE = 1, GAP_SPLICED = 2 };
 static int gap_between(const char *p, size_t n, int trigraphs) {
   int spliced = 0;
   for (size_t k = 0; k < n;) {
-    size_t j = p[k] == '\\' ? k + 1 : 0;
-    if (trigraphs && k + 2 < n && p[k] == '?' && p[k + 1] == '?' && p[k + 2] == '/') j = k + 3;
-    size_t end = j != 0 ? splice_end(p, n, j) : 0;
+    size_t end = splice_at(p, n, k, trigraphs);
     if (end == 0) return GAP_WHITE; /* a blank, a comment */
     spliced = 1;
     k = end;
