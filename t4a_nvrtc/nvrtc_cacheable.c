@@ -28,6 +28,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdatomic.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -738,20 +739,20 @@ static inline int literal_prefix(const ident *id, int q) {
 
 /* Skips a string or character literal whose opening quote was read. It ends at its closing quote
  * or, unterminated, before the end of the line (as in the front end). */
-static void lx_quoted(lexer *L, int quote) {
+static int lx_quoted(lexer *L, int quote) { /* 1: closed by its quote; 0: left open */
   for (;;) {
     while (L->i < L->n && L->s[L->i] != quote && L->s[L->i] != '\n' &&
            lx_plain((unsigned char)L->s[L->i])) {
       L->i++; /* raw characters that neither end it nor escape */
     }
     int c = lx_cur(L);
-    if (c == -1 || c == '\n') return;
+    if (c == -1 || c == '\n') return 0;
     lx_get(L);
     if (c == '\\') {
       c = lx_cur(L);
       if (c != -1 && c != '\n') lx_get(L);
     } else if (c == quote) {
-      return;
+      return 1;
     }
   }
 }
@@ -797,6 +798,12 @@ static atomic_ullong g_second_passes;
 
 void t4a_nvrtc_check_skip_second_pass_(int on) { atomic_store(&g_skip_second, on != 0); }
 uint64_t t4a_nvrtc_check_second_passes_(void) { return atomic_load(&g_second_passes); }
+/* Tests: whether groups NVRTC skips by __CUDACC_RTC__ are skipped (default 1), and the groups
+ * skipped. */
+static atomic_int g_skip_groups = 1;
+static atomic_ullong g_groups_skipped;
+void t4a_nvrtc_check_skip_groups_(int on) { atomic_store(&g_skip_groups, on != 0); }
+uint64_t t4a_nvrtc_check_groups_skipped_(void) { return atomic_load(&g_groups_skipped); }
 
 typedef struct scan {
   const t4a_nvrtc_prepared *p;
@@ -841,6 +848,18 @@ typedef struct scan {
   } *wpieces;
   size_t num_wpieces, wpieces_cap;
   int pass; /* 1: includes; 2: uses of the wrappers */
+  /* Groups NVRTC skips by __CUDACC_RTC__ are skipped (prune); prune_lost: that may not be sound
+   * (a text #undefs it, or a name that could be it; a <...> that a skipped group lexes otherwise
+   * than a header name), so the check runs again without skipping. */
+  int prune, prune_lost;
+  /* The pasters NVRTC predefines whose built-in definitions were read as a root's text (a bit
+   * per T4A_NVRTC_PREDEFINED_PASTERS entry), and those texts, read again by the second pass. */
+  uint64_t predefined_read, predefined_defined; /* (the latter: some text defines it) */
+  struct {
+    const char *text;
+    size_t len;
+  } builtin_texts[64];
+  size_t num_builtin_texts;
   /* The contents of string literals read as texts (a pragma's operand in waiting: freed at the
    * end) and how deep such a scan is nested. */
   char **pragmas;
@@ -1143,6 +1162,15 @@ static size_t paren_operand_end(const scan *s, const lexer *L0);
  * the directive or operator and the line it starts on, for the message. */
 static t4a_status check_operand(scan *s, lexer *L, const char *what, size_t line) {
   int open = lx_cur(L);
+  if (open == '<' && s->prune && !s->prune_lost) {
+    /* In a group NVRTC skips, a <...> is no header name: a comment's opening or a quote in it
+     * lexes otherwise there, and so a group the check reads (its condition not known) could end
+     * elsewhere for NVRTC than for the check's chains. */
+    for (size_t j = L->i + 1; j < L->n && L->s[j] != '>' && L->s[j] != '\n'; j++) {
+      s->prune_lost |= strchr("\"'\\?", L->s[j]) != NULL ||
+                       (L->s[j] == '/' && j + 1 < L->n && (L->s[j + 1] == '*' || L->s[j + 1] == '/'));
+    }
+  }
   if (open != '"' && open != '<' && s->cur_root >= 0 && s->pass == 1) {
     /* A computed include in a root file: its operand runs to the directive's end or, inside
      * __has_include( ), to the matching parenthesis. (In the second pass, which checks the uses
@@ -1294,6 +1322,263 @@ static size_t paren_operand_end(const scan *s, const lexer *L0) {
   }
 }
 
+/* ---- Groups NVRTC skips --------------------------------------------------------------------- */
+
+/* NVRTC defines __CUDACC_RTC__ for every compile (T4A_NVRTC_RTC_ALWAYS_DEFINED, probed). Unless
+ * an option names it or a text #undefs it (the check then runs again without this), a group whose
+ * condition is known false by it, or that follows a group known taken in its chain, is one NVRTC
+ * skips: nothing in it is included, defined or expanded, and the check skips it too. Conditions
+ * are read only in one shape: `defined NAME` or `defined ( NAME )`, `!`, `&&`, `||` and
+ * parentheses, where NAME is __CUDACC_RTC__ (known defined) or another (not known); any other
+ * token makes the whole condition not known. */
+enum { COND_NONE, COND_IF, COND_IFDEF, COND_IFNDEF, COND_ELIF, COND_ELSE, COND_ENDIF, COND_OTHER };
+enum { CT_END, CT_NOT, CT_AND, CT_OR, CT_LP, CT_RP, CT_ID, CT_BAD };
+
+static int cond_kind(const ident *name) {
+  if (name->len < 2 || name->len > 8 || (name->text[0] != 'i' && name->text[0] != 'e')) {
+    return COND_NONE;
+  }
+  if (ident_is(name, "if")) return COND_IF;
+  if (ident_is(name, "ifdef")) return COND_IFDEF;
+  if (ident_is(name, "ifndef")) return COND_IFNDEF;
+  if (ident_is(name, "elif")) return COND_ELIF;
+  if (ident_is(name, "else")) return COND_ELSE;
+  if (ident_is(name, "endif")) return COND_ENDIF;
+  /* (C++23's #elifdef and #elifndef end a skipped group; the group after one is kept) */
+  if (ident_is(name, "elifdef") || ident_is(name, "elifndef")) return COND_OTHER;
+  return COND_NONE;
+}
+
+typedef struct cond_reader {
+  lexer L; /* in the directive's rest */
+  ident id; /* the last CT_ID's name */
+  int bad, depth;
+} cond_reader;
+
+static int cond_token(cond_reader *r) {
+  lx_blanks(&r->L, NULL);
+  int c = lx_cur(&r->L);
+  if (c == -1 || c == '\n') return CT_END;
+  lexer at = r->L;
+  if (is_ident(c) && !(c >= '0' && c <= '9')) {
+    lx_ident(&r->L, &r->id);
+    return literal_prefix(&r->id, lx_cur(&r->L)) || r->id.len >= sizeof r->id.text ? CT_BAD
+                                                                                     : CT_ID;
+  }
+  lx_get(&r->L);
+  int c2 = lx_cur(&r->L);
+  if (c == '(') return CT_LP;
+  if (c == ')') return CT_RP;
+  if (c == '!' && c2 != '=') return CT_NOT;
+  if ((c == '&' || c == '|') && c2 == c) {
+    lx_get(&r->L);
+    return c == '&' ? CT_AND : CT_OR;
+  }
+  r->L = at;
+  return CT_BAD;
+}
+
+static int cond_peek(cond_reader *r) {
+  lexer save = r->L;
+  int t = cond_token(r);
+  r->L = save;
+  return t;
+}
+
+/* 1 true, 0 false, -1 not known (r->bad: not read). */
+static int cond_or(cond_reader *r);
+static int cond_unary(cond_reader *r) {
+  int t = cond_token(r), v = -1;
+  if (++r->depth > 64) {
+    r->bad = 1;
+  } else if (t == CT_NOT) {
+    v = cond_unary(r);
+    v = v < 0 ? -1 : !v;
+  } else if (t == CT_LP) {
+    v = cond_or(r);
+    if (cond_token(r) != CT_RP) r->bad = 1;
+  } else if (t == CT_ID && ident_is(&r->id, "defined")) {
+    int paren = cond_peek(r) == CT_LP;
+    if (paren) (void)cond_token(r);
+    if (cond_token(r) != CT_ID) r->bad = 1;
+    v = ident_is(&r->id, "__CUDACC_RTC__") ? 1 : -1;
+    if (paren && cond_token(r) != CT_RP) r->bad = 1;
+  } else {
+    r->bad = 1;
+  }
+  r->depth--;
+  return v;
+}
+
+static int cond_and(cond_reader *r) {
+  int v = cond_unary(r);
+  while (!r->bad && cond_peek(r) == CT_AND) {
+    (void)cond_token(r);
+    int w = cond_unary(r);
+    v = v == 0 || w == 0 ? 0 : v == 1 && w == 1 ? 1 : -1;
+  }
+  return v;
+}
+
+static int cond_or(cond_reader *r) {
+  int v = cond_and(r);
+  while (!r->bad && cond_peek(r) == CT_OR) {
+    (void)cond_token(r);
+    int w = cond_and(r);
+    v = v == 1 || w == 1 ? 1 : v == 0 && w == 0 ? 0 : -1;
+  }
+  return v;
+}
+
+/* The value of the condition of the directive (kind) whose rest L is at. */
+static int cond_value(const lexer *L, int kind) {
+  cond_reader r = {*L, {{0}, 0}, 0, 0};
+  int v;
+  if (kind == COND_IFDEF || kind == COND_IFNDEF) {
+    if (cond_token(&r) != CT_ID) return -1;
+    v = ident_is(&r.id, "__CUDACC_RTC__") ? 1 : -1;
+    if (kind == COND_IFNDEF && v >= 0) v = !v;
+  } else {
+    v = cond_or(&r);
+  }
+  return r.bad || cond_token(&r) != CT_END ? -1 : v;
+}
+
+/* The chains of conditionals open in a text: how deep, and for the innermost 64 whether a group
+ * of each is known taken. */
+typedef struct cond_chains {
+  size_t depth;
+  uint64_t taken;
+} cond_chains;
+
+/* Steps the chains over a conditional directive (kind, its rest at L): 1 when the group it
+ * opens is one NVRTC skips. */
+static int cond_step(const lexer *L, int kind, cond_chains *ch) {
+  uint64_t bit = ch->depth >= 1 && ch->depth <= 64 ? (uint64_t)1 << (ch->depth - 1) : 0;
+  switch (kind) {
+    case COND_IF:
+    case COND_IFDEF:
+    case COND_IFNDEF: {
+      int v = cond_value(L, kind);
+      ch->depth++;
+      bit = ch->depth <= 64 ? (uint64_t)1 << (ch->depth - 1) : 0;
+      ch->taken = v == 1 ? ch->taken | bit : ch->taken & ~bit;
+      return v == 0;
+    }
+    case COND_ELIF: {
+      if (ch->taken & bit) return 1;
+      int v = ch->depth > 0 ? cond_value(L, kind) : -1;
+      if (v == 1) ch->taken |= bit;
+      return v == 0;
+    }
+    case COND_ELSE:
+      return (ch->taken & bit) != 0;
+    case COND_ENDIF:
+      if (ch->depth > 0) {
+        ch->taken &= ~bit;
+        ch->depth--;
+      }
+      return 0;
+    default:
+      return 0;
+  }
+}
+
+/* The rest of a line of a skipped group, lexed as the scan lexes: 1 at its end (L past its
+ * newline, or at the text's end); 0 where NVRTC may read it otherwise than the check would: a
+ * literal left open, a raw string, a block comment across a newline with a token after it, or,
+ * on an include's line, a <...> holding a comment's opening, a quote or a backslash. */
+static int skip_line_rest(const scan *s, lexer *L, int include_line) {
+  for (;;) {
+    int crossed = 0;
+    lx_blanks(L, &crossed);
+    int c = lx_cur(L);
+    if (c == -1) return 1;
+    if (c == '\n') {
+      lx_get(L);
+      return 1;
+    }
+    if (crossed) return 0;
+    if (include_line && c == '<') {
+      size_t j = L->i + 1;
+      while (j < L->n && L->s[j] != '>' && L->s[j] != '\n') {
+        unsigned char b = (unsigned char)L->s[j];
+        if (b == '"' || b == '\'' || b == '\\' || b == '?' ||
+            (b == '/' && j + 1 < L->n && (L->s[j + 1] == '*' || L->s[j + 1] == '/'))) {
+          return 0;
+        }
+        j++;
+      }
+      L->i = j < L->n && L->s[j] == '>' ? j + 1 : j;
+      include_line = 0;
+      continue;
+    }
+    include_line = 0;
+    if (c == '"' || c == '\'') {
+      lx_get(L);
+      if (!lx_quoted(L, c)) return 0;
+    } else if (is_ident(c) && !(c >= '0' && c <= '9')) {
+      ident id;
+      lx_ident(L, &id);
+      int q = lx_cur(L);
+      int prefix = literal_prefix(&id, q);
+      if (prefix == 'r' && s->d.raw_strings) return 0;
+      if (prefix != 0) {
+        lx_get(L);
+        if (!lx_quoted(L, q)) return 0;
+      }
+    } else if ((c >= '0' && c <= '9') || (c == '.' && lx_next(L) >= '0' && lx_next(L) <= '9')) {
+      lx_number(L, s->d.digit_separators);
+    } else {
+      lx_get(L);
+    }
+  }
+}
+
+/* Skips a group NVRTC skips, L at the start of the line after the directive that opens it: to the
+ * start of the line of the #elif, #else or #endif that ends it (nested conditionals counted) or
+ * the text's end; 1 then. 0, L unchanged, where a line of it may not read as the check reads it
+ * (skip_line_rest, or a directive's name after a block comment across a newline): the group is
+ * then scanned as if NVRTC kept it, which can only follow more. */
+static int skip_group(const scan *s, lexer *L0) {
+  lexer L = *L0;
+  size_t depth = 0;
+  for (;;) {
+    lexer line_at = L;
+    int crossed = 0;
+    lx_blanks(&L, &crossed);
+    int c = lx_cur(&L);
+    if (c == -1) break;
+    if (crossed && c != '\n') return 0;
+    int include_line = 0;
+    if (c == '#' || (c == '%' && lx_next(&L) == ':')) {
+      lx_get(&L);
+      if (c == '%') lx_get(&L);
+      lx_blanks(&L, &crossed);
+      if (crossed) return 0;
+      c = lx_cur(&L);
+      if (is_ident(c) && !(c >= '0' && c <= '9')) {
+        ident name;
+        lx_ident(&L, &name);
+        int kind = cond_kind(&name);
+        if (kind == COND_IF || kind == COND_IFDEF || kind == COND_IFNDEF) {
+          depth++;
+        } else if (kind == COND_ENDIF && depth > 0) {
+          depth--;
+        } else if (kind != COND_NONE && (kind == COND_ENDIF || depth == 0)) {
+          *L0 = line_at;
+          return 1;
+        }
+        include_line = ident_is(&name, "include") || ident_is(&name, "include_next") ||
+                       ident_is(&name, "import") || ident_is(&name, "embed");
+      }
+    }
+    if (!skip_line_rest(s, &L, include_line)) return 0;
+  }
+  *L0 = L;
+  return 1;
+}
+
 /* Whether p[0..n) is __has_include, __has_include_next or __has_embed. */
 static inline int has_operator(const char *p, size_t n) {
   if (n < 11 || p[0] != '_') return 0;
@@ -1365,6 +1650,8 @@ static t4a_status add_define(scan *s, const lexer *L, const char *name, size_t n
     s->defs = nd;
     s->defs_cap = cap;
   }
+  int k = predefined_index(name, name_len);
+  if (k >= 0) s->predefined_defined |= (uint64_t)1 << k;
   t4a_nvrtc_macro_ *d = &s->defs[s->num_defs++];
   d->name_len = name_len;
   d->func = func;
@@ -2014,6 +2301,8 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
   int args_on_directive = 0; /* the outermost invocation opened on a directive's line */
   int def_is_func = 0;
   size_t def_start = 0, def_end = 0;
+  cond_chains chains = {0, 0};
+  int skip_next = 0; /* the directive being read opens a group NVRTC skips */
   t4a_status st;
   for (;;) {
     if (s->cur_root >= 0 && s->root_any_piece && !line_start && !in_define && after_defined == 0 &&
@@ -2073,6 +2362,10 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
       ifdef_operand = 0;
       after_defined = 0;
       in_define = 0;
+      if (skip_next) {
+        skip_next = 0;
+        if (skip_group(s, &L)) atomic_fetch_add(&g_groups_skipped, 1); /* (else scanned) */
+      }
       continue;
     }
     int was_line_start = line_start;
@@ -2099,6 +2392,10 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
       ident name;
       lx_ident(&L, &name);
       dir_rest = L;
+      if (s->prune) {
+        int kind = cond_kind(&name);
+        if (kind != COND_NONE) skip_next = cond_step(&L, kind, &chains);
+      }
       if (s->pass == 2 && s->cur_root >= 0 && arg_depth > 0 &&
           (ident_is(&name, "include") || ident_is(&name, "include_next") ||
            ident_is(&name, "import") || ident_is(&name, "embed"))) {
@@ -2163,6 +2460,20 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
         continue;
       }
       if (ident_is(&name, "undef")) {
+        if (s->prune && !s->prune_lost) {
+          /* its name, or one that a splice, a trigraph or a universal character name spells */
+          lexer u = L;
+          lx_blanks(&u, NULL);
+          size_t at = u.i;
+          int c1 = lx_cur(&u), named = c1 == '\\';
+          if (is_ident(c1) && !(c1 >= '0' && c1 <= '9')) {
+            ident id;
+            lx_ident(&u, &id);
+            named = ident_is(&id, "__CUDACC_RTC__") || memchr(u.s + at, '\\', u.i - at) != NULL ||
+                    memchr(u.s + at, '?', u.i - at) != NULL;
+          }
+          s->prune_lost = named;
+        }
         ifdef_operand = 1;
         continue;
       }
@@ -3045,6 +3356,63 @@ static t4a_status scan_request_texts(scan *s) {
  * pasted passes a caller's tokens to a paste that the expansion, the roots' second pass and the
  * computed includes must see. Only those read the definitions, so a check that runs none of them
  * (no ##, no computed include) never copies them. */
+/* A paster NVRTC predefines that a text names (not as the operand of defined or #ifdef) while no
+ * text defines it: its header stood in a group NVRTC skips, as cuda_fp16.h's <nv/target> does
+ * under `#if !defined(__CUDACC_RTC__)`, and NVRTC's built-in copy of the header defines it. Each
+ * of NVRTC's own definitions of such a name is read as a root's text (in both passes), as the
+ * toolkit's copy of the header would have been read; the names their bodies use are read in
+ * turn. */
+static signed char g_builtin_paster[NUM_BUILTIN_MACROS]; /* each built-in's paster index, or -1 */
+static pthread_once_t g_builtin_paster_once = PTHREAD_ONCE_INIT;
+static void find_builtin_pasters(void) {
+  for (size_t m = 0; m < NUM_BUILTIN_MACROS; m++) {
+    g_builtin_paster[m] =
+        (signed char)predefined_index(k_builtin_macros[m].name, k_builtin_macros[m].name_len);
+  }
+}
+
+static t4a_status read_builtin_pasters(scan *s) {
+  pthread_once(&g_builtin_paster_once, find_builtin_pasters);
+  for (;;) {
+    uint64_t todo = s->predefined_used & ~s->predefined_read & ~s->predefined_defined;
+    if (todo == 0 || s->num_builtin_texts == sizeof s->builtin_texts / sizeof s->builtin_texts[0]) {
+      return T4A_OK; /* (past 64 texts the names left are refused as undefined) */
+    }
+    size_t bytes = 1;
+    for (size_t m = 0; m < NUM_BUILTIN_MACROS; m++) {
+      const t4a_nvrtc_macro_ *d = &k_builtin_macros[m];
+      int k = g_builtin_paster[m];
+      if (k >= 0 && ((todo >> k) & 1)) bytes += 10 + d->name_len + d->params_len + d->body_len;
+    }
+    char *buf = t4a_host_malloc(bytes);
+    if (buf == NULL) return T4A_HOST_OUT_OF_MEMORY;
+    size_t n = 0;
+    for (size_t m = 0; m < NUM_BUILTIN_MACROS; m++) {
+      const t4a_nvrtc_macro_ *d = &k_builtin_macros[m];
+      int k = g_builtin_paster[m];
+      if (k < 0 || !((todo >> k) & 1)) continue;
+      memcpy(buf + n, "#define ", 8);
+      memcpy(buf + n + 8, d->name, d->name_len);
+      n += 8 + d->name_len;
+      memcpy(buf + n, d->params, d->params_len);
+      n += d->params_len;
+      buf[n++] = ' ';
+      memcpy(buf + n, d->body, d->body_len);
+      n += d->body_len;
+      buf[n++] = '\n';
+    }
+    buf[n] = '\0';
+    t4a_status st = keep_buffer(s, buf);
+    if (st != T4A_OK) return st;
+    s->predefined_read |= todo;
+    s->builtin_texts[s->num_builtin_texts].text = buf;
+    s->builtin_texts[s->num_builtin_texts++].len = n;
+    s->cur_root = 0;
+    snprintf(s->where, sizeof s->where, "NVRTC's built-in definitions of the pasters a text names");
+    if ((st = scan_text(s, buf, n)) != T4A_OK) return st;
+  }
+}
+
 static t4a_status add_builtins(scan *s) {
   if (s->num_builtin > 0 || s->num_roots == 0) return T4A_OK;
   size_t n = s->num_defs + NUM_BUILTIN_MACROS;
@@ -3128,12 +3496,14 @@ static t4a_status builtin_body_names(scan *s) {
   return st;
 }
 
-t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p) {
+static t4a_status check_includes_once(const t4a_nvrtc_prepared *p, int prune, int *prune_lost) {
   const t4a_nvrtc_request *r = p->req;
   scan s;
   memset(&s, 0, sizeof s);
   s.p = p;
   s.pass = 1;
+  s.prune = prune;
+  *prune_lost = 0;
   t4a_status st = options_pass(r, &s.d);
   if (st != T4A_OK) return st;
   if (p->prober != NULL && r->num_include_roots > 0) {
@@ -3176,6 +3546,7 @@ t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p) {
       }
       st = scan_text(&s, q->file->text, q->file->text_bytes);
     }
+    if (st == T4A_OK) st = read_builtin_pasters(&s);
     /* Computed includes: resolved over every definition of the files reached so far; what they
      * reach joins the scan, whose definitions can widen them again: to a fixed point. */
     if (st == T4A_OK && s.num_pend > 0) st = add_builtins(&s);
@@ -3208,6 +3579,11 @@ t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p) {
         s.cur_item = *q;
         where_of(&s, q);
         st = scan_text(&s, q->file->text, q->file->text_bytes);
+      }
+      for (size_t i = 0; st == T4A_OK && i < s.num_builtin_texts; i++) {
+        s.cur_root = 0;
+        snprintf(s.where, sizeof s.where, "NVRTC's built-in definitions of the pasters a text names");
+        st = scan_text(&s, s.builtin_texts[i].text, s.builtin_texts[i].len);
       }
     }
   }
@@ -3286,7 +3662,10 @@ t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p) {
   free(s.wpieces);
   for (size_t i = 0; i < s.num_pragmas; i++) free(s.pragmas[i]);
   free(s.pragmas);
-  for (size_t i = 0; i < s.queue_len; i++) free(s.queue[i].raw);
+  for (size_t i = 0; i < s.queue_len; i++) {
+    free(s.queue[i].raw);
+    s.queue[i].file->queued = 0; /* (a run without skipping queues them again) */
+  }
   free(s.queue);
   free(s.wrappers);
   free(s.defs);
@@ -3307,6 +3686,21 @@ t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p) {
         s.piece_where, s.piece, k_advice);
   }
   free(sorted);
+  *prune_lost = s.prune_lost;
+  return st;
+}
+
+t4a_status t4a_nvrtc_check_includes(const t4a_nvrtc_prepared *p) {
+  /* Groups NVRTC skips by __CUDACC_RTC__ are skipped unless an option names it. */
+  int prune = T4A_NVRTC_RTC_ALWAYS_DEFINED && atomic_load(&g_skip_groups);
+  for (size_t i = 0; prune && i < p->req->num_options; i++) {
+    prune = strstr(p->req->options[i], "__CUDACC_RTC__") == NULL;
+  }
+  int prune_lost = 0;
+  t4a_status st = check_includes_once(p, prune, &prune_lost);
+  /* Skipping was not sound here: what was skipped may be kept (the second run's probes cover the
+   * first's). */
+  if (prune_lost) st = check_includes_once(p, 0, &prune_lost);
   return st;
 }
 

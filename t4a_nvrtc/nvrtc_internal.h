@@ -110,6 +110,10 @@ uint64_t t4a_nvrtc_roots_files_hashed_(void);
  * since start. */
 void t4a_nvrtc_check_skip_second_pass_(int on);
 uint64_t t4a_nvrtc_check_second_passes_(void);
+/* Tests: whether the include check skips the groups NVRTC skips by __CUDACC_RTC__ (default on),
+ * and the groups skipped since start. */
+void t4a_nvrtc_check_skip_groups_(int on);
+uint64_t t4a_nvrtc_check_groups_skipped_(void);
 
 /* Faults in the pages of a new buffer of 64 KiB or more in one call (madvise
  * MADV_POPULATE_WRITE), before read() or a copy fills it: a new process's buffers are fresh

@@ -1832,4 +1832,9 @@
   X("__noinline__") \
   X("__nv_register_params__")
 
+/* 1: NVRTC defines __CUDACC_RTC__ under every probed target and option, and no text of
+ * the libraries #undefs it or saves and restores it (push_macro / pop_macro), so that
+ * the include check may skip the groups NVRTC skips by it (design section 11). */
+#define T4A_NVRTC_RTC_ALWAYS_DEFINED 1
+
 #endif /* T4A_NVRTC_NVRTC_PREDEFINED_H_ */
