@@ -852,6 +852,7 @@ typedef struct scan {
    * (a text #undefs it, or a name that could be it; a <...> that a skipped group lexes otherwise
    * than a header name), so the check runs again without skipping. */
   int prune, prune_lost;
+  size_t groups_skipped;
   /* The pasters NVRTC predefines whose built-in definitions were read as a root's text (a bit
    * per T4A_NVRTC_PREDEFINED_PASTERS entry), and those texts, read again by the second pass. */
   uint64_t predefined_read, predefined_defined; /* (the latter: some text defines it) */
@@ -2364,7 +2365,7 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
       in_define = 0;
       if (skip_next) {
         skip_next = 0;
-        if (skip_group(s, &L)) atomic_fetch_add(&g_groups_skipped, 1); /* (else scanned) */
+        s->groups_skipped += (size_t)skip_group(s, &L); /* (where it cannot, it is scanned) */
       }
       continue;
     }
@@ -2392,7 +2393,7 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
       ident name;
       lx_ident(&L, &name);
       dir_rest = L;
-      if (s->prune) {
+      if (s->prune && !s->prune_lost) {
         int kind = cond_kind(&name);
         if (kind != COND_NONE) skip_next = cond_step(&L, kind, &chains);
       }
@@ -3687,6 +3688,7 @@ static t4a_status check_includes_once(const t4a_nvrtc_prepared *p, int prune, in
   }
   free(sorted);
   *prune_lost = s.prune_lost;
+  if (!s.prune_lost) atomic_fetch_add(&g_groups_skipped, s.groups_skipped);
   return st;
 }
 

@@ -2102,6 +2102,115 @@ static void test_header_names_as_nvrtc_spells_them(void **state) {
   assert_check_passes(&r, "wrapper", 0);
 }
 
+/* Groups NVRTC skips by __CUDACC_RTC__ (which it always defines) are skipped by the check: what
+ * they include is not reached, so an edit there keeps the hit. Each skipped row's dead.h holds
+ * an #error that NVRTC never reaches; each kept row is a case where NVRTC reaches dead.h (an
+ * #undef, a condition it reads true) or where the check cannot tell and reads the group (a
+ * condition of another shape, a line a skipped group may lex otherwise, an option naming the
+ * macro, a <...> that lexes otherwise there). */
+static void test_groups_nvrtc_skips_are_skipped(void **state) {
+  (void)state;
+  const char *roots[] = {g_root};
+  write_file(g_root, "dead.h", "#error made\n");
+  write_file(g_root, "live.h", "__device__ int live;\n");
+  write_file(g_root, "u.h", "#undef __CUDACC_RTC__\n");
+  static const struct {
+    const char *text, *option;
+    int files;      /* reached by the check: k.h, then live.h, u.h or dead.h */
+    int nvrtc_dead; /* NVRTC reaches dead.h */
+  } rows[] = {
+      /* skipped */
+      {"#ifndef __CUDACC_RTC__\n#include <dead.h>\n#endif\n#include <live.h>\n", NULL, 2, 0},
+      {"#if !defined(__CUDACC_RTC__) && defined(X)\n#include <dead.h>\n#endif\n", NULL, 1, 0},
+      {"#if defined __CUDACC_RTC__ || defined(X)\n#include <live.h>\n#elif 1\n#include <dead.h>\n"
+       "#else\n#include <dead.h>\n#endif\n",
+       NULL, 2, 0},
+      {"#ifdef __CUDACC_RTC__\n#if defined(Y)\n#else\n#include <live.h>\n#endif\n#else\n"
+       "#include <dead.h>\n#endif\n",
+       NULL, 2, 0},
+      {"#ifndef __CUDACC_RTC__\n#if 1\n#else\n#include <dead.h>\n#endif\n#include <dead.h>\n#else\n"
+       "#include <live.h>\n#endif\n",
+       NULL, 2, 0},
+      {"#ifndef __CUDACC_RTC__\n/*\n#endif\n*/\n#include <dead.h>\n#endif\n#include <live.h>\n",
+       NULL, 2, 0},
+      {"#ifndef __CUDACC_RTC__\nchar c = '\"'; /*\n#endif\n*/\n#include <dead.h>\n#endif\n"
+       "#include <live.h>\n",
+       NULL, 2, 0},
+      {"#ifndef __CUDACC_RTC__\n#include <dead.h>\n#end\\\nif\n#include <live.h>\n", NULL, 2, 0},
+      {"%:ifndef __CUDACC_RTC__\n#include <dead.h>\n%:endif\n#include <live.h>\n", NULL, 2, 0},
+      {"#if defined(Y)\n#elif !defined(__CUDACC_RTC__)\n#include <dead.h>\n#else\n"
+       "#include <live.h>\n#endif\n",
+       NULL, 2, 0},
+      /* kept */
+      {"#undef __CUDACC_RTC__\n#ifndef __CUDACC_RTC__\n#include <dead.h>\n#endif\n", NULL, 2, 1},
+      {"#include <u.h>\n#ifndef __CUDACC_RTC__\n#include <dead.h>\n#endif\n", NULL, 3, 1},
+      {"#if !defined(__CUDACC_RTC__) || 1\n#include <dead.h>\n#endif\n", NULL, 2, 1},
+      {"#if not defined(__CUDACC_RTC__)\n#include <dead.h>\n#endif\n", NULL, 2, 0},
+      {"#ifndef __CUDACC_RTC__\ndon't\n#include <dead.h>\n#endif\n", NULL, 2, 0},
+      {"#if __has_include(<a'b.h>)\n#endif\n#ifndef __CUDACC_RTC__\n#include <dead.h>\n#endif\n",
+       NULL, 2, 0},
+      {"#ifndef __CUDACC_RTC__\n#include <dead.h>\n#endif\n", "-D__CUDACC_RTC__=1", 2, 0},
+  };
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    write_file(g_root, "k.h", rows[i].text);
+    t4a_nvrtc_request r = roots_request("#include <k.h>\n", roots, 1);
+    const char *opts[] = {"--diag-suppress=14", rows[i].option};
+    r.options = opts;
+    r.num_options = rows[i].option != NULL ? 2 : 1;
+    if (rows[i].nvrtc_dead) {
+      assert_nvrtc_reaches(&r);
+    } else if (rows[i].option == NULL) {
+      t4a_nvrtc_artifact *a = NULL;
+      assert_int_equal(t4a_nvrtc_compile(g_lib, &r, &a, NULL), T4A_OK);
+      t4a_nvrtc_artifact_release(a);
+    }
+    uint64_t skipped = t4a_nvrtc_check_groups_skipped_();
+    check_result c = check_with(&r, 1);
+    if (c.st != T4A_OK || c.total.files != (uint64_t)rows[i].files) {
+      fail_msg("row %zu: %s \"%s\", %llu files, want %d", i, t4a_status_name(c.st), c.message,
+               (unsigned long long)c.total.files, rows[i].files);
+    }
+    assert_true((t4a_nvrtc_check_groups_skipped_() > skipped) == (i < 10));
+  }
+  /* An edit in the skipped group's header keeps the hit, at both levels; the kept one's is a
+   * miss. */
+  write_file(g_root, "k.h", rows[0].text);
+  t4a_nvrtc_request r = roots_request("#include <k.h>\n__global__ void k() {}\n", roots, 1);
+  t4a_nvrtc_cache *c = new_cache(1);
+  assert_int_equal(compile_origin(c, &r, NULL), T4A_NVRTC_ORIGIN_COMPILED);
+  write_file(g_root, "dead.h", "#error made again\n");
+  assert_int_equal(compile_origin(c, &r, NULL), T4A_NVRTC_ORIGIN_MEMORY);
+  t4a_nvrtc_cache *c2 = new_process();
+  assert_int_equal(compile_origin(c2, &r, NULL), T4A_NVRTC_ORIGIN_DISK);
+  write_file(g_root, "live.h", "__device__ int live2;\n");
+  assert_int_equal(compile_origin(c2, &r, NULL), T4A_NVRTC_ORIGIN_COMPILED);
+  t4a_nvrtc_cache_destroy(c);
+  t4a_nvrtc_cache_destroy(c2);
+}
+
+/* With roots, a paster NVRTC predefines that no text defines (its header stood in a skipped
+ * group) is read from NVRTC's own definitions: nv/target's machinery passes, and a paste of the
+ * caller's tokens into __has_include through it is refused, as NVRTC makes it. */
+static void test_builtin_pasters_no_text_defines_are_read(void **state) {
+  (void)state;
+  const char *roots[] = {g_root};
+  write_file(g_root, "t.h",
+             "#if !defined(__CUDACC_RTC__)\n#include <nv/target>\n#endif\n"
+             "__device__ int f() { NV_IF_ELSE_TARGET(NV_IS_DEVICE, (return 1;), (return 2;)) }\n");
+  write_file(g_root, "nv/target", "#error made\n");
+  t4a_nvrtc_request r = roots_request("#include <t.h>\n", roots, 1);
+  t4a_nvrtc_artifact *a = NULL;
+  assert_int_equal(t4a_nvrtc_compile(g_lib, &r, &a, NULL), T4A_OK);
+  t4a_nvrtc_artifact_release(a);
+  check_result c = check_with(&r, 1);
+  assert_int_equal(c.st, T4A_OK);
+  assert_int_equal(c.total.files, 1);
+  r = roots_request(
+      "#if _NV_PASTE5(__has_, include, , , )(\"/etc/hostname\")\n#error made\n#endif\n", roots, 1);
+  assert_nvrtc_reaches(&r);
+  assert_refused_both_ways(&r, "PASTE", "paste5", 0);
+}
+
 /* The check reads NVRTC's built-in definitions (every #define of its built-in headers, listed
  * by scripts/gen_nvrtc_predefined.py) as if a text defined them. A built-in that hands back a
  * name (_NV_EVAL, _NV_FIRST_ARG), a built-in paster whose own name is pasted and an alias (an
@@ -2928,6 +3037,10 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_lexer_edges_a_review_found_are_refused, each_setup,
                                       each_teardown),
       cmocka_unit_test_setup_teardown(test_header_names_as_nvrtc_spells_them, each_setup,
+                                      each_teardown),
+      cmocka_unit_test_setup_teardown(test_groups_nvrtc_skips_are_skipped, each_setup,
+                                      each_teardown),
+      cmocka_unit_test_setup_teardown(test_builtin_pasters_no_text_defines_are_read, each_setup,
                                       each_teardown),
       cmocka_unit_test_setup_teardown(test_builtin_definitions_are_read, each_setup, each_teardown),
       cmocka_unit_test_setup_teardown(test_builtin_pastes_without_a_text_paste_are_refused,
