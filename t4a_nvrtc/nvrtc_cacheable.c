@@ -3373,12 +3373,12 @@ static void find_builtin_pasters(void) {
 }
 
 static t4a_status read_builtin_pasters(scan *s) {
-  pthread_once(&g_builtin_paster_once, find_builtin_pasters);
   for (;;) {
     uint64_t todo = s->predefined_used & ~s->predefined_read & ~s->predefined_defined;
     if (todo == 0 || s->num_builtin_texts == sizeof s->builtin_texts / sizeof s->builtin_texts[0]) {
       return T4A_OK; /* (past 64 texts the names left are refused as undefined) */
     }
+    pthread_once(&g_builtin_paster_once, find_builtin_pasters);
     size_t bytes = 1;
     for (size_t m = 0; m < NUM_BUILTIN_MACROS; m++) {
       const t4a_nvrtc_macro_ *d = &k_builtin_macros[m];
