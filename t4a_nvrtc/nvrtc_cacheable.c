@@ -831,6 +831,9 @@ typedef struct scan {
     uint32_t root;           /* the root it was found through */
     t4a_nvrtc_probed *file;  /* its record: path (lexical), bytes */
     char *raw;               /* its path with ".." kept, when that is another spelling; or NULL */
+    size_t (*dead)[2]; /* the groups NVRTC skips in it (dead_ranges; read once, both passes) */
+    size_t num_dead;
+    int dead_read;
   } *queue;
   size_t queue_len, queue_cap;
   int cur_root; /* the root of the text being scanned, -1 for the request's own texts */
@@ -849,8 +852,7 @@ typedef struct scan {
   size_t num_wpieces, wpieces_cap;
   int pass; /* 1: includes; 2: uses of the wrappers */
   /* Groups NVRTC skips by __CUDACC_RTC__ are skipped (prune); prune_lost: that may not be sound
-   * (a text #undefs it, or a name that could be it; a <...> that a skipped group lexes otherwise
-   * than a header name), so the check runs again without skipping. */
+   * (a text #undefs it, or a name that could be it), so the check runs again without skipping. */
   int prune, prune_lost;
   size_t groups_skipped;
   /* The pasters NVRTC predefines whose built-in definitions were read as a root's text (a bit
@@ -1004,6 +1006,9 @@ static t4a_status enqueue(scan *s, size_t ri, t4a_nvrtc_probed *f, const char *r
   s->queue[s->queue_len].root = (uint32_t)ri;
   s->queue[s->queue_len].file = f;
   s->queue[s->queue_len].raw = copy;
+  s->queue[s->queue_len].dead = NULL;
+  s->queue[s->queue_len].num_dead = 0;
+  s->queue[s->queue_len].dead_read = 0;
   s->queue_len++;
   return T4A_OK;
 }
@@ -1163,15 +1168,6 @@ static size_t paren_operand_end(const scan *s, const lexer *L0);
  * the directive or operator and the line it starts on, for the message. */
 static t4a_status check_operand(scan *s, lexer *L, const char *what, size_t line) {
   int open = lx_cur(L);
-  if (open == '<' && s->prune && !s->prune_lost) {
-    /* In a group NVRTC skips, a <...> is no header name: a comment's opening or a quote in it
-     * lexes otherwise there, and so a group the check reads (its condition not known) could end
-     * elsewhere for NVRTC than for the check's chains. */
-    for (size_t j = L->i + 1; j < L->n && L->s[j] != '>' && L->s[j] != '\n'; j++) {
-      s->prune_lost |= strchr("\"'\\?", L->s[j]) != NULL ||
-                       (L->s[j] == '/' && j + 1 < L->n && (L->s[j + 1] == '*' || L->s[j + 1] == '/'));
-    }
-  }
   if (open != '"' && open != '<' && s->cur_root >= 0 && s->pass == 1) {
     /* A computed include in a root file: its operand runs to the directive's end or, inside
      * __has_include( ), to the matching parenthesis. (In the second pass, which checks the uses
@@ -1345,7 +1341,7 @@ static int cond_kind(const ident *name) {
   if (ident_is(name, "elif")) return COND_ELIF;
   if (ident_is(name, "else")) return COND_ELSE;
   if (ident_is(name, "endif")) return COND_ENDIF;
-  /* (C++23's #elifdef and #elifndef end a skipped group; the group after one is kept) */
+  /* (#elifdef and #elifndef, no conditionals for NVRTC 13.0: a text with one skips nothing) */
   if (ident_is(name, "elifdef") || ident_is(name, "elifndef")) return COND_OTHER;
   return COND_NONE;
 }
@@ -1485,107 +1481,200 @@ static int cond_step(const lexer *L, int kind, cond_chains *ch) {
   }
 }
 
-/* The rest of a line of a skipped group, lexed as the scan lexes: 1 at its end (L past its
- * newline, or at the text's end); 0 where NVRTC may read it otherwise than the check would: a
- * literal left open, a raw string, a block comment across a newline with a token after it, or,
- * on an include's line, a <...> holding a comment's opening, a quote or a backslash. */
-static int skip_line_rest(const scan *s, lexer *L, int include_line) {
-  for (;;) {
-    int crossed = 0;
-    lx_blanks(L, &crossed);
-    int c = lx_cur(L);
-    if (c == -1) return 1;
-    if (c == '\n') {
-      lx_get(L);
-      return 1;
-    }
-    if (crossed) return 0;
-    if (include_line && c == '<') {
-      size_t j = L->i + 1;
-      while (j < L->n && L->s[j] != '>' && L->s[j] != '\n') {
-        unsigned char b = (unsigned char)L->s[j];
-        if (b == '"' || b == '\'' || b == '\\' || b == '?' ||
-            (b == '/' && j + 1 < L->n && (L->s[j + 1] == '*' || L->s[j + 1] == '/'))) {
-          return 0;
-        }
-        j++;
-      }
-      L->i = j < L->n && L->s[j] == '>' ? j + 1 : j;
-      include_line = 0;
-      continue;
-    }
-    include_line = 0;
-    if (c == '"' || c == '\'') {
-      lx_get(L);
-      if (!lx_quoted(L, c)) return 0;
-    } else if (is_ident(c) && !(c >= '0' && c <= '9')) {
-      ident id;
-      lx_ident(L, &id);
-      int q = lx_cur(L);
-      int prefix = literal_prefix(&id, q);
-      if (prefix == 'r' && s->d.raw_strings) return 0;
-      if (prefix != 0) {
-        lx_get(L);
-        if (!lx_quoted(L, q)) return 0;
-      }
-    } else if ((c >= '0' && c <= '9') || (c == '.' && lx_next(L) >= '0' && lx_next(L) <= '9')) {
-      lx_number(L, s->d.digit_separators);
-    } else {
-      lx_get(L);
-    }
-  }
-}
-
-/* Skips a group NVRTC skips, L at the start of the line after the directive that opens it: to the
- * start of the line of the #elif, #else or #endif that ends it (nested conditionals counted) or
- * the text's end; 1 then. 0, L unchanged, where a line of it may not read as the check reads it
- * (skip_line_rest, or a directive's name after a block comment across a newline): the group is
- * then scanned as if NVRTC kept it, which can only follow more. */
-static int skip_group(const scan *s, lexer *L0) {
-  lexer L = *L0;
-  size_t depth = 0;
-  for (;;) {
-    lexer line_at = L;
-    int crossed = 0;
-    lx_blanks(&L, &crossed);
-    int c = lx_cur(&L);
-    if (c == -1) break;
-    if (crossed && c != '\n') return 0;
-    int include_line = 0;
-    if (c == '#' || (c == '%' && lx_next(&L) == ':')) {
-      lx_get(&L);
-      if (c == '%') lx_get(&L);
-      lx_blanks(&L, &crossed);
-      if (crossed) return 0;
-      c = lx_cur(&L);
-      if (is_ident(c) && !(c >= '0' && c <= '9')) {
-        ident name;
-        lx_ident(&L, &name);
-        int kind = cond_kind(&name);
-        if (kind == COND_IF || kind == COND_IFDEF || kind == COND_IFNDEF) {
-          depth++;
-        } else if (kind == COND_ENDIF && depth > 0) {
-          depth--;
-        } else if (kind != COND_NONE && (kind == COND_ENDIF || depth == 0)) {
-          *L0 = line_at;
-          return 1;
-        }
-        include_line = ident_is(&name, "include") || ident_is(&name, "include_next") ||
-                       ident_is(&name, "import") || ident_is(&name, "embed");
-      }
-    }
-    if (!skip_line_rest(s, &L, include_line)) return 0;
-  }
-  *L0 = L;
-  return 1;
-}
-
 /* Whether p[0..n) is __has_include, __has_include_next or __has_embed. */
 static inline int has_operator(const char *p, size_t n) {
   if (n < 11 || p[0] != '_') return 0;
   return (n == 13 && memcmp(p, "__has_include", 13) == 0) ||
          (n == 18 && memcmp(p, "__has_include_next", 18) == 0) ||
          (n == 11 && memcmp(p, "__has_embed", 11) == 0);
+}
+
+/* One conditional directive of a text, as the pre-pass of dead_ranges reads it: where its line
+ * starts, its kind, its rest (just past its name) and where the next line starts. */
+typedef struct cond_dir {
+  size_t line_at, next_line;
+  int kind;
+  lexer rest;
+} cond_dir;
+
+/* Where a text's groups that NVRTC skips by __CUDACC_RTC__ lie: [from, to) byte ranges, each from
+ * the start of the line after the directive that opens the group to the start of the line of the
+ * #elif, #else or #endif that ends it (or the text's end), in order. A text's conditionals are
+ * read first, whole, by one lexer that reads them as NVRTC does both where it keeps a group and
+ * where it skips one (measured with NVRTC 13.0: comments, literals, an unterminated literal to
+ * the line's end, splices, trigraphs, digraphs). Where the two readings can differ, or the
+ * check is not sure of NVRTC's, no range is returned (*ranges NULL, 0): a raw string, a digit
+ * separator, a <...> or "..." operand of an include or of __has_include holding a quote, a
+ * backslash, a '?' or a comment's opening, a '#' after a block comment across a newline, such a
+ * comment on a conditional's line, #elifdef or #elifndef. Then any mix of kept and skipped
+ * groups ends each group where this reading does, and the chains read from it are NVRTC's.
+ * HOST_OUT_OF_MEMORY. */
+static t4a_status dead_ranges(const scan *s, const char *text, size_t n, size_t (**ranges)[2],
+                              size_t *num) {
+  *ranges = NULL;
+  *num = 0;
+  lexer L = {text, n, 0, 1, s->d.trigraphs};
+  cond_dir *dirs = NULL;
+  size_t num_dirs = 0, cap = 0;
+  int ok = 1;
+  while (ok && L.i < L.n) {
+    size_t line_at = L.i;
+    int crossed = 0;
+    lx_blanks(&L, &crossed);
+    int c = lx_cur(&L);
+    if (c == -1) break;
+    int hash = c == '#' || (c == '%' && lx_next(&L) == ':');
+    if (crossed && hash) ok = 0;
+    int kind = COND_NONE, operand = 0; /* operand: 1 an include's, 2 __has_include's is next */
+    if (ok && hash) {
+      lx_get(&L);
+      if (c == '%') lx_get(&L);
+      crossed = 0;
+      lx_blanks(&L, &crossed);
+      ok = !crossed;
+      if (ok && is_ident(lx_cur(&L)) && !(lx_cur(&L) >= '0' && lx_cur(&L) <= '9')) {
+        ident name;
+        lx_ident(&L, &name);
+        kind = cond_kind(&name);
+        ok = kind != COND_OTHER;
+        operand = ident_is(&name, "include") || ident_is(&name, "include_next") ||
+                  ident_is(&name, "import") || ident_is(&name, "embed");
+      }
+      if (ok && kind != COND_NONE) {
+        if (num_dirs == cap) {
+          size_t ncap = cap ? 2 * cap : 32;
+          cond_dir *nd = t4a_host_realloc(dirs, ncap * sizeof *nd);
+          if (nd == NULL) {
+            free(dirs);
+            return T4A_HOST_OUT_OF_MEMORY;
+          }
+          dirs = nd;
+          cap = ncap;
+        }
+        dirs[num_dirs].line_at = line_at;
+        dirs[num_dirs].kind = kind;
+        dirs[num_dirs++].rest = L;
+      }
+    }
+    /* the rest of the line */
+    for (;;) {
+      if (operand == 0) { /* blanks and punctuators that end nothing, identifiers: raw bytes */
+        for (;;) {
+          while (L.i < L.n && (k_cc[(unsigned char)L.s[L.i]] & (CC_SKIP | CC_PAREN))) L.i++;
+          unsigned char b = L.i < L.n ? (unsigned char)L.s[L.i] : 0;
+          if (!(k_cc[b] & CC_IDENT) || (b >= '0' && b <= '9')) break;
+          size_t j = L.i + 1;
+          while (j < L.n && (k_cc[(unsigned char)L.s[j]] & CC_IDENT)) j++;
+          if (j < L.n && (!lx_plain((unsigned char)L.s[j]) || L.s[j] == '"' || L.s[j] == '\'')) {
+            break; /* (a splice, a trigraph or a literal's prefix: lexed below) */
+          }
+          if (j - L.i >= 11 && has_operator(L.s + L.i, j - L.i)) {
+            L.i = j;
+            operand = 3;
+            break;
+          }
+          L.i = j;
+        }
+      }
+      crossed = 0;
+      lx_blanks(&L, &crossed);
+      c = lx_cur(&L);
+      if (crossed && (kind != COND_NONE || c == '#' || (c == '%' && lx_next(&L) == ':'))) ok = 0;
+      if (!ok || c == -1) break;
+      if (c == '\n') {
+        lx_get(&L);
+        break;
+      }
+      int was = operand;
+      operand = 0;
+      if (was == 3 && c == '(') {
+        lx_get(&L);
+        operand = 2;
+        continue;
+      }
+      if ((c == '<' || c == '"') && (was == 1 || was == 2)) {
+        /* a header name: its bytes must read the same as tokens */
+        int close = c == '<' ? '>' : '"';
+        size_t j = L.i + 1;
+        for (; j < L.n && L.s[j] != close && L.s[j] != '\n'; j++) {
+          unsigned char b = (unsigned char)L.s[j];
+          if (b == '"' || b == '\'' || b == '\\' || b == '?' ||
+              (b == '/' && j + 1 < L.n && (L.s[j + 1] == '*' || L.s[j + 1] == '/'))) {
+            ok = 0;
+          }
+        }
+        L.i = j < L.n && L.s[j] == close ? j + 1 : j;
+        continue;
+      }
+      if (c == '"' || c == '\'') {
+        lx_get(&L);
+        (void)lx_quoted(&L, c); /* (one left open runs to the line's end, in both readings) */
+      } else if (is_ident(c) && !(c >= '0' && c <= '9')) {
+        ident id;
+        lx_ident(&L, &id);
+        int q = lx_cur(&L);
+        int prefix = literal_prefix(&id, q);
+        if (prefix == 'r' && s->d.raw_strings) {
+          ok = 0;
+        } else if (prefix != 0) {
+          lx_get(&L);
+          (void)lx_quoted(&L, q);
+        } else if (id.len < sizeof id.text && has_operator(id.text, id.len)) {
+          operand = 3; /* its '(' may follow */
+        }
+      } else if ((c >= '0' && c <= '9') || (c == '.' && lx_next(&L) >= '0' && lx_next(&L) <= '9')) {
+        lx_number(&L, 0);
+        if (lx_cur(&L) == '\'' && is_ident(lx_next(&L))) ok = 0; /* a digit separator? */
+      } else {
+        lx_get(&L);
+      }
+    }
+    if (kind != COND_NONE && num_dirs > 0) dirs[num_dirs - 1].next_line = L.i;
+  }
+  /* The chains, over the conditionals NVRTC reads: a group that opens dead runs to the next
+   * #elif, #else or #endif of its chain, whose conditionals NVRTC does not read. */
+  size_t(*out)[2] = NULL;
+  size_t count = 0, out_cap = 0;
+  cond_chains ch = {0, 0};
+  for (size_t d = 0; ok && d < num_dirs; d++) {
+    if (!cond_step(&dirs[d].rest, dirs[d].kind, &ch)) continue;
+    size_t e = d + 1, depth = 0;
+    for (; e < num_dirs; e++) {
+      int k = dirs[e].kind;
+      if (k == COND_IF || k == COND_IFDEF || k == COND_IFNDEF) {
+        depth++;
+      } else if (k == COND_ENDIF && depth > 0) {
+        depth--;
+      } else if (depth == 0) {
+        break;
+      }
+    }
+    size_t from = dirs[d].next_line, to = e < num_dirs ? dirs[e].line_at : n;
+    if (to > from) {
+      if (count == out_cap) {
+        size_t ncap = out_cap ? 2 * out_cap : 8;
+        size_t(*no)[2] = t4a_host_realloc(out, ncap * sizeof *no);
+        if (no == NULL) {
+          free(out);
+          free(dirs);
+          return T4A_HOST_OUT_OF_MEMORY;
+        }
+        out = no;
+        out_cap = ncap;
+      }
+      out[count][0] = from;
+      out[count++][1] = to;
+    }
+    d = e - 1; /* the loop steps to the directive that ends the group */
+  }
+  free(dirs);
+  if (!ok) {
+    free(out);
+    return T4A_OK;
+  }
+  *ranges = out;
+  *num = count;
+  return T4A_OK;
 }
 
 /* Whether the identifier at `at` of L's text, splices folded, is one of has_operator's. */
@@ -2283,7 +2372,9 @@ static t4a_status check_string(scan *s, const char *text, size_t from, size_t to
 }
 
 /* Lexes one text and checks its includes. */
-static t4a_status scan_text(scan *s, const char *text, size_t n) {
+static t4a_status scan_text_ranges(scan *s, const char *text, size_t n, size_t (*dead)[2],
+                                   size_t num_dead) {
+  size_t next_dead = 0;
   lexer L = {text, n, 0, 1, s->d.trigraphs};
   int line_start = 1;
   int ifdef_operand = 0; /* the next token is the operand of #ifdef / #ifndef */
@@ -2302,8 +2393,6 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
   int args_on_directive = 0; /* the outermost invocation opened on a directive's line */
   int def_is_func = 0;
   size_t def_start = 0, def_end = 0;
-  cond_chains chains = {0, 0};
-  int skip_next = 0; /* the directive being read opens a group NVRTC skips */
   t4a_status st;
   for (;;) {
     if (s->cur_root >= 0 && s->root_any_piece && !line_start && !in_define && after_defined == 0 &&
@@ -2363,9 +2452,11 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
       ifdef_operand = 0;
       after_defined = 0;
       in_define = 0;
-      if (skip_next) {
-        skip_next = 0;
-        s->groups_skipped += (size_t)skip_group(s, &L); /* (where it cannot, it is scanned) */
+      while (next_dead < num_dead && dead[next_dead][0] < L.i) next_dead++;
+      if (next_dead < num_dead && dead[next_dead][0] == L.i) { /* a group NVRTC skips */
+        L.line += count_newlines(L.s + L.i, dead[next_dead][1] - L.i);
+        L.i = dead[next_dead++][1];
+        s->groups_skipped++;
       }
       continue;
     }
@@ -2393,10 +2484,6 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
       ident name;
       lx_ident(&L, &name);
       dir_rest = L;
-      if (s->prune && !s->prune_lost) {
-        int kind = cond_kind(&name);
-        if (kind != COND_NONE) skip_next = cond_step(&L, kind, &chains);
-      }
       if (s->pass == 2 && s->cur_root >= 0 && arg_depth > 0 &&
           (ident_is(&name, "include") || ident_is(&name, "include_next") ||
            ident_is(&name, "import") || ident_is(&name, "embed"))) {
@@ -2811,6 +2898,38 @@ static t4a_status scan_text(scan *s, const char *text, size_t n) {
                   s->where, L.line, k_root_advice);
   }
   return T4A_OK;
+}
+
+/* dead_ranges where the text spells __CUDACC_RTC__ (else no condition is known: no range). */
+static t4a_status text_dead_ranges(const scan *s, const char *text, size_t n, size_t (**dead)[2],
+                                   size_t *num_dead) {
+  *dead = NULL;
+  *num_dead = 0;
+  if (!s->prune || s->prune_lost || memmem(text, n, "__CUDACC_RTC__", 14) == NULL) return T4A_OK;
+  return dead_ranges(s, text, n, dead, num_dead);
+}
+
+/* Scans a text, the groups NVRTC skips by __CUDACC_RTC__ left out. */
+static t4a_status scan_text(scan *s, const char *text, size_t n) {
+  size_t(*dead)[2] = NULL;
+  size_t num_dead = 0;
+  t4a_status st = text_dead_ranges(s, text, n, &dead, &num_dead);
+  if (st == T4A_OK) st = scan_text_ranges(s, text, n, dead, num_dead);
+  free(dead);
+  return st;
+}
+
+/* Scans queue[i], its groups NVRTC skips read once for both passes. */
+static t4a_status scan_item(scan *s, size_t i) {
+  struct qitem *q = &s->queue[i];
+  if (!q->dead_read) {
+    q->dead_read = 1;
+    t4a_status st = text_dead_ranges(s, q->file->text, q->file->text_bytes, &q->dead, &q->num_dead);
+    if (st != T4A_OK) return st;
+  }
+  /* (the queue may move while the file is scanned; its ranges do not) */
+  size_t(*dead)[2] = q->dead;
+  return scan_text_ranges(s, q->file->text, q->file->text_bytes, dead, q->num_dead);
 }
 
 /* Parses every option; the last -std sets the dialect. */
@@ -3545,7 +3664,7 @@ static t4a_status check_includes_once(const t4a_nvrtc_prepared *p, int prune, in
                     k_root_advice);
         break;
       }
-      st = scan_text(&s, q->file->text, q->file->text_bytes);
+      st = scan_item(&s, scanned);
     }
     if (st == T4A_OK) st = read_builtin_pasters(&s);
     /* Computed includes: resolved over every definition of the files reached so far; what they
@@ -3579,7 +3698,7 @@ static t4a_status check_includes_once(const t4a_nvrtc_prepared *p, int prune, in
         s.cur_root = (int)q->root;
         s.cur_item = *q;
         where_of(&s, q);
-        st = scan_text(&s, q->file->text, q->file->text_bytes);
+        st = scan_item(&s, i);
       }
       for (size_t i = 0; st == T4A_OK && i < s.num_builtin_texts; i++) {
         s.cur_root = 0;
@@ -3666,6 +3785,7 @@ static t4a_status check_includes_once(const t4a_nvrtc_prepared *p, int prune, in
   for (size_t i = 0; i < s.queue_len; i++) {
     free(s.queue[i].raw);
     s.queue[i].file->queued = 0; /* (a run without skipping queues them again) */
+    free(s.queue[i].dead);
   }
   free(s.queue);
   free(s.wrappers);
