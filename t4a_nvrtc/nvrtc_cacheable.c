@@ -1407,25 +1407,20 @@ static int cond_unary(cond_reader *r) {
   return v;
 }
 
-static int cond_and(cond_reader *r) {
-  int v = cond_unary(r);
-  while (!r->bad && cond_peek(r) == CT_AND) {
+/* Operands joined by op: CT_OR joins runs of &&, CT_AND unary operands. The value that decides
+ * (1 for ||, 0 for &&) wins whatever the others are; else the result is known when all are. */
+static int cond_run(cond_reader *r, int op) {
+  int decides = op == CT_OR;
+  int v = op == CT_OR ? cond_run(r, CT_AND) : cond_unary(r);
+  while (!r->bad && cond_peek(r) == op) {
     (void)cond_token(r);
-    int w = cond_unary(r);
-    v = v == 0 || w == 0 ? 0 : v == 1 && w == 1 ? 1 : -1;
+    int w = op == CT_OR ? cond_run(r, CT_AND) : cond_unary(r);
+    v = v == decides || w == decides ? decides : v == !decides && w == !decides ? !decides : -1;
   }
   return v;
 }
 
-static int cond_or(cond_reader *r) {
-  int v = cond_and(r);
-  while (!r->bad && cond_peek(r) == CT_OR) {
-    (void)cond_token(r);
-    int w = cond_and(r);
-    v = v == 1 || w == 1 ? 1 : v == 0 && w == 0 ? 0 : -1;
-  }
-  return v;
-}
+static int cond_or(cond_reader *r) { return cond_run(r, CT_OR); }
 
 /* The value of the condition of the directive (kind) whose rest L is at. */
 static int cond_value(const lexer *L, int kind) {
