@@ -688,6 +688,17 @@ static void lx_blanks_lines(lexer *L, int in_directive) {
   }
 }
 
+/* Where the logical line at L's position ends (its newline, splices joined), or the text's end. */
+static size_t logical_line_end(const lexer *L) {
+  for (size_t j = L->i;;) {
+    const char *nl = memchr(L->s + j, '\n', L->n - j);
+    if (nl == NULL) return L->n;
+    j = (size_t)(nl - L->s);
+    if (lx_logical_newline(L, L->i, j)) return j;
+    j++;
+  }
+}
+
 /* An identifier (or pp-number tail) starting at the current position; keeps its first bytes. */
 typedef struct ident {
   char text[32];
@@ -2370,6 +2381,9 @@ static t4a_status check_string(scan *s, const char *text, size_t from, size_t to
 static t4a_status scan_text_ranges(scan *s, const char *text, size_t n, size_t (*dead)[2],
                                    size_t num_dead) {
   size_t next_dead = 0;
+  /* Up to here the line holds what NVRTC lexes otherwise where it skips the group (a digit
+   * separator, a quoted header name with a backslash): no block comment may open before it. */
+  size_t lexed_otherwise = 0;
   lexer L = {text, n, 0, 1, s->d.trigraphs};
   int line_start = 1;
   int ifdef_operand = 0; /* the next token is the operand of #ifdef / #ifndef */
@@ -2426,7 +2440,18 @@ static t4a_status scan_text_ranges(scan *s, const char *text, size_t n, size_t (
     int crossed = 0;
     if (L.i >= L.n || is_blank((unsigned char)L.s[L.i]) || L.s[L.i] == '/' ||
         !lx_plain((unsigned char)L.s[L.i])) {
+      size_t blanks_at = L.i;
       lx_blanks(&L, &crossed); /* (nothing to skip at any other byte) */
+      if (crossed && blanks_at < lexed_otherwise) {
+        /* A digit separator or a quoted header name with a backslash before it on its line:
+         * where NVRTC skips the group it reads a character literal or a string to the line's
+         * end there, so this comment, which hides lines from the check, is none for NVRTC. */
+        return REFUSE(
+            "%s, line %zu: a block comment opens after a digit separator or a quoted "
+            "header name with a backslash on its line, which NVRTC reads as a literal "
+            "to the line's end where it skips the group%s",
+            s->where, L.line, s->num_roots > 0 ? k_root_advice : k_advice);
+      }
     }
     /* a '#' after a block comment's newline starts a directive on a text line only: inside a
      * directive NVRTC reads it as the directive's (measured with NVRTC 13.0) */
@@ -2573,6 +2598,12 @@ static t4a_status scan_text_ranges(scan *s, const char *text, size_t n, size_t (
         snprintf(what, sizeof what, "#%s", name.text);
         lx_blanks(&L, NULL);
         size_t op = L.i;
+        if (lx_cur(&L) == '"') {
+          const char *close = memchr(L.s + L.i + 1, '"', logical_line_end(&L) - L.i - 1);
+          if (close != NULL && memchr(L.s + L.i + 1, '\\', (size_t)(close - L.s) - L.i - 1)) {
+            lexed_otherwise = logical_line_end(&L);
+          }
+        }
         if ((st = check_operand(s, &L, what, hash_line)) != T4A_OK) return st;
         if (s->cur_root >= 0) note_region(s, L.s + op, L.i - op); /* (pass 1 only here) */
       } else if (ident_is(&name, "ifdef") || ident_is(&name, "ifndef") ||
@@ -2835,7 +2866,11 @@ static t4a_status scan_text_ranges(scan *s, const char *text, size_t n, size_t (
       continue;
     }
     if ((c >= '0' && c <= '9') || (c == '.' && lx_next(&L) >= '0' && lx_next(&L) <= '9')) {
+      size_t num_at = L.i;
       lx_number(&L, s->d.digit_separators); /* a pp-number */
+      if (s->d.digit_separators && memchr(L.s + num_at, '\'', L.i - num_at) != NULL) {
+        lexed_otherwise = logical_line_end(&L); /* (see the comment's check above) */
+      }
       after_defined = ifdef_operand = 0;
       continue;
     }
