@@ -533,23 +533,95 @@ enum { CC_IDENT = 1, CC_SKIP = 2, CC_PAREN = 4 };
 #define CC_ROW_ID CC_IDENT, CC_IDENT, CC_IDENT, CC_IDENT, CC_IDENT, CC_IDENT, CC_IDENT, CC_IDENT
 #define CC_ROW_SK CC_SKIP, CC_SKIP, CC_SKIP, CC_SKIP, CC_SKIP, CC_SKIP, CC_SKIP, CC_SKIP
 static const unsigned char k_cc[256] = {
-    /* 0x00 */ CC_ROW_SK, CC_SKIP, CC_SKIP, 0 /* \n */, CC_SKIP, CC_SKIP, CC_SKIP, CC_SKIP, CC_SKIP,
-    /* 0x10 */ CC_ROW_SK, CC_ROW_SK,
-    /* 0x20  !"#$%&' */ CC_SKIP, CC_SKIP, 0, 0, CC_IDENT, 0, CC_SKIP, 0,
-    /* ()*+,-./ */ CC_PAREN, CC_PAREN, CC_SKIP, CC_SKIP, CC_SKIP, CC_SKIP, 0, 0,
+    /* 0x00 */ CC_ROW_SK,
+    CC_SKIP,
+    CC_SKIP,
+    0 /* \n */,
+    CC_SKIP,
+    CC_SKIP,
+    CC_SKIP,
+    CC_SKIP,
+    CC_SKIP,
+    /* 0x10 */ CC_ROW_SK,
+    CC_ROW_SK,
+    /* 0x20  !"#$%&' */ CC_SKIP,
+    CC_SKIP,
+    0,
+    0,
+    CC_SKIP,
+    0,
+    CC_SKIP,
+    0,
+    /* ()*+,-./ */ CC_PAREN,
+    CC_PAREN,
+    CC_SKIP,
+    CC_SKIP,
+    CC_SKIP,
+    CC_SKIP,
+    0,
+    0,
     /* 0-7 */ CC_ROW_ID,
-    /* 89:;<=>? */ CC_IDENT, CC_IDENT, CC_SKIP, CC_SKIP, CC_SKIP, CC_SKIP, CC_SKIP, 0,
-    /* @A-G */ CC_SKIP, CC_IDENT, CC_IDENT, CC_IDENT, CC_IDENT, CC_IDENT, CC_IDENT, CC_IDENT,
+    /* 89:;<=>? */ CC_IDENT,
+    CC_IDENT,
+    CC_SKIP,
+    CC_SKIP,
+    CC_SKIP,
+    CC_SKIP,
+    CC_SKIP,
+    0,
+    /* @A-G */ CC_SKIP,
+    CC_IDENT,
+    CC_IDENT,
+    CC_IDENT,
+    CC_IDENT,
+    CC_IDENT,
+    CC_IDENT,
+    CC_IDENT,
     /* H-O */ CC_ROW_ID,
     /* P-W */ CC_ROW_ID,
-    /* XYZ[\]^_ */ CC_IDENT, CC_IDENT, CC_IDENT, CC_SKIP, 0, CC_SKIP, CC_SKIP, CC_IDENT,
-    /* `a-g */ CC_SKIP, CC_IDENT, CC_IDENT, CC_IDENT, CC_IDENT, CC_IDENT, CC_IDENT, CC_IDENT,
+    /* XYZ[\]^_ */ CC_IDENT,
+    CC_IDENT,
+    CC_IDENT,
+    CC_SKIP,
+    0,
+    CC_SKIP,
+    CC_SKIP,
+    CC_IDENT,
+    /* `a-g */ CC_SKIP,
+    CC_IDENT,
+    CC_IDENT,
+    CC_IDENT,
+    CC_IDENT,
+    CC_IDENT,
+    CC_IDENT,
+    CC_IDENT,
     /* h-o */ CC_ROW_ID,
     /* p-w */ CC_ROW_ID,
-    /* xyz{|}~DEL */ CC_IDENT, CC_IDENT, CC_IDENT, CC_SKIP, CC_SKIP, CC_SKIP, CC_SKIP, CC_SKIP,
-    /* 0x80-0xff */ CC_ROW_ID, CC_ROW_ID, CC_ROW_ID, CC_ROW_ID, CC_ROW_ID, CC_ROW_ID, CC_ROW_ID,
-    CC_ROW_ID, CC_ROW_ID, CC_ROW_ID, CC_ROW_ID, CC_ROW_ID, CC_ROW_ID, CC_ROW_ID, CC_ROW_ID,
-    CC_ROW_ID,
+    /* xyz{|}~DEL */ CC_IDENT,
+    CC_IDENT,
+    CC_IDENT,
+    CC_SKIP,
+    CC_SKIP,
+    CC_SKIP,
+    CC_SKIP,
+    CC_SKIP,
+    /* 0x80-0xff: no identifier's for NVRTC 13.0, nor is '$' (measured: an unrecognized token) */
+    CC_ROW_SK,
+    CC_ROW_SK,
+    CC_ROW_SK,
+    CC_ROW_SK,
+    CC_ROW_SK,
+    CC_ROW_SK,
+    CC_ROW_SK,
+    CC_ROW_SK,
+    CC_ROW_SK,
+    CC_ROW_SK,
+    CC_ROW_SK,
+    CC_ROW_SK,
+    CC_ROW_SK,
+    CC_ROW_SK,
+    CC_ROW_SK,
+    CC_ROW_SK,
 };
 #undef CC_ROW_ID
 #undef CC_ROW_SK
@@ -597,9 +669,8 @@ static int lx_logical_newline(const lexer *L, size_t from, size_t j) {
   return 1;
 }
 
-static inline int is_ident(int c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-         c == '$' || c >= 0x80;
+static inline int is_ident(int c) { /* (NVRTC 13.0 reads '$' and bytes past ASCII as no part) */
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
 }
 
 /* The end of a block comment whose opening was read (from: just past its '*'): past the first
@@ -1263,6 +1334,9 @@ static void lx_number(lexer *L, int digit_separators) {
       lx_get(L);
     } else if (d == '\'' && digit_separators && is_ident(lx_next(L))) {
       lx_get(L);
+      lx_get(L);
+    } else if (d == '\\' && (lx_next(L) == 'u' || lx_next(L) == 'U')) {
+      lx_get(L); /* a universal character name: \uXXXX, its digits read next */
       lx_get(L);
     } else if (is_ident(d) || d == '.') {
       lx_get(L);

@@ -207,9 +207,8 @@ static int tv_push(ex *x, tvec *v, const tok *t) {
 
 /* ---- Cleaning and lexing ------------------------------------------------------------------- */
 
-static int is_ident(int c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-         c == '$' || c >= 0x80;
+static int is_ident(int c) { /* (NVRTC 13.0 reads '$' and bytes past ASCII as no part) */
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
 }
 
 static char trigraph(char c) {
