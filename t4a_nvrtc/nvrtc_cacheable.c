@@ -431,6 +431,9 @@ typedef struct lexer {
   size_t n, i;
   size_t line; /* 1-based line of position i */
   int trigraphs;
+  /* NULL, or where lx_blanks records a block comment across a newline that opens where NVRTC,
+   * skipping the group, reads no comment (skipper_reaches): 1 + its position, or 0 */
+  size_t *mixed;
 } lexer;
 
 /* Past a line splice's newline, j just past its backslash (or ??/): NVRTC folds a backslash
@@ -701,6 +704,8 @@ static size_t lx_comment_end(const lexer *L, size_t from) {
   }
 }
 
+static int skipper_reaches(const lexer *L, size_t after_open);
+
 /* Skips blanks and comments on this line (a block comment may span lines: *crossed says so). */
 static void lx_blanks(lexer *L, int *crossed) {
   for (;;) {
@@ -731,6 +736,10 @@ static void lx_blanks(lexer *L, int *crossed) {
       /* Lines are counted after: the line is 1 + the newlines before the position. */
       size_t from = L->i, line = L->line;
       L->i = lx_comment_end(L, from);
+      if (L->mixed != NULL && *L->mixed == 0 && memchr(L->s + from, '\n', L->i - from) != NULL &&
+          !skipper_reaches(L, from)) {
+        *L->mixed = from;
+      }
       for (size_t j = from; crossed != NULL && !*crossed && j < L->i; j++) {
         const char *nl = memchr(L->s + j, '\n', L->i - j);
         if (nl == NULL) break;
@@ -756,17 +765,6 @@ static void lx_blanks_lines(lexer *L, int in_directive) {
     lx_blanks(&next, NULL);
     if (lx_cur(&next) == '#' || (lx_cur(&next) == '%' && lx_next(&next) == ':')) return;
     *L = next;
-  }
-}
-
-/* Where the logical line at L's position ends (its newline, splices joined), or the text's end. */
-static size_t logical_line_end(const lexer *L) {
-  for (size_t j = L->i;;) {
-    const char *nl = memchr(L->s + j, '\n', L->n - j);
-    if (nl == NULL) return L->n;
-    j = (size_t)(nl - L->s);
-    if (lx_logical_newline(L, L->i, j)) return j;
-    j++;
   }
 }
 
@@ -1346,6 +1344,53 @@ static void lx_number(lexer *L, int digit_separators) {
   }
 }
 
+/* Whether NVRTC, skipping the group, reads a block comment opening just before after_open (as the
+ * check's lexer L0 does): the logical line is lexed from its start as NVRTC's skipper lexes
+ * (no digit separator, no header name; a literal left open runs to the line's end). Not sure
+ * (a raw string's prefix before it): no. */
+static int skipper_reaches(const lexer *L0, size_t after_open) {
+  size_t ls = 0;
+  for (size_t k = after_open; k > 0;) {
+    const char *nl = memrchr(L0->s, '\n', k);
+    if (nl == NULL) break;
+    size_t j = (size_t)(nl - L0->s);
+    if (lx_logical_newline(L0, 0, j)) {
+      ls = j + 1;
+      break;
+    }
+    k = j;
+  }
+  lexer S = {L0->s, L0->n, ls, 1, L0->trigraphs, NULL};
+  while (S.i < after_open) {
+    while (S.i < S.n && is_blank((unsigned char)S.s[S.i])) S.i++;
+    int c = lx_cur(&S);
+    if (c == -1 || c == '\n' || (c == '/' && lx_next(&S) == '/')) return 0;
+    if (c == '/' && lx_next(&S) == '*') {
+      lx_get(&S);
+      lx_get(&S);
+      if (S.i == after_open) return 1;
+      S.i = lx_comment_end(&S, S.i);
+    } else if (c == '"' || c == '\'') {
+      lx_get(&S);
+      (void)lx_quoted(&S, c);
+    } else if (is_ident(c) && !(c >= '0' && c <= '9')) {
+      ident id;
+      lx_ident(&S, &id);
+      int q = lx_cur(&S), prefix = literal_prefix(&id, q);
+      if (prefix == 'r') return 0;
+      if (prefix == 'p') {
+        lx_get(&S);
+        (void)lx_quoted(&S, q);
+      }
+    } else if ((c >= '0' && c <= '9') || (c == '.' && lx_next(&S) >= '0' && lx_next(&S) <= '9')) {
+      lx_number(&S, 0);
+    } else {
+      lx_get(&S);
+    }
+  }
+  return 0;
+}
+
 /* Steps L past the next token of a directive's rest (and the blanks and comments before it),
  * lexed as the scan lexes it: splices, ??/ where the dialect has trigraphs, a block comment's
  * newlines and the literals' contents end nothing. Returns the token's first character, or -1
@@ -1593,7 +1638,7 @@ static t4a_status dead_ranges(const scan *s, const char *text, size_t n, size_t 
                               size_t *num) {
   *ranges = NULL;
   *num = 0;
-  lexer L = {text, n, 0, 1, s->d.trigraphs};
+  lexer L = {text, n, 0, 1, s->d.trigraphs, NULL};
   cond_dir *dirs = NULL;
   size_t num_dirs = 0, cap = 0;
   int ok = 1;
@@ -2399,7 +2444,7 @@ static t4a_status check_string(scan *s, const char *text, size_t from, size_t to
     buf = t4a_host_malloc(m + 8);
     if (buf == NULL) return T4A_HOST_OUT_OF_MEMORY;
     size_t len = 7;
-    lexer C = {text, to, from + 1, 1, s->d.trigraphs};
+    lexer C = {text, to, from + 1, 1, s->d.trigraphs, NULL};
     int c;
     while (C.i < to && (c = lx_get(&C)) != -1) {
       if (!raw && c == '\\' && (lx_cur(&C) == '"' || lx_cur(&C) == '\\')) c = lx_get(&C);
@@ -2455,10 +2500,8 @@ static t4a_status check_string(scan *s, const char *text, size_t from, size_t to
 static t4a_status scan_text_ranges(scan *s, const char *text, size_t n, size_t (*dead)[2],
                                    size_t num_dead) {
   size_t next_dead = 0;
-  /* Up to here the line holds what NVRTC lexes otherwise where it skips the group (a digit
-   * separator, a quoted header name with a backslash): no block comment may open before it. */
-  size_t lexed_otherwise = 0;
-  lexer L = {text, n, 0, 1, s->d.trigraphs};
+  size_t mixed = 0; /* (see lexer.mixed) */
+  lexer L = {text, n, 0, 1, s->d.trigraphs, &mixed};
   int line_start = 1;
   int ifdef_operand = 0; /* the next token is the operand of #ifdef / #ifndef */
   int after_defined = 0; /* 1: the last token was `defined`; 2: `defined (` */
@@ -2514,18 +2557,17 @@ static t4a_status scan_text_ranges(scan *s, const char *text, size_t n, size_t (
     int crossed = 0;
     if (L.i >= L.n || is_blank((unsigned char)L.s[L.i]) || L.s[L.i] == '/' ||
         !lx_plain((unsigned char)L.s[L.i])) {
-      size_t blanks_at = L.i;
       lx_blanks(&L, &crossed); /* (nothing to skip at any other byte) */
-      if (crossed && blanks_at < lexed_otherwise) {
-        /* A digit separator or a quoted header name with a backslash before it on its line:
-         * where NVRTC skips the group it reads a character literal or a string to the line's
-         * end there, so this comment, which hides lines from the check, is none for NVRTC. */
-        return REFUSE(
-            "%s, line %zu: a block comment opens after a digit separator or a quoted "
-            "header name with a backslash on its line, which NVRTC reads as a literal "
-            "to the line's end where it skips the group%s",
-            s->where, L.line, s->num_roots > 0 ? k_root_advice : k_advice);
-      }
+    }
+    if (mixed != 0) {
+      /* Where NVRTC skips the group (its condition not known here) it reads a literal or a
+       * header name's tokens there, so this comment, which hides lines from the check, is none
+       * for NVRTC. */
+      return REFUSE(
+          "%s, line %zu: a block comment across a newline opens where NVRTC, skipping the group, "
+          "reads no comment (a digit separator, a quote or a header name before it on its line)%s",
+          s->where, count_newlines(L.s, mixed - 1) + 1,
+          s->num_roots > 0 ? k_root_advice : k_advice);
     }
     /* a '#' after a block comment's newline starts a directive on a text line only: inside a
      * directive NVRTC reads it as the directive's (measured with NVRTC 13.0) */
@@ -2672,12 +2714,6 @@ static t4a_status scan_text_ranges(scan *s, const char *text, size_t n, size_t (
         snprintf(what, sizeof what, "#%s", name.text);
         lx_blanks(&L, NULL);
         size_t op = L.i;
-        if (lx_cur(&L) == '"') {
-          const char *close = memchr(L.s + L.i + 1, '"', logical_line_end(&L) - L.i - 1);
-          if (close != NULL && memchr(L.s + L.i + 1, '\\', (size_t)(close - L.s) - L.i - 1)) {
-            lexed_otherwise = logical_line_end(&L);
-          }
-        }
         if ((st = check_operand(s, &L, what, hash_line)) != T4A_OK) return st;
         if (s->cur_root >= 0) note_region(s, L.s + op, L.i - op); /* (pass 1 only here) */
       } else if (ident_is(&name, "ifdef") || ident_is(&name, "ifndef") ||
@@ -2940,11 +2976,7 @@ static t4a_status scan_text_ranges(scan *s, const char *text, size_t n, size_t (
       continue;
     }
     if ((c >= '0' && c <= '9') || (c == '.' && lx_next(&L) >= '0' && lx_next(&L) <= '9')) {
-      size_t num_at = L.i;
       lx_number(&L, s->d.digit_separators); /* a pp-number */
-      if (s->d.digit_separators && memchr(L.s + num_at, '\'', L.i - num_at) != NULL) {
-        lexed_otherwise = logical_line_end(&L); /* (see the comment's check above) */
-      }
       after_defined = ifdef_operand = 0;
       continue;
     }
@@ -3091,7 +3123,7 @@ static int body_token(const char *p, size_t n, size_t *i, size_t *start, int tri
       continue;
     }
     if (*i + 1 < n && p[*i] == '/' && p[*i + 1] == '*') {
-      lexer C = {p, n, *i + 2, 1, trigraphs};
+      lexer C = {p, n, *i + 2, 1, trigraphs, NULL};
       *i = lx_comment_end(&C, *i + 2);
       continue;
     }
@@ -3542,7 +3574,7 @@ static t4a_status scan_request_texts(scan *s) {
         /* -DNAME, -DNAME=body, -DNAME(args)=body: a definition the computed includes see. */
         size_t k = 0;
         while (k < dv_bytes && is_ident((unsigned char)dv[k])) k++;
-        lexer L = {dv, dv_bytes, k, 1, 0};
+        lexer L = {dv, dv_bytes, k, 1, 0, NULL};
         int func = k < dv_bytes && dv[k] == '(';
         while (L.i < L.n && dv[L.i] != '=') L.i++;
         static const char one[] = "1";
@@ -3566,7 +3598,7 @@ static t4a_status scan_request_texts(scan *s) {
           dn.text[dn.len] = '\0';
           if (st == T4A_OK && open > 0) st = note_open_body(s, &dn, 1);
         } else {
-          lexer L1 = {one, 1, 0, 1, 0};
+          lexer L1 = {one, 1, 0, 1, 0, NULL};
           st = add_define(s, &L1, dv, k, dv + k, eq - k, func);
         }
       }

@@ -2114,7 +2114,8 @@ static void test_groups_nvrtc_skips_are_skipped(void **state) {
   write_file(g_root, "dead.h", "#error made\n");
   write_file(g_root, "live.h", "__device__ int live;\n");
   write_file(g_root, "u.h", "#undef __CUDACC_RTC__\n");
-  static const char kOtherwise[] = "a block comment opens after a digit separator";
+  static const char kOtherwise[] =
+      "a block comment across a newline opens where NVRTC, skipping the group, reads no comment";
   static const struct {
     const char *text, *option;
     int files;      /* reached by the check: k.h, then live.h, u.h or dead.h */
@@ -2188,6 +2189,15 @@ static void test_groups_nvrtc_skips_are_skipped(void **state) {
       {"#ifdef __CUDACC_RTC__\n#define X 1\\u00c0'a' /*\n#endif\n#ifdef NOPE\n#define Y */\n#else\n"
        "#include <dead.h>\n#endif\n",
        NULL, 2, 1, NULL},
+      /* a third review's: where the skipper reads a literal, a header name's tokens */
+      {"#if 0\n#include <a'b> /*\n#endif\n#include <dead.h>\n#if 0\n// */\n#endif\n", NULL, 2, 1,
+       kOtherwise},
+      {"#if 0\n#if 1'0 && __has_include /*\n#endif\n#endif\n#include <dead.h>\n#if 0\n#if 0\n"
+       "// */ (\"b.h\")\n#endif\n#endif\n",
+       NULL, 2, 1, kOtherwise},
+      {"#if 0\n#if __has_include(\"x\\\" /*\n#endif\n#endif\n#include <dead.h>\n#if 0\n#if 0\n"
+       "// */ )\n#endif\n#endif\n",
+       NULL, 2, 1, kOtherwise},
   };
   for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
     write_file(g_root, "k.h", rows[i].text);
