@@ -2497,6 +2497,16 @@ static t4a_status check_string(scan *s, const char *text, size_t from, size_t to
 }
 
 /* Lexes one text and checks its includes. */
+/* Where NVRTC skips the group (its condition not known to the check) it reads a literal or a
+ * header name's tokens at the comment's opening (after_open, see lexer.mixed), so the comment,
+ * which hides lines from the check, is none for NVRTC. */
+static t4a_status comment_skipper_refusal(const scan *s, const lexer *L, size_t after_open) {
+  return REFUSE(
+      "%s, line %zu: a block comment across a newline opens where NVRTC, skipping the group, "
+      "reads no comment (a digit separator, a quote or a header name before it on its line)%s",
+      s->where, count_newlines(L->s, after_open) + 1, s->num_roots > 0 ? k_root_advice : k_advice);
+}
+
 static t4a_status scan_text_ranges(scan *s, const char *text, size_t n, size_t (*dead)[2],
                                    size_t num_dead) {
   size_t next_dead = 0;
@@ -2559,16 +2569,7 @@ static t4a_status scan_text_ranges(scan *s, const char *text, size_t n, size_t (
         !lx_plain((unsigned char)L.s[L.i])) {
       lx_blanks(&L, &crossed); /* (nothing to skip at any other byte) */
     }
-    if (mixed != 0) {
-      /* Where NVRTC skips the group (its condition not known here) it reads a literal or a
-       * header name's tokens there, so this comment, which hides lines from the check, is none
-       * for NVRTC. */
-      return REFUSE(
-          "%s, line %zu: a block comment across a newline opens where NVRTC, skipping the group, "
-          "reads no comment (a digit separator, a quote or a header name before it on its line)%s",
-          s->where, count_newlines(L.s, mixed - 1) + 1,
-          s->num_roots > 0 ? k_root_advice : k_advice);
-    }
+    if (mixed != 0) return comment_skipper_refusal(s, &L, mixed);
     /* a '#' after a block comment's newline starts a directive on a text line only: inside a
      * directive NVRTC reads it as the directive's (measured with NVRTC 13.0) */
     if (crossed && !in_directive) line_start = 1;
@@ -3024,6 +3025,7 @@ static t4a_status scan_text_ranges(scan *s, const char *text, size_t n, size_t (
     }
     while (L.i < L.n && (k_cc[(unsigned char)L.s[L.i]] & skip)) L.i++;
   }
+  if (mixed != 0) return comment_skipper_refusal(s, &L, mixed);
   if (in_define && body_parens > 0) return note_open_body(s, &def_name, L.line);
   if (s->pass == 2 && s->cur_root >= 0 && arg_depth > 0) {
     /* The arguments are collected per file: an invocation this file leaves open could be
