@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "t4a/fault.h"
 #include "t4a_ctx/status_internal.h"
@@ -16,6 +17,7 @@
 #define DEFAULT_MAX_BYTES ((size_t)256 << 20)
 #define DEFAULT_DISK_MAX_BYTES ((uint64_t)1 << 30)
 #define HINT_SLOTS T4A_NVRTC_HINT_SLOTS
+#define SPEC_SLOTS 8
 
 /* E_RETRY: the owner found, on loading NVRTC, that the identity the key was made with is not the
  * loaded one; owner and waiters start over with the new identity. */
@@ -84,6 +86,10 @@ struct t4a_nvrtc_cache {
    * every byte compared: the index spares the hash of the whole request, not the comparison. */
   hint hints[HINT_SLOTS];
   _Atomic uint64_t hint_hits;
+  /* The first-level keys whose first miss compiles alongside its include check now (guarded by
+   * mu): a second request for one waits for it (see spec_claim). */
+  uint8_t spec_keys[SPEC_SLOTS][16];
+  unsigned char spec_used[SPEC_SLOTS];
 };
 
 /* One include manifest in memory: the blob (nvrtc_manifest.c) under its first-level key. */
@@ -670,6 +676,202 @@ static t4a_status answer(t4a_nvrtc_cache *c, entry *e, int in_flight, t4a_nvrtc_
   return st;
 }
 
+/* ---- A first miss's compile alongside its include check ------------------------------------ */
+
+/* A request with include roots and no manifest at any level (its first miss), in a cache that
+ * compiles what the check refuses (compile_uncacheable: NVRTC runs whatever the check says),
+ * compiles on a helper thread while this thread runs the include check, which only then names
+ * the key. A refused request takes it as its uncached compile. Its
+ * artifact is taken when the check finds that nothing it looked at (each file, each directory on
+ * the way to each path, each link) changed at or after settle_ns before the compile started: what
+ * NVRTC read before the check looked was the same, and what changed after the check looked is
+ * seen as for any miss (t4a_nvrtc_manifest_holds_). Otherwise it is discarded and NVRTC runs
+ * again after the check, as for every other miss (design §11, "A first miss"). */
+typedef struct spec_compile {
+  pthread_t thread;
+  int claimed, started, joined, taken, settled;
+  int slot;
+  t4a_nvrtc_lib *lib, *id;
+  t4a_nvrtc_prepared p; /* a copy: the check fills the caller's */
+  t4a_counters *counters;
+  t4a_status st;
+  t4a_error err;
+  t4a_nvrtc_artifact *art;
+  t4a_nvrtc_log log;
+  uint64_t start_ns, end_ns, check_start_ns, check_end_ns;
+} spec_compile;
+
+/* 0: every miss checks, then compiles; 1: a first miss overlaps (the default); 2: as 1, the
+ * helper's compile ending before the check starts (tests). */
+static atomic_int g_spec_mode = 1;
+static _Atomic int64_t g_settle_ns = 2000000000; /* file systems' coarsest change times */
+static _Atomic uint64_t g_check_wait_ns, g_check_waits, g_spec_taken, g_spec_discarded;
+
+void t4a_nvrtc_roots_overlap_(int mode, int64_t settle_ns) {
+  atomic_store(&g_spec_mode, mode);
+  atomic_store(&g_settle_ns, settle_ns);
+}
+
+void t4a_nvrtc_roots_check_waits_(t4a_nvrtc_check_waits *out) {
+  out->misses = atomic_load(&g_check_waits);
+  out->wait_ns = atomic_load(&g_check_wait_ns);
+  out->overlap_taken = atomic_load(&g_spec_taken);
+  out->overlap_discarded = atomic_load(&g_spec_discarded);
+}
+
+static uint64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t real_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Claims k1 for a first miss: 1 claimed (slot set), 0 no slot free (no overlap), -1 another
+ * request held it and has finished (start over: its manifest may be there now). */
+static int spec_claim(t4a_nvrtc_cache *c, const uint8_t k1[16], spec_compile *sc) {
+  int waited = 0;
+  pthread_mutex_lock(&c->mu);
+  for (;;) {
+    int held = 0, free_slot = -1;
+    for (int i = 0; i < SPEC_SLOTS; i++) {
+      if (c->spec_used[i] && memcmp(c->spec_keys[i], k1, 16) == 0) held = 1;
+      if (!c->spec_used[i] && free_slot < 0) free_slot = i;
+    }
+    if (held) {
+      waited = 1;
+      pthread_cond_wait(&c->cv, &c->mu);
+      continue;
+    }
+    if (waited || free_slot < 0) {
+      pthread_mutex_unlock(&c->mu);
+      return waited ? -1 : 0;
+    }
+    c->spec_used[free_slot] = 1;
+    memcpy(c->spec_keys[free_slot], k1, 16);
+    sc->slot = free_slot;
+    sc->claimed = 1;
+    pthread_mutex_unlock(&c->mu);
+    return 1;
+  }
+}
+
+static void *spec_main(void *arg) {
+  spec_compile *sc = arg;
+  static const uint8_t unkeyed[16]; /* keyed by the taker */
+  sc->st = t4a_nvrtc_compile_prepared(sc->lib, sc->id, &sc->p, unkeyed, sc->counters, &sc->art,
+                                      &sc->log);
+  if (sc->st != T4A_OK) t4a_error_last(&sc->err);
+  sc->end_ns = mono_ns();
+  return NULL;
+}
+
+/* Starts the compile of a claimed first miss (NVRTC loaded here if it is not); on any failure
+ * none is started, the detail left as it was, and the miss runs as every other. */
+static void spec_start(t4a_nvrtc_cache *c, t4a_nvrtc_lib *id, const t4a_nvrtc_prepared *p,
+                       spec_compile *sc) {
+  t4a_error before;
+  t4a_error_last(&before);
+  t4a_nvrtc_lib *lib = NULL;
+  t4a_status st = ensure_loaded(c, &lib);
+  if (st == T4A_OK && atomic_load(&c->id) != id) st = T4A_BUSY; /* a retry will follow */
+  t4a_nvrtc_prepared q;
+  if (st == T4A_OK && lib != id) st = t4a_nvrtc_prepare(lib, p->req, &q);
+  if (st == T4A_OK && t4a_fault_sim(T4A_FAULT_THREAD_CREATE)) st = T4A_HOST_OUT_OF_MEMORY;
+  if (st == T4A_OK) {
+    sc->lib = lib;
+    sc->id = id;
+    sc->p = *p;
+    for (size_t i = 0; i < p->num_implicit; i++) { /* its own copy of what points into p */
+      if (p->implicit[i] == p->arch_option) sc->p.implicit[i] = sc->p.arch_option;
+    }
+    sc->p.prober = NULL;
+    sc->p.probes = NULL;
+    sc->counters = &c->counters;
+    sc->start_ns = real_ns();
+    sc->started = pthread_create(&sc->thread, NULL, spec_main, sc) == 0;
+  }
+  t4a_nvrtc_error_restore(&before);
+}
+
+static void spec_join(spec_compile *sc) {
+  if (sc->started && !sc->joined) {
+    pthread_join(sc->thread, NULL);
+    sc->joined = 1;
+  }
+}
+
+/* Drops the helper's result, if it has one nobody took. */
+static void spec_discard(spec_compile *sc) {
+  if (!sc->started) return;
+  spec_join(sc);
+  t4a_nvrtc_artifact_release(sc->art);
+  free(sc->log.text);
+  sc->art = NULL;
+  sc->log.text = NULL;
+  sc->started = 0;
+  atomic_fetch_add(&g_spec_discarded, 1);
+}
+
+/* Takes the helper's result (ownership moves to the caller), keyed `key`; 0 if there is none. */
+static int spec_take(spec_compile *sc, const uint8_t key[16], t4a_status *st,
+                     t4a_nvrtc_artifact **art, t4a_nvrtc_log *log) {
+  if (!sc->started) return 0;
+  spec_join(sc);
+  *st = sc->st;
+  *art = sc->art;
+  *log = sc->log;
+  sc->art = NULL;
+  sc->log.text = NULL;
+  sc->log.bytes = 0;
+  sc->started = 0;
+  sc->taken = 1;
+  atomic_fetch_add(&g_spec_taken, 1);
+  if (*st == T4A_OK) {
+    memcpy((*art)->key, key, 16);
+    t4a_nvrtc_key_hex((*art)->key, (*art)->key_hex);
+  } else {
+    t4a_nvrtc_error_restore(&sc->err);
+  }
+  return 1;
+}
+
+/* Ends a first miss's overlap: a result nobody took is discarded; the claim is released; the
+ * time the miss waited on its check after NVRTC was done is counted. */
+static void spec_finish(t4a_nvrtc_cache *c, spec_compile *sc) {
+  spec_discard(sc);
+  if (sc->check_end_ns != 0) {
+    uint64_t from = sc->taken && sc->end_ns > sc->check_start_ns ? sc->end_ns : sc->check_start_ns;
+    atomic_fetch_add(&g_check_waits, 1);
+    atomic_fetch_add(&g_check_wait_ns, sc->check_end_ns > from ? sc->check_end_ns - from : 0);
+  }
+  if (sc->claimed) {
+    pthread_mutex_lock(&c->mu);
+    c->spec_used[sc->slot] = 0;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    sc->claimed = 0;
+  }
+}
+
+/* Whether every root is an absolute path to a directory (a bad root is refused by the check at
+ * once: nothing compiles alongside it). Leaves the detail as it was. */
+static int roots_usable(const t4a_nvrtc_request *r) {
+  t4a_error before;
+  t4a_error_last(&before);
+  int ok = 1;
+  for (size_t i = 0; ok && i < r->num_include_roots; i++) {
+    ok =
+        r->include_roots[i][0] == '/' && t4a_nvrtc_probe_root_(NULL, r->include_roots[i]) == T4A_OK;
+  }
+  t4a_nvrtc_error_restore(&before);
+  return ok;
+}
+
 /* How a request with include roots goes through compile_prepared_cached (NULL: no roots).
  * lookup_only: answer from memory or disk, or set nothing (found 0). includes_checked: the
  * include check ran (recording the manifest). disk_looked/looked_key: the disk was asked for
@@ -677,6 +879,7 @@ static t4a_status answer(t4a_nvrtc_cache *c, entry *e, int in_flight, t4a_nvrtc_
 typedef struct roots_pass {
   int lookup_only, includes_checked, disk_looked, found, kept;
   uint8_t looked_key[16];
+  spec_compile *spec; /* the compile running alongside the check, or NULL */
 } roots_pass;
 
 /* One cached compile of a prepared request under identity `id`; *retry set (and nothing else
@@ -688,11 +891,11 @@ static t4a_status compile_prepared_cached(t4a_nvrtc_cache *cache, t4a_nvrtc_lib 
 
 static t4a_status compile_with_roots(t4a_nvrtc_cache *cache, t4a_nvrtc_lib *id,
                                      t4a_nvrtc_prepared *p, t4a_nvrtc_artifact **out,
-                                     t4a_nvrtc_outcome *out_outcome, int *retry);
+                                     t4a_nvrtc_outcome *out_outcome, int *retry, spec_compile *sc);
 
 static t4a_status compile_uncached(t4a_nvrtc_cache *cache, const t4a_nvrtc_request *request,
                                    const t4a_error *before, t4a_nvrtc_artifact **out,
-                                   t4a_nvrtc_outcome *out_outcome);
+                                   t4a_nvrtc_outcome *out_outcome, spec_compile *sc);
 
 t4a_status t4a_nvrtc_cache_compile(t4a_nvrtc_cache *cache, const t4a_nvrtc_request *request,
                                    t4a_nvrtc_artifact **out, t4a_nvrtc_outcome *out_outcome) {
@@ -720,17 +923,23 @@ t4a_status t4a_nvrtc_cache_compile(t4a_nvrtc_cache *cache, const t4a_nvrtc_reque
     st = t4a_nvrtc_prepare(id, request, &p);
     if (st != T4A_OK) return st;
     int retry = 0;
+    spec_compile sc;
+    memset(&sc, 0, sizeof sc);
     if (request->num_include_roots > 0) {
-      st = compile_with_roots(cache, id, &p, out, out_outcome, &retry);
+      st = compile_with_roots(cache, id, &p, out, out_outcome, &retry, &sc);
     } else {
       st = compile_prepared_cached(cache, id, &p, out, out_outcome, &retry, NULL);
     }
-    if (retry) continue;
+    if (retry) {
+      spec_finish(cache, &sc);
+      continue;
+    }
     /* What the key cannot see (the include check refused it, here or in the compile this call
      * joined): compiled uncached when the options say so. */
     if (st != T4A_OK && cache->compile_uncacheable && t4a_nvrtc_refused_unseen_(st)) {
-      st = compile_uncached(cache, request, &before, out, out_outcome);
+      st = compile_uncached(cache, request, &before, out, out_outcome, &sc);
     }
+    spec_finish(cache, &sc);
     return st;
   }
 }
@@ -740,7 +949,7 @@ t4a_status t4a_nvrtc_cache_compile(t4a_nvrtc_cache *cache, const t4a_nvrtc_reque
  * too (t4a_nvrtc_artifact_key). */
 static t4a_status compile_uncached(t4a_nvrtc_cache *cache, const t4a_nvrtc_request *request,
                                    const t4a_error *before, t4a_nvrtc_artifact **out,
-                                   t4a_nvrtc_outcome *out_outcome) {
+                                   t4a_nvrtc_outcome *out_outcome, spec_compile *sc) {
   t4a_error why;
   t4a_error_last(&why);
   t4a_nvrtc_outcome_deinit(out_outcome);
@@ -748,7 +957,16 @@ static t4a_status compile_uncached(t4a_nvrtc_cache *cache, const t4a_nvrtc_reque
   t4a_status st = ensure_loaded(cache, &lib);
   if (st != T4A_OK) return st;
   t4a_nvrtc_log log = {NULL, 0};
-  st = t4a_nvrtc_compile_unkeyed_(lib, request, &cache->counters, out, &log);
+  /* A first miss's compile ran alongside the check: its artifact, keyed as an uncached one. */
+  t4a_nvrtc_prepared q;
+  uint8_t key[16];
+  if (sc->started && sc->lib == lib && t4a_nvrtc_prepare(lib, request, &q) == T4A_OK) {
+    t4a_nvrtc_identity_key(lib, &q, key);
+    (void)spec_take(sc, key, &st, out, &log);
+    if (st == T4A_OK) t4a_nvrtc_artifact_key_content_(*out);
+  } else {
+    st = t4a_nvrtc_compile_unkeyed_(lib, request, &cache->counters, out, &log);
+  }
   char *copy = NULL;
   if (st == T4A_OK) {
     t4a_counter_add(&cache->counters, T4A_COUNTER_nvrtc_uncached, 1);
@@ -772,7 +990,7 @@ static t4a_status compile_uncached(t4a_nvrtc_cache *cache, const t4a_nvrtc_reque
  * a cached result keeps that manifest at both levels. */
 static t4a_status compile_with_roots(t4a_nvrtc_cache *cache, t4a_nvrtc_lib *id,
                                      t4a_nvrtc_prepared *p, t4a_nvrtc_artifact **out,
-                                     t4a_nvrtc_outcome *out_outcome, int *retry) {
+                                     t4a_nvrtc_outcome *out_outcome, int *retry, spec_compile *sc) {
   const t4a_nvrtc_request *request = p->req;
   const char *dir = cache->has_disk ? cache->disk.dir : NULL;
   t4a_status st;
@@ -793,6 +1011,7 @@ static t4a_status compile_with_roots(t4a_nvrtc_cache *cache, t4a_nvrtc_lib *id,
     blob = t4a_nvrtc_manifest_load_(dir, k1, &mb);
   }
   int refreshed = 0;
+  int first_miss = !known && blob == NULL; /* no manifest at either level */
   /* In a process that watches (it has probed before), the manifest's paths are watched before
    * they are validated, so that it is known valid afterwards while no event arrives. */
   if (!known && blob != NULL) epoch = t4a_nvrtc_roots_watch_manifest_(blob, mb, epoch);
@@ -815,9 +1034,21 @@ static t4a_status compile_with_roots(t4a_nvrtc_cache *cache, t4a_nvrtc_lib *id,
   }
   free(blob);
   /* A miss: the include check probes the paths the includes can open through the roots,
-   * recording the manifest (no tree is walked). */
+   * recording the manifest (no tree is walked). A first miss compiles alongside it. */
+  int mode = atomic_load(&g_spec_mode);
+  if (first_miss && mode != 0 && cache->compile_uncacheable && roots_usable(request)) {
+    int claim = spec_claim(cache, k1, sc);
+    if (claim < 0) {
+      *retry = 1; /* the other request's manifest may be there now */
+      return T4A_OK;
+    }
+    if (claim > 0) spec_start(cache, id, p, sc);
+    if (mode == 2) spec_join(sc);
+  }
   t4a_nvrtc_prober pr;
   t4a_nvrtc_prober_init_(&pr);
+  pr.settle = sc->started;
+  sc->check_start_ns = mono_ns();
   p->prober = &pr;
   t4a_nvrtc_probes probes;
   memset(&probes, 0, sizeof probes);
@@ -832,6 +1063,9 @@ static t4a_status compile_with_roots(t4a_nvrtc_cache *cache, t4a_nvrtc_lib *id,
   /* Known valid at the epoch the check started at, if every path was watched before it was
    * looked at and nothing changed since. */
   epoch = t4a_nvrtc_prober_finish_(&pr);
+  sc->check_end_ns = mono_ns();
+  sc->settled = sc->started &&
+                t4a_nvrtc_prober_settled_(&pr, sc->start_ns - (uint64_t)atomic_load(&g_settle_ns));
   p->prober = NULL;
   t4a_nvrtc_prober_free_(&pr);
   if (st == T4A_OK) st = t4a_nvrtc_manifest_encode_(&probes, &nb, &nbytes);
@@ -843,6 +1077,7 @@ static t4a_status compile_with_roots(t4a_nvrtc_cache *cache, t4a_nvrtc_lib *id,
     p->check_bytes = nbytes;
     p->check_epoch = epoch;
     rp.includes_checked = 1;
+    rp.spec = sc;
     st = compile_prepared_cached(cache, id, p, out, out_outcome, retry, &rp);
     p->check_blob = NULL;
     if (!*retry && st == T4A_OK && rp.kept) {
@@ -1014,7 +1249,11 @@ static t4a_status compile_prepared_cached(t4a_nvrtc_cache *cache, t4a_nvrtc_lib 
     if (st == T4A_OK && !retry && !(rp != NULL && rp->includes_checked)) {
       st = t4a_nvrtc_check_includes(&p);
     }
-    if (st == T4A_OK && !retry) {
+    spec_compile *sc = rp != NULL ? rp->spec : NULL;
+    if (st == T4A_OK && !retry && sc != NULL && sc->settled && sc->started) {
+      (void)spec_take(sc, key, &st, &art, &log);
+    } else if (st == T4A_OK && !retry) {
+      if (sc != NULL) spec_discard(sc); /* unsettled: NVRTC may have read what the key is not */
       st = t4a_nvrtc_compile_prepared(lib, id, &p, key, &cache->counters, &art, &log);
     }
   }

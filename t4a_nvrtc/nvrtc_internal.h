@@ -69,6 +69,11 @@ typedef struct t4a_nvrtc_prober {
   size_t wcap, wnum;
   uint64_t epoch; /* the roots' epoch read first (0: no inotify) */
   int watch_ok;   /* every watch needed was placed */
+  /* settle (set by the caller): note the newest change time (ctime) of every file and directory
+   * the check looks at, on the way to each path included; settle_lost: a path it could not
+   * follow so (a relative one, a link it cannot read). */
+  int settle, settle_lost;
+  uint64_t newest_ns;
   uint64_t stats, files_read, bytes_read;
 } t4a_nvrtc_prober;
 
@@ -89,6 +94,9 @@ int t4a_nvrtc_prober_resume_(t4a_nvrtc_prober *pr, uint64_t epoch);
 /* Watches the directories on the way to path[0..n) and, with file, the path itself. */
 T4A_MUST_USE t4a_status t4a_nvrtc_prober_watch_(t4a_nvrtc_prober *pr, const char *path, size_t n,
                                                 int file);
+/* Whether, in a check with settle set, nothing it looked at (a file, a directory on the way, a
+ * link) changed at or after before_ns: what was looked at then was there already. */
+int t4a_nvrtc_prober_settled_(const t4a_nvrtc_prober *pr, uint64_t before_ns);
 /* Ends the check: the epoch at which everything probed was watched with no event since, or 0. */
 uint64_t t4a_nvrtc_prober_finish_(t4a_nvrtc_prober *pr);
 void t4a_nvrtc_prober_free_(t4a_nvrtc_prober *pr);
@@ -114,6 +122,19 @@ uint64_t t4a_nvrtc_check_second_passes_(void);
  * and the groups skipped since start. */
 void t4a_nvrtc_check_skip_groups_(int on);
 uint64_t t4a_nvrtc_check_groups_skipped_(void);
+/* Tests and the benchmark: whether a first miss with roots compiles alongside its include check
+ * (mode 0 no, 1 yes (the default), 2 yes with the compile ending before the check starts), and
+ * how long before the compile's start what the check looked at must have last changed for the
+ * compile to be taken (settle_ns; default 2 s, the coarsest change times of common file systems;
+ * a negative value lets tests take a compile of files just written). */
+void t4a_nvrtc_roots_overlap_(int mode, int64_t settle_ns);
+/* Since start: the misses with roots, the time they waited on the include check after NVRTC was
+ * done (all of the check where nothing ran alongside it), and the overlapped compiles taken and
+ * discarded. */
+typedef struct t4a_nvrtc_check_waits {
+  uint64_t misses, wait_ns, overlap_taken, overlap_discarded;
+} t4a_nvrtc_check_waits;
+void t4a_nvrtc_roots_check_waits_(t4a_nvrtc_check_waits *out);
 
 /* Faults in the pages of a new buffer of 64 KiB or more in one call (madvise
  * MADV_POPULATE_WRITE), before read() or a copy fills it: a new process's buffers are fresh

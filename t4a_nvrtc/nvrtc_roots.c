@@ -248,6 +248,26 @@ static int watched_before(t4a_nvrtc_prober *pr, const char *dir, size_t n) {
 
 static t4a_status watch_ancestors_at(t4a_nvrtc_prober *pr, const char *path, size_t n, int depth);
 
+/* A settling check notes what it looked at (see t4a_nvrtc_prober_settled_). */
+static void settle_note(t4a_nvrtc_prober *pr, const struct stat *st) {
+  uint64_t c = ts_ns(&st->st_ctim);
+  if (pr->settle && c > pr->newest_ns) pr->newest_ns = c;
+}
+
+/* A path the walk cannot follow: no epoch, and not settled. */
+static void walk_lost(t4a_nvrtc_prober *pr) {
+  pr->watch_ok = 0;
+  pr->settle_lost = 1;
+}
+
+static int walking(const t4a_nvrtc_prober *pr) {
+  return pr->watch_ok || (pr->settle && !pr->settle_lost);
+}
+
+int t4a_nvrtc_prober_settled_(const t4a_nvrtc_prober *pr, uint64_t before_ns) {
+  return pr->settle && !pr->settle_lost && pr->newest_ns < before_ns;
+}
+
 /* A prefix that is a symbolic link: inotify watches what it resolves to, not the directories
  * that hold the rest of the chain or the target's ancestors, where a retargeted link or a
  * replaced folder changes what the path reaches. So the link's target (relative to the link's
@@ -258,7 +278,7 @@ static t4a_status watch_link_target(t4a_nvrtc_prober *pr, const char *link, size
   char target[PATH_MAX], full[PATH_MAX];
   ssize_t t = readlink(link, target, sizeof target - 1);
   if (t <= 0 || depth >= 8) {
-    pr->watch_ok = 0;
+    walk_lost(pr);
     return T4A_OK;
   }
   target[t] = '\0';
@@ -270,7 +290,7 @@ static t4a_status watch_link_target(t4a_nvrtc_prober *pr, const char *link, size
     size_t d = n;
     while (d > 0 && link[d - 1] != '/') d--;
     if (d + (size_t)t >= sizeof full) {
-      pr->watch_ok = 0;
+      walk_lost(pr);
       return T4A_OK;
     }
     memcpy(full, link, d);
@@ -281,7 +301,7 @@ static t4a_status watch_link_target(t4a_nvrtc_prober *pr, const char *link, size
    * '/' makes watch_ancestors_at reach the target itself as a prefix too (its lstat: a link to
    * a link is followed). */
   if (len + 1 >= sizeof full) {
-    pr->watch_ok = 0;
+    walk_lost(pr);
     return T4A_OK;
   }
   full[len] = '/';
@@ -291,49 +311,58 @@ static t4a_status watch_link_target(t4a_nvrtc_prober *pr, const char *link, size
 
 /* Watches every directory on the way to path (NUL-terminated, n bytes): "/" or ".", then each
  * prefix ending before a '/', top down, stopping at the first that does not exist; the targets
- * of symbolic links on the way too (watch_link_target). */
+ * of symbolic links on the way too (watch_link_target). A settling check notes each one's change
+ * time as well, also where it watches nothing. */
 static t4a_status watch_ancestors(t4a_nvrtc_prober *pr, const char *path, size_t n) {
   return watch_ancestors_at(pr, path, n, 0);
 }
 
 static t4a_status watch_ancestors_at(t4a_nvrtc_prober *pr, const char *path, size_t n, int depth) {
-  if (!pr->watch_ok) return T4A_OK;
+  if (!walking(pr)) return T4A_OK;
   char buf[PATH_MAX];
   if (n >= sizeof buf) return T4A_OK; /* refused by the caller */
-  size_t i = 0;
-  if (path[0] == '/') {
-    int w = watched_before(pr, "/", 1);
-    if (w < 0) return T4A_HOST_OUT_OF_MEMORY;
-    if (w == 0 && watch_path("/") != 1) pr->watch_ok = 0;
-    i = 1;
-  } else {
+  if (path[0] != '/') {
     /* A relative path resolves from the working directory, which chdir changes without an
-     * event: no epoch, the manifest is validated by stat at each lookup. */
-    pr->watch_ok = 0;
+     * event or a change time: no epoch (the manifest is validated by stat at each lookup), and
+     * not settled. */
+    walk_lost(pr);
     return T4A_OK;
   }
-  for (; i < n && pr->watch_ok; i++) {
-    if (path[i] != '/' || (i > 0 && path[i - 1] == '/')) continue;
-    int w = watched_before(pr, path, i);
+  int w = watched_before(pr, "/", 1);
+  if (w < 0) return T4A_HOST_OUT_OF_MEMORY;
+  if (w == 0) {
+    if (pr->watch_ok && watch_path("/") != 1) pr->watch_ok = 0;
+    struct stat rs;
+    if (pr->settle && lstat("/", &rs) != 0) pr->settle_lost = 1;
+    if (pr->settle && !pr->settle_lost) settle_note(pr, &rs);
+  }
+  for (size_t i = 1; i < n && walking(pr); i++) {
+    if (path[i] != '/' || path[i - 1] == '/') continue;
+    w = watched_before(pr, path, i);
     if (w < 0) return T4A_HOST_OUT_OF_MEMORY;
     if (w == 1) continue;
     memcpy(buf, path, i);
     buf[i] = '\0';
-    int rc = watch_path(buf);
+    int rc = pr->watch_ok ? watch_path(buf) : 1; /* 1: watched, or not watching */
+    struct stat ls;
+    int lrc = lstat(buf, &ls);
+    int lerr = errno;
+    if (lrc == 0) settle_note(pr, &ls);
     if (rc == 0) {
       /* Nothing there: the directory above sees it appear, unless it is a dangling symbolic
        * link, whose target could appear where no watch is. */
-      struct stat ls;
-      if (lstat(buf, &ls) == 0 && S_ISLNK(ls.st_mode)) pr->watch_ok = 0;
+      if (lrc == 0 && S_ISLNK(ls.st_mode)) pr->watch_ok = 0;
+      if (lrc == 0 && S_ISLNK(ls.st_mode) && pr->settle) {
+        t4a_status st = watch_link_target(pr, buf, i, depth); /* its folder's change time */
+        if (st != T4A_OK) return st;
+      }
       break;
     }
-    if (rc < 0) {
-      pr->watch_ok = 0;
-      break;
-    }
-    struct stat ls;
-    if (lstat(buf, &ls) != 0) {
-      pr->watch_ok = 0;
+    if (rc < 0) pr->watch_ok = 0;
+    if (lrc != 0) {
+      if (rc == 1) pr->watch_ok = 0;
+      /* nothing there (the folder above was noted), else not followed */
+      if (lerr != ENOENT && lerr != ENOTDIR) pr->settle_lost = 1;
       break;
     }
     if (S_ISLNK(ls.st_mode)) {
@@ -484,6 +513,7 @@ static t4a_status read_file(t4a_nvrtc_prober *pr, const char *path, t4a_nvrtc_pr
   r->size = (uint64_t)st.st_size;
   r->mtime_ns = ts_ns(&st.st_mtim);
   r->ctime_ns = ts_ns(&st.st_ctim);
+  settle_note(pr, &st);
   pr->files_read++;
   pr->bytes_read += n;
   atomic_fetch_add(&g_files_hashed, 1);
@@ -524,10 +554,16 @@ t4a_status t4a_nvrtc_probe_(t4a_nvrtc_prober *pr, const char *path, size_t n, in
      * link is then followed. */
     rc = lstat(p, &st);
     err = errno;
+    if (rc == 0) settle_note(pr, &st);
     if (rc == 0 && S_ISLNK(st.st_mode)) {
       link = 1;
+      if (pr->settle) { /* the folders on the way to its target */
+        t4a_status w = watch_link_target(pr, p, n, 0);
+        if (w != T4A_OK) s = w;
+      }
       rc = stat(p, &st);
       err = errno;
+      if (rc == 0) settle_note(pr, &st);
     }
     pr->stats++;
   }

@@ -64,7 +64,9 @@ static nvrtcResult w_nvrtcCompileProgram(nvrtcProgram prog, int n, const char *c
   FAIL_IF(nvrtcCompileProgram);
   atomic_fetch_add(&g_nvrtc_wrap.compiles, 1);
   if (g_nvrtc_wrap.on_compile != NULL) g_nvrtc_wrap.on_compile(g_nvrtc_wrap.on_compile_user);
-  return g_real->t.nvrtcCompileProgram(prog, n, options);
+  nvrtcResult res = g_real->t.nvrtcCompileProgram(prog, n, options);
+  if (g_nvrtc_wrap.on_compiled != NULL) g_nvrtc_wrap.on_compiled(g_nvrtc_wrap.on_compile_user);
+  return res;
 }
 
 static nvrtcResult w_nvrtcGetPTXSize(nvrtcProgram prog, size_t *size) {
@@ -161,6 +163,7 @@ void nvrtc_wrap_reset(long fail_at, int fail_code) {
   g_nvrtc_wrap.failed_entry = NULL;
   g_nvrtc_wrap.on_compile = NULL;
   g_nvrtc_wrap.on_compile_user = NULL;
+  g_nvrtc_wrap.on_compiled = NULL;
 }
 
 void nvrtc_wrap_close(void) {

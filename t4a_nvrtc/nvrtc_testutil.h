@@ -24,6 +24,9 @@ typedef struct nvrtc_wrap_state {
    * a compile until other threads have reached a state. Cleared by nvrtc_wrap_reset. */
   void (*on_compile)(void *user);
   void *on_compile_user;
+  /* If set, nvrtcCompileProgram calls it after NVRTC compiled (with on_compile_user): a test can
+   * change what NVRTC read. Cleared by nvrtc_wrap_reset. */
+  void (*on_compiled)(void *user);
 } nvrtc_wrap_state;
 
 extern nvrtc_wrap_state g_nvrtc_wrap;

@@ -10,9 +10,11 @@
  * are refused with a typed status naming the path or the include, with nothing compiled and
  * nothing cached; a root edited while NVRTC runs is not cached. */
 #define _GNU_SOURCE
+#include <cmocka.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -24,8 +26,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-#include <cmocka.h>
 
 #include "t4a/counters.h"
 #include "t4a/fault.h"
@@ -190,11 +190,13 @@ static void touch(const char *dir, const char *rel) {
   assert_int_equal(utimensat(AT_FDCWD, p, NULL, 0), 0);
 }
 
-static void expect_refused(t4a_nvrtc_cache *c, const t4a_nvrtc_request *r, t4a_status want,
-                           const char *s1, const char *s2) {
+/* Compiles r, which must fail with want (its message holding s1 and s2) with nothing cached;
+ * compiled: the NVRTC compiles it may run (a first miss's, alongside the check). */
+static void expect_refused_compiled(t4a_nvrtc_cache *c, const t4a_nvrtc_request *r, t4a_status want,
+                                    const char *s1, const char *s2, long compiled) {
   t4a_nvrtc_artifact *a = (t4a_nvrtc_artifact *)1;
   t4a_nvrtc_outcome o = T4A_NVRTC_OUTCOME_INIT;
-  long before = wrapped_compiles();
+  long before = wrapped_compiles() + compiled;
   size_t entries = memory_entries(c), files = test_count_files(g_dir, ".t4a", NULL);
   t4a_status st = t4a_nvrtc_cache_compile(c, r, &a, &o);
   t4a_error e;
@@ -208,10 +210,15 @@ static void expect_refused(t4a_nvrtc_cache *c, const t4a_nvrtc_request *r, t4a_s
   if (s2 != NULL) assert_non_null(strstr(e.message, s2));
   assert_null(a);
   assert_int_equal(o.origin, T4A_NVRTC_ORIGIN_NONE);
-  assert_int_equal(wrapped_compiles(), before); /* nothing compiled */
+  assert_int_equal(wrapped_compiles(), before);
   assert_int_equal(memory_entries(c), entries); /* nothing cached */
   assert_int_equal(test_count_files(g_dir, ".t4a", NULL), files);
   t4a_nvrtc_outcome_deinit(&o);
+}
+
+static void expect_refused(t4a_nvrtc_cache *c, const t4a_nvrtc_request *r, t4a_status want,
+                           const char *s1, const char *s2) {
+  expect_refused_compiled(c, r, want, s1, s2, 0);
 }
 
 /* ---- Soundness ---------------------------------------------------------------------------- */
@@ -2822,7 +2829,8 @@ static void test_uncacheable_keeps_the_other_refusals(void **state) {
   assert_int_equal(symlink(loop, loop), 0);
   const char *roots[] = {g_root};
   r = roots_request("#include <loop.h>\n__global__ void k() {}\n", roots, 1);
-  expect_refused(c, &r, T4A_INVALID_ARGUMENT, "loop", NULL);
+  /* (a first miss: its compile ran alongside the check, and is dropped) */
+  expect_refused_compiled(c, &r, T4A_INVALID_ARGUMENT, "loop", NULL, 1);
   assert_int_equal(counters(c).nvrtc_uncached, 0);
   t4a_nvrtc_cache_destroy(c);
 }
@@ -2980,6 +2988,264 @@ static void test_cub_kernel_through_the_cache(void **state) {
   assert_int_equal(compile_origin(c, &r, ".entry sum"), T4A_NVRTC_ORIGIN_MEMORY);
   assert_int_equal(wrapped_compiles(), 1);
   t4a_nvrtc_cache_destroy(c);
+}
+
+/* ---- A first miss compiles alongside its include check (nvrtc_cache.c, spec_compile) -------- */
+
+static t4a_nvrtc_check_waits check_waits(void) {
+  t4a_nvrtc_check_waits w;
+  t4a_nvrtc_roots_check_waits_(&w);
+  return w;
+}
+
+/* The roots' files were written more than settle_ms before the compiles that follow. */
+static void let_roots_settle(int mode, int settle_ms) {
+  t4a_nvrtc_roots_overlap_(mode, (int64_t)settle_ms * 1000000);
+  struct timespec d = {0, (long)(settle_ms + 70) * 1000000};
+  nanosleep(&d, NULL);
+}
+
+static int overlap_teardown(void **state) {
+  t4a_nvrtc_roots_overlap_(1, 2000000000);
+  return each_teardown(state);
+}
+
+/* Settled roots: NVRTC's compile, run while the check ran, is taken (one compile), cached at both
+ * levels with the manifest, so a new cache hits on disk. */
+static void test_first_miss_compiles_alongside_the_check(void **state) {
+  (void)state;
+  let_roots_settle(1, 30);
+  const char *roots[] = {g_root};
+  t4a_nvrtc_request r = roots_request(k_uses_top, roots, 1);
+  t4a_nvrtc_cache *c = uncacheable_cache();
+  t4a_nvrtc_check_waits w0 = check_waits();
+  long before = wrapped_compiles();
+  assert_int_equal(compile_origin(c, &r, "1234"), T4A_NVRTC_ORIGIN_COMPILED);
+  t4a_nvrtc_check_waits w1 = check_waits();
+  assert_int_equal(wrapped_compiles(), before + 1);
+  assert_int_equal(w1.overlap_taken, w0.overlap_taken + 1);
+  assert_int_equal(w1.overlap_discarded, w0.overlap_discarded);
+  assert_int_equal(w1.misses, w0.misses + 1);
+  assert_int_equal(compile_origin(c, &r, "1234"), T4A_NVRTC_ORIGIN_MEMORY);
+  t4a_nvrtc_cache_destroy(c);
+  c = uncacheable_cache();
+  assert_int_equal(compile_origin(c, &r, "1234"), T4A_NVRTC_ORIGIN_DISK);
+  /* An edit later is a miss with a manifest (no overlap), compiled after its check. */
+  edit_keep_mtime(g_root, "a/b/deep.h", "#pragma once\n#define DEEP_VALUE 1235\n");
+  assert_int_equal(compile_origin(c, &r, "1235"), T4A_NVRTC_ORIGIN_COMPILED);
+  assert_int_equal(check_waits().overlap_taken, w1.overlap_taken);
+  assert_int_equal(wrapped_compiles(), before + 2);
+  t4a_nvrtc_cache_destroy(c);
+}
+
+/* Files changed within the settle time: the overlapped compile is dropped and NVRTC runs again
+ * after the check, whose result is cached. */
+static void test_first_miss_of_files_just_written_compiles_after_the_check(void **state) {
+  (void)state;
+  t4a_nvrtc_roots_overlap_(1, 2000000000);
+  const char *roots[] = {g_root};
+  t4a_nvrtc_request r = roots_request(k_uses_top, roots, 1);
+  t4a_nvrtc_cache *c = uncacheable_cache();
+  t4a_nvrtc_check_waits w0 = check_waits();
+  long before = wrapped_compiles();
+  assert_int_equal(compile_origin(c, &r, "1234"), T4A_NVRTC_ORIGIN_COMPILED);
+  t4a_nvrtc_check_waits w1 = check_waits();
+  assert_int_equal(wrapped_compiles(), before + 2);
+  assert_int_equal(w1.overlap_taken, w0.overlap_taken);
+  assert_int_equal(w1.overlap_discarded, w0.overlap_discarded + 1);
+  assert_int_equal(compile_origin(c, &r, "1234"), T4A_NVRTC_ORIGIN_MEMORY);
+  t4a_nvrtc_cache_destroy(c);
+}
+
+static long g_edits_after_compile;
+static void edit_after_compile(void *user) {
+  (void)user;
+  if (g_edits_after_compile++ == 0) {
+    edit_keep_mtime(g_root, "a/b/deep.h", "#pragma once\n#define DEEP_VALUE 9999\n");
+  }
+}
+
+/* NVRTC read deep.h, then it changed, then the check read it: the key names what the check read,
+ * so the compile NVRTC ran before is not taken; the one after the check is, and holds 9999. */
+static void test_first_miss_edited_before_the_check_reads_is_not_taken(void **state) {
+  (void)state;
+  let_roots_settle(2, 30); /* the compile ends before the check starts */
+  const char *roots[] = {g_root};
+  t4a_nvrtc_request r = roots_request(k_uses_top, roots, 1);
+  t4a_nvrtc_cache *c = uncacheable_cache();
+  g_edits_after_compile = 0;
+  g_nvrtc_wrap.on_compiled = edit_after_compile;
+  t4a_nvrtc_check_waits w0 = check_waits();
+  assert_int_equal(compile_origin(c, &r, "9999"), T4A_NVRTC_ORIGIN_COMPILED);
+  g_nvrtc_wrap.on_compiled = NULL;
+  assert_int_equal(check_waits().overlap_discarded, w0.overlap_discarded + 1);
+  assert_int_equal(compile_origin(c, &r, "9999"), T4A_NVRTC_ORIGIN_MEMORY);
+  t4a_nvrtc_cache_destroy(c);
+}
+
+static void move_shadow_after_compile(void *user) {
+  (void)user;
+  if (g_edits_after_compile++ == 0) {
+    char from[1200], to[1200];
+    snprintf(from, sizeof from, "%s/top.h", g_root2);
+    snprintf(to, sizeof to, "%s/moved.h", g_tree);
+    assert_int_equal(rename(from, to), 0);
+  }
+}
+
+/* NVRTC read the first root's top.h, which then moved away before the check looked: every file
+ * the check reads is old, but the folder that held top.h changed, so the compile is not taken. */
+static void test_first_miss_folder_changed_before_the_check_is_not_taken(void **state) {
+  (void)state;
+  write_file(g_root2, "top.h", "#pragma once\n#define DEEP_VALUE 7777\n");
+  let_roots_settle(2, 30);
+  const char *roots[] = {g_root2, g_root};
+  t4a_nvrtc_request r = roots_request(k_uses_top, roots, 2);
+  t4a_nvrtc_cache *c = uncacheable_cache();
+  g_edits_after_compile = 0;
+  g_nvrtc_wrap.on_compiled = move_shadow_after_compile;
+  t4a_nvrtc_check_waits w0 = check_waits();
+  assert_int_equal(compile_origin(c, &r, "1234"), T4A_NVRTC_ORIGIN_COMPILED);
+  g_nvrtc_wrap.on_compiled = NULL;
+  assert_int_equal(check_waits().overlap_discarded, w0.overlap_discarded + 1);
+  t4a_nvrtc_cache_destroy(c);
+}
+
+/* A root edited after the check read it, while NVRTC still ran: seen as for any miss (not kept). */
+static void test_first_miss_edited_after_the_check_is_not_cached(void **state) {
+  (void)state;
+  let_roots_settle(1, 30);
+  const char *roots[] = {g_root};
+  t4a_nvrtc_request r = roots_request(k_uses_top, roots, 1);
+  t4a_nvrtc_cache *c = uncacheable_cache();
+  g_edit_during_compile = 0;
+  g_nvrtc_wrap.on_compile = edit_on_compile;
+  t4a_nvrtc_artifact *a = NULL;
+  assert_int_equal(t4a_nvrtc_cache_compile(c, &r, &a, NULL), T4A_OK);
+  g_nvrtc_wrap.on_compile = NULL;
+  t4a_nvrtc_artifact_release(a);
+  /* Either the check read 1234 and the edit was an event (not kept), or it read 9999 after the
+   * edit (changed then: not taken, compiled again): never 1234's key with 9999's code. */
+  assert_int_equal(compile_origin(c, &r, "9999"),
+                   memory_entries(c) == 0 ? T4A_NVRTC_ORIGIN_COMPILED : T4A_NVRTC_ORIGIN_MEMORY);
+  t4a_nvrtc_cache_destroy(c);
+}
+
+typedef struct same_request {
+  t4a_nvrtc_cache *c;
+  const t4a_nvrtc_request *r;
+  t4a_status st;
+  t4a_nvrtc_origin origin;
+} same_request;
+
+static void *compile_same(void *arg) {
+  same_request *s = arg;
+  t4a_nvrtc_artifact *a = NULL;
+  t4a_nvrtc_outcome o = T4A_NVRTC_OUTCOME_INIT;
+  s->st = t4a_nvrtc_cache_compile(s->c, s->r, &a, &o);
+  s->origin = o.origin;
+  t4a_nvrtc_artifact_release(a);
+  t4a_nvrtc_outcome_deinit(&o);
+  return NULL;
+}
+
+static void hold_compile(void *user) {
+  (void)user;
+  struct timespec d = {0, 200000000};
+  nanosleep(&d, NULL);
+}
+
+/* Threads asking for one first miss: one compiles (alongside its check), the others wait for it
+ * and take its artifact from memory. */
+static void test_first_miss_from_threads_compiles_once(void **state) {
+  (void)state;
+  let_roots_settle(1, 30);
+  const char *roots[] = {g_root};
+  t4a_nvrtc_request r = roots_request(k_uses_top, roots, 1);
+  t4a_nvrtc_cache *c = uncacheable_cache();
+  long before = wrapped_compiles();
+  g_nvrtc_wrap.on_compile = hold_compile; /* the others arrive while it runs */
+  same_request s[4];
+  pthread_t th[4];
+  for (int i = 0; i < 4; i++) {
+    s[i] = (same_request){c, &r, T4A_OK, T4A_NVRTC_ORIGIN_NONE};
+    assert_int_equal(pthread_create(&th[i], NULL, compile_same, &s[i]), 0);
+  }
+  int compiled = 0;
+  for (int i = 0; i < 4; i++) {
+    pthread_join(th[i], NULL);
+    assert_int_equal(s[i].st, T4A_OK);
+    compiled += s[i].origin == T4A_NVRTC_ORIGIN_COMPILED;
+  }
+  g_nvrtc_wrap.on_compile = NULL;
+  assert_int_equal(compiled, 1);
+  assert_int_equal(wrapped_compiles(), before + 1);
+  t4a_nvrtc_cache_destroy(c);
+}
+
+/* No thread for the overlap: the miss runs as every other (check, then compile). */
+static void test_first_miss_without_a_thread_compiles_after_the_check(void **state) {
+  (void)state;
+  let_roots_settle(1, 30);
+  const char *roots[] = {g_root};
+  t4a_nvrtc_request r = roots_request(k_uses_top, roots, 1);
+  t4a_nvrtc_cache *c = uncacheable_cache();
+  t4a_nvrtc_check_waits w0 = check_waits();
+  long before = wrapped_compiles();
+  fault_plan plan;
+  fault_plan_install(&plan, 0, FAULT_BIT(T4A_FAULT_THREAD_CREATE));
+  assert_int_equal(compile_origin(c, &r, "1234"), T4A_NVRTC_ORIGIN_COMPILED);
+  fault_plan_remove();
+  assert_int_equal(plan.failed_point, T4A_FAULT_THREAD_CREATE);
+  t4a_nvrtc_check_waits w1 = check_waits();
+  assert_int_equal(wrapped_compiles(), before + 1);
+  assert_int_equal(w1.overlap_taken + w1.overlap_discarded,
+                   w0.overlap_taken + w0.overlap_discarded);
+  assert_int_equal(compile_origin(c, &r, "1234"), T4A_NVRTC_ORIGIN_MEMORY);
+  t4a_nvrtc_cache_destroy(c);
+}
+
+/* Failure sweep of a first miss taken from its overlapped compile: every allocation, file
+ * operation and thread creation in turn, on either thread. */
+static void test_first_miss_overlap_failure_sweep(void **state) {
+  (void)state;
+  let_roots_settle(1, 30);
+  const char *roots[] = {g_root};
+  t4a_nvrtc_request r = roots_request(k_uses_top, roots, 1);
+  int failures = 0;
+  for (long n = 0;; n++) {
+    t4a_nvrtc_roots_forget_();
+    rm_tree(g_dir);
+    mkdir(g_dir, 0777);
+    t4a_nvrtc_cache *c = uncacheable_cache();
+    fault_plan plan;
+    fault_plan_install(
+        &plan, n,
+        FAULT_BIT(T4A_FAULT_HOST_MALLOC) | FAULT_FILE_BITS | FAULT_BIT(T4A_FAULT_THREAD_CREATE));
+    t4a_nvrtc_artifact *a = NULL;
+    t4a_nvrtc_outcome o = T4A_NVRTC_OUTCOME_INIT;
+    t4a_status st = t4a_nvrtc_cache_compile(c, &r, &a, &o);
+    int failed = plan.failed_point >= 0;
+    fault_plan_remove();
+    assert_int_equal(test_count_files(g_dir, NULL, ".t4a-tmp-"), 0);
+    if (st == T4A_OK) {
+      assert_non_null(a);
+    } else {
+      assert_true(st == T4A_HOST_OUT_OF_MEMORY || st == T4A_IO);
+      assert_null(a);
+      assert_int_equal(memory_entries(c), 0);
+      assert_int_equal(test_count_files(g_dir, ".t4a", NULL), 0);
+      failures++;
+    }
+    t4a_nvrtc_artifact_release(a);
+    t4a_nvrtc_outcome_deinit(&o);
+    t4a_nvrtc_cache_destroy(c);
+    if (!failed) {
+      assert_int_equal(st, T4A_OK);
+      break;
+    }
+  }
+  assert_true(failures > 10);
 }
 
 /* A curand kernel: read whole, the include check refuses curand_kernel.h (design §11: its
@@ -3161,6 +3427,23 @@ int main(void) {
                                       each_teardown),
       cmocka_unit_test_setup_teardown(test_toolkit_find_says_where_it_looked, each_setup,
                                       each_teardown),
+      cmocka_unit_test_setup_teardown(test_first_miss_compiles_alongside_the_check, each_setup,
+                                      overlap_teardown),
+      cmocka_unit_test_setup_teardown(
+          test_first_miss_of_files_just_written_compiles_after_the_check, each_setup,
+          overlap_teardown),
+      cmocka_unit_test_setup_teardown(test_first_miss_edited_before_the_check_reads_is_not_taken,
+                                      each_setup, overlap_teardown),
+      cmocka_unit_test_setup_teardown(test_first_miss_folder_changed_before_the_check_is_not_taken,
+                                      each_setup, overlap_teardown),
+      cmocka_unit_test_setup_teardown(test_first_miss_edited_after_the_check_is_not_cached,
+                                      each_setup, overlap_teardown),
+      cmocka_unit_test_setup_teardown(test_first_miss_from_threads_compiles_once, each_setup,
+                                      overlap_teardown),
+      cmocka_unit_test_setup_teardown(test_first_miss_without_a_thread_compiles_after_the_check,
+                                      each_setup, overlap_teardown),
+      cmocka_unit_test_setup_teardown(test_first_miss_overlap_failure_sweep, each_setup,
+                                      overlap_teardown),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
