@@ -90,6 +90,7 @@ struct t4a_nvrtc_cache {
    * mu): a second request for one waits for it (see spec_claim). */
   uint8_t spec_keys[SPEC_SLOTS][16];
   unsigned char spec_used[SPEC_SLOTS];
+  _Atomic uint64_t roots_misses, check_wait_ns; /* t4a_nvrtc_cache_stats */
 };
 
 /* One include manifest in memory: the blob (nvrtc_manifest.c) under its first-level key. */
@@ -619,6 +620,8 @@ void t4a_nvrtc_cache_stats(const t4a_nvrtc_cache *cache, struct t4a_nvrtc_cache_
   out->memory_entries = c->num_ready;
   out->memory_bytes = c->bytes;
   pthread_mutex_unlock(&c->mu);
+  out->roots_misses = atomic_load(&c->roots_misses);
+  out->roots_check_wait_ns = atomic_load(&c->check_wait_ns);
 }
 
 /* Copies a failed entry's result to a waiter: the status, its detail and the log. */
@@ -705,18 +708,10 @@ typedef struct spec_compile {
  * helper's compile ending before the check starts (tests). */
 static atomic_int g_spec_mode = 1;
 static _Atomic int64_t g_settle_ns = 2000000000; /* file systems' coarsest change times */
-static _Atomic uint64_t g_check_wait_ns, g_check_waits, g_spec_taken, g_spec_discarded;
 
 void t4a_nvrtc_roots_overlap_(int mode, int64_t settle_ns) {
   atomic_store(&g_spec_mode, mode);
   atomic_store(&g_settle_ns, settle_ns);
-}
-
-void t4a_nvrtc_roots_check_waits_(t4a_nvrtc_check_waits *out) {
-  out->misses = atomic_load(&g_check_waits);
-  out->wait_ns = atomic_load(&g_check_wait_ns);
-  out->overlap_taken = atomic_load(&g_spec_taken);
-  out->overlap_discarded = atomic_load(&g_spec_discarded);
 }
 
 static uint64_t mono_ns(void) {
@@ -806,7 +801,7 @@ static void spec_join(spec_compile *sc) {
 }
 
 /* Drops the helper's result, if it has one nobody took. */
-static void spec_discard(spec_compile *sc) {
+static void spec_discard(t4a_nvrtc_cache *c, spec_compile *sc) {
   if (!sc->started) return;
   spec_join(sc);
   t4a_nvrtc_artifact_release(sc->art);
@@ -814,11 +809,11 @@ static void spec_discard(spec_compile *sc) {
   sc->art = NULL;
   sc->log.text = NULL;
   sc->started = 0;
-  atomic_fetch_add(&g_spec_discarded, 1);
+  t4a_counter_add(&c->counters, T4A_COUNTER_nvrtc_roots_overlap_dropped, 1);
 }
 
 /* Takes the helper's result (ownership moves to the caller), keyed `key`; 0 if there is none. */
-static int spec_take(spec_compile *sc, const uint8_t key[16], t4a_status *st,
+static int spec_take(t4a_nvrtc_cache *c, spec_compile *sc, const uint8_t key[16], t4a_status *st,
                      t4a_nvrtc_artifact **art, t4a_nvrtc_log *log) {
   if (!sc->started) return 0;
   spec_join(sc);
@@ -830,7 +825,7 @@ static int spec_take(spec_compile *sc, const uint8_t key[16], t4a_status *st,
   sc->log.bytes = 0;
   sc->started = 0;
   sc->taken = 1;
-  atomic_fetch_add(&g_spec_taken, 1);
+  t4a_counter_add(&c->counters, T4A_COUNTER_nvrtc_roots_overlapped, 1);
   if (*st == T4A_OK) {
     memcpy((*art)->key, key, 16);
     t4a_nvrtc_key_hex((*art)->key, (*art)->key_hex);
@@ -843,11 +838,11 @@ static int spec_take(spec_compile *sc, const uint8_t key[16], t4a_status *st,
 /* Ends a first miss's overlap: a result nobody took is discarded; the claim is released; the
  * time the miss waited on its check after NVRTC was done is counted. */
 static void spec_finish(t4a_nvrtc_cache *c, spec_compile *sc) {
-  spec_discard(sc);
+  spec_discard(c, sc);
   if (sc->check_end_ns != 0) {
     uint64_t from = sc->taken && sc->end_ns > sc->check_start_ns ? sc->end_ns : sc->check_start_ns;
-    atomic_fetch_add(&g_check_waits, 1);
-    atomic_fetch_add(&g_check_wait_ns, sc->check_end_ns > from ? sc->check_end_ns - from : 0);
+    atomic_fetch_add(&c->roots_misses, 1);
+    atomic_fetch_add(&c->check_wait_ns, sc->check_end_ns > from ? sc->check_end_ns - from : 0);
   }
   if (sc->claimed) {
     pthread_mutex_lock(&c->mu);
@@ -962,7 +957,7 @@ static t4a_status compile_uncached(t4a_nvrtc_cache *cache, const t4a_nvrtc_reque
   uint8_t key[16];
   if (sc->started && sc->lib == lib && t4a_nvrtc_prepare(lib, request, &q) == T4A_OK) {
     t4a_nvrtc_identity_key(lib, &q, key);
-    (void)spec_take(sc, key, &st, out, &log);
+    (void)spec_take(cache, sc, key, &st, out, &log);
     if (st == T4A_OK) t4a_nvrtc_artifact_key_content_(*out);
   } else {
     st = t4a_nvrtc_compile_unkeyed_(lib, request, &cache->counters, out, &log);
@@ -1251,9 +1246,9 @@ static t4a_status compile_prepared_cached(t4a_nvrtc_cache *cache, t4a_nvrtc_lib 
     }
     spec_compile *sc = rp != NULL ? rp->spec : NULL;
     if (st == T4A_OK && !retry && sc != NULL && sc->settled && sc->started) {
-      (void)spec_take(sc, key, &st, &art, &log);
+      (void)spec_take(cache, sc, key, &st, &art, &log);
     } else if (st == T4A_OK && !retry) {
-      if (sc != NULL) spec_discard(sc); /* unsettled: NVRTC may have read what the key is not */
+      if (sc != NULL) spec_discard(cache, sc); /* unsettled: NVRTC may have read what the key is not */
       st = t4a_nvrtc_compile_prepared(lib, id, &p, key, &cache->counters, &art, &log);
     }
   }

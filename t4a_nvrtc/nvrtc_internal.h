@@ -128,13 +128,6 @@ uint64_t t4a_nvrtc_check_groups_skipped_(void);
  * compile to be taken (settle_ns; default 2 s, the coarsest change times of common file systems;
  * a negative value lets tests take a compile of files just written). */
 void t4a_nvrtc_roots_overlap_(int mode, int64_t settle_ns);
-/* Since start: the misses with roots, the time they waited on the include check after NVRTC was
- * done (all of the check where nothing ran alongside it), and the overlapped compiles taken and
- * discarded. */
-typedef struct t4a_nvrtc_check_waits {
-  uint64_t misses, wait_ns, overlap_taken, overlap_discarded;
-} t4a_nvrtc_check_waits;
-void t4a_nvrtc_roots_check_waits_(t4a_nvrtc_check_waits *out);
 
 /* Faults in the pages of a new buffer of 64 KiB or more in one call (madvise
  * MADV_POPULATE_WRITE), before read() or a copy fills it: a new process's buffers are fresh

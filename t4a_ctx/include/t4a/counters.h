@@ -50,7 +50,8 @@ extern "C" {
   T4A_CTX_COUNTERS_4(X)                 \
   T4A_MEM_COUNTERS_4(X)                 \
   T4A_NVRTC_COUNTERS_2(X)               \
-  T4A_NVRTC_COUNTERS_3(X)
+  T4A_NVRTC_COUNTERS_3(X)               \
+  T4A_NVRTC_COUNTERS_4(X)
 
 /** One id per counter of T4A_COUNTER_LIST (T4A_COUNTER_<name>), then T4A_COUNTER_COUNT. */
 typedef enum t4a_counter_id {

@@ -32,8 +32,14 @@
 #define T4A_NVRTC_COUNTERS_3(X)                                                                   \
   X(nvrtc_uncached, "compiles the include check refused, run uncached (compile_uncacheable)")
 
+/** Run 4 of t4a_nvrtc's counters: a first miss's compile alongside its include check. */
+#define T4A_NVRTC_COUNTERS_4(X)                                                                   \
+  X(nvrtc_roots_overlapped, "first misses with include roots that took the compile run alongside their include check") \
+  X(nvrtc_roots_overlap_dropped, "compiles run alongside an include check and dropped (what it read had just changed, or no compile was needed)")
+
 /** Every counter of t4a_nvrtc, in the joined order. */
-#define T4A_NVRTC_COUNTERS(X) \
-  T4A_NVRTC_COUNTERS_1(X) T4A_NVRTC_COUNTERS_2(X) T4A_NVRTC_COUNTERS_3(X)
+#define T4A_NVRTC_COUNTERS(X)                                               \
+  T4A_NVRTC_COUNTERS_1(X) T4A_NVRTC_COUNTERS_2(X) T4A_NVRTC_COUNTERS_3(X) \
+  T4A_NVRTC_COUNTERS_4(X)
 
 #endif /**< T4A_NVRTC_COUNTERS_H_ */
