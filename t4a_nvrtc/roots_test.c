@@ -3134,8 +3134,9 @@ static void test_first_miss_edited_after_the_check_is_not_cached(void **state) {
   t4a_nvrtc_artifact_release(a);
   /* Either the check read 1234 and the edit was an event (not kept), or it read 9999 after the
    * edit (changed then: not taken, compiled again): never 1234's key with 9999's code. */
-  assert_int_equal(compile_origin(c, &r, "9999"),
-                   memory_entries(c) == 0 ? T4A_NVRTC_ORIGIN_COMPILED : T4A_NVRTC_ORIGIN_MEMORY);
+  t4a_nvrtc_origin expected =
+      memory_entries(c) == 0 ? T4A_NVRTC_ORIGIN_COMPILED : T4A_NVRTC_ORIGIN_MEMORY;
+  assert_int_equal(compile_origin(c, &r, "9999"), expected);
   t4a_nvrtc_cache_destroy(c);
 }
 

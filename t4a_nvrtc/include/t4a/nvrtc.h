@@ -441,9 +441,10 @@ struct t4a_nvrtc_cache_stats {
   t4a_counter_values counters;
   size_t memory_entries; /**< artifacts the memory level holds now */
   size_t memory_bytes;   /**< their bytes */
-  /** Misses of requests with include roots, and the time they waited on the include check
-   * beyond NVRTC's compile (all of the check, where no compile ran alongside it), nanoseconds. */
-  uint64_t roots_misses, roots_check_wait_ns;
+  uint64_t roots_misses; /**< misses of requests with include roots */
+  /** The time those misses waited on the include check beyond NVRTC's compile (all of the
+   * check, where no compile ran alongside it), nanoseconds. */
+  uint64_t roots_check_wait_ns;
 };
 /** Copies the cache's figures into *out (all zero for a NULL cache; nothing for a NULL out).
  * Takes the cache's lock for the memory level's figures. */
